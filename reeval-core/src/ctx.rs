@@ -1,0 +1,374 @@
+//! The context an eval is written against. The sandbox starts lazily on the
+//! first call that needs it, so the eval's own code runs first.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::Budget;
+use crate::diff::{Diff, Snapshot};
+use crate::environment::Environment;
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecOutput};
+use crate::harness::{ErrorClass, Harness, TurnContext};
+use crate::progress::PhaseLog;
+use crate::record::{CheckRecord, Record};
+use crate::sandbox::{DockerBackend, SandboxHandle};
+use crate::turn::{Turn, TurnReport, TurnStatus};
+
+/// How long a turn gets to stop once its time is up, before its processes are killed.
+pub const TURN_GRACE: Duration = Duration::from_secs(3);
+/// How much of a check's output the record keeps.
+pub const CHECK_TAIL: usize = 4096;
+
+/// Options of one turn (`Ctx::send_with`).
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    /// Ends only this turn, as `timed_out`, when it runs out; the attempt goes on.
+    pub timeout: Option<Duration>,
+}
+
+/// A secret resolved on the host. The value never leaves this process except
+/// to `exec` checks, when the secret is marked for checks.
+#[derive(Clone)]
+pub(crate) struct ResolvedSecret {
+    pub(crate) name: String,
+    pub(crate) value: String,
+    pub(crate) checks_only: bool,
+}
+
+impl std::fmt::Debug for ResolvedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedSecret").field("name", &self.name).field("checks_only", &self.checks_only).finish_non_exhaustive()
+    }
+}
+
+/// The eval's handle on its attempt: agent turns, checks, files, diffs.
+#[derive(Debug)]
+pub struct Ctx {
+    pub(crate) env: Environment,
+    pub(crate) backend: Option<Arc<DockerBackend>>,
+    pub(crate) harness: Option<Box<dyn Harness>>,
+    pub(crate) budget: Budget,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) log: PhaseLog,
+    pub(crate) record: Record,
+    pub(crate) artifacts_dir: PathBuf,
+    pub(crate) secrets: Vec<ResolvedSecret>,
+    pub(crate) sandbox: Option<SandboxHandle>,
+    pub(crate) start_error: Option<String>,
+    pub(crate) baseline: Option<Snapshot>,
+    pub(crate) last_snapshot: Option<Snapshot>,
+    pub(crate) harness_started: bool,
+    /// Whether the lazy start finished.
+    pub(crate) ready: bool,
+    pub(crate) turns_sent: u32,
+    /// Failures that do not stop the eval (a verdict under its threshold).
+    pub(crate) soft_failures: Vec<Error>,
+}
+
+impl Ctx {
+    /// A token that fires when the attempt's budget runs out.
+    pub fn signal(&self) -> CancellationToken {
+        self.budget.signal()
+    }
+
+    /// The attempt's record so far.
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// The attempt's artifact directory on the host.
+    pub fn artifacts_dir(&self) -> &std::path::Path {
+        &self.artifacts_dir
+    }
+
+    /// Runs `fut` unless the budget runs out first.
+    pub(crate) async fn within_budget<T>(&self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let signal = self.budget.signal();
+        tokio::select! {
+            biased;
+            _ = signal.cancelled() => Err(Error::Timeout { elapsed: self.budget.spent() }),
+            r = fut => r,
+        }
+    }
+
+    /// The sandbox, started on first use.
+    pub(crate) async fn sandbox(&mut self) -> Result<SandboxHandle> {
+        if self.ready && let Some(handle) = &self.sandbox {
+            return Ok(handle.clone());
+        }
+        if let Some(message) = &self.start_error {
+            return Err(Error::infra("start the sandbox", message));
+        }
+        // Starting the sandbox is not the eval's own work: it does not spend the budget.
+        self.budget.pause();
+        let started = match self.deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), crate::lifecycle::start(self)).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::infra("start the sandbox", "the attempt's deadline passed during setup")),
+            },
+            None => crate::lifecycle::start(self).await,
+        };
+        self.budget.resume();
+        match started {
+            Ok(handle) => Ok(handle),
+            Err(e) => {
+                self.start_error = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends one prompt to the agent: one turn, followed by a diff.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the budget runs out during the turn (the turn is
+    /// recorded `aborted`); [`Error::Agent`] when the agent failed on its own;
+    /// an infra or config error when the harness could not run.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped turn leaves its processes running until teardown.
+    pub async fn send(&mut self, prompt: impl Into<String>) -> Result<Turn> {
+        self.send_with(prompt, TurnOptions::default()).await
+    }
+
+    /// Sends one prompt with per-turn options. A turn that hits its own
+    /// `timeout` is recorded `timed_out` and returned, so checks can grade partial work.
+    ///
+    /// # Errors
+    /// As [`Ctx::send`].
+    ///
+    /// # Cancel safety
+    /// As [`Ctx::send`].
+    pub async fn send_with(&mut self, prompt: impl Into<String>, options: TurnOptions) -> Result<Turn> {
+        let prompt = prompt.into();
+        let handle = self.sandbox().await?;
+        if self.harness.is_none() {
+            return Err(Error::Config("no harness is selected for this eval".into()));
+        }
+        self.turns_sent += 1;
+        let sent = prompt_with_context(&prompt, self.turns_sent, &self.env);
+        let turn_ctx = TurnContext { index: self.turns_sent, artifacts_dir: Some(self.artifacts_dir.clone()) };
+        let signal = self.budget.signal();
+        let began = Instant::now();
+        let (report, status) = {
+            let harness = self.harness.as_mut().expect("checked above");
+            let fut = harness.turn(&handle, &sent, &turn_ctx);
+            tokio::pin!(fut);
+            let limit = options.timeout.unwrap_or(Duration::MAX);
+            let ended = tokio::select! {
+                r = &mut fut => Ok(r),
+                _ = signal.cancelled() => Err(TurnStatus::Aborted),
+                _ = sleep_for(limit) => Err(TurnStatus::TimedOut),
+            };
+            match ended {
+                Ok(Ok(report)) => (report.clone(), report.status),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(status) => {
+                    // Ask the turn to stop, give it the grace, then kill its process tree.
+                    let _ = handle.sandbox().kill("TERM").await;
+                    let report = match tokio::time::timeout(TURN_GRACE, &mut fut).await {
+                        Ok(Ok(r)) => r,
+                        _ => {
+                            let _ = handle.sandbox().kill("KILL").await;
+                            tokio::time::timeout(Duration::from_secs(1), &mut fut).await.ok().and_then(|r| r.ok()).unwrap_or_default()
+                        }
+                    };
+                    (report, status)
+                }
+            }
+        };
+        let agent_ms = began.elapsed().as_millis() as u64;
+        self.record.timings.agent_ms += agent_ms;
+
+        // The turn's diff, even after an abort: the record must show the agent's work.
+        let diff_began = Instant::now();
+        let diff = match Snapshot::take(&handle).await {
+            Ok(now) => {
+                let before = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
+                let d = before.diff(&now);
+                self.last_snapshot = Some(now);
+                d
+            }
+            Err(e) => {
+                self.log.event(format!("failed to diff the workspace after turn {}: {e}", self.turns_sent));
+                Diff::default()
+            }
+        };
+        self.record.timings.diff_ms += diff_began.elapsed().as_millis() as u64;
+
+        let turn = Turn {
+            prompt: prompt.clone(),
+            status,
+            final_message: report.final_message.clone(),
+            model: report.model.clone(),
+            usage: report.usage.clone(),
+            tool_calls: report.tool_calls.clone(),
+            file_edits: report.file_edits.clone(),
+            error: report.error.clone(),
+            duration_ms: agent_ms,
+            diff,
+        };
+        self.record.usage.add(&turn.usage);
+        self.record.turns.push(turn.clone());
+        let harness_name = self.record.harness.clone();
+        self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), agent_ms as f64 / 1000.0, turn.diff.files.len()));
+        match status {
+            TurnStatus::Completed | TurnStatus::TimedOut => Ok(turn),
+            TurnStatus::Aborted => Err(if report.events == 0 && self.harness.as_ref().is_some_and(|h| h.name() != "shell") {
+                Error::infra(format!("run harness {harness_name}"), self.harness.as_ref().map(|h| h.never_started(began.elapsed())).unwrap_or_default())
+            } else {
+                Error::Timeout { elapsed: self.budget.spent() }
+            }),
+            TurnStatus::Failed => Err(turn_failure(&harness_name, &report)),
+        }
+    }
+
+    /// Runs a check in the sandbox: a `&str` under `sh -c`, or a [`Command`] argv.
+    /// Secrets marked for checks are in its environment with their real values.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the budget runs out; a sandbox error. A non-zero
+    /// exit is not an error: match it with `expect(..)`.
+    ///
+    /// # Cancel safety
+    /// A dropped check may keep running in the sandbox until teardown.
+    pub async fn exec(&mut self, cmd: impl Into<Command>) -> Result<ExecOutput> {
+        let cmd = cmd.into();
+        let handle = self.sandbox().await?;
+        let began = Instant::now();
+        let extra: Vec<(String, String)> = self.secrets.iter().filter(|s| s.checks_only).map(|s| (s.name.clone(), s.value.clone())).collect();
+        let out = self.within_budget(async { Ok(handle.exec_with_env(cmd, &extra).await?) }).await?;
+        let secrets: Vec<String> = self.secrets.iter().map(|s| s.value.clone()).collect();
+        // A check may print a secret it was given: its recorded (and returned) output never holds it.
+        let out = ExecOutput {
+            stdout: crate::secrets::redact(&out.stdout, &secrets),
+            stderr: crate::secrets::redact(&out.stderr, &secrets),
+            command: crate::secrets::redact(&out.command, &secrets),
+            ..out
+        };
+        self.record.timings.checks_ms += began.elapsed().as_millis() as u64;
+        self.record.checks.push(CheckRecord {
+            command: out.command.clone(),
+            exit_code: out.exit_code,
+            duration_ms: out.duration_ms,
+            stdout_tail: out.stdout_tail(CHECK_TAIL).to_string(),
+            stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
+        });
+        self.log.phase("check", began, format!("{} exited {} in {}ms", one_line(&out.command), out.exit_code, out.duration_ms));
+        Ok(out)
+    }
+
+    /// Reads a text file (relative paths are in the workspace).
+    ///
+    /// # Errors
+    /// [`crate::SandboxError::NotFound`] (an `assertion` failure) when it does not exist;
+    /// an error when it is not UTF-8.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn read_file(&mut self, path: &str) -> Result<String> {
+        let bytes = self.read_bytes(path).await?;
+        String::from_utf8(bytes).map_err(|_| Error::other(format!("{path} is not UTF-8 text; use read_bytes")))
+    }
+
+    /// Reads a file's bytes.
+    ///
+    /// # Errors
+    /// As [`Ctx::read_file`], without the UTF-8 check.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn read_bytes(&mut self, path: &str) -> Result<Vec<u8>> {
+        let handle = self.sandbox().await?;
+        self.within_budget(async { Ok(handle.read_file(path).await?) }).await
+    }
+
+    /// Writes a file byte for byte (mode 0644), creating its directories.
+    ///
+    /// # Errors
+    /// A sandbox error, or [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// A cancelled write may leave the file absent.
+    pub async fn write_file(&mut self, path: &str, content: impl AsRef<[u8]>) -> Result<()> {
+        let handle = self.sandbox().await?;
+        self.within_budget(async { Ok(handle.write_file(path, content.as_ref(), 0o644).await?) }).await
+    }
+
+    /// The workspace diff since the snapshot (files, rules and setup excluded).
+    ///
+    /// # Errors
+    /// A sandbox error, or [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn diff(&mut self) -> Result<Diff> {
+        let handle = self.sandbox().await?;
+        let began = Instant::now();
+        let now = self.within_budget(async { Ok(Snapshot::take(&handle).await?) }).await?;
+        let diff = self.baseline.clone().unwrap_or_default().diff(&now);
+        self.record.timings.diff_ms += began.elapsed().as_millis() as u64;
+        Ok(diff)
+    }
+
+    /// The sandbox handle, for code that needs to act in the sandbox directly
+    /// (an in-process agent, a custom check). Starts the sandbox if needed.
+    ///
+    /// # Errors
+    /// An infra error when the sandbox cannot start.
+    ///
+    /// # Cancel safety
+    /// A cancelled start is finished at teardown.
+    pub async fn sandbox_handle(&mut self) -> Result<SandboxHandle> {
+        self.sandbox().await
+    }
+}
+
+async fn sleep_for(limit: Duration) {
+    if limit == Duration::MAX {
+        std::future::pending::<()>().await
+    } else {
+        tokio::time::sleep(limit).await
+    }
+}
+
+fn status_name(s: TurnStatus) -> &'static str {
+    match s {
+        TurnStatus::Completed => "completed",
+        TurnStatus::Failed => "failed",
+        TurnStatus::Aborted => "aborted",
+        TurnStatus::TimedOut => "timed_out",
+    }
+}
+
+fn one_line(s: &str) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.len() > 80 || s.lines().count() > 1 { format!("{}…", crate::exec::tail(first, 80)) } else { first.to_string() }
+}
+
+fn turn_failure(harness: &str, report: &TurnReport) -> Error {
+    let message = report.error.clone().unwrap_or_else(|| "the agent reported a failure".into());
+    match report.error_class.unwrap_or(ErrorClass::Agent) {
+        ErrorClass::Agent => Error::Agent { harness: harness.to_string(), message },
+        ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
+        ErrorClass::Config => Error::Config(format!("harness {harness}: {message}")),
+    }
+}
+
+/// The first prompt carries the context summary when the environment asks for one.
+fn prompt_with_context(prompt: &str, turn: u32, env: &Environment) -> String {
+    if turn == 1 && env.context_summary {
+        format!("{prompt}\n\n{}", crate::lifecycle::context_summary(env))
+    } else {
+        prompt.to_string()
+    }
+}
+
+/// Keeps stdout chunks for a harness that parses its CLI's stream.
+pub type StdoutSink = mpsc::UnboundedSender<Bytes>;

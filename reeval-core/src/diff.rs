@@ -1,0 +1,239 @@
+//! Workspace snapshots and the diffs between them (unified, via `similar`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use similar::TextDiff;
+
+use crate::sandbox::archive::{self, Entry};
+use crate::sandbox::{SandboxError, SandboxHandle};
+
+/// The largest workspace archive a snapshot reads.
+pub const SNAPSHOT_LIMIT: u64 = 2 << 30;
+/// A patch longer than this is cut, with a notice.
+pub const PATCH_LIMIT: usize = 512 * 1024;
+
+/// The workspace's files at one moment, `.git` internals excluded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    files: BTreeMap<String, Entry>,
+}
+
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// New since the earlier snapshot.
+    Added,
+    /// Content, mode or link target changed.
+    Modified,
+    /// Gone since the earlier snapshot.
+    Deleted,
+}
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChange {
+    /// Path relative to the workspace.
+    pub path: String,
+    /// How it changed.
+    pub change: Change,
+    /// Whether either side is binary (named in the patch, not dumped).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub binary: bool,
+}
+
+/// A workspace diff.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diff {
+    /// Changed files, sorted by path.
+    pub files: Vec<FileChange>,
+    /// The unified diff.
+    pub patch: String,
+    /// Whether the patch was cut at [`PATCH_LIMIT`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+impl Diff {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Paths of changed files.
+    pub fn paths(&self) -> Vec<&str> {
+        self.files.iter().map(|f| f.path.as_str()).collect()
+    }
+}
+
+fn is_git_internal(path: &str) -> bool {
+    path == ".git" || path.starts_with(".git/")
+}
+
+impl Snapshot {
+    /// Reads the workspace of `sandbox`.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the workspace cannot be read.
+    ///
+    /// # Cancel safety
+    /// Safe: nothing changes in the sandbox.
+    pub async fn take(sandbox: &SandboxHandle) -> Result<Self, SandboxError> {
+        let tar = sandbox.sandbox().download(sandbox.workspace(), SNAPSHOT_LIMIT).await?;
+        Self::from_tar(&tar)
+    }
+
+    /// Parses a `download` of the workspace directory.
+    ///
+    /// # Errors
+    /// [`SandboxError::Archive`] for an unreadable or unsafe archive.
+    pub fn from_tar(tar: &[u8]) -> Result<Self, SandboxError> {
+        Ok(Self { files: archive::read_tree(tar, is_git_internal)? })
+    }
+
+    /// A snapshot of these files (for tests and in-memory workspaces).
+    pub fn from_files<I: IntoIterator<Item = (String, Vec<u8>)>>(files: I) -> Self {
+        Self { files: files.into_iter().map(|(p, b)| (p, Entry::File { mode: 0o644, bytes: b })).collect() }
+    }
+
+    /// Number of files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the workspace is empty.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Paths of the files, sorted.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.files.keys().map(String::as_str)
+    }
+
+    /// The diff from `self` (earlier) to `later`.
+    pub fn diff(&self, later: &Snapshot) -> Diff {
+        let mut diff = Diff::default();
+        let mut patch = String::new();
+        let mut paths: Vec<&String> = self.files.keys().chain(later.files.keys()).collect();
+        paths.sort();
+        paths.dedup();
+        for path in paths {
+            let (old, new) = (self.files.get(path), later.files.get(path));
+            let change = match (old, new) {
+                (None, Some(_)) => Change::Added,
+                (Some(_), None) => Change::Deleted,
+                (Some(a), Some(b)) if a != b => Change::Modified,
+                _ => continue,
+            };
+            let binary = old.is_some_and(is_binary) || new.is_some_and(is_binary);
+            if patch.len() < PATCH_LIMIT {
+                patch.push_str(&file_patch(path, old, new, binary));
+            } else {
+                diff.truncated = true;
+            }
+            diff.files.push(FileChange { path: path.clone(), change, binary });
+        }
+        if patch.len() > PATCH_LIMIT {
+            let mut cut = PATCH_LIMIT;
+            while !patch.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            patch.truncate(cut);
+            diff.truncated = true;
+        }
+        if diff.truncated {
+            patch.push_str(&format!("\n[patch truncated at {PATCH_LIMIT} bytes; {} files changed in all]\n", diff.files.len()));
+        }
+        diff.patch = patch;
+        diff
+    }
+}
+
+fn is_binary(entry: &Entry) -> bool {
+    match entry {
+        Entry::File { bytes, .. } => bytes[..bytes.len().min(8000)].contains(&0) || std::str::from_utf8(bytes).is_err(),
+        Entry::Symlink(_) => false,
+    }
+}
+
+fn text_of(entry: Option<&Entry>) -> String {
+    match entry {
+        None => String::new(),
+        Some(Entry::File { bytes, .. }) => String::from_utf8_lossy(bytes).into_owned(),
+        Some(Entry::Symlink(target)) => format!("-> {target}\n"),
+    }
+}
+
+fn file_patch(path: &str, old: Option<&Entry>, new: Option<&Entry>, binary: bool) -> String {
+    let a = if old.is_some() { format!("a/{path}") } else { "/dev/null".into() };
+    let b = if new.is_some() { format!("b/{path}") } else { "/dev/null".into() };
+    let mut out = format!("diff --git a/{path} b/{path}\n");
+    if let (Some(Entry::File { mode: m1, .. }), Some(Entry::File { mode: m2, .. })) = (old, new)
+        && m1 != m2
+    {
+        out.push_str(&format!("old mode {:o}\nnew mode {:o}\n", m1, m2));
+    }
+    if binary {
+        out.push_str(&format!("Binary files {a} and {b} differ\n"));
+        return out;
+    }
+    let (old_text, new_text) = (text_of(old), text_of(new));
+    if old_text == new_text {
+        return out;
+    }
+    let text = TextDiff::from_lines(&old_text, &new_text);
+    out.push_str(&text.unified_diff().context_radius(3).header(&a, &b).to_string());
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(files: &[(&str, &[u8])]) -> Snapshot {
+        Snapshot::from_files(files.iter().map(|(p, b)| (p.to_string(), b.to_vec())))
+    }
+
+    #[test]
+    fn added_modified_deleted_and_binary() {
+        let before = snap(&[("a.txt", b"one\ntwo\n"), ("gone.txt", b"x\n"), ("img.bin", b"\0\x01")]);
+        let after = snap(&[("a.txt", b"one\n2\n"), ("new.txt", b"hi\n"), ("img.bin", b"\0\x02")]);
+        let d = before.diff(&after);
+        let summary: Vec<_> = d.files.iter().map(|f| (f.path.as_str(), f.change, f.binary)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("a.txt", Change::Modified, false),
+                ("gone.txt", Change::Deleted, false),
+                ("img.bin", Change::Modified, true),
+                ("new.txt", Change::Added, false),
+            ]
+        );
+        assert!(d.patch.contains("-two\n+2\n"), "{}", d.patch);
+        assert!(d.patch.contains("+++ b/new.txt"), "{}", d.patch);
+        assert!(d.patch.contains("--- /dev/null"), "{}", d.patch);
+        assert!(d.patch.contains("Binary files a/img.bin and b/img.bin differ"), "{}", d.patch);
+    }
+
+    #[test]
+    fn huge_patches_are_truncated_visibly() {
+        let big = "x\n".repeat(PATCH_LIMIT);
+        let d = snap(&[]).diff(&snap(&[("big.txt", big.as_bytes())]));
+        assert!(d.truncated);
+        assert!(d.patch.len() < PATCH_LIMIT + 200);
+        assert!(d.patch.contains("[patch truncated"));
+    }
+
+    #[test]
+    fn identical_snapshots_have_empty_diff() {
+        let s = snap(&[("a", b"1")]);
+        assert!(s.diff(&s.clone()).is_empty());
+    }
+}

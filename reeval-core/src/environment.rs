@@ -1,0 +1,240 @@
+//! What an attempt is given before the agent's first token: the builder
+//! returned by `#[reeval::eval(environment = ..)]`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::sandbox::Limits;
+
+/// The default image: built offline by `scripts/build-base-image.sh`.
+pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
+/// The default timeout of one setup step.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// The workspace directory inside the sandbox.
+pub const WORKSPACE: &str = "/workspace";
+
+/// How the sandbox's image is obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageSpec {
+    /// An image by reference, used when present locally.
+    From(String),
+    /// Built from a Dockerfile; the build context is the file's directory.
+    Dockerfile(PathBuf),
+    /// A base image plus install commands (run as `sh -c` steps).
+    Install {
+        /// The base image reference.
+        base: String,
+        /// Shell commands run in order at build time.
+        steps: Vec<String>,
+    },
+}
+
+/// Images.
+#[derive(Debug, Clone, Copy)]
+pub struct Image;
+
+impl Image {
+    /// An image by reference (`name:tag`), used if present locally.
+    #[expect(clippy::should_implement_trait, reason = "reads as Image::from(\"name:tag\") in evals")]
+    pub fn from(reference: impl Into<String>) -> ImageSpec {
+        ImageSpec::From(reference.into())
+    }
+
+    /// An image built from a Dockerfile; its directory is the build context.
+    pub fn dockerfile(path: impl Into<PathBuf>) -> ImageSpec {
+        ImageSpec::Dockerfile(path.into())
+    }
+
+    /// A base image plus install commands.
+    pub fn install<I, S>(base: impl Into<String>, steps: I) -> ImageSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ImageSpec::Install { base: base.into(), steps: steps.into_iter().map(Into::into).collect() }
+    }
+}
+
+/// Where the workspace comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Workspace {
+    /// A git repository fetched on the host before the run.
+    Git {
+        /// The repository URL (or a local path).
+        url: String,
+        /// The revision to check out.
+        rev: String,
+        /// Whether to give the workspace a `.git` of one commit.
+        init: bool,
+    },
+    /// A local directory copied in.
+    Dir {
+        /// The fixture directory on the host.
+        path: PathBuf,
+        /// Whether to give the workspace a `.git` of one commit.
+        init: bool,
+    },
+}
+
+impl Workspace {
+    /// A git repository at `rev`.
+    pub fn git(url: impl Into<String>, rev: impl Into<String>) -> Self {
+        Workspace::Git { url: url.into(), rev: rev.into(), init: false }
+    }
+
+    /// A local directory.
+    pub fn dir(path: impl Into<PathBuf>) -> Self {
+        Workspace::Dir { path: path.into(), init: false }
+    }
+
+    /// Gives the workspace a `.git` of one commit.
+    pub fn init(mut self, yes: bool) -> Self {
+        match &mut self {
+            Workspace::Git { init, .. } | Workspace::Dir { init, .. } => *init = yes,
+        }
+        self
+    }
+}
+
+/// One setup step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupStep {
+    /// The shell command.
+    pub command: String,
+    /// Its own timeout.
+    pub timeout: Duration,
+}
+
+/// A secret: its value is read on the host and never enters a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretSpec {
+    /// The variable name, on the host and in the sandbox.
+    pub name: String,
+    /// Whether only `exec` checks see it (never the agent, setup or harness).
+    pub checks_only: bool,
+}
+
+/// The environment of an attempt's sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    pub(crate) image: Option<ImageSpec>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) secrets: Vec<SecretSpec>,
+    pub(crate) workspace: Option<Workspace>,
+    pub(crate) files: Vec<(String, Vec<u8>, u32)>,
+    pub(crate) rules: Option<String>,
+    pub(crate) setup: Vec<SetupStep>,
+    pub(crate) context_summary: bool,
+    pub(crate) limits: Limits,
+}
+
+impl Default for Environment {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Environment {
+    /// An environment with the defaults: the harness's image (or `reeval/base`),
+    /// an empty workspace, 4 GiB of memory, 2 CPUs, 1024 processes.
+    pub fn new() -> Self {
+        Self {
+            image: None,
+            env: Vec::new(),
+            secrets: Vec::new(),
+            workspace: None,
+            files: Vec::new(),
+            rules: None,
+            setup: Vec::new(),
+            context_summary: false,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The image.
+    pub fn image(mut self, image: ImageSpec) -> Self {
+        self.image = Some(image);
+        self
+    }
+
+    /// An environment variable (on top of `CI=1 TERM=dumb NO_COLOR=1`).
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// A secret read from the host environment; the sandbox sees a placeholder.
+    pub fn secret(mut self, name: impl Into<String>) -> Self {
+        self.secrets.push(SecretSpec { name: name.into(), checks_only: false });
+        self
+    }
+
+    /// A secret only `exec` checks see, with its real value.
+    pub fn secret_for_checks(mut self, name: impl Into<String>) -> Self {
+        self.secrets.push(SecretSpec { name: name.into(), checks_only: true });
+        self
+    }
+
+    /// The workspace's source.
+    pub fn workspace(mut self, workspace: Workspace) -> Self {
+        self.workspace = Some(workspace);
+        self
+    }
+
+    /// A file written byte for byte (mode 0644); relative paths are in the workspace.
+    pub fn file(self, path: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
+        self.file_with_mode(path, bytes, 0o644)
+    }
+
+    /// A file with a mode (`0o755` for scripts).
+    pub fn file_with_mode(mut self, path: impl Into<String>, bytes: impl Into<Vec<u8>>, mode: u32) -> Self {
+        self.files.push((path.into(), bytes.into(), mode));
+        self
+    }
+
+    /// Rules for the agent, written to the harness's rules file.
+    pub fn rules(mut self, text: impl Into<String>) -> Self {
+        self.rules = Some(text.into());
+        self
+    }
+
+    /// A setup step with the default timeout (5 minutes).
+    pub fn setup(self, command: impl Into<String>) -> Self {
+        self.setup_with_timeout(command, DEFAULT_SETUP_TIMEOUT)
+    }
+
+    /// A setup step with its own timeout.
+    pub fn setup_with_timeout(mut self, command: impl Into<String>, timeout: Duration) -> Self {
+        self.setup.push(SetupStep { command: command.into(), timeout });
+        self
+    }
+
+    /// Writes `CONTEXT.md` listing what the attempt was given and appends it to the first prompt.
+    pub fn context_summary(mut self, yes: bool) -> Self {
+        self.context_summary = yes;
+        self
+    }
+
+    /// Memory limit in bytes.
+    pub fn memory(mut self, bytes: i64) -> Self {
+        self.limits.memory_bytes = bytes;
+        self
+    }
+
+    /// CPU limit (fractions allowed).
+    pub fn cpus(mut self, cpus: f64) -> Self {
+        self.limits.nano_cpus = (cpus * 1e9) as i64;
+        self
+    }
+
+    /// Process limit.
+    pub fn pids(mut self, pids: i64) -> Self {
+        self.limits.pids = pids;
+        self
+    }
+
+    /// Whether anything is written into the workspace before the snapshot.
+    pub(crate) fn prepares_workspace(&self) -> bool {
+        self.workspace.is_some() || !self.files.is_empty() || self.rules.is_some() || !self.setup.is_empty() || self.context_summary
+    }
+}

@@ -1,0 +1,124 @@
+//! The errors an eval can end with. [`crate::outcome::classify`] is the one
+//! place that maps them to outcomes.
+
+use std::time::Duration;
+
+use crate::harness::HarnessError;
+use crate::sandbox::SandboxError;
+
+/// `Result` with reeval's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A failed matcher: what was expected, what was there, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssertionFailure {
+    /// The full, multi-line message (expected, actual, output tail).
+    pub message: String,
+    /// `file:line` of the `expect(..)` call.
+    pub location: Option<String>,
+}
+
+impl std::fmt::Display for AssertionFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.location {
+            Some(loc) => write!(f, "{}\n  at {loc}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Why an attempt ended early.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A matcher failed or the eval panicked.
+    #[error("{0}")]
+    Assertion(AssertionFailure),
+    /// A verdict was below its threshold, or the judge could not give one.
+    #[error("judge: {message}")]
+    Judge {
+        /// The verdict's reasoning or the judge's failure.
+        message: String,
+    },
+    /// The attempt's budget ran out.
+    #[error("timed out after {:.1}s of the eval's own work", elapsed.as_secs_f64())]
+    Timeout {
+        /// Budget spent.
+        elapsed: Duration,
+    },
+    /// The agent failed on its own (harness exited non-zero, reported an error).
+    #[error("agent {harness} failed: {message}")]
+    Agent {
+        /// The harness name.
+        harness: String,
+        /// What the agent reported.
+        message: String,
+    },
+    /// The platform failed the attempt (image, container, setup, engine, provider overload).
+    #[error("failed to {action}: {message}")]
+    Infra {
+        /// What was being done, as "failed to …" reads.
+        action: String,
+        /// The cause.
+        message: String,
+    },
+    /// The sandbox failed.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Something is missing or invalid in the configuration.
+    #[error("{0}")]
+    Config(String),
+    /// An error of the eval's own code (`?` on its own errors).
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// Wraps an error of the eval's own code; it fails the attempt like an assertion.
+    pub fn other(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Error::Other(err.into())
+    }
+
+    /// An infra error: "failed to {action}: {message}".
+    pub fn infra(action: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Error::Infra { action: action.into(), message: message.to_string() }
+    }
+}
+
+impl From<HarnessError> for Error {
+    fn from(err: HarnessError) -> Self {
+        use crate::harness::ErrorClass;
+        match err {
+            HarnessError::Sandbox(e) => Error::Sandbox(e),
+            HarnessError::Failed { harness, message, class } => match class {
+                ErrorClass::Agent => Error::Agent { harness, message },
+                ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
+                ErrorClass::Config => Error::Config(format!("harness {harness}: {message}")),
+            },
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(err: std::io::Error) -> Self {
+        Error::other(err)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(err: serde_json::Error) -> Self {
+        Error::other(err)
+    }
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Error::other(message)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Self {
+        Error::other(message.to_string())
+    }
+}

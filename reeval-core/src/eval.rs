@@ -1,0 +1,238 @@
+//! An eval: a name, its options and the async function that runs it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::ctx::Ctx;
+use crate::environment::Environment;
+
+/// The default attempt budget.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// The function an eval runs. A plain `fn` pointer or a closure returning a boxed future.
+pub type EvalFn = Arc<dyn for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync>;
+
+/// Options of an eval (the `#[reeval::eval(..)]` arguments).
+#[derive(Clone)]
+pub struct EvalOptions {
+    /// The budget of the eval's own work (turns, checks, judge, its code).
+    pub timeout: Duration,
+    /// Independent trials per harness.
+    pub trials: u32,
+    /// Harness names (`shell`, `claude-code:sonnet`, …); empty means the run's default.
+    pub harnesses: Vec<String>,
+    /// The environment the sandbox is built from.
+    pub environment: Option<Arc<dyn Fn() -> Environment + Send + Sync>>,
+    /// Free-form tags.
+    pub tags: Vec<String>,
+    /// Skipped unless `--ignored` or `--include-ignored`.
+    pub ignore: bool,
+    /// The judge model spec for this eval, e.g. `anthropic:claude-sonnet-4-5`.
+    pub judge: Option<String>,
+    /// A whole-attempt ceiling covering image build and setup too (infra error when exceeded).
+    pub deadline: Option<Duration>,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            trials: 1,
+            harnesses: Vec::new(),
+            environment: None,
+            tags: Vec::new(),
+            ignore: false,
+            judge: None,
+            deadline: None,
+        }
+    }
+}
+
+impl fmt::Debug for EvalOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvalOptions")
+            .field("timeout", &self.timeout)
+            .field("trials", &self.trials)
+            .field("harnesses", &self.harnesses)
+            .field("environment", &self.environment.is_some())
+            .field("tags", &self.tags)
+            .field("ignore", &self.ignore)
+            .field("judge", &self.judge)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// An eval ready to run: built by `#[reeval::eval]` or by hand when embedding.
+#[derive(Clone)]
+pub struct Eval {
+    pub(crate) name: String,
+    pub(crate) location: Option<(&'static str, u32)>,
+    pub(crate) options: EvalOptions,
+    pub(crate) run: EvalFn,
+}
+
+impl fmt::Debug for Eval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Eval").field("name", &self.name).field("options", &self.options).finish()
+    }
+}
+
+impl Eval {
+    /// An eval named `name` that runs `f`.
+    ///
+    /// ```no_run
+    /// # use reeval_core::Eval;
+    /// let eval = Eval::new("writes_a_file", |c| Box::pin(async move {
+    ///     c.exec("echo hi > hi.txt").await?;
+    ///     Ok(())
+    /// }));
+    /// ```
+    pub fn new<F>(name: impl Into<String>, f: F) -> Self
+    where
+        F: for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync + 'static,
+    {
+        Self { name: name.into(), location: None, options: EvalOptions::default(), run: Arc::new(f) }
+    }
+
+    /// The eval's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The eval's options.
+    pub fn options(&self) -> &EvalOptions {
+        &self.options
+    }
+
+    /// Sets the budget.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout = timeout;
+        self
+    }
+
+    /// Sets the number of trials.
+    pub fn trials(mut self, trials: u32) -> Self {
+        self.options.trials = trials.max(1);
+        self
+    }
+
+    /// Adds a harness by name.
+    pub fn harness(mut self, name: impl Into<String>) -> Self {
+        self.options.harnesses.push(name.into());
+        self
+    }
+
+    /// Sets the environment.
+    pub fn environment(mut self, env: impl Fn() -> Environment + Send + Sync + 'static) -> Self {
+        self.options.environment = Some(Arc::new(env));
+        self
+    }
+
+    /// Adds a tag.
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.options.tags.push(tag.into());
+        self
+    }
+
+    /// Marks the eval ignored.
+    pub fn ignore(mut self, ignore: bool) -> Self {
+        self.options.ignore = ignore;
+        self
+    }
+
+    /// Sets the judge model spec.
+    pub fn judge(mut self, spec: impl Into<String>) -> Self {
+        self.options.judge = Some(spec.into());
+        self
+    }
+
+    /// Sets a whole-attempt ceiling (image build and setup included).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.options.deadline = Some(deadline);
+        self
+    }
+
+    /// Where the eval is defined, for failure messages.
+    pub fn location(mut self, file: &'static str, line: u32) -> Self {
+        self.location = Some((file, line));
+        self
+    }
+}
+
+/// What `#[reeval::eval]` registers. Not public API: use the macro.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct EvalRegistration {
+    /// `module_path!()` of the eval.
+    pub module: &'static str,
+    /// The function's name.
+    pub name: &'static str,
+    /// `file!()`.
+    pub file: &'static str,
+    /// `line!()`.
+    pub line: u32,
+    /// `timeout = ".."` in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// `deadline = ".."` in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// `trials = N`.
+    pub trials: Option<u32>,
+    /// `harness = ".."` or a list.
+    pub harnesses: &'static [&'static str],
+    /// `environment = path`.
+    pub environment: Option<fn() -> Environment>,
+    /// `tags = [..]`.
+    pub tags: &'static [&'static str],
+    /// `ignore`.
+    pub ignore: bool,
+    /// `judge = ".."`.
+    pub judge: Option<&'static str>,
+    /// The function, boxed.
+    pub run: for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>,
+}
+
+inventory::collect!(EvalRegistration);
+
+impl EvalRegistration {
+    /// `module::fn_name` with the binary crate's own segment stripped.
+    pub fn qualified_name(&self) -> String {
+        match self.module.split_once("::") {
+            Some((_, rest)) => format!("{rest}::{}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+
+    /// Turns the registration into an [`Eval`].
+    pub fn to_eval(&self) -> Eval {
+        let run = self.run;
+        let mut eval = Eval::new(self.qualified_name(), move |c| run(c)).location(self.file, self.line);
+        if let Some(ms) = self.timeout_ms {
+            eval.options.timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.deadline_ms {
+            eval.options.deadline = Some(Duration::from_millis(ms));
+        }
+        if let Some(t) = self.trials {
+            eval.options.trials = t.max(1);
+        }
+        eval.options.harnesses = self.harnesses.iter().map(|s| s.to_string()).collect();
+        if let Some(env) = self.environment {
+            eval.options.environment = Some(Arc::new(env));
+        }
+        eval.options.tags = self.tags.iter().map(|s| s.to_string()).collect();
+        eval.options.ignore = self.ignore;
+        eval.options.judge = self.judge.map(str::to_string);
+        eval
+    }
+}
+
+/// Every eval registered with `#[reeval::eval]` in this binary, sorted by name.
+pub fn registered_evals() -> Vec<Eval> {
+    let mut evals: Vec<Eval> = inventory::iter::<EvalRegistration>.into_iter().map(EvalRegistration::to_eval).collect();
+    evals.sort_by(|a, b| a.name.cmp(&b.name));
+    evals
+}

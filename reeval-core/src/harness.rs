@@ -1,0 +1,190 @@
+//! The agent behind `Ctx::send`: the [`Harness`] trait, the handle it acts
+//! through, and the registry that selects harnesses by name.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::environment::ImageSpec;
+use crate::sandbox::SandboxHandle;
+use crate::turn::TurnReport;
+
+/// Who is to blame when a turn fails: decides the attempt's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The agent's own error: the attempt fails with kind `agent`.
+    Agent,
+    /// Rate limit, overload, provider 5xx, network loss, an agent that never started: retried.
+    Infra,
+    /// Missing or rejected credentials: the run is misconfigured.
+    Config,
+}
+
+/// A failure to run a harness at all (not an agent's error, which is a failed [`TurnReport`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The sandbox failed under the harness.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// The harness could not start or run, for a reason of its own.
+    #[error("failed to run harness {harness}: {message}")]
+    Failed {
+        /// The harness name.
+        harness: String,
+        /// What went wrong.
+        message: String,
+        /// Who is to blame.
+        class: ErrorClass,
+    },
+}
+
+/// Per-turn settings passed to [`Harness::turn`].
+#[derive(Debug, Clone, Default)]
+pub struct TurnContext {
+    /// The 1-based turn number in this attempt.
+    pub index: u32,
+    /// The attempt's directory on the host for artifacts (transcripts, config homes).
+    pub artifacts_dir: Option<std::path::PathBuf>,
+}
+
+/// An agent that `Ctx::send` drives one turn at a time.
+///
+/// A CLI harness runs its agent in the sandbox through [`SandboxHandle::exec_turn`];
+/// an in-process harness runs on the host and acts through
+/// [`SandboxHandle::exec`], `read_file` and `write_file`.
+#[async_trait]
+pub trait Harness: Send + Sync + fmt::Debug {
+    /// The harness name, as selected (`shell`, `claude-code`, …).
+    fn name(&self) -> &str;
+
+    /// The model, when one was selected (`claude-code:sonnet` → `sonnet`).
+    fn model(&self) -> Option<&str> {
+        None
+    }
+
+    /// The rules file this harness reads, relative to the workspace.
+    fn rules_file(&self) -> &str {
+        "AGENTS.md"
+    }
+
+    /// The image this harness needs, when it has its own.
+    fn image(&self) -> Option<ImageSpec> {
+        None
+    }
+
+    /// Host environment variables this harness needs (checked in preflight).
+    fn credentials(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Starts the agent's session (config homes, skills, MCP servers).
+    ///
+    /// # Errors
+    /// A [`HarnessError`] when the session cannot be prepared; the attempt is an infra error.
+    async fn start(&mut self, _sandbox: &SandboxHandle) -> Result<(), HarnessError> {
+        Ok(())
+    }
+
+    /// Runs one turn. An agent's own error is a [`TurnReport`] with status `failed`
+    /// and an [`ErrorClass`], not an `Err`.
+    ///
+    /// # Errors
+    /// A [`HarnessError`] when the turn could not be run at all.
+    ///
+    /// # Cancel safety
+    /// The context drops this future when the budget or the turn limit runs out,
+    /// after killing the turn's process tree in the sandbox and a 3-second grace.
+    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, turn: &TurnContext) -> Result<TurnReport, HarnessError>;
+
+    /// Ends the session. Called at teardown, best effort.
+    ///
+    /// # Errors
+    /// A [`HarnessError`]; teardown records it as an event and goes on.
+    async fn stop(&mut self, _sandbox: &SandboxHandle) -> Result<(), HarnessError> {
+        Ok(())
+    }
+
+    /// Failure classification for a turn that got no events at all within `elapsed`.
+    fn never_started(&self, elapsed: Duration) -> String {
+        format!("harness {} produced no event in {:.1}s", self.name(), elapsed.as_secs_f64())
+    }
+}
+
+/// Makes a harness from an optional model name.
+pub type HarnessFactory = Arc<dyn Fn(Option<&str>) -> Box<dyn Harness> + Send + Sync>;
+
+/// What `reeval::register_harness!` submits.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct HarnessRegistration {
+    /// The name the harness is selected by.
+    pub name: &'static str,
+    /// The factory.
+    pub make: fn(Option<&str>) -> Box<dyn Harness>,
+}
+
+inventory::collect!(HarnessRegistration);
+
+/// Harnesses by name.
+#[derive(Clone, Default)]
+pub struct HarnessRegistry {
+    factories: BTreeMap<String, HarnessFactory>,
+}
+
+impl fmt::Debug for HarnessRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.factories.keys()).finish()
+    }
+}
+
+impl HarnessRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (or replaces) a harness under `name`.
+    pub fn register(&mut self, name: impl Into<String>, make: impl Fn(Option<&str>) -> Box<dyn Harness> + Send + Sync + 'static) {
+        self.factories.insert(name.into(), Arc::new(make));
+    }
+
+    /// Adds every harness registered with `inventory` in this binary.
+    pub fn with_registered(mut self) -> Self {
+        for r in inventory::iter::<HarnessRegistration> {
+            let make = r.make;
+            self.register(r.name, move |m| make(m));
+        }
+        self
+    }
+
+    /// Whether a harness spec (`name` or `name:model`) names a known harness.
+    pub fn knows(&self, spec: &str) -> bool {
+        self.factories.contains_key(split_spec(spec).0)
+    }
+
+    /// Makes the harness for `spec` (`name` or `name:model`).
+    pub fn make(&self, spec: &str) -> Option<Box<dyn Harness>> {
+        let (name, model) = split_spec(spec);
+        self.factories.get(name).map(|f| f(model))
+    }
+
+    /// Registered names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.factories.keys().map(String::as_str)
+    }
+}
+
+/// `claude-code:sonnet` → (`claude-code`, Some(`sonnet`)).
+pub fn split_spec(spec: &str) -> (&str, Option<&str>) {
+    match spec.split_once(':') {
+        Some((n, m)) if !m.is_empty() => (n, Some(m)),
+        Some((n, _)) => (n, None),
+        None => (spec, None),
+    }
+}

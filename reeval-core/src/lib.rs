@@ -1,0 +1,44 @@
+//! The core of reeval: the context evals are written against, the
+//! environment, the attempt lifecycle, the Docker sandbox, outcomes, records,
+//! matchers and the test-style runner. Most users depend on the `reeval`
+//! facade instead, which re-exports what they need.
+#![forbid(unsafe_code)]
+
+mod attempt;
+pub mod budget;
+pub mod ctx;
+pub mod diff;
+pub mod environment;
+pub mod error;
+pub mod eval;
+pub mod exec;
+pub mod harness;
+pub mod image;
+mod lifecycle;
+pub mod matchers;
+pub mod outcome;
+pub mod progress;
+pub mod record;
+pub mod runner;
+pub mod sandbox;
+pub mod secrets;
+pub mod turn;
+pub mod workspace;
+
+pub use ctx::{Ctx, TurnOptions};
+pub use diff::{Change, Diff, FileChange, Snapshot};
+pub use environment::{Environment, Image, ImageSpec, Workspace};
+pub use error::{AssertionFailure, Error, Result};
+pub use eval::{Eval, EvalOptions};
+pub use exec::{Command, ExecOutput};
+pub use harness::{ErrorClass, Harness, HarnessError, HarnessRegistry, TurnContext};
+pub use matchers::{Expectation, expect};
+pub use outcome::{Kind, Outcome};
+pub use record::{Record, Summary, Verdict};
+pub use runner::{RunConfig, RunReport, Runner};
+pub use sandbox::{Sandbox, SandboxError, SandboxHandle};
+pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnReport, TurnStatus, Usage};
+
+/// Re-exported for the macros and for users who drop down to the Docker API.
+pub use bollard;
+pub use tokio_util::sync::CancellationToken;

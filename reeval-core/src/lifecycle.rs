@@ -1,0 +1,233 @@
+//! The attempt's phases: the lazy start (image → container → env → workspace →
+//! files and rules → setup → snapshot → harness) and the teardown.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use crate::ctx::Ctx;
+use crate::diff::Snapshot;
+use crate::environment::{DEFAULT_IMAGE, Environment, ImageSpec, WORKSPACE, Workspace};
+use crate::error::{Error, Result};
+use crate::exec::Command;
+use crate::sandbox::{LABEL_ATTEMPT, LABEL_RUN, Sandbox, SandboxHandle, SandboxSpec, archive};
+
+/// Teardown's own deadline: it never runs on the attempt's cancelled signal.
+pub const TEARDOWN_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs the start phases in order. Called by `Ctx` on the first call that needs the sandbox.
+pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
+    if ctx.sandbox.is_some() {
+        return Err(Error::infra("start the sandbox", "an earlier start was interrupted"));
+    }
+    let backend = ctx.backend.clone().ok_or_else(|| Error::infra("start the sandbox", "no sandbox backend is configured"))?;
+    let setup_began = Instant::now();
+
+    // image
+    let began = Instant::now();
+    let spec = ctx.env.image.clone().or_else(|| ctx.harness.as_ref().and_then(|h| h.image())).unwrap_or_else(|| ImageSpec::From(DEFAULT_IMAGE.into()));
+    let harness_id = ctx.harness.as_ref().map(|h| h.name().to_string()).unwrap_or_default();
+    let image = crate::image::ensure(&backend, &spec, &harness_id).await?;
+    ctx.log.phase("image", began, &image.detail);
+    ctx.record.image = Some(image.reference.clone());
+
+    // container
+    let began = Instant::now();
+    let labels = BTreeMap::from([
+        (LABEL_RUN.to_string(), ctx.record.run_id.clone()),
+        (LABEL_ATTEMPT.to_string(), ctx.record.artifacts_dir_name()),
+    ]);
+    let sandbox = backend
+        .create(&SandboxSpec { image: image.reference.clone(), labels, workdir: WORKSPACE.into(), limits: ctx.env.limits.clone() })
+        .await?;
+    ctx.record.container = Some(sandbox.id().to_string());
+
+    // env: the agent's environment holds placeholders, never secret values.
+    let mut env = vec![("CI".to_string(), "1".to_string()), ("TERM".into(), "dumb".into()), ("NO_COLOR".into(), "1".into())];
+    env.extend(ctx.env.env.iter().cloned());
+    let placeholders: Vec<(String, String)> = ctx.secrets.iter().filter(|s| !s.checks_only).map(|s| (s.name.clone(), crate::secrets::placeholder(&s.name))).collect();
+    env.extend(placeholders.iter().cloned());
+    let handle = SandboxHandle::new(sandbox, WORKSPACE, env);
+    ctx.sandbox = Some(handle.clone());
+    ctx.log.phase("container", began, format!("{} from {}, no network", &handle.sandbox().id()[..12], image.reference));
+    let began = Instant::now();
+    ctx.log.phase("env", began, format!("CI TERM NO_COLOR + {} variables, {} secret placeholders", ctx.env.env.len(), placeholders.len()));
+
+    // workspace
+    if let Some(ws) = ctx.env.workspace.clone() {
+        let began = Instant::now();
+        let detail = workspace(&handle, &ws).await?;
+        ctx.log.phase("workspace", began, detail);
+    }
+
+    // files and rules
+    let rules_file = ctx.harness.as_ref().map(|h| h.rules_file().to_string()).unwrap_or_else(|| "AGENTS.md".into());
+    let mut files = ctx.env.files.clone();
+    if let Some(rules) = &ctx.env.rules {
+        files.push((rules_file.clone(), rules.clone().into_bytes(), 0o644));
+    }
+    if ctx.env.context_summary {
+        files.push(("CONTEXT.md".into(), context_summary(&ctx.env).into_bytes(), 0o644));
+    }
+    if !files.is_empty() {
+        let began = Instant::now();
+        write_files(&handle, &files).await?;
+        let rules = if ctx.env.rules.is_some() { format!(", rules in {rules_file}") } else { String::new() };
+        ctx.log.phase("files", began, format!("{} files{rules}", files.len()));
+    }
+
+    // setup
+    if !ctx.env.setup.is_empty() {
+        let began = Instant::now();
+        let result = setup(ctx, &handle).await;
+        ctx.log.phase("setup", began, match &result {
+            Ok(n) => format!("{n} steps ok"),
+            Err(e) => e.to_string(),
+        });
+        result?;
+    }
+
+    // snapshot: nothing was written to an untouched workspace, so there is nothing to read.
+    let began = Instant::now();
+    let baseline = if ctx.env.prepares_workspace() { Snapshot::take(&handle).await? } else { Snapshot::default() };
+    ctx.log.phase("snapshot", began, format!("{} files", baseline.len()));
+    ctx.baseline = Some(baseline);
+
+    // harness
+    if let Some(h) = ctx.harness.as_mut() {
+        let began = Instant::now();
+        h.start(&handle).await?;
+        ctx.harness_started = true;
+        let name = h.name().to_string();
+        let model = h.model().map(|m| format!(" ({m})")).unwrap_or_default();
+        ctx.log.phase("harness", began, format!("{name}{model} ready"));
+    }
+    ctx.record.timings.setup_ms += setup_began.elapsed().as_millis() as u64;
+    ctx.ready = true;
+    Ok(handle)
+}
+
+async fn workspace(handle: &SandboxHandle, ws: &Workspace) -> Result<String> {
+    let (tar, what, init) = match ws {
+        Workspace::Dir { path, init } => {
+            let tar = crate::image::dir_tar(path).map_err(|e| Error::infra(format!("read workspace directory {}", path.display()), e))?;
+            (tar, path.display().to_string(), *init)
+        }
+        Workspace::Git { url, rev, init } => (crate::workspace::fetch_git(url, rev).await?, format!("{url}@{rev}"), *init),
+    };
+    let bytes = tar.len();
+    handle.sandbox().upload(handle.workspace(), tar.into()).await?;
+    if init {
+        let out = handle
+            .exec(Command::shell("git init -q && git add -A && git -c user.name=reeval -c user.email=reeval@localhost commit -qm 'workspace as given' --allow-empty"))
+            .await?;
+        if !out.success() {
+            return Err(Error::infra("initialise the workspace's git repository", out.stderr.trim()));
+        }
+    }
+    Ok(format!("{what} ({bytes} bytes){}", if init { ", .git of one commit" } else { "" }))
+}
+
+async fn write_files(handle: &SandboxHandle, files: &[(String, Vec<u8>, u32)]) -> Result<()> {
+    let (relative, absolute): (Vec<_>, Vec<_>) = files.iter().cloned().partition(|(p, _, _)| !p.starts_with('/'));
+    if !relative.is_empty() {
+        let cleaned: Vec<_> = relative.into_iter().map(|(p, b, m)| (p.trim_start_matches("./").to_string(), b, m)).collect();
+        if cleaned.iter().any(|(p, _, _)| p.split('/').any(|c| c == "..")) {
+            return Err(Error::Config("environment files must not use `..` in their paths".into()));
+        }
+        handle.sandbox().upload(handle.workspace(), archive::tar_of(&cleaned)?).await?;
+    }
+    for (path, bytes, mode) in absolute {
+        handle.write_file(&path, &bytes, mode).await?;
+    }
+    Ok(())
+}
+
+async fn setup(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<usize> {
+    let log_path = ctx.artifacts_dir.join("setup.log");
+    std::fs::create_dir_all(&ctx.artifacts_dir).map_err(|e| Error::infra("create the artifact directory", e))?;
+    let mut log = std::fs::File::create(&log_path).map_err(|e| Error::infra(format!("create {}", log_path.display()), e))?;
+    if !ctx.record.artifacts.iter().any(|a| a == "setup.log") {
+        ctx.record.artifacts.push("setup.log".into());
+    }
+    let secrets: Vec<String> = ctx.secrets.iter().map(|s| s.value.clone()).collect();
+    for (i, step) in ctx.env.setup.clone().iter().enumerate() {
+        let out = handle.exec(Command::shell(step.command.clone()).timeout(step.timeout)).await?;
+        let text = format!("$ {}\n{}{}[exit {}{} in {}ms]\n\n", step.command, out.stdout, out.stderr, out.exit_code, if out.timed_out { ", timed out" } else { "" }, out.duration_ms);
+        let _ = log.write_all(crate::secrets::redact(&text, &secrets).as_bytes());
+        if !out.success() {
+            let why = if out.timed_out { format!("timed out after {:?}", step.timeout) } else { format!("exited {}", out.exit_code) };
+            let tail = crate::exec::tail(&format!("{}{}", out.stdout, out.stderr), 2000).to_string();
+            return Err(Error::infra(format!("run setup step {} `{}`", i + 1, step.command), crate::secrets::redact(&format!("{why}; output tail:\n{tail}"), &secrets)));
+        }
+    }
+    Ok(ctx.env.setup.len())
+}
+
+/// The `CONTEXT.md` text: what the attempt was given.
+pub(crate) fn context_summary(env: &Environment) -> String {
+    let mut s = String::from("# What this task comes with\n\n");
+    match &env.workspace {
+        Some(Workspace::Git { url, rev, .. }) => s.push_str(&format!("- The workspace is the repository {url} at {rev}.\n")),
+        Some(Workspace::Dir { path, .. }) => s.push_str(&format!("- The workspace holds the files of {}.\n", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())),
+        None => s.push_str("- The workspace starts empty.\n"),
+    }
+    for (path, _, _) in &env.files {
+        s.push_str(&format!("- File: {path}\n"));
+    }
+    if env.rules.is_some() {
+        s.push_str("- Rules for you are in the rules file.\n");
+    }
+    for step in &env.setup {
+        s.push_str(&format!("- Setup ran: `{}`\n", step.command));
+    }
+    s
+}
+
+/// Closes the session, collects the final workspace, destroys the sandbox.
+/// Runs whatever happened before, under its own deadline.
+pub(crate) async fn teardown(ctx: &mut Ctx) {
+    let began = Instant::now();
+    let result = tokio::time::timeout(TEARDOWN_DEADLINE, teardown_inner(ctx)).await;
+    if result.is_err() {
+        ctx.log.event(format!("failed to finish teardown within {TEARDOWN_DEADLINE:?}"));
+        if let Some(h) = &ctx.sandbox {
+            let _ = h.sandbox().destroy().await;
+        }
+    }
+    ctx.record.timings.teardown_ms = began.elapsed().as_millis() as u64;
+    let detail = if ctx.sandbox.is_some() { "sandbox destroyed" } else { "no sandbox was started" };
+    ctx.log.phase("teardown", began, detail);
+}
+
+async fn teardown_inner(ctx: &mut Ctx) {
+    let Some(handle) = ctx.sandbox.clone() else { return };
+    if ctx.harness_started && let Some(h) = ctx.harness.as_mut() {
+        match tokio::time::timeout(Duration::from_secs(15), h.stop(&handle)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => ctx.log.event(format!("failed to stop the harness: {e}")),
+            Err(_) => ctx.log.event("failed to stop the harness within 15s"),
+        }
+    }
+    // Whatever still runs (an aborted turn) must not change the workspace while it is read.
+    let _ = handle.sandbox().kill("KILL").await;
+    if let Some(baseline) = ctx.baseline.clone() {
+        let began = Instant::now();
+        match Snapshot::take(&handle).await {
+            Ok(last) => {
+                ctx.record.final_diff = Some(baseline.diff(&last));
+                ctx.record.workspace_collected = true;
+            }
+            Err(e) => ctx.log.event(format!("failed to collect the final workspace: {e}")),
+        }
+        ctx.record.timings.diff_ms += began.elapsed().as_millis() as u64;
+    }
+    let mut destroyed = handle.sandbox().destroy().await;
+    if destroyed.is_err() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        destroyed = handle.sandbox().destroy().await;
+    }
+    if let Err(e) = destroyed {
+        ctx.log.event(format!("failed to destroy the sandbox: {e}"));
+    }
+}

@@ -1,0 +1,176 @@
+//! vitest-style matchers: `expect(x).to_succeed()?`, `.to_contain(s)?`, `.not()`.
+//! A failed matcher is an `assertion` failure whose message shows the eval,
+//! the source line, expected vs actual and the command's output tail.
+
+use std::fmt::Debug;
+use std::panic::Location;
+
+use crate::error::{AssertionFailure, Error, Result};
+use crate::exec::ExecOutput;
+
+tokio::task_local! {
+    /// The eval being run, for failure messages.
+    pub(crate) static CURRENT_EVAL: String;
+}
+
+/// How much output a failure message shows.
+const TAIL: usize = 1500;
+
+/// A value under test.
+#[derive(Debug)]
+pub struct Expectation<T> {
+    value: T,
+    negated: bool,
+    location: &'static Location<'static>,
+}
+
+/// Starts an expectation on `value`.
+#[track_caller]
+pub fn expect<T>(value: T) -> Expectation<T> {
+    Expectation { value, negated: false, location: Location::caller() }
+}
+
+impl<T> Expectation<T> {
+    /// Negates the next matcher.
+    pub fn not(mut self) -> Self {
+        self.negated = !self.negated;
+        self
+    }
+
+    fn check(&self, ok: bool, matcher: &str, expected: String, actual: String, output: Option<&ExecOutput>) -> Result<()> {
+        if ok != self.negated {
+            return Ok(());
+        }
+        let eval = CURRENT_EVAL.try_with(|e| e.clone()).ok();
+        let not = if self.negated { "not." } else { "" };
+        let mut message = format!("expect(..).{not}{matcher} failed");
+        if let Some(eval) = eval {
+            message = format!("{message} in eval {eval}");
+        }
+        message.push_str(&format!("\n  expected: {}{expected}\n    actual: {actual}", if self.negated { "not " } else { "" }));
+        if let Some(out) = output {
+            message.push_str(&format!("\n   command: {}", out.command));
+            if !out.stdout.is_empty() {
+                message.push_str(&format!("\n  stdout (tail):\n{}", indent(out.stdout_tail(TAIL))));
+            }
+            if !out.stderr.is_empty() {
+                message.push_str(&format!("\n  stderr (tail):\n{}", indent(out.stderr_tail(TAIL))));
+            }
+        }
+        Err(Error::Assertion(AssertionFailure { message, location: Some(format!("{}:{}", self.location.file(), self.location.line())) }))
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("    | {l}")).collect::<Vec<_>>().join("\n")
+}
+
+fn exit_desc(out: &ExecOutput) -> String {
+    if out.timed_out { "killed by its timeout".into() } else { format!("exit code {}", out.exit_code) }
+}
+
+impl Expectation<ExecOutput> {
+    /// The command exited 0.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_succeed(self) -> Result<()> {
+        self.check(self.value.success(), "to_succeed()", "exit code 0".into(), exit_desc(&self.value), Some(&self.value))
+    }
+
+    /// The command exited non-zero.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_fail(self) -> Result<()> {
+        self.check(!self.value.success(), "to_fail()", "a non-zero exit code".into(), exit_desc(&self.value), Some(&self.value))
+    }
+
+    /// The command exited with `code`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_exit_with(self, code: i64) -> Result<()> {
+        self.check(self.value.exit_code == code && !self.value.timed_out, &format!("to_exit_with({code})"), format!("exit code {code}"), exit_desc(&self.value), Some(&self.value))
+    }
+
+    /// The command's stdout contains `needle`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_contain(self, needle: &str) -> Result<()> {
+        self.check(self.value.stdout.contains(needle), "to_contain(..)", format!("stdout containing {needle:?}"), "it does not".into(), Some(&self.value))
+    }
+}
+
+impl<T: AsRef<str>> Expectation<T> {
+    /// The text contains `needle`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_contain(self, needle: &str) -> Result<()> {
+        let text = self.value.as_ref();
+        self.check(text.contains(needle), "to_contain(..)", format!("text containing {needle:?}"), quote(text), None)
+    }
+
+    /// The text matches the regular expression `pattern`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise, or when `pattern` is not a valid regex.
+    pub fn to_match(self, pattern: &str) -> Result<()> {
+        let re = regex::Regex::new(pattern).map_err(|e| Error::other(format!("invalid regex {pattern:?}: {e}")))?;
+        let text = self.value.as_ref();
+        self.check(re.is_match(text), "to_match(..)", format!("text matching /{pattern}/"), quote(text), None)
+    }
+}
+
+impl<T: Debug> Expectation<T> {
+    /// The value equals `expected`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_equal<U: Debug>(self, expected: U) -> Result<()>
+    where
+        T: PartialEq<U>,
+    {
+        self.check(self.value == expected, "to_equal(..)", format!("{expected:?}"), format!("{:?}", self.value), None)
+    }
+}
+
+fn quote(text: &str) -> String {
+    if text.len() > TAIL { format!("{:?} (last {TAIL} of {} bytes)", crate::exec::tail(text, TAIL), text.len()) } else { format!("{text:?}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(code: i64, stdout: &str) -> ExecOutput {
+        ExecOutput { command: "make test".into(), exit_code: code, stdout: stdout.into(), stderr: "boom".into(), stdout_bytes: 0, stderr_bytes: 4, duration_ms: 1, timed_out: false }
+    }
+
+    #[test]
+    fn exec_matchers() {
+        assert!(expect(out(0, "")).to_succeed().is_ok());
+        assert!(expect(out(1, "")).to_fail().is_ok());
+        assert!(expect(out(3, "")).to_exit_with(3).is_ok());
+        assert!(expect(out(0, "")).not().to_fail().is_ok());
+        let err = expect(out(2, "some output")).to_succeed().unwrap_err().to_string();
+        assert!(err.contains("expected: exit code 0"), "{err}");
+        assert!(err.contains("actual: exit code 2"), "{err}");
+        assert!(err.contains("make test"), "{err}");
+        assert!(err.contains("| boom"), "{err}");
+        assert!(err.contains("matchers.rs:"), "{err}");
+    }
+
+    #[test]
+    fn text_matchers() {
+        assert!(expect("def greet(name)").to_contain("def greet").is_ok());
+        assert!(expect(String::from("abc123")).to_match(r"\d+$").is_ok());
+        assert!(expect("abc").not().to_contain("z").is_ok());
+        assert!(expect(String::from("x")).to_equal("x").is_ok());
+        let err = expect("abc").to_equal("abd").unwrap_err().to_string();
+        assert!(err.contains("expected: \"abd\""), "{err}");
+        assert!(expect("abc").to_match("(").is_err());
+    }
+}

@@ -1,0 +1,327 @@
+//! The record every attempt leaves, and the run's summary beside them.
+//! Schema version 1; keys are camelCase.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::diff::Diff;
+use crate::outcome::{Kind, Outcome};
+use crate::turn::{ToolCall, Turn, Usage};
+
+/// The version of the record's schema. Bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One phase of the lifecycle as it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseRecord {
+    /// The phase (`image`, `container`, …, `turn`, `check`, `judge`, `teardown`).
+    pub phase: String,
+    /// Milliseconds since the attempt started.
+    pub start_ms: u64,
+    /// How long it took.
+    pub duration_ms: u64,
+    /// A one-line detail.
+    pub detail: String,
+}
+
+/// Something worth knowing that is not a phase: a retry, a failed collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// Milliseconds since the attempt started.
+    pub at_ms: u64,
+    /// What happened.
+    pub message: String,
+}
+
+/// One `exec` check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckRecord {
+    /// The command as run.
+    pub command: String,
+    /// Its exit code (`-1` when killed).
+    pub exit_code: i64,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// The last 4 KiB of stdout.
+    pub stdout_tail: String,
+    /// The last 4 KiB of stderr.
+    pub stderr_tail: String,
+}
+
+/// One judge verdict on one criterion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// The criterion judged.
+    pub criterion: String,
+    /// Score in 0..1.
+    pub score: f64,
+    /// Whether it passed its threshold.
+    pub pass: bool,
+    /// The judge's reasoning.
+    pub reasoning: String,
+    /// The threshold applied.
+    pub threshold: f64,
+    /// The judge model.
+    pub model: Option<String>,
+    /// Judge usage (kept apart from the agent's).
+    pub usage: Usage,
+    /// The judge's failure, when it could not give a verdict.
+    pub error: Option<String>,
+    /// Tool calls of an agentic judge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// One request through the egress gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressRecord {
+    /// Host.
+    pub host: String,
+    /// Method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Status, or 403 when refused.
+    pub status: u16,
+    /// Bytes both ways.
+    pub bytes: u64,
+}
+
+/// Time spent per part of the attempt, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// Preflight through harness start (image, container, workspace, setup, snapshot).
+    pub setup_ms: u64,
+    /// Agent turns, diffs excluded.
+    pub agent_ms: u64,
+    /// Diffs after turns and the final diff.
+    pub diff_ms: u64,
+    /// `exec` checks.
+    pub checks_ms: u64,
+    /// Judge calls, retries included.
+    pub judge_ms: u64,
+    /// Teardown.
+    pub teardown_ms: u64,
+    /// The whole attempt.
+    pub total_ms: u64,
+}
+
+/// One attempt's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: String,
+    /// The eval's name.
+    pub eval: String,
+    /// The harness spec.
+    pub harness: String,
+    /// 1-based trial.
+    pub trial: u32,
+    /// 1-based try of this trial (infra errors are retried).
+    #[serde(rename = "try")]
+    pub try_: u32,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Why it did not pass.
+    pub kind: Option<Kind>,
+    /// The failure's message.
+    pub message: Option<String>,
+    /// Wall-clock start, RFC 3339.
+    pub started_at: String,
+    /// Time per part.
+    pub timings: Timings,
+    /// Agent usage summed over turns.
+    pub usage: Usage,
+    /// Phases in order.
+    pub phases: Vec<PhaseRecord>,
+    /// Other events.
+    pub events: Vec<Event>,
+    /// Every turn.
+    pub turns: Vec<Turn>,
+    /// Every check.
+    pub checks: Vec<CheckRecord>,
+    /// Every verdict.
+    pub verdicts: Vec<Verdict>,
+    /// Egress requests.
+    pub egress: Vec<EgressRecord>,
+    /// The diff from the snapshot to the final workspace.
+    pub final_diff: Option<Diff>,
+    /// Whether the final workspace was collected.
+    pub workspace_collected: bool,
+    /// Artifact file names, relative to the attempt's directory.
+    pub artifacts: Vec<String>,
+    /// The sandbox's image, when one was started.
+    pub image: Option<String>,
+    /// The sandbox's container id, when one was started.
+    pub container: Option<String>,
+}
+
+impl Record {
+    /// A fresh record for an attempt.
+    pub fn new(run_id: &str, eval: &str, harness: &str, trial: u32, try_: u32) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.to_string(),
+            eval: eval.to_string(),
+            harness: harness.to_string(),
+            trial,
+            try_,
+            outcome: Outcome::Pass,
+            kind: None,
+            message: None,
+            started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            timings: Timings::default(),
+            usage: Usage::default(),
+            phases: Vec::new(),
+            events: Vec::new(),
+            turns: Vec::new(),
+            checks: Vec::new(),
+            verdicts: Vec::new(),
+            egress: Vec::new(),
+            final_diff: None,
+            workspace_collected: false,
+            artifacts: Vec::new(),
+            image: None,
+            container: None,
+        }
+    }
+
+    /// The file name of this record in the run directory.
+    pub fn file_name(&self) -> String {
+        format!("{}.{}.t{}.try{}.json", sanitize(&self.eval), sanitize(&self.harness), self.trial, self.try_)
+    }
+
+    /// The attempt's artifact directory name in the run directory.
+    pub fn artifacts_dir_name(&self) -> String {
+        format!("{}.{}.t{}.try{}", sanitize(&self.eval), sanitize(&self.harness), self.trial, self.try_)
+    }
+}
+
+/// A file-name-safe form of a name.
+pub fn sanitize(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_".contains(c) { c } else { '_' }).collect()
+}
+
+/// Per-cell (eval × harness) figures of the summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CellSummary {
+    /// Eval name.
+    pub eval: String,
+    /// Harness spec.
+    pub harness: String,
+    /// Trials that passed.
+    pub passed: u32,
+    /// Trials that failed.
+    pub failed: u32,
+    /// Trials that ended in an infra error (after retries).
+    pub infra: u32,
+    /// passed / (passed + failed); `None` when nothing was graded.
+    pub pass_rate: Option<f64>,
+    /// Unbiased pass@k for k = 1..=trials.
+    pub pass_at_k: Vec<f64>,
+    /// pass^k: probability that k trials all pass.
+    pub pass_pow_k: Vec<f64>,
+}
+
+/// The run's summary, written as `summary.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: String,
+    /// Attempts that passed.
+    pub passed: u32,
+    /// Attempts that failed, by kind.
+    pub failed: std::collections::BTreeMap<String, u32>,
+    /// Attempts that ended in an infra error (final tries only).
+    pub infra: u32,
+    /// Per cell.
+    pub cells: Vec<CellSummary>,
+    /// Record files, relative to the run directory.
+    pub records: Vec<String>,
+    /// The process exit code.
+    pub exit_code: i32,
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file, so a
+/// reader never sees half a record, with every secret value replaced.
+///
+/// # Errors
+/// An I/O error.
+pub fn write_json<T: Serialize>(path: &Path, value: &T, secrets: &[String]) -> std::io::Result<()> {
+    let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    text = crate::secrets::redact(&text, secrets);
+    let tmp: PathBuf = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, path)
+}
+
+/// pass@k (unbiased, as in Chen et al.) for `n` trials with `c` passes.
+pub fn pass_at_k(n: u32, c: u32, k: u32) -> f64 {
+    if n < k || n == 0 {
+        return f64::NAN;
+    }
+    if n - c < k {
+        return 1.0;
+    }
+    // 1 - C(n-c, k) / C(n, k)
+    let mut ratio = 1.0;
+    for i in 0..k {
+        ratio *= f64::from(n - c - i) / f64::from(n - i);
+    }
+    1.0 - ratio
+}
+
+/// pass^k: the chance that k independent trials all pass, from the observed rate.
+pub fn pass_pow_k(n: u32, c: u32, k: u32) -> f64 {
+    if n < k || n == 0 {
+        return f64::NAN;
+    }
+    // C(c, k) / C(n, k): unbiased over the observed trials.
+    let mut ratio = 1.0;
+    for i in 0..k {
+        if c < k {
+            return 0.0;
+        }
+        ratio *= f64::from(c - i) / f64::from(n - i);
+    }
+    ratio
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_at_k_figures() {
+        assert_eq!(pass_at_k(3, 0, 1), 0.0);
+        assert_eq!(pass_at_k(3, 3, 3), 1.0);
+        assert!((pass_at_k(3, 1, 1) - 1.0 / 3.0).abs() < 1e-9);
+        assert!((pass_at_k(3, 1, 2) - 2.0 / 3.0).abs() < 1e-9);
+        assert!((pass_pow_k(3, 2, 2) - 1.0 / 3.0).abs() < 1e-9);
+        assert_eq!(pass_pow_k(3, 1, 2), 0.0);
+    }
+
+    #[test]
+    fn record_uses_camel_case_and_try() {
+        let r = Record::new("run", "e", "shell", 1, 2);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["schemaVersion"], 1);
+        assert_eq!(v["try"], 2);
+        assert!(v.get("workspaceCollected").is_some());
+        assert!(v["usage"]["cacheRead"].is_null());
+    }
+}

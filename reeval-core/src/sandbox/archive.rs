@@ -1,0 +1,144 @@
+//! Tar archives in and out of the sandbox. Archives from the sandbox are
+//! untrusted: they are parsed in memory and never unpacked onto the host.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use bytes::Bytes;
+
+use super::SandboxError;
+
+/// One entry of a workspace tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file: its mode and bytes.
+    File {
+        /// Unix permission bits.
+        mode: u32,
+        /// Content.
+        bytes: Vec<u8>,
+    },
+    /// A symbolic link and its target (never followed).
+    Symlink(String),
+}
+
+fn archive_err(message: impl Into<String>) -> SandboxError {
+    SandboxError::Archive { message: message.into() }
+}
+
+/// A tar of regular files `(relative path, bytes, mode)`.
+pub fn tar_of(files: &[(String, Vec<u8>, u32)]) -> Result<Bytes, SandboxError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, bytes, mode) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(*mode);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mtime(0);
+        builder
+            .append_data(&mut header, path, bytes.as_slice())
+            .map_err(|e| archive_err(format!("cannot add {path} to an archive: {e}")))?;
+    }
+    builder.into_inner().map(Bytes::from).map_err(|e| archive_err(e.to_string()))
+}
+
+/// Normalises an entry path: relative, no `..`, no empty or `.` components.
+fn clean_path(raw: &std::path::Path) -> Result<String, SandboxError> {
+    let mut parts = Vec::new();
+    for comp in raw.components() {
+        match comp {
+            std::path::Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            std::path::Component::CurDir => {}
+            _ => return Err(archive_err(format!("unsafe path {} in archive", raw.display()))),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// The bytes of the single regular file in a `download` of `path`.
+pub fn single_file(tar: &[u8], path: &str) -> Result<Vec<u8>, SandboxError> {
+    let mut archive = tar::Archive::new(tar);
+    let mut entries = archive.entries().map_err(|e| archive_err(e.to_string()))?;
+    match entries.next() {
+        Some(Ok(mut entry)) if entry.header().entry_type().is_file() => {
+            let mut bytes = Vec::with_capacity(entry.size() as usize);
+            entry.read_to_end(&mut bytes).map_err(|e| archive_err(e.to_string()))?;
+            Ok(bytes)
+        }
+        Some(Ok(_)) => Err(archive_err(format!("{path} is not a regular file"))),
+        Some(Err(e)) => Err(archive_err(e.to_string())),
+        None => Err(SandboxError::NotFound { path: path.to_string() }),
+    }
+}
+
+/// Every file and symlink of a `download` of a directory, keyed by path
+/// relative to that directory. Paths for which `skip` returns true are left out.
+pub fn read_tree(tar: &[u8], skip: impl Fn(&str) -> bool) -> Result<BTreeMap<String, Entry>, SandboxError> {
+    let mut archive = tar::Archive::new(tar);
+    let mut tree = BTreeMap::new();
+    for entry in archive.entries().map_err(|e| archive_err(e.to_string()))? {
+        let mut entry = entry.map_err(|e| archive_err(e.to_string()))?;
+        let raw = entry.path().map_err(|e| archive_err(e.to_string()))?.into_owned();
+        let full = clean_path(&raw)?;
+        // The first component is the downloaded directory itself.
+        let Some((_, rel)) = full.split_once('/') else { continue };
+        if skip(rel) {
+            continue;
+        }
+        let kind = entry.header().entry_type();
+        if kind.is_file() {
+            let mode = entry.header().mode().unwrap_or(0o644);
+            let mut bytes = Vec::with_capacity(entry.size() as usize);
+            entry.read_to_end(&mut bytes).map_err(|e| archive_err(e.to_string()))?;
+            tree.insert(rel.to_string(), Entry::File { mode, bytes });
+        } else if kind.is_symlink() {
+            let target = entry.link_name().ok().flatten().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            tree.insert(rel.to_string(), Entry::Symlink(target));
+        } else if kind.is_hard_link() {
+            // A hard link inside the tree: record it by its target's content later; keep it simple.
+            let target = entry.link_name().ok().flatten().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            tree.insert(rel.to_string(), Entry::Symlink(format!("hardlink:{target}")));
+        }
+    }
+    Ok(tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_with(path: &str, kind: tar::EntryType, data: &[u8]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        // set_path refuses `..`; write the raw name to simulate a hostile archive.
+        let name = h.as_old_mut().name.as_mut();
+        name[..path.len()].copy_from_slice(path.as_bytes());
+        h.set_cksum();
+        b.append(&h, data).unwrap();
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn rejects_parent_components() {
+        let tar = tar_with("workspace/../../etc/passwd", tar::EntryType::Regular, b"x");
+        let err = read_tree(&tar, |_| false).unwrap_err();
+        assert!(err.to_string().contains("unsafe path"), "{err}");
+    }
+
+    #[test]
+    fn reads_files_relative_to_the_directory() {
+        let tar = tar_with("workspace/a/b.txt", tar::EntryType::Regular, b"hi");
+        let tree = read_tree(&tar, |_| false).unwrap();
+        assert_eq!(tree.get("a/b.txt"), Some(&Entry::File { mode: 0o644, bytes: b"hi".to_vec() }));
+    }
+
+    #[test]
+    fn round_trips_binary_bytes() {
+        let bytes: Vec<u8> = (0..=255u8).collect();
+        let tar = tar_of(&[("f.bin".into(), bytes.clone(), 0o600)]).unwrap();
+        assert_eq!(single_file(&tar, "f.bin").unwrap(), bytes);
+    }
+}

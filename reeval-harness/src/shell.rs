@@ -1,0 +1,34 @@
+//! The `shell` harness: a turn runs the prompt as a bash script in the
+//! workspace; its stdout is the turn's final message. It exercises the whole
+//! lifecycle with no model.
+
+use async_trait::async_trait;
+use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
+use reeval_core::sandbox::SandboxHandle;
+use reeval_core::turn::{TurnReport, TurnStatus};
+use reeval_core::Command;
+
+/// Runs each prompt with `bash -c <prompt>` (the prompt is one argv element).
+#[derive(Debug, Default)]
+pub struct ShellHarness;
+
+#[async_trait]
+impl Harness for ShellHarness {
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;
+        let failed = out.exit_code != 0;
+        Ok(TurnReport {
+            status: if failed { TurnStatus::Failed } else { TurnStatus::Completed },
+            final_message: Some(out.stdout.trim_end().to_string()),
+            error: failed.then(|| format!("script exited {}: {}", out.exit_code, reeval_core::exec::tail(out.stderr.trim_end(), 2000))),
+            error_class: failed.then_some(ErrorClass::Agent),
+            events: 1,
+            ..TurnReport::default()
+        })
+    }
+}

@@ -1,0 +1,71 @@
+//! reeval: evaluate AI coding agents with async Rust evals.
+//!
+//! An eval is an async function written against a [`Ctx`]: it sends prompts to
+//! an agent (`send`), runs checks in the sandbox (`exec`), reads and writes
+//! files, and looks at the workspace diff. The sandbox, a Docker container,
+//! starts on the first call that needs it. `#[reeval::eval]` registers evals
+//! and `reeval::main!()` turns a `harness = false` test target into a suite
+//! that `cargo test` and cargo-nextest run.
+//!
+//! ```no_run
+//! use reeval::prelude::*;
+//!
+//! #[reeval::eval(timeout = "2m", harness = "shell")]
+//! async fn writes_hello(c: &mut Ctx) -> reeval::Result<()> {
+//!     c.send("echo hello > hello.txt").await?;
+//!     expect(c.read_file("hello.txt").await?).to_contain("hello")?;
+//!     Ok(())
+//! }
+//!
+//! reeval::main!();
+//! ```
+//!
+//! Embedding without the macro: build an [`Eval`] and run it with a [`Runner`].
+#![forbid(unsafe_code)]
+
+pub use reeval_core::{
+    AssertionFailure, Change, Command, Ctx, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FileChange, FileEdit,
+    Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, Outcome, Record, Result, RunConfig, RunReport, Runner, Sandbox, SandboxError,
+    SandboxHandle, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
+};
+pub use reeval_core::{CancellationToken, bollard, record, turn};
+pub use reeval_harness as harnesses;
+pub use reeval_macros::{eval, main};
+
+/// What an eval file needs: `use reeval::prelude::*;`.
+pub mod prelude {
+    pub use reeval_core::{Command, Ctx, Environment, Image, TurnOptions, Workspace, expect};
+}
+
+/// A registry with the built-in harnesses and those registered in this binary.
+pub fn harness_registry() -> HarnessRegistry {
+    reeval_harness::registry()
+}
+
+/// Registers a harness of your own under a name, for `harness = "name"` and `--harness name`.
+///
+/// ```ignore
+/// reeval::register_harness!("my-agent", |model| Box::new(MyAgent::new(model)));
+/// ```
+#[macro_export]
+macro_rules! register_harness {
+    ($name:expr, $make:expr) => {
+        $crate::__private::inventory::submit! {
+            $crate::__private::HarnessRegistration { name: $name, make: $make }
+        }
+    };
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use futures_util::future::BoxFuture;
+    pub use inventory;
+    pub use reeval_core::eval::EvalRegistration;
+    pub use reeval_core::harness::HarnessRegistration;
+
+    /// The body of `reeval::main!()`.
+    pub fn main() -> ! {
+        let code = reeval_core::runner::main(reeval_core::eval::registered_evals(), crate::harness_registry());
+        std::process::exit(code)
+    }
+}
