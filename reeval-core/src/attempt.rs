@@ -76,6 +76,8 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         ready: false,
         turns_sent: 0,
         soft_failures: Vec::new(),
+        judge_spec: plan.eval.options.judge.clone(),
+        captures: Vec::new(),
     };
 
     enum Ended {

@@ -69,6 +69,21 @@ pub struct Ctx {
     pub(crate) turns_sent: u32,
     /// Failures that do not stop the eval (a verdict under its threshold).
     pub(crate) soft_failures: Vec<Error>,
+    /// The judge model spec of the eval (`anthropic:claude-sonnet-4-5`), if set.
+    pub(crate) judge_spec: Option<String>,
+    /// Artifacts kept with `capture`, visible to the judge by name.
+    pub(crate) captures: Vec<Capture>,
+}
+
+/// An artifact kept with [`Ctx::capture`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    /// The name it was captured under.
+    pub name: String,
+    /// The artifact's file, relative to the attempt's artifact directory.
+    pub file: String,
+    /// Its text (or a note saying it is binary or an archive), for the judge.
+    pub text: String,
 }
 
 impl Ctx {

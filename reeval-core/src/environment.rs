@@ -105,6 +105,59 @@ pub struct SetupStep {
     pub timeout: Duration,
 }
 
+/// An MCP server the agent gets, placed in each harness's config format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServer {
+    /// A server the agent starts as a process in the sandbox.
+    Stdio {
+        /// The server's name.
+        name: String,
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// Extra environment for the server.
+        env: Vec<(String, String)>,
+    },
+    /// A server reached over streamable HTTP.
+    Http {
+        /// The server's name.
+        name: String,
+        /// Its URL.
+        url: String,
+    },
+}
+
+impl McpServer {
+    /// A stdio server: `argv[0]` is the program.
+    pub fn stdio<I, S>(name: impl Into<String>, argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        McpServer::Stdio { name: name.into(), argv: argv.into_iter().map(Into::into).collect(), env: Vec::new() }
+    }
+
+    /// An HTTP server.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServer::Http { name: name.into(), url: url.into() }
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        match self {
+            McpServer::Stdio { name, .. } | McpServer::Http { name, .. } => name,
+        }
+    }
+}
+
+/// A skill: a directory with a `SKILL.md`, read from the host when the attempt starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skill {
+    /// The skill's name (its directory's name).
+    pub name: String,
+    /// Files relative to the skill's directory, with their bytes and modes.
+    pub files: Vec<(String, Vec<u8>, u32)>,
+}
+
 /// A secret: its value is read on the host and never enters a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretSpec {
@@ -126,6 +179,8 @@ pub struct Environment {
     pub(crate) setup: Vec<SetupStep>,
     pub(crate) context_summary: bool,
     pub(crate) limits: Limits,
+    pub(crate) skills: Vec<PathBuf>,
+    pub(crate) mcp: Vec<McpServer>,
 }
 
 impl Default for Environment {
@@ -148,6 +203,8 @@ impl Environment {
             setup: Vec::new(),
             context_summary: false,
             limits: Limits::default(),
+            skills: Vec::new(),
+            mcp: Vec::new(),
         }
     }
 
@@ -212,6 +269,18 @@ impl Environment {
     /// Writes `CONTEXT.md` listing what the attempt was given and appends it to the first prompt.
     pub fn context_summary(mut self, yes: bool) -> Self {
         self.context_summary = yes;
+        self
+    }
+
+    /// A skill directory (with a `SKILL.md`), placed where the harness reads skills.
+    pub fn skill(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.skills.push(dir.into());
+        self
+    }
+
+    /// An MCP server, configured in the harness's format.
+    pub fn mcp(mut self, server: McpServer) -> Self {
+        self.mcp.push(server);
         self
     }
 

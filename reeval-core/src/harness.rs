@@ -44,6 +44,18 @@ pub enum HarnessError {
     },
 }
 
+/// What a harness session is started with: skills and MCP servers to place
+/// where this harness reads them.
+#[derive(Debug, Clone, Default)]
+pub struct SessionSetup {
+    /// Skills, already read from the host.
+    pub skills: Vec<crate::environment::Skill>,
+    /// MCP servers.
+    pub mcp: Vec<crate::environment::McpServer>,
+    /// The attempt's directory on the host for artifacts.
+    pub artifacts_dir: Option<std::path::PathBuf>,
+}
+
 /// Per-turn settings passed to [`Harness::turn`].
 #[derive(Debug, Clone, Default)]
 pub struct TurnContext {
@@ -87,7 +99,7 @@ pub trait Harness: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// A [`HarnessError`] when the session cannot be prepared; the attempt is an infra error.
-    async fn start(&mut self, _sandbox: &SandboxHandle) -> Result<(), HarnessError> {
+    async fn start(&mut self, _sandbox: &SandboxHandle, _setup: &SessionSetup) -> Result<(), HarnessError> {
         Ok(())
     }
 

@@ -25,13 +25,13 @@ pub mod secrets;
 pub mod turn;
 pub mod workspace;
 
-pub use ctx::{Ctx, TurnOptions};
+pub use ctx::{Capture, Ctx, TurnOptions};
 pub use diff::{Change, Diff, FileChange, Snapshot};
-pub use environment::{Environment, Image, ImageSpec, Workspace};
+pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};
 pub use error::{AssertionFailure, Error, Result};
 pub use eval::{Eval, EvalOptions};
 pub use exec::{Command, ExecOutput};
-pub use harness::{ErrorClass, Harness, HarnessError, HarnessRegistry, TurnContext};
+pub use harness::{ErrorClass, Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext};
 pub use matchers::{Expectation, expect};
 pub use outcome::{Kind, Outcome};
 pub use record::{Record, Summary, Verdict};

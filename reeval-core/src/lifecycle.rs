@@ -96,7 +96,8 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     // harness
     if let Some(h) = ctx.harness.as_mut() {
         let began = Instant::now();
-        h.start(&handle).await?;
+        let setup = crate::harness::SessionSetup { skills: read_skills(&ctx.env.skills)?, mcp: ctx.env.mcp.clone(), artifacts_dir: Some(ctx.artifacts_dir.clone()) };
+        h.start(&handle, &setup).await?;
         ctx.harness_started = true;
         let name = h.name().to_string();
         let model = h.model().map(|m| format!(" ({m})")).unwrap_or_default();
@@ -105,6 +106,32 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     ctx.record.timings.setup_ms += setup_began.elapsed().as_millis() as u64;
     ctx.ready = true;
     Ok(handle)
+}
+
+fn read_skills(dirs: &[std::path::PathBuf]) -> Result<Vec<crate::environment::Skill>> {
+    let mut skills = Vec::new();
+    for dir in dirs {
+        if !dir.join("SKILL.md").is_file() {
+            return Err(Error::Config(format!("skill directory {} has no SKILL.md", dir.display())));
+        }
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "skill".into());
+        let tar = crate::image::dir_tar(dir).map_err(|e| Error::infra(format!("read skill {}", dir.display()), e))?;
+        let mut files = Vec::new();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        for entry in archive.entries().map_err(|e| Error::infra("read a skill", e))? {
+            let mut entry = entry.map_err(|e| Error::infra("read a skill", e))?;
+            if !entry.header().entry_type().is_file() {
+                continue;
+            }
+            let path = entry.path().map_err(|e| Error::infra("read a skill", e))?.to_string_lossy().into_owned();
+            let mode = entry.header().mode().unwrap_or(0o644);
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(|e| Error::infra("read a skill", e))?;
+            files.push((path, bytes, mode));
+        }
+        skills.push(crate::environment::Skill { name, files });
+    }
+    Ok(skills)
 }
 
 async fn workspace(handle: &SandboxHandle, ws: &Workspace) -> Result<String> {

@@ -178,21 +178,26 @@ impl Runner {
                     None => missing.push(format!("secret {} of eval {} is not set in the host environment", s.name, eval.name)),
                 }
             }
-            secrets.insert(eval.name.clone(), resolved);
             for spec in self.harness_specs(eval) {
+                // A harness credential is a secret like any other: the agent sees a placeholder.
+                let mut for_cell = resolved.clone();
                 match self.harnesses.make(&spec) {
                     None => missing.push(format!("harness `{spec}` of eval {} is not known; known: {}", eval.name, self.harnesses.names().collect::<Vec<_>>().join(", "))),
                     Some(h) => {
                         for cred in h.credentials() {
-                            if lookup(&cred).is_none() {
-                                let line = format!("credential {cred} for harness {spec} is not set in the host environment");
-                                if !missing.contains(&line) {
-                                    missing.push(line);
+                            match lookup(&cred) {
+                                Some(value) => for_cell.push(ResolvedSecret { name: cred, value, checks_only: false }),
+                                None => {
+                                    let line = format!("credential {cred} for harness {spec} is not set in the host environment");
+                                    if !missing.contains(&line) {
+                                        missing.push(line);
+                                    }
                                 }
                             }
                         }
                     }
                 }
+                secrets.insert(cell_key(&eval.name, &spec), for_cell);
             }
         }
         let backend = match DockerBackend::connect().await {
@@ -247,7 +252,7 @@ impl Runner {
                         preflight: preflight.clone(),
                     };
                     let (slots, backend, harnesses, shutdown) = (slots.clone(), backend.clone(), self.harnesses.clone(), self.shutdown.clone());
-                    let secrets = secrets.get(&eval.name).cloned().unwrap_or_default();
+                    let secrets = secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default();
                     let retries = self.config.infra_retries;
                     set.spawn(async move {
                         let mut records = Vec::new();
@@ -295,6 +300,10 @@ impl Runner {
         }
         Ok(RunReport { run_id: self.config.run_id.clone(), run_dir, records: all, summary })
     }
+}
+
+fn cell_key(eval: &str, harness: &str) -> String {
+    format!("{eval}\u{0}{harness}")
 }
 
 fn load_env_file() -> BTreeMap<String, String> {
