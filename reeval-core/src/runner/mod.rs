@@ -47,6 +47,9 @@ pub struct RunConfig {
     pub threads: usize,
     /// Retries of an infra error, each with a fresh sandbox.
     pub infra_retries: u32,
+    /// A `.env` file of secrets and credentials read by preflight, before
+    /// `REEVAL_ENV_FILE`; the host environment still wins over both.
+    pub env_file: Option<PathBuf>,
 }
 
 impl Default for RunConfig {
@@ -61,6 +64,7 @@ impl Default for RunConfig {
             timeout: None,
             threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             infra_retries: 2,
+            env_file: None,
         }
     }
 }
@@ -167,7 +171,7 @@ impl Runner {
     pub(crate) async fn preflight(&self, evals: &[Eval]) -> Result<(Option<Arc<DockerBackend>>, BTreeMap<String, Vec<ResolvedSecret>>), PreflightError> {
         let mut missing = Vec::new();
         let mut secrets = BTreeMap::new();
-        let dotenv = load_env_file();
+        let dotenv = load_env_file(self.config.env_file.as_deref());
         let lookup = |name: &str| std::env::var(name).ok().or_else(|| dotenv.get(name).cloned()).filter(|v| !v.is_empty());
         for eval in evals {
             let env = eval.options.environment.as_ref().map(|f| f()).unwrap_or_default();
@@ -306,9 +310,17 @@ fn cell_key(eval: &str, harness: &str) -> String {
     format!("{eval}\u{0}{harness}")
 }
 
-fn load_env_file() -> BTreeMap<String, String> {
-    let Some(path) = std::env::var_os("REEVAL_ENV_FILE") else { return BTreeMap::new() };
-    let Ok(text) = std::fs::read_to_string(&path) else { return BTreeMap::new() };
+/// Variables of `configured`, then of `REEVAL_ENV_FILE` for names the first does not set.
+fn load_env_file(configured: Option<&std::path::Path>) -> BTreeMap<String, String> {
+    let mut vars = std::env::var_os("REEVAL_ENV_FILE").map(|p| parse_env_file(std::path::Path::new(&p))).unwrap_or_default();
+    if let Some(path) = configured {
+        vars.extend(parse_env_file(path));
+    }
+    vars
+}
+
+fn parse_env_file(path: &std::path::Path) -> BTreeMap<String, String> {
+    let Ok(text) = std::fs::read_to_string(path) else { return BTreeMap::new() };
     text.lines()
         .filter_map(|l| {
             let l = l.trim();
