@@ -476,7 +476,7 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     let runner = Runner::new(config, harnesses);
     runtime.block_on(async {
         let began = Instant::now();
-        println!("\nrunning {} tests", to_run.len());
+        println!("\nrunning {} test{}", to_run.len(), if to_run.len() == 1 { "" } else { "s" });
         for e in &ignored {
             println!("test {} ... ignored", e.name);
         }

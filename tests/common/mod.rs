@@ -1,0 +1,85 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use reeval::{RunConfig, Runner};
+
+/// Whether Docker tests must run (CI sets `REEVAL_REQUIRE_DOCKER=1`).
+pub fn docker_required() -> bool {
+    std::env::var("REEVAL_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
+}
+
+/// True when the engine answers and the base image is present. Without them,
+/// panics under `REEVAL_REQUIRE_DOCKER=1`, else prints a note and returns false.
+pub async fn docker_ready() -> bool {
+    let problem = match reeval_core_backend().await {
+        Ok(()) => return true,
+        Err(e) => e,
+    };
+    if docker_required() {
+        panic!("REEVAL_REQUIRE_DOCKER=1 but {problem}");
+    }
+    eprintln!("skipping: {problem} (set REEVAL_REQUIRE_DOCKER=1 to fail instead)");
+    false
+}
+
+async fn reeval_core_backend() -> Result<(), String> {
+    let docker = reeval::bollard::Docker::connect_with_local_defaults().map_err(|e| format!("the Docker engine is not reachable: {e}"))?;
+    let docker = docker.negotiate_version().await.map_err(|e| format!("the Docker engine does not answer: {e}"))?;
+    docker
+        .inspect_image("reeval/base:latest")
+        .await
+        .map_err(|_| "the image reeval/base:latest is missing (run scripts/build-base-image.sh)".to_string())?;
+    Ok(())
+}
+
+/// Skips the test (or fails it under `REEVAL_REQUIRE_DOCKER=1`) when Docker is not ready.
+#[macro_export]
+macro_rules! require_docker {
+    () => {
+        if !common::docker_ready().await {
+            return;
+        }
+    };
+}
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!("reeval-test-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// A runner recording into a temp dir, with no infra retries (tests want the first try).
+pub fn runner(tag: &str) -> Runner {
+    runner_with(tag, |_| {})
+}
+
+/// A runner recording into a temp dir, configured further by `f`.
+pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
+    let mut config = RunConfig { record_dir: temp_dir(tag), infra_retries: 0, ..RunConfig::default() };
+    f(&mut config);
+    Runner::new(config, reeval::harness_registry())
+}
+
+/// Containers (any state) labelled with this run id.
+pub async fn containers_of_run(run_id: &str) -> usize {
+    let docker = reeval::bollard::Docker::connect_with_local_defaults().expect("docker").negotiate_version().await.expect("docker answers");
+    let filters = std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
+    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+    docker.list_containers(Some(opts)).await.expect("list containers").len()
+}
+
+/// The path of an example binary built by `cargo test` (examples are built with the tests).
+pub fn example_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/examples/<name>
+    let profile_dir = exe.parent().and_then(|p| p.parent()).expect("target profile dir");
+    let bin = profile_dir.join("examples").join(name);
+    assert!(bin.exists(), "{} is missing: build it with `cargo build --example {name}` (cargo test builds examples)", bin.display());
+    bin
+}

@@ -1,0 +1,203 @@
+//! The attempt lifecycle against the real Docker engine: phase order, lazy
+//! start, teardown after error, panic and timeout, the budget, aborted turns.
+
+mod common;
+
+use std::time::Duration;
+
+use reeval::prelude::*;
+use reeval::{Eval, Kind, Outcome, Record, TurnStatus};
+
+fn phases(r: &Record) -> Vec<&str> {
+    r.phases.iter().map(|p| p.phase.as_str()).collect()
+}
+
+async fn run_one(tag: &str, eval: Eval) -> (Record, String, std::path::PathBuf) {
+    let report = common::runner(tag).run(vec![eval]).await.expect("preflight passes");
+    assert_eq!(report.records.len(), 1, "one attempt");
+    let record = report.records[0].clone();
+    // Every attempt leaves its record on disk, whatever happened.
+    let path = report.run_dir.join(record.file_name());
+    let on_disk: Record = serde_json::from_slice(&std::fs::read(&path).expect("record written")).expect("record parses");
+    assert_eq!(on_disk.outcome, record.outcome);
+    (record, report.run_id, report.run_dir)
+}
+
+#[tokio::test]
+async fn phases_run_in_the_documented_order() {
+    require_docker!();
+    let eval = Eval::new("phase_order", |c| {
+        Box::pin(async move {
+            c.send("echo hi > out.txt").await?;
+            expect(c.exec("cat out.txt").await?).to_succeed()?;
+            Ok(())
+        })
+    })
+    .environment(|| Environment::new().file("given.txt", "x").rules("be nice").setup("echo setup"));
+    let (r, run_id, _) = run_one("order", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert_eq!(phases(&r), ["preflight", "image", "container", "env", "files", "setup", "snapshot", "harness", "turn", "check", "teardown"]);
+    // Start times never go backwards.
+    assert!(r.phases.windows(2).all(|w| w[0].start_ms <= w[1].start_ms), "{:?}", r.phases);
+    assert!(r.workspace_collected);
+    let final_diff = r.final_diff.as_ref().expect("final diff");
+    assert_eq!(final_diff.paths(), ["out.txt"], "files, rules and setup are in the snapshot");
+    assert_eq!(r.turns[0].diff.paths(), ["out.txt"]);
+    assert_eq!(r.checks[0].stdout_tail, "hi\n");
+    assert!(r.artifacts.contains(&"setup.log".to_string()));
+    assert_eq!(common::containers_of_run(&run_id).await, 0);
+}
+
+#[tokio::test]
+async fn an_eval_that_never_touches_the_sandbox_starts_no_container() {
+    require_docker!();
+    let eval = Eval::new("lazy", |_c| Box::pin(async move { expect(2 + 2).to_equal(4) }));
+    let (r, run_id, _) = run_one("lazy", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass);
+    assert_eq!(phases(&r), ["preflight", "teardown"]);
+    assert!(r.container.is_none() && r.image.is_none());
+    assert!(!r.workspace_collected);
+    assert_eq!(common::containers_of_run(&run_id).await, 0);
+}
+
+#[tokio::test]
+async fn teardown_runs_after_error_panic_and_timeout() {
+    require_docker!();
+    let error = Eval::new("errors", |c| {
+        Box::pin(async move {
+            c.exec("touch made.txt").await?;
+            Err(reeval::Error::other("the eval's own error"))
+        })
+    });
+    let panic = Eval::new("panics", |c| {
+        Box::pin(async move {
+            c.exec("touch made.txt").await?;
+            panic!("boom at line 42");
+        })
+    });
+    let timeout = Eval::new("times_out", |c| {
+        Box::pin(async move {
+            c.exec("sleep 30").await?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(2));
+    let report = common::runner("teardown").run(vec![error, panic, timeout]).await.expect("preflight");
+    let by_name = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
+
+    let r = by_name("errors");
+    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    assert!(r.message.as_deref().unwrap().contains("the eval's own error"));
+
+    let r = by_name("panics");
+    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    assert!(r.message.as_deref().unwrap().contains("panicked: boom at line 42"), "{:?}", r.message);
+
+    let r = by_name("times_out");
+    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)));
+    assert!(r.timings.total_ms < 20_000, "the 30 s check was cut short: {:?}", r.timings);
+
+    for r in &report.records {
+        assert_eq!(phases(r).last(), Some(&"teardown"), "{}", r.eval);
+        assert!(r.container.is_some(), "{} started a sandbox", r.eval);
+        assert!(r.workspace_collected, "{}: final workspace collected", r.eval);
+        assert!(report.run_dir.join(r.file_name()).exists());
+    }
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "no container is left behind");
+    let summary: reeval::Summary = serde_json::from_slice(&std::fs::read(report.run_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary.exit_code, 1);
+    assert_eq!(summary.failed.get("assertion"), Some(&2));
+    assert_eq!(summary.failed.get("timeout"), Some(&1));
+}
+
+#[tokio::test]
+async fn setup_does_not_spend_the_budget() {
+    require_docker!();
+    let eval = Eval::new("slow_setup", |c| Box::pin(async move { expect(c.exec("cat ready").await?).to_succeed() }))
+        .timeout(Duration::from_secs(2))
+        .environment(|| Environment::new().setup("sleep 3 && touch ready"));
+    let (r, _, _) = run_one("budget", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let setup = r.phases.iter().find(|p| p.phase == "setup").expect("setup phase");
+    assert!(setup.duration_ms >= 3000, "setup took longer than the whole budget: {setup:?}");
+}
+
+#[tokio::test]
+async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
+    require_docker!();
+    let eval = Eval::new("overrun", |c| {
+        Box::pin(async move {
+            c.send("echo partial > progress.txt; sleep 60; echo never > done.txt").await?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(2));
+    let (r, run_id, _) = run_one("abort", eval).await;
+    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{:?}", r.message);
+    assert_eq!(r.turns.len(), 1);
+    assert_eq!(r.turns[0].status, TurnStatus::Aborted);
+    assert_eq!(r.turns[0].diff.paths(), ["progress.txt"]);
+    // Stopped within the 3-second grace, not after the 60-second sleep.
+    assert!(r.turns[0].duration_ms < 8_000, "{}", r.turns[0].duration_ms);
+    assert!(r.workspace_collected);
+    assert_eq!(r.final_diff.as_ref().unwrap().paths(), ["progress.txt"]);
+    assert_eq!(common::containers_of_run(&run_id).await, 0);
+}
+
+#[tokio::test]
+async fn a_per_turn_limit_ends_only_that_turn() {
+    require_docker!();
+    let eval = Eval::new("turn_limit", |c| {
+        Box::pin(async move {
+            let turn = c.send_with("echo half > half.txt; sleep 60", TurnOptions { timeout: Some(Duration::from_secs(1)) }).await?;
+            expect(format!("{:?}", turn.status)).to_equal("TimedOut")?;
+            // The eval goes on and grades the partial work.
+            expect(c.read_file("half.txt").await?).to_equal("half\n")?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(30));
+    let (r, _, _) = run_one("turnlimit", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert_eq!(r.turns[0].status, TurnStatus::TimedOut);
+}
+
+#[tokio::test]
+async fn exec_captures_bounded_output_and_files_round_trip() {
+    require_docker!();
+    let eval = Eval::new("io", |c| {
+        Box::pin(async move {
+            // 64 MiB of output: kept as head and tail, counted in full.
+            let out = c.exec("head -c 67108864 /dev/zero | tr '\\0' 'a'; echo; echo END").await?;
+            expect(out.stdout_bytes).to_equal(67_108_864 + 5)?;
+            expect(out.stdout.len() < 2 * 1024 * 1024).to_equal(true)?;
+            expect(out.stdout.trim_end().ends_with("END")).to_equal(true)?;
+            let argv = c.exec(Command::new("printf").arg("%s|").arg("a b").arg("$(x);`y`")).await?;
+            expect(argv.stdout).to_equal("a b|$(x);`y`|")?;
+            let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+            c.write_file("deep/dir/blob.bin", &bytes).await?;
+            expect(c.read_bytes("deep/dir/blob.bin").await? == bytes).to_equal(true)?;
+            let missing = c.read_file("nope.txt").await;
+            expect(missing.is_err()).to_equal(true)?;
+            Ok(())
+        })
+    });
+    let (r, _, _) = run_one("io", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let diff = r.final_diff.unwrap();
+    assert_eq!(diff.paths(), ["deep/dir/blob.bin"]);
+    assert!(diff.files[0].binary);
+    assert!(diff.patch.contains("Binary files /dev/null and b/deep/dir/blob.bin differ"), "{}", diff.patch);
+}
+
+#[tokio::test]
+async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
+    require_docker!();
+    let eval = Eval::new("matcher_message", |c| Box::pin(async move { expect(c.exec("echo some-output; echo oops >&2; exit 3").await?).to_succeed() }));
+    let (r, _, _) = run_one("matcher", eval).await;
+    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    let m = r.message.unwrap();
+    for needle in ["in eval matcher_message", "expected: exit code 0", "actual: exit code 3", "| some-output", "| oops", "tests/lifecycle.rs:"] {
+        assert!(m.contains(needle), "{needle:?} missing from:\n{m}");
+    }
+}
