@@ -1,0 +1,1 @@
+reeval::main!(x);

@@ -1,0 +1,6 @@
+#[reeval::eval]
+async fn no_args() -> reeval::Result<()> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[reeval::eval]
+struct NotAFn;
+
+fn main() {}
