@@ -37,6 +37,13 @@ async fn ignored_one(_c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
+/// Runs until killed: for the signal tests (`--ignored hangs --exact`).
+#[reeval::eval(timeout = "20m", ignore)]
+async fn hangs(c: &mut Ctx) -> reeval::Result<()> {
+    c.send("echo started > started.txt; sleep 1200").await?;
+    Ok(())
+}
+
 mod nested {
     use reeval::prelude::*;
 

@@ -1,0 +1,186 @@
+//! A real suite binary (`examples/fixture_suite.rs`) driven the way `cargo
+//! test` and cargo-nextest drive it: exit codes, listing without Docker, the
+//! custom-harness protocol, signals and leftovers.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn suite() -> Command {
+    let mut cmd = Command::new(common::example_bin("fixture_suite"));
+    cmd.env_remove("REEVAL_FIXTURE_MISSING_A").env_remove("REEVAL_FIXTURE_MISSING_B").env_remove("NEXTEST_RUN_ID").env_remove("NEXTEST");
+    cmd
+}
+
+fn run(args: &[&str], record_dir: &Path) -> Output {
+    suite().args(args).arg("--record-dir").arg(record_dir).output().expect("run the suite")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Every record file under `dir` (any run).
+fn records_in(dir: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for run in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        for f in std::fs::read_dir(run.path()).into_iter().flatten().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".json") && !name.starts_with("summary") {
+                out.push(serde_json::from_slice(&std::fs::read(f.path()).unwrap()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn list_needs_no_docker_and_follows_the_nextest_format() {
+    let out = suite().args(["--list", "--format", "terse"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "fails: test\nhangs: test\nignored_one: test\ninfra: test\nneeds_secrets: test\nnested::no_sandbox: test\npasses: test\n");
+    let out = suite().args(["--list", "--format", "terse", "--ignored"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().unwrap();
+    assert_eq!(text(&out.stdout), "hangs: test\nignored_one: test\n");
+    let out = suite().args(["--list"]).output().unwrap();
+    assert!(text(&out.stdout).ends_with("\n7 tests, 0 benchmarks\n"), "{}", text(&out.stdout));
+}
+
+#[tokio::test]
+async fn exit_codes_follow_the_outcomes() {
+    require_docker!();
+    let dir = common::temp_dir("exit");
+    let cases = [("passes", 0), ("fails", 1), ("infra", 3), ("needs_secrets", 2)];
+    for (name, code) in cases {
+        let out = run(&[name, "--exact"], &dir.join(name));
+        assert_eq!(out.status.code(), Some(code), "{name}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+    }
+    // Records are written in every case that started an attempt.
+    for (name, outcome, kind) in [("passes", "pass", None), ("fails", "fail", Some("assertion")), ("infra", "infra_error", Some("infra"))] {
+        let recs = records_in(&dir.join(name));
+        // The infra error is retried twice with a fresh sandbox: three tries, each recorded.
+        let expected = if name == "infra" { 3 } else { 1 };
+        assert_eq!(recs.len(), expected, "{name}");
+        for r in &recs {
+            assert_eq!(r["outcome"], outcome, "{name}");
+            assert_eq!(r["kind"].as_str(), kind, "{name}");
+        }
+    }
+    let infra = &records_in(&dir.join("infra"))[0];
+    assert!(infra["message"].as_str().unwrap().contains("failed to run setup step 1"), "{infra}");
+    let setup_log = std::fs::read_dir(dir.join("infra")).unwrap().flatten().next().unwrap().path();
+    let logs: Vec<String> = std::fs::read_dir(&setup_log).unwrap().flatten().filter(|e| e.path().is_dir()).map(|e| std::fs::read_to_string(e.path().join("setup.log")).unwrap()).collect();
+    assert!(logs.iter().all(|l| l.contains("cannot install") && l.contains("[exit 7")), "{logs:?}");
+    // Preflight lists every missing secret at once and starts nothing.
+    let out = run(&["needs_secrets", "--exact"], &dir.join("again"));
+    let err = text(&out.stderr);
+    assert!(err.contains("REEVAL_FIXTURE_MISSING_A") && err.contains("REEVAL_FIXTURE_MISSING_B"), "{err}");
+    assert!(records_in(&dir.join("needs_secrets")).is_empty(), "no attempt started");
+    // Usage errors are exit code 2 too.
+    let out = run(&["--no-such-flag"], &dir.join("usage"));
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn driven_like_nextest_drives_a_custom_harness() {
+    require_docker!();
+    let dir = common::temp_dir("nextest-protocol");
+    // 1. list, 2. run each test alone with `--exact NAME --nocapture` (+ `--ignored` for ignored ones).
+    let listed = text(&suite().args(["--list", "--format", "terse"]).output().unwrap().stdout);
+    let ignored = text(&suite().args(["--list", "--format", "terse", "--ignored"]).output().unwrap().stdout);
+    for name in ["passes", "nested::no_sandbox", "ignored_one"] {
+        assert!(listed.contains(&format!("{name}: test\n")));
+        let mut args = vec!["--exact", name, "--nocapture"];
+        if ignored.contains(&format!("{name}: test\n")) {
+            args.push("--ignored");
+        }
+        args.push("--test-threads=1");
+        let out = run(&args, &dir);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stdout}{}", text(&out.stderr));
+        assert!(stdout.contains("running 1 test\n"), "exactly one eval runs: {stdout}");
+        assert!(stdout.contains(&format!("test {name} ... ok")), "{stdout}");
+        let summary = regex::Regex::new(r"(?m)^test result: ok\. 1 passed; 0 failed; 0 ignored; 0 measured; \d+ filtered out; finished in \d+\.\d\ds$").unwrap();
+        assert!(summary.is_match(&stdout), "{stdout}");
+    }
+    // libtest's other spellings are accepted: --no-capture, several filters, --skip.
+    let out = run(&["passes", "no_sandbox", "--no-capture", "--skip", "passes", "--test-threads", "1"], &dir);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("test nested::no_sandbox ... ok") && !stdout.contains("test passes"), "{stdout}");
+}
+
+#[test]
+fn cargo_nextest_runs_the_suite() {
+    if Command::new("cargo").args(["nextest", "--version"]).output().map(|o| !o.status.success()).unwrap_or(true) {
+        assert!(!common::docker_required(), "cargo-nextest is not installed");
+        return;
+    }
+    let docker_ok = tokio::runtime::Runtime::new().unwrap().block_on(common::docker_ready());
+    if !docker_ok {
+        return;
+    }
+    let dir = common::temp_dir("nextest");
+    let nextest = |filter: &str| {
+        Command::new("cargo")
+            .args(["nextest", "run", "--no-fail-fast", "--example", "fixture_suite", "-E", filter])
+            .env("REEVAL_RECORD_DIR", &dir)
+            .env_remove("REEVAL_FIXTURE_MISSING_A")
+            .output()
+            .unwrap()
+    };
+    let out = nextest("test(=passes) | test(=nested::no_sandbox)");
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("2 tests run: 2 passed"), "{err}");
+    let out = nextest("test(=fails)");
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("1 failed"), "{}", text(&out.stderr));
+    // nextest's run id is the reeval run id, so all its processes record into one run.
+    let runs: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(runs.len(), 2, "one run directory per nextest run");
+}
+
+fn wait_for_container(run_id: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let began = Instant::now();
+    while rt.block_on(common::containers_of_run(run_id)) == 0 {
+        assert!(began.elapsed() < Duration::from_secs(60), "the suite never started its sandbox");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn sigterm_tears_down_and_sigkill_leftovers_are_removed_by_the_next_run() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if !rt.block_on(common::docker_ready()) {
+        return;
+    }
+    let dir = common::temp_dir("signals");
+
+    // SIGTERM (what nextest sends on its timeout): teardown runs, the record is written.
+    let run_id = format!("sigterm-{}", std::process::id());
+    let child = suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::piped()).spawn().unwrap();
+    wait_for_container(&run_id);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stdout));
+    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 0, "SIGTERM leaves nothing behind");
+    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(&run_id).join("hangs.shell.t1.try1.json")).unwrap()).unwrap();
+    assert_eq!(rec["outcome"], "infra_error");
+    assert!(rec["message"].as_str().unwrap().contains("interrupted"));
+    assert_eq!(rec["workspaceCollected"], true);
+
+    // SIGKILL: nothing can run, so labelled leftovers stay until the next run removes them.
+    let run_id = format!("sigkill-{}", std::process::id());
+    let mut child = suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::null()).spawn().unwrap();
+    wait_for_container(&run_id);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 1, "a SIGKILLed runner leaves its sandbox");
+    let out = run(&["nested::no_sandbox", "--exact"], &dir);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 0, "the next run removed the leftover");
+}
