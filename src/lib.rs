@@ -24,7 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub use reeval_core::{
-    AssertionFailure, Capture, Change, Command, Ctx, McpServer, SessionSetup, Skill, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FileChange, FileEdit,
+    Artifact, AssertionFailure, Capture, Change, Command, Ctx, McpServer, SessionSetup, Skill, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FileChange, FileEdit,
     Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, Outcome, Record, Result, RunConfig, RunReport, Runner, Sandbox, SandboxError,
     SandboxHandle, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
 };
@@ -34,7 +34,7 @@ pub use reeval_macros::{eval, main};
 
 /// What an eval file needs: `use reeval::prelude::*;`.
 pub mod prelude {
-    pub use reeval_core::{Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect};
+    pub use reeval_core::{Artifact, Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect};
 }
 
 /// A registry with the built-in harnesses and those registered in this binary.

@@ -78,6 +78,7 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         soft_failures: Vec::new(),
         judge_spec: plan.eval.options.judge.clone(),
         captures: Vec::new(),
+        forwards: Vec::new(),
     };
 
     enum Ended {

@@ -73,6 +73,8 @@ pub struct Ctx {
     pub(crate) judge_spec: Option<String>,
     /// Artifacts kept with `capture`, visible to the judge by name.
     pub(crate) captures: Vec<Capture>,
+    /// Ports forwarded with `serve`, closed at teardown.
+    pub(crate) forwards: Vec<crate::serve::Forward>,
 }
 
 /// An artifact kept with [`Ctx::capture`].

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod attempt;
+pub mod capture;
 pub mod budget;
 pub mod ctx;
 pub mod diff;
@@ -22,9 +23,11 @@ pub mod record;
 pub mod runner;
 pub mod sandbox;
 pub mod secrets;
+pub mod serve;
 pub mod turn;
 pub mod workspace;
 
+pub use capture::Artifact;
 pub use ctx::{Capture, Ctx, TurnOptions};
 pub use diff::{Change, Diff, FileChange, Snapshot};
 pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};

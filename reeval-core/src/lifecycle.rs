@@ -228,6 +228,9 @@ pub(crate) async fn teardown(ctx: &mut Ctx) {
 }
 
 async fn teardown_inner(ctx: &mut Ctx) {
+    for forward in ctx.forwards.drain(..) {
+        forward.task.abort();
+    }
     let Some(handle) = ctx.sandbox.clone() else { return };
     if ctx.harness_started && let Some(h) = ctx.harness.as_mut() {
         match tokio::time::timeout(Duration::from_secs(15), h.stop(&handle)).await {

@@ -20,7 +20,7 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::{LABEL_OWNER, LABEL_RUN, Sandbox, SandboxError, SandboxSpec};
+use super::{ExecStream, LABEL_OWNER, LABEL_RUN, Sandbox, SandboxError, SandboxSpec};
 use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, Command, ExecOutput};
 
 /// Where killable commands write their pid, inside the sandbox.
@@ -357,6 +357,32 @@ impl Sandbox for DockerSandbox {
             buf.extend_from_slice(&chunk);
         }
         Ok(Bytes::from(buf))
+    }
+
+    async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
+        let created = self
+            .docker
+            .create_exec(&self.id, CreateExecOptions::<String> { attach_stdin: Some(true), attach_stdout: Some(true), attach_stderr: Some(false), tty: Some(false), cmd: Some(argv), ..Default::default() })
+            .await
+            .map_err(|e| SandboxError::engine("create a relay exec", e))?;
+        let started = self
+            .docker
+            .start_exec(&created.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
+            .await
+            .map_err(|e| SandboxError::engine("start a relay exec", e))?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(SandboxError::engine("start a relay exec", "engine detached the exec"));
+        };
+        let output = output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(SandboxError::engine("read relay output", e))),
+                }
+            })
+            .boxed();
+        Ok(ExecStream { input, output })
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {

@@ -144,11 +144,35 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// [`SandboxError::NotFound`], [`SandboxError::Archive`] when over `limit`, or an engine error.
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError>;
 
+    /// Starts `argv` with stdin and stdout attached as a byte stream: the
+    /// relay under `Ctx::serve`. Stderr is dropped.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the stream closes the attach; the process ends when its stdin closes.
+    async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError>;
+
     /// Removes the sandbox and everything in it. Idempotent.
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails.
     async fn destroy(&self) -> Result<(), SandboxError>;
+}
+
+/// A process in the sandbox with its stdin and stdout attached.
+pub struct ExecStream {
+    /// Writes to the process's stdin.
+    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    /// The process's stdout.
+    pub output: futures_util::stream::BoxStream<'static, Result<Bytes, SandboxError>>,
+}
+
+impl fmt::Debug for ExecStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ExecStream")
+    }
 }
 
 /// What contexts and harnesses act through: a sandbox, its workspace and the
