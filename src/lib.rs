@@ -29,12 +29,14 @@ pub use reeval_core::{
     SandboxHandle, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
 };
 pub use reeval_core::{CancellationToken, bollard, record, turn};
+pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main};
 
 /// What an eval file needs: `use reeval::prelude::*;`.
 pub mod prelude {
     pub use reeval_core::{Artifact, Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect};
+    pub use reeval_core::judge::Judge;
 }
 
 /// A registry with the built-in harnesses and those registered in this binary.

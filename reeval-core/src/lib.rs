@@ -15,6 +15,7 @@ pub mod eval;
 pub mod exec;
 pub mod harness;
 pub mod image;
+pub mod judge;
 mod lifecycle;
 pub mod matchers;
 pub mod outcome;
@@ -34,6 +35,7 @@ pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace
 pub use error::{AssertionFailure, Error, Result};
 pub use eval::{Eval, EvalOptions};
 pub use exec::{Command, ExecOutput};
+pub use judge::{Judge, JudgeResult};
 pub use harness::{ErrorClass, Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext};
 pub use matchers::{Expectation, expect};
 pub use outcome::{Kind, Outcome};

@@ -137,6 +137,45 @@ impl<T: Debug> Expectation<T> {
     }
 }
 
+/// A verdict's matcher fails with kind `judge`, not `assertion`: it is the judge's call.
+fn as_judge_failure(result: Result<()>) -> Result<()> {
+    result.map_err(|e| match e {
+        Error::Assertion(failure) => Error::Judge { message: failure.to_string() },
+        other => other,
+    })
+}
+
+fn describe_verdict(v: &crate::record::Verdict) -> String {
+    match &v.error {
+        Some(e) => format!("no verdict on {:?}: {e}", v.criterion),
+        None => format!("{:?} {} with score {:.2} (threshold {:.2}): {}", v.criterion, if v.pass { "passed" } else { "did not pass" }, v.score, v.threshold, v.reasoning),
+    }
+}
+
+impl Expectation<crate::record::Verdict> {
+    /// The verdict passed. Fails at once with kind `judge` otherwise.
+    ///
+    /// # Errors
+    /// A `judge` failure otherwise.
+    pub fn to_pass(self) -> Result<()> {
+        as_judge_failure(self.check(self.value.pass, "to_pass()", "a passing verdict".into(), describe_verdict(&self.value), None))
+    }
+}
+
+impl Expectation<crate::judge::JudgeResult> {
+    /// Every verdict passed. Fails at once with kind `judge` otherwise.
+    ///
+    /// # Errors
+    /// A `judge` failure otherwise, naming the first verdict that did not pass.
+    pub fn to_pass(self) -> Result<()> {
+        let actual = match self.value.first_failure() {
+            Some(v) => describe_verdict(v),
+            None => format!("{} verdicts passed", self.value.verdicts.len()),
+        };
+        as_judge_failure(self.check(self.value.passed(), "to_pass()", "every verdict passing".into(), actual, None))
+    }
+}
+
 fn quote(text: &str) -> String {
     if text.len() > TAIL { format!("{:?} (last {TAIL} of {} bytes)", crate::exec::tail(text, TAIL), text.len()) } else { format!("{text:?}") }
 }
@@ -161,6 +200,30 @@ mod tests {
         assert!(err.contains("make test"), "{err}");
         assert!(err.contains("| boom"), "{err}");
         assert!(err.contains("matchers.rs:"), "{err}");
+    }
+
+    #[test]
+    fn verdict_matchers_fail_with_kind_judge() {
+        let verdict = |pass: bool| crate::record::Verdict {
+            criterion: "has tests".into(),
+            score: if pass { 0.9 } else { 0.2 },
+            pass,
+            reasoning: "no test file".into(),
+            threshold: 0.5,
+            model: None,
+            usage: Default::default(),
+            error: None,
+            tool_calls: Vec::new(),
+        };
+        assert!(expect(verdict(true)).to_pass().is_ok());
+        assert!(expect(verdict(false)).not().to_pass().is_ok());
+        let err = expect(verdict(false)).to_pass().unwrap_err();
+        assert_eq!(crate::outcome::classify(&err).1, crate::outcome::Kind::Judge);
+        let text = err.to_string();
+        assert!(text.contains("did not pass with score 0.20") && text.contains("no test file"), "{text}");
+        let result = crate::judge::JudgeResult { verdicts: vec![verdict(true), verdict(false)] };
+        assert!(expect(result.clone()).to_pass().unwrap_err().to_string().contains("\"has tests\" did not pass"));
+        assert!(expect(crate::judge::JudgeResult { verdicts: vec![verdict(true)] }).to_pass().is_ok());
     }
 
     #[test]

@@ -1,0 +1,142 @@
+//! OpenAI-compatible chat completions: `POST {base}/chat/completions` with a
+//! strict JSON schema, or with forced function calls.
+
+use serde_json::{Value, json};
+
+use super::{Call, CallError, Choice, Endpoint, Message, OpenAiOutput, Reply, Request, SUBMIT_VERDICT};
+use crate::turn::Usage;
+
+/// Whether `req` is answered through `response_format` rather than a function call:
+/// a request for nothing but the verdict, with JSON-schema output selected.
+fn uses_json_schema(endpoint: &Endpoint, req: &Request<'_>) -> bool {
+    endpoint.openai_output == OpenAiOutput::JsonSchema && req.choice == Choice::Tool(SUBMIT_VERDICT) && req.tools.len() == 1 && req.tools[0].name == SUBMIT_VERDICT
+}
+
+/// The request body.
+pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": req.system})];
+    for m in req.messages {
+        match m {
+            Message::User(text) => messages.push(json!({"role": "user", "content": text})),
+            Message::Assistant { text, calls } => {
+                let mut msg = json!({"role": "assistant", "content": text});
+                if !calls.is_empty() {
+                    msg["tool_calls"] = calls.iter().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.input.to_string()}})).collect();
+                }
+                messages.push(msg);
+            }
+            Message::Results(results) => messages.extend(results.iter().map(|r| json!({"role": "tool", "tool_call_id": r.id, "content": r.content}))),
+        }
+    }
+    let mut body = json!({"model": endpoint.model, "messages": messages});
+    if uses_json_schema(endpoint, req) {
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": {"name": "verdict", "strict": true, "schema": req.tools[0].schema},
+        });
+    } else {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "strict": true, "parameters": t.schema}}))
+            .collect();
+        body["tool_choice"] = match req.choice {
+            Choice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+            Choice::Any => json!("required"),
+        };
+    }
+    if let Some(t) = endpoint.temperature {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+/// One request.
+pub(crate) async fn call(endpoint: &Endpoint, req: &Request<'_>) -> Result<Reply, CallError> {
+    let url = format!("{}/chat/completions", endpoint.base_url);
+    let headers = [("authorization", format!("Bearer {}", endpoint.key))];
+    let answer = endpoint.post(&url, &headers, &body(endpoint, req)).await?;
+    parse(&answer, uses_json_schema(endpoint, req))
+}
+
+/// Reads a response. With `json_schema`, the content is the verdict and is
+/// read as a `submit_verdict` call; otherwise tool calls are read whatever the
+/// `finish_reason` (a forced call may end with `stop`).
+pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallError> {
+    let choice = answer["choices"].get(0).ok_or_else(|| CallError::Malformed("the answer has no choices".into()))?;
+    let message = &choice["message"];
+    if let Some(refusal) = message["refusal"].as_str() {
+        return Err(CallError::Refused(refusal.to_string()));
+    }
+    if choice["finish_reason"].as_str() == Some("length") {
+        return Err(CallError::Truncated);
+    }
+    let mut reply = Reply { model: answer["model"].as_str().map(str::to_string), usage: usage(&answer["usage"]), text: message["content"].as_str().map(str::to_string), ..Reply::default() };
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+        let input = serde_json::from_str(arguments).map_err(|e| CallError::Malformed(format!("the arguments of {} are not JSON ({e})", call["function"]["name"])))?;
+        reply.calls.push(Call { id: call["id"].as_str().unwrap_or_default().to_string(), name: call["function"]["name"].as_str().unwrap_or_default().to_string(), input });
+    }
+    if json_schema && let Some(content) = &reply.text {
+        let input = serde_json::from_str(content).map_err(|e| CallError::Malformed(format!("the content is not the verdict's JSON ({e})")))?;
+        reply.calls.push(Call { id: "content".into(), name: SUBMIT_VERDICT.into(), input });
+    }
+    Ok(reply)
+}
+
+/// OpenAI's usage: `prompt_tokens` includes the cached tokens, reported apart here.
+pub(crate) fn usage(u: &Value) -> Usage {
+    if !u.is_object() {
+        return Usage::default();
+    }
+    let prompt = u["prompt_tokens"].as_u64();
+    let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64();
+    Usage {
+        input: prompt.map(|p| p.saturating_sub(cached.unwrap_or(0))),
+        output: u["completion_tokens"].as_u64(),
+        cache_read: cached,
+        cache_write: None,
+        reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_json_schema_content() {
+        let answer = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4.1-2025-04-14",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"reasoning\":\"ok\",\"score\":0.9,\"passed\":true}", "refusal": null}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 812, "completion_tokens": 40, "total_tokens": 852, "prompt_tokens_details": {"cached_tokens": 12}, "completion_tokens_details": {"reasoning_tokens": 5}}
+        });
+        let reply = parse(&answer, true).unwrap();
+        assert_eq!(reply.calls[0].name, SUBMIT_VERDICT);
+        assert_eq!(reply.calls[0].input["passed"], true);
+        assert_eq!(reply.model.as_deref(), Some("gpt-4.1-2025-04-14"));
+        assert_eq!(reply.usage, Usage { input: Some(800), output: Some(40), cache_read: Some(12), cache_write: None, reasoning: Some(5) });
+    }
+
+    #[test]
+    fn reads_forced_function_calls_whatever_the_finish_reason() {
+        let answer = json!({"model": "m", "choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "submit_verdict", "arguments": "{\"reasoning\":\"r\",\"score\":0.2,\"passed\":false}"}}
+        ]}, "finish_reason": "stop"}]});
+        let reply = parse(&answer, false).unwrap();
+        assert_eq!(reply.calls[0].id, "call_1");
+        assert_eq!(reply.calls[0].input["score"], 0.2);
+        assert_eq!(reply.text, None);
+    }
+
+    #[test]
+    fn refusals_cuts_and_bad_json_are_errors() {
+        let refused = json!({"choices": [{"message": {"content": null, "refusal": "I can't help"}, "finish_reason": "stop"}]});
+        assert_eq!(parse(&refused, true), Err(CallError::Refused("I can't help".into())));
+        let cut = json!({"choices": [{"message": {"content": "{\"reas"}, "finish_reason": "length"}]});
+        assert_eq!(parse(&cut, true), Err(CallError::Truncated));
+        let prose = json!({"choices": [{"message": {"content": "PASS, looks good"}, "finish_reason": "stop"}]});
+        assert!(matches!(parse(&prose, true), Err(CallError::Malformed(_))));
+        assert!(matches!(parse(&json!({}), true), Err(CallError::Malformed(_))));
+    }
+}
