@@ -1,6 +1,7 @@
 //! reeval's agent harnesses behind the [`reeval_core::Harness`] trait.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod shell;
 
 use reeval_core::HarnessRegistry;
@@ -10,6 +11,12 @@ pub use shell::ShellHarness;
 /// Adds the built-in harnesses to `registry`.
 pub fn register_builtins(registry: &mut HarnessRegistry) {
     registry.register("shell", |_| Box::new(ShellHarness));
+    registry.register("claude-code", |m| Box::new(cli::claude_code::harness(m)));
+    registry.register("codex", |m| Box::new(cli::codex::harness(m)));
+    registry.register("cursor", |m| Box::new(cli::cursor::harness(m)));
+    registry.register("gemini", |m| Box::new(cli::gemini::harness(m)));
+    registry.register("opencode", |m| Box::new(cli::opencode::harness(m)));
+    registry.register("pi", |m| Box::new(cli::pi::harness(m)));
 }
 
 /// A registry with the built-in harnesses and every harness registered in this binary.

@@ -1,0 +1,250 @@
+//! Claude Code: `claude --print --output-format stream-json --verbose
+//! --permission-mode bypassPermissions`, the task on stdin, later turns with
+//! `--resume <session_id>`. Config home: `CLAUDE_CONFIG_DIR`; skills in its
+//! `skills/`, MCP servers in its `.claude.json` (user scope: no trust dialog).
+//! Rules: `CLAUDE.md`.
+
+use std::collections::BTreeMap;
+
+use reeval_core::Command;
+use reeval_core::harness::SessionSetup;
+use reeval_core::turn::{EditKind, Usage};
+use serde_json::{Value, json};
+
+use super::report::{count, status_of, string, text_of};
+use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+
+/// The pinned npm release of Claude Code.
+pub const VERSION: &str = "2.1.328";
+
+/// Claude Code's specifics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClaudeCode;
+
+/// The Claude Code harness.
+pub type ClaudeCodeHarness = CliHarness<ClaudeCode>;
+
+/// A Claude Code harness for `model` (`sonnet`, `opus`, a full model id).
+pub fn harness(model: Option<&str>) -> ClaudeCodeHarness {
+    CliHarness::new(ClaudeCode, model)
+}
+
+impl CliAgent for ClaudeCode {
+    fn name(&self) -> &'static str {
+        "claude-code"
+    }
+
+    fn program(&self) -> &'static str {
+        "claude"
+    }
+
+    fn rules_file(&self) -> &'static str {
+        "CLAUDE.md"
+    }
+
+    fn install_steps(&self) -> Vec<String> {
+        super::npm_install_steps("@anthropic-ai/claude-code", VERSION)
+    }
+
+    fn credentials(&self, _model: Option<&str>) -> Vec<String> {
+        vec!["ANTHROPIC_API_KEY".into()]
+    }
+
+    fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {
+        vec![
+            ("CLAUDE_CONFIG_DIR".into(), home.into()),
+            // Lets bypassPermissions run as root in a sandbox.
+            ("IS_SANDBOX".into(), "1".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()),
+            ("DISABLE_AUTOUPDATER".into(), "1".into()),
+        ]
+    }
+
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+        let config = json!({ "hasCompletedOnboarding": true, "mcpServers": super::mcp_servers(&setup.mcp, true, "url") });
+        let mut files = vec![(format!("{home}/.claude.json"), serde_json::to_vec_pretty(&config).unwrap_or_default(), 0o600)];
+        files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
+        Ok(files)
+    }
+
+    fn command(&self, inv: &Invocation<'_>) -> Command {
+        let mut cmd = Command::new(inv.program).args(["--print", "--output-format", "stream-json", "--verbose", "--permission-mode", "bypassPermissions"]);
+        if let Some(model) = inv.model {
+            cmd = cmd.arg("--model").arg(model);
+        }
+        if let Some(session) = inv.resume {
+            cmd = cmd.arg("--resume").arg(session);
+        }
+        cmd.stdin(inv.prompt.as_bytes().to_vec())
+    }
+
+    fn parser(&self) -> Box<dyn EventParser> {
+        Box::<Parser>::default()
+    }
+}
+
+/// Reads `stream-json`: usage is repeated per message id, so the last per id counts.
+#[derive(Debug, Default)]
+struct Parser {
+    usage_by_message: BTreeMap<String, Usage>,
+    result_usage: Option<Usage>,
+    last_text: Option<String>,
+}
+
+fn usage_of(u: &Value) -> Usage {
+    Usage {
+        input: count(u, "input_tokens"),
+        output: count(u, "output_tokens"),
+        cache_read: count(u, "cache_read_input_tokens"),
+        cache_write: count(u, "cache_creation_input_tokens"),
+        reasoning: None,
+    }
+}
+
+impl EventParser for Parser {
+    fn event(&mut self, ev: &Value, turn: &mut TurnBuilder) {
+        if let Some(id) = string(ev, "session_id") {
+            turn.session_id = Some(id.to_string());
+        }
+        match string(ev, "type") {
+            Some("system") if string(ev, "subtype") == Some("init") => {
+                if let Some(m) = string(ev, "model") {
+                    turn.model = Some(m.to_string());
+                }
+            }
+            Some("assistant") => {
+                let Some(msg) = ev.get("message") else { return };
+                if let Some(m) = string(msg, "model") {
+                    turn.model = Some(m.to_string());
+                }
+                if let (Some(id), Some(u)) = (string(msg, "id"), msg.get("usage")) {
+                    self.usage_by_message.insert(id.to_string(), usage_of(u));
+                }
+                for block in msg.get("content").and_then(Value::as_array).into_iter().flatten() {
+                    match string(block, "type") {
+                        Some("text") => {
+                            if let Some(t) = string(block, "text").filter(|t| !t.trim().is_empty()) {
+                                self.last_text = Some(t.to_string());
+                            }
+                        }
+                        Some("tool_use") => {
+                            let id = string(block, "id").unwrap_or_default();
+                            let name = string(block, "name").unwrap_or("tool");
+                            let input = block.get("input").cloned().unwrap_or(Value::Null);
+                            let path = string(&input, "file_path").or_else(|| string(&input, "notebook_path")).map(str::to_string);
+                            turn.tool_started(Some(id), name, input);
+                            let kind = match name {
+                                "Write" => Some(EditKind::Add),
+                                "Edit" | "MultiEdit" | "NotebookEdit" => Some(EditKind::Update),
+                                _ => None,
+                            };
+                            if let (Some(kind), Some(path)) = (kind, path) {
+                                turn.edit_on_success(id, &path, kind);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Some("user") => {
+                let blocks = ev.get("message").and_then(|m| m.get("content")).and_then(Value::as_array);
+                for block in blocks.into_iter().flatten().filter(|b| string(b, "type") == Some("tool_result")) {
+                    let id = string(block, "tool_use_id").unwrap_or_default();
+                    let text = text_of(block.get("content").unwrap_or(&Value::Null));
+                    // A Write that replaced an existing file.
+                    let updated = ev.get("tool_use_result").and_then(|r| string(r, "type")) == Some("update") || text.contains("has been updated");
+                    if updated {
+                        turn.set_pending_kind(id, EditKind::Update);
+                    }
+                    if block.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
+                        turn.tool_finished(id, "tool", None, Some(text));
+                    } else {
+                        turn.tool_finished(id, "tool", Some(text), None);
+                    }
+                }
+            }
+            Some("result") => {
+                let text = ev.get("result").and_then(Value::as_str);
+                if let Some(u) = ev.get("usage") {
+                    self.result_usage = Some(usage_of(u));
+                }
+                if turn.model.is_none()
+                    && let Some(m) = ev.get("modelUsage").and_then(Value::as_object).and_then(|m| m.keys().next())
+                {
+                    turn.model = Some(m.clone());
+                }
+                let subtype = string(ev, "subtype").unwrap_or("success");
+                let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype.starts_with("error");
+                if is_error {
+                    let message = text.filter(|t| !t.is_empty()).map(str::to_string).unwrap_or_else(|| subtype.to_string());
+                    turn.fail(message, status_of(ev.get("api_error_status")));
+                } else if let Some(t) = text {
+                    turn.final_message = Some(t.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, turn: &mut TurnBuilder) {
+        if self.usage_by_message.is_empty() {
+            if let Some(u) = self.result_usage.take() {
+                turn.usage = u;
+            }
+        } else {
+            let mut total = Usage::default();
+            for u in self.usage_by_message.values() {
+                total.add(u);
+            }
+            turn.usage = total;
+        }
+        if turn.final_message.is_none() && turn.failure.is_none() {
+            turn.final_message = self.last_text.take();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(lines: &[&str]) -> TurnBuilder {
+        let mut p = Parser::default();
+        let mut t = TurnBuilder::new("/workspace");
+        for l in lines {
+            if let Some(ev) = super::super::ndjson::parse_event(l) {
+                t.events += 1;
+                p.event(&ev, &mut t);
+            }
+        }
+        p.finish(&mut t);
+        t
+    }
+
+    #[test]
+    fn keeps_the_last_usage_per_message_and_sums_messages() {
+        let t = parse(&[
+            r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-4-5"}"#,
+            r#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":5}}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/workspace/a.py","content":"x"}}],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":12}}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"File created successfully at: /workspace/a.py","is_error":false}]}}"#,
+            r#"{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"done"}],"usage":{"input_tokens":4,"cache_creation_input_tokens":0,"cache_read_input_tokens":100,"output_tokens":20}}}"#,
+            r#"{"type":"brand_new_event","x":1}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s1","usage":{"input_tokens":999}}"#,
+        ]);
+        assert_eq!(t.usage, Usage { input: Some(7), output: Some(32), cache_read: Some(100), cache_write: Some(100), reasoning: None });
+        assert_eq!(t.final_message.as_deref(), Some("Done."));
+        assert_eq!(t.session_id.as_deref(), Some("s1"));
+        assert_eq!(t.file_edits[0].path, "a.py");
+        assert_eq!(t.file_edits[0].kind, EditKind::Add);
+        assert_eq!(t.events, 7);
+    }
+
+    #[test]
+    fn an_error_result_is_a_failure_with_its_status() {
+        let t = parse(&[r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":"401","result":"Not logged in"}"#]);
+        let f = t.failure.expect("failure");
+        assert_eq!(f.status, Some(401));
+        assert_eq!(f.message, "Not logged in");
+    }
+}

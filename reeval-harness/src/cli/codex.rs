@@ -1,0 +1,343 @@
+//! OpenAI Codex CLI: `codex exec --json --dangerously-bypass-approvals-and-sandbox
+//! --skip-git-repo-check [--model m] -- <task>`, later turns with
+//! `codex exec .. resume <thread_id> -- <task>`. Config home: `CODEX_HOME`
+//! (`config.toml` holds MCP servers, skills go in its `skills/`). The
+//! `--json` stream has no model and no reasoning count: both are read from
+//! the session's rollout file in `CODEX_HOME/sessions/` after the turn.
+
+use async_trait::async_trait;
+use reeval_core::Command;
+use reeval_core::environment::McpServer;
+use reeval_core::harness::SessionSetup;
+use reeval_core::sandbox::SandboxHandle;
+use reeval_core::turn::{EditKind, Usage};
+use serde_json::{Value, json};
+
+use super::report::{count, string, text_of};
+use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+
+/// The pinned npm release of Codex.
+pub const VERSION: &str = "0.169.0";
+
+/// Codex's specifics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Codex;
+
+/// The Codex harness.
+pub type CodexHarness = CliHarness<Codex>;
+
+/// A Codex harness for `model` (`gpt-5`, `gpt-5-codex`, …).
+pub fn harness(model: Option<&str>) -> CodexHarness {
+    CliHarness::new(Codex, model)
+}
+
+/// A TOML basic string (a JSON string literal is one).
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+fn config_toml(servers: &[McpServer]) -> String {
+    let mut out = String::from("# Written by reeval for this attempt.\n");
+    for s in servers {
+        out.push_str(&format!("\n[mcp_servers.{}]\n", toml_str(s.name())));
+        match s {
+            McpServer::Stdio { argv, env, .. } => {
+                out.push_str(&format!("command = {}\n", toml_str(argv.first().map(String::as_str).unwrap_or_default())));
+                let args: Vec<String> = argv.iter().skip(1).map(|a| toml_str(a)).collect();
+                out.push_str(&format!("args = [{}]\n", args.join(", ")));
+                if !env.is_empty() {
+                    let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v))).collect();
+                    out.push_str(&format!("env = {{ {} }}\n", pairs.join(", ")));
+                }
+            }
+            McpServer::Http { url, .. } => out.push_str(&format!("url = {}\n", toml_str(url))),
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl CliAgent for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn program(&self) -> &'static str {
+        "codex"
+    }
+
+    fn install_steps(&self) -> Vec<String> {
+        super::npm_install_steps("@openai/codex", VERSION)
+    }
+
+    fn credentials(&self, _model: Option<&str>) -> Vec<String> {
+        vec!["OPENAI_API_KEY".into()]
+    }
+
+    fn env(&self, home: &str, sandbox_env: &[(String, String)]) -> Vec<(String, String)> {
+        let mut env = vec![("CODEX_HOME".to_string(), home.to_string())];
+        // `codex exec` also reads CODEX_API_KEY; give it the same (placeholder) value.
+        if let Some((_, key)) = sandbox_env.iter().rev().find(|(k, _)| k == "OPENAI_API_KEY") {
+            env.push(("CODEX_API_KEY".into(), key.clone()));
+        }
+        env
+    }
+
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+        let mut files = vec![(format!("{home}/config.toml"), config_toml(&setup.mcp).into_bytes(), 0o600)];
+        files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
+        Ok(files)
+    }
+
+    fn command(&self, inv: &Invocation<'_>) -> Command {
+        let mut cmd = Command::new(inv.program).args(["exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"]);
+        if let Some(model) = inv.model {
+            cmd = cmd.arg("--model").arg(model);
+        }
+        if let Some(thread) = inv.resume {
+            cmd = cmd.arg("resume").arg(thread);
+        }
+        cmd.arg("--").arg(inv.prompt)
+    }
+
+    fn parser(&self) -> Box<dyn EventParser> {
+        Box::<Parser>::default()
+    }
+
+    fn fallback_model(&self, selected: Option<&str>) -> Option<String> {
+        selected.map(str::to_string)
+    }
+
+    async fn after_turn(&self, sandbox: &SandboxHandle, home: &str, turn: &mut TurnBuilder) {
+        let Some(thread) = turn.session_id.clone().filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')) else { return };
+        let find = Command::new("find").arg(format!("{home}/sessions")).args(["-type", "f", "-name"]).arg(format!("rollout-*{thread}.jsonl"));
+        let Ok(found) = sandbox.exec(find).await else { return };
+        let Some(path) = found.stdout.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_string) else { return };
+        let Ok(bytes) = sandbox.read_file(&path).await else { return };
+        read_rollout(&String::from_utf8_lossy(&bytes), turn);
+    }
+}
+
+/// Reads the last turn of a rollout file: its model, and its reasoning tokens
+/// (the growth of the session's cumulative count over the turn).
+fn read_rollout(text: &str, turn: &mut TurnBuilder) {
+    let mut model = None;
+    let mut before_turn = 0u64;
+    let mut last_total: Option<u64> = None;
+    let mut in_turn: Option<u64> = None;
+    for line in text.lines() {
+        let Some(ev) = super::ndjson::parse_event(line) else { continue };
+        let payload = ev.get("payload").unwrap_or(&Value::Null);
+        match string(&ev, "type") {
+            Some("turn_context") => {
+                model = string(payload, "model").map(str::to_string).or(model);
+                before_turn = last_total.unwrap_or(0);
+                in_turn = None;
+            }
+            Some("event_msg") if string(payload, "type") == Some("token_count") => {
+                let total = payload.get("info").and_then(|i| i.get("total_token_usage")).and_then(|u| count(u, "reasoning_output_tokens"));
+                if let Some(total) = total {
+                    last_total = Some(total);
+                    in_turn = Some(total);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(m) = model {
+        turn.model = Some(m);
+    }
+    if let Some(total) = in_turn {
+        turn.usage.reasoning = Some(total.saturating_sub(before_turn));
+    }
+}
+
+/// Reads `ThreadEvent`s.
+#[derive(Debug, Default)]
+struct Parser {
+    last_message: Option<String>,
+    /// An `error` event not followed by a completed turn.
+    pending_error: Option<String>,
+}
+
+impl Parser {
+    fn item(&mut self, item: &Value, completed: bool, turn: &mut TurnBuilder) {
+        let id = string(item, "id").unwrap_or_default();
+        let status = string(item, "status").unwrap_or_default();
+        match string(item, "type") {
+            Some("agent_message") if completed => {
+                if let Some(t) = string(item, "text") {
+                    self.last_message = Some(t.to_string());
+                }
+            }
+            Some("command_execution") => {
+                turn.tool_started(Some(id), "command_execution", json!({ "command": item.get("command").cloned().unwrap_or(Value::Null) }));
+                if completed {
+                    let output = string(item, "aggregated_output").unwrap_or_default().to_string();
+                    let code = item.get("exit_code").and_then(Value::as_i64);
+                    let error = match (status, code) {
+                        ("failed" | "declined", _) | (_, Some(1..)) | (_, Some(..=-1)) => {
+                            Some(format!("{} (exit code {})", if status == "declined" { "declined" } else { "failed" }, code.map(|c| c.to_string()).unwrap_or_else(|| "none".into())))
+                        }
+                        _ => None,
+                    };
+                    turn.tool_finished(id, "command_execution", Some(output), error);
+                }
+            }
+            Some("file_change") => {
+                let changes = item.get("changes").cloned().unwrap_or(Value::Null);
+                turn.tool_started(Some(id), "file_change", json!({ "changes": changes }));
+                if completed {
+                    let failed = status == "failed";
+                    if !failed {
+                        for c in changes.as_array().into_iter().flatten() {
+                            let kind = match string(c, "kind") {
+                                Some("add") => EditKind::Add,
+                                Some("delete") => EditKind::Delete,
+                                _ => EditKind::Update,
+                            };
+                            if let Some(path) = string(c, "path") {
+                                turn.edit(path, kind);
+                            }
+                        }
+                    }
+                    turn.tool_finished(id, "file_change", Some(status.to_string()), failed.then(|| "patch failed".to_string()));
+                }
+            }
+            Some("mcp_tool_call") => {
+                let name = string(item, "tool").unwrap_or("mcp_tool_call").to_string();
+                turn.tool_started(Some(id), &name, item.get("arguments").cloned().unwrap_or(Value::Null));
+                if completed {
+                    let result = item.get("result").map(|r| text_of(r.get("content").unwrap_or(r)));
+                    let error = item.get("error").filter(|e| !e.is_null()).map(|e| string(e, "message").map(str::to_string).unwrap_or_else(|| text_of(e)));
+                    let error = error.or_else(|| (status == "failed").then(|| "failed".to_string()));
+                    turn.tool_finished(id, &name, result, error);
+                }
+            }
+            Some("web_search") => {
+                turn.tool_started(Some(id), "web_search", json!({ "query": item.get("query").cloned().unwrap_or(Value::Null) }));
+                if completed {
+                    turn.tool_finished(id, "web_search", None, None);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl EventParser for Parser {
+    fn event(&mut self, ev: &Value, turn: &mut TurnBuilder) {
+        match string(ev, "type") {
+            Some("thread.started") => {
+                if let Some(t) = string(ev, "thread_id") {
+                    turn.session_id = Some(t.to_string());
+                }
+            }
+            Some("item.started") | Some("item.updated") => {
+                if let Some(item) = ev.get("item") {
+                    self.item(item, false, turn);
+                }
+            }
+            Some("item.completed") => {
+                if let Some(item) = ev.get("item") {
+                    self.item(item, true, turn);
+                }
+            }
+            Some("turn.completed") => {
+                self.pending_error = None;
+                if let Some(u) = ev.get("usage") {
+                    let cached = count(u, "cached_input_tokens");
+                    // input_tokens include the cached ones.
+                    let input = count(u, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0)));
+                    turn.usage.add(&Usage { input, output: count(u, "output_tokens"), cache_read: cached, cache_write: None, reasoning: None });
+                }
+            }
+            Some("turn.failed") => {
+                let message = ev.get("error").and_then(|e| string(e, "message")).unwrap_or("turn failed").to_string();
+                turn.fail(message, None);
+            }
+            Some("error") => {
+                if let Some(m) = string(ev, "message") {
+                    self.pending_error = Some(m.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, turn: &mut TurnBuilder) {
+        if let Some(m) = self.pending_error.take() {
+            turn.fail(m, None);
+        }
+        if turn.final_message.is_none() {
+            turn.final_message = self.last_message.take();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(lines: &[&str]) -> TurnBuilder {
+        let mut p = Parser::default();
+        let mut t = TurnBuilder::new("/workspace");
+        for l in lines {
+            if let Some(ev) = super::super::ndjson::parse_event(l) {
+                p.event(&ev, &mut t);
+            }
+        }
+        p.finish(&mut t);
+        t
+    }
+
+    #[test]
+    fn input_excludes_cached_tokens() {
+        let t = parse(&[
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            r#"{"type":"item.started","item":{"id":"i1","type":"command_execution","command":"bash -lc ls","status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"bash -lc ls","aggregated_output":"nope\n","exit_code":2,"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i2","type":"file_change","changes":[{"path":"/workspace/hello.py","kind":"add"}],"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i3","type":"agent_message","text":"Done."}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":1200,"cached_input_tokens":1000,"output_tokens":50}}"#,
+        ]);
+        assert_eq!(t.usage, Usage { input: Some(200), output: Some(50), cache_read: Some(1000), cache_write: None, reasoning: None });
+        assert_eq!(t.tool_calls.len(), 2);
+        assert!(t.tool_calls[0].error.as_deref().unwrap().contains("exit code 2"));
+        assert_eq!(t.file_edits[0].path, "hello.py");
+        assert_eq!(t.final_message.as_deref(), Some("Done."));
+        assert!(t.failure.is_none());
+    }
+
+    #[test]
+    fn an_error_without_a_completed_turn_fails_it() {
+        let t = parse(&[r#"{"type":"error","message":"Reconnecting... 1/5"}"#, r#"{"type":"turn.completed","usage":{}}"#]);
+        assert!(t.failure.is_none());
+        let t = parse(&[r#"{"type":"error","message":"exceeded retry limit, last status: 429"}"#]);
+        assert!(t.failure.unwrap().message.contains("429"));
+    }
+
+    #[test]
+    fn the_rollout_gives_model_and_reasoning_of_the_last_turn() {
+        let mut t = TurnBuilder::new("/workspace");
+        read_rollout(
+            concat!(
+                r#"{"type":"turn_context","payload":{"model":"gpt-5"}}"#, "\n",
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"reasoning_output_tokens":30}}}}"#, "\n",
+                r#"{"type":"turn_context","payload":{"model":"gpt-5-codex"}}"#, "\n",
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":null}}"#, "\n",
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"reasoning_output_tokens":75}}}}"#, "\n",
+            ),
+            &mut t,
+        );
+        assert_eq!(t.model.as_deref(), Some("gpt-5-codex"));
+        assert_eq!(t.usage.reasoning, Some(45));
+    }
+
+    #[test]
+    fn mcp_servers_go_to_config_toml() {
+        let toml = config_toml(&[McpServer::stdio("fs", ["npx", "-y", "a \"b\""]), McpServer::http("api", "https://x/mcp")]);
+        assert!(toml.contains("[mcp_servers.\"fs\"]\ncommand = \"npx\"\nargs = [\"-y\", \"a \\\"b\\\"\"]"), "{toml}");
+        assert!(toml.contains("[mcp_servers.\"api\"]\nurl = \"https://x/mcp\""), "{toml}");
+    }
+}

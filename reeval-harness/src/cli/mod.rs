@@ -1,0 +1,408 @@
+//! Harnesses for agent CLIs run in the sandbox: one module per CLI, and the
+//! driver they share.
+//!
+//! A [`CliAgent`] says what differs between CLIs: the argv of a turn (the
+//! task is one argv element or stdin, never part of a shell string), how a
+//! later turn resumes the session, where the CLI's config home is relocated,
+//! where skills and MCP servers go, and how its event stream reads. A
+//! [`CliHarness`] drives any of them: it runs the argv with
+//! [`SandboxHandle::exec_turn`], parses NDJSON lines as they arrive, and
+//! classifies a failure from the exit code and output. When the context kills
+//! the turn's process tree, the stream ends and the harness returns what it
+//! parsed so far.
+
+pub mod claude_code;
+pub mod classify;
+pub mod codex;
+pub mod cursor;
+pub mod gemini;
+pub mod ndjson;
+pub mod opencode;
+pub mod pi;
+pub mod report;
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use reeval_core::environment::{DEFAULT_IMAGE, McpServer, Skill};
+use reeval_core::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
+use reeval_core::sandbox::{SandboxError, SandboxHandle};
+use reeval_core::turn::{TurnReport, TurnStatus};
+use reeval_core::{Command, ImageSpec};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub use report::{Failure, TurnBuilder};
+
+/// Where each CLI's config home lives in the sandbox: `<root>/<harness name>`.
+pub const AGENT_HOME_ROOT: &str = "/tmp/reeval-agent";
+/// The largest config home `stop()` collects.
+pub const HOME_ARCHIVE_LIMIT: u64 = 256 << 20;
+/// The Node.js release the npm-installed CLIs run on.
+pub const NODE_VERSION: &str = "22.12.0";
+
+/// One file a CLI needs before its first turn: absolute path, bytes, mode.
+pub type SessionFile = (String, Vec<u8>, u32);
+
+/// What a turn's argv is built from.
+#[derive(Debug, Clone, Copy)]
+pub struct Invocation<'a> {
+    /// The program to run (the CLI's name, or a path set with [`CliHarness::with_program`]).
+    pub program: &'a str,
+    /// The task, passed as data.
+    pub prompt: &'a str,
+    /// The model, when one was selected (`claude-code:sonnet` → `sonnet`).
+    pub model: Option<&'a str>,
+    /// The session an earlier turn reported: set from the second turn on.
+    pub resume: Option<&'a str>,
+    /// The CLI's config home in the sandbox.
+    pub home: &'a str,
+    /// Whether MCP servers were configured for this session.
+    pub mcp: bool,
+}
+
+/// Reads one CLI's events into a [`TurnBuilder`].
+pub trait EventParser: Send {
+    /// Reads one JSON event. Unknown types and fields are skipped.
+    fn event(&mut self, event: &Value, turn: &mut TurnBuilder);
+
+    /// Called once when the stream ended (finished or killed).
+    fn finish(&mut self, _turn: &mut TurnBuilder) {}
+}
+
+/// What differs between agent CLIs.
+#[async_trait]
+pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
+    /// The harness name (`claude-code`).
+    fn name(&self) -> &'static str;
+
+    /// The CLI's program name (`claude`).
+    fn program(&self) -> &'static str;
+
+    /// The rules file the CLI reads, relative to the workspace.
+    fn rules_file(&self) -> &'static str {
+        "AGENTS.md"
+    }
+
+    /// Shell steps that install the CLI, pinned by version, on `reeval/base`.
+    fn install_steps(&self) -> Vec<String>;
+
+    /// Host variables the CLI needs for `model`.
+    fn credentials(&self, model: Option<&str>) -> Vec<String>;
+
+    /// Variables of every turn: the relocated config home and the CLI's
+    /// headless settings. `sandbox_env` is the attempt's environment (placeholders only).
+    fn env(&self, home: &str, sandbox_env: &[(String, String)]) -> Vec<(String, String)>;
+
+    /// Files written before the first turn (settings, skills, MCP servers), absolute paths.
+    ///
+    /// # Errors
+    /// A message when the setup asks for something this CLI cannot do; the run is misconfigured.
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String>;
+
+    /// One turn's command.
+    fn command(&self, inv: &Invocation<'_>) -> Command;
+
+    /// A parser for one turn's stream.
+    fn parser(&self) -> Box<dyn EventParser>;
+
+    /// The class an exit code means by itself (Gemini's 41 is an auth error).
+    fn classify_exit(&self, _exit_code: i64) -> Option<ErrorClass> {
+        None
+    }
+
+    /// The model to report when the stream names none.
+    fn fallback_model(&self, _selected: Option<&str>) -> Option<String> {
+        None
+    }
+
+    /// Reads more of the turn from the config home once the stream ended (a session file).
+    async fn after_turn(&self, _sandbox: &SandboxHandle, _home: &str, _turn: &mut TurnBuilder) {}
+}
+
+/// A harness that runs an agent CLI in the sandbox, one process per turn.
+#[derive(Debug)]
+pub struct CliHarness<A: CliAgent> {
+    agent: A,
+    program: String,
+    model: Option<String>,
+    home: String,
+    session: Option<String>,
+    mcp: bool,
+    artifacts_dir: Option<PathBuf>,
+}
+
+impl<A: CliAgent> CliHarness<A> {
+    /// A harness for `agent` with an optional model, running the CLI by its usual name.
+    pub fn new(agent: A, model: Option<&str>) -> Self {
+        let home = format!("{AGENT_HOME_ROOT}/{}", agent.name());
+        Self { program: agent.program().to_string(), agent, model: model.map(str::to_string), home, session: None, mcp: false, artifacts_dir: None }
+    }
+
+    /// Runs the CLI from `program` instead (a path in the sandbox, e.g. a stand-in).
+    pub fn with_program(mut self, program: impl Into<String>) -> Self {
+        self.program = program.into();
+        self
+    }
+
+    /// The CLI's config home in the sandbox.
+    pub fn home(&self) -> &str {
+        &self.home
+    }
+
+    /// The session the next turn resumes, once a turn reported one.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    fn failed(&self, message: impl Into<String>, class: ErrorClass) -> HarnessError {
+        HarnessError::Failed { harness: self.agent.name().to_string(), message: message.into(), class }
+    }
+
+    fn transcript(&self, index: u32) -> Option<std::fs::File> {
+        let dir = self.artifacts_dir.as_ref()?;
+        std::fs::create_dir_all(dir).ok()?;
+        std::fs::File::create(dir.join(format!("{}-turn{index}.ndjson", self.agent.name()))).ok()
+    }
+}
+
+#[async_trait]
+impl<A: CliAgent> Harness for CliHarness<A> {
+    fn name(&self) -> &str {
+        self.agent.name()
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    fn rules_file(&self) -> &str {
+        self.agent.rules_file()
+    }
+
+    fn image(&self) -> Option<ImageSpec> {
+        Some(ImageSpec::Install { base: DEFAULT_IMAGE.to_string(), steps: self.agent.install_steps() })
+    }
+
+    fn credentials(&self) -> Vec<String> {
+        self.agent.credentials(self.model.as_deref())
+    }
+
+    async fn start(&mut self, sandbox: &SandboxHandle, setup: &SessionSetup) -> Result<(), HarnessError> {
+        self.artifacts_dir = setup.artifacts_dir.clone();
+        self.mcp = !setup.mcp.is_empty();
+        let files = self.agent.session_files(&self.home, setup).map_err(|m| self.failed(m, ErrorClass::Config))?;
+        let out = sandbox.exec(Command::new("mkdir").arg("-p").arg(&self.home)).await?;
+        if !out.success() {
+            return Err(self.failed(format!("failed to create {}: {}", self.home, out.stderr.trim()), ErrorClass::Infra));
+        }
+        for (path, bytes, mode) in files {
+            sandbox.write_file(&path, &bytes, mode).await?;
+        }
+        Ok(())
+    }
+
+    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+        let inv = Invocation { program: &self.program, prompt, model: self.model.as_deref(), resume: self.session.as_deref(), home: &self.home, mcp: self.mcp };
+        let mut cmd = self.agent.command(&inv);
+        for (k, v) in self.agent.env(&self.home, sandbox.env()) {
+            cmd = cmd.env(k, v);
+        }
+        let mut transcript = self.transcript(turn.index);
+        let mut parser = self.agent.parser();
+        let mut built = TurnBuilder::new(sandbox.workspace());
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        let exec = sandbox.exec_turn(cmd, tx);
+        let read = async {
+            let mut lines = ndjson::LineSplitter::new();
+            while let Some(chunk) = rx.recv().await {
+                if let Some(f) = transcript.as_mut() {
+                    let _ = f.write_all(&chunk);
+                }
+                for line in lines.push(&chunk) {
+                    feed(parser.as_mut(), &mut built, &line);
+                }
+            }
+            if let Some(line) = lines.finish() {
+                feed(parser.as_mut(), &mut built, &line);
+            }
+        };
+        let (out, ()) = tokio::join!(exec, read);
+        parser.finish(&mut built);
+        let out = out?;
+        self.agent.after_turn(sandbox, &self.home, &mut built).await;
+        if let Some(id) = &built.session_id {
+            self.session = Some(id.clone());
+        }
+
+        let failure = built.failure.take();
+        let failed = out.exit_code != 0 || out.timed_out || failure.is_some();
+        let (error, error_class) = if failed {
+            let stderr = reeval_core::exec::tail(out.stderr.trim(), 2000);
+            let message = match &failure {
+                Some(f) => f.message.clone(),
+                None if !stderr.is_empty() => format!("{} exited {}: {stderr}", self.agent.program(), out.exit_code),
+                None => format!("{} exited {}", self.agent.program(), out.exit_code),
+            };
+            let class = classify::classify(self.agent.classify_exit(out.exit_code), failure.as_ref(), stderr);
+            (Some(message), Some(class))
+        } else {
+            (None, None)
+        };
+        Ok(TurnReport {
+            status: if failed { TurnStatus::Failed } else { TurnStatus::Completed },
+            final_message: built.final_message,
+            tool_calls: built.tool_calls,
+            file_edits: built.file_edits,
+            usage: built.usage,
+            model: built.model.or_else(|| self.agent.fallback_model(self.model.as_deref())),
+            error,
+            error_class,
+            events: built.events,
+        })
+    }
+
+    async fn stop(&mut self, sandbox: &SandboxHandle) -> Result<(), HarnessError> {
+        let Some(dir) = self.artifacts_dir.clone() else { return Ok(()) };
+        let tar = match sandbox.sandbox().download(&self.home, HOME_ARCHIVE_LIMIT).await {
+            Ok(tar) => tar,
+            Err(SandboxError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        // Kept as the archive it is: an archive from the sandbox is never unpacked on the host.
+        let path = dir.join(format!("{}-home.tar", self.agent.name()));
+        let written = async {
+            tokio::fs::create_dir_all(&dir).await?;
+            tokio::fs::write(&path, &tar).await
+        };
+        written.await.map_err(|e| self.failed(format!("failed to write {}: {e}", path.display()), ErrorClass::Infra))
+    }
+}
+
+fn feed(parser: &mut dyn EventParser, turn: &mut TurnBuilder, line: &str) {
+    if let Some(event) = ndjson::parse_event(line) {
+        turn.events += 1;
+        parser.event(&event, turn);
+    }
+}
+
+/// Install steps: Node.js (pinned) unless present, then `package@version` with npm.
+pub fn npm_install_steps(package: &str, version: &str) -> Vec<String> {
+    vec![
+        format!(
+            "command -v node >/dev/null 2>&1 || {{ case $(uname -m) in x86_64) a=x64;; aarch64) a=arm64;; *) echo unsupported arch >&2; exit 1;; esac; \
+             curl -fsSL https://nodejs.org/dist/v{NODE_VERSION}/node-v{NODE_VERSION}-linux-$a.tar.gz | tar -xz -C /usr/local --strip-components=1 --no-same-owner; }}"
+        ),
+        format!("npm install -g --no-fund --no-audit --loglevel=error {package}@{version}"),
+    ]
+}
+
+/// Files of `skills` under `dir/<skill name>/`.
+pub fn skill_files(dir: &str, skills: &[Skill]) -> Vec<SessionFile> {
+    let mut files = Vec::new();
+    for skill in skills {
+        let name = skill.name.replace(['/', '\\'], "_");
+        for (rel, bytes, mode) in &skill.files {
+            let rel = rel.trim_start_matches("./");
+            if rel.split('/').any(|c| c == "..") {
+                continue;
+            }
+            files.push((format!("{dir}/{name}/{rel}"), bytes.clone(), *mode));
+        }
+    }
+    files
+}
+
+/// The common JSON shape of an MCP server (`command`/`args`/`env`, or `url`),
+/// as Claude Code, Cursor and Gemini read it; `http_key` names the URL field.
+pub fn mcp_json(server: &McpServer, typed: bool, http_key: &str) -> Value {
+    let mut v = match server {
+        McpServer::Stdio { argv, env, .. } => serde_json::json!({
+            "command": argv.first().cloned().unwrap_or_default(),
+            "args": argv.iter().skip(1).collect::<Vec<_>>(),
+            "env": env.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect::<serde_json::Map<String, Value>>(),
+        }),
+        McpServer::Http { url, .. } => serde_json::json!({ http_key: url }),
+    };
+    if typed {
+        v["type"] = Value::from(match server {
+            McpServer::Stdio { .. } => "stdio",
+            McpServer::Http { .. } => "http",
+        });
+    }
+    v
+}
+
+/// `{"mcpServers": {name: server, ..}}` in the common JSON shape.
+pub fn mcp_servers(servers: &[McpServer], typed: bool, http_key: &str) -> serde_json::Map<String, Value> {
+    servers.iter().map(|s| (s.name().to_string(), mcp_json(s, typed, http_key))).collect()
+}
+
+/// The variable holding the API key of a provider (`anthropic` → `ANTHROPIC_API_KEY`).
+pub fn provider_key(provider: &str) -> String {
+    match provider.to_ascii_lowercase().as_str() {
+        "anthropic" => "ANTHROPIC_API_KEY".into(),
+        "openai" => "OPENAI_API_KEY".into(),
+        "google" | "gemini" => "GEMINI_API_KEY".into(),
+        "openrouter" => "OPENROUTER_API_KEY".into(),
+        "groq" => "GROQ_API_KEY".into(),
+        "mistral" => "MISTRAL_API_KEY".into(),
+        "xai" => "XAI_API_KEY".into(),
+        "deepseek" => "DEEPSEEK_API_KEY".into(),
+        other => format!("{}_API_KEY", other.to_ascii_uppercase().replace(['-', '.'], "_")),
+    }
+}
+
+/// The provider a model name implies: its prefix (`openai/gpt-5`), else a
+/// guess from the model family, else Anthropic.
+pub fn provider_of(model: Option<&str>) -> String {
+    let Some(model) = model else { return "anthropic".into() };
+    if let Some((provider, _)) = model.split_once('/') {
+        return provider.to_string();
+    }
+    let m = model.to_ascii_lowercase();
+    if m.starts_with("gpt") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4") || m.starts_with("codex") {
+        "openai".into()
+    } else if m.starts_with("gemini") {
+        "google".into()
+    } else {
+        "anthropic".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_keys_follow_the_model_prefix() {
+        assert_eq!(provider_key(&provider_of(None)), "ANTHROPIC_API_KEY");
+        assert_eq!(provider_key(&provider_of(Some("openai/gpt-5"))), "OPENAI_API_KEY");
+        assert_eq!(provider_key(&provider_of(Some("gpt-5"))), "OPENAI_API_KEY");
+        assert_eq!(provider_key(&provider_of(Some("gemini-2.5-pro"))), "GEMINI_API_KEY");
+        assert_eq!(provider_key(&provider_of(Some("my-llm/x"))), "MY_LLM_API_KEY");
+    }
+
+    #[test]
+    fn skills_land_under_their_name() {
+        let skills = vec![Skill { name: "review".into(), files: vec![("SKILL.md".into(), b"x".to_vec(), 0o644), ("../evil".into(), vec![], 0o644)] }];
+        let files = skill_files("/h/skills", &skills);
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].0, "/h/skills/review/SKILL.md");
+    }
+
+    #[test]
+    fn mcp_servers_in_the_common_shape() {
+        let servers = vec![McpServer::stdio("fs", ["npx", "-y", "srv"]), McpServer::http("api", "https://x/mcp")];
+        let v = Value::Object(mcp_servers(&servers, true, "url"));
+        assert_eq!(v["fs"]["command"], "npx");
+        assert_eq!(v["fs"]["args"][1], "srv");
+        assert_eq!(v["fs"]["type"], "stdio");
+        assert_eq!(v["api"]["url"], "https://x/mcp");
+        assert_eq!(v["api"]["type"], "http");
+    }
+}
