@@ -157,7 +157,8 @@ pub(crate) async fn gather(ctx: &mut Ctx, state: &State) -> Result<Evidence> {
     let mut evidence = Evidence::default();
     if state.prompts {
         let prompts: Vec<String> = ctx.record.turns.iter().enumerate().map(|(i, t)| format!("### Prompt {}\n{}", i + 1, t.prompt)).collect();
-        evidence.task = Some(if prompts.is_empty() { "(no prompt was sent to the agent)".into() } else { prompts.join("\n\n") });
+        // Escaped too: nothing but the frame itself may open or close it.
+        evidence.task = Some(if prompts.is_empty() { "(no prompt was sent to the agent)".into() } else { escape(&prompts.join("\n\n")) });
     }
     let mut sections = Vec::new();
     if state.final_messages {
