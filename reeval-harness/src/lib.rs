@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod openai;
 pub mod shell;
 
 use reeval_core::HarnessRegistry;
@@ -17,6 +18,7 @@ pub fn register_builtins(registry: &mut HarnessRegistry) {
     registry.register("gemini", |m| Box::new(cli::gemini::harness(m)));
     registry.register("opencode", |m| Box::new(cli::opencode::harness(m)));
     registry.register("pi", |m| Box::new(cli::pi::harness(m)));
+    registry.register("openai", |m| Box::new(openai::OpenAiAgent::new(m)));
 }
 
 /// A registry with the built-in harnesses and every harness registered in this binary.
