@@ -1,1 +1,122 @@
-fn main(){}
+//! reeval's per-attempt overhead against raw bollard cycles, and diff speed on
+//! a large workspace. Run with `cargo bench --bench overhead` (needs Docker and
+//! `reeval/base:latest`; `REEVAL_BENCH_N` sets the number of attempts, default 20).
+//!
+//! 1. N raw cycles: create, start, exec `true`, remove, with the same container settings.
+//! 2. N reeval attempts of an eval that runs `exec("true")`, one at a time,
+//!    each timed from the attempt's start to its record written (preflight excluded,
+//!    being once per run).
+//! 3. `Ctx::diff` on a 10,000-file workspace with five changed files.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use reeval::bollard::Docker;
+use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
+use reeval::bollard::models::{ContainerCreateBody, HostConfig};
+use reeval::bollard::query_parameters::RemoveContainerOptionsBuilder;
+use reeval::prelude::*;
+use reeval::{Eval, Outcome, RunConfig, Runner};
+
+const IMAGE: &str = "reeval/base:latest";
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+async fn raw_cycle(docker: &Docker) -> Duration {
+    let began = Instant::now();
+    let body = ContainerCreateBody {
+        image: Some(IMAGE.into()),
+        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        labels: Some(HashMap::from([("dev.reeval.bench".to_string(), "raw".to_string())])),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".into()),
+            init: Some(true),
+            memory: Some(4 << 30),
+            nano_cpus: Some(2_000_000_000),
+            pids_limit: Some(1024),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let id = docker.create_container(None, body).await.expect("create").id;
+    docker.start_container(&id, None).await.expect("start");
+    let exec = docker
+        .create_exec(&id, CreateExecOptions::<String> { cmd: Some(vec!["true".into()]), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() })
+        .await
+        .expect("create exec");
+    if let StartExecResults::Attached { mut output, .. } = docker.start_exec(&exec.id, None).await.expect("start exec") {
+        while output.next().await.is_some() {}
+    }
+    assert_eq!(docker.inspect_exec(&exec.id).await.expect("inspect").exit_code, Some(0));
+    docker.remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build())).await.expect("remove");
+    began.elapsed()
+}
+
+fn runner(dir: &std::path::Path) -> Runner {
+    Runner::new(RunConfig { record_dir: dir.to_path_buf(), threads: 1, infra_retries: 0, ..RunConfig::default() }, reeval::harness_registry())
+}
+
+fn big_workspace() -> Environment {
+    Environment::new().env("PYTHONDONTWRITEBYTECODE", "1").setup(
+        "python3 -c \"import os\nfor d in range(100):\n  os.makedirs(f'src/m{d}', exist_ok=True)\n  for f in range(100):\n    open(f'src/m{d}/f{f}.txt','w').write(f'line {d} {f}\\\\n' * 20)\"",
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::var("REEVAL_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let docker = Docker::connect_with_local_defaults().expect("docker").negotiate_version().await.expect("docker answers");
+    let dir = std::env::temp_dir().join(format!("reeval-bench-{}", std::process::id()));
+
+    // Warm up both paths once (page cache, image layers).
+    raw_cycle(&docker).await;
+    let trivial = Eval::new("exec_true", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }));
+    runner(&dir).run(vec![trivial.clone()]).await.expect("preflight");
+
+    let mut raw = Vec::with_capacity(n);
+    let mut ours = Vec::with_capacity(n);
+    // Interleave so drift on the machine hits both alike.
+    for _ in 0..n {
+        raw.push(raw_cycle(&docker).await);
+        let report = runner(&dir).run(vec![trivial.clone()]).await.expect("preflight");
+        let r = &report.records[0];
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+        ours.push(Duration::from_millis(r.timings.total_ms));
+    }
+    let (raw_m, ours_m) = (median(raw), median(ours));
+    println!("attempts: {n}");
+    println!("raw bollard create/start/exec/remove: median {:.1} ms", raw_m.as_secs_f64() * 1e3);
+    println!("reeval attempt (exec true):           median {:.1} ms", ours_m.as_secs_f64() * 1e3);
+    println!("ratio: {:.3} (target <= 1.25)", ours_m.as_secs_f64() / raw_m.as_secs_f64());
+
+    let diff_eval = Eval::new("diff_10k", |c| {
+        Box::pin(async move {
+            c.send("for i in 1 2 3 4 5; do echo changed >> src/m$i/f$i.txt; done").await?;
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let began = Instant::now();
+                let diff = c.diff().await?;
+                times.push(began.elapsed());
+                expect(diff.files.len()).to_equal(5)?;
+            }
+            let files = c.exec("find src -type f | wc -l").await?.stdout;
+            println!("diff of a {}-file workspace with 5 changes: median {:.1} ms", files.trim(), median(times).as_secs_f64() * 1e3);
+            Ok(())
+        })
+    })
+    .environment(big_workspace);
+    let report = runner(&dir).run(vec![diff_eval]).await.expect("preflight");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    if let Some(t) = r.turns.first() {
+        println!("turn diff (snapshot of 10,000 files + diff) included in the turn's record: {} files changed", t.diff.files.len());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

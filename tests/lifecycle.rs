@@ -201,3 +201,29 @@ async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
         assert!(m.contains(needle), "{needle:?} missing from:\n{m}");
     }
 }
+
+#[tokio::test]
+async fn incremental_diffs_see_every_kind_of_change() {
+    require_docker!();
+    let eval = Eval::new("diff_kinds", |c| {
+        Box::pin(async move {
+            c.send("echo changed >> keep.txt; rm gone.txt; chmod 755 run.sh; ln -s keep.txt link; mkdir -p a/b && echo new > a/b/new.txt").await?;
+            // A second turn that changes nothing has an empty diff.
+            let quiet = c.send("true").await?;
+            expect(quiet.diff.files.len()).to_equal(0)?;
+            c.send("echo again >> a/b/new.txt").await?;
+            Ok(())
+        })
+    })
+    .environment(|| Environment::new().file("keep.txt", "kept\n").file("gone.txt", "bye\n").file("run.sh", "echo run\n").setup("git init -q && git add -A"));
+    let (r, _, _) = run_one("diffkinds", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let first: Vec<(&str, reeval::Change)> = r.turns[0].diff.files.iter().map(|f| (f.path.as_str(), f.change)).collect();
+    use reeval::Change::*;
+    assert_eq!(first, [("a/b/new.txt", Added), ("gone.txt", Deleted), ("keep.txt", Modified), ("link", Added), ("run.sh", Modified)]);
+    assert!(r.turns[0].diff.patch.contains("old mode 644\nnew mode 755"), "{}", r.turns[0].diff.patch);
+    assert_eq!(r.turns[2].diff.paths(), ["a/b/new.txt"]);
+    assert!(r.turns[2].diff.patch.contains("+again"), "{}", r.turns[2].diff.patch);
+    let all = r.final_diff.unwrap();
+    assert_eq!(all.paths(), ["a/b/new.txt", "gone.txt", "keep.txt", "link", "run.sh"], ".git internals never appear");
+}

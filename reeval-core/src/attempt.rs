@@ -79,6 +79,7 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         judge_spec: plan.eval.options.judge.clone(),
         captures: Vec::new(),
         forwards: Vec::new(),
+        turn_aborted: false,
     };
 
     enum Ended {

@@ -73,6 +73,8 @@ pub struct Ctx {
     pub(crate) judge_spec: Option<String>,
     /// Artifacts kept with `capture`, visible to the judge by name.
     pub(crate) captures: Vec<Capture>,
+    /// Whether a turn was stopped: its processes may still run at teardown.
+    pub(crate) turn_aborted: bool,
     /// Ports forwarded with `serve`, closed at teardown.
     pub(crate) forwards: Vec<crate::serve::Forward>,
 }
@@ -188,6 +190,7 @@ impl Ctx {
                 Ok(Err(e)) => return Err(e.into()),
                 Err(status) => {
                     // Ask the turn to stop, give it the grace, then kill its process tree.
+                    self.turn_aborted = true;
                     let _ = handle.sandbox().kill("TERM").await;
                     let report = match tokio::time::timeout(TURN_GRACE, &mut fut).await {
                         Ok(Ok(r)) => r,
@@ -205,9 +208,9 @@ impl Ctx {
 
         // The turn's diff, even after an abort: the record must show the agent's work.
         let diff_began = Instant::now();
-        let diff = match Snapshot::take(&handle).await {
+        let before = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
+        let diff = match before.refresh(&handle).await {
             Ok(now) => {
-                let before = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
                 let d = before.diff(&now);
                 self.last_snapshot = Some(now);
                 d
@@ -328,8 +331,10 @@ impl Ctx {
     pub async fn diff(&mut self) -> Result<Diff> {
         let handle = self.sandbox().await?;
         let began = Instant::now();
-        let now = self.within_budget(async { Ok(Snapshot::take(&handle).await?) }).await?;
+        let before = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
+        let now = self.within_budget(async { Ok(before.refresh(&handle).await?) }).await?;
         let diff = self.baseline.clone().unwrap_or_default().diff(&now);
+        self.last_snapshot = Some(now);
         self.record.timings.diff_ms += began.elapsed().as_millis() as u64;
         Ok(diff)
     }

@@ -239,11 +239,14 @@ async fn teardown_inner(ctx: &mut Ctx) {
             Err(_) => ctx.log.event("failed to stop the harness within 15s"),
         }
     }
-    // Whatever still runs (an aborted turn) must not change the workspace while it is read.
-    let _ = handle.sandbox().kill("KILL").await;
+    // An aborted turn's processes must not change the workspace while it is read.
+    if ctx.turn_aborted {
+        let _ = handle.sandbox().kill("KILL").await;
+    }
     if let Some(baseline) = ctx.baseline.clone() {
         let began = Instant::now();
-        match Snapshot::take(&handle).await {
+        let before = ctx.last_snapshot.clone().unwrap_or_else(|| baseline.clone());
+        match before.refresh(&handle).await {
             Ok(last) => {
                 ctx.record.final_diff = Some(baseline.diff(&last));
                 ctx.record.workspace_collected = true;

@@ -74,14 +74,27 @@ pub fn single_file(tar: &[u8], path: &str) -> Result<Vec<u8>, SandboxError> {
 /// Every file and symlink of a `download` of a directory, keyed by path
 /// relative to that directory. Paths for which `skip` returns true are left out.
 pub fn read_tree(tar: &[u8], skip: impl Fn(&str) -> bool) -> Result<BTreeMap<String, Entry>, SandboxError> {
+    read_entries(tar, true, skip)
+}
+
+/// Every file and symlink of a tar, keyed by its path; with `strip_first`,
+/// relative to the archive's top directory.
+pub fn read_entries(tar: &[u8], strip_first: bool, skip: impl Fn(&str) -> bool) -> Result<BTreeMap<String, Entry>, SandboxError> {
     let mut archive = tar::Archive::new(tar);
     let mut tree = BTreeMap::new();
     for entry in archive.entries().map_err(|e| archive_err(e.to_string()))? {
         let mut entry = entry.map_err(|e| archive_err(e.to_string()))?;
         let raw = entry.path().map_err(|e| archive_err(e.to_string()))?.into_owned();
         let full = clean_path(&raw)?;
-        // The first component is the downloaded directory itself.
-        let Some((_, rel)) = full.split_once('/') else { continue };
+        // With `strip_first`, the first component is the downloaded directory itself.
+        let rel = if strip_first {
+            match full.split_once('/') {
+                Some((_, rel)) => rel,
+                None => continue,
+            }
+        } else {
+            full.as_str()
+        };
         if skip(rel) {
             continue;
         }
