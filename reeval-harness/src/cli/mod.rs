@@ -119,7 +119,11 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
         None
     }
 
-    /// Reads more of the turn from the config home once the stream ended (a session file).
+    /// Reads more of the turn from the config home once the stream ended (a
+    /// session file). Best effort: what cannot be read is left out.
+    ///
+    /// # Cancel safety
+    /// Reads only; a dropped call changes nothing in the sandbox.
     async fn after_turn(&self, _sandbox: &SandboxHandle, _home: &str, _turn: &mut TurnBuilder) {}
 }
 

@@ -1,5 +1,5 @@
 //! What a parser builds while a turn's events arrive: the partial
-//! [`TurnReport`] that is returned whether the turn finishes or is killed.
+//! [`TurnReport`](reeval_core::turn::TurnReport) that is returned whether the turn finishes or is killed.
 
 use std::collections::HashMap;
 
