@@ -444,3 +444,35 @@ async fn majority_vote_over_samples() {
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[0].body["temperature"], 1.0);
 }
+
+#[tokio::test]
+async fn the_judge_sees_named_files_captures_and_a_cut_diff_and_takes_the_evals_model() {
+    require_docker!();
+    let server = ModelServer::start(|_, _| anthropic::verdict(0.9, true, "ok")).await;
+    // No model on the builder: the eval's `judge = ".."` names it.
+    let judge = Judge::new()
+        .criterion("the notes say hello")
+        .base_url(&server.url)
+        .api_key_env(KEY_ENV)
+        .state(reeval::judge::State::default().with_file("notes.txt").with_file("missing.txt").with_captures().diff_limit(40));
+    let eval = Eval::new("judged_state", move |c| {
+        let judge = judge.clone();
+        Box::pin(async move {
+            c.send("echo 'hello from the notes' > notes.txt && seq 1 200 > numbers.txt").await?;
+            c.capture("listing", Artifact::command("ls")).await?;
+            expect(c.judge(judge).await?).to_pass()?;
+            Ok(())
+        })
+    })
+    .judge("anthropic:claude-from-the-eval");
+    let (r, _) = run("judge-state", vec![eval]).await.remove(0);
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let req = &server.requests()[0];
+    assert_eq!(req.body["model"], "claude-from-the-eval");
+    let user = P::Anthropic.user_text(req);
+    assert!(user.contains("## File notes.txt\nhello from the notes"), "{user}");
+    assert!(user.contains("## File missing.txt\n(no such file)"), "{user}");
+    assert!(user.contains("## Capture listing (") && user.contains("numbers.txt"), "{user}");
+    assert!(user.contains("[diff truncated: the first 40 of"), "{user}");
+    assert!(!user.contains("+200"), "the diff was not cut: {user}");
+}
