@@ -375,6 +375,7 @@ async fn agentic_judge(p: P) {
     assert!(ran.starts_with("exit code 0") && ran.contains("Hello, judge!") && ran.contains("judge_was_here"), "{ran}");
     // The command ran in a throwaway copy: the workspace holds only the agent's work.
     assert_eq!(r.final_diff.as_ref().expect("final diff").paths(), ["greet.py"]);
+    assert!(!r.events.iter().any(|e| e.message.contains("agentic judge changed")), "{:?}", r.events);
     assert_eq!(v.usage.output, p.usage().output.map(|o| o * 3));
 
     let requests = server.requests();
@@ -475,4 +476,18 @@ async fn the_judge_sees_named_files_captures_and_a_cut_diff_and_takes_the_evals_
     assert!(user.contains("## Capture listing (") && user.contains("numbers.txt"), "{user}");
     assert!(user.contains("[diff truncated: the first 40 of"), "{user}");
     assert!(!user.contains("+200"), "the diff was not cut: {user}");
+}
+
+#[tokio::test]
+async fn an_agentic_judge_that_reaches_the_workspace_is_recorded() {
+    require_docker!();
+    let server = ModelServer::scripted(vec![
+        anthropic::tool_use(&[("run_command", json!({"command": "touch /workspace/judge_escaped"}))]),
+        anthropic::verdict(0.9, true, "fine"),
+    ])
+    .await;
+    let judge = Judge::agentic().criterion("anything").model("anthropic:claude-sonnet-4-5").base_url(&server.url).api_key_env(KEY_ENV);
+    let (r, _) = run("judge-escape", vec![judged("judged_escape", judge, true)]).await.remove(0);
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert!(r.events.iter().any(|e| e.message == "the agentic judge changed the workspace outside its throwaway copy: judge_escaped"), "{:?}", r.events);
 }

@@ -294,6 +294,15 @@ pub(crate) fn parse_spec(spec: &str) -> std::result::Result<(Provider, String), 
     Ok((provider, model.to_string()))
 }
 
+/// The host variable holding the key for a judge spec (`anthropic:..` → `ANTHROPIC_API_KEY`),
+/// for a preflight that checks it before anything starts.
+///
+/// # Errors
+/// The spec's problem, when it names no known provider or no model.
+pub fn key_env(spec: &str) -> std::result::Result<&'static str, String> {
+    parse_spec(spec).map(|(provider, _)| provider.default_key_env())
+}
+
 /// A judge model ready to be asked: provider, model, URL and key.
 pub(crate) struct Endpoint {
     pub(crate) provider: Provider,
@@ -709,6 +718,11 @@ impl Ctx {
         let sandbox = if judge.agentic { Some(self.sandbox().await?) } else { None };
         let json_schema = endpoint.provider == Provider::OpenAi && endpoint.openai_output == OpenAiOutput::JsonSchema && !judge.agentic;
         let system = prompt::system(judge.threshold, sandbox.as_ref().map(|_| judge.max_steps), json_schema);
+        // The judge's commands run in a throwaway copy; should one reach the workspace anyway, the record says so.
+        let before = match &sandbox {
+            Some(handle) => Some(self.within_budget(async { Ok(crate::diff::Snapshot::take(handle).await?) }).await?),
+            None => None,
+        };
         let mut verdicts = Vec::new();
         for criterion in &judge.criteria {
             let began = Instant::now();
@@ -724,6 +738,17 @@ impl Ctx {
             }
             self.record.verdicts.push(verdict.clone());
             verdicts.push(verdict);
+        }
+        if let (Some(handle), Some(before)) = (&sandbox, before) {
+            match crate::diff::Snapshot::take(handle).await {
+                Ok(after) => {
+                    let changed = before.diff(&after);
+                    if !changed.is_empty() {
+                        self.log.event(format!("the agentic judge changed the workspace outside its throwaway copy: {}", changed.paths().join(", ")));
+                    }
+                }
+                Err(e) => self.log.event(format!("failed to check that the agentic judge left the workspace alone: {e}")),
+            }
         }
         Ok(JudgeResult { verdicts })
     }
@@ -768,6 +793,13 @@ mod tests {
         assert_eq!(backoff(9, &status(500)), Duration::from_secs(8));
         let limited = CallError::Status { status: 429, message: String::new(), retry_after: Some(Duration::from_secs(2)) };
         assert_eq!(backoff(0, &limited), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn key_variables_follow_the_provider() {
+        assert_eq!(key_env("anthropic:claude-sonnet-4-5"), Ok("ANTHROPIC_API_KEY"));
+        assert_eq!(key_env("openai:gpt-4.1"), Ok("OPENAI_API_KEY"));
+        assert!(key_env("nope").is_err());
     }
 
     #[test]
