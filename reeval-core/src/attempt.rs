@@ -80,6 +80,7 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         captures: Vec::new(),
         forwards: Vec::new(),
         turn_aborted: false,
+        oom_kills_seen: 0,
     };
 
     enum Ended {

@@ -73,6 +73,8 @@ pub struct Ctx {
     pub(crate) judge_spec: Option<String>,
     /// Artifacts kept with `capture`, visible to the judge by name.
     pub(crate) captures: Vec<Capture>,
+    /// OOM kills already reported.
+    pub(crate) oom_kills_seen: u64,
     /// Whether a turn was stopped: its processes may still run at teardown.
     pub(crate) turn_aborted: bool,
     /// Ports forwarded with `serve`, closed at teardown.
@@ -171,7 +173,8 @@ impl Ctx {
             return Err(Error::Config("no harness is selected for this eval".into()));
         }
         self.turns_sent += 1;
-        let sent = prompt_with_context(&prompt, self.turns_sent, &self.env);
+        let reads_summary = self.harness.as_ref().is_some_and(|h| h.reads_context_summary());
+        let sent = if reads_summary { prompt_with_context(&prompt, self.turns_sent, &self.env) } else { prompt.clone() };
         let turn_ctx = TurnContext { index: self.turns_sent, artifacts_dir: Some(self.artifacts_dir.clone()) };
         let signal = self.budget.signal();
         let began = Instant::now();
@@ -234,6 +237,9 @@ impl Ctx {
             duration_ms: agent_ms,
             diff,
         };
+        if status != TurnStatus::Completed {
+            self.saw_oom_kill(&handle, &format!("turn {}", self.turns_sent)).await;
+        }
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
         let harness_name = self.record.harness.clone();
@@ -272,8 +278,10 @@ impl Ctx {
             command: crate::secrets::redact(&out.command, &secrets),
             ..out
         };
+        let oom_killed = out.exit_code == 137 && self.saw_oom_kill(&handle, &format!("check `{}`", one_line(&out.command))).await;
         self.record.timings.checks_ms += began.elapsed().as_millis() as u64;
         self.record.checks.push(CheckRecord {
+            oom_killed,
             command: out.command.clone(),
             exit_code: out.exit_code,
             duration_ms: out.duration_ms,
@@ -337,6 +345,18 @@ impl Ctx {
         self.last_snapshot = Some(now);
         self.record.timings.diff_ms += began.elapsed().as_millis() as u64;
         Ok(diff)
+    }
+
+    /// Whether the OOM killer struck since it was last looked at; if so, says so as an event.
+    async fn saw_oom_kill(&mut self, handle: &SandboxHandle, during: &str) -> bool {
+        let Ok(Some(kills)) = handle.oom_kills().await else { return false };
+        if kills <= self.oom_kills_seen {
+            return false;
+        }
+        self.oom_kills_seen = kills;
+        let limit = self.env.limits.memory_bytes;
+        self.log.event(format!("OOM kill: the sandbox ran out of memory (limit {} MiB) during {during}", limit >> 20));
+        true
     }
 
     /// The sandbox handle, for code that needs to act in the sandbox directly

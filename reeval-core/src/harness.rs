@@ -90,6 +90,12 @@ pub trait Harness: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether the first prompt gets the context summary appended (an agent
+    /// reads prose; the `shell` harness runs its prompt as a script and does not).
+    fn reads_context_summary(&self) -> bool {
+        true
+    }
+
     /// Host environment variables this harness needs (checked in preflight).
     fn credentials(&self) -> Vec<String> {
         Vec::new()

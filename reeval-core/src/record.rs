@@ -50,6 +50,9 @@ pub struct CheckRecord {
     pub stdout_tail: String,
     /// The last 4 KiB of stderr.
     pub stderr_tail: String,
+    /// Whether the sandbox's OOM killer killed a process during the check.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
 }
 
 /// One judge verdict on one criterion.

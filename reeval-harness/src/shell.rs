@@ -18,6 +18,10 @@ impl Harness for ShellHarness {
         "shell"
     }
 
+    fn reads_context_summary(&self) -> bool {
+        false
+    }
+
     async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;

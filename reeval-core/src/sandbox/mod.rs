@@ -268,6 +268,19 @@ impl SandboxHandle {
         self.sandbox.exec(&self.with_workdir(&cmd), &self.env, Some(stdout)).await
     }
 
+    /// How many processes the kernel's OOM killer has killed in the sandbox
+    /// (cgroup v1 or v2), when the sandbox exposes it.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn oom_kills(&self) -> Result<Option<u64>, SandboxError> {
+        let out = self.sandbox.exec(&Command::shell("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"), &[], None).await?;
+        Ok(out.stdout.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()))
+    }
+
     /// Reads a file (relative paths are in the workspace).
     ///
     /// # Errors
