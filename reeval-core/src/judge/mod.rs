@@ -112,6 +112,18 @@ impl From<&String> for Judge {
     }
 }
 
+impl<const N: usize> From<[&str; N]> for Judge {
+    fn from(criteria: [&str; N]) -> Self {
+        criteria.into_iter().fold(Judge::new(), Judge::criterion)
+    }
+}
+
+impl From<Vec<String>> for Judge {
+    fn from(criteria: Vec<String>) -> Self {
+        criteria.into_iter().fold(Judge::new(), Judge::criterion)
+    }
+}
+
 impl Judge {
     /// A judge with no criteria yet, threshold 0.5, the default [`State`].
     pub fn new() -> Self {
@@ -793,6 +805,15 @@ mod tests {
         assert_eq!(backoff(9, &status(500)), Duration::from_secs(8));
         let limited = CallError::Status { status: 429, message: String::new(), retry_after: Some(Duration::from_secs(2)) };
         assert_eq!(backoff(0, &limited), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn criteria_convert_into_a_judge() {
+        assert_eq!(Judge::from("a").criteria(), ["a"]);
+        assert_eq!(Judge::from(["a", "b"]).criteria(), ["a", "b"]);
+        assert_eq!(Judge::from(vec!["c".to_string()]).criteria(), ["c"]);
+        let j = Judge::agentic().threshold(0.7).samples(0).max_steps(0);
+        assert!(j.agentic && j.threshold == 0.7 && j.samples == 1 && j.max_steps == 1);
     }
 
     #[test]
