@@ -182,13 +182,13 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
     // Events, then silence: a per-turn limit ends the turn, the budget ends the attempt.
     let stall = Eval::new(eval_name(cli, "stall"), |c| {
         Box::pin(async move {
-            let t = c.send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(1)) }).await?;
+            let t = c.send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(2)) }).await?;
             expect(t.status).to_equal(TurnStatus::TimedOut)?;
             c.send("SCENARIO:stall").await?;
             Ok(())
         })
     })
-    .timeout(Duration::from_secs(4));
+    .timeout(Duration::from_secs(6));
     // Silence from the start: the agent never had a fair try.
     let hang = Eval::new(eval_name(cli, "hang"), |c| {
         Box::pin(async move {
@@ -271,6 +271,11 @@ async fn check(cli: &'static Cli) {
     let r = record(&report, &eval_name(cli, "stall"));
     assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{}", show(r));
     assert_eq!(r.turns.iter().map(|t| t.status).collect::<Vec<_>>(), vec![TurnStatus::TimedOut, TurnStatus::Aborted], "{}", show(r));
+    for t in &r.turns {
+        // The stream ended with the killed process: what was parsed is kept.
+        assert_eq!(t.final_message.as_deref(), Some("Working on it..."), "{}", show(r));
+        assert_eq!(t.model.as_deref(), Some(cli.model), "{}", show(r));
+    }
 
     // No event before the budget ran out: infra, with the measured time.
     let r = record(&report, &eval_name(cli, "hang"));

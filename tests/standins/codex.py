@@ -142,7 +142,8 @@ elif scene == "rate_limit":
 elif scene == "auth":
     fail("unexpected status 401 Unauthorized: Incorrect API key provided")
 elif scene == "stall":
-    emit({"type": "item.completed", "item": {"id": "item_0", "type": "reasoning", "text": "**Thinking**"}})
+    emit({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": "Working on it..."}})
+    emit({"type": "item.started", "item": {"id": "item_1", "type": "command_execution", "command": "bash -lc 'sleep 600'", "aggregated_output": "", "status": "in_progress"}})
     hang()
 elif scene == "echo":
     path = echo_prompt(prompt)

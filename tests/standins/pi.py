@@ -124,7 +124,8 @@ elif scene == "auth":
     assistant([], usage(0, 0, 0, 0), stop="error", error='401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}')
     end(1)
 elif scene == "stall":
-    emit({"type": "message_start", "message": {"role": "assistant", "content": []}})
+    assistant([{"type": "text", "text": "Working on it..."}, {"type": "toolCall", "id": "t1", "name": "bash"}], usage(1, 1, 0, 0), stop="toolUse")
+    emit({"type": "tool_execution_start", "toolCallId": "t1", "toolName": "bash", "args": {"command": "sleep 600"}})
     hang()
 elif scene == "echo":
     path = echo_prompt(prompt)
