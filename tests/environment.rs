@@ -285,3 +285,21 @@ async fn an_oom_kill_is_reported_as_such() {
     assert!(r.checks[0].oom_killed, "{:?}", r.checks);
     assert!(r.events.iter().any(|e| e.message.contains("OOM kill") && e.message.contains("64 MiB")), "{:?}", r.events);
 }
+
+#[tokio::test]
+async fn preflight_lists_every_problem_and_starts_nothing() {
+    require_docker!();
+    let eval = Eval::new("misconfigured", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) })).environment(|| {
+        Environment::new()
+            .file("../escape.txt", "x")
+            .workspace(Workspace::dir("/nonexistent/fixture"))
+            .secret("REEVAL_T_NOT_SET_ONE")
+            .secret_for_checks("REEVAL_T_NOT_SET_TWO")
+    });
+    let runner = common::runner("preflight");
+    let err = runner.run(vec![eval]).await.expect_err("preflight must fail");
+    let all = err.missing.join("\n");
+    for needle in ["`../escape.txt`", "/nonexistent/fixture does not exist", "REEVAL_T_NOT_SET_ONE", "REEVAL_T_NOT_SET_TWO"] {
+        assert!(all.contains(needle), "{needle} missing from:\n{all}");
+    }
+}

@@ -302,6 +302,35 @@ impl Environment {
         self
     }
 
+    /// What is wrong with this environment, found without starting anything.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (path, _, _) in &self.files {
+            if path.is_empty() || path.split('/').any(|c| c == "..") {
+                out.push(format!("file path `{path}` must be non-empty and must not use `..`"));
+            }
+        }
+        for dir in &self.skills {
+            if !dir.join("SKILL.md").is_file() {
+                out.push(format!("skill directory {} has no SKILL.md", dir.display()));
+            }
+        }
+        if let Some(ImageSpec::Dockerfile(path)) = &self.image
+            && !path.is_file()
+        {
+            out.push(format!("Dockerfile {} does not exist", path.display()));
+        }
+        if let Some(Workspace::Dir { path, .. }) = &self.workspace
+            && !path.is_dir()
+        {
+            out.push(format!("workspace directory {} does not exist", path.display()));
+        }
+        if self.limits.memory_bytes < 6 << 20 {
+            out.push(format!("memory limit {} bytes is below Docker's minimum of 6 MiB", self.limits.memory_bytes));
+        }
+        out
+    }
+
     /// Whether anything is written into the workspace before the snapshot.
     pub(crate) fn prepares_workspace(&self) -> bool {
         self.workspace.is_some() || !self.files.is_empty() || self.rules.is_some() || !self.setup.is_empty() || self.context_summary

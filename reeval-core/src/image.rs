@@ -39,14 +39,18 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
     let began = Instant::now();
     let (tag, context) = match spec {
         ImageSpec::From(reference) => {
+            if let Some(id) = backend.image_id(reference).await? {
+                return Ok(ReadyImage { detail: format!("cache hit {reference} ({}) in {}ms", short_id(&id), began.elapsed().as_millis()), reference: reference.clone(), id });
+            }
+            let pulled = pull(backend, reference).await;
             return match backend.image_id(reference).await? {
-                Some(id) => Ok(ReadyImage { detail: format!("cache hit {reference} ({}) in {}ms", short_id(&id), began.elapsed().as_millis()), reference: reference.clone(), id }),
+                Some(id) => Ok(ReadyImage { detail: format!("pulled {reference} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()), reference: reference.clone(), id }),
                 None => Err(SandboxError::ImageMissing {
                     image: reference.clone(),
                     hint: if reference.starts_with("reeval/base") {
                         "no registry is reachable here; build it with scripts/build-base-image.sh".into()
                     } else {
-                        "it is not present locally and no registry is reachable; build or load it first (docker build, docker load, or docker import)".into()
+                        format!("it is not present locally and pulling it failed ({}); build or load it first (docker build, docker load, or docker import)", pulled.err().unwrap_or_default())
                     },
                 }),
             };
@@ -99,6 +103,24 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
     drop(file);
     let id = backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild { image: tag.clone(), message: "the build ended without an image".into() })?;
     Ok(ReadyImage { detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()), reference: tag, id })
+}
+
+/// Pulls `reference` when a registry is reachable; bounded, since an
+/// unreachable registry may hang rather than refuse.
+async fn pull(backend: &DockerBackend, reference: &str) -> Result<(), String> {
+    let (image, tag) = match reference.rsplit_once(':') {
+        Some((i, t)) if !t.contains('/') => (i, t),
+        _ => (reference, "latest"),
+    };
+    let opts = bollard::query_parameters::CreateImageOptionsBuilder::default().from_image(image).tag(tag).build();
+    let drain = async {
+        let mut stream = backend.client().create_image(Some(opts), None, None);
+        while let Some(item) = stream.next().await {
+            item.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), drain).await.map_err(|_| "no answer from the registry in 30s".to_string())?
 }
 
 struct BuildContext {

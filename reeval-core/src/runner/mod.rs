@@ -175,6 +175,7 @@ impl Runner {
         let lookup = |name: &str| std::env::var(name).ok().or_else(|| dotenv.get(name).cloned()).filter(|v| !v.is_empty());
         for eval in evals {
             let env = eval.options.environment.as_ref().map(|f| f()).unwrap_or_default();
+            missing.extend(env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)));
             let mut resolved = Vec::new();
             for s in &env.secrets {
                 match lookup(&s.name) {
