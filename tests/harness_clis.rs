@@ -257,6 +257,9 @@ async fn check(cli: &'static Cli) {
     let tar = std::fs::read(&home).unwrap_or_else(|e| panic!("{} is missing: {e}", home.display()));
     assert!(tar.len() > 1024, "the config home archive holds the session");
     assert!(runner_artifacts(&report, r).join(format!("{}-turn1.ndjson", cli.name)).is_file(), "the first turn's transcript is kept");
+    for kept in [format!("{}-home.tar", cli.name), format!("{}-turn5.ndjson", cli.name)] {
+        assert!(r.artifacts.contains(&kept), "{kept} is listed in {:?}", r.artifacts);
+    }
 
     // A rate limit is the platform's trouble.
     let r = record(&report, &eval_name(cli, "rate_limit"));

@@ -227,6 +227,19 @@ pub(crate) async fn teardown(ctx: &mut Ctx) {
     ctx.log.phase("teardown", began, detail);
 }
 
+/// Adds files a harness wrote to the top of the artifact directory to the record's list.
+fn list_harness_artifacts(ctx: &mut Ctx) {
+    let Ok(entries) = std::fs::read_dir(&ctx.artifacts_dir) else { return };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !ctx.record.artifacts.contains(n))
+        .collect();
+    names.sort();
+    ctx.record.artifacts.extend(names);
+}
+
 async fn teardown_inner(ctx: &mut Ctx) {
     for forward in ctx.forwards.drain(..) {
         forward.task.abort();
@@ -238,6 +251,8 @@ async fn teardown_inner(ctx: &mut Ctx) {
             Ok(Err(e)) => ctx.log.event(format!("failed to stop the harness: {e}")),
             Err(_) => ctx.log.event("failed to stop the harness within 15s"),
         }
+        // What the harness kept (transcripts, its config home) belongs to the record.
+        list_harness_artifacts(ctx);
     }
     // An aborted turn's processes must not change the workspace while it is read.
     if ctx.turn_aborted {
