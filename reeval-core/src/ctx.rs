@@ -32,18 +32,28 @@ pub struct TurnOptions {
     pub timeout: Option<Duration>,
 }
 
-/// A secret resolved on the host. The value never leaves this process except
-/// to `exec` checks, when the secret is marked for checks.
+/// Who may see a secret's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretScope {
+    /// The sandbox sees a placeholder (the egress gateway swaps the value in on the wire).
+    Placeholder,
+    /// `exec` checks see the value; the agent, setup and harness see nothing.
+    Checks,
+    /// Only the host process uses it (a judge's key); the sandbox sees nothing.
+    Host,
+}
+
+/// A secret resolved on the host. Its value is redacted from everything written.
 #[derive(Clone)]
 pub(crate) struct ResolvedSecret {
     pub(crate) name: String,
     pub(crate) value: String,
-    pub(crate) checks_only: bool,
+    pub(crate) scope: SecretScope,
 }
 
 impl std::fmt::Debug for ResolvedSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResolvedSecret").field("name", &self.name).field("checks_only", &self.checks_only).finish_non_exhaustive()
+        f.debug_struct("ResolvedSecret").field("name", &self.name).field("scope", &self.scope).finish_non_exhaustive()
     }
 }
 
@@ -268,7 +278,7 @@ impl Ctx {
         let cmd = cmd.into();
         let handle = self.sandbox().await?;
         let began = Instant::now();
-        let extra: Vec<(String, String)> = self.secrets.iter().filter(|s| s.checks_only).map(|s| (s.name.clone(), s.value.clone())).collect();
+        let extra: Vec<(String, String)> = self.secrets.iter().filter(|s| s.scope == SecretScope::Checks).map(|s| (s.name.clone(), s.value.clone())).collect();
         let out = self.within_budget(async { Ok(handle.exec_with_env(cmd, &extra).await?) }).await?;
         let secrets: Vec<String> = self.secrets.iter().map(|s| s.value.clone()).collect();
         // A check may print a secret it was given: its recorded (and returned) output never holds it.

@@ -45,7 +45,7 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     // env: the agent's environment holds placeholders, never secret values.
     let mut env = vec![("CI".to_string(), "1".to_string()), ("TERM".into(), "dumb".into()), ("NO_COLOR".into(), "1".into())];
     env.extend(ctx.env.env.iter().cloned());
-    let placeholders: Vec<(String, String)> = ctx.secrets.iter().filter(|s| !s.checks_only).map(|s| (s.name.clone(), crate::secrets::placeholder(&s.name))).collect();
+    let placeholders: Vec<(String, String)> = ctx.secrets.iter().filter(|s| s.scope == crate::ctx::SecretScope::Placeholder).map(|s| (s.name.clone(), crate::secrets::placeholder(&s.name))).collect();
     env.extend(placeholders.iter().cloned());
     let handle = SandboxHandle::new(sandbox, WORKSPACE, env);
     ctx.sandbox = Some(handle.clone());

@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::attempt::{self, AttemptPlan};
-use crate::ctx::ResolvedSecret;
+use crate::ctx::{ResolvedSecret, SecretScope};
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
@@ -179,8 +179,27 @@ impl Runner {
             let mut resolved = Vec::new();
             for s in &env.secrets {
                 match lookup(&s.name) {
-                    Some(value) => resolved.push(ResolvedSecret { name: s.name.clone(), value, checks_only: s.checks_only }),
+                    Some(value) => resolved.push(ResolvedSecret {
+                        name: s.name.clone(),
+                        value,
+                        scope: if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder },
+                    }),
                     None => missing.push(format!("secret {} of eval {} is not set in the host environment", s.name, eval.name)),
+                }
+            }
+            // The eval's judge key: checked now rather than after the agent worked; host only.
+            if let Some(spec) = &eval.options.judge {
+                match crate::judge::key_env(spec) {
+                    Err(problem) => missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name)),
+                    Ok(var) => match lookup(var) {
+                        Some(value) => resolved.push(ResolvedSecret { name: var.to_string(), value, scope: SecretScope::Host }),
+                        None => {
+                            let line = format!("key {var} for judge {spec} is not set in the host environment");
+                            if !missing.contains(&line) {
+                                missing.push(line);
+                            }
+                        }
+                    },
                 }
             }
             for spec in self.harness_specs(eval) {
@@ -191,7 +210,7 @@ impl Runner {
                     Some(h) => {
                         for cred in h.credentials() {
                             match lookup(&cred) {
-                                Some(value) => for_cell.push(ResolvedSecret { name: cred, value, checks_only: false }),
+                                Some(value) => for_cell.push(ResolvedSecret { name: cred, value, scope: SecretScope::Placeholder }),
                                 None => {
                                     let line = format!("credential {cred} for harness {spec} is not set in the host environment");
                                     if !missing.contains(&line) {
