@@ -21,6 +21,7 @@ pub mod matchers;
 pub mod outcome;
 pub mod progress;
 pub mod record;
+pub mod report;
 pub mod runner;
 pub mod sandbox;
 pub mod secrets;

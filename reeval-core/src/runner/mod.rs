@@ -322,6 +322,15 @@ impl Runner {
         if let Err(e) = write_json(&run_dir.join(summary_name), &summary, &secret_values) {
             eprintln!("reeval: failed to write the summary: {e}");
         }
+        let report_name = summary_name.replace("summary", "report").replace(".json", ".html");
+        match crate::report::render(&summary, &all, &secret_values) {
+            Ok(html) => {
+                if let Err(e) = std::fs::write(run_dir.join(&report_name), html) {
+                    eprintln!("reeval: failed to write the report: {e}");
+                }
+            }
+            Err(e) => eprintln!("reeval: failed to render the report: {e}"),
+        }
         Ok(RunReport { run_id: self.config.run_id.clone(), run_dir, records: all, summary })
     }
 }
