@@ -14,7 +14,7 @@ use crate::ctx::{Ctx, ResolvedSecret};
 use crate::error::Error;
 use crate::eval::Eval;
 use crate::harness::Harness;
-use crate::outcome::{Kind, Outcome, classify};
+use crate::outcome::{Ended, conclude};
 use crate::progress::PhaseLog;
 use crate::record::{Record, write_json};
 use crate::sandbox::DockerBackend;
@@ -34,10 +34,19 @@ pub(crate) struct AttemptPlan {
     pub(crate) trial: u32,
     pub(crate) try_: u32,
     pub(crate) verbose: bool,
-    pub(crate) preflight: (Instant, String),
+    /// The run-wide preflight's detail (`ok in 12ms`).
+    pub(crate) preflight: String,
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+/// The eval's environment, or the message of the panic its function raised.
+pub(crate) fn build_environment(eval: &Eval) -> Result<crate::Environment, String> {
+    match &eval.options.environment {
+        None => Ok(crate::Environment::default()),
+        Some(f) => std::panic::catch_unwind(AssertUnwindSafe(|| f())).map_err(|p| panic_message(p.as_ref())),
+    }
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -49,13 +58,17 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs one attempt to its record. Never panics on the eval's account.
 pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, harness: Option<Box<dyn Harness>>, secrets: Vec<ResolvedSecret>, shutdown: CancellationToken) -> Record {
-    let env = plan.eval.options.environment.as_ref().map(|f| f()).unwrap_or_default();
+    // Preflight already built it once; a panic here is a panic of the eval's own code.
+    let (env, env_panic) = match build_environment(&plan.eval) {
+        Ok(env) => (env, None),
+        Err(panic) => (Default::default(), Some(panic)),
+    };
     let mut record = Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
     let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
     let secret_values: Vec<String> = secrets.iter().map(|s| s.value.clone()).collect();
     let mut log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, secret_values.clone());
     // Preflight ran once for the whole run, before anything started.
-    log.phase("preflight", log.started(), plan.preflight.1.clone());
+    log.phase("preflight", log.started(), plan.preflight.clone());
     record.started_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let budget = Budget::new(plan.timeout);
     let mut ctx = Ctx {
@@ -79,55 +92,44 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         judge_spec: plan.eval.options.judge.clone(),
         captures: Vec::new(),
         forwards: Vec::new(),
-        turn_aborted: false,
+        turn_in_flight: false,
         oom_kills_seen: 0,
     };
 
-    enum Ended {
-        Returned(Result<crate::Result<()>, String>),
-        BudgetRanOut(Option<Result<crate::Result<()>, String>>),
-        Interrupted,
-    }
     let signal = budget.signal();
+    let ctx_deadline = ctx.deadline;
     budget.start();
     let ended = {
         let run = plan.eval.run.clone();
         let fut = crate::matchers::CURRENT_EVAL.scope(plan.eval.name.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
         let fut = fut.map(|r| r.map_err(|p| panic_message(p.as_ref())));
         tokio::pin!(fut);
-        tokio::select! {
+        let deadline = async {
+            match ctx_deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        if let Some(p) = env_panic {
+            Ended::Returned(Ok(Err(Error::other(format!("the environment function panicked: {p}")))))
+        } else { tokio::select! {
             r = &mut fut => Ended::Returned(r),
             _ = signal.cancelled() => Ended::BudgetRanOut(tokio::time::timeout(ABORT_GRACE, &mut fut).await.ok()),
+            _ = deadline => Ended::DeadlinePassed,
             _ = shutdown.cancelled() => Ended::Interrupted,
-        }
+        } }
     };
     budget.finish();
 
-    crate::lifecycle::teardown(&mut ctx).await;
-
-    let (outcome, kind, message) = match ended {
-        Ended::Returned(Ok(Ok(()))) => match ctx.soft_failures.first() {
-            None => (Outcome::Pass, None, None),
-            Some(e) => {
-                let (o, k) = classify(e);
-                (o, Some(k), Some(e.to_string()))
-            }
-        },
-        Ended::Returned(Ok(Err(e))) => {
-            let (o, k) = classify(&e);
-            (o, Some(k), Some(e.to_string()))
+    // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
+    if let Err(panic) = AssertUnwindSafe(crate::lifecycle::teardown(&mut ctx)).catch_unwind().await {
+        ctx.log.event(format!("failed to tear down: teardown panicked: {}", panic_message(panic.as_ref())));
+        if let Some(h) = &ctx.sandbox {
+            let _ = h.sandbox().destroy().await;
         }
-        Ended::Returned(Err(panic)) => (Outcome::Fail, Some(Kind::Assertion), Some(format!("the eval panicked: {panic}"))),
-        Ended::BudgetRanOut(returned) => match returned {
-            // The platform's failure stays the platform's (a harness that never produced an event).
-            Some(Ok(Err(e))) if classify(&e).0 == Outcome::InfraError => {
-                let (o, k) = classify(&e);
-                (o, Some(k), Some(e.to_string()))
-            }
-            _ => (Outcome::Fail, Some(Kind::Timeout), Some(Error::Timeout { elapsed: plan.timeout }.to_string())),
-        },
-        Ended::Interrupted => (Outcome::InfraError, Some(Kind::Infra), Some("failed to finish: the run was interrupted".into())),
-    };
+    }
+
+    let (outcome, kind, message) = conclude(ended, &ctx.soft_failures, plan.timeout);
     let total_ms = ctx.log.now_ms();
     let mut record = ctx.record;
     record.outcome = outcome;
@@ -139,5 +141,6 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
     if let Err(e) = std::fs::create_dir_all(&plan.run_dir).and_then(|_| write_json(&plan.run_dir.join(record.file_name()), &record, &secret_values)) {
         eprintln!("reeval: failed to write the record of {}: {e}", record.eval);
     }
-    record
+    // What the runner prints and an embedding program reads is redacted like the file.
+    crate::record::redacted(&record, &secret_values)
 }

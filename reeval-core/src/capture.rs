@@ -6,6 +6,7 @@ use crate::ctx::{Capture, Ctx};
 use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::record::sanitize;
+use crate::sandbox::archive::Entry;
 
 /// The largest directory archive a capture keeps.
 pub const DIR_LIMIT: u64 = 256 << 20;
@@ -80,14 +81,24 @@ impl Ctx {
             Artifact::Dir(path) => {
                 let abs = handle.resolve(path);
                 let tar = self.within_budget(async { Ok(handle.sandbox().download(&abs, DIR_LIMIT).await?) }).await?;
-                let listing = crate::sandbox::archive::read_tree(&tar, |_| false)?
+                // Rebuilt from its parsed entries, each redacted: never unpacked, never holding a secret.
+                let tree: std::collections::BTreeMap<String, Entry> = crate::sandbox::archive::read_tree(&tar, |_| false)?
                     .into_iter()
                     .map(|(p, e)| match e {
-                        crate::sandbox::archive::Entry::File { bytes, .. } => format!("{p} ({} bytes)", bytes.len()),
-                        crate::sandbox::archive::Entry::Symlink(t) => format!("{p} -> {t}"),
+                        Entry::File { mode, bytes } => (p, Entry::File { mode, bytes: crate::secrets::redact_bytes(&bytes, &secrets) }),
+                        other => (p, other),
+                    })
+                    .collect();
+                let listing = tree
+                    .iter()
+                    .map(|(p, e)| match e {
+                        Entry::File { bytes, .. } => format!("{p} ({} bytes)", bytes.len()),
+                        Entry::Symlink(t) => format!("{p} -> {t}"),
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
+                let top = abs.trim_end_matches('/').rsplit('/').next().filter(|t| !t.is_empty()).unwrap_or("root").to_string();
+                let tar = crate::sandbox::archive::tar_of_tree(&top, &tree)?;
                 (format!("{base}.tar"), tar.to_vec(), format!("directory {path}, kept as {base}.tar:\n{listing}"))
             }
             Artifact::Command(cmd) => {
@@ -103,11 +114,8 @@ impl Ctx {
         let text = crate::secrets::redact(&text, &secrets);
         let dir = self.artifacts_dir.join("captures");
         std::fs::create_dir_all(&dir).map_err(|e| Error::infra(format!("create {}", dir.display()), e))?;
-        // Text artifacts are redacted; archives and binary files are kept byte for byte.
-        let bytes = match String::from_utf8(bytes) {
-            Ok(t) => crate::secrets::redact(&t, &secrets).into_bytes(),
-            Err(e) => e.into_bytes(),
-        };
+        // Archives were redacted entry by entry above; anything else, text or binary, here.
+        let bytes = if matches!(what, Artifact::Dir(_)) { bytes } else { crate::secrets::redact_bytes(&bytes, &secrets) };
         std::fs::write(dir.join(&file), &bytes).map_err(|e| Error::infra(format!("write capture {file}"), e))?;
         let relative = format!("captures/{file}");
         self.record.artifacts.push(relative.clone());

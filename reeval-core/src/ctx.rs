@@ -14,7 +14,7 @@ use crate::diff::{Diff, Snapshot};
 use crate::environment::Environment;
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecOutput};
-use crate::harness::{ErrorClass, Harness, TurnContext};
+use crate::harness::{Harness, TurnContext};
 use crate::progress::PhaseLog;
 use crate::record::{CheckRecord, Record};
 use crate::sandbox::{DockerBackend, SandboxHandle};
@@ -85,8 +85,8 @@ pub struct Ctx {
     pub(crate) captures: Vec<Capture>,
     /// OOM kills already reported.
     pub(crate) oom_kills_seen: u64,
-    /// Whether a turn was stopped: its processes may still run at teardown.
-    pub(crate) turn_aborted: bool,
+    /// Whether a turn may have left processes running: teardown kills them first.
+    pub(crate) turn_in_flight: bool,
     /// Ports forwarded with `serve`, closed at teardown.
     pub(crate) forwards: Vec<crate::serve::Forward>,
 }
@@ -137,7 +137,8 @@ impl Ctx {
             return Err(Error::infra("start the sandbox", message));
         }
         // Starting the sandbox is not the eval's own work: it does not spend the budget.
-        self.budget.pause();
+        // The guard resumes the clock even if this future is dropped mid-start.
+        let _paused = PausedBudget::new(self.budget.clone());
         let started = match self.deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline.into(), crate::lifecycle::start(self)).await {
                 Ok(r) => r,
@@ -145,7 +146,6 @@ impl Ctx {
             },
             None => crate::lifecycle::start(self).await,
         };
-        self.budget.resume();
         match started {
             Ok(handle) => Ok(handle),
             Err(e) => {
@@ -188,40 +188,48 @@ impl Ctx {
         let turn_ctx = TurnContext { index: self.turns_sent, artifacts_dir: Some(self.artifacts_dir.clone()) };
         let signal = self.budget.signal();
         let began = Instant::now();
-        let (report, status) = {
+        // Until the turn ends normally, teardown must kill what it may have left running.
+        self.turn_in_flight = true;
+        let (ended, status) = {
             let harness = self.harness.as_mut().expect("checked above");
             let fut = harness.turn(&handle, &sent, &turn_ctx);
             tokio::pin!(fut);
             let limit = options.timeout.unwrap_or(Duration::MAX);
-            let ended = tokio::select! {
+            let stopped = tokio::select! {
                 r = &mut fut => Ok(r),
                 _ = signal.cancelled() => Err(TurnStatus::Aborted),
                 _ = sleep_for(limit) => Err(TurnStatus::TimedOut),
             };
-            match ended {
-                Ok(Ok(report)) => (report.clone(), report.status),
-                Ok(Err(e)) => return Err(e.into()),
+            match stopped {
+                Ok(Ok(report)) => {
+                    let status = report.status;
+                    (TurnEnd::Report(report), status)
+                }
+                Ok(Err(e)) => (TurnEnd::HarnessFailed(e), TurnStatus::Failed),
                 Err(status) => {
                     // Ask the turn to stop, give it the grace, then kill its process tree.
-                    self.turn_aborted = true;
                     let _ = handle.sandbox().kill("TERM").await;
                     let report = match tokio::time::timeout(TURN_GRACE, &mut fut).await {
-                        Ok(Ok(r)) => r,
-                        _ => {
+                        Ok(r) => r.ok(),
+                        Err(_) => {
                             let _ = handle.sandbox().kill("KILL").await;
-                            tokio::time::timeout(Duration::from_secs(1), &mut fut).await.ok().and_then(|r| r.ok()).unwrap_or_default()
+                            tokio::time::timeout(Duration::from_secs(1), &mut fut).await.ok().and_then(|r| r.ok())
                         }
                     };
-                    (report, status)
+                    (report.map(TurnEnd::Report).unwrap_or(TurnEnd::NoReport), status)
                 }
             }
         };
-        let agent_ms = began.elapsed().as_millis() as u64;
+        if matches!(ended, TurnEnd::Report(_)) && matches!(status, TurnStatus::Completed | TurnStatus::Failed) {
+            self.turn_in_flight = false;
+        }
+        let elapsed = began.elapsed();
+        let agent_ms = elapsed.as_millis() as u64;
         self.record.timings.agent_ms += agent_ms;
 
         // The turn's diff, even after an abort: the record must show the agent's work.
         let diff_began = Instant::now();
-        let before = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
+        let before = self.last_snapshot.take().or_else(|| self.baseline.clone()).unwrap_or_default();
         let diff = match before.refresh(&handle).await {
             Ok(now) => {
                 let d = before.diff(&now);
@@ -230,20 +238,30 @@ impl Ctx {
             }
             Err(e) => {
                 self.log.event(format!("failed to diff the workspace after turn {}: {e}", self.turns_sent));
+                self.last_snapshot = Some(before);
                 Diff::default()
             }
         };
         self.record.timings.diff_ms += diff_began.elapsed().as_millis() as u64;
 
+        let harness_name = self.record.harness.clone();
+        let (report, error) = match ended {
+            TurnEnd::Report(report) => {
+                let error = crate::outcome::turn_error(&harness_name, status, Some(&report), elapsed, self.budget.spent());
+                (report, error)
+            }
+            TurnEnd::NoReport => (TurnReport::default(), crate::outcome::turn_error(&harness_name, status, None, elapsed, self.budget.spent())),
+            TurnEnd::HarnessFailed(e) => (TurnReport { status: TurnStatus::Failed, error: Some(e.to_string()), ..TurnReport::default() }, Some(Error::from(e))),
+        };
         let turn = Turn {
             prompt: prompt.clone(),
             status,
-            final_message: report.final_message.clone(),
-            model: report.model.clone(),
-            usage: report.usage.clone(),
-            tool_calls: report.tool_calls.clone(),
-            file_edits: report.file_edits.clone(),
-            error: report.error.clone(),
+            final_message: report.final_message,
+            model: report.model,
+            usage: report.usage,
+            tool_calls: report.tool_calls,
+            file_edits: report.file_edits,
+            error: report.error,
             duration_ms: agent_ms,
             diff,
         };
@@ -252,16 +270,10 @@ impl Ctx {
         }
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
-        let harness_name = self.record.harness.clone();
-        self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), agent_ms as f64 / 1000.0, turn.diff.files.len()));
-        match status {
-            TurnStatus::Completed | TurnStatus::TimedOut => Ok(turn),
-            TurnStatus::Aborted => Err(if report.events == 0 && self.harness.as_ref().is_some_and(|h| h.name() != "shell") {
-                Error::infra(format!("run harness {harness_name}"), self.harness.as_ref().map(|h| h.never_started(began.elapsed())).unwrap_or_default())
-            } else {
-                Error::Timeout { elapsed: self.budget.spent() }
-            }),
-            TurnStatus::Failed => Err(turn_failure(&harness_name, &report)),
+        self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()));
+        match error {
+            None => Ok(turn),
+            Some(e) => Err(e),
         }
     }
 
@@ -376,7 +388,7 @@ impl Ctx {
     /// An infra error when the sandbox cannot start.
     ///
     /// # Cancel safety
-    /// A cancelled start is finished at teardown.
+    /// A cancelled start leaves the sandbox to teardown, which destroys it; later calls fail.
     pub async fn sandbox_handle(&mut self) -> Result<SandboxHandle> {
         self.sandbox().await
     }
@@ -404,15 +416,6 @@ fn one_line(s: &str) -> String {
     if first.len() > 80 || s.lines().count() > 1 { format!("{}…", crate::exec::tail(first, 80)) } else { first.to_string() }
 }
 
-fn turn_failure(harness: &str, report: &TurnReport) -> Error {
-    let message = report.error.clone().unwrap_or_else(|| "the agent reported a failure".into());
-    match report.error_class.unwrap_or(ErrorClass::Agent) {
-        ErrorClass::Agent => Error::Agent { harness: harness.to_string(), message },
-        ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
-        ErrorClass::Config => Error::Config(format!("harness {harness}: {message}")),
-    }
-}
-
 /// The first prompt carries the context summary when the environment asks for one.
 fn prompt_with_context(prompt: &str, turn: u32, env: &Environment) -> String {
     if turn == 1 && env.context_summary {
@@ -420,6 +423,32 @@ fn prompt_with_context(prompt: &str, turn: u32, env: &Environment) -> String {
     } else {
         prompt.to_string()
     }
+}
+
+/// Keeps the budget paused while alive.
+struct PausedBudget(Budget);
+
+impl PausedBudget {
+    fn new(budget: Budget) -> Self {
+        budget.pause();
+        Self(budget)
+    }
+}
+
+impl Drop for PausedBudget {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+/// How a turn's future ended.
+enum TurnEnd {
+    /// The harness reported, on its own or within the grace.
+    Report(TurnReport),
+    /// The harness could not run the turn at all.
+    HarnessFailed(crate::harness::HarnessError),
+    /// Stopped, and the harness never reported (an in-process agent that ignored the stop).
+    NoReport,
 }
 
 /// Keeps stdout chunks for a harness that parses its CLI's stream.

@@ -1,6 +1,7 @@
 //! Workspace snapshots and the diffs between them (unified, via `similar`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
@@ -20,7 +21,8 @@ const LIST: &str = r"find . -path ./.git -prune -o \( -type f -o -type l \) -pri
 /// The workspace's files at one moment, `.git` internals excluded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
-    files: BTreeMap<String, Entry>,
+    /// Shared entries: a refresh reuses unchanged files without copying them.
+    files: BTreeMap<String, Arc<Entry>>,
     /// Per path, the listing's identity of its version; empty when taken without a listing.
     stats: BTreeMap<String, String>,
 }
@@ -115,8 +117,13 @@ impl Snapshot {
             }
         }
         let changed: Vec<&String> = stats.iter().filter(|(p, st)| self.stats.get(*p) != Some(*st) || !self.files.contains_key(*p)).map(|(p, _)| p).collect();
-        let mut files: BTreeMap<String, Entry> = stats.keys().filter_map(|p| self.files.get(p).map(|e| (p.clone(), e.clone()))).collect();
+        let mut files: BTreeMap<String, Arc<Entry>> = stats.keys().filter_map(|p| self.files.get(p).map(|e| (p.clone(), Arc::clone(e)))).collect();
         if !changed.is_empty() {
+            // Sizes come from the listing: refuse before reading, not after.
+            let bytes: u64 = changed.iter().filter_map(|p| stats[*p].split(' ').nth(2)?.parse::<u64>().ok()).sum();
+            if bytes > SNAPSHOT_LIMIT {
+                return Err(SandboxError::Archive { message: format!("the workspace's changed files hold {bytes} bytes, more than the {SNAPSHOT_LIMIT} a snapshot reads") });
+            }
             let names: Vec<u8> = changed.iter().flat_map(|p| p.bytes().chain(std::iter::once(0))).collect();
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
             let cmd = crate::exec::Command::new("tar").args(["--null", "--no-recursion", "-cf", "-", "-T", "-"]).stdin(names);
@@ -131,7 +138,7 @@ impl Snapshot {
                 return Self::from_tar(&tar);
             }
             for (path, entry) in archive::read_entries(&tar, false, is_git_internal)? {
-                files.insert(path, entry);
+                files.insert(path, Arc::new(entry));
             }
             // A file listed but gone before tar read it is gone.
             files.retain(|p, _| stats.contains_key(p));
@@ -145,12 +152,13 @@ impl Snapshot {
     /// # Errors
     /// [`SandboxError::Archive`] for an unreadable or unsafe archive.
     pub fn from_tar(tar: &[u8]) -> Result<Self, SandboxError> {
-        Ok(Self { files: archive::read_tree(tar, is_git_internal)?, stats: BTreeMap::new() })
+        let files = archive::read_tree(tar, is_git_internal)?.into_iter().map(|(p, e)| (p, Arc::new(e))).collect();
+        Ok(Self { files, stats: BTreeMap::new() })
     }
 
     /// A snapshot of these files (for tests and in-memory workspaces).
     pub fn from_files<I: IntoIterator<Item = (String, Vec<u8>)>>(files: I) -> Self {
-        Self { files: files.into_iter().map(|(p, b)| (p, Entry::File { mode: 0o644, bytes: b })).collect(), stats: BTreeMap::new() }
+        Self { files: files.into_iter().map(|(p, b)| (p, Arc::new(Entry::File { mode: 0o644, bytes: b }))).collect(), stats: BTreeMap::new() }
     }
 
     /// Whether `self` and `other` hold the same files (listings aside).
@@ -188,6 +196,7 @@ impl Snapshot {
                 (Some(a), Some(b)) if a != b => Change::Modified,
                 _ => continue,
             };
+            let (old, new) = (old.map(Arc::as_ref), new.map(Arc::as_ref));
             let binary = old.is_some_and(is_binary) || new.is_some_and(is_binary);
             if patch.len() < PATCH_LIMIT {
                 patch.push_str(&file_patch(path, old, new, binary));

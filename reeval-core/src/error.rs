@@ -87,14 +87,9 @@ impl Error {
 
 impl From<HarnessError> for Error {
     fn from(err: HarnessError) -> Self {
-        use crate::harness::ErrorClass;
         match err {
             HarnessError::Sandbox(e) => Error::Sandbox(e),
-            HarnessError::Failed { harness, message, class } => match class {
-                ErrorClass::Agent => Error::Agent { harness, message },
-                ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
-                ErrorClass::Config => Error::Config(format!("harness {harness}: {message}")),
-            },
+            HarnessError::Failed { harness, message, class } => crate::outcome::harness_error(class, &harness, message),
         }
     }
 }

@@ -45,15 +45,30 @@ pub enum HarnessError {
 }
 
 /// What a harness session is started with: skills and MCP servers to place
-/// where this harness reads them.
-#[derive(Debug, Clone, Default)]
+/// where this harness reads them, and its credentials' values.
+#[derive(Clone, Default)]
 pub struct SessionSetup {
+    /// The values of [`Harness::credentials`], for a harness that runs on the
+    /// host (an in-process agent). Never put them in the sandbox: a CLI
+    /// harness's agent sees placeholders in its environment.
+    pub credentials: Vec<(String, String)>,
     /// Skills, already read from the host.
     pub skills: Vec<crate::environment::Skill>,
     /// MCP servers.
     pub mcp: Vec<crate::environment::McpServer>,
     /// The attempt's directory on the host for artifacts.
     pub artifacts_dir: Option<std::path::PathBuf>,
+}
+
+impl fmt::Debug for SessionSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionSetup")
+            .field("credentials", &self.credentials.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>())
+            .field("skills", &self.skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
+            .field("mcp", &self.mcp)
+            .field("artifacts_dir", &self.artifacts_dir)
+            .finish()
+    }
 }
 
 /// Per-turn settings passed to [`Harness::turn`].

@@ -31,25 +31,26 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     ctx.log.phase("image", began, &image.detail);
     ctx.record.image = Some(image.reference.clone());
 
-    // container
+    // container: kept by the context from creation on, so teardown destroys it whatever happens.
     let began = Instant::now();
     let labels = BTreeMap::from([
         (LABEL_RUN.to_string(), ctx.record.run_id.clone()),
         (LABEL_ATTEMPT.to_string(), ctx.record.artifacts_dir_name()),
     ]);
-    let sandbox = backend
-        .create(&SandboxSpec { image: image.reference.clone(), labels, workdir: WORKSPACE.into(), limits: ctx.env.limits.clone() })
-        .await?;
-    ctx.record.container = Some(sandbox.id().to_string());
-
     // env: the agent's environment holds placeholders, never secret values.
     let mut env = vec![("CI".to_string(), "1".to_string()), ("TERM".into(), "dumb".into()), ("NO_COLOR".into(), "1".into())];
     env.extend(ctx.env.env.iter().cloned());
     let placeholders: Vec<(String, String)> = ctx.secrets.iter().filter(|s| s.scope == crate::ctx::SecretScope::Placeholder).map(|s| (s.name.clone(), crate::secrets::placeholder(&s.name))).collect();
     env.extend(placeholders.iter().cloned());
-    let handle = SandboxHandle::new(sandbox, WORKSPACE, env);
+    let sandbox = backend
+        .create(&SandboxSpec { image: image.reference.clone(), labels, workdir: WORKSPACE.into(), limits: ctx.env.limits.clone() })
+        .await?;
+    ctx.record.container = Some(sandbox.id().to_string());
+    let handle = SandboxHandle::new(sandbox.clone(), WORKSPACE, env);
     ctx.sandbox = Some(handle.clone());
-    ctx.log.phase("container", began, format!("{} from {}, no network", &handle.sandbox().id()[..12], image.reference));
+    sandbox.start().await?;
+    let short_id: String = handle.sandbox().id().chars().take(12).collect();
+    ctx.log.phase("container", began, format!("{short_id} from {}, no network", image.reference));
     let began = Instant::now();
     ctx.log.phase("env", began, format!("CI TERM NO_COLOR + {} variables, {} secret placeholders", ctx.env.env.len(), placeholders.len()));
 
@@ -89,14 +90,18 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
 
     // snapshot: nothing was written to an untouched workspace, so there is nothing to read.
     let began = Instant::now();
-    let baseline = if ctx.env.prepares_workspace() { Snapshot::take(&handle).await? } else { Snapshot::default() };
+    // An image of the eval's or the harness's own may put files in the workspace: read it then too.
+    let own_image = ctx.env.image.is_some() || ctx.harness.as_ref().is_some_and(|h| h.image().is_some());
+    let baseline = if ctx.env.prepares_workspace() || own_image { Snapshot::take(&handle).await? } else { Snapshot::default() };
     ctx.log.phase("snapshot", began, format!("{} files", baseline.len()));
     ctx.baseline = Some(baseline);
 
     // harness
     if let Some(h) = ctx.harness.as_mut() {
         let began = Instant::now();
-        let setup = crate::harness::SessionSetup { skills: read_skills(&ctx.env.skills)?, mcp: ctx.env.mcp.clone(), artifacts_dir: Some(ctx.artifacts_dir.clone()) };
+        let wanted = h.credentials();
+        let credentials = ctx.secrets.iter().filter(|s| wanted.contains(&s.name)).map(|s| (s.name.clone(), s.value.clone())).collect();
+        let setup = crate::harness::SessionSetup { credentials, skills: read_skills(&ctx.env.skills)?, mcp: ctx.env.mcp.clone(), artifacts_dir: Some(ctx.artifacts_dir.clone()) };
         h.start(&handle, &setup).await?;
         ctx.harness_started = true;
         let name = h.name().to_string();
@@ -195,7 +200,7 @@ async fn setup(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<usize> {
 pub(crate) fn context_summary(env: &Environment) -> String {
     let mut s = String::from("# What this task comes with\n\n");
     match &env.workspace {
-        Some(Workspace::Git { url, rev, .. }) => s.push_str(&format!("- The workspace is the repository {url} at {rev}.\n")),
+        Some(Workspace::Git { url, rev, .. }) => s.push_str(&format!("- The workspace is the repository {} at {rev}.\n", without_credentials(url))),
         Some(Workspace::Dir { path, .. }) => s.push_str(&format!("- The workspace holds the files of {}.\n", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())),
         None => s.push_str("- The workspace starts empty.\n"),
     }
@@ -211,19 +216,34 @@ pub(crate) fn context_summary(env: &Environment) -> String {
     s
 }
 
+/// `https://user:token@host/x` → `https://host/x`: the agent reads the summary.
+fn without_credentials(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => format!("{}{}", &url[..scheme + 3], &url[at + 1..]),
+        _ => url.to_string(),
+    }
+}
+
 /// Closes the session, collects the final workspace, destroys the sandbox.
 /// Runs whatever happened before, under its own deadline.
 pub(crate) async fn teardown(ctx: &mut Ctx) {
     let began = Instant::now();
-    let result = tokio::time::timeout(TEARDOWN_DEADLINE, teardown_inner(ctx)).await;
-    if result.is_err() {
-        ctx.log.event(format!("failed to finish teardown within {TEARDOWN_DEADLINE:?}"));
-        if let Some(h) = &ctx.sandbox {
-            let _ = h.sandbox().destroy().await;
+    let destroyed = match tokio::time::timeout(TEARDOWN_DEADLINE, teardown_inner(ctx)).await {
+        Ok(destroyed) => destroyed,
+        Err(_) => {
+            ctx.log.event(format!("failed to finish teardown within {TEARDOWN_DEADLINE:?}"));
+            match &ctx.sandbox {
+                Some(h) => matches!(tokio::time::timeout(Duration::from_secs(30), h.sandbox().destroy()).await, Ok(Ok(()))),
+                None => true,
+            }
         }
-    }
+    };
     ctx.record.timings.teardown_ms = began.elapsed().as_millis() as u64;
-    let detail = if ctx.sandbox.is_some() { "sandbox destroyed" } else { "no sandbox was started" };
+    let detail = match (&ctx.sandbox, destroyed) {
+        (None, _) => "no sandbox was started",
+        (Some(_), true) => "sandbox destroyed",
+        (Some(_), false) => "failed to destroy the sandbox; the run's end sweep or the next run removes it",
+    };
     ctx.log.phase("teardown", began, detail);
 }
 
@@ -240,11 +260,12 @@ fn list_harness_artifacts(ctx: &mut Ctx) {
     ctx.record.artifacts.extend(names);
 }
 
-async fn teardown_inner(ctx: &mut Ctx) {
+/// Returns whether the sandbox is gone.
+async fn teardown_inner(ctx: &mut Ctx) -> bool {
     for forward in ctx.forwards.drain(..) {
         forward.task.abort();
     }
-    let Some(handle) = ctx.sandbox.clone() else { return };
+    let Some(handle) = ctx.sandbox.clone() else { return true };
     if ctx.harness_started && let Some(h) = ctx.harness.as_mut() {
         match tokio::time::timeout(Duration::from_secs(15), h.stop(&handle)).await {
             Ok(Ok(())) => {}
@@ -255,7 +276,7 @@ async fn teardown_inner(ctx: &mut Ctx) {
         list_harness_artifacts(ctx);
     }
     // An aborted turn's processes must not change the workspace while it is read.
-    if ctx.turn_aborted {
+    if ctx.turn_in_flight {
         let _ = handle.sandbox().kill("KILL").await;
     }
     if let Some(baseline) = ctx.baseline.clone() {
@@ -275,7 +296,11 @@ async fn teardown_inner(ctx: &mut Ctx) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         destroyed = handle.sandbox().destroy().await;
     }
-    if let Err(e) = destroyed {
-        ctx.log.event(format!("failed to destroy the sandbox: {e}"));
+    match destroyed {
+        Ok(()) => true,
+        Err(e) => {
+            ctx.log.event(format!("failed to destroy the sandbox: {e}"));
+            false
+        }
     }
 }

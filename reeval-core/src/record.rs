@@ -266,12 +266,25 @@ pub struct Summary {
 /// An I/O error.
 pub fn write_json<T: Serialize>(path: &Path, value: &T, secrets: &[String]) -> std::io::Result<()> {
     let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-    // In JSON a secret with quotes or backslashes appears escaped: redact that form too.
-    let escaped: Vec<String> = secrets.iter().filter_map(|s| serde_json::to_string(s).ok()).map(|q| q[1..q.len() - 1].to_string()).collect();
-    text = crate::secrets::redact(&crate::secrets::redact(&text, secrets), &escaped);
+    text = redact_json(&text, secrets);
     let tmp: PathBuf = path.with_extension("json.tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(tmp, path)
+}
+
+/// `record` with every secret value (raw or JSON-escaped) replaced.
+pub fn redacted(record: &Record, secrets: &[String]) -> Record {
+    if secrets.is_empty() {
+        return record.clone();
+    }
+    let text = serde_json::to_string(record).expect("records serialize");
+    serde_json::from_str(&redact_json(&text, secrets)).expect("redacted records parse")
+}
+
+fn redact_json(text: &str, secrets: &[String]) -> String {
+    // In JSON a secret with quotes or backslashes appears escaped: redact that form too.
+    let escaped: Vec<String> = secrets.iter().filter_map(|s| serde_json::to_string(s).ok()).map(|q| q[1..q.len() - 1].to_string()).collect();
+    crate::secrets::redact(&crate::secrets::redact(text, secrets), &escaped)
 }
 
 /// pass@k (unbiased, as in Chen et al.) for `n` trials with `c` passes.

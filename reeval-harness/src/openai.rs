@@ -332,7 +332,11 @@ impl Harness for OpenAiAgent {
         self.credentials.clone()
     }
 
-    async fn start(&mut self, sandbox: &SandboxHandle, _setup: &reeval_core::SessionSetup) -> Result<(), HarnessError> {
+    async fn start(&mut self, sandbox: &SandboxHandle, setup: &reeval_core::SessionSetup) -> Result<(), HarnessError> {
+        // A key from the run's `.env` file, resolved in preflight, when the process environment had none.
+        if self.key.is_none() {
+            self.key = setup.credentials.iter().find(|(name, _)| name == KEY_ENV).map(|(_, value)| value.clone());
+        }
         // The rules file is what this agent reads, as a CLI agent would.
         match sandbox.read_file(self.rules_file()).await {
             Ok(bytes) => self.instructions = String::from_utf8_lossy(&bytes).into_owned(),

@@ -338,7 +338,7 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     /// Resolves the model, URL and key of `judge`; a miss is a config error.
-    fn resolve(judge: &Judge, eval_spec: Option<&str>) -> Result<Self> {
+    fn resolve(judge: &Judge, eval_spec: Option<&str>, resolved: &[crate::ctx::ResolvedSecret]) -> Result<Self> {
         let spec = match (&judge.model, eval_spec) {
             (Some(spec), _) => spec.clone(),
             (None, Some(spec)) => spec.to_string(),
@@ -348,7 +348,8 @@ impl Endpoint {
         };
         let (provider, model) = parse_spec(&spec).map_err(Error::Config)?;
         let key_env = judge.api_key_env.clone().unwrap_or_else(|| provider.default_key_env().to_string());
-        let key = std::env::var(&key_env).ok().filter(|k| !k.is_empty()).ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment")))?;
+        // Resolved in preflight (host environment or the run's `.env` file), else the process environment.
+        let key = resolved.iter().find(|s| s.name == key_env).map(|s| s.value.clone()).or_else(|| std::env::var(&key_env).ok()).filter(|k| !k.is_empty()).ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment")))?;
         let base_url = judge
             .base_url
             .clone()
@@ -725,7 +726,7 @@ impl Ctx {
         if !(0.0..=1.0).contains(&judge.threshold) {
             return Err(Error::Config(format!("failed to judge: threshold {} is outside 0..1", judge.threshold)));
         }
-        let endpoint = Endpoint::resolve(judge, self.judge_spec.as_deref())?;
+        let endpoint = Endpoint::resolve(judge, self.judge_spec.as_deref(), &self.secrets)?;
         let evidence = prompt::gather(self, &judge.state).await?;
         let sandbox = if judge.agentic { Some(self.sandbox().await?) } else { None };
         let json_schema = endpoint.provider == Provider::OpenAi && endpoint.openai_output == OpenAiOutput::JsonSchema && !judge.agentic;

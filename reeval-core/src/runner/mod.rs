@@ -174,7 +174,13 @@ impl Runner {
         let dotenv = load_env_file(self.config.env_file.as_deref());
         let lookup = |name: &str| std::env::var(name).ok().or_else(|| dotenv.get(name).cloned()).filter(|v| !v.is_empty());
         for eval in evals {
-            let env = eval.options.environment.as_ref().map(|f| f()).unwrap_or_default();
+            let env = match crate::attempt::build_environment(eval) {
+                Ok(env) => env,
+                Err(panic) => {
+                    missing.push(format!("environment function of eval {} panicked: {panic}", eval.name));
+                    continue;
+                }
+            };
             missing.extend(env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)));
             let mut resolved = Vec::new();
             for s in &env.secrets {
@@ -246,7 +252,16 @@ impl Runner {
         let run_dir = self.config.record_dir.join(&self.config.run_id);
         let began = Instant::now();
         let (backend, secrets) = self.preflight(&evals).await?;
-        let preflight = (began, format!("ok in {}ms", began.elapsed().as_millis()));
+        let preflight = format!("ok in {}ms", began.elapsed().as_millis());
+        crate::secrets::remember(secrets.values().flatten().map(|s| s.value.clone()));
+        // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
+        for eval in &evals {
+            if let Ok(env) = crate::attempt::build_environment(eval)
+                && let Some(crate::environment::Workspace::Git { url, rev, .. }) = &env.workspace
+            {
+                let _ = crate::workspace::fetch_git(url, rev).await;
+            }
+        }
         if let Some(b) = &backend
             && let Ok(n) = b.remove_leftovers().await
             && n > 0
@@ -258,6 +273,7 @@ impl Runner {
         let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
         let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
         let mut results: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
+        let mut tasks = std::collections::HashMap::new();
         for (i, eval) in evals.iter().enumerate() {
             let trials = self.config.trials.unwrap_or(eval.options.trials).max(1);
             let specs = self.harness_specs(eval);
@@ -278,7 +294,8 @@ impl Runner {
                     let (slots, backend, harnesses, shutdown) = (slots.clone(), backend.clone(), self.harnesses.clone(), self.shutdown.clone());
                     let secrets = secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default();
                     let retries = self.config.infra_retries;
-                    set.spawn(async move {
+                    let task_key = (i, spec.clone(), trial);
+                    let task = set.spawn(async move {
                         let mut records = Vec::new();
                         let mut plan = plan;
                         loop {
@@ -286,7 +303,7 @@ impl Runner {
                             let _slot = slots.acquire().await.expect("semaphore is never closed");
                             let harness = harnesses.make(&plan.harness_spec);
                             let record = attempt::run(plan.clone(), backend.clone(), harness, secrets.clone(), shutdown.clone()).await;
-                            let retry = record.outcome == Outcome::InfraError && record.kind != Some(crate::outcome::Kind::Config) && plan.try_ <= retries && !shutdown.is_cancelled();
+                            let retry = crate::outcome::is_retried(record.outcome, record.kind) && plan.try_ <= retries && !shutdown.is_cancelled();
                             records.push(record);
                             if !retry {
                                 break;
@@ -295,16 +312,23 @@ impl Runner {
                         }
                         (i, records)
                     });
+                    tasks.insert(task.id(), task_key);
                 }
             }
         }
         let mut all = Vec::new();
-        while let Some(joined) = set.join_next().await {
+        while let Some(joined) = set.join_next_with_id().await {
             let (i, recs) = match joined {
-                Ok(v) => v,
+                Ok((_, v)) => v,
                 Err(e) => {
-                    eprintln!("reeval: an attempt task failed: {e}");
-                    continue;
+                    // A bug of ours (the eval's panics are caught inside): still a record, never a silent gap.
+                    let (i, spec, trial) = tasks.remove(&e.id()).expect("every task is known");
+                    let mut r = Record::new(&self.config.run_id, &evals[i].name, &spec, trial, 1);
+                    r.outcome = Outcome::InfraError;
+                    r.kind = Some(crate::outcome::Kind::Infra);
+                    r.message = Some(format!("failed to run the attempt: {e}"));
+                    let _ = std::fs::create_dir_all(&run_dir).and_then(|_| write_json(&run_dir.join(r.file_name()), &r, &[]));
+                    (i, vec![r])
                 }
             };
             all.extend(recs.iter().cloned());
@@ -315,11 +339,15 @@ impl Runner {
                 print_eval_line(&evals[i], &results[&i]);
             }
         }
+        // Sandboxes whose attempt lost track of them (a create cut short) go now, not at the next run.
+        if let Some(b) = &backend {
+            let _ = b.remove_own(&self.config.run_id).await;
+        }
         let summary = summarize(&self.config.run_id, &all);
         let _ = std::fs::create_dir_all(&run_dir);
         let summary_name = if std::env::var_os("NEXTEST").is_some() { format!("summary.{}.json", std::process::id()) } else { "summary.json".into() };
         let secret_values: Vec<String> = secrets.values().flatten().map(|s| s.value.clone()).collect();
-        if let Err(e) = write_json(&run_dir.join(summary_name), &summary, &secret_values) {
+        if let Err(e) = write_json(&run_dir.join(&summary_name), &summary, &secret_values) {
             eprintln!("reeval: failed to write the summary: {e}");
         }
         let report_name = summary_name.replace("summary", "report").replace(".json", ".html");
@@ -405,7 +433,9 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
     s.cells = cells.into_values().collect();
     s.records = records.iter().map(Record::file_name).collect();
     let failed: u32 = s.failed.values().sum();
-    s.exit_code = if failed > 0 {
+    s.exit_code = if finals.iter().any(|r| r.kind == Some(crate::outcome::Kind::Config)) {
+        2
+    } else if failed > 0 {
         1
     } else if s.infra > 0 {
         3
@@ -503,6 +533,7 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         }
     };
     let runner = Runner::new(config, harnesses);
+    crate::secrets::install_redacting_panic_hook();
     runtime.block_on(async {
         let began = Instant::now();
         println!("\nrunning {} test{}", to_run.len(), if to_run.len() == 1 { "" } else { "s" });

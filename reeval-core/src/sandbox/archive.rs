@@ -42,6 +42,32 @@ pub fn tar_of(files: &[(String, Vec<u8>, u32)]) -> Result<Bytes, SandboxError> {
     builder.into_inner().map(Bytes::from).map_err(|e| archive_err(e.to_string()))
 }
 
+/// A tar of `entries` under the directory `top` (files with their modes, symlinks).
+pub fn tar_of_tree(top: &str, entries: &BTreeMap<String, Entry>) -> Result<Bytes, SandboxError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let fail = |e: std::io::Error| archive_err(e.to_string());
+    for (path, entry) in entries {
+        let full = format!("{top}/{path}");
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        match entry {
+            Entry::File { mode, bytes } => {
+                header.set_size(bytes.len() as u64);
+                header.set_mode(*mode);
+                header.set_entry_type(tar::EntryType::Regular);
+                builder.append_data(&mut header, &full, bytes.as_slice()).map_err(fail)?;
+            }
+            Entry::Symlink(target) => {
+                header.set_size(0);
+                header.set_mode(0o777);
+                header.set_entry_type(tar::EntryType::Symlink);
+                builder.append_link(&mut header, &full, target).map_err(fail)?;
+            }
+        }
+    }
+    builder.into_inner().map(Bytes::from).map_err(fail)
+}
+
 /// Normalises an entry path: relative, no `..`, no empty or `.` components.
 fn clean_path(raw: &std::path::Path) -> Result<String, SandboxError> {
     let mut parts = Vec::new();

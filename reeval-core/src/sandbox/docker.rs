@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bollard::Docker;
@@ -79,13 +79,15 @@ impl DockerBackend {
         }
     }
 
-    /// Creates and starts a sandbox. On any failure after creation, the container is removed.
+    /// Creates a sandbox, not yet started: the caller keeps it (to destroy it
+    /// whatever happens) before [`DockerSandbox::start`].
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails.
     ///
     /// # Cancel safety
-    /// A cancelled create may leave a labelled container, which the next run removes.
+    /// A cancelled create may leave a labelled container, which
+    /// [`DockerBackend::remove_own`] at the end of the run, or the next run, removes.
     pub async fn create(&self, spec: &SandboxSpec) -> Result<Arc<DockerSandbox>, SandboxError> {
         let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
         labels.insert(LABEL_OWNER.into(), owner_label());
@@ -102,14 +104,10 @@ impl DockerBackend {
                 nano_cpus: Some(spec.limits.nano_cpus),
                 pids_limit: Some(spec.limits.pids),
                 init: Some(true),
-                cap_drop: Some(vec![
-                    "NET_RAW".into(),
-                    "MKNOD".into(),
-                    "SYS_CHROOT".into(),
-                    "SETPCAP".into(),
-                    "AUDIT_WRITE".into(),
-                    "NET_BIND_SERVICE".into(),
-                ]),
+                // Everything dropped, then only what ordinary tools (package
+                // installs, chown in build scripts, kill) need as root inside.
+                cap_drop: Some(vec!["ALL".into()]),
+                cap_add: Some(["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"].map(String::from).to_vec()),
                 security_opt: Some(vec!["no-new-privileges".into()]),
                 ..Default::default()
             }),
@@ -129,12 +127,7 @@ impl DockerBackend {
                     SandboxError::engine(format!("create a container from {}", spec.image), e)
                 }
             })?;
-        let sandbox = Arc::new(DockerSandbox { docker: self.docker.clone(), id: created.id, next_pid: AtomicU64::new(0) });
-        if let Err(e) = self.docker.start_container(&sandbox.id, None).await {
-            let _ = sandbox.destroy().await;
-            return Err(SandboxError::engine("start the container", e));
-        }
-        Ok(sandbox)
+        Ok(Arc::new(DockerSandbox { docker: self.docker.clone(), id: created.id, next_pid: AtomicU64::new(0) }))
     }
 
     /// Containers labelled with `label=value` (all states).
@@ -171,6 +164,25 @@ impl DockerBackend {
         for (id, labels) in self.containers_labelled(LABEL_RUN, None).await? {
             let owner = labels.get(LABEL_OWNER).map(String::as_str).unwrap_or("");
             if owner_is_gone(owner) && self.remove(&id).await.is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes every container of `run_id` owned by this process: the sweep at
+    /// the end of a run, for sandboxes whose attempt lost track of them.
+    ///
+    /// # Errors
+    /// An engine error while listing.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn remove_own(&self, run_id: &str) -> Result<usize, SandboxError> {
+        let me = owner_label();
+        let mut removed = 0;
+        for (id, labels) in self.containers_labelled(LABEL_RUN, Some(run_id)).await? {
+            if labels.get(LABEL_OWNER) == Some(&me) && self.remove(&id).await.is_ok() {
                 removed += 1;
             }
         }
@@ -243,6 +255,17 @@ pub struct DockerSandbox {
 }
 
 impl DockerSandbox {
+    /// Starts the container.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// Safe: the caller destroys the sandbox at teardown either way.
+    pub async fn start(&self) -> Result<(), SandboxError> {
+        self.docker.start_container(&self.id, None).await.map_err(|e| SandboxError::engine("start the container", e))
+    }
+
     async fn run_exec(&self, argv: Vec<String>, env: &[(String, String)], workdir: Option<String>, stdin: Option<&[u8]>, sink: Option<&mpsc::UnboundedSender<Bytes>>, out: &mut BoundedBuffer, err: &mut BoundedBuffer) -> Result<i64, SandboxError> {
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let created = self
@@ -276,16 +299,41 @@ impl DockerSandbox {
             let _ = input.shutdown().await;
         }
         drop(input);
-        while let Some(item) = output.next().await {
-            match item.map_err(|e| SandboxError::engine("read exec output", e))? {
-                LogOutput::StdOut { message } => {
-                    out.push(&message);
-                    if let Some(sink) = sink {
-                        let _ = sink.send(message);
+        let drain = async {
+            while let Some(item) = output.next().await {
+                match item.map_err(|e| SandboxError::engine("read exec output", e))? {
+                    LogOutput::StdOut { message } => {
+                        out.push(&message);
+                        if let Some(sink) = sink {
+                            let _ = sink.send(message);
+                        }
                     }
+                    LogOutput::StdErr { message } => err.push(&message),
+                    _ => {}
                 }
-                LogOutput::StdErr { message } => err.push(&message),
-                _ => {}
+            }
+            Ok::<(), SandboxError>(())
+        };
+        tokio::pin!(drain);
+        // The stream ends when every holder of the process's stdout is gone: a
+        // background child the command left would hold it for ever. So past a
+        // second, also watch the process itself, and stop reading soon after it exits.
+        let exited = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            loop {
+                match self.docker.inspect_exec(&created.id).await {
+                    Ok(i) if i.running == Some(false) => return,
+                    Err(_) => return,
+                    _ => tokio::time::sleep(Duration::from_millis(250)).await,
+                }
+            }
+        };
+        tokio::select! {
+            r = &mut drain => r?,
+            _ = exited => {
+                if let Ok(r) = tokio::time::timeout(Duration::from_millis(300), &mut drain).await {
+                    r?;
+                }
             }
         }
         let inspected = self.docker.inspect_exec(&created.id).await.map_err(|e| SandboxError::engine("inspect an exec", e))?;
