@@ -227,3 +227,49 @@ async fn incremental_diffs_see_every_kind_of_change() {
     let all = r.final_diff.unwrap();
     assert_eq!(all.paths(), ["a/b/new.txt", "gone.txt", "keep.txt", "link", "run.sh"], ".git internals never appear");
 }
+
+#[tokio::test]
+async fn a_background_process_holding_stdout_does_not_hang_the_turn() {
+    require_docker!();
+    let eval = Eval::new("background", |c| {
+        Box::pin(async move {
+            // The agent starts a server and forgets to redirect its output.
+            c.send("sleep 300 & echo started > started.txt").await?;
+            expect(c.exec("sleep 200 & echo checked").await?.stdout).to_equal("checked\n")?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(60));
+    let (r, _, _) = run_one("background", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert!(r.turns[0].duration_ms < 5_000, "the turn ended when its script did: {} ms", r.turns[0].duration_ms);
+    assert!(r.checks[0].duration_ms < 5_000, "{:?}", r.checks[0]);
+}
+
+#[tokio::test]
+async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget() {
+    require_docker!();
+    let wedged = Eval::new("wedged_setup", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
+        .deadline(Duration::from_secs(2))
+        .environment(|| Environment::new().setup("sleep 30"));
+    let cancelled = Eval::new("cancelled_start", |c| {
+        Box::pin(async move {
+            // The eval's own timeout cuts the lazy start short...
+            let _ = tokio::time::timeout(Duration::from_millis(30), c.exec("true")).await;
+            // ...and the budget runs again afterwards: this sleep must time out.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(1));
+    let report = common::runner("deadline").run(vec![wedged, cancelled]).await.unwrap();
+    let find = |n: &str| report.records.iter().find(|r| r.eval == n).unwrap();
+    let r = find("wedged_setup");
+    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{:?}", r.message);
+    assert!(r.message.as_deref().unwrap().contains("deadline"), "{:?}", r.message);
+    assert!(r.timings.total_ms < 15_000, "{:?}", r.timings);
+    let r = find("cancelled_start");
+    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{:?}", r.message);
+    assert!(r.timings.total_ms < 8_000, "no turn was running, so no 15-second grace: {:?}", r.timings);
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "the half-started sandbox was destroyed");
+}

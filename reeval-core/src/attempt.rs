@@ -93,11 +93,13 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         captures: Vec::new(),
         forwards: Vec::new(),
         turn_in_flight: false,
+        turn_running: Default::default(),
         oom_kills_seen: 0,
     };
 
     let signal = budget.signal();
     let ctx_deadline = ctx.deadline;
+    let turn_running = ctx.turn_running.clone();
     budget.start();
     let ended = {
         let run = plan.eval.run.clone();
@@ -114,7 +116,11 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
             Ended::Returned(Ok(Err(Error::other(format!("the environment function panicked: {p}")))))
         } else { tokio::select! {
             r = &mut fut => Ended::Returned(r),
-            _ = signal.cancelled() => Ended::BudgetRanOut(tokio::time::timeout(ABORT_GRACE, &mut fut).await.ok()),
+            _ = signal.cancelled() => {
+                // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
+                let grace = if turn_running.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
+                Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
+            }
             _ = deadline => Ended::DeadlinePassed,
             _ = shutdown.cancelled() => Ended::Interrupted,
         } }

@@ -87,6 +87,9 @@ pub struct Ctx {
     pub(crate) oom_kills_seen: u64,
     /// Whether a turn may have left processes running: teardown kills them first.
     pub(crate) turn_in_flight: bool,
+    /// Whether a turn is running now: the attempt then gives it the grace to stop
+    /// and record itself when the budget runs out.
+    pub(crate) turn_running: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Ports forwarded with `serve`, closed at teardown.
     pub(crate) forwards: Vec<crate::serve::Forward>,
 }
@@ -190,6 +193,7 @@ impl Ctx {
         let began = Instant::now();
         // Until the turn ends normally, teardown must kill what it may have left running.
         self.turn_in_flight = true;
+        self.turn_running.store(true, std::sync::atomic::Ordering::SeqCst);
         let (ended, status) = {
             let harness = self.harness.as_mut().expect("checked above");
             let fut = harness.turn(&handle, &sent, &turn_ctx);
@@ -270,6 +274,7 @@ impl Ctx {
         }
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
+        self.turn_running.store(false, std::sync::atomic::Ordering::SeqCst);
         self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()));
         match error {
             None => Ok(turn),

@@ -12,7 +12,8 @@ use super::report::Failure;
 
 static CONFIG: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?i)\b(401|403)\b|unauthori[sz]ed|\bforbidden\b|not logged in|log ?in required|please (run )?(/login|log ?in)",
+        // A bare number or word anywhere (a test's output) must not count: only a status in an error's words.
+        r"(?i)(status|http/?[0-9.]*|error|code)[ :=]{0,3}\b(401|403)\b|unauthori[sz]ed|\b403 forbidden\b|not logged in|log ?in required|please (run )?(/login|log ?in)",
         r"|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key (is )?(missing|invalid|not (set|found|valid))|(missing|no) api[ _-]?key",
         r"|authentication[ _]?(error|failed|required)|permission_error|auth(entication)? method|credentials? (are |is )?(missing|invalid|rejected)",
     ))
@@ -21,7 +22,7 @@ static CONFIG: LazyLock<Regex> = LazyLock::new(|| {
 
 static INFRA: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?i)\b(429|500|502|503|504|529)\b|rate[ _-]?limit|too many requests|overloaded|resource[ _]exhausted|quota",
+        r"(?i)(status|http/?[0-9.]*|error|code)[ :=]{0,3}\b(429|500|502|503|504|529)\b|rate[ _-]?limit|too many requests|overloaded|resource[ _]exhausted|quota exceeded|exceeded your (current )?quota",
         r"|service unavailable|internal server error|bad gateway|gateway time-?out|upstream connect error",
         r"|econnreset|econnrefused|etimedout|enotfound|eai_again|socket hang up|fetch failed|network (error|is unreachable)",
         r"|connection (reset|refused|closed|error|lost)|stream disconnected|error sending request",
@@ -61,6 +62,17 @@ pub fn classify(by_exit: Option<ErrorClass>, failure: Option<&Failure>, stderr: 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn numbers_and_words_in_ordinary_output_are_the_agents() {
+        for text in ["FAILED test_api.py::test_status - assert 500 == 200", "the page said forbidden", "renamed quota.py", "expected 401 got 200"] {
+            assert_eq!(from_text(text), None, "{text}");
+        }
+        assert_eq!(from_text("API Error: 529 overloaded"), Some(ErrorClass::Infra));
+        assert_eq!(from_text("Request failed with status code 429"), Some(ErrorClass::Infra));
+        assert_eq!(from_text("HTTP 401: invalid x-api-key"), Some(ErrorClass::Config));
+    }
+
     use super::*;
 
     fn f(message: &str, status: Option<u16>) -> Failure {
