@@ -10,7 +10,7 @@
 //! The agent here is scripted, so it needs no model: swap its `turn` for a
 //! loop that asks your model what to do next.
 
-use async_trait::async_trait;
+use reeval::async_trait;
 use reeval::prelude::*;
 use reeval::{EditKind, FileEdit, Harness, HarnessError, SandboxHandle, ToolCall, TurnContext, TurnReport, TurnStatus};
 

@@ -31,6 +31,8 @@ pub use reeval_core::{
 pub use reeval_core::{CancellationToken, bollard, record, turn};
 pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_harness as harnesses;
+/// For implementing [`Harness`]: `#[reeval::async_trait] impl Harness for MyAgent { .. }`.
+pub use async_trait::async_trait;
 pub use reeval_macros::{eval, main};
 
 /// What an eval file needs: `use reeval::prelude::*;`.

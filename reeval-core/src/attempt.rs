@@ -113,7 +113,7 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
             }
         };
         if let Some(p) = env_panic {
-            Ended::Returned(Ok(Err(Error::other(format!("the environment function panicked: {p}")))))
+            Ended::Returned(Ok(Err(Error::other(format!("failed to build the environment: its function panicked: {p}")))))
         } else { tokio::select! {
             r = &mut fut => Ended::Returned(r),
             _ = signal.cancelled() => {

@@ -183,7 +183,7 @@ impl Ctx {
         let prompt = prompt.into();
         let handle = self.sandbox().await?;
         if self.harness.is_none() {
-            return Err(Error::Config("no harness is selected for this eval".into()));
+            return Err(Error::Config("failed to send a prompt: no harness is selected for this eval".into()));
         }
         self.turns_sent += 1;
         let reads_summary = self.harness.as_ref().is_some_and(|h| h.reads_context_summary());
@@ -329,7 +329,7 @@ impl Ctx {
     /// Safe.
     pub async fn read_file(&mut self, path: &str) -> Result<String> {
         let bytes = self.read_bytes(path).await?;
-        String::from_utf8(bytes).map_err(|_| Error::other(format!("{path} is not UTF-8 text; use read_bytes")))
+        String::from_utf8(bytes).map_err(|_| Error::other(format!("failed to read {path} as text: it is not UTF-8 (use read_bytes)")))
     }
 
     /// Reads a file's bytes.

@@ -47,7 +47,7 @@ pub enum Error {
         elapsed: Duration,
     },
     /// The agent failed on its own (harness exited non-zero, reported an error).
-    #[error("agent {harness} failed: {message}")]
+    #[error("agent {harness} failed the task: {message}")]
     Agent {
         /// The harness name.
         harness: String,

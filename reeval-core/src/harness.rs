@@ -120,6 +120,9 @@ pub trait Harness: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// A [`HarnessError`] when the session cannot be prepared; the attempt is an infra error.
+    ///
+    /// # Cancel safety
+    /// A cancelled start leaves the sandbox to teardown, which destroys it.
     async fn start(&mut self, _sandbox: &SandboxHandle, _setup: &SessionSetup) -> Result<(), HarnessError> {
         Ok(())
     }
@@ -139,6 +142,9 @@ pub trait Harness: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// A [`HarnessError`]; teardown records it as an event and goes on.
+    ///
+    /// # Cancel safety
+    /// Teardown bounds it with 15 seconds, then destroys the sandbox anyway.
     async fn stop(&mut self, _sandbox: &SandboxHandle) -> Result<(), HarnessError> {
         Ok(())
     }

@@ -117,7 +117,7 @@ fn read_skills(dirs: &[std::path::PathBuf]) -> Result<Vec<crate::environment::Sk
     let mut skills = Vec::new();
     for dir in dirs {
         if !dir.join("SKILL.md").is_file() {
-            return Err(Error::Config(format!("skill directory {} has no SKILL.md", dir.display())));
+            return Err(Error::Config(format!("failed to read skill {}: it has no SKILL.md", dir.display())));
         }
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "skill".into());
         let tar = crate::image::dir_tar(dir).map_err(|e| Error::infra(format!("read skill {}", dir.display()), e))?;
@@ -165,7 +165,7 @@ async fn write_files(handle: &SandboxHandle, files: &[(String, Vec<u8>, u32)]) -
     if !relative.is_empty() {
         let cleaned: Vec<_> = relative.into_iter().map(|(p, b, m)| (p.trim_start_matches("./").to_string(), b, m)).collect();
         if cleaned.iter().any(|(p, _, _)| p.split('/').any(|c| c == "..")) {
-            return Err(Error::Config("environment files must not use `..` in their paths".into()));
+            return Err(Error::Config("failed to write the environment's files: a path uses `..`".into()));
         }
         handle.sandbox().upload(handle.workspace(), archive::tar_of(&cleaned)?).await?;
     }

@@ -118,7 +118,7 @@ impl<T: AsRef<str>> Expectation<T> {
     /// # Errors
     /// An `assertion` failure otherwise, or when `pattern` is not a valid regex.
     pub fn to_match(self, pattern: &str) -> Result<()> {
-        let re = regex::Regex::new(pattern).map_err(|e| Error::other(format!("invalid regex {pattern:?}: {e}")))?;
+        let re = regex::Regex::new(pattern).map_err(|e| Error::other(format!("failed to compile the regex {pattern:?}: {e}")))?;
         let text = self.value.as_ref();
         self.check(re.is_match(text), "to_match(..)", format!("text matching /{pattern}/"), quote(text), None)
     }

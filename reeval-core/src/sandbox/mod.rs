@@ -130,18 +130,27 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// Safe: a signal not sent is sent again by teardown's kill.
     async fn kill(&self, signal: &str) -> Result<(), SandboxError>;
 
     /// Unpacks a tar archive (built by us) into `dir`, which must exist.
     ///
     /// # Errors
     /// [`SandboxError::NotFound`] when `dir` does not exist, or an engine error.
+    ///
+    /// # Cancel safety
+    /// Not atomic: a cancelled upload may have unpacked part of the archive.
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError>;
 
     /// A tar archive of `path`, at most `limit` bytes (untrusted: parse, never unpack).
     ///
     /// # Errors
     /// [`SandboxError::NotFound`], [`SandboxError::Archive`] when over `limit`, or an engine error.
+    ///
+    /// # Cancel safety
+    /// Safe: nothing changes in the sandbox.
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError>;
 
     /// Starts `argv` with stdin and stdout attached as a byte stream: the
@@ -158,6 +167,9 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// A cancelled destroy may leave the container, which the run's end sweep removes.
     async fn destroy(&self) -> Result<(), SandboxError>;
 }
 
