@@ -35,6 +35,23 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Usage from an OpenAI-compatible chat completions response's `usage`:
+    /// `prompt_tokens` includes the cached tokens, which are reported apart here.
+    pub fn from_chat_completions(u: &serde_json::Value) -> Self {
+        if !u.is_object() {
+            return Usage::default();
+        }
+        let prompt = u["prompt_tokens"].as_u64();
+        let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64();
+        Usage {
+            input: prompt.map(|p| p.saturating_sub(cached.unwrap_or(0))),
+            output: u["completion_tokens"].as_u64(),
+            cache_read: cached,
+            cache_write: None,
+            reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
+        }
+    }
+
     /// Adds `other` into `self`; a figure stays `None` only if both are `None`.
     pub fn add(&mut self, other: &Usage) {
         fn sum(a: &mut Option<u64>, b: Option<u64>) {

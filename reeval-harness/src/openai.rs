@@ -295,21 +295,6 @@ fn tools() -> Value {
     ])
 }
 
-/// Chat completions usage: `prompt_tokens` includes the cached tokens, reported apart here.
-fn usage(u: &Value) -> Usage {
-    if !u.is_object() {
-        return Usage::default();
-    }
-    let prompt = u["prompt_tokens"].as_u64();
-    let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64();
-    Usage {
-        input: prompt.map(|p| p.saturating_sub(cached.unwrap_or(0))),
-        output: u["completion_tokens"].as_u64(),
-        cache_read: cached,
-        cache_write: None,
-        reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
-    }
-}
 
 fn failed(mut report: TurnReport, error: String, class: ErrorClass) -> TurnReport {
     report.status = TurnStatus::Failed;
@@ -364,7 +349,7 @@ impl Harness for OpenAiAgent {
                 }
             };
             report.events += 1;
-            report.usage.add(&usage(&answer["usage"]));
+            report.usage.add(&Usage::from_chat_completions(&answer["usage"]));
             if let Some(m) = answer["model"].as_str() {
                 report.model = Some(m.to_string());
             }
@@ -404,7 +389,7 @@ mod tests {
 
     #[test]
     fn usage_splits_cached_tokens() {
-        let u = usage(&json!({"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 30}, "completion_tokens_details": {"reasoning_tokens": 5}}));
+        let u = Usage::from_chat_completions(&json!({"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 30}, "completion_tokens_details": {"reasoning_tokens": 5}}));
         assert_eq!(u, Usage { input: Some(70), output: Some(20), cache_read: Some(30), cache_write: None, reasoning: Some(5) });
         assert_eq!(usage(&json!({"prompt_tokens": 10, "completion_tokens": 2})), Usage { input: Some(10), output: Some(2), ..Usage::default() });
     }

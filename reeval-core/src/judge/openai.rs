@@ -71,7 +71,7 @@ pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallErro
     if choice["finish_reason"].as_str() == Some("length") {
         return Err(CallError::Truncated);
     }
-    let mut reply = Reply { model: answer["model"].as_str().map(str::to_string), usage: usage(&answer["usage"]), text: message["content"].as_str().map(str::to_string), ..Reply::default() };
+    let mut reply = Reply { model: answer["model"].as_str().map(str::to_string), usage: Usage::from_chat_completions(&answer["usage"]), text: message["content"].as_str().map(str::to_string), ..Reply::default() };
     for call in message["tool_calls"].as_array().into_iter().flatten() {
         let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
         let input = serde_json::from_str(arguments).map_err(|e| CallError::Malformed(format!("the arguments of {} are not JSON ({e})", call["function"]["name"])))?;
@@ -84,21 +84,6 @@ pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallErro
     Ok(reply)
 }
 
-/// OpenAI's usage: `prompt_tokens` includes the cached tokens, reported apart here.
-pub(crate) fn usage(u: &Value) -> Usage {
-    if !u.is_object() {
-        return Usage::default();
-    }
-    let prompt = u["prompt_tokens"].as_u64();
-    let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64();
-    Usage {
-        input: prompt.map(|p| p.saturating_sub(cached.unwrap_or(0))),
-        output: u["completion_tokens"].as_u64(),
-        cache_read: cached,
-        cache_write: None,
-        reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
-    }
-}
 
 #[cfg(test)]
 mod tests {
