@@ -391,7 +391,7 @@ mod tests {
     fn usage_splits_cached_tokens() {
         let u = Usage::from_chat_completions(&json!({"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 30}, "completion_tokens_details": {"reasoning_tokens": 5}}));
         assert_eq!(u, Usage { input: Some(70), output: Some(20), cache_read: Some(30), cache_write: None, reasoning: Some(5) });
-        assert_eq!(usage(&json!({"prompt_tokens": 10, "completion_tokens": 2})), Usage { input: Some(10), output: Some(2), ..Usage::default() });
+        assert_eq!(Usage::from_chat_completions(&json!({"prompt_tokens": 10, "completion_tokens": 2})), Usage { input: Some(10), output: Some(2), ..Usage::default() });
     }
 
     #[test]
