@@ -69,7 +69,7 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
     let mut log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, secret_values.clone());
     // Preflight ran once for the whole run, before anything started.
     log.phase("preflight", log.started(), plan.preflight.clone());
-    record.started_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
     let budget = Budget::new(plan.timeout);
     let mut ctx = Ctx {
         deadline: plan.eval.options.deadline.map(|d| Instant::now() + d),

@@ -139,6 +139,9 @@ pub struct Record {
     pub kind: Option<Kind>,
     /// The failure's message.
     pub message: Option<String>,
+    /// Where the eval is defined (`file:line`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Wall-clock start, RFC 3339.
     pub started_at: String,
     /// Time per part.
@@ -182,6 +185,7 @@ impl Record {
             outcome: Outcome::Pass,
             kind: None,
             message: None,
+            source: None,
             started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             timings: Timings::default(),
             usage: Usage::default(),

@@ -454,7 +454,8 @@ pub fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, el
         for r in &failing {
             let kind = r.kind.map(|k| k.as_str()).unwrap_or("");
             let outcome = if r.outcome == Outcome::InfraError { "infra_error" } else { "fail" };
-            println!("---- {} #{} [{}] {outcome}/{kind} ----", r.eval, r.trial, r.harness);
+            let source = r.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
+            println!("---- {} #{} [{}] {outcome}/{kind}{source} ----", r.eval, r.trial, r.harness);
             println!("{}", r.message.as_deref().unwrap_or(""));
             println!("record: {}\n", report.run_dir.join(r.file_name()).display());
         }
