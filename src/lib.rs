@@ -28,7 +28,7 @@ pub use reeval_core::{
     Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, Outcome, Record, Result, RunConfig, RunReport, Runner, Sandbox, SandboxError,
     SandboxHandle, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
 };
-pub use reeval_core::{CancellationToken, bollard, record, turn};
+pub use reeval_core::{CancellationToken, bollard, record, runner, turn};
 pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_harness as harnesses;
 /// For implementing [`Harness`]: `#[reeval::async_trait] impl Harness for MyAgent { .. }`.

@@ -494,3 +494,28 @@ async fn an_agentic_judge_that_reaches_the_workspace_is_recorded() {
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     assert!(r.events.iter().any(|e| e.message == "the agentic judge changed the workspace outside its throwaway copy: judge_escaped"), "{:?}", r.events);
 }
+
+#[tokio::test]
+async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
+    require_docker!();
+    let server = ModelServer::start(|_, _| anthropic::verdict(0.9, true, "ok")).await;
+    let dir = common::temp_dir("suite-judge");
+    let config_path = dir.join("reeval.toml");
+    std::fs::write(&config_path, "judge = \"anthropic:claude-from-the-suite\"\nenv_file = \"keys.env\"\n").unwrap();
+    std::fs::write(dir.join("keys.env"), "ANTHROPIC_API_KEY=sk-ant-from-the-suite-file\n").unwrap();
+    let suite = reeval::runner::SuiteConfig::load(&config_path).unwrap();
+    // No model, no key variable: both come from the suite's config and its env file.
+    let judge = Judge::new().criterion(CRITERION).base_url(&server.url);
+    let runner = common::runner_with("suite-judge", |c| {
+        c.judge = suite.judge.clone();
+        c.env_file = suite.env_file.clone();
+    });
+    let report = runner.run(vec![judged("suite_judged", judge, true)]).await.expect("preflight finds the suite judge's key");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let req = &server.requests()[0];
+    assert_eq!(req.body["model"], "claude-from-the-suite");
+    assert_eq!(req.headers.get("x-api-key").map(String::as_str), Some("sk-ant-from-the-suite-file"));
+    let text = std::fs::read_to_string(report.run_dir.join(r.file_name())).unwrap();
+    assert!(!text.contains("sk-ant-from-the-suite-file"));
+}

@@ -3,6 +3,7 @@
 //! prints libtest-style lines and reeval's summary, and writes the run's files.
 
 pub mod cli;
+pub mod config;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k, write_j
 use crate::sandbox::DockerBackend;
 
 pub use cli::{Args, UsageError};
+pub use config::SuiteConfig;
 
 /// The harness an eval runs with when neither it nor the command line names one.
 pub const DEFAULT_HARNESS: &str = "shell";
@@ -47,6 +49,8 @@ pub struct RunConfig {
     pub threads: usize,
     /// Retries of an infra error, each with a fresh sandbox.
     pub infra_retries: u32,
+    /// The suite's judge model, for evals that name none (`judge` in `reeval.toml`).
+    pub judge: Option<String>,
     /// A `.env` file of secrets and credentials read by preflight, before
     /// `REEVAL_ENV_FILE`; the host environment still wins over both.
     pub env_file: Option<PathBuf>,
@@ -64,6 +68,7 @@ impl Default for RunConfig {
             timeout: None,
             threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             infra_retries: 2,
+            judge: None,
             env_file: None,
         }
     }
@@ -194,7 +199,7 @@ impl Runner {
                 }
             }
             // The eval's judge key: checked now rather than after the agent worked; host only.
-            if let Some(spec) = &eval.options.judge {
+            if let Some(spec) = eval.options.judge.as_ref().or(self.config.judge.as_ref()) {
                 match crate::judge::key_env(spec) {
                     Err(problem) => missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name)),
                     Ok(var) => match lookup(var) {
@@ -280,10 +285,14 @@ impl Runner {
             pending.insert(i, specs.len() * trials as usize);
             for spec in specs {
                 for trial in 1..=trials {
+                    let mut planned = eval.clone();
+                    if planned.options.judge.is_none() {
+                        planned.options.judge = self.config.judge.clone();
+                    }
                     let plan = AttemptPlan {
                         run_id: self.config.run_id.clone(),
                         run_dir: run_dir.clone(),
-                        eval: eval.clone(),
+                        eval: planned,
                         harness_spec: spec.clone(),
                         timeout: self.config.timeout.unwrap_or(eval.options.timeout),
                         trial,
@@ -516,8 +525,17 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     if args.bench {
         return 0;
     }
+    let suite = match SuiteConfig::discover() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let config = RunConfig {
-        record_dir: args.record_dir.clone().unwrap_or_else(default_record_dir),
+        record_dir: args.record_dir.clone().or(suite.record_dir).unwrap_or_else(default_record_dir),
+        judge: suite.judge,
+        env_file: suite.env_file,
         verbose: args.verbose,
         print: true,
         harnesses: args.harness.clone(),
