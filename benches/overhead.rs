@@ -45,7 +45,10 @@ async fn raw_cycle(docker: &Docker) -> Duration {
     let id = docker.create_container(None, body).await.expect("create").id;
     docker.start_container(&id, None).await.expect("start");
     let exec = docker
-        .create_exec(&id, CreateExecOptions::<String> { cmd: Some(vec!["true".into()]), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() })
+        .create_exec(
+            &id,
+            CreateExecOptions::<String> { cmd: Some(vec!["true".into()]), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() },
+        )
         .await
         .expect("create exec");
     if let StartExecResults::Attached { mut output, .. } = docker.start_exec(&exec.id, None).await.expect("start exec") {

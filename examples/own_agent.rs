@@ -36,7 +36,12 @@ impl Harness for ScriptedAgent {
         // Each action is a tool call in the record, as a model-driven agent's would be.
         for (path, content) in [("greet.py", GREET), ("test_greet.py", TEST)] {
             sandbox.write_file(path, content.as_bytes(), 0o644).await?;
-            report.tool_calls.push(ToolCall { name: "write_file".into(), input: serde_json::json!({ "path": path }), result: Some(format!("wrote {} bytes", content.len())), error: None });
+            report.tool_calls.push(ToolCall {
+                name: "write_file".into(),
+                input: serde_json::json!({ "path": path }),
+                result: Some(format!("wrote {} bytes", content.len())),
+                error: None,
+            });
             report.file_edits.push(FileEdit { path: path.into(), kind: EditKind::Add });
         }
         let out = sandbox.exec("python3 -B test_greet.py").await?;

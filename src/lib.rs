@@ -23,22 +23,23 @@
 //! Embedding without the macro: build an [`Eval`] and run it with a [`Runner`].
 #![forbid(unsafe_code)]
 
-pub use reeval_core::{
-    Artifact, AssertionFailure, Capture, Change, Command, Ctx, McpServer, SessionSetup, Skill, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FileChange, FileEdit,
-    Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, Outcome, Record, Result, RunConfig, RunReport, Runner, Sandbox, SandboxError,
-    SandboxHandle, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
-};
-pub use reeval_core::{CancellationToken, bollard, record, runner, turn};
-pub use reeval_core::judge::{self, Judge, JudgeResult};
-pub use reeval_harness as harnesses;
 /// For implementing [`Harness`]: `#[reeval::async_trait] impl Harness for MyAgent { .. }`.
 pub use async_trait::async_trait;
+pub use reeval_core::judge::{self, Judge, JudgeResult};
+pub use reeval_core::{
+    Artifact, AssertionFailure, Capture, Change, Command, Ctx, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation,
+    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, McpServer, Outcome, Record, Result, RunConfig, RunReport, Runner,
+    Sandbox, SandboxError, SandboxHandle, SessionSetup, Skill, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage,
+    Verdict, Workspace, expect,
+};
+pub use reeval_core::{CancellationToken, bollard, record, runner, turn};
+pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main};
 
 /// What an eval file needs: `use reeval::prelude::*;`.
 pub mod prelude {
-    pub use reeval_core::{Artifact, Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect};
     pub use reeval_core::judge::Judge;
+    pub use reeval_core::{Artifact, Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect};
 }
 
 /// A registry with the built-in harnesses and those registered in this binary.

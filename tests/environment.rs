@@ -24,10 +24,13 @@ fn runner_with_secrets(tag: &str) -> (Runner, std::path::PathBuf) {
     let dir = common::temp_dir(tag);
     let file = env_file(&dir);
     let records = dir.join("runs");
-    (common::runner_with(tag, |c| {
-        c.env_file = Some(file);
-        c.record_dir = records.clone();
-    }), records)
+    (
+        common::runner_with(tag, |c| {
+            c.env_file = Some(file);
+            c.record_dir = records.clone();
+        }),
+        records,
+    )
 }
 
 fn secret_env() -> Environment {
@@ -58,7 +61,8 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
     let isolation = Eval::new("secret_isolation", |c| {
         Box::pin(async move {
             // The agent's environment, and that of every process it leaves running.
-            c.send("env > agent_env.txt; nohup sleep 300 >/dev/null 2>&1 & sleep 0.2; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' > procs_env.txt").await?;
+            c.send("env > agent_env.txt; nohup sleep 300 >/dev/null 2>&1 & sleep 0.2; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' > procs_env.txt")
+                .await?;
             let agent_env = c.read_file("agent_env.txt").await?;
             for var in ["CI=1", "TERM=dumb", "NO_COLOR=1", "GREETING=hi", "REEVAL_T_AGENT_SECRET=reeval-placeholder-REEVAL_T_AGENT_SECRET"] {
                 expect(agent_env.as_str()).to_contain(var)?;
@@ -141,7 +145,15 @@ async fn images_are_built_once_by_content_digest_and_reused() {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = HostCommand::new("git").args(args).current_dir(dir).env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@t").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@t").output().unwrap();
+    let out = HostCommand::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -243,9 +255,11 @@ async fn files_rules_setup_and_context_summary() {
     for (harness, file) in [("shell", "AGENTS.md"), ("claude-code:sonnet", "CLAUDE.md"), ("gemini", "GEMINI.md"), ("codex", "AGENTS.md")] {
         let e = env.clone();
         evals.push(
-            Eval::new(format!("rules_for_{}", harness.split(':').next().unwrap()), move |c| Box::pin(async move { expect(c.read_file(file).await?).to_equal("Always write tests.") }))
-                .harness(harness)
-                .environment(move || e().secret("REEVAL_T_AGENT_SECRET")),
+            Eval::new(format!("rules_for_{}", harness.split(':').next().unwrap()), move |c| {
+                Box::pin(async move { expect(c.read_file(file).await?).to_equal("Always write tests.") })
+            })
+            .harness(harness)
+            .environment(move || e().secret("REEVAL_T_AGENT_SECRET")),
         );
     }
     let slow = Eval::new("setup_step_timeout", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))

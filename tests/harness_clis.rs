@@ -130,10 +130,11 @@ fn skill_dir(dir: &Path) -> PathBuf {
 
 /// The base image with the stand-in installed where the CLI would be.
 fn environment(cli: &'static Cli) -> Environment {
-    Environment::new()
-        .image(Image::from("reeval/base:latest"))
-        .file_with_mode(cli.bin, cli.script, 0o755)
-        .file_with_mode("/usr/local/lib/reeval-standins/standin_common.py", COMMON, 0o644)
+    Environment::new().image(Image::from("reeval/base:latest")).file_with_mode(cli.bin, cli.script, 0o755).file_with_mode(
+        "/usr/local/lib/reeval-standins/standin_common.py",
+        COMMON,
+        0o644,
+    )
 }
 
 /// `<cli>_<what>`, as eval names go.

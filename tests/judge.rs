@@ -79,7 +79,9 @@ impl P {
 
     fn rate_limited(self) -> Answer {
         match self {
-            P::Anthropic => anthropic::error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit", &[("retry-after", "1")]),
+            P::Anthropic => {
+                anthropic::error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit", &[("retry-after", "1")])
+            }
             P::OpenAi => openai::error(429, "rate_limit_error", "rate_limit_exceeded", "Rate limit reached for gpt-4.1", &[("retry-after", "1")]),
         }
     }
@@ -177,7 +179,16 @@ macro_rules! both_providers {
     )*};
 }
 
-both_providers!(passing_verdict_and_request_shape, failing_verdict, rate_limited_then_answered, server_error_every_time, malformed_answer, timeout, rejected_key, agentic_judge);
+both_providers!(
+    passing_verdict_and_request_shape,
+    failing_verdict,
+    rate_limited_then_answered,
+    server_error_every_time,
+    malformed_answer,
+    timeout,
+    rejected_key,
+    agentic_judge
+);
 
 async fn passing_verdict_and_request_shape(p: P) {
     require_docker!();
@@ -413,7 +424,10 @@ async fn agentic_judge(p: P) {
             assert_eq!(messages[1]["role"], "assistant");
             assert_eq!(messages[1]["content"][0], json!({"type": "tool_use", "id": "toolu_0", "name": "read_file", "input": {"path": "greet.py"}}));
             let result = &messages[2]["content"][0];
-            assert_eq!((result["type"].as_str(), result["tool_use_id"].as_str(), result["is_error"].as_bool()), (Some("tool_result"), Some("toolu_0"), Some(false)));
+            assert_eq!(
+                (result["type"].as_str(), result["tool_use_id"].as_str(), result["is_error"].as_bool()),
+                (Some("tool_result"), Some("toolu_0"), Some(false))
+            );
             let content = result["content"].as_str().unwrap();
             assert!(content.starts_with("<untrusted>\n") && content.contains("def greet(name):"), "{content}");
         }
@@ -435,7 +449,9 @@ async fn agentic_judge(p: P) {
 #[tokio::test]
 async fn majority_vote_over_samples() {
     require_docker!();
-    let server = ModelServer::scripted(vec![P::Anthropic.verdict(0.9, true, "yes"), P::Anthropic.verdict(0.3, false, "no"), P::Anthropic.verdict(0.8, true, "mostly")]).await;
+    let server =
+        ModelServer::scripted(vec![P::Anthropic.verdict(0.9, true, "yes"), P::Anthropic.verdict(0.3, false, "no"), P::Anthropic.verdict(0.8, true, "mostly")])
+            .await;
     let judge = P::Anthropic.judge(&server).samples(3).temperature(1.0);
     let (r, _) = run("judge-samples", vec![judged("judged_samples", judge, true)]).await.remove(0);
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);

@@ -16,7 +16,8 @@ const KEY: &str = "sk-loopback-test-key-0123456789";
 fn runner(tag: &str, server: &ModelServer) -> Runner {
     let mut registry = reeval::harness_registry();
     let url = format!("{}/v1", server.url);
-    registry.register("openai-loopback", move |model| Box::new(OpenAiAgent::with_endpoint(model.unwrap_or("gpt-test"), url.clone(), Some(KEY.into())).retries(0)));
+    registry
+        .register("openai-loopback", move |model| Box::new(OpenAiAgent::with_endpoint(model.unwrap_or("gpt-test"), url.clone(), Some(KEY.into())).retries(0)));
     Runner::new(RunConfig { record_dir: common::temp_dir(tag), infra_retries: 0, ..RunConfig::default() }, registry)
 }
 
@@ -118,7 +119,8 @@ async fn a_rate_limit_is_infra_and_a_rejected_key_is_config() {
     assert!(r.message.as_deref().unwrap().contains("HTTP 429: Rate limit reached"), "{:?}", r.message);
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 
-    let rejected = ModelServer::start(|_, _| openai::error(401, "invalid_request_error", "invalid_api_key", &format!("Incorrect API key provided: {KEY}"), &[])).await;
+    let rejected =
+        ModelServer::start(|_, _| openai::error(401, "invalid_request_error", "invalid_api_key", &format!("Incorrect API key provided: {KEY}"), &[])).await;
     let (r, text) = run_one("openai-401", &rejected, eval()).await;
     assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Config)), "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("OPENAI_API_KEY"), "{:?}", r.message);

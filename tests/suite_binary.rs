@@ -70,7 +70,12 @@ async fn exit_codes_follow_the_outcomes() {
     let infra = &records_in(&dir.join("infra"))[0];
     assert!(infra["message"].as_str().unwrap().contains("failed to run setup step 1"), "{infra}");
     let setup_log = std::fs::read_dir(dir.join("infra")).unwrap().flatten().next().unwrap().path();
-    let logs: Vec<String> = std::fs::read_dir(&setup_log).unwrap().flatten().filter(|e| e.path().is_dir()).map(|e| std::fs::read_to_string(e.path().join("setup.log")).unwrap()).collect();
+    let logs: Vec<String> = std::fs::read_dir(&setup_log)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| std::fs::read_to_string(e.path().join("setup.log")).unwrap())
+        .collect();
     assert!(logs.iter().all(|l| l.contains("cannot install") && l.contains("[exit 7")), "{logs:?}");
     // Preflight lists every missing secret at once and starts nothing.
     let out = run(&["needs_secrets", "--exact"], &dir.join("again"));
@@ -89,6 +94,7 @@ async fn driven_like_nextest_drives_a_custom_harness() {
     // 1. list, 2. run each test alone with `--exact NAME --nocapture` (+ `--ignored` for ignored ones).
     let listed = text(&suite().args(["--list", "--format", "terse"]).output().unwrap().stdout);
     let ignored = text(&suite().args(["--list", "--format", "terse", "--ignored"]).output().unwrap().stdout);
+    let summary = regex::Regex::new(r"(?m)^test result: ok\. 1 passed; 0 failed; 0 ignored; 0 measured; \d+ filtered out; finished in \d+\.\d\ds$").unwrap();
     for name in ["passes", "nested::no_sandbox", "ignored_one"] {
         assert!(listed.contains(&format!("{name}: test\n")));
         let mut args = vec!["--exact", name, "--nocapture"];
@@ -101,7 +107,6 @@ async fn driven_like_nextest_drives_a_custom_harness() {
         assert_eq!(out.status.code(), Some(0), "{name}: {stdout}{}", text(&out.stderr));
         assert!(stdout.contains("running 1 test\n"), "exactly one eval runs: {stdout}");
         assert!(stdout.contains(&format!("test {name} ... ok")), "{stdout}");
-        let summary = regex::Regex::new(r"(?m)^test result: ok\. 1 passed; 0 failed; 0 ignored; 0 measured; \d+ filtered out; finished in \d+\.\d\ds$").unwrap();
         assert!(summary.is_match(&stdout), "{stdout}");
     }
     // libtest's other spellings are accepted: --no-capture, several filters, --skip.
@@ -161,7 +166,8 @@ fn sigterm_tears_down_and_sigkill_leftovers_are_removed_by_the_next_run() {
 
     // SIGTERM (what nextest sends on its timeout): teardown runs, the record is written.
     let run_id = format!("sigterm-{}", std::process::id());
-    let child = suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::piped()).spawn().unwrap();
+    let child =
+        suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::piped()).spawn().unwrap();
     wait_for_container(&run_id);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
@@ -175,7 +181,8 @@ fn sigterm_tears_down_and_sigkill_leftovers_are_removed_by_the_next_run() {
 
     // SIGKILL: nothing can run, so labelled leftovers stay until the next run removes them.
     let run_id = format!("sigkill-{}", std::process::id());
-    let mut child = suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::null()).spawn().unwrap();
+    let mut child =
+        suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::null()).spawn().unwrap();
     wait_for_container(&run_id);
     child.kill().unwrap();
     child.wait().unwrap();

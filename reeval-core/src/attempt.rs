@@ -57,7 +57,13 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs one attempt to its record. Never panics on the eval's account.
-pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, harness: Option<Box<dyn Harness>>, secrets: Vec<ResolvedSecret>, shutdown: CancellationToken) -> Record {
+pub(crate) async fn run(
+    plan: AttemptPlan,
+    backend: Option<Arc<DockerBackend>>,
+    harness: Option<Box<dyn Harness>>,
+    secrets: Vec<ResolvedSecret>,
+    shutdown: CancellationToken,
+) -> Record {
     // Preflight already built it once; a panic here is a panic of the eval's own code.
     let (env, env_panic) = match build_environment(&plan.eval) {
         Ok(env) => (env, None),
@@ -114,16 +120,18 @@ pub(crate) async fn run(plan: AttemptPlan, backend: Option<Arc<DockerBackend>>, 
         };
         if let Some(p) = env_panic {
             Ended::Returned(Ok(Err(Error::other(format!("failed to build the environment: its function panicked: {p}")))))
-        } else { tokio::select! {
-            r = &mut fut => Ended::Returned(r),
-            _ = signal.cancelled() => {
-                // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
-                let grace = if turn_running.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
-                Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
+        } else {
+            tokio::select! {
+                r = &mut fut => Ended::Returned(r),
+                _ = signal.cancelled() => {
+                    // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
+                    let grace = if turn_running.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
+                    Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
+                }
+                _ = deadline => Ended::DeadlinePassed,
+                _ = shutdown.cancelled() => Ended::Interrupted,
             }
-            _ = deadline => Ended::DeadlinePassed,
-            _ = shutdown.cancelled() => Ended::Interrupted,
-        } }
+        }
     };
     budget.finish();
 

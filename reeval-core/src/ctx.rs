@@ -133,7 +133,9 @@ impl Ctx {
 
     /// The sandbox, started on first use.
     pub(crate) async fn sandbox(&mut self) -> Result<SandboxHandle> {
-        if self.ready && let Some(handle) = &self.sandbox {
+        if self.ready
+            && let Some(handle) = &self.sandbox
+        {
             return Ok(handle.clone());
         }
         if let Some(message) = &self.start_error {
@@ -275,7 +277,11 @@ impl Ctx {
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
         self.turn_running.store(false, std::sync::atomic::Ordering::SeqCst);
-        self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()));
+        self.log.phase(
+            "turn",
+            began,
+            format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()),
+        );
         match error {
             None => Ok(turn),
             Some(e) => Err(e),
@@ -400,11 +406,7 @@ impl Ctx {
 }
 
 async fn sleep_for(limit: Duration) {
-    if limit == Duration::MAX {
-        std::future::pending::<()>().await
-    } else {
-        tokio::time::sleep(limit).await
-    }
+    if limit == Duration::MAX { std::future::pending::<()>().await } else { tokio::time::sleep(limit).await }
 }
 
 fn status_name(s: TurnStatus) -> &'static str {
@@ -423,11 +425,7 @@ fn one_line(s: &str) -> String {
 
 /// The first prompt carries the context summary when the environment asks for one.
 fn prompt_with_context(prompt: &str, turn: u32, env: &Environment) -> String {
-    if turn == 1 && env.context_summary {
-        format!("{prompt}\n\n{}", crate::lifecycle::context_summary(env))
-    } else {
-        prompt.to_string()
-    }
+    if turn == 1 && env.context_summary { format!("{prompt}\n\n{}", crate::lifecycle::context_summary(env)) } else { prompt.to_string() }
 }
 
 /// Keeps the budget paused while alive.

@@ -122,7 +122,9 @@ impl Snapshot {
             // Sizes come from the listing: refuse before reading, not after.
             let bytes: u64 = changed.iter().filter_map(|p| stats[*p].split(' ').nth(2)?.parse::<u64>().ok()).sum();
             if bytes > SNAPSHOT_LIMIT {
-                return Err(SandboxError::Archive { message: format!("the workspace's changed files hold {bytes} bytes, more than the {SNAPSHOT_LIMIT} a snapshot reads") });
+                return Err(SandboxError::Archive {
+                    message: format!("the workspace's changed files hold {bytes} bytes, more than the {SNAPSHOT_LIMIT} a snapshot reads"),
+                });
             }
             let names: Vec<u8> = changed.iter().flat_map(|p| p.bytes().chain(std::iter::once(0))).collect();
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();

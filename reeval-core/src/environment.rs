@@ -35,7 +35,6 @@ pub struct Image;
 
 impl Image {
     /// An image by reference (`name:tag`), used if present locally.
-    #[expect(clippy::should_implement_trait, reason = "reads as Image::from(\"name:tag\") in evals")]
     pub fn from(reference: impl Into<String>) -> ImageSpec {
         ImageSpec::From(reference.into())
     }

@@ -38,16 +38,7 @@ pub struct EvalOptions {
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        Self {
-            timeout: DEFAULT_TIMEOUT,
-            trials: 1,
-            harnesses: Vec::new(),
-            environment: None,
-            tags: Vec::new(),
-            ignore: false,
-            judge: None,
-            deadline: None,
-        }
+        Self { timeout: DEFAULT_TIMEOUT, trials: 1, harnesses: Vec::new(), environment: None, tags: Vec::new(), ignore: false, judge: None, deadline: None }
     }
 }
 

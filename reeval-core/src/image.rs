@@ -40,17 +40,28 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
     let (tag, context) = match spec {
         ImageSpec::From(reference) => {
             if let Some(id) = backend.image_id(reference).await? {
-                return Ok(ReadyImage { detail: format!("cache hit {reference} ({}) in {}ms", short_id(&id), began.elapsed().as_millis()), reference: reference.clone(), id });
+                return Ok(ReadyImage {
+                    detail: format!("cache hit {reference} ({}) in {}ms", short_id(&id), began.elapsed().as_millis()),
+                    reference: reference.clone(),
+                    id,
+                });
             }
             let pulled = pull(backend, reference).await;
             return match backend.image_id(reference).await? {
-                Some(id) => Ok(ReadyImage { detail: format!("pulled {reference} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()), reference: reference.clone(), id }),
+                Some(id) => Ok(ReadyImage {
+                    detail: format!("pulled {reference} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()),
+                    reference: reference.clone(),
+                    id,
+                }),
                 None => Err(SandboxError::ImageMissing {
                     image: reference.clone(),
                     hint: if reference.starts_with("reeval/base") {
                         "no registry is reachable here; build it with scripts/build-base-image.sh".into()
                     } else {
-                        format!("it is not present locally and pulling it failed ({}); build or load it first (docker build, docker load, or docker import)", pulled.err().unwrap_or_default())
+                        format!(
+                            "it is not present locally and pulling it failed ({}); build or load it first (docker build, docker load, or docker import)",
+                            pulled.err().unwrap_or_default()
+                        )
                     },
                 }),
             };
@@ -58,7 +69,10 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
         ImageSpec::Dockerfile(path) => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "Dockerfile".into());
-            let context = dir_tar(dir).map_err(|e| SandboxError::ImageBuild { image: path.display().to_string(), message: format!("cannot read build context {}: {e}", dir.display()) })?;
+            let context = dir_tar(dir).map_err(|e| SandboxError::ImageBuild {
+                image: path.display().to_string(),
+                message: format!("cannot read build context {}: {e}", dir.display()),
+            })?;
             (digest_tag(&[b"dockerfile", name.as_bytes(), &context, extra.as_bytes()]), BuildContext { tar: context, dockerfile: name })
         }
         ImageSpec::Install { base, steps } => {
@@ -66,7 +80,10 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
             for step in steps {
                 dockerfile.push_str(&format!("RUN {}\n", serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")));
             }
-            let base_id = backend.image_id(base).await?.ok_or_else(|| SandboxError::ImageMissing { image: base.clone(), hint: "the base of an install image must be present locally".into() })?;
+            let base_id = backend
+                .image_id(base)
+                .await?
+                .ok_or_else(|| SandboxError::ImageMissing { image: base.clone(), hint: "the base of an install image must be present locally".into() })?;
             let tar = crate::sandbox::archive::tar_of(&[("Dockerfile".into(), dockerfile.clone().into_bytes(), 0o644)])?.to_vec();
             (digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()]), BuildContext { tar, dockerfile: "Dockerfile".into() })
         }
@@ -76,8 +93,12 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
     let _in_process = lock.lock().await;
     // Across processes (nextest runs one per eval): an advisory lock file per tag.
     let lock_path = std::env::temp_dir().join(format!("reeval-build-{}.lock", tag.replace([':', '/'], "_")));
-    let file = std::fs::File::create(&lock_path).map_err(|e| SandboxError::ImageBuild { image: tag.clone(), message: format!("cannot create lock {}: {e}", lock_path.display()) })?;
-    let file = tokio::task::spawn_blocking(move || file.lock().map(|_| file)).await.expect("lock task").map_err(|e| SandboxError::ImageBuild { image: tag.clone(), message: e.to_string() })?;
+    let file = std::fs::File::create(&lock_path)
+        .map_err(|e| SandboxError::ImageBuild { image: tag.clone(), message: format!("cannot create lock {}: {e}", lock_path.display()) })?;
+    let file = tokio::task::spawn_blocking(move || file.lock().map(|_| file))
+        .await
+        .expect("lock task")
+        .map_err(|e| SandboxError::ImageBuild { image: tag.clone(), message: e.to_string() })?;
 
     if let Some(id) = backend.image_id(&tag).await? {
         drop(file);
@@ -101,7 +122,8 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
         }
     }
     drop(file);
-    let id = backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild { image: tag.clone(), message: "the build ended without an image".into() })?;
+    let id =
+        backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild { image: tag.clone(), message: "the build ended without an image".into() })?;
     Ok(ReadyImage { detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()), reference: tag, id })
 }
 

@@ -5,8 +5,8 @@
 #![forbid(unsafe_code)]
 
 mod attempt;
-pub mod capture;
 pub mod budget;
+pub mod capture;
 pub mod ctx;
 pub mod diff;
 pub mod environment;
@@ -36,8 +36,8 @@ pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace
 pub use error::{AssertionFailure, Error, Result};
 pub use eval::{Eval, EvalOptions};
 pub use exec::{Command, ExecOutput};
-pub use judge::{Judge, JudgeResult};
 pub use harness::{ErrorClass, Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext};
+pub use judge::{Judge, JudgeResult};
 pub use matchers::{Expectation, expect};
 pub use outcome::{Kind, Outcome};
 pub use record::{Record, Summary, Verdict};

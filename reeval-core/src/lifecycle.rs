@@ -33,18 +33,18 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
 
     // container: kept by the context from creation on, so teardown destroys it whatever happens.
     let began = Instant::now();
-    let labels = BTreeMap::from([
-        (LABEL_RUN.to_string(), ctx.record.run_id.clone()),
-        (LABEL_ATTEMPT.to_string(), ctx.record.artifacts_dir_name()),
-    ]);
+    let labels = BTreeMap::from([(LABEL_RUN.to_string(), ctx.record.run_id.clone()), (LABEL_ATTEMPT.to_string(), ctx.record.artifacts_dir_name())]);
     // env: the agent's environment holds placeholders, never secret values.
     let mut env = vec![("CI".to_string(), "1".to_string()), ("TERM".into(), "dumb".into()), ("NO_COLOR".into(), "1".into())];
     env.extend(ctx.env.env.iter().cloned());
-    let placeholders: Vec<(String, String)> = ctx.secrets.iter().filter(|s| s.scope == crate::ctx::SecretScope::Placeholder).map(|s| (s.name.clone(), crate::secrets::placeholder(&s.name))).collect();
+    let placeholders: Vec<(String, String)> = ctx
+        .secrets
+        .iter()
+        .filter(|s| s.scope == crate::ctx::SecretScope::Placeholder)
+        .map(|s| (s.name.clone(), crate::secrets::placeholder(&s.name)))
+        .collect();
     env.extend(placeholders.iter().cloned());
-    let sandbox = backend
-        .create(&SandboxSpec { image: image.reference.clone(), labels, workdir: WORKSPACE.into(), limits: ctx.env.limits.clone() })
-        .await?;
+    let sandbox = backend.create(&SandboxSpec { image: image.reference.clone(), labels, workdir: WORKSPACE.into(), limits: ctx.env.limits.clone() }).await?;
     ctx.record.container = Some(sandbox.id().to_string());
     let handle = SandboxHandle::new(sandbox.clone(), WORKSPACE, env);
     ctx.sandbox = Some(handle.clone());
@@ -81,10 +81,14 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     if !ctx.env.setup.is_empty() {
         let began = Instant::now();
         let result = setup(ctx, &handle).await;
-        ctx.log.phase("setup", began, match &result {
-            Ok(n) => format!("{n} steps ok"),
-            Err(e) => e.to_string(),
-        });
+        ctx.log.phase(
+            "setup",
+            began,
+            match &result {
+                Ok(n) => format!("{n} steps ok"),
+                Err(e) => e.to_string(),
+            },
+        );
         result?;
     }
 
@@ -101,7 +105,12 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
         let began = Instant::now();
         let wanted = h.credentials();
         let credentials = ctx.secrets.iter().filter(|s| wanted.contains(&s.name)).map(|s| (s.name.clone(), s.value.clone())).collect();
-        let setup = crate::harness::SessionSetup { credentials, skills: read_skills(&ctx.env.skills)?, mcp: ctx.env.mcp.clone(), artifacts_dir: Some(ctx.artifacts_dir.clone()) };
+        let setup = crate::harness::SessionSetup {
+            credentials,
+            skills: read_skills(&ctx.env.skills)?,
+            mcp: ctx.env.mcp.clone(),
+            artifacts_dir: Some(ctx.artifacts_dir.clone()),
+        };
         h.start(&handle, &setup).await?;
         ctx.harness_started = true;
         let name = h.name().to_string();
@@ -151,7 +160,9 @@ async fn workspace(handle: &SandboxHandle, ws: &Workspace) -> Result<String> {
     handle.sandbox().upload(handle.workspace(), tar.into()).await?;
     if init {
         let out = handle
-            .exec(Command::shell("git init -q && git add -A && git -c user.name=reeval -c user.email=reeval@localhost commit -qm 'workspace as given' --allow-empty"))
+            .exec(Command::shell(
+                "git init -q && git add -A && git -c user.name=reeval -c user.email=reeval@localhost commit -qm 'workspace as given' --allow-empty",
+            ))
             .await?;
         if !out.success() {
             return Err(Error::infra("initialise the workspace's git repository", out.stderr.trim()));
@@ -185,12 +196,23 @@ async fn setup(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<usize> {
     let secrets: Vec<String> = ctx.secrets.iter().map(|s| s.value.clone()).collect();
     for (i, step) in ctx.env.setup.clone().iter().enumerate() {
         let out = handle.exec(Command::shell(step.command.clone()).timeout(step.timeout)).await?;
-        let text = format!("$ {}\n{}{}[exit {}{} in {}ms]\n\n", step.command, out.stdout, out.stderr, out.exit_code, if out.timed_out { ", timed out" } else { "" }, out.duration_ms);
+        let text = format!(
+            "$ {}\n{}{}[exit {}{} in {}ms]\n\n",
+            step.command,
+            out.stdout,
+            out.stderr,
+            out.exit_code,
+            if out.timed_out { ", timed out" } else { "" },
+            out.duration_ms
+        );
         let _ = log.write_all(crate::secrets::redact(&text, &secrets).as_bytes());
         if !out.success() {
             let why = if out.timed_out { format!("timed out after {:?}", step.timeout) } else { format!("exited {}", out.exit_code) };
             let tail = crate::exec::tail(&format!("{}{}", out.stdout, out.stderr), 2000).to_string();
-            return Err(Error::infra(format!("run setup step {} `{}`", i + 1, step.command), crate::secrets::redact(&format!("{why}; output tail:\n{tail}"), &secrets)));
+            return Err(Error::infra(
+                format!("run setup step {} `{}`", i + 1, step.command),
+                crate::secrets::redact(&format!("{why}; output tail:\n{tail}"), &secrets),
+            ));
         }
     }
     Ok(ctx.env.setup.len())
@@ -201,7 +223,9 @@ pub(crate) fn context_summary(env: &Environment) -> String {
     let mut s = String::from("# What this task comes with\n\n");
     match &env.workspace {
         Some(Workspace::Git { url, rev, .. }) => s.push_str(&format!("- The workspace is the repository {} at {rev}.\n", without_credentials(url))),
-        Some(Workspace::Dir { path, .. }) => s.push_str(&format!("- The workspace holds the files of {}.\n", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())),
+        Some(Workspace::Dir { path, .. }) => {
+            s.push_str(&format!("- The workspace holds the files of {}.\n", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
+        }
         None => s.push_str("- The workspace starts empty.\n"),
     }
     for (path, _, _) in &env.files {
@@ -266,7 +290,9 @@ async fn teardown_inner(ctx: &mut Ctx) -> bool {
         forward.task.abort();
     }
     let Some(handle) = ctx.sandbox.clone() else { return true };
-    if ctx.harness_started && let Some(h) = ctx.harness.as_mut() {
+    if ctx.harness_started
+        && let Some(h) = ctx.harness.as_mut()
+    {
         match tokio::time::timeout(Duration::from_secs(15), h.stop(&handle)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => ctx.log.event(format!("failed to stop the harness: {e}")),

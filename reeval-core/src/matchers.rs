@@ -32,6 +32,7 @@ pub fn expect<T>(value: T) -> Expectation<T> {
 
 impl<T> Expectation<T> {
     /// Negates the next matcher.
+    #[expect(clippy::should_implement_trait, reason = "vitest's `.not()`; `!expect(x)` would read worse")]
     pub fn not(mut self) -> Self {
         self.negated = !self.negated;
         self
@@ -91,7 +92,13 @@ impl Expectation<ExecOutput> {
     /// # Errors
     /// An `assertion` failure otherwise.
     pub fn to_exit_with(self, code: i64) -> Result<()> {
-        self.check(self.value.exit_code == code && !self.value.timed_out, &format!("to_exit_with({code})"), format!("exit code {code}"), exit_desc(&self.value), Some(&self.value))
+        self.check(
+            self.value.exit_code == code && !self.value.timed_out,
+            &format!("to_exit_with({code})"),
+            format!("exit code {code}"),
+            exit_desc(&self.value),
+            Some(&self.value),
+        )
     }
 
     /// The command's stdout contains `needle`.
@@ -148,7 +155,14 @@ fn as_judge_failure(result: Result<()>) -> Result<()> {
 fn describe_verdict(v: &crate::record::Verdict) -> String {
     match &v.error {
         Some(e) => format!("no verdict on {:?}: {e}", v.criterion),
-        None => format!("{:?} {} with score {:.2} (threshold {:.2}): {}", v.criterion, if v.pass { "passed" } else { "did not pass" }, v.score, v.threshold, v.reasoning),
+        None => format!(
+            "{:?} {} with score {:.2} (threshold {:.2}): {}",
+            v.criterion,
+            if v.pass { "passed" } else { "did not pass" },
+            v.score,
+            v.threshold,
+            v.reasoning
+        ),
     }
 }
 
@@ -185,7 +199,16 @@ mod tests {
     use super::*;
 
     fn out(code: i64, stdout: &str) -> ExecOutput {
-        ExecOutput { command: "make test".into(), exit_code: code, stdout: stdout.into(), stderr: "boom".into(), stdout_bytes: 0, stderr_bytes: 4, duration_ms: 1, timed_out: false }
+        ExecOutput {
+            command: "make test".into(),
+            exit_code: code,
+            stdout: stdout.into(),
+            stderr: "boom".into(),
+            stdout_bytes: 0,
+            stderr_bytes: 4,
+            duration_ms: 1,
+            timed_out: false,
+        }
     }
 
     #[test]

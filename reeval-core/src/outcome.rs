@@ -124,7 +124,9 @@ pub fn turn_error(harness: &str, status: TurnStatus, report: Option<&TurnReport>
             let class = report.error_class.unwrap_or(ErrorClass::Agent);
             Some(match class {
                 // A CLI that failed before its first event (not found, crashed) never started.
-                ErrorClass::Agent if report.events == 0 => Error::infra(format!("run harness {harness}"), format!("the harness failed before its first event: {message}")),
+                ErrorClass::Agent if report.events == 0 => {
+                    Error::infra(format!("run harness {harness}"), format!("the harness failed before its first event: {message}"))
+                }
                 class => harness_error(class, harness, message),
             })
         }

@@ -49,7 +49,7 @@ impl PhaseLog {
         let detail = crate::secrets::redact(&detail.into(), &self.secrets);
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
         let duration_ms = begun.elapsed().as_millis() as u64;
-        self.print(&format!("{phase} {detail}").trim_end().to_string());
+        self.print(format!("{phase} {detail}").trim_end());
         self.phases.push(PhaseRecord { phase: phase.to_string(), start_ms, duration_ms, detail });
     }
 

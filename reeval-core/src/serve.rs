@@ -96,9 +96,13 @@ impl Ctx {
             return Err(Error::infra(format!("serve port {port}"), "the image has no python3, which the port relay needs"));
         }
         if !ready.success() {
-            return Err(Error::other(format!("failed to serve port {port}: nothing accepted connections on it inside the sandbox within {:.1}s", ready_within.as_secs_f64())));
+            return Err(Error::other(format!(
+                "failed to serve port {port}: nothing accepted connections on it inside the sandbox within {:.1}s",
+                ready_within.as_secs_f64()
+            )));
         }
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| Error::infra(format!("serve port {port}"), format!("cannot listen on loopback: {e}")))?;
+        let listener =
+            TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| Error::infra(format!("serve port {port}"), format!("cannot listen on loopback: {e}")))?;
         let addr = listener.local_addr().map_err(|e| Error::infra(format!("serve port {port}"), e))?;
         let url = format!("http://127.0.0.1:{}", addr.port());
         let task = tokio::spawn(accept_loop(listener, handle, port));

@@ -42,7 +42,10 @@ pub async fn fetch_git(url: &str, rev: &str) -> Result<Vec<u8>> {
     let out = git(vec!["-C", &work_s, "fetch", "-q", "--depth", "1", url, rev]).output().await.map_err(|e| fail("git fetch", e.to_string()))?;
     if !out.status.success() {
         // Servers that refuse fetching a bare sha by depth: fetch everything.
-        let retry = git(vec!["-C", &work_s, "fetch", "-q", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]).output().await.map_err(|e| fail("git fetch", e.to_string()))?;
+        let retry = git(vec!["-C", &work_s, "fetch", "-q", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"])
+            .output()
+            .await
+            .map_err(|e| fail("git fetch", e.to_string()))?;
         if !retry.status.success() {
             let _ = tokio::fs::remove_dir_all(&work).await;
             return Err(fail("git fetch", String::from_utf8_lossy(&out.stderr).trim().to_string()));

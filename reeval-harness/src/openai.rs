@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use reeval_core::Command;
 use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
 use reeval_core::sandbox::{SandboxError, SandboxHandle};
 use reeval_core::turn::{EditKind, FileEdit, ToolCall, TurnReport, TurnStatus, Usage};
-use reeval_core::Command;
 use serde_json::{Value, json};
 
 /// The OpenAI API, when `OPENAI_BASE_URL` is not set.
@@ -45,7 +45,12 @@ pub struct OpenAiAgent {
 impl std::fmt::Debug for OpenAiAgent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The key stays out of debug output.
-        f.debug_struct("OpenAiAgent").field("model", &self.model).field("base_url", &self.base_url).field("max_steps", &self.max_steps).field("messages", &self.messages.len()).finish_non_exhaustive()
+        f.debug_struct("OpenAiAgent")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("max_steps", &self.max_steps)
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -173,10 +178,22 @@ impl OpenAiAgent {
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
-        let transport = |e: reqwest::Error| if e.is_timeout() { RequestError::Timeout(self.request_timeout) } else { RequestError::Network { url: url.clone(), message: self.redact(&e.to_string()) } };
+        let transport = |e: reqwest::Error| {
+            if e.is_timeout() {
+                RequestError::Timeout(self.request_timeout)
+            } else {
+                RequestError::Network { url: url.clone(), message: self.redact(&e.to_string()) }
+            }
+        };
         let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
         let text = response.text().await.map_err(transport)?;
         if status == 401 || status == 403 {
             // The body may echo part of the key: it is not kept.
@@ -217,7 +234,8 @@ impl OpenAiAgent {
 
     /// A tool's output, its failure when the command failed, and the edit it made.
     async fn tool(&self, sandbox: &SandboxHandle, name: &str, input: &Value) -> Result<(String, Option<String>, Option<FileEdit>), String> {
-        let arg = |key: &str| input[key].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {name}: the `{key}` argument is missing or not a string"));
+        let arg =
+            |key: &str| input[key].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {name}: the `{key}` argument is missing or not a string"));
         let sandbox_error = |e: SandboxError| e.to_string();
         match name {
             "bash" => {
@@ -237,7 +255,9 @@ impl OpenAiAgent {
                 let path = arg("path")?;
                 let bytes = sandbox.read_file(&path).await.map_err(sandbox_error)?;
                 match String::from_utf8(bytes) {
-                    Ok(text) if text.len() > OUTPUT_LIMIT => Ok((format!("{}\n[truncated: the file has {} bytes]", head(&text, OUTPUT_LIMIT), text.len()), None, None)),
+                    Ok(text) if text.len() > OUTPUT_LIMIT => {
+                        Ok((format!("{}\n[truncated: the file has {} bytes]", head(&text, OUTPUT_LIMIT), text.len()), None, None))
+                    }
                     Ok(text) => Ok((text, None, None)),
                     Err(e) => Err(format!("failed to read {path} as text: it is binary ({} bytes)", e.as_bytes().len())),
                 }
@@ -253,7 +273,10 @@ impl OpenAiAgent {
             "list_files" => {
                 let path = arg("path")?;
                 let script = "find \"$1\" -not -path '*/.git' -not -path '*/.git/*' | sort | head -n 1000";
-                let out = sandbox.exec(Command::new("sh").arg("-c").arg(script).arg("list_files").arg(&path).timeout(Duration::from_secs(60))).await.map_err(sandbox_error)?;
+                let out = sandbox
+                    .exec(Command::new("sh").arg("-c").arg(script).arg("list_files").arg(&path).timeout(Duration::from_secs(60)))
+                    .await
+                    .map_err(sandbox_error)?;
                 if out.stdout.trim().is_empty() && !out.stderr.trim().is_empty() {
                     return Err(format!("failed to list {path}: {}", out.stderr.trim()));
                 }
@@ -284,17 +307,24 @@ fn tools() -> Value {
         }})
     };
     json!([
-        function("bash", "Run a bash command in the workspace. Returns the exit code, stdout and stderr.", json!({"command": {"type": "string", "description": "The command."}})),
+        function(
+            "bash",
+            "Run a bash command in the workspace. Returns the exit code, stdout and stderr.",
+            json!({"command": {"type": "string", "description": "The command."}})
+        ),
         function("read_file", "Read a text file. Relative paths are in the workspace.", json!({"path": {"type": "string", "description": "The file's path."}})),
         function(
             "write_file",
             "Write a file (created with its directories, or replaced). Relative paths are in the workspace.",
             json!({"path": {"type": "string", "description": "The file's path."}, "content": {"type": "string", "description": "The whole new content."}})
         ),
-        function("list_files", "List files under a directory, recursively (.git excluded).", json!({"path": {"type": "string", "description": "The directory; `.` is the workspace."}})),
+        function(
+            "list_files",
+            "List files under a directory, recursively (.git excluded).",
+            json!({"path": {"type": "string", "description": "The directory; `.` is the workspace."}})
+        ),
     ])
 }
-
 
 fn failed(mut report: TurnReport, error: String, class: ErrorClass) -> TurnReport {
     report.status = TurnStatus::Failed;
@@ -333,7 +363,11 @@ impl Harness for OpenAiAgent {
 
     async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
         let Some(model) = self.model.clone() else {
-            return Err(HarnessError::Failed { harness: "openai".into(), message: "no model is selected: name one as `openai:<model>` or set OPENAI_MODEL".into(), class: ErrorClass::Config });
+            return Err(HarnessError::Failed {
+                harness: "openai".into(),
+                message: "no model is selected: name one as `openai:<model>` or set OPENAI_MODEL".into(),
+                class: ErrorClass::Config,
+            });
         };
         if self.messages.is_empty() {
             self.messages.push(json!({"role": "system", "content": self.system_prompt(sandbox.workspace())}));
@@ -389,9 +423,14 @@ mod tests {
 
     #[test]
     fn usage_splits_cached_tokens() {
-        let u = Usage::from_chat_completions(&json!({"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 30}, "completion_tokens_details": {"reasoning_tokens": 5}}));
+        let u = Usage::from_chat_completions(
+            &json!({"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 30}, "completion_tokens_details": {"reasoning_tokens": 5}}),
+        );
         assert_eq!(u, Usage { input: Some(70), output: Some(20), cache_read: Some(30), cache_write: None, reasoning: Some(5) });
-        assert_eq!(Usage::from_chat_completions(&json!({"prompt_tokens": 10, "completion_tokens": 2})), Usage { input: Some(10), output: Some(2), ..Usage::default() });
+        assert_eq!(
+            Usage::from_chat_completions(&json!({"prompt_tokens": 10, "completion_tokens": 2})),
+            Usage { input: Some(10), output: Some(2), ..Usage::default() }
+        );
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //! lifecycle with no model.
 
 use async_trait::async_trait;
+use reeval_core::Command;
 use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
 use reeval_core::sandbox::SandboxHandle;
 use reeval_core::turn::{TurnReport, TurnStatus};
-use reeval_core::Command;
 
 /// Runs each prompt with `bash -c <prompt>` (the prompt is one argv element).
 #[derive(Debug, Default)]

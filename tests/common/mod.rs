@@ -28,10 +28,7 @@ pub async fn docker_ready() -> bool {
 async fn reeval_core_backend() -> Result<(), String> {
     let docker = reeval::bollard::Docker::connect_with_local_defaults().map_err(|e| format!("the Docker engine is not reachable: {e}"))?;
     let docker = docker.negotiate_version().await.map_err(|e| format!("the Docker engine does not answer: {e}"))?;
-    docker
-        .inspect_image("reeval/base:latest")
-        .await
-        .map_err(|_| "the image reeval/base:latest is missing (run scripts/build-base-image.sh)".to_string())?;
+    docker.inspect_image("reeval/base:latest").await.map_err(|_| "the image reeval/base:latest is missing (run scripts/build-base-image.sh)".to_string())?;
     Ok(())
 }
 

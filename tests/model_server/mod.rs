@@ -156,7 +156,8 @@ pub mod anthropic {
 
     /// Tool calls, `toolu_0`, `toolu_1`, …
     pub fn tool_use(calls: &[(&str, Value)]) -> Answer {
-        let content: Vec<Value> = calls.iter().enumerate().map(|(i, (name, input))| json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": input})).collect();
+        let content: Vec<Value> =
+            calls.iter().enumerate().map(|(i, (name, input))| json!({"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": input})).collect();
         message(json!(content), "tool_use")
     }
 

@@ -29,8 +29,16 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         })
     };
     vec![
-        ToolDef { name: "read_file", description: "Read a text file of the sandbox. Relative paths are in the workspace.", schema: one_string("path", "The file's path.") },
-        ToolDef { name: "list_dir", description: "List a directory of the sandbox (ls -la). Relative paths are in the workspace.", schema: one_string("path", "The directory's path; `.` is the workspace.") },
+        ToolDef {
+            name: "read_file",
+            description: "Read a text file of the sandbox. Relative paths are in the workspace.",
+            schema: one_string("path", "The file's path."),
+        },
+        ToolDef {
+            name: "list_dir",
+            description: "List a directory of the sandbox (ls -la). Relative paths are in the workspace.",
+            schema: one_string("path", "The directory's path; `.` is the workspace."),
+        },
         ToolDef {
             name: "run_command",
             description: "Run a shell command (sh -c) in a fresh copy of the workspace; whatever it changes is thrown away. Returns the exit code, stdout and stderr.",
@@ -42,7 +50,8 @@ pub(crate) fn tools() -> Vec<ToolDef> {
 
 /// Runs one tool call: its output, or its error, as text for the judge.
 pub(crate) async fn run(sandbox: &SandboxHandle, call: &Call) -> Result<String, String> {
-    let arg = |name: &str| call.input[name].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {}: the `{name}` argument is missing", call.name));
+    let arg =
+        |name: &str| call.input[name].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {}: the `{name}` argument is missing", call.name));
     match call.name.as_str() {
         "read_file" => {
             let path = arg("path")?;
@@ -55,7 +64,11 @@ pub(crate) async fn run(sandbox: &SandboxHandle, call: &Call) -> Result<String, 
         "list_dir" => {
             let path = arg("path")?;
             let out = sandbox.exec(Command::new("ls").args(["-la", "--", &path]).timeout(Duration::from_secs(30))).await.map_err(|e| e.to_string())?;
-            if out.success() { Ok(super::prompt::truncate(&out.stdout, OUTPUT_LIMIT, "listing")) } else { Err(format!("failed to list {path}: {}", out.stderr.trim())) }
+            if out.success() {
+                Ok(super::prompt::truncate(&out.stdout, OUTPUT_LIMIT, "listing"))
+            } else {
+                Err(format!("failed to list {path}: {}", out.stderr.trim()))
+            }
         }
         "run_command" => {
             let command = arg("command")?;

@@ -293,7 +293,8 @@ impl Provider {
 
 /// `anthropic:claude-sonnet-4-5` → (Anthropic, `claude-sonnet-4-5`).
 pub(crate) fn parse_spec(spec: &str) -> std::result::Result<(Provider, String), String> {
-    let (provider, model) = spec.split_once(':').ok_or_else(|| format!("judge model `{spec}` names no provider; write `anthropic:<model>` or `openai:<model>`"))?;
+    let (provider, model) =
+        spec.split_once(':').ok_or_else(|| format!("judge model `{spec}` names no provider; write `anthropic:<model>` or `openai:<model>`"))?;
     let provider = match provider.trim() {
         "anthropic" => Provider::Anthropic,
         "openai" => Provider::OpenAi,
@@ -332,7 +333,12 @@ pub(crate) struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The key stays out of debug output.
-        f.debug_struct("Endpoint").field("provider", &self.provider).field("model", &self.model).field("base_url", &self.base_url).field("key_env", &self.key_env).finish_non_exhaustive()
+        f.debug_struct("Endpoint")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("key_env", &self.key_env)
+            .finish_non_exhaustive()
     }
 }
 
@@ -349,7 +355,13 @@ impl Endpoint {
         let (provider, model) = parse_spec(&spec).map_err(Error::Config)?;
         let key_env = judge.api_key_env.clone().unwrap_or_else(|| provider.default_key_env().to_string());
         // Resolved in preflight (host environment or the run's `.env` file), else the process environment.
-        let key = resolved.iter().find(|s| s.name == key_env).map(|s| s.value.clone()).or_else(|| std::env::var(&key_env).ok()).filter(|k| !k.is_empty()).ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment")))?;
+        let key = resolved
+            .iter()
+            .find(|s| s.name == key_env)
+            .map(|s| s.value.clone())
+            .or_else(|| std::env::var(&key_env).ok())
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment")))?;
         let base_url = judge
             .base_url
             .clone()
@@ -358,7 +370,18 @@ impl Endpoint {
             .trim_end_matches('/')
             .to_string();
         let client = reqwest::Client::builder().build().map_err(|e| Error::infra("build the judge's HTTP client", e))?;
-        Ok(Self { provider, model, base_url, key, key_env, timeout: judge.timeout, temperature: judge.temperature, max_tokens: judge.max_tokens, openai_output: judge.openai_output, client })
+        Ok(Self {
+            provider,
+            model,
+            base_url,
+            key,
+            key_env,
+            timeout: judge.timeout,
+            temperature: judge.temperature,
+            max_tokens: judge.max_tokens,
+            openai_output: judge.openai_output,
+            client,
+        })
     }
 
     /// One model request.
@@ -577,7 +600,13 @@ struct Spent {
 
 /// One request, retried while the failure is one that asking again may fix;
 /// `parse` turns a reply into what the caller needs (its failure is retried as malformed).
-async fn call_retrying<T>(endpoint: &Endpoint, req: &Request<'_>, retries: u32, spent: &mut Spent, parse: impl Fn(&Reply) -> std::result::Result<T, CallError>) -> std::result::Result<T, CallError> {
+async fn call_retrying<T>(
+    endpoint: &Endpoint,
+    req: &Request<'_>,
+    retries: u32,
+    spent: &mut Spent,
+    parse: impl Fn(&Reply) -> std::result::Result<T, CallError>,
+) -> std::result::Result<T, CallError> {
     let mut n = 0;
     loop {
         let result = match endpoint.call(req).await {
@@ -672,7 +701,17 @@ async fn verdict(task: &Task<'_>, criterion: &str, threshold: f64, samples: u32)
         }
     }
     let model = spent.model.clone().or_else(|| Some(task.endpoint.model.clone()));
-    let base = Verdict { criterion: criterion.to_string(), score: 0.0, pass: false, reasoning: String::new(), threshold, model, usage: spent.usage, error: None, tool_calls: spent.tool_calls };
+    let base = Verdict {
+        criterion: criterion.to_string(),
+        score: 0.0,
+        pass: false,
+        reasoning: String::new(),
+        threshold,
+        model,
+        usage: spent.usage,
+        error: None,
+        tool_calls: spent.tool_calls,
+    };
     if let Some(error) = error {
         return Verdict { error: Some(error), ..base };
     }
@@ -739,11 +778,23 @@ impl Ctx {
         let mut verdicts = Vec::new();
         for criterion in &judge.criteria {
             let began = Instant::now();
-            let task = Task { endpoint: &endpoint, system: system.clone(), user: prompt::user(criterion, judge.threshold, &evidence), retries: judge.retries, agentic: sandbox.as_ref().map(|s| (s, judge.max_steps)) };
+            let task = Task {
+                endpoint: &endpoint,
+                system: system.clone(),
+                user: prompt::user(criterion, judge.threshold, &evidence),
+                retries: judge.retries,
+                agentic: sandbox.as_ref().map(|s| (s, judge.max_steps)),
+            };
             let verdict = self.within_budget(async { Ok(verdict(&task, criterion, judge.threshold, judge.samples).await) }).await?;
             let detail = match &verdict.error {
                 Some(e) => format!("{:?} failed: {e}", prompt::shorten(criterion, 60)),
-                None => format!("{:?} {} with {:.2} by {}", prompt::shorten(criterion, 60), if verdict.pass { "passed" } else { "did not pass" }, verdict.score, verdict.model.as_deref().unwrap_or("?")),
+                None => format!(
+                    "{:?} {} with {:.2} by {}",
+                    prompt::shorten(criterion, 60),
+                    if verdict.pass { "passed" } else { "did not pass" },
+                    verdict.score,
+                    verdict.model.as_deref().unwrap_or("?")
+                ),
             };
             self.log.phase("judge", began, detail);
             if !verdict.pass {
@@ -786,8 +837,13 @@ mod tests {
 
     #[test]
     fn verdicts_are_validated() {
-        assert_eq!(parse_verdict(&reply(json!({"reasoning": "ok", "score": 0.8, "passed": true}))).unwrap(), Sample { score: 0.8, passed: true, reasoning: "ok".into() });
-        assert!(matches!(parse_verdict(&reply(json!({"reasoning": "ok", "score": 1.5, "passed": true}))), Err(CallError::Malformed(m)) if m.contains("outside 0..1")));
+        assert_eq!(
+            parse_verdict(&reply(json!({"reasoning": "ok", "score": 0.8, "passed": true}))).unwrap(),
+            Sample { score: 0.8, passed: true, reasoning: "ok".into() }
+        );
+        assert!(
+            matches!(parse_verdict(&reply(json!({"reasoning": "ok", "score": 1.5, "passed": true}))), Err(CallError::Malformed(m)) if m.contains("outside 0..1"))
+        );
         assert!(matches!(parse_verdict(&reply(json!({"reasoning": "ok", "score": "high", "passed": true}))), Err(CallError::Malformed(_))));
         assert!(matches!(parse_verdict(&reply(json!({"score": 0.5, "passed": true}))), Err(CallError::Malformed(_))));
         assert!(matches!(parse_verdict(&Reply { text: Some("PASS".into()), ..Reply::default() }), Err(CallError::Malformed(m)) if m.contains("only text")));

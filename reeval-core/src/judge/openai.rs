@@ -9,7 +9,10 @@ use crate::turn::Usage;
 /// Whether `req` is answered through `response_format` rather than a function call:
 /// a request for nothing but the verdict, with JSON-schema output selected.
 fn uses_json_schema(endpoint: &Endpoint, req: &Request<'_>) -> bool {
-    endpoint.openai_output == OpenAiOutput::JsonSchema && req.choice == Choice::Tool(SUBMIT_VERDICT) && req.tools.len() == 1 && req.tools[0].name == SUBMIT_VERDICT
+    endpoint.openai_output == OpenAiOutput::JsonSchema
+        && req.choice == Choice::Tool(SUBMIT_VERDICT)
+        && req.tools.len() == 1
+        && req.tools[0].name == SUBMIT_VERDICT
 }
 
 /// The request body.
@@ -21,7 +24,8 @@ pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
             Message::Assistant { text, calls } => {
                 let mut msg = json!({"role": "assistant", "content": text});
                 if !calls.is_empty() {
-                    msg["tool_calls"] = calls.iter().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.input.to_string()}})).collect();
+                    msg["tool_calls"] =
+                        calls.iter().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.input.to_string()}})).collect();
                 }
                 messages.push(msg);
             }
@@ -71,11 +75,21 @@ pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallErro
     if choice["finish_reason"].as_str() == Some("length") {
         return Err(CallError::Truncated);
     }
-    let mut reply = Reply { model: answer["model"].as_str().map(str::to_string), usage: Usage::from_chat_completions(&answer["usage"]), text: message["content"].as_str().map(str::to_string), ..Reply::default() };
+    let mut reply = Reply {
+        model: answer["model"].as_str().map(str::to_string),
+        usage: Usage::from_chat_completions(&answer["usage"]),
+        text: message["content"].as_str().map(str::to_string),
+        ..Reply::default()
+    };
     for call in message["tool_calls"].as_array().into_iter().flatten() {
         let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-        let input = serde_json::from_str(arguments).map_err(|e| CallError::Malformed(format!("the arguments of {} are not JSON ({e})", call["function"]["name"])))?;
-        reply.calls.push(Call { id: call["id"].as_str().unwrap_or_default().to_string(), name: call["function"]["name"].as_str().unwrap_or_default().to_string(), input });
+        let input =
+            serde_json::from_str(arguments).map_err(|e| CallError::Malformed(format!("the arguments of {} are not JSON ({e})", call["function"]["name"])))?;
+        reply.calls.push(Call {
+            id: call["id"].as_str().unwrap_or_default().to_string(),
+            name: call["function"]["name"].as_str().unwrap_or_default().to_string(),
+            input,
+        });
     }
     if json_schema && let Some(content) = &reply.text {
         let input = serde_json::from_str(content).map_err(|e| CallError::Malformed(format!("the content is not the verdict's JSON ({e})")))?;
@@ -83,7 +97,6 @@ pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallErro
     }
     Ok(reply)
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -217,7 +217,11 @@ impl Runner {
                 // A harness credential is a secret like any other: the agent sees a placeholder.
                 let mut for_cell = resolved.clone();
                 match self.harnesses.make(&spec) {
-                    None => missing.push(format!("harness `{spec}` of eval {} is not known; known: {}", eval.name, self.harnesses.names().collect::<Vec<_>>().join(", "))),
+                    None => missing.push(format!(
+                        "harness `{spec}` of eval {} is not known; known: {}",
+                        eval.name,
+                        self.harnesses.names().collect::<Vec<_>>().join(", ")
+                    )),
                     Some(h) => {
                         for cred in h.credentials() {
                             match lookup(&cred) {
@@ -417,7 +421,11 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
     let mut s = Summary { schema_version: crate::record::SCHEMA_VERSION, run_id: run_id.to_string(), ..Default::default() };
     let mut cells: BTreeMap<(String, String), CellSummary> = BTreeMap::new();
     for r in &finals {
-        let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| CellSummary { eval: r.eval.clone(), harness: r.harness.clone(), ..Default::default() });
+        let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| CellSummary {
+            eval: r.eval.clone(),
+            harness: r.harness.clone(),
+            ..Default::default()
+        });
         match r.outcome {
             Outcome::Pass => {
                 s.passed += 1;
@@ -488,13 +496,22 @@ pub fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, el
     );
     let s = &report.summary;
     let fails: u32 = s.failed.values().sum();
-    let by_kind = if s.failed.is_empty() { String::new() } else { format!(" ({})", s.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")) };
+    let by_kind =
+        if s.failed.is_empty() { String::new() } else { format!(" ({})", s.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")) };
     println!("reeval: {} attempts passed, {fails} failed{by_kind}, {} infra errors; records in {}", s.passed, s.infra, report.run_dir.display());
     for c in &s.cells {
         let rate = c.pass_rate.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "n/a".into());
         let at = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join("/");
         let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
-        println!("  {} [{}]: {}/{} passed ({rate}){infra}; pass@k {}; pass^k {}", c.eval, c.harness, c.passed, c.passed + c.failed, at(&c.pass_at_k), at(&c.pass_pow_k));
+        println!(
+            "  {} [{}]: {}/{} passed ({rate}){infra}; pass@k {}; pass^k {}",
+            c.eval,
+            c.harness,
+            c.passed,
+            c.passed + c.failed,
+            at(&c.pass_at_k),
+            at(&c.pass_pow_k)
+        );
     }
 }
 

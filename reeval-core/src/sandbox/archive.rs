@@ -35,9 +35,7 @@ pub fn tar_of(files: &[(String, Vec<u8>, u32)]) -> Result<Bytes, SandboxError> {
         header.set_mode(*mode);
         header.set_entry_type(tar::EntryType::Regular);
         header.set_mtime(0);
-        builder
-            .append_data(&mut header, path, bytes.as_slice())
-            .map_err(|e| archive_err(format!("cannot add {path} to an archive: {e}")))?;
+        builder.append_data(&mut header, path, bytes.as_slice()).map_err(|e| archive_err(format!("cannot add {path} to an archive: {e}")))?;
     }
     builder.into_inner().map(Bytes::from).map_err(|e| archive_err(e.to_string()))
 }

@@ -1,8 +1,8 @@
 //! The Docker backend, on bollard. Works against API 1.41 (Docker 20.10).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -12,8 +12,8 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -113,20 +113,13 @@ impl DockerBackend {
             }),
             ..Default::default()
         };
-        let created = self
-            .docker
-            .create_container(Some(CreateContainerOptionsBuilder::default().build()), body)
-            .await
-            .map_err(|e| {
-                if is_not_found(&e) {
-                    SandboxError::ImageMissing {
-                        image: spec.image.clone(),
-                        hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into(),
-                    }
-                } else {
-                    SandboxError::engine(format!("create a container from {}", spec.image), e)
-                }
-            })?;
+        let created = self.docker.create_container(Some(CreateContainerOptionsBuilder::default().build()), body).await.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::ImageMissing { image: spec.image.clone(), hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into() }
+            } else {
+                SandboxError::engine(format!("create a container from {}", spec.image), e)
+            }
+        })?;
         Ok(Arc::new(DockerSandbox { docker: self.docker.clone(), id: created.id, next_pid: AtomicU64::new(0) }))
     }
 
@@ -266,7 +259,17 @@ impl DockerSandbox {
         self.docker.start_container(&self.id, None).await.map_err(|e| SandboxError::engine("start the container", e))
     }
 
-    async fn run_exec(&self, argv: Vec<String>, env: &[(String, String)], workdir: Option<String>, stdin: Option<&[u8]>, sink: Option<&mpsc::UnboundedSender<Bytes>>, out: &mut BoundedBuffer, err: &mut BoundedBuffer) -> Result<i64, SandboxError> {
+    #[expect(clippy::too_many_arguments, reason = "one private call site per use; a struct would only rename them")]
+    async fn run_exec(
+        &self,
+        argv: Vec<String>,
+        env: &[(String, String)],
+        workdir: Option<String>,
+        stdin: Option<&[u8]>,
+        sink: Option<&mpsc::UnboundedSender<Bytes>>,
+        out: &mut BoundedBuffer,
+        err: &mut BoundedBuffer,
+    ) -> Result<i64, SandboxError> {
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let created = self
             .docker
@@ -388,17 +391,18 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
-        self.docker
-            .upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).build()), body_full(tar))
-            .await
-            .map_err(|e| if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) })
+        self.docker.upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).build()), body_full(tar)).await.map_err(|e| {
+            if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) }
+        })
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
         let mut stream = self.docker.download_from_container(&self.id, Some(DownloadFromContainerOptionsBuilder::default().path(path).build()));
         let mut buf = Vec::new();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| if is_not_found(&e) { SandboxError::NotFound { path: path.to_string() } } else { SandboxError::engine(format!("download {path}"), e) })?;
+            let chunk = chunk.map_err(|e| {
+                if is_not_found(&e) { SandboxError::NotFound { path: path.to_string() } } else { SandboxError::engine(format!("download {path}"), e) }
+            })?;
             if buf.len() as u64 + chunk.len() as u64 > limit {
                 return Err(SandboxError::Archive { message: format!("{path} is larger than {limit} bytes") });
             }
@@ -410,7 +414,17 @@ impl Sandbox for DockerSandbox {
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
         let created = self
             .docker
-            .create_exec(&self.id, CreateExecOptions::<String> { attach_stdin: Some(true), attach_stdout: Some(true), attach_stderr: Some(false), tty: Some(false), cmd: Some(argv), ..Default::default() })
+            .create_exec(
+                &self.id,
+                CreateExecOptions::<String> {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(false),
+                    tty: Some(false),
+                    cmd: Some(argv),
+                    ..Default::default()
+                },
+            )
             .await
             .map_err(|e| SandboxError::engine("create a relay exec", e))?;
         let started = self

@@ -229,11 +229,7 @@ impl SandboxHandle {
 
     /// `path` made absolute against the workspace.
     pub fn resolve(&self, path: &str) -> String {
-        if path.starts_with('/') {
-            path.to_string()
-        } else {
-            format!("{}/{}", self.workspace.trim_end_matches('/'), path.trim_start_matches("./"))
-        }
+        if path.starts_with('/') { path.to_string() } else { format!("{}/{}", self.workspace.trim_end_matches('/'), path.trim_start_matches("./")) }
     }
 
     fn with_workdir(&self, cmd: &Command) -> Command {
@@ -289,7 +285,8 @@ impl SandboxHandle {
     /// # Cancel safety
     /// Safe.
     pub async fn oom_kills(&self) -> Result<Option<u64>, SandboxError> {
-        let out = self.sandbox.exec(&Command::shell("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"), &[], None).await?;
+        let out =
+            self.sandbox.exec(&Command::shell("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"), &[], None).await?;
         Ok(out.stdout.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()))
     }
 

@@ -5,8 +5,8 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
 use reeval_core::harness::ErrorClass;
+use regex::Regex;
 
 use super::report::Failure;
 

@@ -176,9 +176,11 @@ impl Parser {
                     let output = string(item, "aggregated_output").unwrap_or_default().to_string();
                     let code = item.get("exit_code").and_then(Value::as_i64);
                     let error = match (status, code) {
-                        ("failed" | "declined", _) | (_, Some(1..)) | (_, Some(..=-1)) => {
-                            Some(format!("{} (exit code {})", if status == "declined" { "declined" } else { "failed" }, code.map(|c| c.to_string()).unwrap_or_else(|| "none".into())))
-                        }
+                        ("failed" | "declined", _) | (_, Some(1..)) | (_, Some(..=-1)) => Some(format!(
+                            "{} (exit code {})",
+                            if status == "declined" { "declined" } else { "failed" },
+                            code.map(|c| c.to_string()).unwrap_or_else(|| "none".into())
+                        )),
                         _ => None,
                     };
                     turn.tool_finished(id, "command_execution", Some(output), error);
@@ -322,11 +324,16 @@ mod tests {
         let mut t = TurnBuilder::new("/workspace");
         read_rollout(
             concat!(
-                r#"{"type":"turn_context","payload":{"model":"gpt-5"}}"#, "\n",
-                r#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"reasoning_output_tokens":30}}}}"#, "\n",
-                r#"{"type":"turn_context","payload":{"model":"gpt-5-codex"}}"#, "\n",
-                r#"{"type":"event_msg","payload":{"type":"token_count","info":null}}"#, "\n",
-                r#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"reasoning_output_tokens":75}}}}"#, "\n",
+                r#"{"type":"turn_context","payload":{"model":"gpt-5"}}"#,
+                "\n",
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"reasoning_output_tokens":30}}}}"#,
+                "\n",
+                r#"{"type":"turn_context","payload":{"model":"gpt-5-codex"}}"#,
+                "\n",
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":null}}"#,
+                "\n",
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"reasoning_output_tokens":75}}}}"#,
+                "\n",
             ),
             &mut t,
         );

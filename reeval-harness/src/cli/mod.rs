@@ -11,8 +11,8 @@
 //! the turn's process tree, the stream ends and the harness returns what it
 //! parsed so far.
 
-pub mod claude_code;
 pub mod classify;
+pub mod claude_code;
 pub mod codex;
 pub mod cursor;
 pub mod gemini;

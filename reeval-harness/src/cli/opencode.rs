@@ -227,7 +227,9 @@ mod tests {
 
     #[test]
     fn an_error_event_fails_with_its_status() {
-        let t = parse(&[r#"{"type":"error","sessionID":"s1","error":{"name":"APIError","data":{"message":"Rate limit exceeded","statusCode":429,"isRetryable":true}}}"#]);
+        let t = parse(&[
+            r#"{"type":"error","sessionID":"s1","error":{"name":"APIError","data":{"message":"Rate limit exceeded","statusCode":429,"isRetryable":true}}}"#,
+        ]);
         let f = t.failure.unwrap();
         assert_eq!(f.status, Some(429));
         assert_eq!(f.message, "APIError: Rate limit exceeded");

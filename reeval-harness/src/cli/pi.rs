@@ -134,7 +134,9 @@ impl EventParser for Parser {
                     let text = msg
                         .get("content")
                         .and_then(Value::as_array)
-                        .map(|blocks| blocks.iter().filter(|b| string(b, "type") == Some("text")).filter_map(|b| string(b, "text")).collect::<Vec<_>>().join(""))
+                        .map(|blocks| {
+                            blocks.iter().filter(|b| string(b, "type") == Some("text")).filter_map(|b| string(b, "text")).collect::<Vec<_>>().join("")
+                        })
                         .unwrap_or_default();
                     if !text.trim().is_empty() {
                         self.last_text = Some(text);
