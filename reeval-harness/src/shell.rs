@@ -26,12 +26,14 @@ impl Harness for ShellHarness {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;
         let failed = out.exit_code != 0;
+        // No bash in the image: the turn never started, which is the platform's failure, not the script's.
+        let never_started = out.exit_code == 127 && out.stderr.lines().any(|l| l.ends_with("bash: not found"));
         Ok(TurnReport {
             status: if failed { TurnStatus::Failed } else { TurnStatus::Completed },
             final_message: Some(out.stdout.trim_end().to_string()),
             error: failed.then(|| format!("script exited {}: {}", out.exit_code, reeval_core::exec::tail(out.stderr.trim_end(), 2000))),
             error_class: failed.then_some(ErrorClass::Agent),
-            events: 1,
+            events: u64::from(!never_started),
             ..TurnReport::default()
         })
     }
