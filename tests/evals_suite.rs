@@ -13,15 +13,4 @@ async fn a_turn_edits_and_a_check_grades(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
-fn no_bash() -> Environment {
-    // The base image with bash removed: the shell harness cannot start.
-    Environment::new().image(Image::install("reeval/base:latest", ["rm -f /bin/bash /usr/bin/bash"]))
-}
-
-#[reeval::eval(timeout = "2m", harness = "shell", environment = no_bash, ignore)]
-async fn a_harness_that_cannot_start_is_an_infra_error(c: &mut Ctx) -> reeval::Result<()> {
-    c.send("echo never").await?;
-    Ok(())
-}
-
 reeval::main!();

@@ -273,3 +273,14 @@ async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget(
     assert!(r.timings.total_ms < 8_000, "no turn was running, so no 15-second grace: {:?}", r.timings);
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "the half-started sandbox was destroyed");
 }
+
+#[tokio::test]
+async fn a_harness_that_cannot_start_is_an_infra_error() {
+    require_docker!();
+    let eval = Eval::new("no_bash", |c| Box::pin(async move { c.send("echo never").await.map(|_| ()) }))
+        .environment(|| Environment::new().image(Image::install("reeval/base:latest", ["rm -f /bin/bash /usr/bin/bash"])));
+    let (r, _, _) = run_one("nobash", eval).await;
+    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{:?}", r.message);
+    assert!(r.message.as_deref().unwrap().contains("failed before its first event"), "{:?}", r.message);
+    assert_eq!(r.turns[0].status, TurnStatus::Failed);
+}
