@@ -70,12 +70,11 @@ pub struct Ctx {
     pub(crate) artifacts_dir: PathBuf,
     pub(crate) secrets: Vec<ResolvedSecret>,
     pub(crate) sandbox: Option<SandboxHandle>,
-    pub(crate) start_error: Option<String>,
+    /// Where the lazy start is: not yet (or interrupted, when `sandbox` is set), ready, or failed.
+    pub(crate) start: StartState,
     pub(crate) baseline: Option<Snapshot>,
     pub(crate) last_snapshot: Option<Snapshot>,
     pub(crate) harness_started: bool,
-    /// Whether the lazy start finished.
-    pub(crate) ready: bool,
     pub(crate) turns_sent: u32,
     /// Failures that do not stop the eval (a verdict under its threshold).
     pub(crate) soft_failures: Vec<Error>,
@@ -133,13 +132,10 @@ impl Ctx {
 
     /// The sandbox, started on first use.
     pub(crate) async fn sandbox(&mut self) -> Result<SandboxHandle> {
-        if self.ready
-            && let Some(handle) = &self.sandbox
-        {
-            return Ok(handle.clone());
-        }
-        if let Some(message) = &self.start_error {
-            return Err(Error::infra("start the sandbox", message));
+        match (&self.start, &self.sandbox) {
+            (StartState::Ready, Some(handle)) => return Ok(handle.clone()),
+            (StartState::Failed(message), _) => return Err(Error::infra("start the sandbox", message)),
+            _ => {}
         }
         // Starting the sandbox is not the eval's own work: it does not spend the budget.
         // The guard resumes the clock even if this future is dropped mid-start.
@@ -151,13 +147,11 @@ impl Ctx {
             },
             None => crate::lifecycle::start(self).await,
         };
-        match started {
-            Ok(handle) => Ok(handle),
-            Err(e) => {
-                self.start_error = Some(e.to_string());
-                Err(e)
-            }
-        }
+        self.start = match &started {
+            Ok(_) => StartState::Ready,
+            Err(e) => StartState::Failed(e.to_string()),
+        };
+        started
     }
 
     /// Sends one prompt to the agent: one turn, followed by a diff.
@@ -426,6 +420,17 @@ fn one_line(s: &str) -> String {
 /// The first prompt carries the context summary when the environment asks for one.
 fn prompt_with_context(prompt: &str, turn: u32, env: &Environment) -> String {
     if turn == 1 && env.context_summary { format!("{prompt}\n\n{}", crate::lifecycle::context_summary(env)) } else { prompt.to_string() }
+}
+
+/// The lazy start's progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StartState {
+    /// Not started, or interrupted part way (then the context already holds the sandbox).
+    NotYet,
+    /// Every start phase ran.
+    Ready,
+    /// A start phase failed; later calls fail the same way.
+    Failed(String),
 }
 
 /// Keeps the budget paused while alive.

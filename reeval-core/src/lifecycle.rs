@@ -118,7 +118,6 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
         ctx.log.phase("harness", began, format!("{name}{model} ready"));
     }
     ctx.record.timings.setup_ms += setup_began.elapsed().as_millis() as u64;
-    ctx.ready = true;
     Ok(handle)
 }
 

@@ -177,7 +177,7 @@ pub(crate) async fn gather(ctx: &mut Ctx, state: &State) -> Result<Evidence> {
     }
     if state.changed_files || state.diff {
         // Only a started sandbox has a diff: the judge never starts one just to find nothing.
-        let diff = if ctx.ready { Some(ctx.diff().await?) } else { None };
+        let diff = if ctx.start == crate::ctx::StartState::Ready { Some(ctx.diff().await?) } else { None };
         if state.changed_files {
             let list = match &diff {
                 None => "(no sandbox was started)".to_string(),
