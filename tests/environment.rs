@@ -64,6 +64,10 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
             c.send("env > agent_env.txt; nohup sleep 300 >/dev/null 2>&1 & sleep 0.2; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' > procs_env.txt")
                 .await?;
             let agent_env = c.read_file("agent_env.txt").await?;
+            // The agent is unprivileged; checks run as the image's user (root).
+            c.send("id -u > agent_uid.txt").await?;
+            expect(c.read_file("agent_uid.txt").await?).to_equal("1000\n")?;
+            expect(c.exec("id -u").await?.stdout).to_equal("0\n")?;
             for var in ["CI=1", "TERM=dumb", "NO_COLOR=1", "GREETING=hi", "REEVAL_T_AGENT_SECRET=reeval-placeholder-REEVAL_T_AGENT_SECRET"] {
                 expect(agent_env.as_str()).to_contain(var)?;
             }
@@ -78,6 +82,13 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
             expect(digest.stdout.trim()).to_equal(sha256_hex(CHECK_SECRET).as_str())?;
             let agent_secret_in_check = c.exec("printf %s \"$REEVAL_T_AGENT_SECRET\"").await?;
             expect(agent_secret_in_check.stdout).to_equal("reeval-placeholder-REEVAL_T_AGENT_SECRET")?;
+            // A daemon the agent leaves behind reads every environment it can while a check with the secret runs.
+            c.send("nohup sh -c 'while true; do cat /proc/[0-9]*/environ 2>/dev/null | tr \"\\000\" \"\\n\" >> /tmp/seen.txt; sleep 0.05; done' >/dev/null 2>&1 &").await?;
+            c.exec("sleep 1.5; test -n \"$REEVAL_T_CHECK_SECRET\"").await?;
+            let seen = c.exec("cat /tmp/seen.txt").await?.stdout;
+            expect(seen.as_str()).to_contain("GREETING=hi")?;
+            expect(seen.as_str()).not().to_contain("REEVAL_T_CHECK_SECRET")?;
+            expect(seen.as_str()).not().to_contain("[redacted]")?;
             // Output that echoes a secret comes back redacted.
             let echoed = c.exec("echo \"value=$REEVAL_T_CHECK_SECRET\"").await?;
             expect(echoed.stdout).to_equal("value=[redacted]\n")?;

@@ -192,7 +192,9 @@ impl Ctx {
         self.turn_running.store(true, std::sync::atomic::Ordering::SeqCst);
         let (ended, status) = {
             let harness = self.harness.as_mut().expect("checked above");
-            let fut = harness.turn(&handle, &sent, &turn_ctx);
+            // The agent runs unprivileged: nothing it starts can read a check's environment.
+            let agent = handle.as_agent();
+            let fut = harness.turn(&agent, &sent, &turn_ctx);
             tokio::pin!(fut);
             let limit = options.timeout.unwrap_or(Duration::MAX);
             let stopped = tokio::select! {
@@ -353,7 +355,8 @@ impl Ctx {
     /// A cancelled write may leave the file absent.
     pub async fn write_file(&mut self, path: &str, content: impl AsRef<[u8]>) -> Result<()> {
         let handle = self.sandbox().await?;
-        self.within_budget(async { Ok(handle.write_file(path, content.as_ref(), 0o644).await?) }).await
+        // Owned by the agent user, like everything the agent is to work on.
+        self.within_budget(async { Ok(handle.as_agent().write_file(path, content.as_ref(), 0o644).await?) }).await
     }
 
     /// The workspace diff since the snapshot (files, rules and setup excluded).

@@ -15,12 +15,13 @@ pub struct Command {
     pub(crate) workdir: Option<String>,
     pub(crate) stdin: Option<Vec<u8>>,
     pub(crate) timeout: Option<Duration>,
+    pub(crate) user: Option<String>,
 }
 
 impl Command {
     /// A command whose first element is the program.
     pub fn new(program: impl Into<String>) -> Self {
-        Self { argv: vec![program.into()], env: Vec::new(), workdir: None, stdin: None, timeout: None }
+        Self { argv: vec![program.into()], env: Vec::new(), workdir: None, stdin: None, timeout: None, user: None }
     }
 
     /// `sh -c <script>`.
@@ -65,6 +66,13 @@ impl Command {
     /// Kills the command (and its process tree) after this long.
     pub fn timeout(mut self, limit: Duration) -> Self {
         self.timeout = Some(limit);
+        self
+    }
+
+    /// Runs as this user (`uid:gid` or a name); default: the sandbox's own user for
+    /// checks, the unprivileged agent user for harnesses.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
         self
     }
 

@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::sandbox::{LABEL_ATTEMPT, LABEL_RUN, Sandbox, SandboxHandle, SandboxSpec, archive};
 
+/// Prepares the unprivileged agent user (see `AgentUser`), as root.
+const AGENT_USER_SETUP: &str = "mkdir -p /home/agent && chown -R 1000:1000 /home/agent . && mkdir -p -m 1777 /tmp/.reeval-pids && chmod 1777 /tmp/.reeval-pids \
+    && { command -v git >/dev/null 2>&1 && git config --system --add safe.directory '*' || true; }";
+
 /// Teardown's own deadline: it never runs on the attempt's cancelled signal.
 pub const TEARDOWN_DEADLINE: Duration = Duration::from_secs(120);
 
@@ -35,7 +39,12 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     let began = Instant::now();
     let labels = BTreeMap::from([(LABEL_RUN.to_string(), ctx.record.run_id.clone()), (LABEL_ATTEMPT.to_string(), ctx.record.artifacts_dir_name())]);
     // env: the agent's environment holds placeholders, never secret values.
-    let mut env = vec![("CI".to_string(), "1".to_string()), ("TERM".into(), "dumb".into()), ("NO_COLOR".into(), "1".into())];
+    let mut env = vec![
+        ("CI".to_string(), "1".to_string()),
+        ("TERM".into(), "dumb".into()),
+        ("NO_COLOR".into(), "1".into()),
+        ("HOME".into(), crate::sandbox::AgentUser::HOME.into()),
+    ];
     env.extend(ctx.env.env.iter().cloned());
     let placeholders: Vec<(String, String)> = ctx
         .secrets
@@ -96,6 +105,13 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     let began = Instant::now();
     // An image of the eval's or the harness's own may put files in the workspace: read it then too.
     let own_image = ctx.env.image.is_some() || ctx.harness.as_ref().is_some_and(|h| h.image().is_some());
+    // The agent's user: its home, the workspace and what the environment put
+    // in it are its own; root's git may read its repository. Before the
+    // snapshot, so the ownership change is not a change of the agent's.
+    let out = handle.exec(Command::shell(AGENT_USER_SETUP)).await?;
+    if !out.success() {
+        return Err(Error::infra("prepare the agent user", out.stderr.trim()));
+    }
     let baseline = if ctx.env.prepares_workspace() || own_image { Snapshot::take(&handle).await? } else { Snapshot::default() };
     ctx.log.phase("snapshot", began, format!("{} files", baseline.len()));
     ctx.baseline = Some(baseline);
@@ -111,7 +127,7 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
             mcp: ctx.env.mcp.clone(),
             artifacts_dir: Some(ctx.artifacts_dir.clone()),
         };
-        h.start(&handle, &setup).await?;
+        h.start(&handle.as_agent(), &setup).await?;
         ctx.harness_started = true;
         let name = h.name().to_string();
         let model = h.model().map(|m| format!(" ({m})")).unwrap_or_default();
@@ -292,7 +308,7 @@ async fn teardown_inner(ctx: &mut Ctx) -> bool {
     if ctx.harness_started
         && let Some(h) = ctx.harness.as_mut()
     {
-        match tokio::time::timeout(Duration::from_secs(15), h.stop(&handle)).await {
+        match tokio::time::timeout(Duration::from_secs(15), h.stop(&handle.as_agent())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => ctx.log.event(format!("failed to stop the harness: {e}")),
             Err(_) => ctx.log.event("failed to stop the harness within 15s"),

@@ -28,9 +28,16 @@ fn archive_err(message: impl Into<String>) -> SandboxError {
 
 /// A tar of regular files `(relative path, bytes, mode)`.
 pub fn tar_of(files: &[(String, Vec<u8>, u32)]) -> Result<Bytes, SandboxError> {
+    tar_owned_by(files, 0)
+}
+
+/// A tar of regular files owned by `uid` (and the group of the same number): uploads keep owners.
+pub fn tar_owned_by(files: &[(String, Vec<u8>, u32)], uid: u64) -> Result<Bytes, SandboxError> {
     let mut builder = tar::Builder::new(Vec::new());
     for (path, bytes, mode) in files {
         let mut header = tar::Header::new_gnu();
+        header.set_uid(uid);
+        header.set_gid(uid);
         header.set_size(bytes.len() as u64);
         header.set_mode(*mode);
         header.set_entry_type(tar::EntryType::Regular);

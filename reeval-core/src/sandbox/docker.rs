@@ -28,7 +28,7 @@ const PID_DIR: &str = "/tmp/.reeval-pids";
 
 /// Records the pid of a killable command's parent shell, runs the command
 /// (argv is untouched data), then removes the pid file.
-const PID_WRAPPER: &str = r#"mkdir -p "${0%/*}" && echo $$ > "$0"; "$@"; rc=$?; rm -f "$0"; exit $rc"#;
+const PID_WRAPPER: &str = r#"mkdir -p -m 1777 "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; rc=$?; rm -f "$0"; exit $rc"#;
 
 /// Stops, then signals every process tree whose pid file is in `$0`, children first.
 const KILL_SCRIPT: &str = r#"kt() { kill -s STOP "$1" 2>/dev/null; for c in $(pgrep -P "$1" 2>/dev/null); do kt "$c" "$2"; done; kill -s "$2" "$1" 2>/dev/null; kill -s CONT "$1" 2>/dev/null; }
@@ -239,6 +239,22 @@ fn owner_is_gone(owner: &str) -> bool {
     start_ticks(pid).as_deref() != Some(ticks)
 }
 
+/// One exec's process: argv (data, never a shell string of ours), environment, directory, user, stdin.
+struct ExecSpec<'a> {
+    argv: Vec<String>,
+    env: &'a [(String, String)],
+    workdir: Option<String>,
+    user: Option<String>,
+    stdin: Option<&'a [u8]>,
+}
+
+impl ExecSpec<'_> {
+    /// A plain command as the container's own user (root), for reeval's housekeeping.
+    fn root(argv: Vec<String>) -> Self {
+        ExecSpec { argv, env: &[], workdir: None, user: None, stdin: None }
+    }
+}
+
 /// A running Docker container.
 #[derive(Debug)]
 pub struct DockerSandbox {
@@ -259,17 +275,8 @@ impl DockerSandbox {
         self.docker.start_container(&self.id, None).await.map_err(|e| SandboxError::engine("start the container", e))
     }
 
-    #[expect(clippy::too_many_arguments, reason = "one private call site per use; a struct would only rename them")]
-    async fn run_exec(
-        &self,
-        argv: Vec<String>,
-        env: &[(String, String)],
-        workdir: Option<String>,
-        stdin: Option<&[u8]>,
-        sink: Option<&mpsc::UnboundedSender<Bytes>>,
-        out: &mut BoundedBuffer,
-        err: &mut BoundedBuffer,
-    ) -> Result<i64, SandboxError> {
+    async fn run_exec(&self, spec: ExecSpec<'_>, sink: Option<&mpsc::UnboundedSender<Bytes>>, out: &mut BoundedBuffer, err: &mut BoundedBuffer) -> Result<i64, SandboxError> {
+        let ExecSpec { argv, env, workdir, user, stdin } = spec;
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let created = self
             .docker
@@ -283,6 +290,7 @@ impl DockerSandbox {
                     env: Some(env),
                     cmd: Some(argv),
                     working_dir: workdir,
+                    user,
                     ..Default::default()
                 },
             )
@@ -363,7 +371,8 @@ impl Sandbox for DockerSandbox {
         env.extend(cmd.env.iter().cloned());
         let mut out = BoundedBuffer::new(CAPTURE_LIMIT);
         let mut err = BoundedBuffer::new(CAPTURE_LIMIT);
-        let run = self.run_exec(argv, &env, cmd.workdir.clone(), cmd.stdin.as_deref(), stdout.as_ref(), &mut out, &mut err);
+        let spec = ExecSpec { argv, env: &env, workdir: cmd.workdir.clone(), user: cmd.user.clone(), stdin: cmd.stdin.as_deref() };
+        let run = self.run_exec(spec, stdout.as_ref(), &mut out, &mut err);
         let (exit_code, timed_out) = match cmd.timeout {
             None => (run.await?, false),
             Some(limit) => match tokio::time::timeout(limit, run).await {
@@ -391,7 +400,7 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
-        self.docker.upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).build()), body_full(tar)).await.map_err(|e| {
+        self.docker.upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()), body_full(tar)).await.map_err(|e| {
             if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) }
         })
     }
@@ -458,7 +467,7 @@ impl DockerSandbox {
         // A single pid file: treat its directory glob as that file only.
         let script = if pid_path.ends_with(".pid") { KILL_SCRIPT.replace("\"$0\"/*.pid", "\"$0\"") } else { KILL_SCRIPT.to_string() };
         let argv = vec!["/bin/sh".into(), "-c".into(), script, pid_path.to_string(), signal.to_string()];
-        self.run_exec(argv, &[], None, None, None, &mut BoundedBuffer::new(0), &mut BoundedBuffer::new(4096)).await.map(|_| ())
+        self.run_exec(ExecSpec::root(argv), None, &mut BoundedBuffer::new(0), &mut BoundedBuffer::new(4096)).await.map(|_| ())
     }
 }
 

@@ -135,7 +135,8 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Safe: a signal not sent is sent again by teardown's kill.
     async fn kill(&self, signal: &str) -> Result<(), SandboxError>;
 
-    /// Unpacks a tar archive (built by us) into `dir`, which must exist.
+    /// Unpacks a tar archive (built by us) into `dir`, which must exist,
+    /// keeping the owners its entries name.
     ///
     /// # Errors
     /// [`SandboxError::NotFound`] when `dir` does not exist, or an engine error.
@@ -194,6 +195,26 @@ pub struct SandboxHandle {
     sandbox: Arc<dyn Sandbox>,
     workspace: String,
     env: Arc<Vec<(String, String)>>,
+    /// The user commands run as when they name none; `None` is the image's own (root).
+    user: Option<AgentUser>,
+}
+
+/// The unprivileged user agents run as, so that nothing they start can read
+/// the environment of a check (which holds checks-only secrets) or change what
+/// root owns outside the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentUser;
+
+impl AgentUser {
+    /// Its uid, also its gid.
+    pub const ID: u64 = 1000;
+    /// Its home directory.
+    pub const HOME: &'static str = "/home/agent";
+
+    /// `uid:gid` for the engine.
+    pub fn spec() -> String {
+        format!("{0}:{0}", Self::ID)
+    }
 }
 
 impl fmt::Debug for SandboxHandle {
@@ -209,7 +230,17 @@ pub const READ_LIMIT: u64 = 256 << 20;
 impl SandboxHandle {
     /// A handle on `sandbox` with its workspace at `workspace`.
     pub fn new(sandbox: Arc<dyn Sandbox>, workspace: impl Into<String>, env: Vec<(String, String)>) -> Self {
-        Self { sandbox, workspace: workspace.into(), env: Arc::new(env) }
+        Self { sandbox, workspace: workspace.into(), env: Arc::new(env), user: None }
+    }
+
+    /// The same sandbox, acting as the unprivileged [`AgentUser`]: what harnesses get.
+    pub fn as_agent(&self) -> Self {
+        Self { user: Some(AgentUser), ..self.clone() }
+    }
+
+    /// Whether this handle acts as the agent user.
+    pub fn is_agent(&self) -> bool {
+        self.user.is_some()
     }
 
     /// The sandbox.
@@ -236,6 +267,9 @@ impl SandboxHandle {
         let mut cmd = cmd.clone();
         if cmd.workdir.is_none() {
             cmd.workdir = Some(self.workspace.clone());
+        }
+        if cmd.user.is_none() && self.user.is_some() {
+            cmd.user = Some(AgentUser::spec());
         }
         cmd
     }
@@ -314,10 +348,11 @@ impl SandboxHandle {
         let abs = self.resolve(path);
         let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
         let dir = if dir.is_empty() { "/" } else { dir };
-        let tar = archive::tar_of(&[(name.to_string(), bytes.to_vec(), mode)])?;
+        let owner = if self.user.is_some() { AgentUser::ID } else { 0 };
+        let tar = archive::tar_owned_by(&[(name.to_string(), bytes.to_vec(), mode)], owner)?;
         match self.sandbox.upload(dir, tar.clone()).await {
             Err(SandboxError::NotFound { .. }) => {
-                let out = self.sandbox.exec(&Command::new("mkdir").arg("-p").arg(dir), &[], None).await?;
+                let out = self.sandbox.exec(&self.with_workdir(&Command::new("mkdir").arg("-p").arg(dir).workdir("/")), &[], None).await?;
                 if !out.success() {
                     return Err(SandboxError::engine(format!("create directory {dir}"), out.stderr.trim()));
                 }
