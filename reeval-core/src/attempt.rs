@@ -92,6 +92,7 @@ pub(crate) async fn run(
         baseline: None,
         last_snapshot: None,
         harness_started: false,
+        agent_user_ready: false,
         turns_sent: 0,
         soft_failures: Vec::new(),
         judge_spec: plan.eval.options.judge.clone(),

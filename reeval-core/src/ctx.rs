@@ -75,6 +75,8 @@ pub struct Ctx {
     pub(crate) baseline: Option<Snapshot>,
     pub(crate) last_snapshot: Option<Snapshot>,
     pub(crate) harness_started: bool,
+    /// Whether the unprivileged agent user is set up in the sandbox.
+    pub(crate) agent_user_ready: bool,
     pub(crate) turns_sent: u32,
     /// Failures that do not stop the eval (a verdict under its threshold).
     pub(crate) soft_failures: Vec<Error>,
@@ -180,6 +182,11 @@ impl Ctx {
         let handle = self.sandbox().await?;
         if self.harness.is_none() {
             return Err(Error::Config("failed to send a prompt: no harness is selected for this eval".into()));
+        }
+        if !self.harness_started {
+            // The session starts on the first turn; like the sandbox, not on the budget.
+            let _paused = PausedBudget::new(self.budget.clone());
+            crate::lifecycle::start_harness(self, &handle).await?;
         }
         self.turns_sent += 1;
         let reads_summary = self.harness.as_ref().is_some_and(|h| h.reads_context_summary());
@@ -355,8 +362,9 @@ impl Ctx {
     /// A cancelled write may leave the file absent.
     pub async fn write_file(&mut self, path: &str, content: impl AsRef<[u8]>) -> Result<()> {
         let handle = self.sandbox().await?;
-        // Owned by the agent user, like everything the agent is to work on.
-        self.within_budget(async { Ok(handle.as_agent().write_file(path, content.as_ref(), 0o644).await?) }).await
+        // Owned by the agent user once it is set up (until then, its setup hands the workspace over).
+        let writer = if self.agent_user_ready { handle.as_agent() } else { handle };
+        self.within_budget(async { Ok(writer.write_file(path, content.as_ref(), 0o644).await?) }).await
     }
 
     /// The workspace diff since the snapshot (files, rules and setup excluded).

@@ -105,20 +105,45 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     let began = Instant::now();
     // An image of the eval's or the harness's own may put files in the workspace: read it then too.
     let own_image = ctx.env.image.is_some() || ctx.harness.as_ref().is_some_and(|h| h.image().is_some());
-    // The agent's user: its home, the workspace and what the environment put
-    // in it are its own; root's git may read its repository. Before the
-    // snapshot, so the ownership change is not a change of the agent's.
+    let baseline = if ctx.env.prepares_workspace() || own_image {
+        // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
+        prepare_agent_user(ctx, &handle).await?;
+        Snapshot::take(&handle).await?
+    } else {
+        Snapshot::default()
+    };
+    ctx.log.phase("snapshot", began, format!("{} files", baseline.len()));
+    ctx.baseline = Some(baseline);
+    ctx.record.timings.setup_ms += setup_began.elapsed().as_millis() as u64;
+    Ok(handle)
+}
+
+/// The agent's user: its home, the workspace and what the environment put in
+/// it are its own; root's git may read its repository. Once per attempt,
+/// before the agent's first action.
+async fn prepare_agent_user(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<()> {
+    if ctx.agent_user_ready {
+        return Ok(());
+    }
     let out = handle.exec(Command::shell(AGENT_USER_SETUP)).await?;
     if !out.success() {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
     }
-    let baseline = if ctx.env.prepares_workspace() || own_image { Snapshot::take(&handle).await? } else { Snapshot::default() };
-    ctx.log.phase("snapshot", began, format!("{} files", baseline.len()));
-    ctx.baseline = Some(baseline);
+    ctx.agent_user_ready = true;
+    Ok(())
+}
 
-    // harness
+/// Starts the harness's session, on the first turn: an eval that only runs
+/// checks never starts one. Not the eval's own work: the caller pauses the budget.
+pub(crate) async fn start_harness(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<()> {
+    if ctx.harness_started {
+        return Ok(());
+    }
+    let began = Instant::now();
+    prepare_agent_user(ctx, handle).await?;
+    let handle = handle.clone();
+
     if let Some(h) = ctx.harness.as_mut() {
-        let began = Instant::now();
         let wanted = h.credentials();
         let credentials = ctx.secrets.iter().filter(|s| wanted.contains(&s.name)).map(|s| (s.name.clone(), s.value.clone())).collect();
         let setup = crate::harness::SessionSetup {
@@ -133,8 +158,8 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
         let model = h.model().map(|m| format!(" ({m})")).unwrap_or_default();
         ctx.log.phase("harness", began, format!("{name}{model} ready"));
     }
-    ctx.record.timings.setup_ms += setup_began.elapsed().as_millis() as u64;
-    Ok(handle)
+    ctx.record.timings.setup_ms += began.elapsed().as_millis() as u64;
+    Ok(())
 }
 
 fn read_skills(dirs: &[std::path::PathBuf]) -> Result<Vec<crate::environment::Skill>> {
