@@ -772,7 +772,10 @@ impl Ctx {
         let system = prompt::system(judge.threshold, sandbox.as_ref().map(|_| judge.max_steps), json_schema);
         // The judge's commands run in a throwaway copy; should one reach the workspace anyway, the record says so.
         let before = match &sandbox {
-            Some(handle) => Some(self.within_budget(async { Ok(crate::diff::Snapshot::take(handle).await?) }).await?),
+            Some(handle) => {
+                let last = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
+                Some(self.within_budget(async { Ok(last.refresh(handle).await?) }).await?)
+            }
             None => None,
         };
         let mut verdicts = Vec::new();
@@ -804,7 +807,7 @@ impl Ctx {
             verdicts.push(verdict);
         }
         if let (Some(handle), Some(before)) = (&sandbox, before) {
-            match crate::diff::Snapshot::take(handle).await {
+            match before.refresh(handle).await {
                 Ok(after) => {
                     let changed = before.diff(&after);
                     if !changed.is_empty() {
