@@ -168,9 +168,7 @@ fn digest_tag(parts: &[&[u8]]) -> String {
 
 /// A deterministic tar of a directory (sorted, mtimes zeroed), for build contexts and fixtures.
 pub(crate) fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut files = Vec::new();
-    collect(dir, dir, &mut files)?;
-    files.sort();
+    let files = files_under(dir)?;
     let mut builder = tar::Builder::new(Vec::new());
     builder.follow_symlinks(false);
     for rel in files {
@@ -190,6 +188,14 @@ pub(crate) fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
         }
     }
     builder.into_inner()
+}
+
+/// Files and symlinks under `dir`, relative to it, sorted.
+pub(crate) fn files_under(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    collect(dir, dir, &mut files)?;
+    files.sort();
+    Ok(files)
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {

@@ -163,25 +163,19 @@ pub(crate) async fn start_harness(ctx: &mut Ctx, handle: &SandboxHandle) -> Resu
 }
 
 fn read_skills(dirs: &[std::path::PathBuf]) -> Result<Vec<crate::environment::Skill>> {
+    use std::os::unix::fs::PermissionsExt;
+    // Preflight checked each has a SKILL.md.
     let mut skills = Vec::new();
     for dir in dirs {
-        if !dir.join("SKILL.md").is_file() {
-            return Err(Error::Config(format!("failed to read skill {}: it has no SKILL.md", dir.display())));
-        }
+        let fail = |e: std::io::Error| Error::infra(format!("read skill {}", dir.display()), e);
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "skill".into());
-        let tar = crate::image::dir_tar(dir).map_err(|e| Error::infra(format!("read skill {}", dir.display()), e))?;
         let mut files = Vec::new();
-        let mut archive = tar::Archive::new(tar.as_slice());
-        for entry in archive.entries().map_err(|e| Error::infra("read a skill", e))? {
-            let mut entry = entry.map_err(|e| Error::infra("read a skill", e))?;
-            if !entry.header().entry_type().is_file() {
-                continue;
+        for rel in crate::image::files_under(dir).map_err(fail)? {
+            let full = dir.join(&rel);
+            let meta = std::fs::metadata(&full).map_err(fail)?;
+            if meta.is_file() {
+                files.push((rel.to_string_lossy().into_owned(), std::fs::read(&full).map_err(fail)?, meta.permissions().mode() & 0o7777));
             }
-            let path = entry.path().map_err(|e| Error::infra("read a skill", e))?.to_string_lossy().into_owned();
-            let mode = entry.header().mode().unwrap_or(0o644);
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(|e| Error::infra("read a skill", e))?;
-            files.push((path, bytes, mode));
         }
         skills.push(crate::environment::Skill { name, files });
     }
