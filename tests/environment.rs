@@ -328,3 +328,39 @@ async fn preflight_lists_every_problem_and_starts_nothing() {
         assert!(all.contains(needle), "{needle} missing from:\n{all}");
     }
 }
+
+/// An in-process harness that tries to read a root-only file through its handle.
+#[derive(Debug)]
+struct Snooper;
+
+#[async_trait::async_trait]
+impl reeval::Harness for Snooper {
+    fn name(&self) -> &str {
+        "snooper"
+    }
+    async fn turn(&mut self, s: &SandboxHandle, _prompt: &str, _t: &TurnContext) -> Result<TurnReport, reeval::HarnessError> {
+        let shadow = s.read_file("/etc/shadow").await.map(|_| "read it".to_string()).unwrap_or_else(|e| e.to_string());
+        s.write_file("mine.txt", b"agent-owned", 0o644).await?;
+        let mine = String::from_utf8(s.read_file("mine.txt").await?).unwrap();
+        Ok(TurnReport { final_message: Some(format!("{shadow}|{mine}")), events: 1, ..TurnReport::default() })
+    }
+}
+
+#[tokio::test]
+async fn an_in_process_harness_acts_with_the_agent_users_permissions() {
+    require_docker!();
+    let eval = Eval::new("snooping", |c| {
+        Box::pin(async move {
+            let turn = c.send("go").await?;
+            expect(turn.final_message.unwrap_or_default()).to_equal("failed to read /etc/shadow in the sandbox: no such file or directory|agent-owned")?;
+            expect(c.exec("stat -c %u mine.txt").await?.stdout).to_equal("1000\n")?;
+            Ok(())
+        })
+    })
+    .harness("snooper");
+    let mut registry: HarnessRegistry = reeval::harness_registry();
+    registry.register("snooper", |_| Box::new(Snooper));
+    let runner = Runner::new(RunConfig { record_dir: common::temp_dir("snoop"), infra_retries: 0, ..RunConfig::default() }, registry);
+    let report = runner.run(vec![eval]).await.unwrap();
+    assert_eq!(report.records[0].outcome, Outcome::Pass, "{:?}", report.records[0].message);
+}

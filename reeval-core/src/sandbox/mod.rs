@@ -324,17 +324,40 @@ impl SandboxHandle {
         Ok(out.stdout.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()))
     }
 
-    /// Reads a file (relative paths are in the workspace).
+    /// Reads a file (relative paths are in the workspace). An agent's handle
+    /// reads with the agent user's permissions, not root's.
     ///
     /// # Errors
-    /// [`SandboxError::NotFound`] when there is no such regular file.
+    /// [`SandboxError::NotFound`] when there is no such regular file (or the
+    /// agent user may not read it).
     ///
     /// # Cancel safety
     /// Safe: nothing changes in the sandbox.
     pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
         let abs = self.resolve(path);
-        let tar = self.sandbox.download(&abs, READ_LIMIT).await?;
-        archive::single_file(&tar, &abs)
+        if self.user.is_none() {
+            let tar = self.sandbox.download(&abs, READ_LIMIT).await?;
+            return archive::single_file(&tar, &abs);
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // `head -c` bounds what is read; a regular file only, like the archive path.
+        let script = r#"[ -f "$1" ] && [ -r "$1" ] || exit 44; exec head -c "$2" -- "$1""#;
+        let cmd = Command::new("sh").args(["-c", script, "sh", &abs, &(READ_LIMIT + 1).to_string()]);
+        let out = self.sandbox.exec(&self.with_workdir(&cmd), &[], Some(tx)).await?;
+        if out.exit_code == 44 {
+            return Err(SandboxError::NotFound { path: abs });
+        }
+        let mut bytes = Vec::new();
+        while let Ok(chunk) = rx.try_recv() {
+            bytes.extend_from_slice(&chunk);
+        }
+        if !out.success() {
+            return Err(SandboxError::Archive { message: format!("failed to read {abs}: {}", out.stderr.trim()) });
+        }
+        if bytes.len() as u64 > READ_LIMIT {
+            return Err(SandboxError::Archive { message: format!("{abs} is larger than {READ_LIMIT} bytes") });
+        }
+        Ok(bytes)
     }
 
     /// Writes a file byte for byte with `mode`, creating parent directories.
