@@ -609,3 +609,35 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Kind;
+
+    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome, kind: Option<Kind>) -> Record {
+        let mut r = Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r.kind = kind;
+        r
+    }
+
+    #[test]
+    fn exit_codes_and_pass_rates_count_final_tries_only() {
+        let infra_then_pass = [rec("a", 1, 1, Outcome::InfraError, Some(Kind::Infra)), rec("a", 1, 2, Outcome::Pass, None)];
+        let s = summarize("run", &infra_then_pass);
+        assert_eq!((s.passed, s.infra, s.exit_code), (1, 0, 0));
+        assert_eq!(s.cells[0].pass_rate, Some(1.0));
+
+        let fail_and_infra = [rec("a", 1, 1, Outcome::Fail, Some(Kind::Judge)), rec("b", 1, 1, Outcome::InfraError, Some(Kind::Infra))];
+        let s = summarize("run", &fail_and_infra);
+        assert_eq!(s.exit_code, 1);
+        assert_eq!(s.failed.get("judge"), Some(&1));
+        // Infra errors are left out of the pass rate.
+        assert_eq!(s.cells.iter().find(|c| c.eval == "b").unwrap().pass_rate, None);
+
+        assert_eq!(summarize("run", &[rec("b", 1, 1, Outcome::InfraError, Some(Kind::Infra))]).exit_code, 3);
+        let config = [rec("a", 1, 1, Outcome::Fail, Some(Kind::Assertion)), rec("b", 1, 1, Outcome::InfraError, Some(Kind::Config))];
+        assert_eq!(summarize("run", &config).exit_code, 2, "a config error outranks fails");
+    }
+}
