@@ -1,5 +1,6 @@
 //! The attempt's phases: the lazy start (image → container → env → workspace →
-//! files and rules → setup → snapshot → harness) and the teardown.
+//! files and rules → setup → snapshot), the harness session on the first
+//! turn, and the teardown.
 
 use std::collections::BTreeMap;
 use std::io::Write;
