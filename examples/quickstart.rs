@@ -42,6 +42,16 @@ async fn edits_over_two_turns(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
+/// The agent starts a web service; the eval reaches it from the host and keeps the page as evidence.
+#[reeval::eval(timeout = "2m", harness = "shell")]
+async fn serves_a_page(c: &mut Ctx) -> reeval::Result<()> {
+    c.send("mkdir -p site && echo '<h1>It works</h1>' > site/index.html && cd site && (nohup python3 -m http.server 8000 >/tmp/server.log 2>&1 &)").await?;
+    let url = c.serve(8000).await?;
+    let page = c.capture("home", Artifact::url(format!("{url}/index.html"))).await?;
+    expect(page.text).to_contain("<h1>It works</h1>")?;
+    Ok(())
+}
+
 /// An eval that never touches the sandbox starts no container.
 #[reeval::eval(timeout = "10s")]
 async fn pure_logic_needs_no_sandbox(_c: &mut Ctx) -> reeval::Result<()> {
