@@ -93,19 +93,17 @@ pub(crate) async fn run(
         last_snapshot: None,
         harness_started: false,
         agent_user_ready: false,
-        turns_sent: 0,
         soft_failures: Vec::new(),
         judge_spec: plan.eval.options.judge.clone(),
         captures: Vec::new(),
         forwards: Vec::new(),
-        turn_in_flight: false,
-        turn_running: Default::default(),
+        turn_unsettled: Default::default(),
         oom_kills_seen: 0,
     };
 
     let signal = budget.signal();
     let ctx_deadline = ctx.deadline;
-    let turn_running = ctx.turn_running.clone();
+    let turn_unsettled = ctx.turn_unsettled.clone();
     budget.start();
     let ended = {
         let run = plan.eval.run.clone();
@@ -125,7 +123,7 @@ pub(crate) async fn run(
                 r = &mut fut => Ended::Returned(r),
                 _ = signal.cancelled() => {
                     // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
-                    let grace = if turn_running.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
+                    let grace = if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
                     Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
                 }
                 _ = deadline => Ended::DeadlinePassed,

@@ -77,7 +77,6 @@ pub struct Ctx {
     pub(crate) harness_started: bool,
     /// Whether the unprivileged agent user is set up in the sandbox.
     pub(crate) agent_user_ready: bool,
-    pub(crate) turns_sent: u32,
     /// Failures that do not stop the eval (a verdict under its threshold).
     pub(crate) soft_failures: Vec<Error>,
     /// The judge model spec of the eval (`anthropic:claude-sonnet-4-5`), if set.
@@ -86,11 +85,10 @@ pub struct Ctx {
     pub(crate) captures: Vec<Capture>,
     /// OOM kills already reported.
     pub(crate) oom_kills_seen: u64,
-    /// Whether a turn may have left processes running: teardown kills them first.
-    pub(crate) turn_in_flight: bool,
-    /// Whether a turn is running now: the attempt then gives it the grace to stop
-    /// and record itself when the budget runs out.
-    pub(crate) turn_running: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set from a turn's start until it reports on its own: a turn still running
+    /// gets its grace when the budget runs out, and teardown first kills what an
+    /// unsettled turn may have left running.
+    pub(crate) turn_unsettled: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Ports forwarded with `serve`, closed at teardown.
     pub(crate) forwards: Vec<crate::serve::Forward>,
 }
@@ -188,15 +186,13 @@ impl Ctx {
             let _paused = PausedBudget::new(self.budget.clone());
             crate::lifecycle::start_harness(self, &handle).await?;
         }
-        self.turns_sent += 1;
+        let index = self.record.turns.len() as u32 + 1;
         let reads_summary = self.harness.as_ref().is_some_and(|h| h.reads_context_summary());
-        let sent = if reads_summary { prompt_with_context(&prompt, self.turns_sent, &self.env) } else { prompt.clone() };
-        let turn_ctx = TurnContext { index: self.turns_sent, artifacts_dir: Some(self.artifacts_dir.clone()) };
+        let sent = if reads_summary { prompt_with_context(&prompt, index, &self.env) } else { prompt.clone() };
+        let turn_ctx = TurnContext { index, artifacts_dir: Some(self.artifacts_dir.clone()) };
         let signal = self.budget.signal();
         let began = Instant::now();
-        // Until the turn ends normally, teardown must kill what it may have left running.
-        self.turn_in_flight = true;
-        self.turn_running.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.turn_unsettled.store(true, std::sync::atomic::Ordering::SeqCst);
         let (ended, status) = {
             let harness = self.harness.as_mut().expect("checked above");
             // The agent runs unprivileged: nothing it starts can read a check's environment.
@@ -230,7 +226,7 @@ impl Ctx {
             }
         };
         if matches!(ended, TurnEnd::Report(_)) && matches!(status, TurnStatus::Completed | TurnStatus::Failed) {
-            self.turn_in_flight = false;
+            self.turn_unsettled.store(false, std::sync::atomic::Ordering::SeqCst);
         }
         let elapsed = began.elapsed();
         let agent_ms = elapsed.as_millis() as u64;
@@ -246,7 +242,7 @@ impl Ctx {
                 d
             }
             Err(e) => {
-                self.log.event(format!("failed to diff the workspace after turn {}: {e}", self.turns_sent));
+                self.log.event(format!("failed to diff the workspace after turn {}: {e}", index));
                 self.last_snapshot = Some(before);
                 Diff::default()
             }
@@ -275,15 +271,14 @@ impl Ctx {
             diff,
         };
         if status != TurnStatus::Completed {
-            self.saw_oom_kill(&handle, &format!("turn {}", self.turns_sent)).await;
+            self.saw_oom_kill(&handle, &format!("turn {}", index)).await;
         }
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
-        self.turn_running.store(false, std::sync::atomic::Ordering::SeqCst);
         self.log.phase(
             "turn",
             began,
-            format!("{} {} in {:.1}s, {} files changed", self.turns_sent, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()),
+            format!("{} {} in {:.1}s, {} files changed", index, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()),
         );
         match error {
             None => Ok(turn),

@@ -337,7 +337,7 @@ async fn teardown_inner(ctx: &mut Ctx) -> bool {
         list_harness_artifacts(ctx);
     }
     // An aborted turn's processes must not change the workspace while it is read.
-    if ctx.turn_in_flight {
+    if ctx.turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) {
         let _ = handle.sandbox().kill("KILL").await;
     }
     if let Some(baseline) = ctx.baseline.clone() {

@@ -30,9 +30,10 @@ const PID_DIR: &str = "/tmp/.reeval-pids";
 /// (argv is untouched data), then removes the pid file.
 const PID_WRAPPER: &str = r#"mkdir -p -m 1777 "${0%/*}" 2>/dev/null; echo $$ > "$0"; "$@"; rc=$?; rm -f "$0"; exit $rc"#;
 
-/// Stops, then signals every process tree whose pid file is in `$0`, children first.
+/// Stops, then signals every process tree whose pid file matches the pattern
+/// `$0` (one file, or the directory's `*.pid`), children first.
 const KILL_SCRIPT: &str = r#"kt() { kill -s STOP "$1" 2>/dev/null; for c in $(pgrep -P "$1" 2>/dev/null); do kt "$c" "$2"; done; kill -s "$2" "$1" 2>/dev/null; kill -s CONT "$1" 2>/dev/null; }
-for f in "$0"/*.pid; do [ -f "$f" ] || continue; p=$(cat "$f"); [ -n "$p" ] && kt "$p" "$1"; done; true"#;
+for f in $0; do [ -f "$f" ] || continue; p=$(cat "$f"); [ -n "$p" ] && kt "$p" "$1"; done; true"#;
 
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
@@ -378,7 +379,7 @@ impl Sandbox for DockerSandbox {
             Some(limit) => match tokio::time::timeout(limit, run).await {
                 Ok(code) => (code?, false),
                 Err(_) => {
-                    self.kill_one(&pid_file, "KILL").await?;
+                    self.kill_matching(&pid_file, "KILL").await?;
                     (-1, true)
                 }
             },
@@ -396,7 +397,7 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn kill(&self, signal: &str) -> Result<(), SandboxError> {
-        self.kill_one(PID_DIR, signal).await
+        self.kill_matching(&format!("{PID_DIR}/*.pid"), signal).await
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
@@ -462,11 +463,10 @@ impl Sandbox for DockerSandbox {
 }
 
 impl DockerSandbox {
-    /// Signals the process trees of one pid file, or of every pid file in a directory.
-    async fn kill_one(&self, pid_path: &str, signal: &str) -> Result<(), SandboxError> {
-        // A single pid file: treat its directory glob as that file only.
-        let script = if pid_path.ends_with(".pid") { KILL_SCRIPT.replace("\"$0\"/*.pid", "\"$0\"") } else { KILL_SCRIPT.to_string() };
-        let argv = vec!["/bin/sh".into(), "-c".into(), script, pid_path.to_string(), signal.to_string()];
+    /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
+    async fn kill_matching(&self, pid_files: &str, signal: &str) -> Result<(), SandboxError> {
+        // Our own paths, without spaces: the pattern is expanded by the shell on purpose.
+        let argv = vec!["/bin/sh".into(), "-c".into(), KILL_SCRIPT.into(), pid_files.to_string(), signal.to_string()];
         self.run_exec(ExecSpec::root(argv), None, &mut BoundedBuffer::new(0), &mut BoundedBuffer::new(4096)).await.map(|_| ())
     }
 }
