@@ -14,15 +14,22 @@ use sha2::{Digest, Sha256};
 const AGENT_SECRET: &str = "sk-agent-0a1b2c3d4e5f-never-in-records";
 const CHECK_SECRET: &str = "sk-check-9f8e7d6c5b4a-never-in-records";
 
-fn env_file(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("secrets.env");
-    std::fs::write(&path, format!("REEVAL_T_AGENT_SECRET={AGENT_SECRET}\nREEVAL_T_CHECK_SECRET={CHECK_SECRET}\nANTHROPIC_API_KEY=sk-ant-test-key-123456\nGEMINI_API_KEY=gem-test-key-123456\nOPENAI_API_KEY=sk-oai-test-key-123456\n")).unwrap();
-    path
+fn env_file(tag: &str) -> std::path::PathBuf {
+    common::env_file(
+        tag,
+        &[
+            ("REEVAL_T_AGENT_SECRET", AGENT_SECRET),
+            ("REEVAL_T_CHECK_SECRET", CHECK_SECRET),
+            ("ANTHROPIC_API_KEY", "sk-ant-test-key-123456"),
+            ("GEMINI_API_KEY", "gem-test-key-123456"),
+            ("OPENAI_API_KEY", "sk-oai-test-key-123456"),
+        ],
+    )
 }
 
 fn runner_with_secrets(tag: &str) -> (Runner, std::path::PathBuf) {
     let dir = common::temp_dir(tag);
-    let file = env_file(&dir);
+    let file = env_file(tag);
     let records = dir.join("runs");
     (
         common::runner_with(tag, |c| {
@@ -83,7 +90,10 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
             let agent_secret_in_check = c.exec("printf %s \"$REEVAL_T_AGENT_SECRET\"").await?;
             expect(agent_secret_in_check.stdout).to_equal("reeval-placeholder-REEVAL_T_AGENT_SECRET")?;
             // A daemon the agent leaves behind reads every environment it can while a check with the secret runs.
-            c.send("nohup sh -c 'while true; do cat /proc/[0-9]*/environ 2>/dev/null | tr \"\\000\" \"\\n\" >> /tmp/seen.txt; sleep 0.05; done' >/dev/null 2>&1 &").await?;
+            c.send(
+                "nohup sh -c 'while true; do cat /proc/[0-9]*/environ 2>/dev/null | tr \"\\000\" \"\\n\" >> /tmp/seen.txt; sleep 0.05; done' >/dev/null 2>&1 &",
+            )
+            .await?;
             c.exec("sleep 1.5; test -n \"$REEVAL_T_CHECK_SECRET\"").await?;
             let seen = c.exec("cat /tmp/seen.txt").await?.stdout;
             expect(seen.as_str()).to_contain("GREETING=hi")?;
@@ -276,7 +286,7 @@ async fn files_rules_setup_and_context_summary() {
     let slow = Eval::new("setup_step_timeout", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
         .environment(|| Environment::new().setup("echo before").setup_with_timeout("echo waiting; sleep 30", Duration::from_secs(1)).setup("echo never"));
     let dir = common::temp_dir("files");
-    let file = env_file(&dir);
+    let file = env_file("files");
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("echo-prompt", |_| Box::new(EchoPrompt("AGENTS.md")));
     let runner = Runner::new(RunConfig { record_dir: dir.join("runs"), infra_retries: 0, env_file: Some(file), ..RunConfig::default() }, registry);

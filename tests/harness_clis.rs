@@ -112,12 +112,16 @@ static PI: Cli = Cli {
 };
 
 /// Credentials the harnesses ask for, as a `.env` file read by preflight.
-fn env_file(dir: &Path) -> PathBuf {
-    let path = dir.join("credentials.env");
-    let vars = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CURSOR_API_KEY", "GEMINI_API_KEY"];
-    let text: String = vars.iter().map(|v| format!("{v}=sk-test-{}-0123456789\n", v.to_lowercase())).collect();
-    std::fs::write(&path, text).expect("write the env file");
-    path
+fn env_file(tag: &str) -> PathBuf {
+    common::env_file(
+        tag,
+        &[
+            ("ANTHROPIC_API_KEY", "sk-test-anthropic_api_key-0123456789"),
+            ("OPENAI_API_KEY", "sk-test-openai_api_key-0123456789"),
+            ("CURSOR_API_KEY", "sk-test-cursor_api_key-0123456789"),
+            ("GEMINI_API_KEY", "sk-test-gemini_api_key-0123456789"),
+        ],
+    )
 }
 
 /// A skill directory on the host.
@@ -214,7 +218,7 @@ fn field<'a>(message: &'a str, key: &str) -> &'a str {
 
 async fn check(cli: &'static Cli) {
     let tmp = common::temp_dir(&format!("clis-{}", cli.name));
-    let env = env_file(&tmp);
+    let env = env_file(&format!("clis-env-{}", cli.name));
     let skill = skill_dir(&tmp);
     let runner = common::runner_with(cli.name, |c| {
         c.env_file = Some(env);
@@ -335,8 +339,7 @@ async fn pi_against_its_stand_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_refuses_mcp_servers() {
     require_docker!();
-    let tmp = common::temp_dir("clis-pi-mcp");
-    let env = env_file(&tmp);
+    let env = env_file("clis-pi-mcp");
     let runner = common::runner_with("pi-mcp", |c| c.env_file = Some(env));
     let e = Eval::new("pi_mcp", |c| {
         Box::pin(async move {

@@ -138,8 +138,7 @@ fn judged(name: &str, judge: Judge, stop: bool) -> Eval {
 async fn run(tag: &str, evals: Vec<Eval>) -> Vec<(Record, String)> {
     let names: Vec<String> = evals.iter().map(|e| e.name().to_string()).collect();
     // An eval naming its judge model has that provider's key checked in preflight.
-    let keys = common::temp_dir(&format!("{tag}-keys")).join("keys.env");
-    std::fs::write(&keys, "ANTHROPIC_API_KEY=sk-ant-preflight-only\nOPENAI_API_KEY=sk-oai-preflight-only\n").unwrap();
+    let keys = common::env_file(&format!("{tag}-keys"), &[("ANTHROPIC_API_KEY", "sk-ant-preflight-only"), ("OPENAI_API_KEY", "sk-oai-preflight-only")]);
     let report = common::runner_with(tag, |c| c.env_file = Some(keys)).run(evals).await.expect("preflight passes");
     names
         .iter()

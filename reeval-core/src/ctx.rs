@@ -275,11 +275,7 @@ impl Ctx {
         }
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
-        self.log.phase(
-            "turn",
-            began,
-            format!("{} {} in {:.1}s, {} files changed", index, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()),
-        );
+        self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", index, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()));
         match error {
             None => Ok(turn),
             Some(e) => Err(e),

@@ -80,3 +80,12 @@ pub fn example_bin(name: &str) -> PathBuf {
     assert!(bin.exists(), "{} is missing: build it with `cargo build --example {name}` (cargo test builds examples)", bin.display());
     bin
 }
+
+/// A `.env`-style file of `vars` in a fresh temp dir, for `RunConfig::env_file`
+/// (tests never change the process environment).
+pub fn env_file(tag: &str, vars: &[(&str, &str)]) -> PathBuf {
+    let path = temp_dir(tag).join("test.env");
+    let text: String = vars.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    std::fs::write(&path, text).expect("write the env file");
+    path
+}

@@ -276,7 +276,13 @@ impl DockerSandbox {
         self.docker.start_container(&self.id, None).await.map_err(|e| SandboxError::engine("start the container", e))
     }
 
-    async fn run_exec(&self, spec: ExecSpec<'_>, sink: Option<&mpsc::UnboundedSender<Bytes>>, out: &mut BoundedBuffer, err: &mut BoundedBuffer) -> Result<i64, SandboxError> {
+    async fn run_exec(
+        &self,
+        spec: ExecSpec<'_>,
+        sink: Option<&mpsc::UnboundedSender<Bytes>>,
+        out: &mut BoundedBuffer,
+        err: &mut BoundedBuffer,
+    ) -> Result<i64, SandboxError> {
         let ExecSpec { argv, env, workdir, user, stdin } = spec;
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let created = self
@@ -330,13 +336,18 @@ impl DockerSandbox {
         // The stream ends when every holder of the process's stdout is gone: a
         // background child the command left would hold it for ever. So past a
         // second, also watch the process itself, and stop reading soon after it exits.
+        // The polls back off to every 2 s, so a long agent turn costs the engine little.
         let exited = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
+            let mut every = Duration::from_millis(250);
             loop {
                 match self.docker.inspect_exec(&created.id).await {
                     Ok(i) if i.running == Some(false) => return,
                     Err(_) => return,
-                    _ => tokio::time::sleep(Duration::from_millis(250)).await,
+                    _ => {
+                        tokio::time::sleep(every).await;
+                        every = (every * 2).min(Duration::from_secs(2));
+                    }
                 }
             }
         };
@@ -401,9 +412,12 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
-        self.docker.upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()), body_full(tar)).await.map_err(|e| {
-            if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) }
-        })
+        self.docker
+            .upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()), body_full(tar))
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) }
+            })
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
