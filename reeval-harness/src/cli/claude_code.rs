@@ -53,7 +53,7 @@ impl CliAgent for ClaudeCode {
     fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {
         vec![
             ("CLAUDE_CONFIG_DIR".into(), home.into()),
-            // Lets bypassPermissions run as root in a sandbox.
+            // Tells Claude Code it is in a sandbox, so bypassPermissions is allowed (also as root).
             ("IS_SANDBOX".into(), "1".into()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()),
             ("DISABLE_AUTOUPDATER".into(), "1".into()),
