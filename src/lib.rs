@@ -28,7 +28,7 @@ pub use async_trait::async_trait;
 pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_core::{
     Artifact, AssertionFailure, Capture, Change, Command, Ctx, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation,
-    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, McpServer, Outcome, Record, Result, RunConfig, RunReport, Runner,
+    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, FailKind, McpServer, Outcome, Phase, Record, Result, RunConfig, RunReport, Runner,
     Sandbox, SandboxError, SandboxHandle, SessionSetup, Skill, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage,
     Verdict, Workspace, expect,
 };

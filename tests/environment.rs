@@ -8,7 +8,7 @@ use std::process::Command as HostCommand;
 use std::time::Duration;
 
 use reeval::prelude::*;
-use reeval::{Eval, HarnessRegistry, Kind, Outcome, RunConfig, Runner, SandboxHandle, TurnContext, TurnReport};
+use reeval::{Eval, HarnessRegistry, Outcome, RunConfig, Runner, SandboxHandle, TurnContext, TurnReport};
 use sha2::{Digest, Sha256};
 
 const AGENT_SECRET: &str = "sk-agent-0a1b2c3d4e5f-never-in-records";
@@ -118,7 +118,7 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
     let report = runner.run(vec![isolation, leaky]).await.expect("preflight");
     let find = |n: &str| report.records.iter().find(|r| r.eval == n).unwrap();
     assert_eq!(find("secret_isolation").outcome, Outcome::Pass, "{:?}", find("secret_isolation").message);
-    assert_eq!(find("secret_leaks_are_redacted").outcome, Outcome::Fail);
+    assert!(find("secret_leaks_are_redacted").outcome.is_fail());
     let written = all_files_text(&records);
     assert!(written.contains("[redacted]"), "the leaks were written, redacted");
     assert!(!written.contains(CHECK_SECRET) && !written.contains(AGENT_SECRET), "a secret value reached a file under the record directory");
@@ -161,7 +161,7 @@ async fn images_are_built_once_by_content_digest_and_reused() {
         .environment(|| Environment::new().image(Image::from("reeval/does-not-exist:1")));
     let report = common::runner("missing").run(vec![eval]).await.unwrap();
     let r = &report.records[0];
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)));
+    assert_eq!(r.outcome, Outcome::InfraError);
     assert!(r.message.as_deref().unwrap().contains("failed to find image reeval/does-not-exist:1"), "{:?}", r.message);
 }
 
@@ -219,7 +219,7 @@ async fn workspaces_come_from_git_or_a_directory() {
     assert!(r.phases.iter().any(|p| p.phase == "workspace" && p.detail.contains(".git of one commit")));
     assert_eq!(find("dir_workspace").outcome, Outcome::Pass, "{:?}", find("dir_workspace").message);
     let r = find("bad_remote");
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)));
+    assert_eq!(r.outcome, Outcome::InfraError);
     assert!(r.message.as_deref().unwrap().contains("failed to fetch workspace /nonexistent/remote.git at main"), "{:?}", r.message);
 }
 
@@ -293,7 +293,7 @@ async fn files_rules_setup_and_context_summary() {
     let report = runner.run(evals.into_iter().chain([slow]).collect()).await.expect("preflight");
     for r in &report.records {
         if r.eval == "setup_step_timeout" {
-            assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)));
+            assert_eq!(r.outcome, Outcome::InfraError);
             let m = r.message.as_deref().unwrap();
             assert!(m.contains("failed to run setup step 2 `echo waiting; sleep 30`: timed out after 1s") && m.contains("waiting"), "{m}");
             let log = std::fs::read_to_string(report.run_dir.join(r.artifacts_dir_name()).join("setup.log")).unwrap();

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reeval::prelude::*;
-use reeval::{EditKind, Eval, Kind, Outcome, Record, RunReport, TurnStatus, Usage};
+use reeval::{EditKind, Eval, FailKind, Outcome, Record, RunReport, TurnStatus, Usage};
 
 /// A prompt that would do damage if any part of it reached a shell.
 const HOSTILE: &str = "SCENARIO:echo it's \"quoted\" $(touch /tmp/pwned) `touch /tmp/pwned2` ; touch /tmp/pwned3 && echo $HOME\n\
@@ -268,16 +268,16 @@ async fn check(cli: &'static Cli) {
 
     // A rate limit is the platform's trouble.
     let r = record(&report, &eval_name(cli, "rate_limit"));
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{}", show(r));
+    assert_eq!(r.outcome, Outcome::InfraError, "{}", show(r));
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 
     // Rejected credentials are the run's configuration.
     let r = record(&report, &eval_name(cli, "auth"));
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Config)), "{}", show(r));
+    assert_eq!(r.outcome, Outcome::Config, "{}", show(r));
 
     // A per-turn limit times the turn out and the eval goes on; the budget aborts the next.
     let r = record(&report, &eval_name(cli, "stall"));
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{}", show(r));
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{}", show(r));
     assert_eq!(r.turns.iter().map(|t| t.status).collect::<Vec<_>>(), vec![TurnStatus::TimedOut, TurnStatus::Aborted], "{}", show(r));
     for t in &r.turns {
         // The stream ended with the killed process: what was parsed is kept.
@@ -287,7 +287,7 @@ async fn check(cli: &'static Cli) {
 
     // No event before the budget ran out: infra, with the measured time.
     let r = record(&report, &eval_name(cli, "hang"));
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{}", show(r));
+    assert_eq!(r.outcome, Outcome::InfraError, "{}", show(r));
     assert_eq!(r.turns[0].status, TurnStatus::Aborted, "{}", show(r));
     assert!(r.message.as_deref().unwrap_or_default().contains("produced no event"), "{}", show(r));
 
@@ -351,7 +351,7 @@ async fn pi_refuses_mcp_servers() {
     .environment(|| environment(&PI).mcp(McpServer::stdio("fs", ["mcp-fs"])));
     let report = runner.run(vec![e]).await.expect("preflight passes");
     let r = &report.records[0];
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Config)), "{r:?}");
+    assert_eq!(r.outcome, Outcome::Config, "{r:?}");
     assert!(r.message.as_deref().unwrap_or_default().contains("no MCP support"), "{r:?}");
 }
 

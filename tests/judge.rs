@@ -11,7 +11,7 @@ use std::time::Duration;
 use model_server::{Answer, ModelServer, Recorded, anthropic, openai};
 use reeval::judge::OpenAiOutput;
 use reeval::prelude::*;
-use reeval::{Eval, Kind, Outcome, Record, Usage};
+use reeval::{Eval, FailKind, Outcome, Record, Usage};
 use serde_json::{Value, json};
 
 /// A host variable the test process always has (cargo sets it when it runs tests):
@@ -151,7 +151,7 @@ async fn run(tag: &str, evals: Vec<Eval>) -> Vec<(Record, String)> {
 }
 
 fn assert_judge_failure(r: &Record, needle: &str) {
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Judge)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Judge), "{:?}", r.message);
     let v = &r.verdicts[0];
     assert!(!v.pass);
     let error = v.error.as_deref().expect("the verdict carries the cause");
@@ -281,7 +281,7 @@ async fn failing_verdict(p: P) {
 
     // Below its threshold: fail/judge, and the eval went on to its later check.
     let (r, _) = &records[0];
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Judge)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Judge), "{:?}", r.message);
     let message = r.message.as_deref().unwrap();
     assert!(message.contains("did not pass (score 0.20, threshold 0.70): greet.py has no test"), "{message}");
     let v = &r.verdicts[0];
@@ -291,7 +291,7 @@ async fn failing_verdict(p: P) {
 
     // `expect(result).to_pass()?` stops at once, still as a judge failure.
     let (r, _) = &records[1];
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Judge)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Judge), "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("to_pass()"), "{:?}", r.message);
     assert!(r.checks.is_empty());
     assert_eq!(r.verdicts.len(), 1);
@@ -356,7 +356,7 @@ async fn the_judge_spends_the_attempts_budget() {
     let judge = P::Anthropic.judge(&server).timeout(Duration::from_secs(60));
     let eval = judged("judged_over_budget", judge, false).timeout(Duration::from_secs(4));
     let (r, _) = run("judge-budget", vec![eval]).await.remove(0);
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
     assert!(r.timings.judge_ms < 10_000, "{:?}", r.timings);
 }
 

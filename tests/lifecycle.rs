@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use reeval::prelude::*;
-use reeval::{Eval, Kind, Outcome, Record, TurnStatus};
+use reeval::{Eval, FailKind, Outcome, Record, TurnStatus};
 
 fn phases(r: &Record) -> Vec<&str> {
     r.phases.iter().map(|p| p.phase.as_str()).collect()
@@ -86,15 +86,15 @@ async fn teardown_runs_after_error_panic_and_timeout() {
     let by_name = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
 
     let r = by_name("errors");
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
     assert!(r.message.as_deref().unwrap().contains("the eval's own error"));
 
     let r = by_name("panics");
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
     assert!(r.message.as_deref().unwrap().contains("panicked: boom at line 42"), "{:?}", r.message);
 
     let r = by_name("times_out");
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)));
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout));
     assert!(r.timings.total_ms < 20_000, "the 30 s check was cut short: {:?}", r.timings);
 
     for r in &report.records {
@@ -133,7 +133,7 @@ async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
     })
     .timeout(Duration::from_secs(2));
     let (r, run_id, _) = run_one("abort", eval).await;
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
     assert_eq!(r.turns.len(), 1);
     assert_eq!(r.turns[0].status, TurnStatus::Aborted);
     assert_eq!(r.turns[0].diff.paths(), ["progress.txt"]);
@@ -195,7 +195,7 @@ async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
     require_docker!();
     let eval = Eval::new("matcher_message", |c| Box::pin(async move { expect(c.exec("echo some-output; echo oops >&2; exit 3").await?).to_succeed() }));
     let (r, _, _) = run_one("matcher", eval).await;
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
     let m = r.message.unwrap();
     for needle in ["in eval matcher_message", "expected: exit code 0", "actual: exit code 3", "| some-output", "| oops", "tests/lifecycle.rs:"] {
         assert!(m.contains(needle), "{needle:?} missing from:\n{m}");
@@ -265,11 +265,11 @@ async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget(
     let report = common::runner("deadline").run(vec![wedged, cancelled]).await.unwrap();
     let find = |n: &str| report.records.iter().find(|r| r.eval == n).unwrap();
     let r = find("wedged_setup");
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("deadline"), "{:?}", r.message);
     assert!(r.timings.total_ms < 15_000, "{:?}", r.timings);
     let r = find("cancelled_start");
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Timeout)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
     assert!(r.timings.total_ms < 8_000, "no turn was running, so no 15-second grace: {:?}", r.timings);
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "the half-started sandbox was destroyed");
 }
@@ -280,7 +280,7 @@ async fn a_harness_that_cannot_start_is_an_infra_error() {
     let eval = Eval::new("no_bash", |c| Box::pin(async move { c.send("echo never").await.map(|_| ()) }))
         .environment(|| Environment::new().image(Image::install("reeval/base:latest", ["rm -f /bin/bash /usr/bin/bash"])));
     let (r, _, _) = run_one("nobash", eval).await;
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("failed before its first event"), "{:?}", r.message);
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 }

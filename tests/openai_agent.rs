@@ -7,7 +7,7 @@ mod model_server;
 use model_server::{ModelServer, openai};
 use reeval::harnesses::openai::OpenAiAgent;
 use reeval::prelude::*;
-use reeval::{EditKind, Eval, Kind, Outcome, Record, RunConfig, Runner, TurnStatus, Usage};
+use reeval::{EditKind, Eval, FailKind, Outcome, Record, RunConfig, Runner, TurnStatus, Usage};
 use serde_json::json;
 
 const KEY: &str = "sk-loopback-test-key-0123456789";
@@ -115,14 +115,14 @@ async fn a_rate_limit_is_infra_and_a_rejected_key_is_config() {
 
     let limited = ModelServer::start(|_, _| openai::error(429, "rate_limit_error", "rate_limit_exceeded", "Rate limit reached", &[])).await;
     let (r, _) = run_one("openai-429", &limited, eval()).await;
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Infra)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("HTTP 429: Rate limit reached"), "{:?}", r.message);
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 
     let rejected =
         ModelServer::start(|_, _| openai::error(401, "invalid_request_error", "invalid_api_key", &format!("Incorrect API key provided: {KEY}"), &[])).await;
     let (r, text) = run_one("openai-401", &rejected, eval()).await;
-    assert_eq!((r.outcome, r.kind), (Outcome::InfraError, Some(Kind::Config)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Config, "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("OPENAI_API_KEY"), "{:?}", r.message);
     assert!(!text.contains(KEY));
 }
@@ -138,7 +138,7 @@ async fn a_turn_that_never_finishes_fails_at_the_step_limit() {
     let eval = Eval::new("openai_agent_loops", |c| Box::pin(async move { c.send("loop").await.map(|_| ()) })).harness("openai-limited");
     let report = runner.run(vec![eval]).await.unwrap();
     let r = &report.records[0];
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Agent)), "{:?}", r.message);
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Agent), "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("within 3 steps"));
     assert_eq!(r.turns[0].tool_calls.len(), 3);
     // No key was given: none is sent.

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use reeval::prelude::*;
-use reeval::{Eval, Kind, Outcome};
+use reeval::{Eval, FailKind, Outcome};
 
 #[tokio::test]
 async fn serve_reaches_a_server_in_the_sandbox_and_capture_keeps_evidence() {
@@ -61,6 +61,6 @@ async fn serving_a_port_nobody_listens_on_fails_clearly() {
     });
     let report = common::runner("serve-none").run(vec![eval]).await.unwrap();
     let r = &report.records[0];
-    assert_eq!((r.outcome, r.kind), (Outcome::Fail, Some(Kind::Assertion)));
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
     assert!(r.message.as_deref().unwrap().contains("failed to serve port 9999: nothing accepted connections"), "{:?}", r.message);
 }

@@ -74,7 +74,7 @@ pub(crate) async fn run(
     let secret_values: Vec<String> = secrets.iter().map(|s| s.value.clone()).collect();
     let mut log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, secret_values.clone());
     // Preflight ran once for the whole run, before anything started.
-    log.phase("preflight", log.started(), plan.preflight.clone());
+    log.phase(crate::phase::Phase::Preflight, log.started(), plan.preflight.clone());
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
     let budget = Budget::new(plan.timeout);
     let mut ctx = Ctx {
@@ -141,11 +141,10 @@ pub(crate) async fn run(
         }
     }
 
-    let (outcome, kind, message) = conclude(ended, &ctx.soft_failures, plan.timeout);
+    let (outcome, message) = conclude(ended, &ctx.soft_failures, plan.timeout);
     let total_ms = ctx.log.now_ms();
     let mut record = ctx.record;
     record.outcome = outcome;
-    record.kind = kind;
     record.message = message;
     record.phases = ctx.log.phases;
     record.events = ctx.log.events;

@@ -122,7 +122,7 @@ impl Ctx {
         let capture = Capture { name: name.to_string(), file: relative, text };
         self.captures.retain(|c| c.name != name);
         self.captures.push(capture.clone());
-        self.log.phase("capture", began, format!("{name} ({} bytes)", bytes.len()));
+        self.log.phase(crate::phase::Phase::Capture, began, format!("{name} ({} bytes)", bytes.len()));
         Ok(capture)
     }
 

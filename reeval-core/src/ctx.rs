@@ -275,7 +275,7 @@ impl Ctx {
         }
         self.record.usage.add(&turn.usage);
         self.record.turns.push(turn.clone());
-        self.log.phase("turn", began, format!("{} {} in {:.1}s, {} files changed", index, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()));
+        self.log.phase(crate::phase::Phase::Turn, began, format!("{} {} in {:.1}s, {} files changed", index, status_name(status), elapsed.as_secs_f64(), turn.diff.files.len()));
         match error {
             None => Ok(turn),
             Some(e) => Err(e),
@@ -315,7 +315,7 @@ impl Ctx {
             stdout_tail: out.stdout_tail(CHECK_TAIL).to_string(),
             stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
         });
-        self.log.phase("check", began, format!("{} exited {} in {}ms", one_line(&out.command), out.exit_code, out.duration_ms));
+        self.log.phase(crate::phase::Phase::Check, began, format!("{} exited {} in {}ms", one_line(&out.command), out.exit_code, out.duration_ms));
         Ok(out)
     }
 

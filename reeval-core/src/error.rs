@@ -4,7 +4,11 @@
 use std::time::Duration;
 
 use crate::harness::HarnessError;
+use crate::phase::Phase;
 use crate::sandbox::SandboxError;
+
+/// A boxed cause, kept as an error's `source`.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// `Result` with reeval's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -59,8 +63,11 @@ pub enum Error {
     Infra {
         /// What was being done, as "failed to …" reads.
         action: String,
-        /// The cause.
+        /// The cause, as the message shows it.
         message: String,
+        /// The underlying error, when there is one (an I/O or HTTP error with its status).
+        #[source]
+        source: Option<Cause>,
     },
     /// The sandbox failed.
     #[error(transparent)]
@@ -70,7 +77,16 @@ pub enum Error {
     Config(String),
     /// An error of the eval's own code (`?` on its own errors).
     #[error(transparent)]
-    Other(Box<dyn std::error::Error + Send + Sync>),
+    Other(Cause),
+    /// An error tagged with the lifecycle phase it happened in; its message is the error's.
+    #[error("{source}")]
+    InPhase {
+        /// The phase.
+        phase: Phase,
+        /// The error.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -81,7 +97,36 @@ impl Error {
 
     /// An infra error: "failed to {action}: {message}".
     pub fn infra(action: impl Into<String>, message: impl std::fmt::Display) -> Self {
-        Error::Infra { action: action.into(), message: message.to_string() }
+        Error::Infra { action: action.into(), message: message.to_string(), source: None }
+    }
+
+    /// An infra error that keeps `source` as its cause: "failed to {action}: {source}".
+    pub fn infra_from(action: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Infra { action: action.into(), message: source.to_string(), source: Some(Box::new(source)) }
+    }
+
+    /// Tags the error with the phase it happened in; an error already tagged keeps its first phase.
+    pub fn in_phase(self, phase: Phase) -> Self {
+        match self {
+            tagged @ Error::InPhase { .. } => tagged,
+            other => Error::InPhase { phase, source: Box::new(other) },
+        }
+    }
+
+    /// The phase the error happened in, when it happened in one.
+    pub fn phase(&self) -> Option<Phase> {
+        match self {
+            Error::InPhase { phase, .. } => Some(*phase),
+            _ => None,
+        }
+    }
+
+    /// The error without its phase tag.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::InPhase { source, .. } => source.root(),
+            other => other,
+        }
     }
 }
 

@@ -33,7 +33,7 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     let spec = ctx.env.image.clone().or_else(|| ctx.harness.as_ref().and_then(|h| h.image())).unwrap_or_else(|| ImageSpec::From(DEFAULT_IMAGE.into()));
     let harness_id = ctx.harness.as_ref().map(|h| h.name().to_string()).unwrap_or_default();
     let image = crate::image::ensure(&backend, &spec, &harness_id).await?;
-    ctx.log.phase("image", began, &image.detail);
+    ctx.log.phase(crate::phase::Phase::Image, began, &image.detail);
     ctx.record.image = Some(image.reference.clone());
 
     // container: kept by the context from creation on, so teardown destroys it whatever happens.
@@ -60,15 +60,15 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     ctx.sandbox = Some(handle.clone());
     sandbox.start().await?;
     let short_id: String = handle.sandbox().id().chars().take(12).collect();
-    ctx.log.phase("container", began, format!("{short_id} from {}, no network", image.reference));
+    ctx.log.phase(crate::phase::Phase::Container, began, format!("{short_id} from {}, no network", image.reference));
     let began = Instant::now();
-    ctx.log.phase("env", began, format!("CI TERM NO_COLOR + {} variables, {} secret placeholders", ctx.env.env.len(), placeholders.len()));
+    ctx.log.phase(crate::phase::Phase::Env, began, format!("CI TERM NO_COLOR + {} variables, {} secret placeholders", ctx.env.env.len(), placeholders.len()));
 
     // workspace
     if let Some(ws) = ctx.env.workspace.clone() {
         let began = Instant::now();
         let detail = workspace(&handle, &ws).await?;
-        ctx.log.phase("workspace", began, detail);
+        ctx.log.phase(crate::phase::Phase::Workspace, began, detail);
     }
 
     // files and rules
@@ -84,15 +84,14 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
         let began = Instant::now();
         write_files(&handle, &files).await?;
         let rules = if ctx.env.rules.is_some() { format!(", rules in {rules_file}") } else { String::new() };
-        ctx.log.phase("files", began, format!("{} files{rules}", files.len()));
+        ctx.log.phase(crate::phase::Phase::Files, began, format!("{} files{rules}", files.len()));
     }
 
     // setup
     if !ctx.env.setup.is_empty() {
         let began = Instant::now();
         let result = setup(ctx, &handle).await;
-        ctx.log.phase(
-            "setup",
+        ctx.log.phase(crate::phase::Phase::Setup,
             began,
             match &result {
                 Ok(n) => format!("{n} steps ok"),
@@ -113,7 +112,7 @@ pub(crate) async fn start(ctx: &mut Ctx) -> Result<SandboxHandle> {
     } else {
         Snapshot::default()
     };
-    ctx.log.phase("snapshot", began, format!("{} files", baseline.len()));
+    ctx.log.phase(crate::phase::Phase::Snapshot, began, format!("{} files", baseline.len()));
     ctx.baseline = Some(baseline);
     ctx.record.timings.setup_ms += setup_began.elapsed().as_millis() as u64;
     Ok(handle)
@@ -157,7 +156,7 @@ pub(crate) async fn start_harness(ctx: &mut Ctx, handle: &SandboxHandle) -> Resu
         ctx.harness_started = true;
         let name = h.name().to_string();
         let model = h.model().map(|m| format!(" ({m})")).unwrap_or_default();
-        ctx.log.phase("harness", began, format!("{name}{model} ready"));
+        ctx.log.phase(crate::phase::Phase::Harness, began, format!("{name}{model} ready"));
     }
     ctx.record.timings.setup_ms += began.elapsed().as_millis() as u64;
     Ok(())
@@ -303,7 +302,7 @@ pub(crate) async fn teardown(ctx: &mut Ctx) {
         (Some(_), true) => "sandbox destroyed",
         (Some(_), false) => "failed to destroy the sandbox; the run's end sweep or the next run removes it",
     };
-    ctx.log.phase("teardown", began, detail);
+    ctx.log.phase(crate::phase::Phase::Teardown, began, detail);
 }
 
 /// Adds files a harness wrote to the top of the artifact directory to the record's list.

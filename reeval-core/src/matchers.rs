@@ -241,7 +241,7 @@ mod tests {
         assert!(expect(verdict(true)).to_pass().is_ok());
         assert!(expect(verdict(false)).not().to_pass().is_ok());
         let err = expect(verdict(false)).to_pass().unwrap_err();
-        assert_eq!(crate::outcome::classify(&err).1, crate::outcome::Kind::Judge);
+        assert_eq!(crate::outcome::classify(&err), crate::outcome::Outcome::Fail(crate::outcome::FailKind::Judge));
         let text = err.to_string();
         assert!(text.contains("did not pass with score 0.20") && text.contains("no test file"), "{text}");
         let result = crate::judge::JudgeResult { verdicts: vec![verdict(true), verdict(false)] };

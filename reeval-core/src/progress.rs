@@ -45,12 +45,12 @@ impl PhaseLog {
     }
 
     /// Records a phase that began at `begun` and ends now.
-    pub fn phase(&mut self, phase: &str, begun: Instant, detail: impl Into<String>) {
+    pub fn phase(&mut self, phase: crate::phase::Phase, begun: Instant, detail: impl Into<String>) {
         let detail = crate::secrets::redact(&detail.into(), &self.secrets);
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
         let duration_ms = begun.elapsed().as_millis() as u64;
         self.print(format!("{phase} {detail}").trim_end());
-        self.phases.push(PhaseRecord { phase: phase.to_string(), start_ms, duration_ms, detail });
+        self.phases.push(PhaseRecord { phase, start_ms, duration_ms, detail });
     }
 
     /// Records an event.

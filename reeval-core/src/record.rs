@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::diff::Diff;
-use crate::outcome::{Kind, Outcome};
+use crate::outcome::Outcome;
 use crate::turn::{ToolCall, Turn, Usage};
 
 /// The version of the record's schema. Bump on any incompatible change.
@@ -17,7 +17,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct PhaseRecord {
     /// The phase (`image`, `container`, …, `turn`, `check`, `judge`, `teardown`).
-    pub phase: String,
+    pub phase: crate::phase::Phase,
     /// Milliseconds since the attempt started.
     pub start_ms: u64,
     /// How long it took.
@@ -133,10 +133,9 @@ pub struct Record {
     /// 1-based try of this trial (infra errors are retried).
     #[serde(rename = "try")]
     pub try_: u32,
-    /// The outcome.
+    /// The outcome with the kind of a fail (the keys `outcome` and `kind`).
+    #[serde(flatten)]
     pub outcome: Outcome,
-    /// Why it did not pass.
-    pub kind: Option<Kind>,
     /// The failure's message.
     pub message: Option<String>,
     /// Where the eval is defined (`file:line`), when known.
@@ -183,7 +182,6 @@ impl Record {
             trial,
             try_,
             outcome: Outcome::Pass,
-            kind: None,
             message: None,
             source: None,
             started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),

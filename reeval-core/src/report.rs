@@ -78,10 +78,10 @@ pub fn render(summary: &Summary, records: &[Record], secrets: &[String]) -> Resu
                 title: format!("{} #{} [{}] try {}", r.eval, r.trial, r.harness, r.try_),
                 outcome: match r.outcome {
                     crate::Outcome::Pass => "pass",
-                    crate::Outcome::Fail => "fail",
-                    crate::Outcome::InfraError => "infra_error",
+                    crate::Outcome::Fail(_) => "fail",
+                    crate::Outcome::InfraError | crate::Outcome::Config => "infra_error",
                 },
-                kind: r.kind.map(|k| k.as_str()).unwrap_or(""),
+                kind: r.outcome.kind().map(|k| k.as_str()).unwrap_or(""),
                 message: redact(r.message.as_deref().unwrap_or_default()),
                 total_ms: r.timings.total_ms,
                 record_file: r.file_name(),
@@ -89,7 +89,7 @@ pub fn render(summary: &Summary, records: &[Record], secrets: &[String]) -> Resu
                     .phases
                     .iter()
                     .map(|p| BarView {
-                        phase: p.phase.clone(),
+                        phase: p.phase.to_string(),
                         left: format!("{:.2}", p.start_ms as f64 / total * 100.0),
                         width: format!("{:.2}", p.duration_ms as f64 / total * 100.0),
                         ms: p.duration_ms,
@@ -121,7 +121,7 @@ mod tests {
         let mut r = Record::new("run-1", "evil<script>", "shell", 1, 1);
         r.timings.total_ms = 100;
         r.message = Some("<b>not bold</b>".into());
-        r.phases.push(crate::record::PhaseRecord { phase: "turn".into(), start_ms: 10, duration_ms: 50, detail: "1 completed".into() });
+        r.phases.push(crate::record::PhaseRecord { phase: crate::Phase::Turn, start_ms: 10, duration_ms: 50, detail: "1 completed".into() });
         let summary = crate::runner::summarize("run-1", std::slice::from_ref(&r));
         let html = render(&summary, &[r], &["not bold".to_string()]).unwrap();
         assert!(html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"), "{html}");

@@ -106,7 +106,7 @@ impl Ctx {
         let addr = listener.local_addr().map_err(|e| Error::infra(format!("serve port {port}"), e))?;
         let url = format!("http://127.0.0.1:{}", addr.port());
         let task = tokio::spawn(accept_loop(listener, handle, port));
-        self.log.phase("serve", began, format!("port {port} at {url}"));
+        self.log.phase(crate::phase::Phase::Serve, began, format!("port {port} at {url}"));
         self.forwards.push(Forward { port, url: url.clone(), task });
         Ok(url)
     }

@@ -799,7 +799,7 @@ impl Ctx {
                     verdict.model.as_deref().unwrap_or("?")
                 ),
             };
-            self.log.phase("judge", began, detail);
+            self.log.phase(crate::phase::Phase::Judge, began, detail);
             if !verdict.pass {
                 self.soft_failures.push(Error::Judge { message: failure_message(&verdict) });
             }

@@ -316,7 +316,7 @@ impl Runner {
                             let _slot = slots.acquire().await.expect("semaphore is never closed");
                             let harness = harnesses.make(&plan.harness_spec);
                             let record = attempt::run(plan.clone(), backend.clone(), harness, secrets.clone(), shutdown.clone()).await;
-                            let retry = crate::outcome::is_retried(record.outcome, record.kind) && plan.try_ <= retries && !shutdown.is_cancelled();
+                            let retry = crate::outcome::retry(record.outcome, None, plan.try_, retries, shutdown.is_cancelled()) == crate::outcome::Retry::Again;
                             records.push(record);
                             if !retry {
                                 break;
@@ -338,7 +338,6 @@ impl Runner {
                     let (i, spec, trial) = tasks.remove(&e.id()).expect("every task is known");
                     let mut r = Record::new(&self.config.run_id, &evals[i].name, &spec, trial, 1);
                     r.outcome = Outcome::InfraError;
-                    r.kind = Some(crate::outcome::Kind::Infra);
                     r.message = Some(format!("failed to run the attempt: {e}"));
                     let _ = std::fs::create_dir_all(&run_dir).and_then(|_| write_json(&run_dir.join(r.file_name()), &r, &[]));
                     (i, vec![r])
@@ -407,7 +406,7 @@ fn print_eval_line(eval: &Eval, records: &[Record]) {
     let finals = final_tries(records);
     let status = if finals.iter().all(|r| r.outcome == Outcome::Pass) {
         "ok".to_string()
-    } else if finals.iter().any(|r| r.outcome == Outcome::Fail) {
+    } else if finals.iter().any(|r| r.outcome.is_fail()) {
         "FAILED".to_string()
     } else {
         "FAILED (infra error)".to_string()
@@ -431,11 +430,11 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
                 s.passed += 1;
                 cell.passed += 1;
             }
-            Outcome::Fail => {
-                *s.failed.entry(r.kind.map(|k| k.as_str()).unwrap_or("assertion").to_string()).or_default() += 1;
+            Outcome::Fail(kind) => {
+                *s.failed.entry(crate::outcome::Kind::from(kind).as_str().to_string()).or_default() += 1;
                 cell.failed += 1;
             }
-            Outcome::InfraError => {
+            Outcome::InfraError | Outcome::Config => {
                 s.infra += 1;
                 cell.infra += 1;
             }
@@ -450,7 +449,7 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
     s.cells = cells.into_values().collect();
     s.records = records.iter().map(Record::file_name).collect();
     let failed: u32 = s.failed.values().sum();
-    s.exit_code = if finals.iter().any(|r| r.kind == Some(crate::outcome::Kind::Config)) {
+    s.exit_code = if finals.iter().any(|r| r.outcome == Outcome::Config) {
         2
     } else if failed > 0 {
         1
@@ -469,8 +468,8 @@ pub fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, el
     if !failing.is_empty() {
         println!("\nfailures:\n");
         for r in &failing {
-            let kind = r.kind.map(|k| k.as_str()).unwrap_or("");
-            let outcome = if r.outcome == Outcome::InfraError { "infra_error" } else { "fail" };
+            let kind = r.outcome.kind().map(|k| k.as_str()).unwrap_or("");
+            let outcome = r.outcome.as_str();
             let source = r.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
             println!("---- {} #{} [{}] {outcome}/{kind}{source} ----", r.eval, r.trial, r.harness);
             println!("{}", r.message.as_deref().unwrap_or(""));
@@ -613,31 +612,30 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Kind;
+    use crate::outcome::FailKind;
 
-    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome, kind: Option<Kind>) -> Record {
+    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome) -> Record {
         let mut r = Record::new("run", eval, "shell", trial, try_);
         r.outcome = outcome;
-        r.kind = kind;
         r
     }
 
     #[test]
     fn exit_codes_and_pass_rates_count_final_tries_only() {
-        let infra_then_pass = [rec("a", 1, 1, Outcome::InfraError, Some(Kind::Infra)), rec("a", 1, 2, Outcome::Pass, None)];
+        let infra_then_pass = [rec("a", 1, 1, Outcome::InfraError), rec("a", 1, 2, Outcome::Pass)];
         let s = summarize("run", &infra_then_pass);
         assert_eq!((s.passed, s.infra, s.exit_code), (1, 0, 0));
         assert_eq!(s.cells[0].pass_rate, Some(1.0));
 
-        let fail_and_infra = [rec("a", 1, 1, Outcome::Fail, Some(Kind::Judge)), rec("b", 1, 1, Outcome::InfraError, Some(Kind::Infra))];
+        let fail_and_infra = [rec("a", 1, 1, Outcome::Fail(FailKind::Judge)), rec("b", 1, 1, Outcome::InfraError)];
         let s = summarize("run", &fail_and_infra);
         assert_eq!(s.exit_code, 1);
         assert_eq!(s.failed.get("judge"), Some(&1));
         // Infra errors are left out of the pass rate.
         assert_eq!(s.cells.iter().find(|c| c.eval == "b").unwrap().pass_rate, None);
 
-        assert_eq!(summarize("run", &[rec("b", 1, 1, Outcome::InfraError, Some(Kind::Infra))]).exit_code, 3);
-        let config = [rec("a", 1, 1, Outcome::Fail, Some(Kind::Assertion)), rec("b", 1, 1, Outcome::InfraError, Some(Kind::Config))];
+        assert_eq!(summarize("run", &[rec("b", 1, 1, Outcome::InfraError)]).exit_code, 3);
+        let config = [rec("a", 1, 1, Outcome::Fail(FailKind::Assertion)), rec("b", 1, 1, Outcome::Config)];
         assert_eq!(summarize("run", &config).exit_code, 2, "a config error outranks fails");
     }
 }
