@@ -16,7 +16,7 @@ use crate::eval::Eval;
 use crate::harness::Harness;
 use crate::outcome::{Ended, conclude};
 use crate::progress::PhaseLog;
-use crate::record::{Record, write_json};
+use crate::record::Record;
 use crate::sandbox::DockerBackend;
 
 /// How long the eval gets to finish after its budget ran out during a turn
@@ -36,6 +36,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) verbose: bool,
     /// The run-wide preflight's detail (`ok in 12ms`).
     pub(crate) preflight: String,
+    /// The run's redactor, built in preflight.
+    pub(crate) redactor: crate::secrets::Redactor,
 }
 
 /// The eval's environment, or the message of the panic its function raised.
@@ -71,8 +73,8 @@ pub(crate) async fn run(
     };
     let mut record = Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
     let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
-    let secret_values: Vec<String> = secrets.iter().map(|s| s.value.clone()).collect();
-    let mut log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, secret_values.clone());
+    let redactor = plan.redactor.clone();
+    let mut log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, redactor.clone());
     // Preflight ran once for the whole run, before anything started.
     log.phase(crate::phase::Phase::Preflight, log.started(), plan.preflight.clone());
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
@@ -87,6 +89,7 @@ pub(crate) async fn run(
         record,
         artifacts_dir,
         secrets,
+        redactor: redactor.clone(),
         sandbox: None,
         start: crate::ctx::StartState::NotYet,
         baseline: None,
@@ -149,9 +152,9 @@ pub(crate) async fn run(
     record.phases = ctx.log.phases;
     record.events = ctx.log.events;
     record.timings.total_ms = total_ms;
-    if let Err(e) = std::fs::create_dir_all(&plan.run_dir).and_then(|_| write_json(&plan.run_dir.join(record.file_name()), &record, &secret_values)) {
+    if let Err(e) = std::fs::create_dir_all(&plan.run_dir).and_then(|_| redactor.write_json(&plan.run_dir.join(record.file_name()), &record)) {
         eprintln!("reeval: failed to write the record of {}: {e}", record.eval);
     }
     // What the runner prints and an embedding program reads is redacted like the file.
-    crate::record::redacted(&record, &secret_values)
+    redactor.scrub(&record).unwrap_or(record)
 }

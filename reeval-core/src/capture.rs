@@ -70,7 +70,7 @@ impl Ctx {
         let handle = self.sandbox().await?;
         let began = Instant::now();
         let base = sanitize(name);
-        let secrets: Vec<String> = self.secrets.iter().map(|s| s.value.clone()).collect();
+        let redactor = self.redactor.clone();
         let (file, bytes, text) = match &what {
             Artifact::File(path) => {
                 let bytes = self.within_budget(async { Ok(handle.read_file(path).await?) }).await?;
@@ -85,7 +85,7 @@ impl Ctx {
                 let tree: std::collections::BTreeMap<String, Entry> = crate::sandbox::archive::read_tree(&tar, |_| false)?
                     .into_iter()
                     .map(|(p, e)| match e {
-                        Entry::File { mode, bytes } => (p, Entry::File { mode, bytes: crate::secrets::redact_bytes(&bytes, &secrets) }),
+                        Entry::File { mode, bytes } => (p, Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() }),
                         other => (p, other),
                     })
                     .collect();
@@ -111,11 +111,11 @@ impl Ctx {
                 (format!("{base}.http.txt"), text.clone().into_bytes(), as_text(text.as_bytes()))
             }
         };
-        let text = crate::secrets::redact(&text, &secrets);
+        let text = redactor.redact(&text).into_owned();
         let dir = self.artifacts_dir.join("captures");
         std::fs::create_dir_all(&dir).map_err(|e| Error::infra(format!("create {}", dir.display()), e))?;
         // Archives were redacted entry by entry above; anything else, text or binary, here.
-        let bytes = if matches!(what, Artifact::Dir(_)) { bytes } else { crate::secrets::redact_bytes(&bytes, &secrets) };
+        let bytes = if matches!(what, Artifact::Dir(_)) { bytes } else { redactor.redact_bytes(&bytes).into_owned() };
         std::fs::write(dir.join(&file), &bytes).map_err(|e| Error::infra(format!("write capture {file}"), e))?;
         let relative = format!("captures/{file}");
         self.record.artifacts.push(relative.clone());

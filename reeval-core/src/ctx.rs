@@ -32,30 +32,11 @@ pub struct TurnOptions {
     pub timeout: Option<Duration>,
 }
 
-/// Who may see a secret's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SecretScope {
-    /// The sandbox sees a placeholder (the egress gateway swaps the value in on the wire).
-    Placeholder,
-    /// `exec` checks see the value; the agent, setup and harness see nothing.
-    Checks,
-    /// Only the host process uses it (a judge's key); the sandbox sees nothing.
-    Host,
-}
+pub(crate) use crate::secrets::SecretScope;
+use crate::secrets::{ExposeSecret, Redactor};
 
-/// A secret resolved on the host. Its value is redacted from everything written.
-#[derive(Clone)]
-pub(crate) struct ResolvedSecret {
-    pub(crate) name: String,
-    pub(crate) value: String,
-    pub(crate) scope: SecretScope,
-}
-
-impl std::fmt::Debug for ResolvedSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResolvedSecret").field("name", &self.name).field("scope", &self.scope).finish_non_exhaustive()
-    }
-}
+/// A secret resolved on the host in preflight.
+pub(crate) type ResolvedSecret = crate::secrets::Secret;
 
 /// The eval's handle on its attempt: agent turns, checks, files, diffs.
 #[derive(Debug)]
@@ -69,6 +50,8 @@ pub struct Ctx {
     pub(crate) record: Record,
     pub(crate) artifacts_dir: PathBuf,
     pub(crate) secrets: Vec<ResolvedSecret>,
+    /// The run's redactor: the only way to anything written or printed.
+    pub(crate) redactor: Redactor,
     pub(crate) sandbox: Option<SandboxHandle>,
     /// Where the lazy start is: not yet (or interrupted, when `sandbox` is set), ready, or failed.
     pub(crate) start: StartState,
@@ -295,16 +278,11 @@ impl Ctx {
         let cmd = cmd.into();
         let handle = self.sandbox().await?;
         let began = Instant::now();
-        let extra: Vec<(String, String)> = self.secrets.iter().filter(|s| s.scope == SecretScope::Checks).map(|s| (s.name.clone(), s.value.clone())).collect();
+        let extra: Vec<(String, String)> =
+            self.secrets.iter().filter(|s| s.scope == SecretScope::Checks).map(|s| (s.name.clone(), s.value.expose_secret().to_string())).collect();
+        // The eval's own code is trusted: it gets the output as it is. A check may
+        // print a secret it was given; the record's copy is redacted when written.
         let out = self.within_budget(async { Ok(handle.exec_with_env(cmd, &extra).await?) }).await?;
-        let secrets: Vec<String> = self.secrets.iter().map(|s| s.value.clone()).collect();
-        // A check may print a secret it was given: its recorded (and returned) output never holds it.
-        let out = ExecOutput {
-            stdout: crate::secrets::redact(&out.stdout, &secrets),
-            stderr: crate::secrets::redact(&out.stderr, &secrets),
-            command: crate::secrets::redact(&out.command, &secrets),
-            ..out
-        };
         let oom_killed = out.exit_code == 137 && self.saw_oom_kill(&handle, &format!("check `{}`", one_line(&out.command))).await;
         self.record.timings.checks_ms += began.elapsed().as_millis() as u64;
         self.record.checks.push(CheckRecord {

@@ -11,6 +11,7 @@ use crate::diff::Snapshot;
 use crate::environment::{DEFAULT_IMAGE, Environment, ImageSpec, WORKSPACE, Workspace};
 use crate::error::{Error, Result};
 use crate::exec::Command;
+use crate::secrets::ExposeSecret;
 use crate::sandbox::{LABEL_ATTEMPT, LABEL_RUN, Sandbox, SandboxHandle, SandboxSpec, archive};
 
 /// Prepares the unprivileged agent user (see `AgentUser`), as root.
@@ -145,7 +146,7 @@ pub(crate) async fn start_harness(ctx: &mut Ctx, handle: &SandboxHandle) -> Resu
 
     if let Some(h) = ctx.harness.as_mut() {
         let wanted = h.credentials();
-        let credentials = ctx.secrets.iter().filter(|s| wanted.contains(&s.name)).map(|s| (s.name.clone(), s.value.clone())).collect();
+        let credentials = ctx.secrets.iter().filter(|s| wanted.contains(&s.name)).map(|s| (s.name.clone(), s.value.expose_secret().to_string())).collect();
         let setup = crate::harness::SessionSetup {
             credentials,
             skills: read_skills(&ctx.env.skills)?,
@@ -227,7 +228,7 @@ async fn setup(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<usize> {
     if !ctx.record.artifacts.iter().any(|a| a == "setup.log") {
         ctx.record.artifacts.push("setup.log".into());
     }
-    let secrets: Vec<String> = ctx.secrets.iter().map(|s| s.value.clone()).collect();
+    let redactor = ctx.redactor.clone();
     for (i, step) in ctx.env.setup.clone().iter().enumerate() {
         let out = handle.exec(Command::shell(step.command.clone()).timeout(step.timeout)).await?;
         let text = format!(
@@ -239,13 +240,13 @@ async fn setup(ctx: &mut Ctx, handle: &SandboxHandle) -> Result<usize> {
             if out.timed_out { ", timed out" } else { "" },
             out.duration_ms
         );
-        let _ = log.write_all(crate::secrets::redact(&text, &secrets).as_bytes());
+        let _ = log.write_all(redactor.redact(&text).as_bytes());
         if !out.success() {
             let why = if out.timed_out { format!("timed out after {:?}", step.timeout) } else { format!("exited {}", out.exit_code) };
             let tail = crate::exec::tail(&format!("{}{}", out.stdout, out.stderr), 2000).to_string();
             return Err(Error::infra(
                 format!("run setup step {} `{}`", i + 1, step.command),
-                crate::secrets::redact(&format!("{why}; output tail:\n{tail}"), &secrets),
+                redactor.redact(&format!("{why}; output tail:\n{tail}")),
             ));
         }
     }

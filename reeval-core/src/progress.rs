@@ -11,7 +11,7 @@ pub struct PhaseLog {
     prefix: String,
     verbose: bool,
     started: Instant,
-    secrets: Vec<String>,
+    redactor: crate::secrets::Redactor,
     pub(crate) phases: Vec<PhaseRecord>,
     pub(crate) events: Vec<Event>,
 }
@@ -24,8 +24,8 @@ pub fn clock() -> String {
 
 impl PhaseLog {
     /// A log for `[<eval>#<trial> <harness>]`.
-    pub fn new(eval: &str, trial: u32, harness: &str, verbose: bool, secrets: Vec<String>) -> Self {
-        Self { prefix: format!("[{eval}#{trial} {harness}]"), verbose, started: Instant::now(), secrets, phases: Vec::new(), events: Vec::new() }
+    pub fn new(eval: &str, trial: u32, harness: &str, verbose: bool, redactor: crate::secrets::Redactor) -> Self {
+        Self { prefix: format!("[{eval}#{trial} {harness}]"), verbose, started: Instant::now(), redactor, phases: Vec::new(), events: Vec::new() }
     }
 
     /// When the attempt started.
@@ -40,13 +40,13 @@ impl PhaseLog {
 
     fn print(&self, what: &str) {
         if self.verbose {
-            eprintln!("{} {} {}", self.prefix, clock(), crate::secrets::redact(what, &self.secrets));
+            eprintln!("{} {} {}", self.prefix, clock(), self.redactor.redact(what));
         }
     }
 
     /// Records a phase that began at `begun` and ends now.
     pub fn phase(&mut self, phase: crate::phase::Phase, begun: Instant, detail: impl Into<String>) {
-        let detail = crate::secrets::redact(&detail.into(), &self.secrets);
+        let detail = self.redactor.redact(&detail.into()).into_owned();
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
         let duration_ms = begun.elapsed().as_millis() as u64;
         self.print(format!("{phase} {detail}").trim_end());
@@ -55,7 +55,7 @@ impl PhaseLog {
 
     /// Records an event.
     pub fn event(&mut self, message: impl Into<String>) {
-        let message = crate::secrets::redact(&message.into(), &self.secrets);
+        let message = self.redactor.redact(&message.into()).into_owned();
         self.print(&format!("event {message}"));
         self.events.push(Event { at_ms: self.now_ms(), message });
     }

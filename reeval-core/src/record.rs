@@ -1,8 +1,6 @@
 //! The record every attempt leaves, and the run's summary beside them.
 //! Schema version 1; keys are camelCase.
 
-use std::path::{Path, PathBuf};
-
 use serde::{Deserialize, Serialize};
 
 use crate::diff::Diff;
@@ -261,34 +259,6 @@ pub struct Summary {
     pub exit_code: i32,
 }
 
-/// Writes `value` as pretty JSON to `path` through a temporary file, so a
-/// reader never sees half a record, with every secret value replaced.
-///
-/// # Errors
-/// An I/O error.
-pub fn write_json<T: Serialize>(path: &Path, value: &T, secrets: &[String]) -> std::io::Result<()> {
-    let mut text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-    text = redact_json(&text, secrets);
-    let tmp: PathBuf = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(tmp, path)
-}
-
-/// `record` with every secret value (raw or JSON-escaped) replaced.
-pub fn redacted(record: &Record, secrets: &[String]) -> Record {
-    if secrets.is_empty() {
-        return record.clone();
-    }
-    let text = serde_json::to_string(record).expect("records serialize");
-    serde_json::from_str(&redact_json(&text, secrets)).expect("redacted records parse")
-}
-
-fn redact_json(text: &str, secrets: &[String]) -> String {
-    // In JSON a secret with quotes or backslashes appears escaped: redact that form too.
-    let escaped: Vec<String> = secrets.iter().filter_map(|s| serde_json::to_string(s).ok()).map(|q| q[1..q.len() - 1].to_string()).collect();
-    crate::secrets::redact(&crate::secrets::redact(text, secrets), &escaped)
-}
-
 /// pass@k (unbiased, as in Chen et al.) for `n` trials with `c` passes.
 pub fn pass_at_k(n: u32, c: u32, k: u32) -> f64 {
     if n < k || n == 0 {
@@ -333,20 +303,6 @@ mod tests {
         assert!((pass_at_k(3, 1, 2) - 2.0 / 3.0).abs() < 1e-9);
         assert!((pass_pow_k(3, 2, 2) - 1.0 / 3.0).abs() < 1e-9);
         assert_eq!(pass_pow_k(3, 1, 2), 0.0);
-    }
-
-    #[test]
-    fn written_json_never_holds_a_secret_even_escaped() {
-        let dir = std::env::temp_dir().join(format!("reeval-record-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let secret = r#"pa"ss\word-123"#.to_string();
-        let mut r = Record::new("run", "e", "shell", 1, 1);
-        r.message = Some(format!("leaked {secret}"));
-        let path = dir.join("r.json");
-        write_json(&path, &r, std::slice::from_ref(&secret)).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains("word-123"), "{text}");
-        assert!(text.contains("[redacted]"));
     }
 
     #[test]

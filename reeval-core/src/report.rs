@@ -54,8 +54,8 @@ fn figures(v: &[f64]) -> String {
 ///
 /// # Errors
 /// A template error (never expected: the template is checked at compile time).
-pub fn render(summary: &Summary, records: &[Record], secrets: &[String]) -> Result<String, askama::Error> {
-    let redact = |s: &str| crate::secrets::redact(s, secrets);
+pub fn render(summary: &Summary, records: &[Record], redactor: &crate::secrets::Redactor) -> Result<String, askama::Error> {
+    let redact = |s: &str| redactor.redact(s).into_owned();
     let cells = summary
         .cells
         .iter()
@@ -123,7 +123,7 @@ mod tests {
         r.message = Some("<b>not bold</b>".into());
         r.phases.push(crate::record::PhaseRecord { phase: crate::Phase::Turn, start_ms: 10, duration_ms: 50, detail: "1 completed".into() });
         let summary = crate::runner::summarize("run-1", std::slice::from_ref(&r));
-        let html = render(&summary, &[r], &["not bold".to_string()]).unwrap();
+        let html = render(&summary, &[r], &crate::secrets::Redactor::new(["not bold"])).unwrap();
         assert!(html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"), "{html}");
         assert!(!html.contains("not bold") && html.contains("[redacted]"));
         assert!(html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""), "{html}");

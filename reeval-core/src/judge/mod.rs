@@ -358,7 +358,7 @@ impl Endpoint {
         let key = resolved
             .iter()
             .find(|s| s.name == key_env)
-            .map(|s| s.value.clone())
+            .map(|s| crate::secrets::ExposeSecret::expose_secret(&s.value).to_string())
             .or_else(|| std::env::var(&key_env).ok())
             .filter(|k| !k.is_empty())
             .ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment")))?;

@@ -19,7 +19,8 @@ use crate::ctx::{ResolvedSecret, SecretScope};
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
-use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k, write_json};
+use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k};
+use crate::secrets::{ExposeSecret, Redactor};
 use crate::sandbox::DockerBackend;
 
 pub use cli::{Args, UsageError};
@@ -190,11 +191,9 @@ impl Runner {
             let mut resolved = Vec::new();
             for s in &env.secrets {
                 match lookup(&s.name) {
-                    Some(value) => resolved.push(ResolvedSecret {
-                        name: s.name.clone(),
-                        value,
-                        scope: if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder },
-                    }),
+                    Some(value) => {
+                        resolved.push(ResolvedSecret::new(&s.name, value, if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder }))
+                    }
                     None => missing.push(format!("secret {} of eval {} is not set in the host environment", s.name, eval.name)),
                 }
             }
@@ -203,7 +202,7 @@ impl Runner {
                 match crate::judge::key_env(spec) {
                     Err(problem) => missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name)),
                     Ok(var) => match lookup(var) {
-                        Some(value) => resolved.push(ResolvedSecret { name: var.to_string(), value, scope: SecretScope::Host }),
+                        Some(value) => resolved.push(ResolvedSecret::new(var, value, SecretScope::Host)),
                         None => {
                             let line = format!("key {var} for judge {spec} is not set in the host environment");
                             if !missing.contains(&line) {
@@ -225,7 +224,7 @@ impl Runner {
                     Some(h) => {
                         for cred in h.credentials() {
                             match lookup(&cred) {
-                                Some(value) => for_cell.push(ResolvedSecret { name: cred, value, scope: SecretScope::Placeholder }),
+                                Some(value) => for_cell.push(ResolvedSecret::new(cred, value, SecretScope::Placeholder)),
                                 None => {
                                     let line = format!("credential {cred} for harness {spec} is not set in the host environment");
                                     if !missing.contains(&line) {
@@ -262,7 +261,9 @@ impl Runner {
         let began = Instant::now();
         let (backend, secrets) = self.preflight(&evals).await?;
         let preflight = format!("ok in {}ms", began.elapsed().as_millis());
-        crate::secrets::remember(secrets.values().flatten().map(|s| s.value.clone()));
+        // The one redactor of the run: every sink writes through it.
+        let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
+        crate::secrets::remember(&redactor);
         // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
         for eval in &evals {
             if let Ok(env) = crate::attempt::build_environment(eval)
@@ -303,6 +304,7 @@ impl Runner {
                         try_: 1,
                         verbose: self.config.verbose,
                         preflight: preflight.clone(),
+                        redactor: redactor.clone(),
                     };
                     let (slots, backend, harnesses, shutdown) = (slots.clone(), backend.clone(), self.harnesses.clone(), self.shutdown.clone());
                     let secrets = secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default();
@@ -339,7 +341,7 @@ impl Runner {
                     let mut r = Record::new(&self.config.run_id, &evals[i].name, &spec, trial, 1);
                     r.outcome = Outcome::InfraError;
                     r.message = Some(format!("failed to run the attempt: {e}"));
-                    let _ = std::fs::create_dir_all(&run_dir).and_then(|_| write_json(&run_dir.join(r.file_name()), &r, &[]));
+                    let _ = std::fs::create_dir_all(&run_dir).and_then(|_| redactor.write_json(&run_dir.join(r.file_name()), &r));
                     (i, vec![r])
                 }
             };
@@ -358,12 +360,11 @@ impl Runner {
         let summary = summarize(&self.config.run_id, &all);
         let _ = std::fs::create_dir_all(&run_dir);
         let summary_name = if std::env::var_os("NEXTEST").is_some() { format!("summary.{}.json", std::process::id()) } else { "summary.json".into() };
-        let secret_values: Vec<String> = secrets.values().flatten().map(|s| s.value.clone()).collect();
-        if let Err(e) = write_json(&run_dir.join(&summary_name), &summary, &secret_values) {
+        if let Err(e) = redactor.write_json(&run_dir.join(&summary_name), &summary) {
             eprintln!("reeval: failed to write the summary: {e}");
         }
         let report_name = summary_name.replace("summary", "report").replace(".json", ".html");
-        match crate::report::render(&summary, &all, &secret_values) {
+        match crate::report::render(&summary, &all, &redactor) {
             Ok(html) => {
                 if let Err(e) = std::fs::write(run_dir.join(&report_name), html) {
                     eprintln!("reeval: failed to write the report: {e}");
