@@ -129,7 +129,7 @@ impl Snapshot {
             let names: Vec<u8> = changed.iter().flat_map(|p| p.bytes().chain(std::iter::once(0))).collect();
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
             let cmd = crate::exec::Command::new("tar").args(["--null", "--no-recursion", "-cf", "-", "-T", "-"]).stdin(names);
-            let out = sandbox.exec_turn(cmd, tx).await?;
+            let out = sandbox.exec_streaming(cmd, tx).await?;
             let mut tar = Vec::new();
             while let Ok(chunk) = rx.try_recv() {
                 tar.extend_from_slice(&chunk);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::ctx::Ctx;
+use crate::attempt::Ctx;
 use crate::environment::Environment;
 
 /// The default attempt budget.

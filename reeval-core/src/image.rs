@@ -11,18 +11,8 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::environment::ImageSpec;
+pub use crate::sandbox::ReadyImage;
 use crate::sandbox::{DockerBackend, SandboxError};
-
-/// An image ready for a container.
-#[derive(Debug, Clone)]
-pub struct ReadyImage {
-    /// The reference containers are created from.
-    pub reference: String,
-    /// The engine's image id.
-    pub id: String,
-    /// `cache hit …` or `built … in …`, for `-v` and the record.
-    pub detail: String,
-}
 
 /// Builds in this process, one lock per tag, so concurrent attempts build once.
 static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::diff::Diff;
+pub use crate::lifecycle::turn::TurnOptions;
 
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,11 +22,10 @@ mod anthropic;
 mod openai;
 pub mod prompt;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::record::Verdict;
 use crate::sandbox::SandboxHandle;
@@ -344,7 +343,7 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     /// Resolves the model, URL and key of `judge`; a miss is a config error.
-    fn resolve(judge: &Judge, eval_spec: Option<&str>, resolved: &[crate::ctx::ResolvedSecret]) -> Result<Self> {
+    fn resolve(judge: &Judge, eval_spec: Option<&str>, resolved: &[crate::secrets::Secret]) -> Result<Self> {
         let spec = match (&judge.model, eval_spec) {
             (Some(spec), _) => spec.clone(),
             (None, Some(spec)) => spec.to_string(),
@@ -675,7 +674,7 @@ async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sampl
             spent.tool_calls.push(ToolCall {
                 name: call.name.clone(),
                 input: call.input.clone(),
-                result: outcome.as_ref().ok().map(|t| crate::exec::tail(t, crate::ctx::CHECK_TAIL).to_string()),
+                result: outcome.as_ref().ok().map(|t| crate::exec::tail(t, crate::lifecycle::check::CHECK_TAIL).to_string()),
                 error: outcome.err(),
             });
             results.push(ToolResult { id: call.id.clone(), content: prompt::untrusted(&shown), is_error });
@@ -732,93 +731,76 @@ fn failure_message(v: &Verdict) -> String {
     }
 }
 
-impl Ctx {
-    /// Asks the judge model for a verdict on each criterion, over what the
-    /// attempt produced (see [`State`]). Every verdict goes into the record.
-    ///
-    /// A verdict that does not pass, or a judge that could not answer after
-    /// its retries, fails the attempt with kind `judge` but does not stop the
-    /// eval: this returns the verdicts, so later checks are still run and
-    /// recorded. Use `expect(result).to_pass()?` to stop at once.
+/// A judge call made ready before any request: its model endpoint (the key
+/// resolved on the host) and what it asks. The attempt runs one `Judge`
+/// phase per criterion with [`Prepared::verdict`] (`lifecycle/12_judge.rs`).
+pub(crate) struct Prepared {
+    endpoint: Endpoint,
+    system: String,
+    pub(crate) judge: Judge,
+}
+
+impl Judge {
+    /// Checks the judge and resolves its model and key.
     ///
     /// # Errors
-    /// [`Error::Config`] when no judge model is named, its provider is unknown
-    /// or its key is not set on the host; [`Error::Timeout`] when the budget
-    /// runs out; a sandbox error when what the judge needs cannot be read.
-    ///
-    /// # Cancel safety
-    /// Cancelling drops the request in flight; verdicts already given stay in
-    /// the record. An agentic judge's command may keep running in its
-    /// throwaway copy until teardown.
-    pub async fn judge(&mut self, judge: impl Into<Judge>) -> Result<JudgeResult> {
-        let judge = judge.into();
-        let began = Instant::now();
-        let result = self.judge_inner(&judge).await;
-        self.record.timings.judge_ms += began.elapsed().as_millis() as u64;
-        result
-    }
-
-    async fn judge_inner(&mut self, judge: &Judge) -> Result<JudgeResult> {
-        if judge.criteria.is_empty() {
+    /// [`Error::Config`] for no criterion, a threshold outside 0..1, no model
+    /// named, an unknown provider or a key not set on the host.
+    pub(crate) fn prepare(&self, eval_spec: Option<&str>, secrets: &[crate::secrets::Secret]) -> Result<Prepared> {
+        if self.criteria.is_empty() {
             return Err(Error::Config("failed to judge: the judge was given no criterion".into()));
         }
-        if !(0.0..=1.0).contains(&judge.threshold) {
-            return Err(Error::Config(format!("failed to judge: threshold {} is outside 0..1", judge.threshold)));
+        if !(0.0..=1.0).contains(&self.threshold) {
+            return Err(Error::Config(format!("failed to judge: threshold {} is outside 0..1", self.threshold)));
         }
-        let endpoint = Endpoint::resolve(judge, self.judge_spec.as_deref(), &self.secrets)?;
-        let evidence = prompt::gather(self, &judge.state).await?;
-        let sandbox = if judge.agentic { Some(self.sandbox().await?) } else { None };
-        let json_schema = endpoint.provider == Provider::OpenAi && endpoint.openai_output == OpenAiOutput::JsonSchema && !judge.agentic;
-        let system = prompt::system(judge.threshold, sandbox.as_ref().map(|_| judge.max_steps), json_schema);
-        // The judge's commands run in a throwaway copy; should one reach the workspace anyway, the record says so.
-        let before = match &sandbox {
-            Some(handle) => {
-                let last = self.last_snapshot.as_ref().or(self.baseline.as_ref()).cloned().unwrap_or_default();
-                Some(self.within_budget(async { Ok(last.refresh(handle).await?) }).await?)
-            }
-            None => None,
-        };
-        let mut verdicts = Vec::new();
-        for criterion in &judge.criteria {
-            let began = Instant::now();
-            let task = Task {
-                endpoint: &endpoint,
-                system: system.clone(),
-                user: prompt::user(criterion, judge.threshold, &evidence),
-                retries: judge.retries,
-                agentic: sandbox.as_ref().map(|s| (s, judge.max_steps)),
-            };
-            let verdict = self.within_budget(async { Ok(verdict(&task, criterion, judge.threshold, judge.samples).await) }).await?;
-            let detail = match &verdict.error {
-                Some(e) => format!("{:?} failed: {e}", prompt::shorten(criterion, 60)),
-                None => format!(
-                    "{:?} {} with {:.2} by {}",
-                    prompt::shorten(criterion, 60),
-                    if verdict.pass { "passed" } else { "did not pass" },
-                    verdict.score,
-                    verdict.model.as_deref().unwrap_or("?")
-                ),
-            };
-            self.log.phase(crate::phase::Phase::Judge, began, detail);
-            if !verdict.pass {
-                self.soft_failures.push(Error::Judge { message: failure_message(&verdict) });
-            }
-            self.record.verdicts.push(verdict.clone());
-            verdicts.push(verdict);
-        }
-        if let (Some(handle), Some(before)) = (&sandbox, before) {
-            match before.refresh(handle).await {
-                Ok(after) => {
-                    let changed = before.diff(&after);
-                    if !changed.is_empty() {
-                        self.log.event(format!("the agentic judge changed the workspace outside its throwaway copy: {}", changed.paths().join(", ")));
-                    }
-                }
-                Err(e) => self.log.event(format!("failed to check that the agentic judge left the workspace alone: {e}")),
-            }
-        }
-        Ok(JudgeResult { verdicts })
+        let endpoint = Endpoint::resolve(self, eval_spec, secrets)?;
+        let json_schema = endpoint.provider == Provider::OpenAi && endpoint.openai_output == OpenAiOutput::JsonSchema && !self.agentic;
+        let system = prompt::system(self.threshold, self.agentic.then_some(self.max_steps), json_schema);
+        Ok(Prepared { endpoint, system, judge: self.clone() })
     }
+
+    /// Whether the judge looks around the sandbox before its verdict.
+    pub(crate) fn is_agentic(&self) -> bool {
+        self.agentic
+    }
+
+    /// What the judge sees of the attempt.
+    pub(crate) fn state_shown(&self) -> &State {
+        &self.state
+    }
+}
+
+impl Prepared {
+    /// The verdict on one criterion over `evidence`; an agentic judge acts in `sandbox`.
+    pub(crate) async fn verdict(&self, criterion: &str, evidence: &prompt::Evidence, sandbox: Option<&SandboxHandle>) -> Verdict {
+        let task = Task {
+            endpoint: &self.endpoint,
+            system: self.system.clone(),
+            user: prompt::user(criterion, self.judge.threshold, evidence),
+            retries: self.judge.retries,
+            agentic: sandbox.map(|s| (s, self.judge.max_steps)),
+        };
+        verdict(&task, criterion, self.judge.threshold, self.judge.samples).await
+    }
+}
+
+/// The phase's detail for a verdict.
+pub(crate) fn detail(criterion: &str, verdict: &Verdict) -> String {
+    match &verdict.error {
+        Some(e) => format!("{:?} failed: {e}", prompt::shorten(criterion, 60)),
+        None => format!(
+            "{:?} {} with {:.2} by {}",
+            prompt::shorten(criterion, 60),
+            if verdict.pass { "passed" } else { "did not pass" },
+            verdict.score,
+            verdict.model.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// The error a verdict that did not pass fails the attempt with (the eval goes on).
+pub(crate) fn failure(verdict: &Verdict) -> Option<Error> {
+    (!verdict.pass).then(|| Error::Judge { message: failure_message(verdict) })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::ctx::Ctx;
+use crate::attempt::Attempt;
 use crate::error::{Error, Result};
 use crate::sandbox::SandboxError;
 
@@ -153,17 +153,17 @@ pub(crate) struct Evidence {
 }
 
 /// Reads what `state` asks for from the attempt.
-pub(crate) async fn gather(ctx: &mut Ctx, state: &State) -> Result<Evidence> {
+pub(crate) async fn gather(ctx: &mut Attempt, state: &State) -> Result<Evidence> {
     let mut evidence = Evidence::default();
     if state.prompts {
-        let prompts: Vec<String> = ctx.record.turns.iter().enumerate().map(|(i, t)| format!("### Prompt {}\n{}", i + 1, t.prompt)).collect();
+        let prompts: Vec<String> = ctx.record().turns.iter().enumerate().map(|(i, t)| format!("### Prompt {}\n{}", i + 1, t.prompt)).collect();
         // Escaped too: nothing but the frame itself may open or close it.
         evidence.task = Some(if prompts.is_empty() { "(no prompt was sent to the agent)".into() } else { escape(&prompts.join("\n\n")) });
     }
     let mut sections = Vec::new();
     if state.final_messages {
         let messages: Vec<String> = ctx
-            .record
+            .record()
             .turns
             .iter()
             .enumerate()
@@ -177,7 +177,7 @@ pub(crate) async fn gather(ctx: &mut Ctx, state: &State) -> Result<Evidence> {
     }
     if state.changed_files || state.diff {
         // Only a started sandbox has a diff: the judge never starts one just to find nothing.
-        let diff = if ctx.start == crate::ctx::StartState::Ready { Some(ctx.diff().await?) } else { None };
+        let diff = if ctx.is_ready() { Some(ctx.diff().await?) } else { None };
         if state.changed_files {
             let list = match &diff {
                 None => "(no sandbox was started)".to_string(),
@@ -216,11 +216,11 @@ pub(crate) async fn gather(ctx: &mut Ctx, state: &State) -> Result<Evidence> {
     }
     let captures: Vec<_> = match &state.captures {
         Captures::None => Vec::new(),
-        Captures::All => ctx.captures.iter().collect(),
-        Captures::Named(names) => ctx.captures.iter().filter(|c| names.contains(&c.name)).collect(),
+        Captures::All => ctx.captures().iter().collect(),
+        Captures::Named(names) => ctx.captures().iter().filter(|c| names.contains(&c.name)).collect(),
     };
     if let Captures::Named(names) = &state.captures {
-        for missing in names.iter().filter(|n| !ctx.captures.iter().any(|c| &c.name == *n)) {
+        for missing in names.iter().filter(|n| !ctx.captures().iter().any(|c| &c.name == *n)) {
             sections.push(format!("## Capture {missing}\n(nothing was captured under this name)"));
         }
     }

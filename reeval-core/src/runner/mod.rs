@@ -15,13 +15,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::attempt::{self, AttemptPlan};
-use crate::ctx::{ResolvedSecret, SecretScope};
+use crate::secrets::{Secret as ResolvedSecret, SecretScope};
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
 use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k};
 use crate::secrets::{ExposeSecret, Redactor};
-use crate::sandbox::DockerBackend;
+use crate::sandbox::{Backend, DockerBackend, Sweep};
 
 pub use cli::{Args, UsageError};
 pub use config::SuiteConfig;
@@ -142,12 +142,20 @@ pub struct Runner {
     config: RunConfig,
     harnesses: HarnessRegistry,
     shutdown: CancellationToken,
+    /// The engine sandboxes run on; by default the Docker engine of `DOCKER_HOST`.
+    backend: Option<Arc<dyn Backend>>,
 }
 
 impl Runner {
     /// A runner with `config` and the harnesses of `registry`.
     pub fn new(config: RunConfig, harnesses: HarnessRegistry) -> Self {
-        Self { config, harnesses, shutdown: CancellationToken::new() }
+        Self { config, harnesses, shutdown: CancellationToken::new(), backend: None }
+    }
+
+    /// Runs sandboxes on `backend` instead of the Docker engine (another engine, or the fake of tests).
+    pub fn with_backend(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.backend = Some(backend);
+        self
     }
 
     /// A token that, when cancelled, interrupts every attempt (each still tears down and records).
@@ -174,7 +182,7 @@ impl Runner {
     ///
     /// # Cancel safety
     /// Safe: it starts nothing.
-    pub(crate) async fn preflight(&self, evals: &[Eval]) -> Result<(Option<Arc<DockerBackend>>, BTreeMap<String, Vec<ResolvedSecret>>), PreflightError> {
+    pub(crate) async fn preflight(&self, evals: &[Eval]) -> Result<(Option<Arc<dyn Backend>>, BTreeMap<String, Vec<ResolvedSecret>>), PreflightError> {
         let mut missing = Vec::new();
         let mut secrets = BTreeMap::new();
         let dotenv = load_env_file(self.config.env_file.as_deref());
@@ -238,8 +246,16 @@ impl Runner {
                 secrets.insert(cell_key(&eval.name, &spec), for_cell);
             }
         }
-        let backend = match DockerBackend::connect().await {
-            Ok(b) => Some(Arc::new(b)),
+        let connected = match &self.backend {
+            Some(b) => b.ping().await.map(|_| b.clone()),
+            None => DockerBackend::connect().await.map(|b| Arc::new(b) as Arc<dyn Backend>),
+        };
+        let backend: Option<Arc<dyn Backend>> = match connected {
+            Ok(b) => Some(b),
+            Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
+                missing.push(e.to_string());
+                None
+            }
             Err(e) => {
                 missing.push(format!("the Docker engine does not answer ({e}); start it or set DOCKER_HOST"));
                 None
@@ -273,7 +289,7 @@ impl Runner {
             }
         }
         if let Some(b) = &backend
-            && let Ok(n) = b.remove_leftovers().await
+            && let Ok(n) = b.sweep(Sweep::Orphans).await
             && n > 0
         {
             eprintln!("reeval: removed {n} containers left by runs that were killed");
@@ -355,7 +371,7 @@ impl Runner {
         }
         // Sandboxes whose attempt lost track of them (a create cut short) go now, not at the next run.
         if let Some(b) = &backend {
-            let _ = b.remove_own(&self.config.run_id).await;
+            let _ = b.sweep(Sweep::OwnRun(&self.config.run_id)).await;
         }
         let summary = summarize(&self.config.run_id, &all);
         let _ = std::fs::create_dir_all(&run_dir);

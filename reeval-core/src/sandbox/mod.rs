@@ -1,30 +1,43 @@
-//! The sandbox: a trait with one backend today (Docker, in [`docker`]), the
-//! handle contexts and harnesses act through, and safe archive handling.
+//! Sandboxes and the engines that run them: the [`Backend`] trait (an engine:
+//! ping, capabilities, images, create, sweep) and the [`Sandbox`] trait (one
+//! running sandbox: exec, files, streams, destroy). Docker (local, or remote
+//! by `DOCKER_HOST`) is one implementation, in [`docker`]; an in-memory fake
+//! for tests is another, in `fake` (feature `test-util`). Contexts and
+//! harnesses act through a [`SandboxHandle`].
 
 pub mod archive;
 pub mod docker;
+#[cfg(any(test, feature = "test-util"))]
+pub mod fake;
+mod handle;
+pub(crate) mod procs;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::environment::ImageSpec;
+use crate::error::Cause;
 use crate::exec::{Command, ExecOutput};
 
 pub use docker::DockerBackend;
+pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 
-/// Label on every container of a run: the run id.
+/// Label on every container of a run: the run id. The `dev.reeval.*` label
+/// namespace is reserved for reeval: do not set such labels yourself.
 pub const LABEL_RUN: &str = "dev.reeval.run";
 /// Label on every container: the attempt id.
 pub const LABEL_ATTEMPT: &str = "dev.reeval.attempt";
-/// Label on every container: `<pid>@<process start ticks>` of the runner that owns it.
+/// Label on every container: `<host>:<pid>:<process start ticks>` of the runner that owns it.
 pub const LABEL_OWNER: &str = "dev.reeval.owner";
 
 /// A failure of the sandbox or its engine. Always an infra error, except a
-/// missing file, which a check may expect.
+/// missing file, which a check may expect (see `outcome::classify`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
@@ -34,6 +47,12 @@ pub enum SandboxError {
         /// The cause.
         message: String,
     },
+    /// The engine's address or settings cannot be used (`DOCKER_HOST`, certificates).
+    #[error("failed to use the engine's settings: {message}")]
+    EngineConfig {
+        /// What is wrong, naming the variable.
+        message: String,
+    },
     /// An engine call failed.
     #[error("failed to {op}: {message}")]
     Engine {
@@ -41,6 +60,9 @@ pub enum SandboxError {
         op: String,
         /// The engine's answer.
         message: String,
+        /// The engine client's error, with its HTTP status where there is one.
+        #[source]
+        source: Option<Cause>,
     },
     /// The image is not present and cannot be pulled or built here.
     #[error("failed to find image {image}: {hint}")]
@@ -73,8 +95,23 @@ pub enum SandboxError {
 }
 
 impl SandboxError {
-    pub(crate) fn engine(op: impl Into<String>, err: impl fmt::Display) -> Self {
-        SandboxError::Engine { op: op.into(), message: err.to_string() }
+    /// An engine call that failed with `err`, kept as the source.
+    pub(crate) fn engine(op: impl Into<String>, err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        SandboxError::Engine { op: op.into(), message: err.to_string(), source: Some(Box::new(err)) }
+    }
+
+    /// An engine call that failed in a way the engine described in words.
+    pub(crate) fn engine_says(op: impl Into<String>, message: impl fmt::Display) -> Self {
+        SandboxError::Engine { op: op.into(), message: message.to_string(), source: None }
+    }
+
+    /// The HTTP status of the engine's answer, when the engine answered with one.
+    pub fn status(&self) -> Option<u16> {
+        let SandboxError::Engine { source: Some(source), .. } = self else { return None };
+        match source.downcast_ref::<bollard::errors::Error>()? {
+            bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+            _ => None,
+        }
     }
 }
 
@@ -95,17 +132,203 @@ impl Default for Limits {
     }
 }
 
+/// What network a sandbox gets. The sandbox never gets a network of its own
+/// that reaches anything: its only way out is the egress gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NetworkSpec {
+    /// No network at all: only the loopback interface.
+    #[default]
+    None,
+    /// No network, and a host directory holding the gateway's unix socket
+    /// mounted read-only into the sandbox (a local engine only).
+    GatewaySocket {
+        /// The directory on the host.
+        host_dir: PathBuf,
+        /// Where it appears in the sandbox.
+        sandbox_dir: String,
+    },
+}
+
 /// What a sandbox is created from.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
     /// The image reference (already present on the engine).
     pub image: String,
-    /// Labels (run, attempt, owner).
+    /// Labels (run, attempt); the backend adds its owner label.
     pub labels: BTreeMap<String, String>,
     /// The workspace directory.
     pub workdir: String,
     /// Resource limits.
     pub limits: Limits,
+    /// The network the sandbox gets.
+    pub network: NetworkSpec,
+}
+
+/// The engine a backend talks to, as preflight reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// Which engine (`Docker Engine`, `Podman`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its API version.
+    pub api_version: String,
+    /// Where it is (`unix:///var/run/docker.sock`, `tcp://host:2376`).
+    pub host: String,
+}
+
+/// A tool an in-sandbox helper of reeval needs from the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelperTool {
+    /// The program.
+    pub program: &'static str,
+    /// What needs it.
+    pub used_by: &'static str,
+    /// What happens without it.
+    pub without: &'static str,
+}
+
+/// The tools reeval's in-sandbox helpers use, on every backend that acts through exec.
+pub const HELPER_TOOLS: &[HelperTool] = &[
+    HelperTool { program: "sh", used_by: "killable commands (a pid file per process group)", without: "turns and timed commands cannot run" },
+    HelperTool { program: "find", used_by: "incremental diffs (a listing of the workspace)", without: "every diff reads the whole workspace" },
+    HelperTool { program: "tar", used_by: "incremental diffs (an archive of the changed files)", without: "every diff reads the whole workspace" },
+    HelperTool { program: "python3", used_by: "Ctx::serve (the port relay)", without: "serve fails as an infra error" },
+];
+
+/// What a backend can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Whether a host directory with the gateway's unix socket can be mounted ([`NetworkSpec::GatewaySocket`]).
+    pub gateway_socket: bool,
+    /// Whether the kernel's OOM kills can be counted inside the sandbox.
+    pub oom_kills: bool,
+    /// The tools the backend's in-sandbox helpers need from the image.
+    pub helper_tools: &'static [HelperTool],
+}
+
+/// Which leftover sandboxes a [`Backend::sweep`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep<'a> {
+    /// Every sandbox of this run that this process owns (the end of a run).
+    OwnRun(&'a str),
+    /// Sandboxes of runners on this host that are gone (killed with SIGKILL).
+    Orphans,
+}
+
+/// An image ready for a container.
+#[derive(Debug, Clone)]
+pub struct ReadyImage {
+    /// The reference containers are created from.
+    pub reference: String,
+    /// The engine's image id.
+    pub id: String,
+    /// `cache hit …` or `built … in …`, for `-v` and the record.
+    pub detail: String,
+}
+
+/// An engine that runs sandboxes. The runner, the attempt and image building
+/// hold an `Arc<dyn Backend>`.
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// The backend's name (`docker`, `fake`).
+    fn name(&self) -> &str;
+
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Whether the engine answers, and what it is.
+    ///
+    /// # Errors
+    /// [`SandboxError::EngineUnreachable`] when it does not answer.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn ping(&self) -> Result<EngineInfo, SandboxError>;
+
+    /// Makes `spec` present on the engine, built once per content digest;
+    /// `extra` goes into the digest (the harness's name and version).
+    ///
+    /// # Errors
+    /// [`SandboxError::ImageMissing`] for an absent image that cannot be
+    /// pulled or built here, [`SandboxError::ImageBuild`] when a build fails.
+    ///
+    /// # Cancel safety
+    /// A cancelled build leaves at worst an untagged image.
+    async fn ensure_image(&self, spec: &ImageSpec, extra: &str) -> Result<ReadyImage, SandboxError>;
+
+    /// Creates a sandbox, not yet started: the caller keeps it (to destroy it
+    /// whatever happens) before [`Sandbox::start`].
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// A cancelled create may leave a labelled sandbox, which the sweep at
+    /// the end of the run, or the next run, removes.
+    async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError>;
+
+    /// Removes leftover sandboxes; returns how many.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when listing fails; single removals that fail are skipped.
+    ///
+    /// # Cancel safety
+    /// Safe: what is not removed now is removed by a later sweep.
+    async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
+}
+
+/// Whether an exec's processes can be signalled later as one tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessGroup {
+    /// A plain command: it ends on its own (housekeeping, checks).
+    Plain,
+    /// Tracked by a pid file, so that [`Sandbox::kill`] (or the command's own
+    /// timeout) reaches it and every process it started: agent turns.
+    Killable,
+}
+
+/// A signal for [`Sandbox::kill`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ask to stop.
+    Term,
+    /// Stop now.
+    Kill,
+}
+
+impl Signal {
+    /// The signal's name as `kill -s` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Term => "TERM",
+            Signal::Kill => "KILL",
+        }
+    }
+}
+
+/// Where an exec's stdout chunks are also sent as they come.
+pub type StdoutSink = mpsc::UnboundedSender<Bytes>;
+
+/// One command to run in a sandbox.
+#[derive(Debug)]
+pub struct ExecRequest<'a> {
+    /// The command (argv, directory, user, stdin, timeout).
+    pub command: &'a Command,
+    /// Its environment, on top of the image's.
+    pub env: &'a [(String, String)],
+    /// Where stdout chunks are also sent as they come.
+    pub stdout: Option<StdoutSink>,
+    /// Whether its process tree can be signalled later.
+    pub group: ProcessGroup,
+}
+
+impl<'a> ExecRequest<'a> {
+    /// A plain command with this environment and no stream.
+    pub fn plain(command: &'a Command, env: &'a [(String, String)]) -> Self {
+        Self { command, env, stdout: None, group: ProcessGroup::Plain }
+    }
 }
 
 /// A running sandbox. Implementations must never unpack an archive from the
@@ -115,25 +338,34 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// The backend's id of the sandbox (the container id).
     fn id(&self) -> &str;
 
-    /// Runs a command; with `stdout` given, stdout chunks are also sent there as they come.
-    /// A command with a timeout is killed with its process tree when it runs out.
+    /// Starts the sandbox after [`Backend::create`].
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// Safe: the caller destroys the sandbox at teardown either way.
+    async fn start(&self) -> Result<(), SandboxError>;
+
+    /// Runs a command. A command with a timeout, or a [`ProcessGroup::Killable`]
+    /// one, is killed with its process tree when its time runs out.
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails; a non-zero exit is not an error.
     ///
     /// # Cancel safety
     /// Dropping the future stops reading; the process goes on in the sandbox
-    /// until [`Sandbox::kill`] or [`Sandbox::destroy`].
-    async fn exec(&self, cmd: &Command, env: &[(String, String)], stdout: Option<mpsc::UnboundedSender<Bytes>>) -> Result<ExecOutput, SandboxError>;
+    /// until [`Sandbox::kill`] (killable ones) or [`Sandbox::destroy`].
+    async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError>;
 
-    /// Sends `signal` to every process tree started by a killable exec that is still running.
+    /// Sends `signal` to every killable process tree that is still running.
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails.
     ///
     /// # Cancel safety
     /// Safe: a signal not sent is sent again by teardown's kill.
-    async fn kill(&self, signal: &str) -> Result<(), SandboxError>;
+    async fn kill(&self, signal: Signal) -> Result<(), SandboxError>;
 
     /// Unpacks a tar archive (built by us) into `dir`, which must exist,
     /// keeping the owners its entries name.
@@ -170,7 +402,7 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// [`SandboxError`] when the engine fails.
     ///
     /// # Cancel safety
-    /// A cancelled destroy may leave the container, which the run's end sweep removes.
+    /// A cancelled destroy may leave the sandbox, which the run's end sweep removes.
     async fn destroy(&self) -> Result<(), SandboxError>;
 }
 
@@ -185,203 +417,5 @@ pub struct ExecStream {
 impl fmt::Debug for ExecStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ExecStream")
-    }
-}
-
-/// What contexts and harnesses act through: a sandbox, its workspace and the
-/// environment every command gets.
-#[derive(Clone)]
-pub struct SandboxHandle {
-    sandbox: Arc<dyn Sandbox>,
-    workspace: String,
-    env: Arc<Vec<(String, String)>>,
-    /// The user commands run as when they name none; `None` is the image's own (root).
-    user: Option<AgentUser>,
-}
-
-/// The unprivileged user agents run as, so that nothing they start can read
-/// the environment of a check (which holds checks-only secrets) or change what
-/// root owns outside the workspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AgentUser;
-
-impl AgentUser {
-    /// Its uid, also its gid.
-    pub const ID: u64 = 1000;
-    /// Its home directory.
-    pub const HOME: &'static str = "/home/agent";
-
-    /// `uid:gid` for the engine.
-    pub fn spec() -> String {
-        format!("{0}:{0}", Self::ID)
-    }
-}
-
-impl fmt::Debug for SandboxHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The env may hold placeholders only, but keep it out of debug output anyway.
-        f.debug_struct("SandboxHandle").field("sandbox", &self.sandbox.id()).field("workspace", &self.workspace).finish()
-    }
-}
-
-/// The largest file `read_file` returns.
-pub const READ_LIMIT: u64 = 256 << 20;
-
-impl SandboxHandle {
-    /// A handle on `sandbox` with its workspace at `workspace`.
-    pub fn new(sandbox: Arc<dyn Sandbox>, workspace: impl Into<String>, env: Vec<(String, String)>) -> Self {
-        Self { sandbox, workspace: workspace.into(), env: Arc::new(env), user: None }
-    }
-
-    /// The same sandbox, acting as the unprivileged [`AgentUser`]: what harnesses get.
-    pub fn as_agent(&self) -> Self {
-        Self { user: Some(AgentUser), ..self.clone() }
-    }
-
-    /// Whether this handle acts as the agent user.
-    pub fn is_agent(&self) -> bool {
-        self.user.is_some()
-    }
-
-    /// The sandbox.
-    pub fn sandbox(&self) -> &Arc<dyn Sandbox> {
-        &self.sandbox
-    }
-
-    /// The workspace directory inside the sandbox.
-    pub fn workspace(&self) -> &str {
-        &self.workspace
-    }
-
-    /// The environment every command gets (placeholders, never real secrets).
-    pub fn env(&self) -> &[(String, String)] {
-        &self.env
-    }
-
-    /// `path` made absolute against the workspace.
-    pub fn resolve(&self, path: &str) -> String {
-        if path.starts_with('/') { path.to_string() } else { format!("{}/{}", self.workspace.trim_end_matches('/'), path.trim_start_matches("./")) }
-    }
-
-    fn with_workdir(&self, cmd: &Command) -> Command {
-        let mut cmd = cmd.clone();
-        if cmd.workdir.is_none() {
-            cmd.workdir = Some(self.workspace.clone());
-        }
-        if cmd.user.is_none() && self.user.is_some() {
-            cmd.user = Some(AgentUser::spec());
-        }
-        cmd
-    }
-
-    /// Runs a command in the workspace with the attempt's environment.
-    ///
-    /// # Errors
-    /// [`SandboxError`] when the engine fails; a non-zero exit is not an error.
-    ///
-    /// # Cancel safety
-    /// See [`Sandbox::exec`].
-    pub async fn exec(&self, cmd: impl Into<Command>) -> Result<ExecOutput, SandboxError> {
-        self.sandbox.exec(&self.with_workdir(&cmd.into()), &self.env, None).await
-    }
-
-    /// Runs a command with extra variables on top of the attempt's environment.
-    ///
-    /// # Errors
-    /// As [`SandboxHandle::exec`].
-    ///
-    /// # Cancel safety
-    /// See [`Sandbox::exec`].
-    pub async fn exec_with_env(&self, cmd: impl Into<Command>, extra: &[(String, String)]) -> Result<ExecOutput, SandboxError> {
-        let mut env = self.env.as_ref().clone();
-        env.extend_from_slice(extra);
-        self.sandbox.exec(&self.with_workdir(&cmd.into()), &env, None).await
-    }
-
-    /// Runs an agent's turn: a killable process tree whose stdout also streams to `stdout`.
-    ///
-    /// # Errors
-    /// As [`SandboxHandle::exec`].
-    ///
-    /// # Cancel safety
-    /// Dropping the future leaves the process running; the context kills it
-    /// with [`Sandbox::kill`] when it aborts a turn.
-    pub async fn exec_turn(&self, cmd: Command, stdout: mpsc::UnboundedSender<Bytes>) -> Result<ExecOutput, SandboxError> {
-        self.sandbox.exec(&self.with_workdir(&cmd), &self.env, Some(stdout)).await
-    }
-
-    /// How many processes the kernel's OOM killer has killed in the sandbox
-    /// (cgroup v1 or v2), when the sandbox exposes it.
-    ///
-    /// # Errors
-    /// [`SandboxError`] when the engine fails.
-    ///
-    /// # Cancel safety
-    /// Safe.
-    pub async fn oom_kills(&self) -> Result<Option<u64>, SandboxError> {
-        let out =
-            self.sandbox.exec(&Command::shell("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"), &[], None).await?;
-        Ok(out.stdout.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()))
-    }
-
-    /// Reads a file (relative paths are in the workspace). An agent's handle
-    /// reads with the agent user's permissions, not root's.
-    ///
-    /// # Errors
-    /// [`SandboxError::NotFound`] when there is no such regular file (or the
-    /// agent user may not read it).
-    ///
-    /// # Cancel safety
-    /// Safe: nothing changes in the sandbox.
-    pub async fn read_file(&self, path: &str) -> Result<Vec<u8>, SandboxError> {
-        let abs = self.resolve(path);
-        if self.user.is_none() {
-            let tar = self.sandbox.download(&abs, READ_LIMIT).await?;
-            return archive::single_file(&tar, &abs);
-        }
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        // `head -c` bounds what is read; a regular file only, like the archive path.
-        let script = r#"[ -f "$1" ] && [ -r "$1" ] || exit 44; exec head -c "$2" -- "$1""#;
-        let cmd = Command::new("sh").args(["-c", script, "sh", &abs, &(READ_LIMIT + 1).to_string()]);
-        let out = self.sandbox.exec(&self.with_workdir(&cmd), &[], Some(tx)).await?;
-        if out.exit_code == 44 {
-            return Err(SandboxError::NotFound { path: abs });
-        }
-        let mut bytes = Vec::new();
-        while let Ok(chunk) = rx.try_recv() {
-            bytes.extend_from_slice(&chunk);
-        }
-        if !out.success() {
-            return Err(SandboxError::Archive { message: format!("failed to read {abs}: {}", out.stderr.trim()) });
-        }
-        if bytes.len() as u64 > READ_LIMIT {
-            return Err(SandboxError::Archive { message: format!("{abs} is larger than {READ_LIMIT} bytes") });
-        }
-        Ok(bytes)
-    }
-
-    /// Writes a file byte for byte with `mode`, creating parent directories.
-    ///
-    /// # Errors
-    /// [`SandboxError`] when the engine fails.
-    ///
-    /// # Cancel safety
-    /// Not atomic: a cancelled write may leave the file absent.
-    pub async fn write_file(&self, path: &str, bytes: &[u8], mode: u32) -> Result<(), SandboxError> {
-        let abs = self.resolve(path);
-        let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
-        let dir = if dir.is_empty() { "/" } else { dir };
-        let owner = if self.user.is_some() { AgentUser::ID } else { 0 };
-        let tar = archive::tar_owned_by(&[(name.to_string(), bytes.to_vec(), mode)], owner)?;
-        match self.sandbox.upload(dir, tar.clone()).await {
-            Err(SandboxError::NotFound { .. }) => {
-                let out = self.sandbox.exec(&self.with_workdir(&Command::new("mkdir").arg("-p").arg(dir).workdir("/")), &[], None).await?;
-                if !out.success() {
-                    return Err(SandboxError::engine(format!("create directory {dir}"), out.stderr.trim()));
-                }
-                self.sandbox.upload(dir, tar).await
-            }
-            other => other,
-        }
     }
 }

@@ -1,22 +1,19 @@
-//! `Ctx::serve`: a port inside the sandbox made reachable from the host on
+//! The serve phase: a port inside the sandbox made reachable from the host on
 //! loopback. The sandbox has no network, so each host connection is relayed
 //! through the engine by an exec in the sandbox (as `kubectl port-forward`
 //! does), which needs `python3` in the image.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::sandbox::SandboxHandle;
 
-/// How long `serve` waits for the port to accept connections.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connects to 127.0.0.1:<port> and copies stdin to the socket and the socket
 /// to stdout, half-closing each way at end of stream.
@@ -61,55 +58,25 @@ pub(crate) struct Forward {
     pub(crate) task: JoinHandle<()>,
 }
 
-impl Ctx {
-    /// Makes `port` inside the sandbox reachable from the host on 127.0.0.1 and
-    /// returns its URL (`http://127.0.0.1:<host port>`) once it accepts connections.
-    /// Serving the same port twice returns the same URL.
-    ///
-    /// # Errors
-    /// An `assertion` failure when nothing accepts connections on the port within
-    /// 30 seconds (the agent did not start the service); an infra error when
-    /// the forward cannot be set up.
-    ///
-    /// # Cancel safety
-    /// Safe: a forward set up before cancellation is closed at teardown.
-    pub async fn serve(&mut self, port: u16) -> Result<String> {
-        self.serve_with(port, READY_TIMEOUT).await
+/// Waits until something accepts connections on `port` inside the sandbox,
+/// then forwards a loopback port of the host to it.
+pub(crate) async fn forward(handle: &SandboxHandle, port: u16, ready_within: Duration) -> Result<Forward> {
+    let probe = Command::new("python3").arg("-c").arg(PROBE).arg(port.to_string()).arg(format!("{:.3}", ready_within.as_secs_f64()));
+    let ready = handle.exec(probe).await?;
+    if ready.exit_code == 127 {
+        return Err(Error::infra(format!("serve port {port}"), "the image has no python3, which the port relay needs"));
     }
-
-    /// [`Ctx::serve`] with its own wait for the port to accept connections.
-    ///
-    /// # Errors
-    /// As [`Ctx::serve`], after `ready_within`.
-    ///
-    /// # Cancel safety
-    /// As [`Ctx::serve`].
-    pub async fn serve_with(&mut self, port: u16, ready_within: Duration) -> Result<String> {
-        if let Some(f) = self.forwards.iter().find(|f| f.port == port) {
-            return Ok(f.url.clone());
-        }
-        let handle = self.sandbox().await?;
-        let began = Instant::now();
-        let probe = Command::new("python3").arg("-c").arg(PROBE).arg(port.to_string()).arg(format!("{:.3}", ready_within.as_secs_f64()));
-        let ready = self.within_budget(async { Ok(handle.exec(probe).await?) }).await?;
-        if ready.exit_code == 127 {
-            return Err(Error::infra(format!("serve port {port}"), "the image has no python3, which the port relay needs"));
-        }
-        if !ready.success() {
-            return Err(Error::other(format!(
-                "failed to serve port {port}: nothing accepted connections on it inside the sandbox within {:.1}s",
-                ready_within.as_secs_f64()
-            )));
-        }
-        let listener =
-            TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| Error::infra(format!("serve port {port}"), format!("cannot listen on loopback: {e}")))?;
-        let addr = listener.local_addr().map_err(|e| Error::infra(format!("serve port {port}"), e))?;
-        let url = format!("http://127.0.0.1:{}", addr.port());
-        let task = tokio::spawn(accept_loop(listener, handle, port));
-        self.log.phase(crate::phase::Phase::Serve, began, format!("port {port} at {url}"));
-        self.forwards.push(Forward { port, url: url.clone(), task });
-        Ok(url)
+    if !ready.success() {
+        return Err(Error::other(format!(
+            "failed to serve port {port}: nothing accepted connections on it inside the sandbox within {:.1}s",
+            ready_within.as_secs_f64()
+        )));
     }
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| Error::infra_from(format!("serve port {port}: listen on loopback"), e))?;
+    let addr = listener.local_addr().map_err(|e| Error::infra_from(format!("serve port {port}"), e))?;
+    let url = format!("http://127.0.0.1:{}", addr.port());
+    let task = tokio::spawn(accept_loop(listener, handle.clone(), port));
+    Ok(Forward { port, url, task })
 }
 
 async fn accept_loop(listener: TcpListener, handle: SandboxHandle, port: u16) {

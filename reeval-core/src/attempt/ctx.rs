@@ -1,0 +1,207 @@
+//! The context an eval is written against: a thin facade over its [`Attempt`].
+//! The sandbox starts lazily on the first call that needs it, so the eval's
+//! own code runs first.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Attempt;
+use crate::capture::{Artifact, Capture};
+use crate::diff::Diff;
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecOutput};
+use crate::judge::{Judge, JudgeResult};
+use crate::record::Record;
+use crate::sandbox::SandboxHandle;
+use crate::turn::{Turn, TurnOptions};
+
+/// How long `serve` waits for the port to accept connections.
+pub const SERVE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The eval's handle on its attempt: agent turns, checks, files, diffs, verdicts.
+#[derive(Debug)]
+pub struct Ctx {
+    pub(super) attempt: Attempt,
+}
+
+impl Ctx {
+    /// A token that fires when the attempt's budget runs out.
+    pub fn signal(&self) -> CancellationToken {
+        self.attempt.signal()
+    }
+
+    /// The attempt's record so far.
+    pub fn record(&self) -> &Record {
+        self.attempt.record()
+    }
+
+    /// The attempt's artifact directory on the host.
+    pub fn artifacts_dir(&self) -> &std::path::Path {
+        self.attempt.artifacts_dir()
+    }
+
+    /// Artifacts captured so far.
+    pub fn captures(&self) -> &[Capture] {
+        self.attempt.captures()
+    }
+
+    /// Sends one prompt to the agent: one turn, followed by a diff.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the budget runs out during the turn (the turn is
+    /// recorded `aborted`); [`Error::Agent`] when the agent failed on its own;
+    /// an infra or config error when the harness could not run.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: a dropped turn leaves its processes running until teardown.
+    pub async fn send(&mut self, prompt: impl Into<String>) -> Result<Turn> {
+        self.attempt.send(prompt.into(), TurnOptions::default()).await
+    }
+
+    /// Sends one prompt with per-turn options. A turn that hits its own
+    /// `timeout` is recorded `timed_out` and returned, so checks can grade partial work.
+    ///
+    /// # Errors
+    /// As [`Ctx::send`].
+    ///
+    /// # Cancel safety
+    /// As [`Ctx::send`].
+    pub async fn send_with(&mut self, prompt: impl Into<String>, options: TurnOptions) -> Result<Turn> {
+        self.attempt.send(prompt.into(), options).await
+    }
+
+    /// Runs a check in the sandbox: a `&str` under `sh -c`, or a [`Command`] argv.
+    /// Secrets marked for checks are in its environment with their real values.
+    /// Its output comes back as it is (the eval's code is trusted); the record's
+    /// copy is redacted when written.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the budget runs out; a sandbox error. A non-zero
+    /// exit is not an error: match it with `expect(..)`.
+    ///
+    /// # Cancel safety
+    /// A dropped check may keep running in the sandbox until teardown.
+    pub async fn exec(&mut self, cmd: impl Into<Command>) -> Result<ExecOutput> {
+        self.attempt.exec(cmd.into()).await
+    }
+
+    /// Reads a text file (relative paths are in the workspace).
+    ///
+    /// # Errors
+    /// [`crate::SandboxError::NotFound`] (an `assertion` failure) when it does not exist;
+    /// an error when it is not UTF-8.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn read_file(&mut self, path: &str) -> Result<String> {
+        let bytes = self.attempt.read_bytes(path).await?;
+        String::from_utf8(bytes).map_err(|_| Error::other(format!("failed to read {path} as text: it is not UTF-8 (use read_bytes)")))
+    }
+
+    /// Reads a file's bytes.
+    ///
+    /// # Errors
+    /// As [`Ctx::read_file`], without the UTF-8 check.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn read_bytes(&mut self, path: &str) -> Result<Vec<u8>> {
+        self.attempt.read_bytes(path).await
+    }
+
+    /// Writes a file byte for byte (mode 0644), creating its directories.
+    ///
+    /// # Errors
+    /// A sandbox error, or [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// A cancelled write may leave the file absent.
+    pub async fn write_file(&mut self, path: &str, content: impl AsRef<[u8]>) -> Result<()> {
+        self.attempt.write_file(path, content.as_ref()).await
+    }
+
+    /// The workspace diff since the snapshot (files, rules and setup excluded).
+    ///
+    /// # Errors
+    /// A sandbox error, or [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn diff(&mut self) -> Result<Diff> {
+        self.attempt.diff().await
+    }
+
+    /// Asks the judge model for a verdict on each criterion, over what the
+    /// attempt produced (see [`crate::judge::State`]). Every verdict goes into the record.
+    ///
+    /// A verdict that does not pass, or a judge that could not answer after
+    /// its retries, fails the attempt with kind `judge` but does not stop the
+    /// eval: this returns the verdicts, so later checks are still run and
+    /// recorded. Use `expect(result).to_pass()?` to stop at once.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no judge model is named, its provider is unknown
+    /// or its key is not set on the host; [`Error::Timeout`] when the budget
+    /// runs out; a sandbox error when what the judge needs cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancelling drops the request in flight; verdicts already given stay in
+    /// the record. An agentic judge's command may keep running in its
+    /// throwaway copy until teardown.
+    pub async fn judge(&mut self, judge: impl Into<Judge>) -> Result<JudgeResult> {
+        self.attempt.judge(judge.into()).await
+    }
+
+    /// Makes `port` inside the sandbox reachable from the host on 127.0.0.1 and
+    /// returns its URL (`http://127.0.0.1:<host port>`) once it accepts connections.
+    /// Serving the same port twice returns the same URL.
+    ///
+    /// # Errors
+    /// An `assertion` failure when nothing accepts connections on the port within
+    /// 30 seconds (the agent did not start the service); an infra error when
+    /// the forward cannot be set up.
+    ///
+    /// # Cancel safety
+    /// Safe: a forward set up before cancellation is closed at teardown.
+    pub async fn serve(&mut self, port: u16) -> Result<String> {
+        self.attempt.serve(port, SERVE_READY_TIMEOUT).await
+    }
+
+    /// [`Ctx::serve`] with its own wait for the port to accept connections.
+    ///
+    /// # Errors
+    /// As [`Ctx::serve`], after `ready_within`.
+    ///
+    /// # Cancel safety
+    /// As [`Ctx::serve`].
+    pub async fn serve_with(&mut self, port: u16, ready_within: Duration) -> Result<String> {
+        self.attempt.serve(port, ready_within).await
+    }
+
+    /// Keeps `what` as an artifact named `name` under the attempt's artifact
+    /// directory (`captures/`), listed in the record and visible to the judge.
+    ///
+    /// # Errors
+    /// [`crate::SandboxError::NotFound`] (an `assertion` failure) for a missing
+    /// file or directory; an error when a URL cannot be fetched; an infra error
+    /// when the artifact cannot be written.
+    ///
+    /// # Cancel safety
+    /// A cancelled capture keeps nothing.
+    pub async fn capture(&mut self, name: &str, what: Artifact) -> Result<Capture> {
+        self.attempt.capture(name, what).await
+    }
+
+    /// The sandbox handle, for code that needs to act in the sandbox directly
+    /// (an in-process agent, a custom check). Starts the sandbox if needed.
+    ///
+    /// # Errors
+    /// An infra error when the sandbox cannot start.
+    ///
+    /// # Cancel safety
+    /// A cancelled start leaves the sandbox to teardown, which destroys it; later calls fail.
+    pub async fn sandbox_handle(&mut self) -> Result<SandboxHandle> {
+        self.attempt.sandbox().await
+    }
+}

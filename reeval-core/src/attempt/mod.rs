@@ -1,0 +1,614 @@
+//! One attempt as a state machine. [`Ctx`] is a thin facade over an
+//! [`Attempt`]; nothing outside this module writes an attempt's fields. The
+//! sandbox's state is one enum ([`SandboxState`]); every phase runs through
+//! [`Phases::run`]; the steps themselves are the files of `crate::lifecycle`,
+//! in phase order. [`run`] drives one attempt from its plan to its record:
+//! the eval's future under its budget, teardown whatever happened,
+//! classification, the record written.
+
+mod ctx;
+mod phases;
+#[cfg(test)]
+mod tests;
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+pub use ctx::Ctx;
+pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
+
+use crate::budget::Budget;
+use crate::capture::{Artifact, Capture};
+use crate::diff::{Diff, Snapshot};
+use crate::environment::Environment;
+use crate::error::{Error, Result};
+use crate::eval::Eval;
+use crate::exec::{Command, ExecOutput};
+use crate::harness::{Harness, TurnContext};
+use crate::judge::{Judge, JudgeResult};
+use crate::lifecycle;
+use crate::outcome::{Ended, conclude};
+use crate::phase::Phase;
+use crate::progress::PhaseLog;
+use crate::record::Record;
+use crate::sandbox::{Backend, SandboxHandle};
+use crate::secrets::{Redactor, Secret};
+use crate::turn::{Turn, TurnOptions, TurnStatus};
+
+/// Everything an attempt needs from its run.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptPlan {
+    pub(crate) run_id: String,
+    pub(crate) run_dir: PathBuf,
+    pub(crate) eval: Eval,
+    pub(crate) harness_spec: String,
+    pub(crate) timeout: Duration,
+    pub(crate) trial: u32,
+    pub(crate) try_: u32,
+    pub(crate) verbose: bool,
+    /// The run-wide preflight's detail (`ok in 12ms`).
+    pub(crate) preflight: String,
+    /// The run's redactor, built in preflight.
+    pub(crate) redactor: Redactor,
+}
+
+/// Where the sandbox is.
+#[derive(Debug, Default)]
+pub(crate) enum SandboxState {
+    /// Not started: nothing the eval did needed it yet.
+    #[default]
+    NotStarted,
+    /// The lazy start began and has not finished: it failed to finish (its
+    /// future was dropped), or is running. Holds the sandbox once created, so
+    /// teardown destroys it.
+    Starting { handle: Option<SandboxHandle> },
+    /// Every start phase ran.
+    Ready(Box<Ready>),
+    /// A start phase failed; later calls fail the same way.
+    Failed { message: String, handle: Option<SandboxHandle> },
+}
+
+/// A started sandbox and what the attempt knows of it.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    handle: SandboxHandle,
+    /// The workspace at the snapshot: every diff starts here.
+    baseline: Snapshot,
+    /// The workspace at the last diff, from which the next one is read incrementally.
+    last: Option<Snapshot>,
+    /// Whether the unprivileged agent user owns its home and the workspace.
+    agent_user: bool,
+    /// Whether the harness's session started (on the first turn).
+    session: bool,
+}
+
+impl Ready {
+    /// The snapshot the next diff is read from.
+    fn latest(&self) -> Snapshot {
+        self.last.clone().unwrap_or_else(|| self.baseline.clone())
+    }
+}
+
+/// One attempt: what it was given, where its sandbox is, and its record so far.
+#[derive(Debug)]
+pub(crate) struct Attempt {
+    env: Environment,
+    backend: Option<Arc<dyn Backend>>,
+    harness: Option<Box<dyn Harness>>,
+    secrets: Vec<Secret>,
+    redactor: Redactor,
+    artifacts_dir: PathBuf,
+    /// The judge model spec of the eval (`anthropic:claude-sonnet-4-5`), if set.
+    judge_spec: Option<String>,
+    phases: Phases,
+    sandbox: SandboxState,
+    record: Record,
+    /// Failures that do not stop the eval (a verdict under its threshold).
+    soft_failures: Vec<Error>,
+    /// Artifacts kept with `capture`, visible to the judge by name.
+    captures: Vec<Capture>,
+    /// Ports forwarded with `serve`, closed at teardown.
+    forwards: Vec<lifecycle::serve::Forward>,
+    /// OOM kills already reported.
+    oom_kills_seen: u64,
+    turn_unsettled: TurnUnsettled,
+}
+
+impl Attempt {
+    /// The record so far.
+    pub(crate) fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// Artifacts captured so far.
+    pub(crate) fn captures(&self) -> &[Capture] {
+        &self.captures
+    }
+
+    /// The attempt's artifact directory on the host.
+    pub(crate) fn artifacts_dir(&self) -> &std::path::Path {
+        &self.artifacts_dir
+    }
+
+    /// A token that fires when the budget runs out.
+    pub(crate) fn signal(&self) -> CancellationToken {
+        self.phases.budget.signal()
+    }
+
+    /// Whether the sandbox is started and ready.
+    pub(crate) fn is_ready(&self) -> bool {
+        matches!(self.sandbox, SandboxState::Ready(_))
+    }
+
+    /// The sandbox, whatever state it is in (for teardown).
+    fn handle(&self) -> Option<&SandboxHandle> {
+        match &self.sandbox {
+            SandboxState::NotStarted => None,
+            SandboxState::Starting { handle } | SandboxState::Failed { handle, .. } => handle.as_ref(),
+            SandboxState::Ready(r) => Some(&r.handle),
+        }
+    }
+
+    fn ready(&mut self) -> &mut Ready {
+        match &mut self.sandbox {
+            SandboxState::Ready(r) => r,
+            _ => unreachable!("called after the sandbox started"),
+        }
+    }
+
+    /// The sandbox, started on first use. Starting it spends no budget.
+    pub(crate) async fn sandbox(&mut self) -> Result<SandboxHandle> {
+        match &self.sandbox {
+            SandboxState::Ready(r) => return Ok(r.handle.clone()),
+            SandboxState::Failed { message, .. } => return Err(Error::infra("start the sandbox", message)),
+            SandboxState::Starting { .. } => return Err(Error::infra("start the sandbox", "an earlier start was interrupted")),
+            SandboxState::NotStarted => {}
+        }
+        self.sandbox = SandboxState::Starting { handle: None };
+        // The guard resumes the clock even if this future is dropped mid-start.
+        let _paused = Paused::new(&self.phases.budget);
+        match self.start().await {
+            Ok(ready) => {
+                let handle = ready.handle.clone();
+                self.sandbox = SandboxState::Ready(Box::new(ready));
+                Ok(handle)
+            }
+            Err(e) => {
+                let handle = self.handle().cloned();
+                self.sandbox = SandboxState::Failed { message: e.to_string(), handle };
+                Err(e)
+            }
+        }
+    }
+
+    /// The start phases, in order: image → container → env → workspace → files → setup → snapshot.
+    async fn start(&mut self) -> Result<Ready> {
+        let backend = self.backend.clone().ok_or_else(|| Error::infra("start the sandbox", "no sandbox backend is configured"))?;
+        let harness = self.harness.as_deref();
+        let spec = lifecycle::image::spec(self.env.image.as_ref(), harness);
+        let image = self.phases.run(Phase::Image, lifecycle::image::ensure(backend.as_ref(), &spec, harness), |i| i.detail.clone()).await?;
+        self.record.image = Some(image.reference.clone());
+
+        let (variables, env_detail) = lifecycle::env::variables(&self.env, &self.secrets);
+        let network = lifecycle::gateway::network();
+        let attempt_id = self.record.artifacts_dir_name();
+        let Attempt { phases, env, record, sandbox: state, .. } = &mut *self;
+        let handle = phases
+            .run(
+                Phase::Container,
+                async {
+                    let sandbox = lifecycle::container::create(backend.as_ref(), &image.reference, &record.run_id, &attempt_id, &env.limits, network).await?;
+                    // Owned from creation on: teardown destroys it whatever happens next.
+                    record.container = Some(sandbox.id().to_string());
+                    let handle = SandboxHandle::new(sandbox.clone(), crate::environment::WORKSPACE, variables);
+                    *state = SandboxState::Starting { handle: Some(handle.clone()) };
+                    sandbox.start().await?;
+                    Ok(handle)
+                },
+                |h| lifecycle::container::detail(h.sandbox().as_ref(), &image.reference),
+            )
+            .await?;
+        self.phases.run(Phase::Env, async { Ok(()) }, |_| env_detail).await?;
+
+        if let Some(ws) = &self.env.workspace {
+            self.phases.run(Phase::Workspace, lifecycle::workspace::unpack(&handle, ws), Clone::clone).await?;
+        }
+        let rules_file = self.harness.as_ref().map(|h| h.rules_file().to_string()).unwrap_or_else(|| "AGENTS.md".into());
+        let files = lifecycle::files::planned(&self.env, &rules_file);
+        if !files.is_empty() {
+            let rules = self.env.rules.is_some().then_some(rules_file.as_str());
+            self.phases.run(Phase::Files, lifecycle::files::write(&handle, &files, rules), Clone::clone).await?;
+        }
+        if !self.env.setup.is_empty() {
+            if !self.record.artifacts.iter().any(|a| a == "setup.log") {
+                self.record.artifacts.push("setup.log".into());
+            }
+            self.phases.run(Phase::Setup, lifecycle::setup::run(&handle, &self.env.setup, &self.artifacts_dir, &self.redactor), Clone::clone).await?;
+        }
+        // An image of the eval's or the harness's own may put files in the workspace: read it then too.
+        let own_image = self.env.image.is_some() || self.harness.as_ref().is_some_and(|h| h.image().is_some());
+        let written = self.env.prepares_workspace() || own_image;
+        let baseline = self
+            .phases
+            .run(
+                Phase::Snapshot,
+                async {
+                    if written {
+                        // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
+                        lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                    }
+                    lifecycle::snapshot::take(&handle, written).await
+                },
+                |s| format!("{} files", s.len()),
+            )
+            .await?;
+        Ok(Ready { handle, baseline, last: None, agent_user: written, session: false })
+    }
+
+    /// Starts the harness's session on the first turn; like the start, not on the budget.
+    async fn ensure_session(&mut self, handle: &SandboxHandle) -> Result<()> {
+        if self.ready().session {
+            return Ok(());
+        }
+        let Attempt { phases, harness, env, secrets, artifacts_dir, sandbox, .. } = self;
+        let SandboxState::Ready(ready) = sandbox else { unreachable!("a session starts in a started sandbox") };
+        let harness = harness.as_deref_mut().ok_or_else(|| Error::Config("failed to send a prompt: no harness is selected for this eval".into()))?;
+        phases
+            .run(
+                Phase::Harness,
+                async {
+                    if !ready.agent_user {
+                        lifecycle::snapshot::prepare_agent_user(handle).await?;
+                        ready.agent_user = true;
+                    }
+                    lifecycle::harness::start(harness, &handle.as_agent(), env, secrets, artifacts_dir).await
+                },
+                Clone::clone,
+            )
+            .await?;
+        ready.session = true;
+        Ok(())
+    }
+
+    /// One agent turn, followed by its diff.
+    pub(crate) async fn send(&mut self, prompt: String, options: TurnOptions) -> Result<Turn> {
+        let handle = self.sandbox().await?;
+        if self.harness.is_none() {
+            return Err(Error::Config("failed to send a prompt: no harness is selected for this eval".into()));
+        }
+        self.ensure_session(&handle).await?;
+        let index = self.record.turns.len() as u32 + 1;
+        let Attempt { phases, harness, env, artifacts_dir, sandbox, record, turn_unsettled, .. } = self;
+        let harness = harness.as_deref_mut().expect("checked above");
+        let SandboxState::Ready(ready) = sandbox else { unreachable!("started above") };
+        let sent = if harness.reads_context_summary() { lifecycle::turn::with_context(&prompt, index, env) } else { prompt.clone() };
+        let turn_ctx = TurnContext { index, artifacts_dir: Some(artifacts_dir.clone()) };
+        let (signal, budget) = (phases.budget.signal(), phases.budget.clone());
+        let harness_name = record.harness.clone();
+        let mut diff_ms = 0;
+        let mut diff_failed = None;
+        let (turn, error) = phases
+            .run(
+                Phase::Turn,
+                async {
+                    // The agent runs unprivileged: nothing it starts can read a check's environment.
+                    let agent = handle.as_agent();
+                    let ran = lifecycle::turn::run(harness, &agent, &sent, &turn_ctx, &signal, options.timeout, turn_unsettled).await;
+                    // The turn's diff, even after an abort: the record must show the agent's work.
+                    let began = Instant::now();
+                    let (diff, now, failed) = lifecycle::turn::diff(&handle, ready.latest()).await;
+                    ready.last = Some(now);
+                    diff_ms = began.elapsed().as_millis() as u64;
+                    diff_failed = failed;
+                    Ok(lifecycle::turn::conclude(prompt, ran, diff, &harness_name, budget.spent()))
+                },
+                |(turn, _)| lifecycle::turn::detail(index as usize, turn),
+            )
+            .await?;
+        self.phases.count_as_diff(Phase::Turn, diff_ms);
+        if let Some(e) = diff_failed {
+            self.phases.log.event(format!("failed to diff the workspace after turn {index}: {e}"));
+        }
+        if turn.status != TurnStatus::Completed {
+            self.saw_oom_kill(&handle, &format!("turn {index}")).await;
+        }
+        self.record.usage.add(&turn.usage);
+        self.record.turns.push(turn.clone());
+        match error {
+            None => Ok(turn),
+            Some(e) => Err(e.in_phase(Phase::Turn)),
+        }
+    }
+
+    /// A check in the sandbox.
+    pub(crate) async fn exec(&mut self, cmd: Command) -> Result<ExecOutput> {
+        let handle = self.sandbox().await?;
+        let out = self.phases.run(Phase::Check, lifecycle::check::run(&handle, cmd, &self.secrets), lifecycle::check::detail).await?;
+        let oom_killed = out.exit_code == 137 && self.saw_oom_kill(&handle, &format!("check `{}`", lifecycle::check::one_line(&out.command))).await;
+        self.record.checks.push(lifecycle::check::record(&out, oom_killed));
+        Ok(out)
+    }
+
+    /// A file's bytes (relative paths are in the workspace).
+    pub(crate) async fn read_bytes(&mut self, path: &str) -> Result<Vec<u8>> {
+        let handle = self.sandbox().await?;
+        self.phases.within_budget(async { Ok(handle.read_file(path).await?) }).await
+    }
+
+    /// Writes a file, owned by the agent user once it is set up.
+    pub(crate) async fn write_file(&mut self, path: &str, content: &[u8]) -> Result<()> {
+        let handle = self.sandbox().await?;
+        // Until the agent user is set up, its setup hands the workspace over.
+        let writer = if self.ready().agent_user { handle.as_agent() } else { handle };
+        self.phases.within_budget(async { Ok(writer.write_file(path, content, 0o644).await?) }).await
+    }
+
+    /// The workspace diff since the snapshot.
+    pub(crate) async fn diff(&mut self) -> Result<Diff> {
+        let handle = self.sandbox().await?;
+        let (before, baseline) = {
+            let ready = self.ready();
+            (ready.latest(), ready.baseline.clone())
+        };
+        let now = self.phases.diff(async { Ok(before.refresh(&handle).await?) }).await?;
+        let diff = baseline.diff(&now);
+        self.ready().last = Some(now);
+        Ok(diff)
+    }
+
+    /// Verdicts from the judge model, one `judge` phase per criterion.
+    pub(crate) async fn judge(&mut self, judge: Judge) -> Result<JudgeResult> {
+        let prepared = judge.prepare(self.judge_spec.as_deref(), &self.secrets).map_err(|e| e.in_phase(Phase::Judge))?;
+        let evidence = crate::judge::prompt::gather(self, judge.state_shown()).await?;
+        let sandbox = if judge.is_agentic() { Some(self.sandbox().await?) } else { None };
+        let before = match &sandbox {
+            Some(handle) => {
+                let last = self.ready().latest();
+                Some(self.phases.diff(async { Ok(last.refresh(handle).await?) }).await?)
+            }
+            None => None,
+        };
+        let mut verdicts = Vec::new();
+        for criterion in prepared.judge.criteria() {
+            let verdict = lifecycle::judge::verdict(&mut self.phases, &prepared, criterion, &evidence, sandbox.as_ref()).await?;
+            if let Some(e) = crate::judge::failure(&verdict) {
+                self.soft_failures.push(e.in_phase(Phase::Judge));
+            }
+            self.record.verdicts.push(verdict.clone());
+            verdicts.push(verdict);
+        }
+        if let (Some(handle), Some(before)) = (&sandbox, before)
+            && let Some(event) = lifecycle::judge::changes_outside_its_copy(handle, &before).await
+        {
+            self.phases.log.event(event);
+        }
+        Ok(JudgeResult { verdicts })
+    }
+
+    /// A port of the sandbox reachable from the host.
+    pub(crate) async fn serve(&mut self, port: u16, ready_within: Duration) -> Result<String> {
+        if let Some(f) = self.forwards.iter().find(|f| f.port == port) {
+            return Ok(f.url.clone());
+        }
+        let handle = self.sandbox().await?;
+        let forward = self.phases.run(Phase::Serve, lifecycle::serve::forward(&handle, port, ready_within), |f| format!("port {port} at {}", f.url)).await?;
+        let url = forward.url.clone();
+        self.forwards.push(forward);
+        Ok(url)
+    }
+
+    /// Keeps an artifact.
+    pub(crate) async fn capture(&mut self, name: &str, what: Artifact) -> Result<Capture> {
+        let handle = self.sandbox().await?;
+        let keep = lifecycle::capture::keep(&handle, name, &what, &self.artifacts_dir, &self.redactor);
+        let (capture, _) = self.phases.run(Phase::Capture, keep, |(_, bytes)| format!("{name} ({bytes} bytes)")).await?;
+        self.record.artifacts.push(capture.file.clone());
+        self.captures.retain(|c| c.name != name);
+        self.captures.push(capture.clone());
+        Ok(capture)
+    }
+
+    /// Whether the OOM killer struck since it was last looked at; if so, says so as an event.
+    async fn saw_oom_kill(&mut self, handle: &SandboxHandle, during: &str) -> bool {
+        let Ok(Some(kills)) = handle.oom_kills().await else { return false };
+        if kills <= self.oom_kills_seen {
+            return false;
+        }
+        self.oom_kills_seen = kills;
+        let limit = self.env.limits.memory_bytes;
+        self.phases.log.event(format!("OOM kill: the sandbox ran out of memory (limit {} MiB) during {during}", limit >> 20));
+        true
+    }
+
+    /// Closes the session, collects the final workspace, destroys the sandbox.
+    /// Runs whatever happened before, under its own deadline.
+    pub(crate) async fn teardown(&mut self) {
+        for forward in self.forwards.drain(..) {
+            forward.task.abort();
+        }
+        let Some(handle) = self.handle().cloned() else {
+            self.phases.run(Phase::Teardown, async { Ok(()) }, |_| "no sandbox was started".into()).await.ok();
+            return;
+        };
+        let mut events = Vec::new();
+        let mut diff_ms = 0;
+        let Attempt { phases, harness, sandbox, record, artifacts_dir, turn_unsettled, .. } = self;
+        let work = async {
+            if let SandboxState::Ready(ready) = &*sandbox {
+                if ready.session
+                    && let Some(h) = harness.as_deref_mut()
+                {
+                    events.extend(lifecycle::teardown::stop_harness(h, &handle.as_agent()).await);
+                    // What the harness kept (transcripts, its config home) belongs to the record.
+                    let more = lifecycle::teardown::harness_artifacts(artifacts_dir, &record.artifacts);
+                    record.artifacts.extend(more);
+                }
+                // An aborted turn's processes must not change the workspace while it is read.
+                if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) {
+                    lifecycle::teardown::kill_turns(handle.sandbox().as_ref()).await;
+                }
+                let began = Instant::now();
+                match lifecycle::teardown::collect(&handle, &ready.baseline, &ready.latest()).await {
+                    Ok(diff) => {
+                        record.final_diff = Some(diff);
+                        record.workspace_collected = true;
+                    }
+                    Err(e) => events.push(format!("failed to collect the final workspace: {e}")),
+                }
+                diff_ms = began.elapsed().as_millis() as u64;
+            }
+            match lifecycle::teardown::destroy(handle.sandbox().as_ref()).await {
+                Ok(()) => Ok(true),
+                Err(e) => {
+                    events.push(format!("failed to destroy the sandbox: {e}"));
+                    Ok(false)
+                }
+            }
+        };
+        let bounded = async {
+            match tokio::time::timeout(lifecycle::teardown::TEARDOWN_DEADLINE, work).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let gone = matches!(tokio::time::timeout(Duration::from_secs(30), handle.sandbox().destroy()).await, Ok(Ok(())));
+                    Ok(gone)
+                }
+            }
+        };
+        let _ = phases
+            .run(Phase::Teardown, bounded, |gone| {
+                if *gone { "sandbox destroyed".into() } else { "failed to destroy the sandbox; the run's end sweep or the next run removes it".into() }
+            })
+            .await;
+        self.phases.count_as_diff(Phase::Teardown, diff_ms);
+        for e in events {
+            self.phases.log.event(e);
+        }
+    }
+
+    /// The record, concluded: outcome, message, phases, events, timings.
+    fn finish(self, ended: Ended, budget: Duration) -> Record {
+        let (outcome, message) = conclude(ended, &self.soft_failures, budget);
+        let total_ms = self.phases.log.now_ms();
+        let mut record = self.record;
+        record.outcome = outcome;
+        record.message = message;
+        record.timings = self.phases.timings;
+        record.timings.total_ms = total_ms;
+        record.phases = self.phases.log.phases;
+        record.events = self.phases.log.events;
+        record
+    }
+}
+
+/// The eval's environment, or the message of the panic its function raised.
+pub(crate) fn build_environment(eval: &Eval) -> std::result::Result<Environment, String> {
+    match &eval.options.environment {
+        None => Ok(Environment::default()),
+        Some(f) => std::panic::catch_unwind(AssertUnwindSafe(|| f())).map_err(|p| panic_message(p.as_ref())),
+    }
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".into()
+    }
+}
+
+/// Runs one attempt to its record. Never panics on the eval's account.
+pub(crate) async fn run(
+    plan: AttemptPlan,
+    backend: Option<Arc<dyn Backend>>,
+    harness: Option<Box<dyn Harness>>,
+    secrets: Vec<Secret>,
+    shutdown: CancellationToken,
+) -> Record {
+    // Preflight already built it once; a panic here is a panic of the eval's own code.
+    let (env, env_panic) = match build_environment(&plan.eval) {
+        Ok(env) => (env, None),
+        Err(panic) => (Environment::default(), Some(panic)),
+    };
+    let mut record = Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+    record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
+    let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
+    let redactor = plan.redactor.clone();
+    let log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, redactor.clone());
+    let budget = Budget::new(plan.timeout);
+    let deadline = plan.eval.options.deadline.map(|d| Instant::now() + d);
+    let mut phases = Phases::new(log, budget.clone(), deadline);
+    // Preflight ran once for the whole run, before anything started.
+    let started = phases.log.started();
+    phases.record(Phase::Preflight, started, plan.preflight.clone());
+    let turn_unsettled = TurnUnsettled::default();
+    let attempt = Attempt {
+        env,
+        backend,
+        harness,
+        secrets,
+        redactor: redactor.clone(),
+        artifacts_dir,
+        judge_spec: plan.eval.options.judge.clone(),
+        phases,
+        sandbox: SandboxState::NotStarted,
+        record,
+        soft_failures: Vec::new(),
+        captures: Vec::new(),
+        forwards: Vec::new(),
+        oom_kills_seen: 0,
+        turn_unsettled: turn_unsettled.clone(),
+    };
+    let mut ctx = Ctx { attempt };
+
+    let signal = budget.signal();
+    budget.start();
+    let ended = {
+        let run = plan.eval.run.clone();
+        let fut = crate::matchers::CURRENT_EVAL.scope(plan.eval.name.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
+        let fut = fut.map(|r| r.map_err(|p| panic_message(p.as_ref())));
+        tokio::pin!(fut);
+        let deadline = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        if let Some(p) = env_panic {
+            Ended::Returned(Ok(Err(Error::other(format!("failed to build the environment: its function panicked: {p}")))))
+        } else {
+            tokio::select! {
+                r = &mut fut => Ended::Returned(r),
+                _ = signal.cancelled() => {
+                    // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
+                    let grace = if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
+                    Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
+                }
+                _ = deadline => Ended::DeadlinePassed,
+                _ = shutdown.cancelled() => Ended::Interrupted,
+            }
+        }
+    };
+    budget.finish();
+
+    let mut attempt = ctx.attempt;
+    // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
+    if let Err(panic) = AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
+        attempt.phases.log.event(format!("failed to tear down: teardown panicked: {}", panic_message(panic.as_ref())));
+        if let Some(h) = attempt.handle() {
+            let _ = h.sandbox().destroy().await;
+        }
+    }
+    let record = attempt.finish(ended, plan.timeout);
+    if let Err(e) = std::fs::create_dir_all(&plan.run_dir).and_then(|_| redactor.write_json(&plan.run_dir.join(record.file_name()), &record)) {
+        eprintln!("reeval: failed to write the record of {}: {e}", record.eval);
+    }
+    // What the runner prints and an embedding program reads is redacted like the file.
+    redactor.scrub(&record).unwrap_or(record)
+}

@@ -1,0 +1,193 @@
+//! The lifecycle on the in-memory fake backend: no kernel, milliseconds each.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::environment::Environment;
+use crate::eval::Eval;
+use crate::exec::Command;
+use crate::harness::{Harness, HarnessError, HarnessRegistry, TurnContext};
+use crate::matchers::expect;
+use crate::outcome::{FailKind, Outcome};
+use crate::record::Record;
+use crate::runner::{RunConfig, Runner};
+use crate::sandbox::SandboxHandle;
+use crate::sandbox::archive::Entry;
+use crate::sandbox::fake::{FakeBackend, FakeFailure, FakeReply};
+use crate::turn::{TurnReport, TurnStatus};
+
+/// A harness whose turn runs the prompt as a command (like `shell`), answered by the fake.
+#[derive(Debug)]
+struct Script;
+
+#[async_trait]
+impl Harness for Script {
+    fn name(&self) -> &str {
+        "script"
+    }
+
+    fn reads_context_summary(&self) -> bool {
+        false
+    }
+
+    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;
+        let status = if out.success() { TurnStatus::Completed } else { TurnStatus::Failed };
+        Ok(TurnReport { status, events: 1, error: (!out.success()).then(|| out.stderr.clone()), ..TurnReport::default() })
+    }
+}
+
+/// Turns and checks the fake understands: `sleep <ms>`, `write <path> <text>`, `exit <code>`.
+fn scripted() -> FakeBackend {
+    FakeBackend::new().on_exec(|exec, files| {
+        let script = exec.argv.last().cloned().unwrap_or_default();
+        let words: Vec<&str> = script.split_whitespace().collect();
+        match words.as_slice() {
+            ["sleep", ms] => FakeReply::Sleep(Duration::from_millis(ms.parse().unwrap_or(0))),
+            ["write", path, text @ ..] => {
+                files.insert(format!("/workspace/{path}"), Entry::File { mode: 0o644, bytes: text.join(" ").into_bytes() });
+                FakeReply::ok("")
+            }
+            ["exit", code] => FakeReply::fail(code.parse().unwrap_or(1), "failed on purpose"),
+            _ => FakeReply::ok(""),
+        }
+    })
+}
+
+fn runner(backend: &FakeBackend) -> Runner {
+    runner_with_retries(backend, 0)
+}
+
+fn runner_with_retries(backend: &FakeBackend, infra_retries: u32) -> Runner {
+    let dir = std::env::temp_dir().join(format!("reeval-fake-{}-{}", std::process::id(), crate::runner::new_run_id()));
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("script", |_| Box::new(Script));
+    let config = RunConfig { record_dir: dir, infra_retries, ..RunConfig::default() };
+    Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()))
+}
+
+fn phases(r: &Record) -> Vec<&str> {
+    r.phases.iter().map(|p| p.phase.as_str()).collect()
+}
+
+async fn run_one(backend: &FakeBackend, eval: Eval) -> Record {
+    let report = runner(backend).run(vec![eval.harness("script")]).await.expect("preflight");
+    report.records.into_iter().next_back().expect("a record")
+}
+
+#[tokio::test]
+async fn every_phase_runs_in_order_and_the_sandbox_is_destroyed() {
+    let backend = scripted();
+    let eval = Eval::new("ordered", |c| {
+        Box::pin(async move {
+            let turn = c.send("write hello.txt hi").await?;
+            expect(turn.diff.paths().join(",")).to_equal("hello.txt")?;
+            expect(c.exec("true").await?).to_succeed()?;
+            Ok(())
+        })
+    })
+    .environment(|| Environment::new().file("a.txt", "a").setup("true"));
+    let r = run_one(&backend, eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert_eq!(phases(&r), ["preflight", "image", "container", "env", "files", "setup", "snapshot", "harness", "turn", "check", "teardown"]);
+    assert!(r.workspace_collected);
+    assert_eq!(r.final_diff.as_ref().map(|d| d.paths().join(",")), Some("hello.txt".into()));
+    assert_eq!((backend.created(), backend.live()), (1, 0));
+    // The agent's turn runs unprivileged and killable; the check as root.
+    let execs = backend.execs();
+    let turn = execs.iter().find(|e| e.line().contains("write hello.txt")).expect("the turn ran");
+    assert!(turn.killable && turn.user.as_deref() == Some("1000:1000"), "{turn:?}");
+    let check = execs.iter().find(|e| e.argv.last().is_some_and(|a| a == "true") && e.user.is_none()).expect("the check ran");
+    assert!(!check.killable);
+}
+
+#[tokio::test]
+async fn the_sandbox_starts_only_when_needed() {
+    let backend = scripted();
+    let r = run_one(&backend, Eval::new("untouched", |_| Box::pin(async { Ok(()) }))).await;
+    assert_eq!(r.outcome, Outcome::Pass);
+    assert_eq!(phases(&r), ["preflight", "teardown"]);
+    assert_eq!(backend.created(), 0);
+    // Checks only: a sandbox, but no harness session.
+    let r = run_one(&backend, Eval::new("checks_only", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }))).await;
+    assert!(!phases(&r).contains(&"harness"), "{:?}", phases(&r));
+    assert_eq!((backend.created(), backend.live()), (1, 0));
+}
+
+#[tokio::test]
+async fn teardown_runs_after_an_error_a_panic_and_a_timeout() {
+    let backend = scripted();
+    let error = Eval::new("error", |c| {
+        Box::pin(async move {
+            c.exec("true").await?;
+            Err(crate::Error::other("mine"))
+        })
+    });
+    let panic = Eval::new("panic", |c| {
+        Box::pin(async move {
+            c.exec("true").await?;
+            panic!("boom");
+        })
+    });
+    let timeout = Eval::new("timeout", |c| Box::pin(async move { c.send("sleep 5000").await.map(|_| ()) })).timeout(Duration::from_millis(200));
+    let report = runner(&backend).run(vec![error.harness("script"), panic.harness("script"), timeout.harness("script")]).await.expect("preflight");
+    let find = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
+    assert_eq!(find("error").outcome, Outcome::Fail(FailKind::Assertion));
+    assert_eq!(find("panic").outcome, Outcome::Fail(FailKind::Assertion));
+    assert!(find("panic").message.as_deref().unwrap_or_default().contains("boom"));
+    assert_eq!(find("timeout").outcome, Outcome::Fail(FailKind::Timeout), "{:?}", find("timeout").message);
+    assert_eq!(find("timeout").turns.first().map(|t| t.status), Some(TurnStatus::Aborted), "the stopped turn is in the record");
+    for r in &report.records {
+        assert_eq!(phases(r).last(), Some(&"teardown"), "{}", r.eval);
+    }
+    assert_eq!((backend.created(), backend.live()), (3, 0));
+    assert!(backend.kills().contains(&crate::sandbox::Signal::Term), "the aborted turn was asked to stop");
+}
+
+#[tokio::test]
+async fn setup_does_not_spend_the_budget_and_turns_do() {
+    let backend = scripted();
+    // A setup step longer than the whole budget, then quick work: a pass.
+    let slow_setup = Eval::new("slow_setup", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }))
+        .environment(|| Environment::new().setup("sleep 400"))
+        .timeout(Duration::from_millis(200));
+    let r = run_one(&backend, slow_setup).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let setup = r.phases.iter().find(|p| p.phase == "setup").expect("setup phase");
+    assert!(setup.duration_ms >= 400, "{setup:?}");
+    assert!(r.timings.setup_ms >= 400);
+    // A turn longer than the budget: a timeout.
+    let slow_turn = Eval::new("slow_turn", |c| Box::pin(async move { c.send("sleep 600").await.map(|_| ()) })).timeout(Duration::from_millis(200));
+    let r = run_one(&backend, slow_turn).await;
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
+}
+
+#[tokio::test]
+async fn an_archive_error_while_preparing_the_workspace_is_the_platforms() {
+    // Before the fix this was `fail/assertion`: the agent was blamed for an upload that broke.
+    let backend = scripted().failing(FakeFailure::Upload);
+    let eval = Eval::new("files", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() })).environment(|| Environment::new().file("a.txt", "a"));
+    let r = run_one(&backend, eval).await;
+    assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
+    assert_eq!(r.phases.iter().find(|p| p.phase == "files").map(|p| p.detail.contains("failed to read an archive")), Some(true), "{:?}", r.phases);
+    assert_eq!(backend.live(), 0);
+}
+
+#[tokio::test]
+async fn infra_errors_are_retried_with_a_fresh_sandbox_and_fails_never() {
+    let backend = scripted().failing(FakeFailure::Start);
+    let eval = Eval::new("flaky_engine", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() })).harness("script");
+    let report = runner_with_retries(&backend, 2).run(vec![eval]).await.expect("preflight");
+    let tries: Vec<u32> = report.records.iter().map(|r| r.try_).collect();
+    assert_eq!(tries, [1, 2, 3], "two retries, each a fresh sandbox");
+    assert!(report.records.iter().all(|r| r.outcome == Outcome::InfraError));
+    assert_eq!((backend.created(), backend.live()), (3, 0));
+
+    let backend = scripted();
+    let fails = Eval::new("fails", |c| Box::pin(async move { expect(c.exec("exit 3").await?).to_succeed() }));
+    let r = run_one(&backend, fails).await;
+    assert_eq!((r.outcome, r.try_), (Outcome::Fail(FailKind::Assertion), 1), "a fail is a sample, never retried");
+}

@@ -1,0 +1,23 @@
+//! The container phase: a fresh sandbox with the environment's limits and no
+//! network of its own. The attempt keeps it from creation on, so teardown
+//! destroys it whatever happens after.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::environment::WORKSPACE;
+use crate::error::Result;
+use crate::sandbox::{Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec};
+
+/// Creates the sandbox (not started).
+pub(crate) async fn create(backend: &dyn Backend, image: &str, run_id: &str, attempt_id: &str, limits: &Limits, network: NetworkSpec) -> Result<Arc<dyn Sandbox>> {
+    let labels = BTreeMap::from([(LABEL_RUN.to_string(), run_id.to_string()), (LABEL_ATTEMPT.to_string(), attempt_id.to_string())]);
+    let spec = SandboxSpec { image: image.to_string(), labels, workdir: WORKSPACE.into(), limits: limits.clone(), network };
+    Ok(backend.create(&spec).await?)
+}
+
+/// The phase's detail: `f4b7c5e2f350 from reeval/base:latest, no network`.
+pub(crate) fn detail(sandbox: &dyn Sandbox, image: &str) -> String {
+    let short_id: String = sandbox.id().chars().take(12).collect();
+    format!("{short_id} from {image}, no network")
+}

@@ -1,0 +1,28 @@
+//! The snapshot phase: the workspace as the agent finds it; every diff starts
+//! here. Before it, the workspace is handed to the unprivileged agent user,
+//! so that change of owner is not a change of the agent's.
+
+use crate::diff::Snapshot;
+use crate::error::{Error, Result};
+use crate::exec::Command;
+use crate::sandbox::SandboxHandle;
+
+/// Prepares the unprivileged agent user (see `AgentUser`), as root.
+const AGENT_USER_SETUP: &str = "mkdir -p /home/agent && chown -R 1000:1000 /home/agent . && mkdir -p -m 1777 /tmp/.reeval-pids && chmod 1777 /tmp/.reeval-pids \
+    && { command -v git >/dev/null 2>&1 && git config --system --add safe.directory '*' || true; }";
+
+/// The agent's user: its home, the workspace and what the environment put in
+/// it are its own; root's git may read its repository. Once per attempt,
+/// before the agent's first action.
+pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<()> {
+    let out = handle.exec(Command::shell(AGENT_USER_SETUP)).await?;
+    if !out.success() {
+        return Err(Error::infra("prepare the agent user", out.stderr.trim()));
+    }
+    Ok(())
+}
+
+/// Reads the workspace. An untouched workspace has nothing to read.
+pub(crate) async fn take(handle: &SandboxHandle, anything_written: bool) -> Result<Snapshot> {
+    if anything_written { Ok(Snapshot::take(handle).await?) } else { Ok(Snapshot::default()) }
+}

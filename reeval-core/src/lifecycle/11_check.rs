@@ -1,0 +1,41 @@
+//! The check phase: one `exec` in the sandbox, as root, with the checks-only
+//! secrets' real values in its environment (only now, only here).
+
+use crate::error::Result;
+use crate::exec::{Command, ExecOutput};
+use crate::record::CheckRecord;
+use crate::sandbox::SandboxHandle;
+use crate::secrets::{ExposeSecret, Secret, SecretScope};
+
+/// How much of a check's output the record keeps.
+pub const CHECK_TAIL: usize = 4096;
+
+/// Runs the check. Its output comes back as it is: the eval's code is trusted.
+pub(crate) async fn run(handle: &SandboxHandle, cmd: Command, secrets: &[Secret]) -> Result<ExecOutput> {
+    let extra: Vec<(String, String)> =
+        secrets.iter().filter(|s| s.scope == SecretScope::Checks).map(|s| (s.name.clone(), s.value.expose_secret().to_string())).collect();
+    Ok(handle.exec_with_env(cmd, &extra).await?)
+}
+
+/// The check as the record keeps it (redacted when written).
+pub(crate) fn record(out: &ExecOutput, oom_killed: bool) -> CheckRecord {
+    CheckRecord {
+        oom_killed,
+        command: out.command.clone(),
+        exit_code: out.exit_code,
+        duration_ms: out.duration_ms,
+        stdout_tail: out.stdout_tail(CHECK_TAIL).to_string(),
+        stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
+    }
+}
+
+/// The phase's detail: `pytest -q exited 0 in 43ms`.
+pub(crate) fn detail(out: &ExecOutput) -> String {
+    format!("{} exited {} in {}ms", one_line(&out.command), out.exit_code, out.duration_ms)
+}
+
+/// A command's first line, at most 80 bytes, for one-line logs.
+pub(crate) fn one_line(s: &str) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.len() > 80 || s.lines().count() > 1 { format!("{}…", crate::exec::tail(first, 80)) } else { first.to_string() }
+}

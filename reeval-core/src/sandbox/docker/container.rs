@@ -1,0 +1,266 @@
+//! A running Docker container: exec with bounded capture and killable
+//! process trees, archives in and out, attached streams, removal.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::body_full;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::query_parameters::{DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use super::{is_not_found, remove_container};
+use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, ExecOutput};
+use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
+use crate::sandbox::{ExecRequest, ExecStream, ProcessGroup, Sandbox, SandboxError, Signal};
+
+/// One exec's process: argv (data, never a shell string of ours), environment, directory, user, stdin.
+struct ExecSpec<'a> {
+    argv: Vec<String>,
+    env: &'a [(String, String)],
+    workdir: Option<String>,
+    user: Option<String>,
+    stdin: Option<&'a [u8]>,
+}
+
+impl ExecSpec<'_> {
+    /// A plain command as the container's own user (root), for reeval's housekeeping.
+    fn root(argv: Vec<String>) -> Self {
+        ExecSpec { argv, env: &[], workdir: None, user: None, stdin: None }
+    }
+}
+
+/// A running Docker container.
+#[derive(Debug)]
+pub struct DockerSandbox {
+    docker: Docker,
+    id: String,
+    next_pid: AtomicU64,
+}
+
+impl DockerSandbox {
+    pub(super) fn new(docker: Docker, id: String) -> Self {
+        Self { docker, id, next_pid: AtomicU64::new(0) }
+    }
+
+    async fn run_exec(
+        &self,
+        spec: ExecSpec<'_>,
+        sink: Option<&mpsc::UnboundedSender<Bytes>>,
+        out: &mut BoundedBuffer,
+        err: &mut BoundedBuffer,
+    ) -> Result<i64, SandboxError> {
+        let ExecSpec { argv, env, workdir, user, stdin } = spec;
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let created = self
+            .docker
+            .create_exec(
+                &self.id,
+                CreateExecOptions {
+                    attach_stdin: Some(stdin.is_some()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    tty: Some(false),
+                    env: Some(env),
+                    cmd: Some(argv),
+                    working_dir: workdir,
+                    user,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| SandboxError::engine("create an exec", e))?;
+        let started = self
+            .docker
+            .start_exec(&created.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
+            .await
+            .map_err(|e| SandboxError::engine("start an exec", e))?;
+        let StartExecResults::Attached { mut output, mut input } = started else {
+            return Err(SandboxError::engine_says("start an exec", "engine detached the exec"));
+        };
+        if let Some(bytes) = stdin {
+            // A command that never reads stdin must not block us: ignore write errors.
+            let _ = input.write_all(bytes).await;
+            let _ = input.shutdown().await;
+        }
+        drop(input);
+        let drain = async {
+            while let Some(item) = output.next().await {
+                match item.map_err(|e| SandboxError::engine("read exec output", e))? {
+                    LogOutput::StdOut { message } => {
+                        out.push(&message);
+                        if let Some(sink) = sink {
+                            let _ = sink.send(message);
+                        }
+                    }
+                    LogOutput::StdErr { message } => err.push(&message),
+                    _ => {}
+                }
+            }
+            Ok::<(), SandboxError>(())
+        };
+        tokio::pin!(drain);
+        // The stream ends when every holder of the process's stdout is gone: a
+        // background child the command left would hold it for ever. So past a
+        // second, also watch the process itself, and stop reading soon after it exits.
+        // The polls back off to every 2 s, so a long agent turn costs the engine little.
+        let exited = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let mut every = Duration::from_millis(250);
+            loop {
+                match self.docker.inspect_exec(&created.id).await {
+                    Ok(i) if i.running == Some(false) => return,
+                    Err(_) => return,
+                    _ => {
+                        tokio::time::sleep(every).await;
+                        every = (every * 2).min(Duration::from_secs(2));
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            r = &mut drain => r?,
+            _ = exited => {
+                if let Ok(r) = tokio::time::timeout(Duration::from_millis(300), &mut drain).await {
+                    r?;
+                }
+            }
+        }
+        let inspected = self.docker.inspect_exec(&created.id).await.map_err(|e| SandboxError::engine("inspect an exec", e))?;
+        Ok(inspected.exit_code.unwrap_or(-1))
+    }
+}
+
+#[async_trait]
+impl Sandbox for DockerSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn start(&self) -> Result<(), SandboxError> {
+        self.docker.start_container(&self.id, None).await.map_err(|e| SandboxError::engine("start the container", e))
+    }
+
+    async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
+        let ExecRequest { command: cmd, env, stdout, group } = request;
+        let started = Instant::now();
+        // A timed command must be killable too: its timeout kills its process tree.
+        let killable = group == ProcessGroup::Killable || cmd.timeout.is_some();
+        let pid_file = format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed));
+        let mut argv = Vec::with_capacity(cmd.argv.len() + 4);
+        if killable {
+            argv.extend(["/bin/sh".to_string(), "-c".into(), PID_WRAPPER.into(), pid_file.clone()]);
+        }
+        argv.extend(cmd.argv.iter().cloned());
+        let mut env = env.to_vec();
+        env.extend(cmd.env.iter().cloned());
+        let mut out = BoundedBuffer::new(CAPTURE_LIMIT);
+        let mut err = BoundedBuffer::new(CAPTURE_LIMIT);
+        let spec = ExecSpec { argv, env: &env, workdir: cmd.workdir.clone(), user: cmd.user.clone(), stdin: cmd.stdin.as_deref() };
+        let run = self.run_exec(spec, stdout.as_ref(), &mut out, &mut err);
+        let (exit_code, timed_out) = match cmd.timeout {
+            None => (run.await?, false),
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(code) => (code?, false),
+                Err(_) => {
+                    self.kill_matching(&pid_file, Signal::Kill).await?;
+                    (-1, true)
+                }
+            },
+        };
+        Ok(ExecOutput {
+            command: cmd.display(),
+            exit_code,
+            stdout_bytes: out.total(),
+            stderr_bytes: err.total(),
+            stdout: out.into_string(),
+            stderr: err.into_string(),
+            duration_ms: started.elapsed().as_millis() as u64,
+            timed_out,
+        })
+    }
+
+    async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
+        self.kill_matching(&format!("{PID_DIR}/*.pid"), signal).await
+    }
+
+    async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
+        self.docker
+            .upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()), body_full(tar))
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) }
+            })
+    }
+
+    async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
+        let mut stream = self.docker.download_from_container(&self.id, Some(DownloadFromContainerOptionsBuilder::default().path(path).build()));
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                if is_not_found(&e) { SandboxError::NotFound { path: path.to_string() } } else { SandboxError::engine(format!("download {path}"), e) }
+            })?;
+            if buf.len() as u64 + chunk.len() as u64 > limit {
+                return Err(SandboxError::Archive { message: format!("{path} is larger than {limit} bytes") });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(buf))
+    }
+
+    async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
+        let created = self
+            .docker
+            .create_exec(
+                &self.id,
+                CreateExecOptions::<String> {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(false),
+                    tty: Some(false),
+                    cmd: Some(argv),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| SandboxError::engine("create a relay exec", e))?;
+        let started = self
+            .docker
+            .start_exec(&created.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
+            .await
+            .map_err(|e| SandboxError::engine("start a relay exec", e))?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(SandboxError::engine_says("start a relay exec", "engine detached the exec"));
+        };
+        let output = output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(SandboxError::engine("read relay output", e))),
+                }
+            })
+            .boxed();
+        Ok(ExecStream { input, output })
+    }
+
+    async fn destroy(&self) -> Result<(), SandboxError> {
+        remove_container(&self.docker, &self.id).await
+    }
+}
+
+impl DockerSandbox {
+    /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
+    async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
+        // Our own paths, without spaces: the pattern is expanded by the shell on purpose.
+        let argv = vec!["/bin/sh".into(), "-c".into(), KILL_SCRIPT.into(), pid_files.to_string(), signal.name().to_string()];
+        self.run_exec(ExecSpec::root(argv), None, &mut BoundedBuffer::new(0), &mut BoundedBuffer::new(4096)).await.map(|_| ())
+    }
+}
+

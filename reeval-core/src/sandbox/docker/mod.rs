@@ -1,0 +1,284 @@
+//! The Docker backend, on bollard: the local engine, or a remote one named by
+//! `DOCKER_HOST` (`tcp://` with `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`,
+//! `https://`). Works against API 1.41 (Docker 20.10).
+
+mod container;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+
+pub use container::DockerSandbox;
+
+use super::{
+    Backend, Capabilities, EngineInfo, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN, NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
+};
+use crate::environment::ImageSpec;
+
+/// A Docker engine, shared by every sandbox of a run.
+#[derive(Debug, Clone)]
+pub struct DockerBackend {
+    docker: Docker,
+    /// Where the engine is, as `DOCKER_HOST` named it.
+    host: String,
+}
+
+fn is_not_found(err: &bollard::errors::Error) -> bool {
+    matches!(err, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+}
+
+/// The engine bollard talks to when `DOCKER_HOST` is not set.
+const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
+
+impl DockerBackend {
+    /// Connects to the engine `DOCKER_HOST` names (with `DOCKER_TLS_VERIFY` and
+    /// `DOCKER_CERT_PATH` for TLS), or the local socket, and negotiates the API version.
+    ///
+    /// # Errors
+    /// [`SandboxError::EngineConfig`] for a `DOCKER_HOST` that cannot be used,
+    /// [`SandboxError::EngineUnreachable`] when the engine does not answer.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn connect() -> Result<Self, SandboxError> {
+        Self::connect_to(std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()).as_deref()).await
+    }
+
+    /// Connects to `host` (a `DOCKER_HOST` value), or the local socket when `None`.
+    ///
+    /// # Errors
+    /// As [`DockerBackend::connect`].
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn connect_to(host: Option<&str>) -> Result<Self, SandboxError> {
+        let named = host.unwrap_or(DEFAULT_HOST).to_string();
+        let docker = match host {
+            Some(h) => Docker::connect_with_host(h),
+            None => Docker::connect_with_local_defaults(),
+        }
+        .map_err(|e| SandboxError::EngineConfig { message: format!("DOCKER_HOST={named} cannot be used: {e}") })?;
+        let docker = docker.negotiate_version().await.map_err(|e| SandboxError::EngineUnreachable { message: format!("{named}: {e}") })?;
+        Ok(Self { docker, host: named })
+    }
+
+    /// The bollard client, for callers that need the raw API.
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Whether `image` is present on the engine.
+    ///
+    /// # Errors
+    /// An engine error other than "not found".
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn image_id(&self, image: &str) -> Result<Option<String>, SandboxError> {
+        match self.docker.inspect_image(image).await {
+            Ok(info) => Ok(info.id),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(SandboxError::engine(format!("inspect image {image}"), e)),
+        }
+    }
+
+    /// Containers labelled with `label=value` (all states).
+    ///
+    /// # Errors
+    /// An engine error.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn containers_labelled(&self, label: &str, value: Option<&str>) -> Result<Vec<(String, HashMap<String, String>)>, SandboxError> {
+        let filter = match value {
+            Some(v) => format!("{label}={v}"),
+            None => label.to_string(),
+        };
+        let filters = HashMap::from([("label", vec![filter])]);
+        let list = self
+            .docker
+            .list_containers(Some(ListContainersOptionsBuilder::default().all(true).filters(&filters).build()))
+            .await
+            .map_err(|e| SandboxError::engine("list containers", e))?;
+        Ok(list.into_iter().filter_map(|c| Some((c.id?, c.labels.unwrap_or_default()))).collect())
+    }
+
+    /// Force-removes a container and its anonymous volumes. Missing is fine.
+    ///
+    /// # Errors
+    /// An engine error.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn remove(&self, id: &str) -> Result<(), SandboxError> {
+        remove_container(&self.docker, id).await
+    }
+}
+
+#[async_trait]
+impl Backend for DockerBackend {
+    fn name(&self) -> &str {
+        "docker"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // A unix socket on this host can be mounted only into a container of this host.
+        let local = self.host.starts_with("unix://");
+        Capabilities { gateway_socket: local, oom_kills: true, helper_tools: HELPER_TOOLS }
+    }
+
+    async fn ping(&self) -> Result<EngineInfo, SandboxError> {
+        let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable { message: format!("{}: {e}", self.host) })?;
+        let podman = v.components.iter().flatten().any(|c| c.name.to_lowercase().contains("podman"));
+        Ok(EngineInfo {
+            name: if podman { "Podman".into() } else { "Docker Engine".into() },
+            version: v.version.unwrap_or_default(),
+            api_version: v.api_version.unwrap_or_default(),
+            host: self.host.clone(),
+        })
+    }
+
+    async fn ensure_image(&self, spec: &ImageSpec, extra: &str) -> Result<ReadyImage, SandboxError> {
+        crate::image::ensure(self, spec, extra).await
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
+        labels.insert(LABEL_OWNER.into(), owner_label());
+        let binds = match &spec.network {
+            NetworkSpec::None => None,
+            NetworkSpec::GatewaySocket { host_dir, sandbox_dir } => Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())]),
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            labels: Some(labels),
+            working_dir: Some(spec.workdir.clone()),
+            network_disabled: None,
+            host_config: Some(HostConfig {
+                // No network of its own in either case: the gateway's socket is the only way out.
+                network_mode: Some("none".into()),
+                binds,
+                memory: Some(spec.limits.memory_bytes),
+                memory_swap: Some(spec.limits.memory_bytes),
+                nano_cpus: Some(spec.limits.nano_cpus),
+                pids_limit: Some(spec.limits.pids),
+                init: Some(true),
+                // Everything dropped, then only what ordinary tools (package
+                // installs, chown in build scripts, kill) need as root inside.
+                cap_drop: Some(vec!["ALL".into()]),
+                cap_add: Some(["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"].map(String::from).to_vec()),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let created = self.docker.create_container(Some(CreateContainerOptionsBuilder::default().build()), body).await.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::ImageMissing { image: spec.image.clone(), hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into() }
+            } else {
+                SandboxError::engine(format!("create a container from {}", spec.image), e)
+            }
+        })?;
+        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id)))
+    }
+
+    async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError> {
+        let mut removed = 0;
+        match scope {
+            // Containers left by runners that are gone: those whose owner label names a process of this host that no longer runs.
+            Sweep::Orphans => {
+                for (id, labels) in self.containers_labelled(LABEL_RUN, None).await? {
+                    let owner = labels.get(LABEL_OWNER).map(String::as_str).unwrap_or("");
+                    if owner_is_gone(owner) && self.remove(&id).await.is_ok() {
+                        removed += 1;
+                    }
+                }
+            }
+            // Containers of this run owned by this process whose attempt lost track of them.
+            Sweep::OwnRun(run_id) => {
+                let me = owner_label();
+                for (id, labels) in self.containers_labelled(LABEL_RUN, Some(run_id)).await? {
+                    if labels.get(LABEL_OWNER) == Some(&me) && self.remove(&id).await.is_ok() {
+                        removed += 1;
+                    }
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError> {
+    match docker.remove_container(id, Some(RemoveContainerOptionsBuilder::default().force(true).v(true).build())).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        // 409: removal already in progress.
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => Ok(()),
+        Err(e) => Err(SandboxError::engine(format!("remove container {}", short(id)), e)),
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// `(start ticks)` of a process, from field 22 of `/proc/<pid>/stat`.
+fn start_ticks(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after ')' are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19).map(str::to_string)
+}
+
+/// `<host>:<pid>:<start ticks>` of this process.
+fn owner_label() -> String {
+    let pid = std::process::id().to_string();
+    format!("{}:{}:{}", hostname(), pid, start_ticks(&pid).unwrap_or_default())
+}
+
+/// Whether the runner named by an owner label is gone. Containers of other
+/// hosts, or with no owner, are never touched.
+fn owner_is_gone(owner: &str) -> bool {
+    let mut parts = owner.splitn(3, ':');
+    let (Some(host), Some(pid), Some(ticks)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    if host != hostname() || pid.is_empty() {
+        return false;
+    }
+    start_ticks(pid).as_deref() != Some(ticks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_docker_host_is_honoured_and_an_unusable_one_is_named() {
+        let e = DockerBackend::connect_to(Some("ftp://example")).await.unwrap_err();
+        assert!(matches!(e, SandboxError::EngineConfig { .. }), "{e}");
+        assert!(e.to_string().contains("DOCKER_HOST=ftp://example"), "{e}");
+        // A TCP engine that is not there is not silently replaced by the local socket.
+        let e = DockerBackend::connect_to(Some("tcp://127.0.0.1:9")).await.unwrap_err();
+        assert!(matches!(e, SandboxError::EngineUnreachable { .. }), "{e}");
+        assert!(e.to_string().contains("tcp://127.0.0.1:9"), "{e}");
+    }
+
+    #[test]
+    fn own_process_is_not_gone_and_dead_pid_is() {
+        assert!(!owner_is_gone(&owner_label()));
+        assert!(owner_is_gone(&format!("{}:999999999:1", hostname())));
+        assert!(!owner_is_gone("other-host:1:1"));
+        assert!(!owner_is_gone(""));
+    }
+}
+
