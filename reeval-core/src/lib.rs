@@ -16,6 +16,7 @@ pub mod exec;
 pub mod harness;
 pub mod image;
 pub mod judge;
+pub mod llm;
 mod lifecycle;
 pub mod matchers;
 pub mod outcome;
