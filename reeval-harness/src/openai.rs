@@ -130,10 +130,11 @@ impl OpenAiAgent {
 
     /// The client of this agent's requests: its key, request limit and retries.
     fn client(&self) -> LlmClient {
-        LlmClient::new(self.http.clone())
-            .timeout(self.request_timeout)
-            .retry(RetryPolicy { retries: self.retries, ..BACKOFF })
-            .key(ApiKey::new(KeyHeader::Bearer, self.key.clone(), KEY_CHECK))
+        LlmClient::new(self.http.clone()).timeout(self.request_timeout).retry(RetryPolicy { retries: self.retries, ..BACKOFF }).key(ApiKey::new(
+            KeyHeader::Bearer,
+            self.key.clone(),
+            KEY_CHECK,
+        ))
     }
 
     /// One completion, retried while asking again may help.

@@ -402,7 +402,12 @@ impl Task<'_> {
     /// One request, retried while asking again may help; `parse` turns a reply
     /// into what the caller needs, and its failure is retried as a malformed answer.
     /// Every reply's usage is counted, a retried one's too.
-    async fn ask<T>(&self, req: &ChatRequest<'_>, spent: &mut Spent, parse: impl Fn(&Reply) -> std::result::Result<T, LlmError>) -> std::result::Result<T, LlmError> {
+    async fn ask<T>(
+        &self,
+        req: &ChatRequest<'_>,
+        spent: &mut Spent,
+        parse: impl Fn(&Reply) -> std::result::Result<T, LlmError>,
+    ) -> std::result::Result<T, LlmError> {
         let mut tries = RetryPolicy { retries: self.retries, ..BACKOFF }.tries();
         loop {
             let result = match self.endpoint.chat.send(req).await {

@@ -589,10 +589,7 @@ mod tests {
 
     fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Option<String> {
         let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-        Some(format!(
-            "HTTP/1.1 {status} Status\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}",
-            body.len()
-        ))
+        Some(format!("HTTP/1.1 {status} Status\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}", body.len()))
     }
 
     #[tokio::test]

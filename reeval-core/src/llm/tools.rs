@@ -44,8 +44,7 @@ pub struct ToolDef {
 impl ToolDef {
     /// A tool whose input is an object of the string `properties` (name, description), all required.
     pub fn strings(name: &'static str, description: impl Into<String>, properties: &[(&str, &str)]) -> Self {
-        let props: serde_json::Map<String, Value> =
-            properties.iter().map(|(p, d)| (p.to_string(), json!({"type": "string", "description": d}))).collect();
+        let props: serde_json::Map<String, Value> = properties.iter().map(|(p, d)| (p.to_string(), json!({"type": "string", "description": d}))).collect();
         // Required in the properties' (sorted) order, so a tool's schema reads the same however it was built.
         let required: Vec<&String> = props.keys().collect();
         let schema = json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
@@ -128,19 +127,15 @@ impl Tool {
     pub fn def(&self) -> ToolDef {
         let name = self.name();
         match self {
-            Tool::ReadFile => {
-                ToolDef::strings(name, "Read a text file of the sandbox. Relative paths are in the workspace.", &[("path", "The file's path.")])
-            }
+            Tool::ReadFile => ToolDef::strings(name, "Read a text file of the sandbox. Relative paths are in the workspace.", &[("path", "The file's path.")]),
             Tool::ListDir => ToolDef::strings(
                 name,
                 "List a directory of the sandbox (ls -la). Relative paths are in the workspace.",
                 &[("path", "The directory's path; `.` is the workspace.")],
             ),
-            Tool::ListFiles => ToolDef::strings(
-                name,
-                "List files under a directory, recursively (.git excluded).",
-                &[("path", "The directory; `.` is the workspace.")],
-            ),
+            Tool::ListFiles => {
+                ToolDef::strings(name, "List files under a directory, recursively (.git excluded).", &[("path", "The directory; `.` is the workspace.")])
+            }
             Tool::WriteFile => ToolDef::strings(
                 name,
                 "Write a file (created with its directories, or replaced). Relative paths are in the workspace.",
@@ -235,7 +230,8 @@ impl Toolset {
 /// Runs one tool whose input is an object.
 async fn run(tool: &Tool, sandbox: &SandboxHandle, input: &Value) -> Result<Ran, String> {
     let name = tool.name();
-    let arg = |key: &str| input[key].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {name}: the `{key}` argument is missing or not a string"));
+    let arg =
+        |key: &str| input[key].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {name}: the `{key}` argument is missing or not a string"));
     let exec = async |cmd: Command| sandbox.exec(cmd).await.map_err(|e| e.to_string());
     match tool {
         Tool::ReadFile => {
