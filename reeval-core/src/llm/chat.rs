@@ -129,6 +129,13 @@ pub(crate) struct ChatModel {
 
 impl ChatModel {
     /// One request, not retried: the caller retries what it needs to, parsing included.
+    ///
+    /// # Errors
+    /// As [`LlmClient::post`]; [`LlmError::Malformed`], [`LlmError::Refused`] or
+    /// [`LlmError::Truncated`] when the answer cannot be read as a reply.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it drops the request.
     pub(crate) async fn send(&self, req: &ChatRequest<'_>) -> Result<Reply, LlmError> {
         match self.provider {
             Provider::Anthropic => {

@@ -269,6 +269,9 @@ impl Tries {
     /// again cannot help, or when the retries are used up; otherwise waits
     /// [`RetryPolicy::delay`] and returns `Continue`: try again.
     ///
+    /// # Errors
+    /// None of its own: a `Break` gives back the try's error when the try failed.
+    ///
     /// # Cancel safety
     /// Cancel safe: dropping it drops the wait.
     pub async fn settle<T>(&mut self, result: Result<T, LlmError>) -> ControlFlow<Result<T, LlmError>> {
@@ -337,11 +340,6 @@ impl LlmClient {
     pub fn key(mut self, key: ApiKey) -> Self {
         self.key = Some(key);
         self
-    }
-
-    /// The retry policy.
-    pub fn retry_policy(&self) -> &RetryPolicy {
-        &self.retry
     }
 
     /// `text` with the key cut out. Every message from the API goes through here.

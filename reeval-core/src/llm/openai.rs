@@ -86,6 +86,34 @@ mod tests {
     const SUBMIT_VERDICT: &str = "submit_verdict";
 
     #[test]
+    fn only_a_request_forcing_its_one_tool_asks_for_a_json_schema() {
+        use crate::llm::LlmClient;
+        use crate::llm::chat::Provider;
+        use crate::llm::tools::{Tool, ToolDef};
+
+        let model = ChatModel {
+            provider: Provider::OpenAi,
+            model: "gpt-4.1".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            temperature: None,
+            max_tokens: 10,
+            client: LlmClient::new(reqwest::Client::new()),
+        };
+        let verdict = ToolDef::strings(SUBMIT_VERDICT, "v", &[("reasoning", "r")]);
+        let messages = [Message::User("u".into())];
+        let one = [verdict.clone()];
+        let req = |tools, choice| ChatRequest { system: "s", messages: &messages, tools, choice, json_schema: Some("verdict") };
+        let b = body(&model, &req(&one, Choice::Tool(SUBMIT_VERDICT)));
+        assert_eq!((b["response_format"]["json_schema"]["name"].as_str(), b.get("tools")), (Some("verdict"), None));
+        assert!(b.get("temperature").is_none());
+        let two = [Tool::ReadFile.def(), verdict];
+        let b = body(&model, &req(&two, Choice::Tool(SUBMIT_VERDICT)));
+        assert!(b.get("response_format").is_none());
+        assert_eq!(b["tools"][1]["function"]["strict"], true);
+        assert_eq!(body(&model, &req(&two, Choice::Any))["tool_choice"], "required");
+    }
+
+    #[test]
     fn reads_json_schema_content() {
         let answer = json!({
             "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4.1-2025-04-14",
