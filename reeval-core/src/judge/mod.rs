@@ -296,6 +296,7 @@ const JSON_SCHEMA_NAME: &str = "verdict";
 /// A judge model ready to be asked, and how it gives structured output.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
+    /// The chat's provider, read where the judge chooses how to ask.
     pub(crate) provider: Provider,
     pub(crate) openai_output: OpenAiOutput,
     pub(crate) chat: ChatModel,

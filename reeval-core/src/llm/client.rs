@@ -399,7 +399,11 @@ impl LlmClient {
         }
         if status == 401 || status == 403 {
             // The body may echo part of the key: it is not kept.
-            let key_check = self.key.as_ref().map_or_else(|| "the API's key: none was sent".to_string(), |k| k.check.clone());
+            let key_check = match &self.key {
+                Some(key) if key.is_set() => key.check.clone(),
+                Some(key) => format!("{} (no key was sent)", key.check),
+                None => "the key (no key was sent)".to_string(),
+            };
             return Some(LlmError::Auth { status, key_check });
         }
         let message = serde_json::from_str::<Value>(body)
@@ -491,6 +495,8 @@ mod tests {
         let e = c.status_error(401, None, &format!("Incorrect API key provided: {KEY}")).unwrap();
         assert_eq!(e.to_string(), "failed to authenticate with the model API (HTTP 401): check the key in TEST_KEY on the host");
         assert!(!format!("{c:?}").contains(KEY));
+        let keyless = LlmClient::new(reqwest::Client::new()).key(ApiKey::from_env(KeyHeader::XApiKey, "TEST_KEY", Some(String::new())));
+        assert!(keyless.status_error(403, None, "").unwrap().to_string().ends_with("check the key in TEST_KEY on the host (no key was sent)"));
     }
 
     #[test]
