@@ -16,6 +16,7 @@ pub mod harness;
 pub mod image;
 pub mod judge;
 pub(crate) mod lifecycle;
+pub mod llm;
 pub mod matchers;
 pub mod outcome;
 pub mod phase;

@@ -12,10 +12,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reeval_core::Command;
 use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
+use reeval_core::llm::tools::{CommandScope, CommandTool, Tool, Toolset};
+use reeval_core::llm::{ApiKey, KeyHeader, LlmClient, LlmError, RetryPolicy};
 use reeval_core::sandbox::{SandboxError, SandboxHandle};
-use reeval_core::turn::{EditKind, FileEdit, ToolCall, TurnReport, TurnStatus, Usage};
+use reeval_core::turn::{TurnReport, TurnStatus, Usage};
 use serde_json::{Value, json};
 
 /// The OpenAI API, when `OPENAI_BASE_URL` is not set.
@@ -24,8 +25,10 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const KEY_ENV: &str = "OPENAI_API_KEY";
 /// The default most model requests in one turn.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
-/// How much of a tool's output the model is shown, and the record keeps.
-const OUTPUT_LIMIT: usize = 16_000;
+/// What a rejected key's error tells the user to check.
+const KEY_CHECK: &str = "OPENAI_API_KEY or the key given to OpenAiAgent::with_endpoint";
+/// How the agent backs off between tries: 1 s doubling to 32 s, jittered; the retries are the builder's.
+const BACKOFF: RetryPolicy = RetryPolicy { retries: 0, base: Duration::from_secs(1), max: Duration::from_secs(32) };
 
 /// The built-in agent for OpenAI-compatible chat completions.
 pub struct OpenAiAgent {
@@ -39,7 +42,7 @@ pub struct OpenAiAgent {
     command_timeout: Duration,
     instructions: String,
     messages: Vec<Value>,
-    client: reqwest::Client,
+    http: reqwest::Client,
 }
 
 impl std::fmt::Debug for OpenAiAgent {
@@ -51,34 +54,6 @@ impl std::fmt::Debug for OpenAiAgent {
             .field("max_steps", &self.max_steps)
             .field("messages", &self.messages.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// Why one completion request failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-enum RequestError {
-    #[error("failed to reach {url}: {message}")]
-    Network { url: String, message: String },
-    #[error("failed to get a completion within {}s", .0.as_secs())]
-    Timeout(Duration),
-    #[error("failed to get a completion: the API rejected the key (HTTP {status}); check {KEY_ENV} or the key given to OpenAiAgent::with_endpoint")]
-    Auth { status: u16 },
-    #[error("failed to get a completion: HTTP {status}: {message}")]
-    Status { status: u16, message: String, retry_after: Option<Duration> },
-    #[error("failed to read the completion: {0}")]
-    Malformed(String),
-}
-
-impl RequestError {
-    /// Rate limits, overload, server errors and network loss are the platform's;
-    /// a rejected key is configuration; any other refusal is the agent's.
-    fn class(&self) -> ErrorClass {
-        match self {
-            RequestError::Network { .. } | RequestError::Timeout(_) | RequestError::Malformed(_) => ErrorClass::Infra,
-            RequestError::Auth { .. } => ErrorClass::Config,
-            RequestError::Status { status, .. } if *status == 408 || *status == 429 || *status >= 500 => ErrorClass::Infra,
-            RequestError::Status { .. } => ErrorClass::Agent,
-        }
     }
 }
 
@@ -113,7 +88,7 @@ impl OpenAiAgent {
             command_timeout: Duration::from_secs(300),
             instructions: String::new(),
             messages: Vec::new(),
-            client: reqwest::Client::new(),
+            http: reqwest::Client::new(),
         }
     }
 
@@ -153,177 +128,31 @@ impl OpenAiAgent {
         s
     }
 
-    /// One completion, retried while the failure is the platform's.
-    async fn complete(&self, model: &str) -> Result<Value, RequestError> {
-        let body = json!({"model": model, "messages": self.messages, "tools": tools()});
-        let mut n = 0;
-        loop {
-            match self.request(&body).await {
-                Err(e) if e.class() == ErrorClass::Infra && n < self.retries => {
-                    let wait = match &e {
-                        RequestError::Status { retry_after: Some(after), .. } => (*after).min(Duration::from_secs(60)),
-                        _ => Duration::from_secs(1 << n.min(5)),
-                    };
-                    tokio::time::sleep(wait).await;
-                    n += 1;
-                }
-                other => return other,
-            }
-        }
+    /// The client of this agent's requests: its key, request limit and retries.
+    fn client(&self) -> LlmClient {
+        LlmClient::new(self.http.clone()).timeout(self.request_timeout).retry(RetryPolicy { retries: self.retries, ..BACKOFF }).key(ApiKey::new(
+            KeyHeader::Bearer,
+            self.key.clone(),
+            KEY_CHECK,
+        ))
     }
 
-    async fn request(&self, body: &Value) -> Result<Value, RequestError> {
-        let url = format!("{}/chat/completions", self.base_url);
-        let mut request = self.client.post(&url).timeout(self.request_timeout).json(body);
-        if let Some(key) = &self.key {
-            request = request.bearer_auth(key);
-        }
-        let transport = |e: reqwest::Error| {
-            if e.is_timeout() {
-                RequestError::Timeout(self.request_timeout)
-            } else {
-                RequestError::Network { url: url.clone(), message: self.redact(&e.to_string()) }
-            }
-        };
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
-        let text = response.text().await.map_err(transport)?;
-        if status == 401 || status == 403 {
-            // The body may echo part of the key: it is not kept.
-            return Err(RequestError::Auth { status });
-        }
-        if !(200..300).contains(&status) {
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| reeval_core::exec::tail(text.trim(), 300).to_string());
-            return Err(RequestError::Status { status, message: self.redact(&message), retry_after });
-        }
-        serde_json::from_str(&text).map_err(|e| RequestError::Malformed(format!("the answer is not JSON ({e})")))
-    }
-
-    fn redact(&self, text: &str) -> String {
-        match &self.key {
-            Some(key) => reeval_core::secrets::redact(text, std::slice::from_ref(key)),
-            None => text.to_string(),
-        }
-    }
-
-    /// Runs one tool call in the sandbox: what the model is told, and what the record keeps.
-    async fn run_tool(&self, sandbox: &SandboxHandle, name: &str, input: &Value) -> (String, ToolCall, Option<FileEdit>) {
-        let result = match input {
-            Value::Object(_) => self.tool(sandbox, name, input).await,
-            _ => Err(format!("failed to run {name}: its arguments are not a JSON object")),
-        };
-        let (text, call, edit) = match result {
-            Ok((text, error, edit)) => {
-                let call = ToolCall { name: name.to_string(), input: input.clone(), result: Some(text.clone()), error };
-                (text, call, edit)
-            }
-            Err(error) => (error.clone(), ToolCall { name: name.to_string(), input: input.clone(), result: None, error: Some(error) }, None),
-        };
-        (text, call, edit)
-    }
-
-    /// A tool's output, its failure when the command failed, and the edit it made.
-    async fn tool(&self, sandbox: &SandboxHandle, name: &str, input: &Value) -> Result<(String, Option<String>, Option<FileEdit>), String> {
-        let arg =
-            |key: &str| input[key].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {name}: the `{key}` argument is missing or not a string"));
-        let sandbox_error = |e: SandboxError| e.to_string();
-        match name {
-            "bash" => {
-                let command = arg("command")?;
-                let out = sandbox.exec(Command::new("bash").arg("-c").arg(command).timeout(self.command_timeout)).await.map_err(sandbox_error)?;
-                let status = if out.timed_out { format!("killed after {}s", self.command_timeout.as_secs()) } else { format!("exit code {}", out.exit_code) };
-                let mut text = status.clone();
-                if !out.stdout.is_empty() {
-                    text.push_str(&format!("\n--- stdout ---\n{}", reeval_core::exec::tail(&out.stdout, OUTPUT_LIMIT)));
-                }
-                if !out.stderr.is_empty() {
-                    text.push_str(&format!("\n--- stderr ---\n{}", reeval_core::exec::tail(&out.stderr, OUTPUT_LIMIT)));
-                }
-                Ok((text, (!out.success()).then_some(status), None))
-            }
-            "read_file" => {
-                let path = arg("path")?;
-                let bytes = sandbox.read_file(&path).await.map_err(sandbox_error)?;
-                match String::from_utf8(bytes) {
-                    Ok(text) if text.len() > OUTPUT_LIMIT => {
-                        Ok((format!("{}\n[truncated: the file has {} bytes]", head(&text, OUTPUT_LIMIT), text.len()), None, None))
-                    }
-                    Ok(text) => Ok((text, None, None)),
-                    Err(e) => Err(format!("failed to read {path} as text: it is binary ({} bytes)", e.as_bytes().len())),
-                }
-            }
-            "write_file" => {
-                let path = arg("path")?;
-                let content = arg("content")?;
-                let existed = sandbox.exec(Command::new("test").arg("-e").arg(&path)).await.map_err(sandbox_error)?.success();
-                sandbox.write_file(&path, content.as_bytes(), 0o644).await.map_err(sandbox_error)?;
-                let kind = if existed { EditKind::Update } else { EditKind::Add };
-                Ok((format!("wrote {} bytes to {path}", content.len()), None, Some(FileEdit { path, kind })))
-            }
-            "list_files" => {
-                let path = arg("path")?;
-                let script = "find \"$1\" -not -path '*/.git' -not -path '*/.git/*' | sort | head -n 1000";
-                let out = sandbox
-                    .exec(Command::new("sh").arg("-c").arg(script).arg("list_files").arg(&path).timeout(Duration::from_secs(60)))
-                    .await
-                    .map_err(sandbox_error)?;
-                if out.stdout.trim().is_empty() && !out.stderr.trim().is_empty() {
-                    return Err(format!("failed to list {path}: {}", out.stderr.trim()));
-                }
-                Ok((reeval_core::exec::tail(&out.stdout, OUTPUT_LIMIT).to_string(), None, None))
-            }
-            other => Err(format!("failed to run {other}: there is no such tool; use bash, read_file, write_file or list_files")),
-        }
+    /// One completion, retried while asking again may help.
+    async fn complete(&self, client: &LlmClient, model: &str, tools: &Value) -> Result<Value, LlmError> {
+        let body = json!({"model": model, "messages": self.messages, "tools": tools});
+        client.post_retrying(&format!("{}/chat/completions", self.base_url), &[], &body).await
     }
 }
 
-/// The first `limit` bytes of `text`, at a character boundary.
-fn head(text: &str, limit: usize) -> &str {
-    let mut end = limit.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+/// `bash` (in the workspace), `read_file`, `write_file`, `list_files`.
+fn toolset(command_timeout: Duration) -> Toolset {
+    let bash = CommandTool { name: "bash", shell: "bash", scope: CommandScope::Workspace, timeout: command_timeout };
+    Toolset::new([Tool::Command(bash), Tool::ReadFile, Tool::WriteFile, Tool::ListFiles])
 }
 
 /// The tools, as chat completions function definitions.
-fn tools() -> Value {
-    let function = |name: &str, description: &str, properties: Value| {
-        let required: Vec<&String> = properties.as_object().map(|p| p.keys().collect()).unwrap_or_default();
-        json!({"type": "function", "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required, "additionalProperties": false}
-        }})
-    };
-    json!([
-        function(
-            "bash",
-            "Run a bash command in the workspace. Returns the exit code, stdout and stderr.",
-            json!({"command": {"type": "string", "description": "The command."}})
-        ),
-        function("read_file", "Read a text file. Relative paths are in the workspace.", json!({"path": {"type": "string", "description": "The file's path."}})),
-        function(
-            "write_file",
-            "Write a file (created with its directories, or replaced). Relative paths are in the workspace.",
-            json!({"path": {"type": "string", "description": "The file's path."}, "content": {"type": "string", "description": "The whole new content."}})
-        ),
-        function(
-            "list_files",
-            "List files under a directory, recursively (.git excluded).",
-            json!({"path": {"type": "string", "description": "The directory; `.` is the workspace."}})
-        ),
-    ])
+fn tools(toolset: &Toolset) -> Value {
+    toolset.defs().iter().map(|t| t.chat_function(false)).collect()
 }
 
 fn failed(mut report: TurnReport, error: String, class: ErrorClass) -> TurnReport {
@@ -374,8 +203,11 @@ impl Harness for OpenAiAgent {
         }
         self.messages.push(json!({"role": "user", "content": prompt}));
         let mut report = TurnReport::default();
+        let client = self.client();
+        let toolset = toolset(self.command_timeout);
+        let functions = tools(&toolset);
         for _ in 0..self.max_steps {
-            let answer = match self.complete(&model).await {
+            let answer = match self.complete(&client, &model, &functions).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     let class = e.class();
@@ -404,10 +236,10 @@ impl Harness for OpenAiAgent {
                 let name = call["function"]["name"].as_str().unwrap_or_default();
                 let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
                 let input = serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()));
-                let (text, record, edit) = self.run_tool(sandbox, name, &input).await;
-                report.tool_calls.push(record);
-                report.file_edits.extend(edit);
-                results.push(json!({"role": "tool", "tool_call_id": call["id"], "content": text}));
+                let output = toolset.run(sandbox, name, &input).await;
+                report.tool_calls.push(output.call);
+                report.file_edits.extend(output.edit);
+                results.push(json!({"role": "tool", "tool_call_id": call["id"], "content": output.text}));
             }
             self.messages.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
             self.messages.extend(results);
@@ -435,18 +267,19 @@ mod tests {
 
     #[test]
     fn failures_are_classified() {
-        let status = |s| RequestError::Status { status: s, message: String::new(), retry_after: None };
+        let status = |s| LlmError::Status { status: s, message: String::new(), retry_after: None };
         assert_eq!(status(429).class(), ErrorClass::Infra);
         assert_eq!(status(503).class(), ErrorClass::Infra);
         assert_eq!(status(400).class(), ErrorClass::Agent);
-        assert_eq!(RequestError::Auth { status: 401 }.class(), ErrorClass::Config);
-        assert_eq!(RequestError::Network { url: "u".into(), message: "m".into() }.class(), ErrorClass::Infra);
-        assert!(RequestError::Auth { status: 401 }.to_string().contains(KEY_ENV));
+        let auth = LlmError::Auth { status: 401, key_check: KEY_CHECK.into() };
+        assert_eq!(auth.class(), ErrorClass::Config);
+        assert_eq!(LlmError::malformed("m").class(), ErrorClass::Infra);
+        assert!(auth.to_string().contains(KEY_ENV));
     }
 
     #[test]
     fn tools_are_strict_functions() {
-        let tools = tools();
+        let tools = tools(&toolset(Duration::from_secs(1)));
         let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["bash", "read_file", "write_file", "list_files"]);
         assert_eq!(tools[2]["function"]["parameters"]["required"], json!(["content", "path"]));

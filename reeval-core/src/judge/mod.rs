@@ -18,15 +18,17 @@
 //!   list a directory, run a command in a throwaway copy of the workspace).
 
 mod agentic;
-mod anthropic;
-mod openai;
 pub mod prompt;
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::llm::chat::{ChatModel, ChatRequest, Choice, Message, Provider, Reply, ToolResult};
+use crate::llm::tools::ToolDef;
+use crate::llm::{ApiKey, LlmClient, LlmError, RetryPolicy};
 use crate::record::Verdict;
 use crate::sandbox::SandboxHandle;
 use crate::turn::{ToolCall, Usage};
@@ -260,36 +262,6 @@ impl std::ops::Deref for JudgeResult {
     }
 }
 
-/// Which API a judge model is served by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Provider {
-    Anthropic,
-    OpenAi,
-}
-
-impl Provider {
-    fn default_key_env(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "ANTHROPIC_API_KEY",
-            Provider::OpenAi => "OPENAI_API_KEY",
-        }
-    }
-
-    fn base_url_env(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "ANTHROPIC_BASE_URL",
-            Provider::OpenAi => "OPENAI_BASE_URL",
-        }
-    }
-
-    fn default_base_url(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "https://api.anthropic.com",
-            Provider::OpenAi => "https://api.openai.com/v1",
-        }
-    }
-}
-
 /// `anthropic:claude-sonnet-4-5` → (Anthropic, `claude-sonnet-4-5`).
 pub(crate) fn parse_spec(spec: &str) -> std::result::Result<(Provider, String), String> {
     let (provider, model) =
@@ -315,30 +287,18 @@ pub fn key_env(spec: &str) -> std::result::Result<&'static str, String> {
     parse_spec(spec).map(|(provider, _)| provider.default_key_env())
 }
 
-/// A judge model ready to be asked: provider, model, URL and key.
-pub(crate) struct Endpoint {
-    pub(crate) provider: Provider,
-    pub(crate) model: String,
-    pub(crate) base_url: String,
-    pub(crate) key: String,
-    pub(crate) key_env: String,
-    pub(crate) timeout: Duration,
-    pub(crate) temperature: Option<f64>,
-    pub(crate) max_tokens: u32,
-    pub(crate) openai_output: OpenAiOutput,
-    pub(crate) client: reqwest::Client,
-}
+/// How the judge backs off between tries: 0.5 s doubling to 8 s, jittered; the retries are the builder's.
+const BACKOFF: RetryPolicy = RetryPolicy { retries: 0, base: Duration::from_millis(500), max: Duration::from_secs(8) };
+/// What `response_format` is named when the verdict is asked for as a JSON schema.
+const JSON_SCHEMA_NAME: &str = "verdict";
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The key stays out of debug output.
-        f.debug_struct("Endpoint")
-            .field("provider", &self.provider)
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("key_env", &self.key_env)
-            .finish_non_exhaustive()
-    }
+/// A judge model ready to be asked, and how it gives structured output.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    /// The chat's provider, read where the judge chooses how to ask.
+    pub(crate) provider: Provider,
+    pub(crate) openai_output: OpenAiOutput,
+    pub(crate) chat: ChatModel,
 }
 
 impl Endpoint {
@@ -368,188 +328,18 @@ impl Endpoint {
             .unwrap_or_else(|| provider.default_base_url().to_string())
             .trim_end_matches('/')
             .to_string();
-        let client = reqwest::Client::builder().build().map_err(|e| Error::infra("build the judge's HTTP client", e))?;
-        Ok(Self {
-            provider,
-            model,
-            base_url,
-            key,
-            key_env,
-            timeout: judge.timeout,
-            temperature: judge.temperature,
-            max_tokens: judge.max_tokens,
-            openai_output: judge.openai_output,
-            client,
-        })
+        let http = reqwest::Client::builder().build().map_err(|e| Error::infra("build the judge's HTTP client", e))?;
+        let client = LlmClient::new(http).timeout(judge.timeout).key(ApiKey::from_env(provider.key_header(), &key_env, Some(key)));
+        let chat = ChatModel { provider, model, base_url, temperature: judge.temperature, max_tokens: judge.max_tokens, client };
+        Ok(Self { provider, openai_output: judge.openai_output, chat })
     }
-
-    /// One model request.
-    async fn call(&self, req: &Request<'_>) -> std::result::Result<Reply, CallError> {
-        match self.provider {
-            Provider::Anthropic => anthropic::call(self, req).await,
-            Provider::OpenAi => openai::call(self, req).await,
-        }
-    }
-
-    /// POSTs `body` to `url` and returns the JSON answer, mapping every failure to a [`CallError`].
-    pub(crate) async fn post(&self, url: &str, headers: &[(&str, String)], body: &Value) -> std::result::Result<Value, CallError> {
-        let mut request = self.client.post(url).timeout(self.timeout).json(body);
-        for (name, value) in headers {
-            request = request.header(*name, value);
-        }
-        let response = request.send().await.map_err(|e| self.transport_error(url, e))?;
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers());
-        let text = response.text().await.map_err(|e| self.transport_error(url, e))?;
-        if status == 401 || status == 403 {
-            // The body may echo part of the key: it is not kept.
-            return Err(CallError::Auth { status, key_env: self.key_env.clone() });
-        }
-        if !(200..300).contains(&status) {
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| crate::exec::tail(text.trim(), 300).to_string());
-            return Err(CallError::Status { status, message: self.redact(&message), retry_after });
-        }
-        serde_json::from_str(&text).map_err(|e| CallError::Malformed(format!("the answer is not JSON ({e})")))
-    }
-
-    fn transport_error(&self, url: &str, e: reqwest::Error) -> CallError {
-        if e.is_timeout() {
-            CallError::Timeout(self.timeout)
-        } else {
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                message = format!("{message}: {s}");
-                source = s.source();
-            }
-            CallError::Network { url: url.to_string(), message: self.redact(&message) }
-        }
-    }
-
-    fn redact(&self, text: &str) -> String {
-        crate::secrets::redact(text, std::slice::from_ref(&self.key))
-    }
-}
-
-/// `retry-after-ms` or `retry-after` (seconds), when the server sent one.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let read = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0);
-    read("retry-after-ms").map(|ms| Duration::from_secs_f64(ms / 1000.0)).or_else(|| read("retry-after").map(Duration::from_secs_f64))
-}
-
-/// Why one model request gave no usable answer.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum CallError {
-    /// The API answered with an error status.
-    #[error("failed to get an answer: HTTP {status}: {message}")]
-    Status { status: u16, message: String, retry_after: Option<Duration> },
-    /// The key was rejected. The message names the variable, never the key.
-    #[error("failed to authenticate with the judge's API (HTTP {status}): check the key in {key_env} on the host")]
-    Auth { status: u16, key_env: String },
-    /// No answer within the request's limit.
-    #[error("failed to get an answer within {:.1}s", .0.as_secs_f64())]
-    Timeout(Duration),
-    /// The API could not be reached.
-    #[error("failed to reach {url}: {message}")]
-    Network { url: String, message: String },
-    /// The answer was not what was asked for.
-    #[error("failed to read the answer: {0}")]
-    Malformed(String),
-    /// The model refused to answer.
-    #[error("failed to get a verdict: the model refused ({0})")]
-    Refused(String),
-    /// The answer was cut at its token limit.
-    #[error("failed to get a verdict: the answer was cut at the token limit")]
-    Truncated,
-}
-
-impl CallError {
-    /// Whether asking again may help: rate limits, overload, server errors, timeouts, network, malformed answers.
-    fn retryable(&self) -> bool {
-        match self {
-            CallError::Status { status, .. } => *status == 408 || *status == 409 || *status == 429 || *status >= 500,
-            CallError::Timeout(_) | CallError::Network { .. } | CallError::Malformed(_) => true,
-            CallError::Auth { .. } | CallError::Refused(_) | CallError::Truncated => false,
-        }
-    }
-}
-
-/// How long to wait before retry `n` (0-based): the server's `retry-after`, else 0.5s doubling to 8s.
-fn backoff(n: u32, error: &CallError) -> Duration {
-    if let CallError::Status { retry_after: Some(after), .. } = error {
-        return (*after).min(Duration::from_secs(60));
-    }
-    Duration::from_millis(500 * 2u64.pow(n.min(4)))
-}
-
-/// A tool the judge may call.
-#[derive(Debug, Clone)]
-pub(crate) struct ToolDef {
-    pub(crate) name: &'static str,
-    pub(crate) description: &'static str,
-    /// JSON schema of the input, in the strict subset (every property required, no extras).
-    pub(crate) schema: Value,
-}
-
-/// One tool call of the model.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Call {
-    pub(crate) id: String,
-    pub(crate) name: String,
-    pub(crate) input: Value,
-}
-
-/// One tool's result, sent back to the model.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolResult {
-    pub(crate) id: String,
-    pub(crate) content: String,
-    pub(crate) is_error: bool,
-}
-
-/// A message of a judge's conversation, in neither provider's shape.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Message {
-    User(String),
-    Assistant { text: Option<String>, calls: Vec<Call> },
-    Results(Vec<ToolResult>),
-}
-
-/// Which tool the model must call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Choice {
-    /// This one.
-    Tool(&'static str),
-    /// Any of them.
-    Any,
-}
-
-/// One model request.
-#[derive(Debug)]
-pub(crate) struct Request<'a> {
-    pub(crate) system: &'a str,
-    pub(crate) messages: &'a [Message],
-    pub(crate) tools: &'a [ToolDef],
-    pub(crate) choice: Choice,
-}
-
-/// What one model request answered.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Reply {
-    pub(crate) calls: Vec<Call>,
-    pub(crate) text: Option<String>,
-    pub(crate) model: Option<String>,
-    pub(crate) usage: Usage,
 }
 
 /// The `submit_verdict` tool. Reasoning comes first, so the model reasons before it scores.
 pub(crate) fn verdict_tool() -> ToolDef {
     ToolDef {
         name: SUBMIT_VERDICT,
-        description: "Record your verdict on the criterion.",
+        description: "Record your verdict on the criterion.".into(),
         schema: json!({
             "type": "object",
             "properties": {
@@ -560,6 +350,8 @@ pub(crate) fn verdict_tool() -> ToolDef {
             "required": ["reasoning", "score", "passed"],
             "additionalProperties": false
         }),
+        // The range is checked on reading too, for the providers that do not take it.
+        extra_keywords: Some(json!({"score": {"minimum": 0, "maximum": 1}})),
     }
 }
 
@@ -572,20 +364,20 @@ struct Sample {
 }
 
 /// Reads and validates a `submit_verdict` call's input.
-fn parse_verdict(reply: &Reply) -> std::result::Result<Sample, CallError> {
+fn parse_verdict(reply: &Reply) -> std::result::Result<Sample, LlmError> {
     let call = reply.calls.iter().find(|c| c.name == SUBMIT_VERDICT).ok_or_else(|| {
-        CallError::Malformed(match &reply.text {
+        LlmError::malformed(match &reply.text {
             Some(text) => format!("no {SUBMIT_VERDICT} call, only text: {}", crate::exec::tail(text.trim(), 200)),
             None => format!("no {SUBMIT_VERDICT} call"),
         })
     })?;
     let input = &call.input;
-    let score = input["score"].as_f64().ok_or_else(|| CallError::Malformed(format!("`score` is missing or not a number in {input}")))?;
+    let score = input["score"].as_f64().ok_or_else(|| LlmError::malformed(format!("`score` is missing or not a number in {input}")))?;
     if !(0.0..=1.0).contains(&score) {
-        return Err(CallError::Malformed(format!("`score` {score} is outside 0..1")));
+        return Err(LlmError::malformed(format!("`score` {score} is outside 0..1")));
     }
-    let passed = input["passed"].as_bool().ok_or_else(|| CallError::Malformed(format!("`passed` is missing or not a boolean in {input}")))?;
-    let reasoning = input["reasoning"].as_str().ok_or_else(|| CallError::Malformed(format!("`reasoning` is missing or not a string in {input}")))?;
+    let passed = input["passed"].as_bool().ok_or_else(|| LlmError::malformed(format!("`passed` is missing or not a boolean in {input}")))?;
+    let reasoning = input["reasoning"].as_str().ok_or_else(|| LlmError::malformed(format!("`reasoning` is missing or not a string in {input}")))?;
     Ok(Sample { score, passed, reasoning: reasoning.to_string() })
 }
 
@@ -597,38 +389,6 @@ struct Spent {
     tool_calls: Vec<ToolCall>,
 }
 
-/// One request, retried while the failure is one that asking again may fix;
-/// `parse` turns a reply into what the caller needs (its failure is retried as malformed).
-async fn call_retrying<T>(
-    endpoint: &Endpoint,
-    req: &Request<'_>,
-    retries: u32,
-    spent: &mut Spent,
-    parse: impl Fn(&Reply) -> std::result::Result<T, CallError>,
-) -> std::result::Result<T, CallError> {
-    let mut n = 0;
-    loop {
-        let result = match endpoint.call(req).await {
-            Ok(reply) => {
-                spent.usage.add(&reply.usage);
-                if reply.model.is_some() {
-                    spent.model = reply.model.clone();
-                }
-                parse(&reply)
-            }
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(v) => return Ok(v),
-            Err(e) if e.retryable() && n < retries => {
-                tokio::time::sleep(backoff(n, &e)).await;
-                n += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 /// Everything one criterion is judged with.
 struct Task<'a> {
     endpoint: &'a Endpoint,
@@ -638,51 +398,81 @@ struct Task<'a> {
     agentic: Option<(&'a SandboxHandle, u32)>,
 }
 
+impl Task<'_> {
+    /// One request, retried while asking again may help; `parse` turns a reply
+    /// into what the caller needs, and its failure is retried as a malformed answer.
+    /// Every reply's usage is counted, a retried one's too.
+    async fn ask<T>(
+        &self,
+        req: &ChatRequest<'_>,
+        spent: &mut Spent,
+        parse: impl Fn(&Reply) -> std::result::Result<T, LlmError>,
+    ) -> std::result::Result<T, LlmError> {
+        let mut tries = RetryPolicy { retries: self.retries, ..BACKOFF }.tries();
+        loop {
+            let result = match self.endpoint.chat.send(req).await {
+                Ok(reply) => {
+                    spent.usage.add(&reply.usage);
+                    if reply.model.is_some() {
+                        spent.model = reply.model.clone();
+                    }
+                    parse(&reply)
+                }
+                Err(e) => Err(e),
+            };
+            if let ControlFlow::Break(done) = tries.settle(result).await {
+                return done;
+            }
+        }
+    }
+
+    /// The request of one step, over `messages` and `tools`.
+    fn request<'r>(&'r self, messages: &'r [Message], tools: &'r [ToolDef], choice: Choice) -> ChatRequest<'r> {
+        // A request for nothing but the verdict may take it as a JSON schema, where the judge is set to.
+        let json_schema = (self.endpoint.openai_output == OpenAiOutput::JsonSchema).then_some(JSON_SCHEMA_NAME);
+        ChatRequest { system: &self.system, messages, tools, choice, json_schema }
+    }
+}
+
 /// One sample: a forced verdict, or an agentic look around and then a verdict.
-async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sample, CallError> {
+async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sample, LlmError> {
     let Some((sandbox, max_steps)) = task.agentic else {
         let messages = [Message::User(task.user.clone())];
         let tools = [verdict_tool()];
-        let req = Request { system: &task.system, messages: &messages, tools: &tools, choice: Choice::Tool(SUBMIT_VERDICT) };
-        return call_retrying(task.endpoint, &req, task.retries, spent, parse_verdict).await;
+        return task.ask(&task.request(&messages, &tools, Choice::Tool(SUBMIT_VERDICT)), spent, parse_verdict).await;
     };
+    let toolset = agentic::toolset();
     let tools = agentic::tools();
     let mut messages = vec![Message::User(task.user.clone())];
     for step in 1..=max_steps {
         let choice = if step == max_steps { Choice::Tool(SUBMIT_VERDICT) } else { Choice::Any };
-        let req = Request { system: &task.system, messages: &messages, tools: &tools, choice };
-        let reply = call_retrying(task.endpoint, &req, task.retries, spent, |r| {
-            if r.calls.iter().any(|c| c.name == SUBMIT_VERDICT) {
-                parse_verdict(r).map(|_| r.clone())
-            } else if r.calls.is_empty() {
-                Err(CallError::Malformed("no tool call".into()))
-            } else {
-                Ok(r.clone())
-            }
-        })
-        .await?;
+        let req = task.request(&messages, &tools, choice);
+        let reply = task
+            .ask(&req, spent, |r| {
+                if r.calls.iter().any(|c| c.name == SUBMIT_VERDICT) {
+                    parse_verdict(r).map(|_| r.clone())
+                } else if r.calls.is_empty() {
+                    Err(LlmError::malformed("no tool call"))
+                } else {
+                    Ok(r.clone())
+                }
+            })
+            .await?;
         if reply.calls.iter().any(|c| c.name == SUBMIT_VERDICT) {
             return parse_verdict(&reply);
         }
         let mut results = Vec::new();
         for call in &reply.calls {
-            let outcome = agentic::run(sandbox, call).await;
-            let is_error = outcome.is_err();
-            let shown = match &outcome {
-                Ok(text) | Err(text) => text.clone(),
-            };
-            spent.tool_calls.push(ToolCall {
-                name: call.name.clone(),
-                input: call.input.clone(),
-                result: outcome.as_ref().ok().map(|t| crate::exec::tail(t, crate::lifecycle::check::CHECK_TAIL).to_string()),
-                error: outcome.err(),
-            });
-            results.push(ToolResult { id: call.id.clone(), content: prompt::untrusted(&shown), is_error });
+            let mut output = toolset.run(sandbox, &call.name, &call.input).await;
+            // The record keeps the tail, as it does of a check's output.
+            output.call.result = output.call.result.map(|t| crate::exec::tail(&t, crate::lifecycle::check::CHECK_TAIL).to_string());
+            spent.tool_calls.push(output.call);
+            results.push(ToolResult { id: call.id.clone(), content: prompt::untrusted(&output.text), is_error: output.failed });
         }
         messages.push(Message::Assistant { text: reply.text.clone(), calls: reply.calls.clone() });
         messages.push(Message::Results(results));
     }
-    Err(CallError::Malformed(format!("no verdict within {max_steps} steps")))
+    Err(LlmError::malformed(format!("no verdict within {max_steps} steps")))
 }
 
 /// The verdict on one criterion: its samples and their majority.
@@ -699,7 +489,7 @@ async fn verdict(task: &Task<'_>, criterion: &str, threshold: f64, samples: u32)
             }
         }
     }
-    let model = spent.model.clone().or_else(|| Some(task.endpoint.model.clone()));
+    let model = spent.model.clone().or_else(|| Some(task.endpoint.chat.model.clone()));
     let base = Verdict {
         criterion: criterion.to_string(),
         score: 0.0,
@@ -805,7 +595,10 @@ pub(crate) fn failure(verdict: &Verdict) -> Option<Error> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
+    use crate::llm::chat::Call;
 
     fn reply(input: Value) -> Reply {
         Reply { calls: vec![Call { id: "1".into(), name: SUBMIT_VERDICT.into(), input }], ..Reply::default() }
@@ -826,27 +619,26 @@ mod tests {
             parse_verdict(&reply(json!({"reasoning": "ok", "score": 0.8, "passed": true}))).unwrap(),
             Sample { score: 0.8, passed: true, reasoning: "ok".into() }
         );
-        assert!(
-            matches!(parse_verdict(&reply(json!({"reasoning": "ok", "score": 1.5, "passed": true}))), Err(CallError::Malformed(m)) if m.contains("outside 0..1"))
-        );
-        assert!(matches!(parse_verdict(&reply(json!({"reasoning": "ok", "score": "high", "passed": true}))), Err(CallError::Malformed(_))));
-        assert!(matches!(parse_verdict(&reply(json!({"score": 0.5, "passed": true}))), Err(CallError::Malformed(_))));
-        assert!(matches!(parse_verdict(&Reply { text: Some("PASS".into()), ..Reply::default() }), Err(CallError::Malformed(m)) if m.contains("only text")));
+        let malformed = |r: &Reply, needle: &str| matches!(parse_verdict(r), Err(LlmError::Malformed { message, .. }) if message.contains(needle));
+        assert!(malformed(&reply(json!({"reasoning": "ok", "score": 1.5, "passed": true})), "outside 0..1"));
+        assert!(malformed(&reply(json!({"reasoning": "ok", "score": "high", "passed": true})), "`score`"));
+        assert!(malformed(&reply(json!({"score": 0.5, "passed": true})), "`reasoning`"));
+        assert!(malformed(&Reply { text: Some("PASS".into()), ..Reply::default() }, "only text"));
     }
 
     #[test]
-    fn what_is_retried() {
-        let status = |s| CallError::Status { status: s, message: String::new(), retry_after: None };
-        assert!(status(429).retryable() && status(500).retryable() && status(529).retryable() && status(503).retryable());
-        assert!(!status(400).retryable() && !status(404).retryable());
-        assert!(!CallError::Auth { status: 401, key_env: "K".into() }.retryable());
-        assert!(!CallError::Refused("no".into()).retryable() && !CallError::Truncated.retryable());
-        assert!(CallError::Timeout(Duration::from_secs(1)).retryable() && CallError::Malformed("x".into()).retryable());
-        assert_eq!(backoff(0, &status(500)), Duration::from_millis(500));
-        assert_eq!(backoff(2, &status(500)), Duration::from_secs(2));
-        assert_eq!(backoff(9, &status(500)), Duration::from_secs(8));
-        let limited = CallError::Status { status: 429, message: String::new(), retry_after: Some(Duration::from_secs(2)) };
-        assert_eq!(backoff(0, &limited), Duration::from_secs(2));
+    fn the_judge_backs_off_from_half_a_second_to_eight() {
+        let policy = RetryPolicy { retries: 3, ..BACKOFF };
+        assert_eq!((policy.ceiling(0), policy.ceiling(2), policy.ceiling(9)), (Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(8)));
+        assert_eq!(policy.delay(0, Some(Duration::from_secs(2))), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn the_verdict_tool_takes_a_range_where_the_provider_does() {
+        let tool = verdict_tool();
+        assert!(tool.schema["properties"]["score"].get("maximum").is_none());
+        assert_eq!(tool.schema_with_extra_keywords()["properties"]["score"]["maximum"], 1);
+        assert_eq!(tool.schema_with_extra_keywords()["properties"]["score"]["minimum"], 0);
     }
 
     #[test]
@@ -866,8 +658,18 @@ mod tests {
     }
 
     #[test]
-    fn auth_errors_name_the_variable() {
-        let e = CallError::Auth { status: 401, key_env: "ANTHROPIC_API_KEY".into() };
-        assert!(e.to_string().contains("ANTHROPIC_API_KEY"));
+    fn failures_read_as_the_record_keeps_them() {
+        let v = Verdict {
+            criterion: "c".into(),
+            score: 0.0,
+            pass: false,
+            reasoning: String::new(),
+            threshold: 0.5,
+            model: Some("m".into()),
+            usage: Usage::default(),
+            error: Some(LlmError::Truncated.to_string()),
+            tool_calls: Vec::new(),
+        };
+        assert_eq!(failure_message(&v), "failed to get a verdict on \"c\" from m: failed to get an answer: it was cut at the token limit");
     }
 }

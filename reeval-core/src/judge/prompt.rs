@@ -7,6 +7,7 @@ use regex::Regex;
 
 use crate::attempt::Attempt;
 use crate::error::{Error, Result};
+use crate::llm::tools::{head, truncate};
 use crate::sandbox::SandboxError;
 
 /// The default limit of the diff the judge sees, in bytes.
@@ -275,27 +276,6 @@ pub(crate) fn escape(text: &str) -> String {
 /// `text`, escaped, inside `<untrusted>` tags.
 pub(crate) fn untrusted(text: &str) -> String {
     format!("<untrusted>\n{}\n</untrusted>", escape(text))
-}
-
-/// The first `limit` bytes of `text` (at a character boundary).
-fn head(text: &str, limit: usize) -> &str {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-/// `text` cut at `limit` bytes with a visible notice naming what was cut.
-pub(crate) fn truncate(text: &str, limit: usize, what: &str) -> String {
-    if text.len() <= limit {
-        return text.to_string();
-    }
-    let shown = head(text, limit);
-    format!("{shown}\n[{what} truncated: the first {} of {} bytes are shown]", shown.len(), text.len())
 }
 
 /// A one-line form of `text` of at most `limit` bytes, for messages.

@@ -3,20 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::{Call, CallError, Choice, Endpoint, Message, OpenAiOutput, Reply, Request, SUBMIT_VERDICT};
+use super::LlmError;
+use super::chat::{Call, ChatModel, ChatRequest, Choice, Message, Reply};
 use crate::turn::Usage;
 
-/// Whether `req` is answered through `response_format` rather than a function call:
-/// a request for nothing but the verdict, with JSON-schema output selected.
-fn uses_json_schema(endpoint: &Endpoint, req: &Request<'_>) -> bool {
-    endpoint.openai_output == OpenAiOutput::JsonSchema
-        && req.choice == Choice::Tool(SUBMIT_VERDICT)
-        && req.tools.len() == 1
-        && req.tools[0].name == SUBMIT_VERDICT
-}
-
 /// The request body.
-pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
+pub(crate) fn body(model: &ChatModel, req: &ChatRequest<'_>) -> Value {
     let mut messages = vec![json!({"role": "system", "content": req.system})];
     for m in req.messages {
         match m {
@@ -32,48 +24,36 @@ pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
             Message::Results(results) => messages.extend(results.iter().map(|r| json!({"role": "tool", "tool_call_id": r.id, "content": r.content}))),
         }
     }
-    let mut body = json!({"model": endpoint.model, "messages": messages});
-    if uses_json_schema(endpoint, req) {
+    let mut body = json!({"model": model.model, "messages": messages});
+    if let Some((name, tool)) = req.json_schema_tool() {
         body["response_format"] = json!({
             "type": "json_schema",
-            "json_schema": {"name": "verdict", "strict": true, "schema": req.tools[0].schema},
+            "json_schema": {"name": name, "strict": true, "schema": tool.schema},
         });
     } else {
-        body["tools"] = req
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "strict": true, "parameters": t.schema}}))
-            .collect();
+        body["tools"] = req.tools.iter().map(|t| t.chat_function(true)).collect();
         body["tool_choice"] = match req.choice {
             Choice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
             Choice::Any => json!("required"),
         };
     }
-    if let Some(t) = endpoint.temperature {
+    if let Some(t) = model.temperature {
         body["temperature"] = json!(t);
     }
     body
 }
 
-/// One request.
-pub(crate) async fn call(endpoint: &Endpoint, req: &Request<'_>) -> Result<Reply, CallError> {
-    let url = format!("{}/chat/completions", endpoint.base_url);
-    let headers = [("authorization", format!("Bearer {}", endpoint.key))];
-    let answer = endpoint.post(&url, &headers, &body(endpoint, req)).await?;
-    parse(&answer, uses_json_schema(endpoint, req))
-}
-
-/// Reads a response. With `json_schema`, the content is the verdict and is
-/// read as a `submit_verdict` call; otherwise tool calls are read whatever the
-/// `finish_reason` (a forced call may end with `stop`).
-pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallError> {
-    let choice = answer["choices"].get(0).ok_or_else(|| CallError::Malformed("the answer has no choices".into()))?;
+/// Reads a response. With `json_schema` (the name of the tool whose schema was
+/// asked for), the content is read as that tool's call; otherwise tool calls
+/// are read whatever the `finish_reason` (a forced call may end with `stop`).
+pub(crate) fn parse(answer: &Value, json_schema: Option<&str>) -> Result<Reply, LlmError> {
+    let choice = answer["choices"].get(0).ok_or_else(|| LlmError::malformed("the answer has no choices"))?;
     let message = &choice["message"];
     if let Some(refusal) = message["refusal"].as_str() {
-        return Err(CallError::Refused(refusal.to_string()));
+        return Err(LlmError::Refused(refusal.to_string()));
     }
     if choice["finish_reason"].as_str() == Some("length") {
-        return Err(CallError::Truncated);
+        return Err(LlmError::Truncated);
     }
     let mut reply = Reply {
         model: answer["model"].as_str().map(str::to_string),
@@ -83,17 +63,18 @@ pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallErro
     };
     for call in message["tool_calls"].as_array().into_iter().flatten() {
         let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-        let input =
-            serde_json::from_str(arguments).map_err(|e| CallError::Malformed(format!("the arguments of {} are not JSON ({e})", call["function"]["name"])))?;
+        let input = serde_json::from_str(arguments).map_err(|e| LlmError::not_json(&format!("the arguments of {}", call["function"]["name"]), e))?;
         reply.calls.push(Call {
             id: call["id"].as_str().unwrap_or_default().to_string(),
             name: call["function"]["name"].as_str().unwrap_or_default().to_string(),
             input,
         });
     }
-    if json_schema && let Some(content) = &reply.text {
-        let input = serde_json::from_str(content).map_err(|e| CallError::Malformed(format!("the content is not the verdict's JSON ({e})")))?;
-        reply.calls.push(Call { id: "content".into(), name: SUBMIT_VERDICT.into(), input });
+    if let Some(tool) = json_schema
+        && let Some(content) = &reply.text
+    {
+        let input = serde_json::from_str(content).map_err(|e| LlmError::not_json(&format!("the content (the input of {tool})"), e))?;
+        reply.calls.push(Call { id: "content".into(), name: tool.to_string(), input });
     }
     Ok(reply)
 }
@@ -102,6 +83,36 @@ pub(crate) fn parse(answer: &Value, json_schema: bool) -> Result<Reply, CallErro
 mod tests {
     use super::*;
 
+    const SUBMIT_VERDICT: &str = "submit_verdict";
+
+    #[test]
+    fn only_a_request_forcing_its_one_tool_asks_for_a_json_schema() {
+        use crate::llm::LlmClient;
+        use crate::llm::chat::Provider;
+        use crate::llm::tools::{Tool, ToolDef};
+
+        let model = ChatModel {
+            provider: Provider::OpenAi,
+            model: "gpt-4.1".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            temperature: None,
+            max_tokens: 10,
+            client: LlmClient::new(reqwest::Client::new()),
+        };
+        let verdict = ToolDef::strings(SUBMIT_VERDICT, "v", &[("reasoning", "r")]);
+        let messages = [Message::User("u".into())];
+        let one = [verdict.clone()];
+        let req = |tools, choice| ChatRequest { system: "s", messages: &messages, tools, choice, json_schema: Some("verdict") };
+        let b = body(&model, &req(&one, Choice::Tool(SUBMIT_VERDICT)));
+        assert_eq!((b["response_format"]["json_schema"]["name"].as_str(), b.get("tools")), (Some("verdict"), None));
+        assert!(b.get("temperature").is_none());
+        let two = [Tool::ReadFile.def(), verdict];
+        let b = body(&model, &req(&two, Choice::Tool(SUBMIT_VERDICT)));
+        assert!(b.get("response_format").is_none());
+        assert_eq!(b["tools"][1]["function"]["strict"], true);
+        assert_eq!(body(&model, &req(&two, Choice::Any))["tool_choice"], "required");
+    }
+
     #[test]
     fn reads_json_schema_content() {
         let answer = json!({
@@ -109,7 +120,7 @@ mod tests {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"reasoning\":\"ok\",\"score\":0.9,\"passed\":true}", "refusal": null}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 812, "completion_tokens": 40, "total_tokens": 852, "prompt_tokens_details": {"cached_tokens": 12}, "completion_tokens_details": {"reasoning_tokens": 5}}
         });
-        let reply = parse(&answer, true).unwrap();
+        let reply = parse(&answer, Some(SUBMIT_VERDICT)).unwrap();
         assert_eq!(reply.calls[0].name, SUBMIT_VERDICT);
         assert_eq!(reply.calls[0].input["passed"], true);
         assert_eq!(reply.model.as_deref(), Some("gpt-4.1-2025-04-14"));
@@ -121,7 +132,7 @@ mod tests {
         let answer = json!({"model": "m", "choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
             {"id": "call_1", "type": "function", "function": {"name": "submit_verdict", "arguments": "{\"reasoning\":\"r\",\"score\":0.2,\"passed\":false}"}}
         ]}, "finish_reason": "stop"}]});
-        let reply = parse(&answer, false).unwrap();
+        let reply = parse(&answer, None).unwrap();
         assert_eq!(reply.calls[0].id, "call_1");
         assert_eq!(reply.calls[0].input["score"], 0.2);
         assert_eq!(reply.text, None);
@@ -130,11 +141,11 @@ mod tests {
     #[test]
     fn refusals_cuts_and_bad_json_are_errors() {
         let refused = json!({"choices": [{"message": {"content": null, "refusal": "I can't help"}, "finish_reason": "stop"}]});
-        assert_eq!(parse(&refused, true), Err(CallError::Refused("I can't help".into())));
+        assert!(matches!(parse(&refused, Some(SUBMIT_VERDICT)), Err(LlmError::Refused(m)) if m == "I can't help"));
         let cut = json!({"choices": [{"message": {"content": "{\"reas"}, "finish_reason": "length"}]});
-        assert_eq!(parse(&cut, true), Err(CallError::Truncated));
+        assert!(matches!(parse(&cut, Some(SUBMIT_VERDICT)), Err(LlmError::Truncated)));
         let prose = json!({"choices": [{"message": {"content": "PASS, looks good"}, "finish_reason": "stop"}]});
-        assert!(matches!(parse(&prose, true), Err(CallError::Malformed(_))));
-        assert!(matches!(parse(&json!({}), true), Err(CallError::Malformed(_))));
+        assert!(matches!(parse(&prose, Some(SUBMIT_VERDICT)), Err(LlmError::Malformed { source: Some(_), .. })));
+        assert!(matches!(parse(&json!({}), Some(SUBMIT_VERDICT)), Err(LlmError::Malformed { .. })));
     }
 }

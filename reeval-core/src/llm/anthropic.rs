@@ -2,14 +2,15 @@
 
 use serde_json::{Value, json};
 
-use super::{Call, CallError, Choice, Endpoint, Message, Reply, Request};
+use super::LlmError;
+use super::chat::{Call, ChatModel, ChatRequest, Choice, Message, Reply};
 use crate::turn::Usage;
 
 /// The API version sent in `anthropic-version`.
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
 /// The request body.
-pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
+pub(crate) fn body(model: &ChatModel, req: &ChatRequest<'_>) -> Value {
     let messages: Vec<Value> = req
         .messages
         .iter()
@@ -30,13 +31,8 @@ pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
         .tools
         .iter()
         .map(|t| {
-            let mut schema = t.schema.clone();
-            // Anthropic takes range keywords; the strict subset elsewhere does not.
-            if t.name == super::SUBMIT_VERDICT {
-                schema["properties"]["score"]["minimum"] = json!(0);
-                schema["properties"]["score"]["maximum"] = json!(1);
-            }
-            json!({"name": t.name, "description": t.description, "input_schema": schema})
+            // Anthropic takes keywords (ranges) that the strict subset elsewhere does not.
+            json!({"name": t.name, "description": t.description, "input_schema": t.schema_with_extra_keywords()})
         })
         .collect();
     let tool_choice = match req.choice {
@@ -44,30 +40,22 @@ pub(crate) fn body(endpoint: &Endpoint, req: &Request<'_>) -> Value {
         Choice::Any => json!({"type": "any"}),
     };
     let mut body = json!({
-        "model": endpoint.model,
-        "max_tokens": endpoint.max_tokens,
+        "model": model.model,
+        "max_tokens": model.max_tokens,
         "system": req.system,
         "messages": messages,
         "tools": tools,
         "tool_choice": tool_choice,
     });
-    if let Some(t) = endpoint.temperature {
+    if let Some(t) = model.temperature {
         body["temperature"] = json!(t);
     }
     body
 }
 
-/// One request.
-pub(crate) async fn call(endpoint: &Endpoint, req: &Request<'_>) -> Result<Reply, CallError> {
-    let url = format!("{}/v1/messages", endpoint.base_url);
-    let headers = [("x-api-key", endpoint.key.clone()), ("anthropic-version", API_VERSION.to_string())];
-    let answer = endpoint.post(&url, &headers, &body(endpoint, req)).await?;
-    parse(&answer)
-}
-
 /// Reads a response: tool calls, text, model, usage; a refusal or a cut answer is an error.
-pub(crate) fn parse(answer: &Value) -> Result<Reply, CallError> {
-    let content = answer["content"].as_array().ok_or_else(|| CallError::Malformed("the answer has no `content` array".into()))?;
+pub(crate) fn parse(answer: &Value) -> Result<Reply, LlmError> {
+    let content = answer["content"].as_array().ok_or_else(|| LlmError::malformed("the answer has no `content` array"))?;
     let mut reply = Reply { model: answer["model"].as_str().map(str::to_string), usage: usage(&answer["usage"]), ..Reply::default() };
     let mut text = String::new();
     for block in content {
@@ -85,8 +73,8 @@ pub(crate) fn parse(answer: &Value) -> Result<Reply, CallError> {
         reply.text = Some(text);
     }
     match answer["stop_reason"].as_str() {
-        Some("max_tokens") => Err(CallError::Truncated),
-        Some("refusal") => Err(CallError::Refused(reply.text.clone().unwrap_or_else(|| "stop_reason refusal".into()))),
+        Some("max_tokens") => Err(LlmError::Truncated),
+        Some("refusal") => Err(LlmError::Refused(reply.text.clone().unwrap_or_else(|| "stop_reason refusal".into()))),
         _ => Ok(reply),
     }
 }
@@ -128,9 +116,9 @@ mod tests {
     #[test]
     fn a_cut_or_refused_answer_is_an_error() {
         let cut = json!({"content": [], "stop_reason": "max_tokens"});
-        assert_eq!(parse(&cut), Err(CallError::Truncated));
+        assert!(matches!(parse(&cut), Err(LlmError::Truncated)));
         let refused = json!({"content": [{"type": "text", "text": "I can't"}], "stop_reason": "refusal"});
-        assert_eq!(parse(&refused), Err(CallError::Refused("I can't".into())));
-        assert!(matches!(parse(&json!({"type": "message"})), Err(CallError::Malformed(_))));
+        assert!(matches!(parse(&refused), Err(LlmError::Refused(m)) if m == "I can't"));
+        assert!(matches!(parse(&json!({"type": "message"})), Err(LlmError::Malformed { .. })));
     }
 }

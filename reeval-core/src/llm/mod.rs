@@ -1,0 +1,19 @@
+//! Talking to model APIs, for the judge and for agents that run on the host.
+//!
+//! - [`LlmClient`]: one JSON POST with the key, a per-request timeout, status
+//!   classification, provider error messages and redaction of the key; and
+//!   [`RetryPolicy`]: exponential backoff with jitter that honours the server's
+//!   `retry-after-ms` / `retry-after`.
+//! - [`tools`]: the tools an agent (or an agentic judge) acts in the sandbox
+//!   with: read a file, list files, run a command, write a file.
+//! - The provider-neutral conversation the judge holds and its two wire
+//!   formats (Anthropic Messages, OpenAI chat completions) are crate-private:
+//!   the judge sits on top of them.
+
+pub(crate) mod anthropic;
+pub(crate) mod chat;
+mod client;
+pub(crate) mod openai;
+pub mod tools;
+
+pub use client::{ApiKey, KeyHeader, LlmClient, LlmError, RETRY_AFTER_CAP, RetryPolicy, Tries};
