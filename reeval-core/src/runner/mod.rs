@@ -518,7 +518,7 @@ pub fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, el
 /// The `main` of an eval suite: parses the command line, lists or runs, and
 /// returns the exit code.
 pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
-    let args = match Args::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+    let args = match Args::parse(std::env::args_os().skip(1), |k| std::env::var(k).ok()) {
         Ok(Some(a)) => a,
         Ok(None) => return 0,
         Err(e) => {
