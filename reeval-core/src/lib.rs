@@ -26,6 +26,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod secrets;
 pub mod serve;
+pub mod settings;
 pub mod turn;
 pub mod workspace;
 

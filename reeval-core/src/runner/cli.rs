@@ -1,5 +1,6 @@
 //! The command line of an eval suite: libtest's flags (so `cargo test` and
-//! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin.
+//! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin
+//! that [`crate::settings`] reads.
 //!
 //! Parsed with `lexopt`, so it reads like any getopt-style command line:
 //! `--flag value` and `--flag=value`, clustered short flags (`-vq`), and `--`
@@ -102,12 +103,13 @@ fn number<T: std::str::FromStr>(flag: &str, s: &str) -> Result<T, UsageError> {
 }
 
 impl Args {
-    /// Parses `argv` (without the program name) and the `REEVAL_*` environment.
+    /// Parses `argv` (without the program name): the flags only; their
+    /// `REEVAL_*` twins are merged by [`Settings::load`](crate::settings::Settings::load).
     /// A value that is not UTF-8 is a usage error rather than a panic.
     ///
     /// # Errors
     /// A [`UsageError`] for an unknown flag or a bad value; `Ok(None)` means `--help` was printed.
-    pub fn parse<I>(argv: I, env: impl Fn(&str) -> Option<String>) -> Result<Option<Args>, UsageError>
+    pub fn parse<I>(argv: I) -> Result<Option<Args>, UsageError>
     where
         I: IntoIterator,
         I::Item: Into<OsString>,
@@ -159,32 +161,6 @@ impl Args {
                 Long(name) => return Err(UsageError(format!("unknown option `--{name}`; see --help"))),
             }
         }
-        if !a.verbose && env("REEVAL_VERBOSE").is_some_and(|v| v == "1" || v == "true") {
-            a.verbose = true;
-        }
-        if a.harness.is_empty()
-            && let Some(h) = env("REEVAL_HARNESS").filter(|h| !h.is_empty())
-        {
-            a.harness = h.split(',').map(str::to_string).collect();
-        }
-        if a.trials.is_none()
-            && let Some(t) = env("REEVAL_TRIALS")
-        {
-            a.trials = Some(number("REEVAL_TRIALS", &t)?);
-        }
-        if a.timeout.is_none()
-            && let Some(t) = env("REEVAL_TIMEOUT")
-        {
-            a.timeout = Some(duration(&t)?);
-        }
-        if a.record_dir.is_none() {
-            a.record_dir = env("REEVAL_RECORD_DIR").map(PathBuf::from);
-        }
-        if a.test_threads.is_none()
-            && let Some(t) = env("RUST_TEST_THREADS")
-        {
-            a.test_threads = Some(number("RUST_TEST_THREADS", &t)?);
-        }
         if a.trials == Some(0) {
             return Err(UsageError("--trials must be at least 1".into()));
         }
@@ -216,7 +192,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<Args>, UsageError> {
-        Args::parse(args.iter().map(|s| s.to_string()), |_| None)
+        Args::parse(args.iter().copied())
     }
 
     #[test]
@@ -295,21 +271,6 @@ mod tests {
         assert!(parse(&["--skip"]).unwrap_err().0.contains("--skip needs a value"));
         assert!(parse(&["--list=yes"]).unwrap_err().0.contains("--list takes no value"));
         assert!(parse(&["--format", "xml"]).unwrap_err().0.contains("unknown format `xml`"));
-    }
-
-    #[test]
-    fn env_twins() {
-        let a = Args::parse(Vec::<String>::new(), |k| match k {
-            "REEVAL_VERBOSE" => Some("1".into()),
-            "REEVAL_HARNESS" => Some("shell,other".into()),
-            "REEVAL_TRIALS" => Some("3".into()),
-            _ => None,
-        })
-        .unwrap()
-        .unwrap();
-        assert!(a.verbose);
-        assert_eq!(a.harness, vec!["shell", "other"]);
-        assert_eq!(a.trials, Some(3));
     }
 
     #[test]
