@@ -32,9 +32,13 @@
 //! - The git workspace cache is process-wide: [`cache_dir`] resolves
 //!   `REEVAL_CACHE_DIR` once from the process environment, the same way
 //!   [`Settings::load`] does.
-//! - Harnesses read their own variables (`OPENAI_MODEL`, `OPENAI_BASE_URL`, …)
-//!   and the secrets an eval names are looked up by preflight, not here.
+//! - Harnesses read their own variables (`OPENAI_MODEL`, `OPENAI_BASE_URL`, …).
+//!
+//! Secrets and credentials are not settings: preflight looks each name up in
+//! a [`SecretLookup`] (the host environment, then the env files, read with
+//! `dotenvy` without touching the process environment).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -60,6 +64,143 @@ pub enum SettingsError {
     /// `reeval.toml` (or `REEVAL_CONFIG`'s file) cannot be read.
     #[error(transparent)]
     Config(#[from] ConfigFileError),
+}
+
+/// An env file that cannot be read (exit code 2, through preflight).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to read the env file {} ({source_name}): {problem}", path.display())]
+pub struct EnvFileError {
+    /// The file.
+    pub path: PathBuf,
+    /// What named it: `reeval.toml`'s `env_file` or `REEVAL_ENV_FILE`.
+    pub source_name: String,
+    /// What is wrong; never a value from the file, which may be a secret.
+    pub problem: String,
+}
+
+/// Where preflight finds secrets and credentials: the host environment first,
+/// then the env files in order (`reeval.toml`'s `env_file`, then
+/// `REEVAL_ENV_FILE`). An empty value counts as unset. Values stay in this
+/// map: the process environment is never changed.
+#[derive(Clone)]
+pub struct SecretLookup {
+    host: fn(&str) -> Option<String>,
+    files: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for SecretLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: the values are secrets.
+        f.debug_struct("SecretLookup").field("from_files", &self.files.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+    }
+}
+
+impl Default for SecretLookup {
+    fn default() -> Self {
+        Self { host: process_env, files: BTreeMap::new() }
+    }
+}
+
+impl SecretLookup {
+    /// Reads `env_file`, then `fallback` for names it does not set.
+    ///
+    /// # Errors
+    /// An [`EnvFileError`] naming the file for one that does not exist or
+    /// cannot be read, and also the line for one that does not parse.
+    pub fn load(env_file: Option<&Path>, fallback: Option<&Path>) -> Result<Self, EnvFileError> {
+        let mut files = match fallback {
+            Some(path) => read_env_file(path, "REEVAL_ENV_FILE")?,
+            None => BTreeMap::new(),
+        };
+        if let Some(path) = env_file {
+            files.extend(read_env_file(path, "env_file in reeval.toml")?);
+        }
+        Ok(Self { files, ..Self::default() })
+    }
+
+    /// The same files, with `host` standing in for the host environment (tests).
+    pub fn with_host(self, host: fn(&str) -> Option<String>) -> Self {
+        Self { host, ..self }
+    }
+
+    /// The value of `name`: the host's, else the first file's that sets it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        (self.host)(name).filter(|v| !v.is_empty()).or_else(|| self.files.get(name).filter(|v| !v.is_empty()).cloned())
+    }
+
+    /// Every name → value the env files set (the host environment not included).
+    pub fn from_files(&self) -> &BTreeMap<String, String> {
+        &self.files
+    }
+}
+
+/// One `.env` file through dotenvy's parser (quotes, `export`, comments,
+/// `${VAR}` expansion); a name set twice takes its last value.
+fn read_env_file(path: &Path, source_name: &str) -> Result<BTreeMap<String, String>, EnvFileError> {
+    let fail = |problem: String| EnvFileError { path: path.to_path_buf(), source_name: source_name.to_string(), problem };
+    let io_problem = |e: &std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => "it does not exist".to_string(),
+        _ => e.to_string(),
+    };
+    let iter = dotenvy::from_path_iter(path).map_err(|e| match e {
+        dotenvy::Error::Io(e) => fail(io_problem(&e)),
+        other => fail(other.to_string()),
+    })?;
+    let mut vars = BTreeMap::new();
+    for item in iter {
+        match item {
+            Ok((name, value)) => {
+                vars.insert(name, value);
+            }
+            Err(dotenvy::Error::LineParse(..)) => return Err(fail(line_problem(path))),
+            Err(dotenvy::Error::Io(e)) => return Err(fail(io_problem(&e))),
+            Err(other) => return Err(fail(other.to_string())),
+        }
+    }
+    Ok(vars)
+}
+
+/// Where the line dotenvy rejected is, and its name: never the line itself,
+/// whose value may be a secret.
+fn line_problem(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let line_no = failing_line(&text);
+    let name = line_no
+        .and_then(|n| text.lines().nth(n - 1))
+        .and_then(|l| l.trim_start().trim_start_matches("export ").split_once('='))
+        .map(|(name, _)| name.trim())
+        .filter(|name| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .map(|name| format!(" (`{name}`)"))
+        .unwrap_or_default();
+    let at = line_no.map(|n| format!("line {n}")).unwrap_or_else(|| "a line".into());
+    format!("{at}{name} does not parse; quote a value that holds spaces, quotes or `#` (in single quotes `$` stays literal)")
+}
+
+/// The 1-based line of `text` where dotenvy's parse fails. dotenvy reports
+/// the failing text but not its line, so this parses ever longer prefixes:
+/// the first that fails on a complete line is the answer; a quote left open
+/// to the end of the file fails every prefix from the line that opened it.
+fn failing_line(text: &str) -> Option<usize> {
+    // Some(true): a complete line fails; Some(false): only the end came too early.
+    let fails = |prefix: &str| {
+        dotenvy::from_read_iter(prefix.as_bytes()).find_map(|item| match item {
+            Err(dotenvy::Error::LineParse(line, at)) => Some(at < line.len().saturating_sub(1) || !prefix.ends_with(line.as_str())),
+            _ => None,
+        })
+    };
+    let mut ends = Vec::new();
+    let mut end = 0;
+    for line in text.split_inclusive('\n') {
+        end += line.len();
+        ends.push(end);
+    }
+    let outcomes: Vec<Option<bool>> = ends.iter().map(|&end| fails(&text[..end])).collect();
+    if let Some(i) = outcomes.iter().position(|o| *o == Some(true)) {
+        return Some(i + 1);
+    }
+    // Open to the end: the first line from which every prefix fails.
+    let open_from = outcomes.iter().rposition(Option::is_none).map_or(0, |i| i + 1);
+    (open_from < outcomes.len()).then_some(open_from + 1)
 }
 
 /// Every setting of a run, merged once. See the module docs for where each comes from.
@@ -241,6 +382,16 @@ impl Settings {
         Ok(s)
     }
 
+    /// Secrets and credentials for preflight: the host environment, then
+    /// [`Settings::env_file`], then [`Settings::fallback_env_file`].
+    ///
+    /// # Errors
+    /// An [`EnvFileError`] for an env file that does not exist, cannot be
+    /// read or does not parse.
+    pub fn secret_lookup(&self) -> Result<SecretLookup, EnvFileError> {
+        SecretLookup::load(self.env_file.as_deref(), self.fallback_env_file.as_deref())
+    }
+
     /// The [`RunConfig`] of these settings (`print` off: printing is the caller's choice).
     pub fn run_config(&self) -> RunConfig {
         RunConfig {
@@ -380,6 +531,59 @@ mod tests {
         assert_eq!(s.fallback_env_file, Some(PathBuf::from("/other.env")));
         let c = s.run_config();
         assert_eq!((c.env_file, c.fallback_env_file), (s.env_file, s.fallback_env_file));
+    }
+
+    fn env_file(name: &str, text: &str) -> PathBuf {
+        let path = config_file(name, "").with_file_name(format!("{name}.env"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn no_host(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn env_files_are_read_with_dotenv_syntax_and_in_order() {
+        let first = env_file("first", "# keys\nexport A=from-first\nB=\"two words\"\nC='${NOT_EXPANDED}'\nD=\nA=first-again\n");
+        let fallback = env_file("fallback", "A=from-fallback\nE=only-in-fallback\n");
+        let s = SecretLookup::load(Some(&first), Some(&fallback)).unwrap().with_host(no_host);
+        assert_eq!(s.get("A").as_deref(), Some("first-again"), "the configured file wins; within it the last value");
+        assert_eq!(s.get("B").as_deref(), Some("two words"));
+        assert_eq!(s.get("C").as_deref(), Some("${NOT_EXPANDED}"));
+        assert_eq!(s.get("D"), None, "empty counts as unset");
+        assert_eq!(s.get("E").as_deref(), Some("only-in-fallback"));
+        // The host environment wins over every file.
+        let s = s.with_host(|k| (k == "A").then(|| "from-host".to_string()));
+        assert_eq!(s.get("A").as_deref(), Some("from-host"));
+        assert!(!format!("{s:?}").contains("first-again"), "debug output holds no value");
+    }
+
+    #[test]
+    fn a_missing_env_file_is_an_error_naming_it() {
+        let e = SecretLookup::load(None, Some(Path::new("/nonexistent/keys.env"))).unwrap_err();
+        assert_eq!(e.to_string(), "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist");
+        let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/suite.env (env_file in reeval.toml)"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_line_is_an_error_naming_file_and_line_but_not_the_value() {
+        let path = env_file("malformed", "GOOD=1\n\nAPI_KEY=sk-secret value\n");
+        let e = SecretLookup::load(Some(&path), None).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()) && e.contains("line 3 (`API_KEY`) does not parse"), "{e}");
+        assert!(!e.contains("sk-secret"), "the value stays out of the message: {e}");
+        assert_eq!(failing_line("A=1\nB='open\nC=2\n"), Some(2), "a quote left open");
+        assert_eq!(failing_line("A=\"multi\nline\"\nB=x y\n"), Some(3), "after a value over two lines");
+        assert_eq!(failing_line("# only = a comment\nA=1\n"), None);
+    }
+
+    #[tokio::test]
+    async fn preflight_names_an_env_file_that_does_not_exist() {
+        let config = RunConfig { env_file: Some(PathBuf::from("/nonexistent/suite.env")), ..RunConfig::default() };
+        let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new());
+        let e = runner.preflight(&[]).await.unwrap_err();
+        assert!(e.missing.iter().any(|m| m.starts_with("failed to read the env file /nonexistent/suite.env")), "{e}");
     }
 
     #[test]

@@ -163,8 +163,12 @@ impl Runner {
     pub(crate) async fn preflight(&self, evals: &[Eval]) -> Result<(Option<Arc<DockerBackend>>, BTreeMap<String, Vec<ResolvedSecret>>), PreflightError> {
         let mut missing = Vec::new();
         let mut secrets = BTreeMap::new();
-        let dotenv = load_env_file(self.config.env_file.as_deref(), self.config.fallback_env_file.as_deref());
-        let lookup = |name: &str| std::env::var(name).ok().or_else(|| dotenv.get(name).cloned()).filter(|v| !v.is_empty());
+        // The host environment, then the env files; an unreadable file is a miss like any other.
+        let from = settings::SecretLookup::load(self.config.env_file.as_deref(), self.config.fallback_env_file.as_deref()).unwrap_or_else(|e| {
+            missing.push(e.to_string());
+            settings::SecretLookup::default()
+        });
+        let lookup = |name: &str| from.get(name);
         for eval in evals {
             let env = match crate::attempt::build_environment(eval) {
                 Ok(env) => env,
@@ -365,29 +369,6 @@ impl Runner {
 
 fn cell_key(eval: &str, harness: &str) -> String {
     format!("{eval}\u{0}{harness}")
-}
-
-/// Variables of `configured`, then of `fallback` for names the first does not set.
-fn load_env_file(configured: Option<&std::path::Path>, fallback: Option<&std::path::Path>) -> BTreeMap<String, String> {
-    let mut vars = fallback.map(parse_env_file).unwrap_or_default();
-    if let Some(path) = configured {
-        vars.extend(parse_env_file(path));
-    }
-    vars
-}
-
-fn parse_env_file(path: &std::path::Path) -> BTreeMap<String, String> {
-    let Ok(text) = std::fs::read_to_string(path) else { return BTreeMap::new() };
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            if l.is_empty() || l.starts_with('#') {
-                return None;
-            }
-            let (k, v) = l.trim_start_matches("export ").split_once('=')?;
-            Some((k.trim().to_string(), v.trim().trim_matches('"').trim_matches('\'').to_string()))
-        })
-        .collect()
 }
 
 fn print_eval_line(eval: &Eval, records: &[Record]) {
