@@ -72,7 +72,7 @@ pub enum SettingsError {
 pub struct EnvFileError {
     /// The file.
     pub path: PathBuf,
-    /// What named it: `reeval.toml`'s `env_file` or `REEVAL_ENV_FILE`.
+    /// What named it: `env_file` (of `reeval.toml` or [`RunConfig`]) or `REEVAL_ENV_FILE`.
     pub source_name: String,
     /// What is wrong; never a value from the file, which may be a secret.
     pub problem: String,
@@ -113,7 +113,7 @@ impl SecretLookup {
             None => BTreeMap::new(),
         };
         if let Some(path) = env_file {
-            files.extend(read_env_file(path, "env_file in reeval.toml")?);
+            files.extend(read_env_file(path, "env_file")?);
         }
         Ok(Self { files, ..Self::default() })
     }
@@ -564,7 +564,7 @@ mod tests {
         let e = SecretLookup::load(None, Some(Path::new("/nonexistent/keys.env"))).unwrap_err();
         assert_eq!(e.to_string(), "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist");
         let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None).unwrap_err().to_string();
-        assert!(e.contains("/nonexistent/suite.env (env_file in reeval.toml)"), "{e}");
+        assert!(e.contains("/nonexistent/suite.env (env_file)"), "{e}");
     }
 
     #[test]
