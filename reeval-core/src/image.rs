@@ -2,7 +2,7 @@
 //! a base plus install steps, tagged by a content digest and built once.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
@@ -59,7 +59,7 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
         ImageSpec::Dockerfile(path) => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "Dockerfile".into());
-            let context = dir_tar(dir).map_err(|e| SandboxError::ImageBuild {
+            let context = context_tar(dir, &name).map_err(|e| SandboxError::ImageBuild {
                 image: path.display().to_string(),
                 message: format!("cannot read build context {}: {e}", dir.display()),
             })?;
@@ -156,13 +156,27 @@ fn digest_tag(parts: &[&[u8]]) -> String {
     format!("reeval/img:{hex}")
 }
 
-/// A deterministic tar of a directory (sorted, mtimes zeroed), for build contexts and fixtures.
+/// A deterministic tar of a directory (sorted, mtimes zeroed), for workspace
+/// fixtures: every file, hidden ones included; symlinks stay links.
 pub(crate) fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let files = files_under(dir)?;
+    tar_files(dir, &files_under(dir)?)
+}
+
+/// The build context of the Dockerfile `dockerfile` in `dir`: [`dir_tar`] less
+/// what the context's `.dockerignore` excludes. The Dockerfile and
+/// `.dockerignore` are sent even when excluded, as Docker does (the build
+/// needs them; `COPY` does not see them).
+fn context_tar(dir: &Path, dockerfile: &str) -> std::io::Result<Vec<u8>> {
+    let ignore = DockerIgnore::read(dir)?;
+    let files = walk(dir, ignore.map(|i| i.keeping([dockerfile, DockerIgnore::FILE_NAME])))?;
+    tar_files(dir, &files)
+}
+
+fn tar_files(dir: &Path, files: &[PathBuf]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     builder.follow_symlinks(false);
     for rel in files {
-        let full = dir.join(&rel);
+        let full = dir.join(rel);
         let meta = std::fs::symlink_metadata(&full)?;
         let mut header = tar::Header::new_gnu();
         header.set_metadata(&meta);
@@ -172,39 +186,222 @@ pub(crate) fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
         if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&full)?;
             header.set_size(0);
-            builder.append_link(&mut header, &rel, target)?;
+            builder.append_link(&mut header, rel, target)?;
         } else {
-            builder.append_data(&mut header, &rel, std::fs::File::open(&full)?)?;
+            builder.append_data(&mut header, rel, std::fs::File::open(&full)?)?;
         }
     }
     builder.into_inner()
 }
 
-/// Files and symlinks under `dir`, relative to it, sorted.
-pub(crate) fn files_under(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+/// Files and symlinks under `dir`, relative to it, sorted; hidden files
+/// included (skills and fixtures are sent whole).
+pub(crate) fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    walk(dir, None)
+}
+
+/// Walks `dir` with the `ignore` crate's walker, every filter of its own off
+/// (hidden files, `.gitignore`, parents' ignore files): only `ignore`, a
+/// `.dockerignore`, if given, leaves anything out. Symlinks are listed, never
+/// followed. Sorted, so tars and image digests are deterministic.
+fn walk(dir: &Path, ignore: Option<DockerIgnore>) -> std::io::Result<Vec<PathBuf>> {
+    let mut walker = ignore::WalkBuilder::new(dir);
+    walker.standard_filters(false).follow_links(false).sort_by_file_name(|a, b| a.cmp(b));
+    if let Some(ignore) = ignore.clone().filter(|i| !i.has_exceptions) {
+        // Without `!` exceptions nothing under an excluded directory comes back: skip it whole.
+        let root = dir.to_path_buf();
+        walker.filter_entry(move |entry| {
+            entry.depth() == 0
+                || !entry.file_type().is_some_and(|t| t.is_dir())
+                || !ignore.excludes(entry.path().strip_prefix(&root).unwrap_or(entry.path()), true)
+        });
+    }
     let mut files = Vec::new();
-    collect(dir, dir, &mut files)?;
+    for entry in walker.build() {
+        let entry = entry.map_err(|e| e.into_io_error().unwrap_or_else(|| std::io::Error::other("failed to walk the directory")))?;
+        let Some(kind) = entry.file_type() else { continue };
+        if entry.depth() == 0 && !kind.is_dir() {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())));
+        }
+        if !(kind.is_file() || kind.is_symlink()) {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir).map_err(std::io::Error::other)?.to_path_buf();
+        if ignore.as_ref().is_some_and(|i| i.excludes(&rel, false)) {
+            continue;
+        }
+        files.push(rel);
+    }
     files.sort();
     Ok(files)
 }
 
-fn collect(root: &Path, dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let ft = entry.file_type()?;
-        if ft.is_dir() {
-            collect(root, &path, out)?;
-        } else if ft.is_file() || ft.is_symlink() {
-            out.push(path.strip_prefix(root).expect("under root").to_path_buf());
-        }
+/// A build context's `.dockerignore`, matched with the `ignore` crate's
+/// gitignore matcher after turning Docker's syntax into gitignore's:
+/// patterns are relative to the context root (so each is anchored with a
+/// leading `/`), `!` re-includes, `**` spans directories, `#` starts a
+/// comment, and a pattern that names a directory covers everything in it.
+///
+/// Where the two differ, this follows gitignore: a path's own last matching
+/// pattern decides before any pattern on its parents (Docker takes the last
+/// pattern matching the path or a parent, so `!dir/keep` before `dir` keeps
+/// `dir/keep` here but not in Docker), `{a,b}` alternation works, and an
+/// unclosed `[` matches literally instead of failing the build.
+#[derive(Clone)]
+struct DockerIgnore {
+    matcher: ignore::gitignore::Gitignore,
+    has_exceptions: bool,
+    always: Vec<PathBuf>,
+}
+
+impl DockerIgnore {
+    const FILE_NAME: &str = ".dockerignore";
+
+    /// `dir/.dockerignore`, if there is one.
+    fn read(dir: &Path) -> std::io::Result<Option<DockerIgnore>> {
+        let path = dir.join(Self::FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Self::parse(dir, &text).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
     }
-    Ok(())
+
+    fn parse(dir: &Path, text: &str) -> Result<DockerIgnore, String> {
+        let mut builder = ignore::gitignore::GitignoreBuilder::new(dir);
+        let mut has_exceptions = false;
+        for (i, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
+            // As Docker: a comment starts the line; whitespace around a pattern is not part of it.
+            if line.starts_with('#') {
+                continue;
+            }
+            let (exception, pattern) = match line.trim().strip_prefix('!') {
+                Some(rest) => (true, rest.trim()),
+                None => (false, line.trim()),
+            };
+            let pattern = clean(pattern);
+            if pattern.is_empty() {
+                continue;
+            }
+            has_exceptions |= exception;
+            let line = format!("{}/{pattern}", if exception { "!" } else { "" });
+            builder.add_line(None, &line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        }
+        let matcher = builder.build().map_err(|e| e.to_string())?;
+        Ok(DockerIgnore { matcher, has_exceptions, always: Vec::new() })
+    }
+
+    /// The same patterns, but `names` (relative to the root) are never excluded.
+    fn keeping<const N: usize>(mut self, names: [&str; N]) -> Self {
+        self.always.extend(names.iter().map(PathBuf::from));
+        self
+    }
+
+    /// Whether `rel` (relative to the context root) stays out of the context.
+    fn excludes(&self, rel: &Path, is_dir: bool) -> bool {
+        !self.always.iter().any(|a| a == rel) && self.matcher.matched_path_or_any_parents(rel, is_dir).is_ignore()
+    }
+}
+
+impl std::fmt::Debug for DockerIgnore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerIgnore").field("patterns", &self.matcher.len()).field("has_exceptions", &self.has_exceptions).finish()
+    }
+}
+
+/// Docker's `filepath.Clean` of a pattern, relative to the root: no leading
+/// `/` or `./`, no `//`, no trailing `/`.
+fn clean(pattern: &str) -> String {
+    pattern.split('/').filter(|part| !part.is_empty() && *part != ".").collect::<Vec<_>>().join("/")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("reeval-image-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, text) in files {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    fn names(tar: &[u8]) -> Vec<String> {
+        let mut archive = tar::Archive::new(tar);
+        archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect()
+    }
+
+    #[test]
+    fn a_build_context_honours_dockerignore() {
+        let dir = tree(
+            "dockerignore",
+            &[
+                ("Dockerfile", "FROM scratch\n"),
+                (".dockerignore", "# comment\nDockerfile\n*.log\n!keep.log\nsecrets/\n**/node_modules\nbuild/cache\n/docs/*.md\n!docs/README.md\n.git\n"),
+                ("app.py", ""),
+                ("debug.log", ""),
+                ("keep.log", ""),
+                ("sub/deep.log", ""),
+                ("secrets/key", ""),
+                ("web/node_modules/x/index.js", ""),
+                ("node_modules/y.js", ""),
+                ("build/cache/blob", ""),
+                ("build/out/bin", ""),
+                ("docs/guide.md", ""),
+                ("docs/README.md", ""),
+                ("docs/api/deep.md", ""),
+                (".git/HEAD", ""),
+                (".env.example", ""),
+            ],
+        );
+        let got = names(&context_tar(&dir, "Dockerfile").unwrap());
+        assert_eq!(
+            got,
+            vec![".dockerignore", ".env.example", "Dockerfile", "app.py", "build/out/bin", "docs/README.md", "docs/api/deep.md", "keep.log", "sub/deep.log",],
+            "an ignored file, a `!` re-include, nested dir patterns; `*.log` is anchored at the root as in Docker; the Dockerfile is always sent"
+        );
+    }
+
+    #[test]
+    fn an_exception_reaches_into_an_excluded_directory() {
+        let dir = tree("exception", &[(".dockerignore", "vendor\n!vendor/keep\n"), ("vendor/keep", ""), ("vendor/drop", ""), ("Dockerfile", "")]);
+        assert_eq!(names(&context_tar(&dir, "Dockerfile").unwrap()), vec![".dockerignore", "Dockerfile", "vendor/keep"]);
+    }
+
+    #[test]
+    fn fixtures_keep_everything_and_symlinks_stay_links() {
+        let dir = tree("fixture", &[(".dockerignore", "*\n"), (".hidden/file", "h"), (".gitignore", "*\n"), ("a/b.txt", "b"), ("a.txt", "a")]);
+        std::os::unix::fs::symlink("a", dir.join("link-to-a")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", dir.join("dangling")).unwrap();
+        let tar = dir_tar(&dir).unwrap();
+        assert_eq!(names(&tar), vec![".dockerignore", ".gitignore", ".hidden/file", "a/b.txt", "a.txt", "dangling", "link-to-a"]);
+        let mut archive = tar::Archive::new(&tar[..]);
+        for entry in archive.entries().unwrap() {
+            let entry = entry.unwrap();
+            assert_eq!(entry.header().mtime().unwrap(), 0);
+            if entry.path().unwrap().starts_with("link-to-a") {
+                assert!(entry.header().entry_type().is_symlink());
+                assert_eq!(entry.link_name().unwrap().unwrap().to_str(), Some("a"));
+            }
+        }
+        assert_eq!(dir_tar(&dir).unwrap(), tar, "deterministic");
+        assert_eq!(files_under(&dir).unwrap().len(), 7);
+        assert!(dir_tar(&dir.join("a.txt")).is_err(), "a file is not a directory");
+        assert!(dir_tar(&dir.join("nonexistent")).is_err());
+    }
+
+    #[test]
+    fn a_bad_dockerignore_pattern_names_the_file_and_line() {
+        let dir = tree("bad", &[(".dockerignore", "ok\nunclosed{a,b\n"), ("Dockerfile", "")]);
+        let Err(e) = context_tar(&dir, "Dockerfile") else { panic!("a pattern that does not compile is an error") };
+        let e = e.to_string();
+        assert!(e.contains(".dockerignore: line 2"), "{e}");
+    }
 
     #[test]
     fn digest_depends_on_every_part() {

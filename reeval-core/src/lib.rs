@@ -26,6 +26,7 @@ pub mod report;
 pub mod runner;
 pub mod sandbox;
 pub mod secrets;
+pub mod settings;
 pub mod turn;
 pub mod workspace;
 

@@ -39,6 +39,11 @@ impl<T> Expectation<T> {
     }
 
     fn check(&self, ok: bool, matcher: &str, expected: String, actual: String, output: Option<&ExecOutput>) -> Result<()> {
+        self.check_with_diff(ok, matcher, expected, actual, output, None)
+    }
+
+    /// As [`Self::check`]; a `diff` (unified, of multi-line values) stands in for the expected and actual lines.
+    fn check_with_diff(&self, ok: bool, matcher: &str, expected: String, actual: String, output: Option<&ExecOutput>, diff: Option<String>) -> Result<()> {
         if ok != self.negated {
             return Ok(());
         }
@@ -48,7 +53,10 @@ impl<T> Expectation<T> {
         if let Some(eval) = eval {
             message = format!("{message} in eval {eval}");
         }
-        message.push_str(&format!("\n  expected: {}{expected}\n    actual: {actual}", if self.negated { "not " } else { "" }));
+        match diff {
+            Some(diff) => message.push_str(&format!("\n  diff (-expected +actual):\n{}", indent(&diff))),
+            None => message.push_str(&format!("\n  expected: {}{expected}\n    actual: {actual}", if self.negated { "not " } else { "" })),
+        }
         if let Some(out) = output {
             message.push_str(&format!("\n   command: {}", out.command));
             if !out.stdout.is_empty() {
@@ -136,11 +144,16 @@ impl<T: Debug> Expectation<T> {
     ///
     /// # Errors
     /// An `assertion` failure otherwise.
+    /// Multi-line strings fail with a unified line diff of expected and actual.
     pub fn to_equal<U: Debug>(self, expected: U) -> Result<()>
     where
         T: PartialEq<U>,
     {
-        self.check(self.value == expected, "to_equal(..)", format!("{expected:?}"), format!("{:?}", self.value), None)
+        let ok = self.value == expected;
+        let (expected, actual) = (format!("{expected:?}"), format!("{:?}", self.value));
+        // Only a failure shows the diff, and `.not()` fails on equal values, which have none.
+        let diff = if ok || self.negated { None } else { line_diff(&expected, &actual) };
+        self.check_with_diff(ok, "to_equal(..)", expected, actual, None, diff)
     }
 }
 
@@ -188,6 +201,47 @@ impl Expectation<crate::judge::JudgeResult> {
         };
         as_judge_failure(self.check(self.value.passed(), "to_pass()", "every verdict passing".into(), actual, None))
     }
+}
+
+/// A unified diff (`--- expected`, `+++ actual`) when both values print as
+/// strings and either spans lines. Strings are recognised by their `Debug`
+/// form, the one thing `to_equal` may ask of any `T`, and unescaped from it.
+fn line_diff(expected_debug: &str, actual_debug: &str) -> Option<String> {
+    let (expected, actual) = (unescape_debug_str(expected_debug)?, unescape_debug_str(actual_debug)?);
+    if !expected.contains('\n') && !actual.contains('\n') {
+        return None;
+    }
+    let diff = similar::TextDiff::from_lines(&expected, &actual);
+    Some(diff.unified_diff().context_radius(3).header("expected", "actual").to_string().trim_end().to_string())
+}
+
+/// The text of a `str`'s `Debug` form (`"a\nb"`), or `None` for anything else.
+fn unescape_debug_str(debug: &str) -> Option<String> {
+    let inner = debug.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(match chars.next()? {
+                'n' => '\n',
+                'r' => '\r',
+                't' => '\t',
+                '0' => '\0',
+                '\\' => '\\',
+                '"' => '"',
+                '\'' => '\'',
+                'u' => {
+                    let hex: String = chars.by_ref().skip(1).take_while(|c| *c != '}').collect();
+                    char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
+                }
+                _ => return None,
+            }),
+            // An unescaped quote: not one string's Debug form.
+            '"' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 fn quote(text: &str) -> String {
@@ -258,5 +312,34 @@ mod tests {
         let err = expect("abc").to_equal("abd").unwrap_err().to_string();
         assert!(err.contains("expected: \"abd\""), "{err}");
         assert!(expect("abc").to_match("(").is_err());
+    }
+
+    #[test]
+    fn multi_line_strings_fail_with_a_unified_diff() {
+        let expected = "def greet(name):\n    return f\"hi {name}\"\n\nprint(greet('x'))\n";
+        let actual = String::from("def greet(name):\n    return \"hi\"\n\nprint(greet('x'))\n");
+        let err = CURRENT_EVAL.sync_scope("greets".into(), || expect(&actual).to_equal(expected)).unwrap_err().to_string();
+        assert!(err.starts_with("expect(..).to_equal(..) failed in eval greets\n  diff (-expected +actual):\n"), "{err}");
+        for line in [
+            "    | --- expected",
+            "    | +++ actual",
+            "    | @@ -1,4 +1,4 @@",
+            "    |  def greet(name):",
+            "    | -    return f\"hi {name}\"",
+            "    | +    return \"hi\"",
+            "    |  print(greet('x'))",
+        ] {
+            assert!(err.lines().any(|l| l == line), "missing {line:?} in:\n{err}");
+        }
+        assert!(err.contains("\n  at ") && err.contains("matchers.rs:"), "the location: {err}");
+        // Single-line values keep expected and actual; equal multi-line values under .not() have no diff to show.
+        let err = expect("abc").to_equal("abd").unwrap_err().to_string();
+        assert!(err.contains("expected: \"abd\"\n    actual: \"abc\"") && !err.contains("---"), "{err}");
+        let err = expect("a\nb").not().to_equal("a\nb").unwrap_err().to_string();
+        assert!(err.contains("expected: not \"a\\nb\""), "{err}");
+        // Not strings: no diff, whatever their Debug form.
+        assert!(!expect(vec![1, 2]).to_equal(vec![1, 3]).unwrap_err().to_string().contains("---"));
+        assert_eq!(unescape_debug_str(&format!("{:?}", "tab\there \"q\" \\ \u{1b}é")).as_deref(), Some("tab\there \"q\" \\ \u{1b}é"));
+        assert_eq!(unescape_debug_str("\"a\" + \"b\""), None);
     }
 }

@@ -7,8 +7,9 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
+/// Under the process's cache dir (`REEVAL_CACHE_DIR`, see [`crate::settings::cache_dir`]).
 fn cache_dir() -> PathBuf {
-    std::env::var_os("REEVAL_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("reeval-cache")).join("git")
+    crate::settings::cache_dir().join("git")
 }
 
 /// The tree of `url` at `rev` as a tar, from the cache or fetched now.

@@ -1,6 +1,12 @@
 //! The command line of an eval suite: libtest's flags (so `cargo test` and
-//! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin.
+//! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin
+//! that [`crate::settings`] reads.
+//!
+//! Parsed with `lexopt`, so it reads like any getopt-style command line:
+//! `--flag value` and `--flag=value`, clustered short flags (`-vq`), and `--`
+//! ending the options (what follows is a filter even when it starts with `-`).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -45,19 +51,23 @@ pub struct Args {
 pub struct UsageError(pub String);
 
 /// The help text.
-pub const HELP: &str = "Usage: <suite> [OPTIONS] [FILTERS...]
+pub const HELP: &str = "Usage: <suite> [OPTIONS] [FILTERS...] [-- FILTERS...]
 
-Runs the reeval evals of this binary. Filters select evals whose name contains any of them.
+Runs the reeval evals of this binary. Filters select evals whose name contains any of them;
+after `--` every argument is a filter, even one that starts with `-`. Short flags cluster (-vq)
+and a value may follow its flag as `--flag value` or `--flag=value`.
 
 libtest options (so cargo test and cargo-nextest can drive the suite):
       --list                 list evals instead of running them (no Docker, no network)
-      --format <pretty|terse> output format of --list
+      --format <pretty|terse|json> output format of --list (json lists like terse)
       --exact                filters match names exactly
       --skip <FILTER>        skip evals whose name contains FILTER (repeatable)
       --ignored              run only evals marked ignore
       --include-ignored      run ignored evals too
       --test-threads <N>     attempts run at once (env RUST_TEST_THREADS)
-      --nocapture, --no-capture, --show-output, -q/--quiet, --color <WHEN>   accepted
+      --nocapture, --no-capture, --show-output, --test, -q/--quiet,
+      --color <WHEN>, --logfile <PATH>, -Z <FLAG>                  accepted
+      --bench                runs nothing (evals are not benchmarks)
 
 reeval options (env twins for cargo-nextest):
   -v, --verbose              print every phase of every attempt      (REEVAL_VERBOSE=1)
@@ -69,6 +79,21 @@ reeval options (env twins for cargo-nextest):
 
 Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
 
+/// lexopt's own errors, in the words of this command line.
+fn usage(e: lexopt::Error) -> UsageError {
+    UsageError(match e {
+        lexopt::Error::MissingValue { option: Some(option) } => format!("{option} needs a value"),
+        lexopt::Error::UnexpectedValue { option, .. } => format!("{option} takes no value"),
+        lexopt::Error::UnexpectedOption(option) => format!("unknown option `{option}`; see --help"),
+        other => other.to_string(),
+    })
+}
+
+/// The value of the option just read, as UTF-8 text.
+fn text(p: &mut lexopt::Parser, flag: &str) -> Result<String, UsageError> {
+    p.value().map_err(usage)?.into_string().map_err(|v| UsageError(format!("{flag} expects UTF-8 text, got {v:?}")))
+}
+
 fn duration(s: &str) -> Result<Duration, UsageError> {
     humantime::parse_duration(s).map_err(|e| UsageError(format!("invalid duration `{s}` ({e}); write it like 10m or 90s")))
 }
@@ -78,82 +103,63 @@ fn number<T: std::str::FromStr>(flag: &str, s: &str) -> Result<T, UsageError> {
 }
 
 impl Args {
-    /// Parses `argv` (without the program name) and the `REEVAL_*` environment.
+    /// Parses `argv` (without the program name): the flags only; their
+    /// `REEVAL_*` twins are merged by [`Settings::load`](crate::settings::Settings::load).
+    /// A value that is not UTF-8 is a usage error rather than a panic.
     ///
     /// # Errors
     /// A [`UsageError`] for an unknown flag or a bad value; `Ok(None)` means `--help` was printed.
-    pub fn parse(argv: impl IntoIterator<Item = String>, env: impl Fn(&str) -> Option<String>) -> Result<Option<Args>, UsageError> {
+    pub fn parse<I>(argv: I) -> Result<Option<Args>, UsageError>
+    where
+        I: IntoIterator,
+        I::Item: Into<OsString>,
+    {
+        use lexopt::prelude::*;
+
         let mut a = Args::default();
-        let mut it = argv.into_iter().peekable();
-        while let Some(arg) = it.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| -> Result<String, UsageError> {
-                match &inline {
-                    Some(v) => Ok(v.clone()),
-                    None => it.next().ok_or_else(|| UsageError(format!("{name} needs a value"))),
-                }
-            };
-            match flag.as_str() {
-                "-h" | "--help" => {
+        let mut p = lexopt::Parser::from_args(argv);
+        while let Some(arg) = p.next().map_err(usage)? {
+            match arg {
+                Short('h') | Long("help") => {
                     println!("{HELP}");
                     return Ok(None);
                 }
-                "--list" => a.list = true,
-                "--format" => {
-                    a.terse = match value("--format")?.as_str() {
+                Long("list") => a.list = true,
+                Long("format") => {
+                    a.terse = match text(&mut p, "--format")?.as_str() {
                         "terse" | "json" => true,
                         "pretty" => false,
-                        other => return Err(UsageError(format!("unknown format `{other}`; expected pretty or terse"))),
+                        other => return Err(UsageError(format!("unknown format `{other}`; expected pretty, terse or json"))),
                     }
                 }
-                "--exact" => a.exact = true,
-                "--skip" => a.skip.push(value("--skip")?),
-                "--ignored" => a.ignored = true,
-                "--include-ignored" => a.include_ignored = true,
-                "--test-threads" => a.test_threads = Some(number("--test-threads", &value("--test-threads")?)?),
-                "--nocapture" | "--no-capture" | "--show-output" | "--test" => {}
-                "--color" | "--logfile" | "-Z" => {
-                    value(&flag)?;
+                Long("exact") => a.exact = true,
+                Long("skip") => a.skip.push(text(&mut p, "--skip")?),
+                Long("ignored") => a.ignored = true,
+                Long("include-ignored") => a.include_ignored = true,
+                Long("test-threads") => a.test_threads = Some(number("--test-threads", &text(&mut p, "--test-threads")?)?),
+                // Accepted for libtest compatibility; reeval's own output does not change.
+                Long("nocapture" | "no-capture" | "show-output" | "test") => {}
+                Long("color") => {
+                    text(&mut p, "--color")?;
                 }
-                "--bench" => a.bench = true,
-                "-q" | "--quiet" => a.quiet = true,
-                "-v" | "--verbose" => a.verbose = true,
-                "--harness" => a.harness.extend(value("--harness")?.split(',').map(str::to_string)),
-                "--trials" => a.trials = Some(number("--trials", &value("--trials")?)?),
-                "--timeout" => a.timeout = Some(duration(&value("--timeout")?)?),
-                "--record-dir" => a.record_dir = Some(PathBuf::from(value("--record-dir")?)),
-                f if f.starts_with('-') => return Err(UsageError(format!("unknown option `{f}`; see --help"))),
-                _ => a.filters.push(arg),
+                Long("logfile") => {
+                    text(&mut p, "--logfile")?;
+                }
+                Short('Z') => {
+                    text(&mut p, "-Z")?;
+                }
+                Long("bench") => a.bench = true,
+                Short('q') | Long("quiet") => a.quiet = true,
+                Short('v') | Long("verbose") => a.verbose = true,
+                Long("harness") => a.harness.extend(text(&mut p, "--harness")?.split(',').map(str::to_string)),
+                Long("trials") => a.trials = Some(number("--trials", &text(&mut p, "--trials")?)?),
+                Long("timeout") => a.timeout = Some(duration(&text(&mut p, "--timeout")?)?),
+                Long("record-dir") => a.record_dir = Some(PathBuf::from(p.value().map_err(usage)?)),
+                // Everything after `--` comes here too, even when it starts with `-`.
+                Value(filter) => a.filters.push(filter.into_string().map_err(|v| UsageError(format!("filter {v:?} is not valid UTF-8")))?),
+                Short(c) => return Err(UsageError(format!("unknown option `-{c}`; see --help"))),
+                Long(name) => return Err(UsageError(format!("unknown option `--{name}`; see --help"))),
             }
-        }
-        if !a.verbose && env("REEVAL_VERBOSE").is_some_and(|v| v == "1" || v == "true") {
-            a.verbose = true;
-        }
-        if a.harness.is_empty()
-            && let Some(h) = env("REEVAL_HARNESS").filter(|h| !h.is_empty())
-        {
-            a.harness = h.split(',').map(str::to_string).collect();
-        }
-        if a.trials.is_none()
-            && let Some(t) = env("REEVAL_TRIALS")
-        {
-            a.trials = Some(number("REEVAL_TRIALS", &t)?);
-        }
-        if a.timeout.is_none()
-            && let Some(t) = env("REEVAL_TIMEOUT")
-        {
-            a.timeout = Some(duration(&t)?);
-        }
-        if a.record_dir.is_none() {
-            a.record_dir = env("REEVAL_RECORD_DIR").map(PathBuf::from);
-        }
-        if a.test_threads.is_none()
-            && let Some(t) = env("RUST_TEST_THREADS")
-        {
-            a.test_threads = Some(number("RUST_TEST_THREADS", &t)?);
         }
         if a.trials == Some(0) {
             return Err(UsageError("--trials must be at least 1".into()));
@@ -186,7 +192,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<Args>, UsageError> {
-        Args::parse(args.iter().map(|s| s.to_string()), |_| None)
+        Args::parse(args.iter().copied())
     }
 
     #[test]
@@ -206,26 +212,65 @@ mod tests {
     }
 
     #[test]
-    fn bad_input_is_a_usage_error() {
-        assert!(parse(&["--frobnicate"]).unwrap_err().0.contains("unknown option `--frobnicate`"));
-        assert!(parse(&["--timeout", "soon"]).unwrap_err().0.contains("invalid duration"));
-        assert!(parse(&["--trials", "0"]).is_err());
-        assert!(parse(&["--skip"]).is_err());
+    fn every_libtest_flag_is_accepted() {
+        let argv = [
+            "--list",
+            "--format=json",
+            "--exact",
+            "--skip",
+            "x",
+            "--ignored",
+            "--include-ignored",
+            "--test-threads",
+            "2",
+            "--nocapture",
+            "--no-capture",
+            "--show-output",
+            "--test",
+            "--bench",
+            "--color",
+            "never",
+            "--logfile=/dev/null",
+            "-Z",
+            "unstable-options",
+            "-Zunstable-options",
+            "-q",
+            "--quiet",
+        ];
+        let a = parse(&argv).unwrap().unwrap();
+        assert!(a.list && a.terse && a.exact && a.ignored && a.include_ignored && a.bench && a.quiet);
+        assert_eq!((a.skip, a.test_threads), (vec!["x".to_string()], Some(2)));
+        assert!(!parse(&["--format", "pretty"]).unwrap().unwrap().terse);
     }
 
     #[test]
-    fn env_twins() {
-        let a = Args::parse(Vec::new(), |k| match k {
-            "REEVAL_VERBOSE" => Some("1".into()),
-            "REEVAL_HARNESS" => Some("shell,other".into()),
-            "REEVAL_TRIALS" => Some("3".into()),
-            _ => None,
-        })
-        .unwrap()
-        .unwrap();
-        assert!(a.verbose);
-        assert_eq!(a.harness, vec!["shell", "other"]);
-        assert_eq!(a.trials, Some(3));
+    fn double_dash_ends_the_options() {
+        let a = parse(&["-v", "--", "-odd", "--list", "x"]).unwrap().unwrap();
+        assert_eq!(a.filters, vec!["-odd", "--list", "x"]);
+        assert!(a.verbose && !a.list);
+    }
+
+    #[test]
+    fn short_flags_cluster_and_values_attach_either_way() {
+        let a = parse(&["-vq"]).unwrap().unwrap();
+        assert!(a.verbose && a.quiet);
+        let a = parse(&["-qvZunstable-options", "--trials=2", "--record-dir", "runs"]).unwrap().unwrap();
+        assert!(a.verbose && a.quiet);
+        assert_eq!((a.trials, a.record_dir), (Some(2), Some(PathBuf::from("runs"))));
+        // A value is taken even when it looks like a flag, as getopt does.
+        assert_eq!(parse(&["--skip", "-weird"]).unwrap().unwrap().skip, vec!["-weird"]);
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error() {
+        assert!(parse(&["--frobnicate"]).unwrap_err().0.contains("unknown option `--frobnicate`"));
+        assert!(parse(&["--frobnicate=1"]).unwrap_err().0.contains("unknown option `--frobnicate`"));
+        assert!(parse(&["-vx"]).unwrap_err().0.contains("unknown option `-x`"));
+        assert!(parse(&["--timeout", "soon"]).unwrap_err().0.contains("invalid duration"));
+        assert!(parse(&["--trials", "0"]).is_err());
+        assert!(parse(&["--skip"]).unwrap_err().0.contains("--skip needs a value"));
+        assert!(parse(&["--list=yes"]).unwrap_err().0.contains("--list takes no value"));
+        assert!(parse(&["--format", "xml"]).unwrap_err().0.contains("unknown format `xml`"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The suite's config file, `reeval.toml` beside the package's `Cargo.toml`
-//! (cargo runs test binaries there), or the file named by `REEVAL_CONFIG`.
+//! (cargo runs test binaries there), or the file named by `REEVAL_CONFIG`;
+//! [`crate::settings`] finds it and merges it with the flags and environment.
 //!
 //! ```toml
 //! judge = "anthropic:claude-sonnet-4-5"   # the judge model of evals that name none
@@ -37,19 +38,6 @@ pub struct ConfigFileError {
 }
 
 impl SuiteConfig {
-    /// Reads `REEVAL_CONFIG`, else `reeval.toml` in the current directory; none is fine.
-    ///
-    /// # Errors
-    /// A [`ConfigFileError`] for a file that exists but does not parse, or a
-    /// `REEVAL_CONFIG` naming a file that does not exist.
-    pub fn discover() -> Result<Self, ConfigFileError> {
-        match std::env::var_os("REEVAL_CONFIG") {
-            Some(path) => Self::load(Path::new(&path)),
-            None if Path::new(FILE_NAME).is_file() => Self::load(Path::new(FILE_NAME)),
-            None => Ok(Self::default()),
-        }
-    }
-
     /// Reads a config file; relative paths in it are made relative to its directory.
     ///
     /// # Errors
@@ -57,7 +45,7 @@ impl SuiteConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigFileError> {
         let fail = |message: String| ConfigFileError { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let mut config: SuiteConfig = toml::from_str(&text).map_err(|e| fail(e.to_string().trim().to_string()))?;
+        let mut config: SuiteConfig = toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for p in [&mut config.env_file, &mut config.record_dir].into_iter().flatten() {
             if p.is_relative() {
@@ -68,6 +56,22 @@ impl SuiteConfig {
             crate::judge::key_env(spec).map_err(|e| fail(format!("judge `{spec}`: {e}")))?;
         }
         Ok(config)
+    }
+}
+
+/// toml's message on one line, led by the line and key it points at (its own
+/// rendering spans several lines and a caret drawing).
+fn toml_problem(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', "; ");
+    let Some(span) = e.span() else { return message };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+    // A `key = value` line names its key; a header or a broken line does not.
+    let key = line.split_once('=').map(|(k, _)| k.trim()).filter(|k| !k.is_empty() && !k.starts_with('['));
+    match key {
+        Some(key) => format!("line {line_no}, key `{key}`: {message}"),
+        None => format!("line {line_no}: {message}"),
     }
 }
 
@@ -93,8 +97,13 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_judges_are_errors() {
-        let e = SuiteConfig::load(&write("typo", "jduge = \"x\"\n")).unwrap_err();
-        assert!(e.to_string().contains("unknown field `jduge`"), "{e}");
+        let e = SuiteConfig::load(&write("typo", "# suite\njduge = \"x\"\n")).unwrap_err();
+        assert!(e.to_string().contains("line 2, key `jduge`: unknown field `jduge`"), "{e}");
+        let e = SuiteConfig::load(&write("type", "record_dir = 3\n")).unwrap_err();
+        assert!(e.to_string().contains("line 1, key `record_dir`: invalid type"), "{e}");
+        let e = SuiteConfig::load(&write("syntax", "judge = \"openai:gpt-4.1\"\nenv_file = \n")).unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+        assert!(!e.to_string().contains('\n'), "one line: {e}");
         let e = SuiteConfig::load(&write("judge", "judge = \"nope\"\n")).unwrap_err();
         assert!(e.to_string().starts_with("failed to read the suite config"), "{e}");
     }

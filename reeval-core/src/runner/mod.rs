@@ -8,7 +8,7 @@ pub mod config;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -20,8 +20,9 @@ use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
 use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k};
-use crate::secrets::{ExposeSecret, Redactor};
 use crate::sandbox::{Backend, DockerBackend, Sweep};
+use crate::secrets::{ExposeSecret, Redactor};
+use crate::settings::{self, Settings};
 
 pub use cli::{Args, UsageError};
 pub use config::SuiteConfig;
@@ -53,43 +54,29 @@ pub struct RunConfig {
     /// The suite's judge model, for evals that name none (`judge` in `reeval.toml`).
     pub judge: Option<String>,
     /// A `.env` file of secrets and credentials read by preflight, before
-    /// `REEVAL_ENV_FILE`; the host environment still wins over both.
+    /// `fallback_env_file`; the host environment still wins over both.
     pub env_file: Option<PathBuf>,
+    /// `REEVAL_ENV_FILE`: read for names that neither the host environment nor `env_file` sets.
+    pub fallback_env_file: Option<PathBuf>,
+    /// cargo-nextest runs this process: each process writes its own `summary.<pid>.json`.
+    pub under_nextest: bool,
 }
 
 impl Default for RunConfig {
+    /// The defaults and where this process runs ([`Settings::base`]); no flags, twins or `reeval.toml`.
     fn default() -> Self {
-        Self {
-            run_id: new_run_id(),
-            record_dir: default_record_dir(),
-            verbose: false,
-            print: false,
-            harnesses: Vec::new(),
-            trials: None,
-            timeout: None,
-            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
-            infra_retries: 2,
-            judge: None,
-            env_file: None,
-        }
+        Settings::base(settings::process_env).run_config()
     }
 }
 
 /// `NEXTEST_RUN_ID`, or `<utc date>T<time>-<pid>`.
 pub fn new_run_id() -> String {
-    if let Ok(id) = std::env::var("NEXTEST_RUN_ID")
-        && !id.is_empty()
-    {
-        return id;
-    }
-    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace([':', '-'], "");
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    format!("{}-{}-{:04x}", stamp.trim_end_matches('Z'), std::process::id(), nanos & 0xffff)
+    settings::run_id_from(&settings::process_env)
 }
 
 /// `$CARGO_TARGET_DIR/reeval/runs`, or `target/reeval/runs`.
 pub fn default_record_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target")).join("reeval").join("runs")
+    settings::default_record_dir_from(&settings::process_env)
 }
 
 /// A run that could not start: nothing was started (exit code 2).
@@ -185,8 +172,12 @@ impl Runner {
     pub(crate) async fn preflight(&self, evals: &[Eval]) -> Result<(Option<Arc<dyn Backend>>, BTreeMap<String, Vec<ResolvedSecret>>), PreflightError> {
         let mut missing = Vec::new();
         let mut secrets = BTreeMap::new();
-        let dotenv = load_env_file(self.config.env_file.as_deref());
-        let lookup = |name: &str| std::env::var(name).ok().or_else(|| dotenv.get(name).cloned()).filter(|v| !v.is_empty());
+        // The host environment, then the env files; an unreadable file is a miss like any other.
+        let from = settings::SecretLookup::load(self.config.env_file.as_deref(), self.config.fallback_env_file.as_deref()).unwrap_or_else(|e| {
+            missing.push(e.to_string());
+            settings::SecretLookup::default()
+        });
+        let lookup = |name: &str| from.get(name);
         for eval in evals {
             let env = match crate::attempt::build_environment(eval) {
                 Ok(env) => env,
@@ -375,7 +366,7 @@ impl Runner {
         }
         let summary = summarize(&self.config.run_id, &all);
         let _ = std::fs::create_dir_all(&run_dir);
-        let summary_name = if std::env::var_os("NEXTEST").is_some() { format!("summary.{}.json", std::process::id()) } else { "summary.json".into() };
+        let summary_name = if self.config.under_nextest { format!("summary.{}.json", std::process::id()) } else { "summary.json".into() };
         if let Err(e) = redactor.write_json(&run_dir.join(&summary_name), &summary) {
             eprintln!("reeval: failed to write the summary: {e}");
         }
@@ -394,29 +385,6 @@ impl Runner {
 
 fn cell_key(eval: &str, harness: &str) -> String {
     format!("{eval}\u{0}{harness}")
-}
-
-/// Variables of `configured`, then of `REEVAL_ENV_FILE` for names the first does not set.
-fn load_env_file(configured: Option<&std::path::Path>) -> BTreeMap<String, String> {
-    let mut vars = std::env::var_os("REEVAL_ENV_FILE").map(|p| parse_env_file(std::path::Path::new(&p))).unwrap_or_default();
-    if let Some(path) = configured {
-        vars.extend(parse_env_file(path));
-    }
-    vars
-}
-
-fn parse_env_file(path: &std::path::Path) -> BTreeMap<String, String> {
-    let Ok(text) = std::fs::read_to_string(path) else { return BTreeMap::new() };
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            if l.is_empty() || l.starts_with('#') {
-                return None;
-            }
-            let (k, v) = l.trim_start_matches("export ").split_once('=')?;
-            Some((k.trim().to_string(), v.trim().trim_matches('"').trim_matches('\'').to_string()))
-        })
-        .collect()
 }
 
 fn print_eval_line(eval: &Eval, records: &[Record]) {
@@ -534,7 +502,7 @@ pub fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, el
 /// The `main` of an eval suite: parses the command line, lists or runs, and
 /// returns the exit code.
 pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
-    let args = match Args::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+    let args = match Args::parse(std::env::args_os().skip(1)) {
         Ok(Some(a)) => a,
         Ok(None) => return 0,
         Err(e) => {
@@ -558,25 +526,15 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     if args.bench {
         return 0;
     }
-    let suite = match SuiteConfig::discover() {
-        Ok(c) => c,
+    // Flags, environment and reeval.toml, read once (after --list, which reads none of them).
+    let settings = match Settings::load(&args, settings::process_env) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
-    let config = RunConfig {
-        record_dir: args.record_dir.clone().or(suite.record_dir).unwrap_or_else(default_record_dir),
-        judge: suite.judge,
-        env_file: suite.env_file,
-        verbose: args.verbose,
-        print: true,
-        harnesses: args.harness.clone(),
-        trials: args.trials,
-        timeout: args.timeout,
-        threads: args.test_threads.unwrap_or_else(|| RunConfig::default().threads),
-        ..RunConfig::default()
-    };
+    let config = RunConfig { print: true, ..settings.run_config() };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

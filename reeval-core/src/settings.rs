@@ -1,0 +1,597 @@
+//! Every setting of a run, read in one place: the command line, the
+//! environment and `reeval.toml`, merged once into [`Settings`] by
+//! [`Settings::load`] so that preflight (and `-v`) sees all of them.
+//!
+//! Precedence is flags > environment > `reeval.toml` > defaults, except where
+//! the table says otherwise (the judge and the env file keep the order they
+//! have always had: the suite's own file names them first).
+//!
+//! | setting | flag | environment | `reeval.toml` | default |
+//! |---|---|---|---|---|
+//! | verbose | `-v` | `REEVAL_VERBOSE` (a yes/no word) | | off |
+//! | harnesses | `--harness` | `REEVAL_HARNESS=a,b` | | the evals' own |
+//! | trials | `--trials` | `REEVAL_TRIALS` | | the evals' own |
+//! | timeout | `--timeout` | `REEVAL_TIMEOUT` | | the evals' own |
+//! | record dir | `--record-dir` | `REEVAL_RECORD_DIR` | `record_dir` | `$CARGO_TARGET_DIR/reeval/runs`, else `target/reeval/runs` |
+//! | test threads | `--test-threads` | `RUST_TEST_THREADS` | | the cores |
+//! | judge | | `REEVAL_JUDGE`, when the file names none | `judge` | none |
+//! | env files | | `REEVAL_ENV_FILE`, after the file's | `env_file` | none |
+//! | config file | | `REEVAL_CONFIG` | | `./reeval.toml` if present |
+//! | git cache | | `REEVAL_CACHE_DIR` | | `<temp>/reeval-cache` |
+//! | run id | | `NEXTEST_RUN_ID` | | `<utc time>-<pid>-<nonce>` |
+//! | under nextest | | `NEXTEST` set | | no |
+//!
+//! An empty variable counts as unset. A variable that is set but does not
+//! read (`REEVAL_VERBOSE=maybe`, `REEVAL_TRIALS=three`) is an error naming it
+//! and its value, even when a flag overrides it, so a typo is never ignored.
+//!
+//! Read elsewhere, on purpose:
+//! - `judge/mod.rs` still reads `REEVAL_JUDGE` itself for a judge asked for
+//!   outside a run's settings (an eval run by hand), and `ANTHROPIC_BASE_URL` /
+//!   `OPENAI_BASE_URL` and the judge's key when preflight did not resolve it.
+//! - The git workspace cache is process-wide: [`cache_dir`] resolves
+//!   `REEVAL_CACHE_DIR` once from the process environment, the same way
+//!   [`Settings::load`] does.
+//! - Harnesses read their own variables (`OPENAI_MODEL`, `OPENAI_BASE_URL`, …).
+//!
+//! Secrets and credentials are not settings: preflight looks each name up in
+//! a [`SecretLookup`] (the host environment, then the env files, read with
+//! `dotenvy` without touching the process environment).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::runner::RunConfig;
+use crate::runner::cli::Args;
+use crate::runner::config::{ConfigFileError, FILE_NAME, SuiteConfig};
+
+/// Settings that cannot be used (exit code 2): a variable that does not read,
+/// or a config file that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A variable is set to something that does not read.
+    #[error("failed to read {name}=`{value}`: {expected}")]
+    Variable {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: String,
+    },
+    /// `reeval.toml` (or `REEVAL_CONFIG`'s file) cannot be read.
+    #[error(transparent)]
+    Config(#[from] ConfigFileError),
+}
+
+/// An env file that cannot be read (exit code 2, through preflight).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to read the env file {} ({source_name}): {problem}", path.display())]
+pub struct EnvFileError {
+    /// The file.
+    pub path: PathBuf,
+    /// What named it: `env_file` (of `reeval.toml` or [`RunConfig`]) or `REEVAL_ENV_FILE`.
+    pub source_name: String,
+    /// What is wrong; never a value from the file, which may be a secret.
+    pub problem: String,
+}
+
+/// Where preflight finds secrets and credentials: the host environment first,
+/// then the env files in order (`reeval.toml`'s `env_file`, then
+/// `REEVAL_ENV_FILE`). An empty value counts as unset. Values stay in this
+/// map: the process environment is never changed.
+#[derive(Clone)]
+pub struct SecretLookup {
+    host: fn(&str) -> Option<String>,
+    files: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for SecretLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: the values are secrets.
+        f.debug_struct("SecretLookup").field("from_files", &self.files.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+    }
+}
+
+impl Default for SecretLookup {
+    fn default() -> Self {
+        Self { host: process_env, files: BTreeMap::new() }
+    }
+}
+
+impl SecretLookup {
+    /// Reads `env_file`, then `fallback` for names it does not set.
+    ///
+    /// # Errors
+    /// An [`EnvFileError`] naming the file for one that does not exist or
+    /// cannot be read, and also the line for one that does not parse.
+    pub fn load(env_file: Option<&Path>, fallback: Option<&Path>) -> Result<Self, EnvFileError> {
+        let mut files = match fallback {
+            Some(path) => read_env_file(path, "REEVAL_ENV_FILE")?,
+            None => BTreeMap::new(),
+        };
+        if let Some(path) = env_file {
+            files.extend(read_env_file(path, "env_file")?);
+        }
+        Ok(Self { files, ..Self::default() })
+    }
+
+    /// The same files, with `host` standing in for the host environment (tests).
+    pub fn with_host(self, host: fn(&str) -> Option<String>) -> Self {
+        Self { host, ..self }
+    }
+
+    /// The value of `name`: the host's, else the first file's that sets it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        (self.host)(name).filter(|v| !v.is_empty()).or_else(|| self.files.get(name).filter(|v| !v.is_empty()).cloned())
+    }
+
+    /// Every name → value the env files set (the host environment not included).
+    pub fn from_files(&self) -> &BTreeMap<String, String> {
+        &self.files
+    }
+}
+
+/// One `.env` file through dotenvy's parser (quotes, `export`, comments,
+/// `${VAR}` expansion); a name set twice takes its last value.
+fn read_env_file(path: &Path, source_name: &str) -> Result<BTreeMap<String, String>, EnvFileError> {
+    let fail = |problem: String| EnvFileError { path: path.to_path_buf(), source_name: source_name.to_string(), problem };
+    let io_problem = |e: &std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => "it does not exist".to_string(),
+        _ => e.to_string(),
+    };
+    let iter = dotenvy::from_path_iter(path).map_err(|e| match e {
+        dotenvy::Error::Io(e) => fail(io_problem(&e)),
+        other => fail(other.to_string()),
+    })?;
+    let mut vars = BTreeMap::new();
+    for item in iter {
+        match item {
+            Ok((name, value)) => {
+                vars.insert(name, value);
+            }
+            Err(dotenvy::Error::LineParse(..)) => return Err(fail(line_problem(path))),
+            Err(dotenvy::Error::Io(e)) => return Err(fail(io_problem(&e))),
+            Err(other) => return Err(fail(other.to_string())),
+        }
+    }
+    Ok(vars)
+}
+
+/// Where the line dotenvy rejected is, and its name: never the line itself,
+/// whose value may be a secret.
+fn line_problem(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let line_no = failing_line(&text);
+    let name = line_no
+        .and_then(|n| text.lines().nth(n - 1))
+        .and_then(|l| l.trim_start().trim_start_matches("export ").split_once('='))
+        .map(|(name, _)| name.trim())
+        .filter(|name| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .map(|name| format!(" (`{name}`)"))
+        .unwrap_or_default();
+    let at = line_no.map(|n| format!("line {n}")).unwrap_or_else(|| "a line".into());
+    format!("{at}{name} does not parse; quote a value that holds spaces, quotes or `#` (in single quotes `$` stays literal)")
+}
+
+/// The 1-based line of `text` where dotenvy's parse fails. dotenvy reports
+/// the failing text but not its line, so this parses ever longer prefixes:
+/// the first that fails on a complete line is the answer; a quote left open
+/// to the end of the file fails every prefix from the line that opened it.
+fn failing_line(text: &str) -> Option<usize> {
+    // Some(true): a complete line fails; Some(false): only the end came too early.
+    let fails = |prefix: &str| {
+        dotenvy::from_read_iter(prefix.as_bytes()).find_map(|item| match item {
+            Err(dotenvy::Error::LineParse(line, at)) => Some(at < line.len().saturating_sub(1) || !prefix.ends_with(line.as_str())),
+            _ => None,
+        })
+    };
+    let mut ends = Vec::new();
+    let mut end = 0;
+    for line in text.split_inclusive('\n') {
+        end += line.len();
+        ends.push(end);
+    }
+    let outcomes: Vec<Option<bool>> = ends.iter().map(|&end| fails(&text[..end])).collect();
+    if let Some(i) = outcomes.iter().position(|o| *o == Some(true)) {
+        return Some(i + 1);
+    }
+    // Open to the end: the first line from which every prefix fails.
+    let open_from = outcomes.iter().rposition(Option::is_none).map_or(0, |i| i + 1);
+    (open_from < outcomes.len()).then_some(open_from + 1)
+}
+
+/// Every setting of a run, merged once. See the module docs for where each comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Print every phase.
+    pub verbose: bool,
+    /// Harnesses replacing every eval's own (empty: the evals' own).
+    pub harnesses: Vec<String>,
+    /// Trials replacing every eval's own.
+    pub trials: Option<u32>,
+    /// Budget replacing every eval's own.
+    pub timeout: Option<Duration>,
+    /// Runs are recorded under `<record_dir>/<run_id>/`.
+    pub record_dir: PathBuf,
+    /// Attempts at once.
+    pub test_threads: usize,
+    /// The suite-wide judge of evals that name none: `reeval.toml`'s `judge`, else `REEVAL_JUDGE`.
+    pub judge: Option<String>,
+    /// `reeval.toml`'s `env_file`: secrets and credentials for preflight.
+    pub env_file: Option<PathBuf>,
+    /// `REEVAL_ENV_FILE`: read for names that neither the host nor `env_file` sets.
+    pub fallback_env_file: Option<PathBuf>,
+    /// Where git workspaces are cached.
+    pub cache_dir: PathBuf,
+    /// The run id (`NEXTEST_RUN_ID` under nextest, so its processes share a run).
+    pub run_id: String,
+    /// Whether cargo-nextest runs this process (one eval per process).
+    pub under_nextest: bool,
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+/// The process environment, as [`Settings::load`] takes it.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The git workspace cache of this process (`REEVAL_CACHE_DIR`, read once).
+pub fn cache_dir() -> &'static Path {
+    static DIR: LazyLock<PathBuf> = LazyLock::new(|| cache_dir_from(&process_env));
+    &DIR
+}
+
+/// The variables of one lookup; an empty value counts as unset.
+struct Vars<'a>(&'a dyn Fn(&str) -> Option<String>);
+
+impl Vars<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name).filter(|v| !v.trim().is_empty())
+    }
+
+    fn fail(name: &str, value: &str, expected: impl Into<String>) -> SettingsError {
+        SettingsError::Variable { name: name.into(), value: value.into(), expected: expected.into() }
+    }
+
+    fn flag(&self, name: &str) -> Result<Option<bool>, SettingsError> {
+        self.get(name).map(|v| parse_bool(&v).ok_or_else(|| Self::fail(name, &v, "expected 1/0, true/false, yes/no or on/off"))).transpose()
+    }
+
+    fn count<T: std::str::FromStr + PartialEq + From<u8>>(&self, name: &str) -> Result<Option<T>, SettingsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        match v.trim().parse::<T>() {
+            Ok(n) if n != T::from(0) => Ok(Some(n)),
+            _ => Err(Self::fail(name, &v, "expected a whole number of at least 1")),
+        }
+    }
+
+    fn duration(&self, name: &str) -> Result<Option<Duration>, SettingsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        humantime::parse_duration(v.trim()).map(Some).map_err(|e| Self::fail(name, &v, format!("expected a duration like 10m or 90s ({e})")))
+    }
+}
+
+/// The usual yes/no words, case-insensitive: 1/0, true/false, yes/no, on/off.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn cache_dir_from(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    Vars(env).get("REEVAL_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("reeval-cache"))
+}
+
+/// `NEXTEST_RUN_ID`, or `<utc date>T<time>-<pid>-<nonce>`.
+pub(crate) fn run_id_from(env: &dyn Fn(&str) -> Option<String>) -> String {
+    if let Some(id) = Vars(env).get("NEXTEST_RUN_ID") {
+        return id;
+    }
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace([':', '-'], "");
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{}-{}-{:04x}", stamp.trim_end_matches('Z'), std::process::id(), nanos & 0xffff)
+}
+
+/// `$CARGO_TARGET_DIR/reeval/runs`, or `target/reeval/runs`.
+pub(crate) fn default_record_dir_from(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    Vars(env).get("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target")).join("reeval").join("runs")
+}
+
+impl Settings {
+    /// What an embedding gets from [`RunConfig::default`]: the defaults and the
+    /// variables that describe where the process runs (`NEXTEST_RUN_ID`,
+    /// `NEXTEST`, `CARGO_TARGET_DIR`, `REEVAL_CACHE_DIR`, `REEVAL_ENV_FILE`),
+    /// but neither flags, their environment twins nor `reeval.toml`.
+    pub fn base(env: impl Fn(&str) -> Option<String>) -> Settings {
+        let vars = Vars(&env);
+        Settings {
+            verbose: false,
+            harnesses: Vec::new(),
+            trials: None,
+            timeout: None,
+            record_dir: default_record_dir_from(&env),
+            test_threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            judge: None,
+            env_file: None,
+            fallback_env_file: vars.get("REEVAL_ENV_FILE").map(PathBuf::from),
+            cache_dir: cache_dir_from(&env),
+            run_id: run_id_from(&env),
+            under_nextest: (env)("NEXTEST").is_some(),
+            config_file: None,
+        }
+    }
+
+    /// Merges the command line, the environment (`env`) and the suite's
+    /// config file: `REEVAL_CONFIG`, else `reeval.toml` in the current
+    /// directory (cargo runs test binaries in the package's directory).
+    ///
+    /// # Errors
+    /// [`SettingsError::Variable`] for a variable that does not read,
+    /// [`SettingsError::Config`] for a config file that does not parse, or a
+    /// `REEVAL_CONFIG` naming a file that does not exist.
+    pub fn load(args: &Args, env: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
+        Self::load_with_default_config(args, &env, Path::new(FILE_NAME))
+    }
+
+    fn load_with_default_config(args: &Args, env: &dyn Fn(&str) -> Option<String>, default_config: &Path) -> Result<Settings, SettingsError> {
+        let vars = Vars(env);
+        let mut s = Settings::base(env);
+
+        let config_file = match vars.get("REEVAL_CONFIG") {
+            Some(path) => Some(PathBuf::from(path)),
+            None => default_config.is_file().then(|| default_config.to_path_buf()),
+        };
+        let suite = match &config_file {
+            Some(path) => SuiteConfig::load(path)?,
+            None => SuiteConfig::default(),
+        };
+        s.config_file = config_file;
+
+        // Every variable is read (and so checked) whether or not a flag overrides it.
+        let verbose = vars.flag("REEVAL_VERBOSE")?;
+        let harnesses: Vec<String> =
+            vars.get("REEVAL_HARNESS").map(|h| h.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect()).unwrap_or_default();
+        let trials = vars.count::<u32>("REEVAL_TRIALS")?;
+        let timeout = vars.duration("REEVAL_TIMEOUT")?;
+        let record_dir = vars.get("REEVAL_RECORD_DIR").map(PathBuf::from);
+        let threads = vars.count::<usize>("RUST_TEST_THREADS")?;
+        let judge = vars.get("REEVAL_JUDGE").map(|j| j.trim().to_string());
+        if let Some(spec) = &judge {
+            crate::judge::key_env(spec).map_err(|problem| Vars::fail("REEVAL_JUDGE", spec, problem))?;
+        }
+
+        s.verbose = args.verbose || verbose.unwrap_or(false);
+        s.harnesses = if args.harness.is_empty() { harnesses } else { args.harness.clone() };
+        s.trials = args.trials.or(trials);
+        s.timeout = args.timeout.or(timeout);
+        if let Some(dir) = args.record_dir.clone().or(record_dir).or(suite.record_dir) {
+            s.record_dir = dir;
+        }
+        if let Some(n) = args.test_threads.or(threads) {
+            s.test_threads = n;
+        }
+        // The suite's file names the judge and env file first, as it always has.
+        s.judge = suite.judge.or(judge);
+        s.env_file = suite.env_file;
+        Ok(s)
+    }
+
+    /// Secrets and credentials for preflight: the host environment, then
+    /// [`Settings::env_file`], then [`Settings::fallback_env_file`].
+    ///
+    /// # Errors
+    /// An [`EnvFileError`] for an env file that does not exist, cannot be
+    /// read or does not parse.
+    pub fn secret_lookup(&self) -> Result<SecretLookup, EnvFileError> {
+        SecretLookup::load(self.env_file.as_deref(), self.fallback_env_file.as_deref())
+    }
+
+    /// The [`RunConfig`] of these settings (`print` off: printing is the caller's choice).
+    pub fn run_config(&self) -> RunConfig {
+        RunConfig {
+            run_id: self.run_id.clone(),
+            record_dir: self.record_dir.clone(),
+            verbose: self.verbose,
+            print: false,
+            harnesses: self.harnesses.clone(),
+            trials: self.trials,
+            timeout: self.timeout,
+            threads: self.test_threads,
+            infra_retries: 2,
+            judge: self.judge.clone(),
+            env_file: self.env_file.clone(),
+            fallback_env_file: self.fallback_env_file.clone(),
+            under_nextest: self.under_nextest,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string())
+    }
+
+    fn args(argv: &[&str]) -> Args {
+        Args::parse(argv.iter().copied()).unwrap().unwrap()
+    }
+
+    /// Loads with no `reeval.toml` in play unless `REEVAL_CONFIG` names one.
+    fn load(argv: &[&str], vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        Settings::load_with_default_config(&args(argv), &env(vars), Path::new("/nonexistent/reeval.toml"))
+    }
+
+    fn config_file(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("reeval-settings-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(FILE_NAME);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn environment_twins_apply_when_no_flag_is_given() {
+        let s = load(
+            &[],
+            &[
+                ("REEVAL_VERBOSE", "1"),
+                ("REEVAL_HARNESS", "shell,other"),
+                ("REEVAL_TRIALS", "3"),
+                ("REEVAL_TIMEOUT", "90s"),
+                ("REEVAL_RECORD_DIR", "/runs"),
+                ("RUST_TEST_THREADS", "5"),
+                ("NEXTEST_RUN_ID", "nextest-run"),
+                ("NEXTEST", "1"),
+                ("REEVAL_CACHE_DIR", "/cache"),
+            ],
+        )
+        .unwrap();
+        assert!(s.verbose);
+        assert_eq!(s.harnesses, vec!["shell", "other"]);
+        assert_eq!((s.trials, s.timeout, s.test_threads), (Some(3), Some(Duration::from_secs(90)), 5));
+        assert_eq!(s.record_dir, PathBuf::from("/runs"));
+        assert_eq!((s.run_id.as_str(), s.under_nextest), ("nextest-run", true));
+        assert_eq!(s.cache_dir, PathBuf::from("/cache"));
+        let c = s.run_config();
+        assert_eq!((c.run_id.as_str(), c.threads, c.trials, c.under_nextest, c.print), ("nextest-run", 5, Some(3), true, false));
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_and_the_file() {
+        let path = config_file("flags", "record_dir = \"from-file\"\n");
+        let config = path.to_str().unwrap();
+        let vars = [("REEVAL_CONFIG", config), ("REEVAL_TRIALS", "3"), ("REEVAL_HARNESS", "env"), ("REEVAL_RECORD_DIR", "/env"), ("RUST_TEST_THREADS", "5")];
+        let s = load(&["--trials", "2", "--harness", "flag", "--record-dir", "/flag", "--test-threads", "1"], &vars).unwrap();
+        assert_eq!((s.trials, s.harnesses, s.record_dir, s.test_threads), (Some(2), vec!["flag".to_string()], PathBuf::from("/flag"), 1));
+        // The environment wins over the file; the file over the default.
+        assert_eq!(load(&[], &vars).unwrap().record_dir, PathBuf::from("/env"));
+        assert_eq!(load(&[], &[("REEVAL_CONFIG", config)]).unwrap().record_dir, path.parent().unwrap().join("from-file"));
+        assert_eq!(load(&[], &[("CARGO_TARGET_DIR", "/t")]).unwrap().record_dir, PathBuf::from("/t/reeval/runs"));
+        assert_eq!(load(&[], &[]).unwrap().config_file, None);
+    }
+
+    #[test]
+    fn verbose_reads_the_usual_words() {
+        // `yes` used to be silently off.
+        for (word, on) in [
+            ("1", true),
+            ("true", true),
+            ("yes", true),
+            ("YES", true),
+            ("On", true),
+            ("0", false),
+            ("false", false),
+            ("no", false),
+            ("OFF", false),
+            ("", false),
+        ] {
+            assert_eq!(load(&[], &[("REEVAL_VERBOSE", word)]).unwrap().verbose, on, "REEVAL_VERBOSE={word}");
+        }
+        // The flag wins over a falsy variable.
+        assert!(load(&["-v"], &[("REEVAL_VERBOSE", "0")]).unwrap().verbose);
+    }
+
+    #[test]
+    fn a_variable_that_does_not_read_is_an_error_naming_it() {
+        let e = load(&[], &[("REEVAL_VERBOSE", "maybe")]).unwrap_err();
+        assert_eq!(e.to_string(), "failed to read REEVAL_VERBOSE=`maybe`: expected 1/0, true/false, yes/no or on/off");
+        // Even when the flag would override it.
+        assert!(load(&["-v"], &[("REEVAL_VERBOSE", "maybe")]).is_err());
+        for (name, value) in
+            [("REEVAL_TRIALS", "three"), ("REEVAL_TRIALS", "0"), ("RUST_TEST_THREADS", "0"), ("REEVAL_TIMEOUT", "soon"), ("REEVAL_JUDGE", "nope")]
+        {
+            let e = load(&[], &[(name, value)]).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("failed to read {name}=`{value}`: ")), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_judge_comes_from_the_file_else_the_environment() {
+        let s = load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1")]).unwrap();
+        assert_eq!(s.judge.as_deref(), Some("openai:gpt-4.1"));
+        assert_eq!(s.run_config().judge.as_deref(), Some("openai:gpt-4.1"));
+        let path = config_file("judge", "judge = \"anthropic:claude-sonnet-4-5\"\n");
+        let s = load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1"), ("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap();
+        assert_eq!(s.judge.as_deref(), Some("anthropic:claude-sonnet-4-5"));
+    }
+
+    #[test]
+    fn env_files_come_from_the_file_then_the_environment() {
+        let path = config_file("envfile", "env_file = \"keys.env\"\n");
+        let s = load(&[], &[("REEVAL_ENV_FILE", "/other.env"), ("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap();
+        assert_eq!(s.env_file, Some(path.parent().unwrap().join("keys.env")));
+        assert_eq!(s.fallback_env_file, Some(PathBuf::from("/other.env")));
+        let c = s.run_config();
+        assert_eq!((c.env_file, c.fallback_env_file), (s.env_file, s.fallback_env_file));
+    }
+
+    fn env_file(name: &str, text: &str) -> PathBuf {
+        let path = config_file(name, "").with_file_name(format!("{name}.env"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn no_host(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn env_files_are_read_with_dotenv_syntax_and_in_order() {
+        let first = env_file("first", "# keys\nexport A=from-first\nB=\"two words\"\nC='${NOT_EXPANDED}'\nD=\nA=first-again\n");
+        let fallback = env_file("fallback", "A=from-fallback\nE=only-in-fallback\n");
+        let s = SecretLookup::load(Some(&first), Some(&fallback)).unwrap().with_host(no_host);
+        assert_eq!(s.get("A").as_deref(), Some("first-again"), "the configured file wins; within it the last value");
+        assert_eq!(s.get("B").as_deref(), Some("two words"));
+        assert_eq!(s.get("C").as_deref(), Some("${NOT_EXPANDED}"));
+        assert_eq!(s.get("D"), None, "empty counts as unset");
+        assert_eq!(s.get("E").as_deref(), Some("only-in-fallback"));
+        // The host environment wins over every file.
+        let s = s.with_host(|k| (k == "A").then(|| "from-host".to_string()));
+        assert_eq!(s.get("A").as_deref(), Some("from-host"));
+        assert!(!format!("{s:?}").contains("first-again"), "debug output holds no value");
+    }
+
+    #[test]
+    fn a_missing_env_file_is_an_error_naming_it() {
+        let e = SecretLookup::load(None, Some(Path::new("/nonexistent/keys.env"))).unwrap_err();
+        assert_eq!(e.to_string(), "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist");
+        let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/suite.env (env_file)"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_line_is_an_error_naming_file_and_line_but_not_the_value() {
+        let path = env_file("malformed", "GOOD=1\n\nAPI_KEY=sk-secret value\n");
+        let e = SecretLookup::load(Some(&path), None).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()) && e.contains("line 3 (`API_KEY`) does not parse"), "{e}");
+        assert!(!e.contains("sk-secret"), "the value stays out of the message: {e}");
+        assert_eq!(failing_line("A=1\nB='open\nC=2\n"), Some(2), "a quote left open");
+        assert_eq!(failing_line("A=\"multi\nline\"\nB=x y\n"), Some(3), "after a value over two lines");
+        assert_eq!(failing_line("# only = a comment\nA=1\n"), None);
+    }
+
+    #[tokio::test]
+    async fn preflight_names_an_env_file_that_does_not_exist() {
+        let config = RunConfig { env_file: Some(PathBuf::from("/nonexistent/suite.env")), ..RunConfig::default() };
+        let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new());
+        let e = runner.preflight(&[]).await.unwrap_err();
+        assert!(e.missing.iter().any(|m| m.starts_with("failed to read the env file /nonexistent/suite.env")), "{e}");
+    }
+
+    #[test]
+    fn a_missing_or_malformed_config_file_is_an_error_naming_it() {
+        let e = load(&[], &[("REEVAL_CONFIG", "/nonexistent/suite.toml")]).unwrap_err().to_string();
+        assert!(e.starts_with("failed to read the suite config /nonexistent/suite.toml"), "{e}");
+        let path = config_file("malformed", "judge = \"openai:gpt-4.1\"\nrecord_dir = 3\n");
+        let e = load(&[], &[("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()) && e.contains("line 2") && e.contains("`record_dir`"), "{e}");
+    }
+}
