@@ -237,29 +237,30 @@ fn start(args: &Args) -> ExitCode {
         .stderr(Stdio::null())
         .process_group(0)
         .spawn();
-    let listening = match spawned {
+    let (listening, pid) = match spawned {
         Err(e) => {
             println!("{{{report},\"listening\":false,\"error\":{}}}", json(&format!("failed to start serve: {e}")));
             return ExitCode::FAILURE;
         }
         Ok(mut child) => {
+            let pid = child.id();
             let deadline = Instant::now() + START_WAIT;
             loop {
                 if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                    break true;
+                    break (true, pid);
                 }
                 if let Ok(Some(status)) = child.try_wait() {
                     println!("{{{report},\"listening\":false,\"error\":{}}}", json(&format!("serve exited: {status}")));
                     return ExitCode::FAILURE;
                 }
                 if Instant::now() >= deadline {
-                    break false;
+                    break (false, pid);
                 }
                 thread::sleep(Duration::from_millis(10));
             }
         }
     };
-    println!("{{{report},\"listening\":{listening}}}");
+    println!("{{{report},\"listening\":{listening},\"pid\":{pid}}}");
     if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 

@@ -14,7 +14,7 @@
 //! - `start --listen .. --socket .. [--tcp ..] [--dns]`: verify, then
 //!   `serve` in the background (its own process group, stdio to /dev/null),
 //!   wait up to 2 s for the port to accept, print the report with
-//!   `"listening": true`, exit 0 (1 if it never listened). One exec starts
+//!   `"listening": true` and the relay's `"pid"`, exit 0 (1 if it never listened). One exec starts
 //!   and verifies isolation. See [`start_argv`].
 
 use std::net::SocketAddr;
@@ -96,6 +96,9 @@ pub struct RelayReport {
     /// `start` only: whether the relay's port accepted a connection.
     #[serde(default)]
     pub listening: Option<bool>,
+    /// `start` only: the process id of the background `serve`.
+    #[serde(default)]
+    pub pid: Option<u32>,
     /// `start` only: why it did not start.
     #[serde(default)]
     pub error: Option<String>,
