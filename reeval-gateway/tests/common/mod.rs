@@ -108,6 +108,8 @@ pub async fn upstream(tls: Option<Arc<ServerConfig>>, behaviour: Behaviour) -> U
         loop {
             let Ok((stream, _)) = listener.accept().await else { return };
             acc.fetch_add(1, Ordering::SeqCst);
+            // Without it, Nagle and delayed ACKs hold small SSE writes back ~40 ms.
+            let _ = stream.set_nodelay(true);
             let (tls, behaviour, seen) = (tls.clone(), behaviour.clone(), seen2.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req| {
