@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, UnixListener};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -20,6 +21,9 @@ use crate::error::GatewayError;
 use crate::proxy::{self, Conn};
 use crate::rules::Policy;
 use crate::upstream::{self, Dialer, UpstreamClient};
+
+/// How long [`Serving::shutdown`] waits for open connections to end.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
 /// How the gateway reaches upstreams and which CA it intercepts with.
 #[derive(Debug)]
@@ -228,23 +232,7 @@ impl AttemptGateway {
         }
         let listener = UnixListener::bind(&path).map_err(err)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
-        let (stop, stop_rx) = watch::channel(());
-        let shared = self.shared.clone();
-        let task = tokio::spawn(async move {
-            let mut stopped = stop_rx.clone();
-            loop {
-                let stream = tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => stream,
-                        // Out of descriptors and the like: back off rather than spin.
-                        Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue; }
-                    },
-                    _ = stopped.changed() => return,
-                };
-                tokio::spawn(proxy::serve_connection(Conn::new(shared.clone(), stop_rx.clone()), stream));
-            }
-        });
-        Ok(Serving { local: Listening::Unix(path), stop, task })
+        Ok(Serving::start(self.shared.clone(), listener, Listening::Unix(path)))
     }
 
     /// Serves connections from `listener` (for the binary and tests). Must
@@ -255,23 +243,7 @@ impl AttemptGateway {
     /// [`GatewayError::Listen`] if the listener's address cannot be read.
     pub fn serve_tcp(&self, listener: TcpListener) -> Result<Serving, GatewayError> {
         let addr = listener.local_addr().map_err(|source| GatewayError::Listen { addr: "a TCP listener".into(), source })?;
-        let (stop, stop_rx) = watch::channel(());
-        let shared = self.shared.clone();
-        let task = tokio::spawn(async move {
-            let mut stopped = stop_rx.clone();
-            loop {
-                let stream = tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => stream,
-                        Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue; }
-                    },
-                    _ = stopped.changed() => return,
-                };
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(proxy::serve_connection(Conn::new(shared.clone(), stop_rx.clone()), stream));
-            }
-        });
-        Ok(Serving { local: Listening::Tcp(addr), stop, task })
+        Ok(Serving::start(self.shared.clone(), listener, Listening::Tcp(addr)))
     }
 
     /// The entries recorded since the last call. A request is recorded when
@@ -303,6 +275,31 @@ pub enum Listening {
     Unix(PathBuf),
 }
 
+/// A listener the accept loop can take connections from.
+trait Accept: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn accept_stream(&self) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+
+    async fn accept_stream(&self) -> std::io::Result<TcpStream> {
+        let (stream, _) = self.accept().await?;
+        // Small writes (SSE events, TLS records) must not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+}
+
+impl Accept for UnixListener {
+    type Stream = UnixStream;
+
+    async fn accept_stream(&self) -> std::io::Result<UnixStream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
 /// A running accept loop. Dropping it (or [`Serving::shutdown`]) stops the
 /// loop and closes the connections it accepted, tunnels included; a unix
 /// socket file is removed.
@@ -312,9 +309,32 @@ pub struct Serving {
     // Dropping the sender is the stop signal every connection task watches.
     stop: watch::Sender<()>,
     task: JoinHandle<()>,
+    // Every task serving one of this listener's connections holds a clone.
+    alive: Arc<()>,
 }
 
 impl Serving {
+    fn start<L: Accept>(shared: Arc<AttemptShared>, listener: L, local: Listening) -> Serving {
+        let (stop, stop_rx) = watch::channel(());
+        let alive = Arc::new(());
+        let token = alive.clone();
+        let task = tokio::spawn(async move {
+            let mut stopped = stop_rx.clone();
+            loop {
+                let stream = tokio::select! {
+                    accepted = listener.accept_stream() => match accepted {
+                        Ok(stream) => stream,
+                        // Out of descriptors and the like: back off rather than spin.
+                        Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue; }
+                    },
+                    _ = stopped.changed() => return,
+                };
+                tokio::spawn(proxy::serve_connection(Conn::new(shared.clone(), stop_rx.clone(), token.clone()), stream));
+            }
+        });
+        Serving { local, stop, task, alive }
+    }
+
     /// Where it listens.
     pub fn local(&self) -> &Listening {
         &self.local
@@ -328,16 +348,22 @@ impl Serving {
         }
     }
 
-    /// Stops accepting, closes open connections and waits for the accept loop to end.
+    /// Stops accepting, closes open connections (tunnels included) and
+    /// waits, up to 5 s, until their tasks have ended, so that
+    /// [`AttemptGateway::take_log`] afterwards holds every entry.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the stop signal is sent before the first await, and the
-    /// rest happens on drop anyway.
+    /// Cancel safe: the stop signal is sent before the first await, and
+    /// dropping the rest of the wait only skips waiting.
     pub async fn shutdown(mut self) {
         let (dead, _) = watch::channel(());
         drop(std::mem::replace(&mut self.stop, dead));
         let _ = (&mut self.task).await;
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+        while Arc::strong_count(&self.alive) > 1 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 

@@ -50,11 +50,13 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Conn {
     attempt: Arc<AttemptShared>,
     stop: watch::Receiver<()>,
+    // Held while anything serves this connection; the listener's shutdown waits for it.
+    _alive: Arc<()>,
 }
 
 impl Conn {
-    pub(crate) fn new(attempt: Arc<AttemptShared>, stop: watch::Receiver<()>) -> Self {
-        Conn { attempt, stop }
+    pub(crate) fn new(attempt: Arc<AttemptShared>, stop: watch::Receiver<()>, alive: Arc<()>) -> Self {
+        Conn { attempt, stop, _alive: alive }
     }
 
     fn policy(&self) -> Arc<Policy> {

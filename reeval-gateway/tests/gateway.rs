@@ -457,3 +457,51 @@ fn debug_output_never_shows_secrets() {
     }
     assert!(format!("{binding:?}").contains("REDACTED"));
 }
+
+#[tokio::test]
+async fn an_upstream_that_never_speaks_tls_times_out_as_a_502() {
+    // Accepts TCP, then says nothing: the TLS handshake can only time out.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let h = gateway(
+        GatewayOptions::default().resolve("slow.test", addr).connect_timeout(Duration::from_millis(300)),
+        Policy::new(Egress::list(["slow.test"]).unwrap()),
+        vec![],
+    )
+    .await;
+    let started = Instant::now();
+    let resp = direct_client().get(format!("{}/x", base_url(&h.proxy, "slow.test"))).send().await.unwrap();
+    assert_eq!(resp.status(), 502);
+    assert!(resp.text().await.unwrap().contains("failed to connect to slow.test:443 within 0.3s"));
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn shutdown_closes_open_streams_and_records_them() {
+    let pki = TestPki::new();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let up = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Sse { events: 1000, gap: Duration::from_millis(5), sent }).await;
+    let h = gateway(
+        GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("api.anthropic.com", up.addr),
+        Policy::new(Egress::list(["api.anthropic.com"]).unwrap()),
+        vec![anthropic_binding()],
+    )
+    .await;
+    let mut resp = client(&h.proxy, &[h.gateway.ca_pem()]).get("https://api.anthropic.com/v1/messages").send().await.unwrap();
+    resp.chunk().await.unwrap().unwrap();
+    let Harness { attempt, serving, .. } = h;
+    tokio::time::timeout(Duration::from_secs(5), serving.shutdown()).await.expect("shutdown hung");
+    let log = attempt.take_log();
+    let e = one(&log, "api.anthropic.com");
+    assert_eq!((e.status, e.route), (200, Route::Intercept));
+    assert!(e.bytes_down > 0);
+    // The client sees its stream end rather than hang.
+    let rest = tokio::time::timeout(Duration::from_secs(5), async { while let Ok(Some(_)) = resp.chunk().await {} }).await;
+    assert!(rest.is_ok(), "the stream outlived the listener");
+}
