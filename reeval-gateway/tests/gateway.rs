@@ -336,6 +336,54 @@ async fn sse_streams_through_the_tunnel_and_the_intercept_route() {
     assert!(e.bytes_down > 200 * 14 && e.duration_ms >= 400, "{e:?}");
 }
 
+/// TLS to the gateway over a CONNECT'd stream, trusting only the gateway's CA.
+async fn intercepted_tls(h: &Harness, host: &str, alpn: &[u8]) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let (stream, status, _) = raw_connect(h.addr, &format!("{host}:443")).await;
+    assert_eq!(status, 200);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(h.gateway.ca_pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(host.to_owned().try_into().unwrap(), stream).await.unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+    tls
+}
+
+#[tokio::test]
+async fn websocket_upgrade_through_the_intercept_route() {
+    let pki = TestPki::new();
+    let up = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::UpgradeEcho).await;
+    let h = gateway(
+        GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("api.anthropic.com", up.addr),
+        Policy::new(Egress::list(["api.anthropic.com"]).unwrap()).activate(["ANTHROPIC_API_KEY"]),
+        vec![anthropic_binding()],
+    )
+    .await;
+    let mut tls = intercepted_tls(&h, "api.anthropic.com", b"http/1.1").await;
+    let req = format!("GET /v1/realtime HTTP/1.1\r\nHost: api.anthropic.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nx-api-key: {PLACEHOLDER}\r\n\r\n");
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(tls.read_u8().await.unwrap());
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    tls.write_all(b"frames both ways").await.unwrap();
+    let mut buf = [0u8; 16];
+    tls.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"frames both ways");
+    assert_eq!(up.seen()[0].headers["x-api-key"], SECRET);
+    drop(tls);
+    let e = one(&wait_log(&h.attempt, 1).await, "api.anthropic.com");
+    assert_eq!((e.status, e.route, e.bytes_up, e.bytes_down), (101, Route::Intercept, 16, 16));
+    assert_eq!(e.brokered, vec!["ANTHROPIC_API_KEY"]);
+}
+
 #[tokio::test]
 async fn http2_through_the_intercept_route() {
     use http_body_util::{BodyExt, Empty};
@@ -347,20 +395,7 @@ async fn http2_through_the_intercept_route() {
         vec![anthropic_binding()],
     )
     .await;
-    let (stream, status, _) = raw_connect(b.addr, "api.anthropic.com:443").await;
-    assert_eq!(status, 200);
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(b.gateway.ca_pem().as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect("api.anthropic.com".try_into().unwrap(), stream).await.unwrap();
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let tls = intercepted_tls(&b, "api.anthropic.com", b"h2").await;
     let (mut send, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tls)).await.unwrap();
     tokio::spawn(conn);
     let req = http::Request::get("https://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).body(Empty::<bytes::Bytes>::new()).unwrap();
