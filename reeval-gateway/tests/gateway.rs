@@ -540,3 +540,21 @@ async fn shutdown_closes_open_streams_and_records_them() {
     let rest = tokio::time::timeout(Duration::from_secs(5), async { while let Ok(Some(_)) = resp.chunk().await {} }).await;
     assert!(rest.is_ok(), "the stream outlived the listener");
 }
+
+#[tokio::test]
+async fn plain_http_to_a_bound_host_is_never_swapped() {
+    // Secrets travel only over TLS: a plain-HTTP request to the bound host keeps its placeholder.
+    let up = upstream(None, Behaviour::Echo).await;
+    let h = gateway(
+        GatewayOptions::default().resolve("api.anthropic.com", up.addr),
+        Policy::new(Egress::list(["api.anthropic.com"]).unwrap()).activate(["ANTHROPIC_API_KEY"]),
+        vec![anthropic_binding()],
+    )
+    .await;
+    let resp = client(&h.proxy, &[]).get("http://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(up.seen()[0].headers["x-api-key"], PLACEHOLDER);
+    let e = one(&wait_log(&h.attempt, 1).await, "api.anthropic.com");
+    assert_eq!(e.route, Route::Http);
+    assert!(e.brokered.is_empty());
+}
