@@ -194,19 +194,34 @@ pub(crate) enum Ended {
     Interrupted,
 }
 
-/// The attempt's outcome and message from how its eval ended and the
-/// failures that did not stop it (verdicts under their threshold).
-pub(crate) fn conclude(ended: Ended, soft_failures: &[Error], budget: Duration) -> (Outcome, Option<String>) {
-    let from = |e: &Error| (classify(e), Some(e.to_string()));
+/// How an attempt concluded: its outcome, the message its record shows, and
+/// the error that caused it (for the retry policy).
+#[derive(Debug)]
+pub(crate) struct Conclusion {
+    pub(crate) outcome: Outcome,
+    pub(crate) message: Option<String>,
+    pub(crate) cause: Option<Error>,
+}
+
+/// The attempt's conclusion from how its eval ended and the failures that
+/// did not stop it (verdicts under their threshold).
+pub(crate) fn conclude(ended: Ended, soft_failures: &mut Vec<Error>, budget: Duration) -> Conclusion {
+    let from = |e: Error| Conclusion { outcome: classify(&e), message: Some(e.to_string()), cause: Some(e) };
     match ended {
-        Ended::Returned(Ok(Ok(()))) => soft_failures.first().map(from).unwrap_or((Outcome::Pass, None)),
-        Ended::Returned(Ok(Err(e))) => from(&e),
-        Ended::Returned(Err(panic)) => (Outcome::Fail(FailKind::Assertion), Some(format!("the eval panicked: {panic}"))),
+        Ended::Returned(Ok(Ok(()))) => {
+            if soft_failures.is_empty() {
+                Conclusion { outcome: Outcome::Pass, message: None, cause: None }
+            } else {
+                from(soft_failures.remove(0))
+            }
+        }
+        Ended::Returned(Ok(Err(e))) => from(e),
+        Ended::Returned(Err(panic)) => Conclusion { outcome: Outcome::Fail(FailKind::Assertion), message: Some(format!("the eval panicked: {panic}")), cause: None },
         // The platform's failure stays the platform's (a harness that never produced an event).
-        Ended::BudgetRanOut(Some(Ok(Err(e)))) if classify(&e).is_infra() => from(&e),
-        Ended::BudgetRanOut(_) => from(&Error::Timeout { elapsed: budget }),
-        Ended::DeadlinePassed => from(&Error::infra("finish the attempt", "its deadline passed (a wedged sandbox or setup?)")),
-        Ended::Interrupted => from(&Error::infra("finish", "the run was interrupted")),
+        Ended::BudgetRanOut(Some(Ok(Err(e)))) if classify(&e).is_infra() => from(e),
+        Ended::BudgetRanOut(_) => from(Error::Timeout { elapsed: budget }),
+        Ended::DeadlinePassed => from(Error::infra("finish the attempt", "its deadline passed (a wedged sandbox or setup?)")),
+        Ended::Interrupted => from(Error::infra("finish", "the run was interrupted")),
     }
 }
 

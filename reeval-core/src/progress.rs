@@ -1,31 +1,28 @@
-//! The phase log of one attempt: each phase into the record, and with `-v`
-//! one line each on stderr as it happens.
+//! The phase log of one attempt: each phase and event into the record, and
+//! onto the run's event stream as it happens (where `-v` prints it).
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
+use crate::phase::Phase;
 use crate::record::{Event, PhaseRecord};
+use crate::runner::events::{AttemptId, EventSink, RunEvent};
+use crate::secrets::Redactor;
 
-/// Collects phases and events for one attempt.
+/// Collects phases and events for one attempt; all text through the run's redactor.
 #[derive(Debug)]
 pub struct PhaseLog {
-    prefix: String,
-    verbose: bool,
+    attempt: AttemptId,
     started: Instant,
-    redactor: crate::secrets::Redactor,
+    redactor: Redactor,
+    sink: Option<EventSink>,
     pub(crate) phases: Vec<PhaseRecord>,
     pub(crate) events: Vec<Event>,
 }
 
-/// `HH:MM:SS` of now, UTC.
-pub fn clock() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) % 86_400;
-    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
-}
-
 impl PhaseLog {
-    /// A log for `[<eval>#<trial> <harness>]`.
-    pub fn new(eval: &str, trial: u32, harness: &str, verbose: bool, redactor: crate::secrets::Redactor) -> Self {
-        Self { prefix: format!("[{eval}#{trial} {harness}]"), verbose, started: Instant::now(), redactor, phases: Vec::new(), events: Vec::new() }
+    /// A log for `attempt`, sending to `sink` when given.
+    pub fn new(attempt: AttemptId, redactor: Redactor, sink: Option<EventSink>) -> Self {
+        Self { attempt, started: Instant::now(), redactor, sink, phases: Vec::new(), events: Vec::new() }
     }
 
     /// When the attempt started.
@@ -38,25 +35,27 @@ impl PhaseLog {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn print(&self, what: &str) {
-        if self.verbose {
-            eprintln!("{} {} {}", self.prefix, clock(), self.redactor.redact(what));
+    fn send(&self, event: RunEvent) {
+        if let Some(sink) = &self.sink {
+            // A run that stopped listening drops its events; the record keeps them.
+            let _ = sink.send(event);
         }
     }
 
     /// Records a phase that began at `begun` and ends now.
-    pub fn phase(&mut self, phase: crate::phase::Phase, begun: Instant, detail: impl Into<String>) {
+    pub fn phase(&mut self, phase: Phase, begun: Instant, detail: impl Into<String>) {
         let detail = self.redactor.redact(&detail.into()).into_owned();
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
-        let duration_ms = begun.elapsed().as_millis() as u64;
-        self.print(format!("{phase} {detail}").trim_end());
-        self.phases.push(PhaseRecord { phase, start_ms, duration_ms, detail });
+        let record = PhaseRecord { phase, start_ms, duration_ms: begun.elapsed().as_millis() as u64, detail };
+        self.send(RunEvent::PhaseEnded { attempt: self.attempt.clone(), phase: record.clone() });
+        self.phases.push(record);
     }
 
     /// Records an event.
     pub fn event(&mut self, message: impl Into<String>) {
         let message = self.redactor.redact(&message.into()).into_owned();
-        self.print(&format!("event {message}"));
-        self.events.push(Event { at_ms: self.now_ms(), message });
+        let event = Event { at_ms: self.now_ms(), message };
+        self.send(RunEvent::AttemptNote { attempt: self.attempt.clone(), event: event.clone() });
+        self.events.push(event);
     }
 }

@@ -582,7 +582,7 @@ mod tests {
     async fn preflight_names_an_env_file_that_does_not_exist() {
         let config = RunConfig { env_file: Some(PathBuf::from("/nonexistent/suite.env")), ..RunConfig::default() };
         let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new());
-        let e = runner.preflight(&[]).await.unwrap_err();
+        let e = runner.run(Vec::new()).await.unwrap_err();
         assert!(e.missing.iter().any(|m| m.starts_with("failed to read the env file /nonexistent/suite.env")), "{e}");
     }
 

@@ -32,7 +32,7 @@ use crate::exec::{Command, ExecOutput};
 use crate::harness::{Harness, TurnContext};
 use crate::judge::{Judge, JudgeResult};
 use crate::lifecycle;
-use crate::outcome::{Ended, conclude};
+use crate::outcome::{Conclusion, Ended, conclude};
 use crate::phase::Phase;
 use crate::progress::PhaseLog;
 use crate::record::Record;
@@ -50,7 +50,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) timeout: Duration,
     pub(crate) trial: u32,
     pub(crate) try_: u32,
-    pub(crate) verbose: bool,
+    /// Where the attempt's phases and events go as they happen.
+    pub(crate) events: Option<crate::runner::events::EventSink>,
     /// The run-wide preflight's detail (`ok in 12ms`).
     pub(crate) preflight: String,
     /// The run's redactor, built in preflight.
@@ -490,9 +491,9 @@ impl Attempt {
         }
     }
 
-    /// The record, concluded: outcome, message, phases, events, timings.
-    fn finish(self, ended: Ended, budget: Duration) -> Record {
-        let (outcome, message) = conclude(ended, &self.soft_failures, budget);
+    /// The record, concluded (outcome, message, phases, events, timings), and the error that caused its outcome.
+    fn finish(mut self, ended: Ended, budget: Duration) -> (Record, Option<Error>) {
+        let Conclusion { outcome, message, cause } = conclude(ended, &mut self.soft_failures, budget);
         let total_ms = self.phases.log.now_ms();
         let mut record = self.record;
         record.outcome = outcome;
@@ -501,7 +502,7 @@ impl Attempt {
         record.timings.total_ms = total_ms;
         record.phases = self.phases.log.phases;
         record.events = self.phases.log.events;
-        record
+        (record, cause)
     }
 }
 
@@ -523,6 +524,20 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// What an attempt left: its record (redacted), and the error that decided its outcome.
+#[derive(Debug)]
+pub(crate) struct Attempted {
+    pub(crate) record: Record,
+    pub(crate) cause: Option<Error>,
+}
+
+impl AttemptPlan {
+    /// The attempt's id on the event stream.
+    pub(crate) fn id(&self) -> crate::runner::events::AttemptId {
+        crate::runner::events::AttemptId { eval: self.eval.name.clone(), harness: self.harness_spec.clone(), trial: self.trial, try_: self.try_ }
+    }
+}
+
 /// Runs one attempt to its record. Never panics on the eval's account.
 pub(crate) async fn run(
     plan: AttemptPlan,
@@ -530,7 +545,7 @@ pub(crate) async fn run(
     harness: Option<Box<dyn Harness>>,
     secrets: Vec<Secret>,
     shutdown: CancellationToken,
-) -> Record {
+) -> Attempted {
     // Preflight already built it once; a panic here is a panic of the eval's own code.
     let (env, env_panic) = match build_environment(&plan.eval) {
         Ok(env) => (env, None),
@@ -540,7 +555,7 @@ pub(crate) async fn run(
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
     let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
     let redactor = plan.redactor.clone();
-    let log = PhaseLog::new(&plan.eval.name, plan.trial, &plan.harness_spec, plan.verbose, redactor.clone());
+    let log = PhaseLog::new(plan.id(), redactor.clone(), plan.events.clone());
     let budget = Budget::new(plan.timeout);
     let deadline = plan.eval.options.deadline.map(|d| Instant::now() + d);
     let mut phases = Phases::new(log, budget.clone(), deadline);
@@ -605,10 +620,7 @@ pub(crate) async fn run(
             let _ = h.sandbox().destroy().await;
         }
     }
-    let record = attempt.finish(ended, plan.timeout);
-    if let Err(e) = std::fs::create_dir_all(&plan.run_dir).and_then(|_| redactor.write_json(&plan.run_dir.join(record.file_name()), &record)) {
-        eprintln!("reeval: failed to write the record of {}: {e}", record.eval);
-    }
-    // What the runner prints and an embedding program reads is redacted like the file.
-    redactor.scrub(&record).unwrap_or(record)
+    let (record, cause) = attempt.finish(ended, plan.timeout);
+    // Everything downstream (reporters, an embedding program) gets the redacted record.
+    Attempted { record: redactor.scrub(&record).unwrap_or(record), cause }
 }

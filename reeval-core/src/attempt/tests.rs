@@ -191,3 +191,75 @@ async fn infra_errors_are_retried_with_a_fresh_sandbox_and_fails_never() {
     let r = run_one(&backend, fails).await;
     assert_eq!((r.outcome, r.try_), (Outcome::Fail(FailKind::Assertion), 1), "a fail is a sample, never retried");
 }
+
+/// Keeps every event it is sent, in order.
+#[derive(Clone, Default)]
+struct Collect(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl crate::report::Reporter for Collect {
+    fn event(&mut self, event: &crate::runner::events::RunEvent) -> std::io::Result<()> {
+        use crate::runner::events::RunEvent;
+        let line = match event {
+            RunEvent::Planned { evals, attempts, .. } => format!("planned {} evals, {attempts} attempts", evals.len()),
+            RunEvent::AttemptStarted(id) => format!("started {}#{}.{}", id.eval, id.trial, id.try_),
+            RunEvent::PhaseEnded { attempt, phase } => format!("phase {}#{} {}", attempt.eval, attempt.trial, phase.phase),
+            RunEvent::AttemptNote { attempt, event } => format!("note {} {}", attempt.eval, event.message),
+            RunEvent::AttemptEnded { record, retry } => format!("ended {}#{}.{} {} {retry:?}", record.eval, record.trial, record.try_, record.outcome.as_str()),
+            RunEvent::EvalEnded { eval, finals } => format!("eval {eval} {}", finals.len()),
+        };
+        self.0.lock().unwrap().push(line);
+        Ok(())
+    }
+
+    fn finish(&mut self, report: &crate::runner::RunReport) -> std::io::Result<()> {
+        self.0.lock().unwrap().push(format!("finished exit {}", report.exit_code()));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_run_emits_its_events_in_order() {
+    let backend = scripted();
+    let eval = Eval::new("evented", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() })).harness("script");
+    let collect = Collect::default();
+    let report = runner(&backend).run_with(vec![eval], vec![Box::new(collect.clone())]).await.expect("preflight");
+    assert_eq!(report.exit_code(), 0);
+    let events = collect.0.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        [
+            "planned 1 evals, 1 attempts",
+            "started evented#1.1",
+            "phase evented#1 preflight",
+            "phase evented#1 image",
+            "phase evented#1 container",
+            "phase evented#1 env",
+            "phase evented#1 snapshot",
+            "phase evented#1 check",
+            "phase evented#1 teardown",
+            "ended evented#1.1 pass Final",
+            "eval evented 1",
+            "finished exit 0",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_judge_named_only_by_reeval_judge_needs_its_key_in_preflight() {
+    // Before the fix the missing key was found when the eval called the judge, after the agent had worked.
+    let args = crate::runner::Args::default();
+    let env = |name: &str| (name == "REEVAL_JUDGE").then(|| "openai:gpt-test".to_string());
+    let settings = crate::settings::Settings::load(&args, env).expect("settings");
+    let config = RunConfig { record_dir: std::env::temp_dir().join("reeval-fake-judge"), ..settings.run_config() };
+    let backend = scripted();
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("script", |_| Box::new(Script));
+    let eval = Eval::new("judged", |c| Box::pin(async move { c.judge("it works").await.map(|_| ()) })).harness("script");
+    let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()));
+    match runner.run(vec![eval]).await {
+        Err(e) => assert!(e.missing.iter().any(|m| m.contains("OPENAI_API_KEY") && m.contains("openai:gpt-test")), "{e}"),
+        Ok(_) if std::env::var_os("OPENAI_API_KEY").is_some() => {} // this host has the key: nothing to find
+        Ok(r) => panic!("preflight passed without the judge's key: {:?}", r.records.first().map(|r| &r.message)),
+    }
+    assert_eq!(backend.created(), 0, "nothing started");
+}

@@ -129,3 +129,28 @@ mod tests {
         assert!(html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""), "{html}");
     }
 }
+
+/// Writes the run's `report.html` (or `report.<pid>.html` under nextest) when it ends.
+#[derive(Debug)]
+pub struct HtmlReport {
+    path: std::path::PathBuf,
+    redactor: crate::secrets::Redactor,
+}
+
+impl HtmlReport {
+    /// A report written to `path`, through `redactor`.
+    pub fn new(path: std::path::PathBuf, redactor: crate::secrets::Redactor) -> Self {
+        Self { path, redactor }
+    }
+}
+
+impl super::Reporter for HtmlReport {
+    fn event(&mut self, _event: &crate::runner::events::RunEvent) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self, report: &crate::runner::RunReport) -> std::io::Result<()> {
+        let html = render(&report.summary, &report.records, &self.redactor).map_err(std::io::Error::other)?;
+        std::fs::write(&self.path, html)
+    }
+}

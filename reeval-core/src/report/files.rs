@@ -1,0 +1,41 @@
+//! The run's JSON files: each attempt's record as it ends, and the summary
+//! (`summary.json`, or `summary.<pid>.json` under nextest, whose processes
+//! share one run directory).
+
+use std::io;
+use std::path::PathBuf;
+
+use super::Reporter;
+use crate::runner::RunReport;
+use crate::runner::events::RunEvent;
+use crate::secrets::Redactor;
+
+/// Writes records and the summary under the run directory.
+#[derive(Debug)]
+pub struct JsonFiles {
+    run_dir: PathBuf,
+    summary_name: String,
+    redactor: Redactor,
+}
+
+impl JsonFiles {
+    /// Files under `run_dir`, the summary named `summary_name`, through `redactor`.
+    pub fn new(run_dir: PathBuf, summary_name: impl Into<String>, redactor: Redactor) -> Self {
+        Self { run_dir, summary_name: summary_name.into(), redactor }
+    }
+}
+
+impl Reporter for JsonFiles {
+    fn event(&mut self, event: &RunEvent) -> io::Result<()> {
+        if let RunEvent::AttemptEnded { record, .. } = event {
+            std::fs::create_dir_all(&self.run_dir)?;
+            self.redactor.write_json(&self.run_dir.join(record.file_name()), record.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, report: &RunReport) -> io::Result<()> {
+        std::fs::create_dir_all(&self.run_dir)?;
+        self.redactor.write_json(&self.run_dir.join(&self.summary_name), &report.summary)
+    }
+}

@@ -1,0 +1,35 @@
+//! Reporters: everything a run prints or writes is a [`Reporter`] on the
+//! runner's event stream ([`RunEvent`]): the console (libtest's lines, `-v`,
+//! the closing summary), the JSON records and summary, and the HTML report.
+//! The events' text is redacted where it is made, so a new reporter cannot
+//! write a secret.
+
+mod console;
+mod files;
+pub mod html;
+
+use std::io;
+
+pub use console::Console;
+pub use files::JsonFiles;
+pub use html::HtmlReport;
+
+use crate::runner::RunReport;
+use crate::runner::events::RunEvent;
+
+/// A sink of the run's events.
+pub trait Reporter: Send {
+    /// One event, as it happens.
+    ///
+    /// # Errors
+    /// An I/O error; the runner says so and goes on.
+    fn event(&mut self, event: &RunEvent) -> io::Result<()>;
+
+    /// The run ended: its records and summary.
+    ///
+    /// # Errors
+    /// An I/O error; the runner says so and goes on.
+    fn finish(&mut self, _report: &RunReport) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,174 @@
+//! The dispatcher: schedules every attempt (eval × harness × trial) on the
+//! run's slots, owns retries (the one policy in `outcome::retry`) and the
+//! run's shutdown signal, and turns what happens into [`RunEvent`]s for the
+//! reporters. It prints and writes nothing itself.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use super::events::{EventSink, RunEvent};
+use super::preflight::{Preflighted, cell_key};
+use super::{RunReport, Runner, final_tries, summarize};
+use crate::attempt::{self, AttemptPlan};
+use crate::eval::Eval;
+use crate::outcome::{Outcome, Retry};
+use crate::record::Record;
+use crate::report::Reporter;
+use crate::sandbox::Sweep;
+
+/// Runs every attempt of `evals` and reports as it goes.
+pub(crate) async fn dispatch(runner: &Runner, evals: Vec<Eval>, ready: Preflighted, reporters: &mut [Box<dyn Reporter>]) -> RunReport {
+    let config = &runner.config;
+    let run_dir = config.record_dir.join(&config.run_id);
+    let Preflighted { backend, secrets, redactor, detail } = ready;
+    let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
+
+    // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
+    for eval in &evals {
+        if let Ok(env) = attempt::build_environment(eval)
+            && let Some(crate::environment::Workspace::Git { url, rev, .. }) = &env.workspace
+        {
+            let _ = crate::workspace::fetch_git(url, rev).await;
+        }
+    }
+    if let Ok(n) = backend.sweep(Sweep::Orphans).await
+        && n > 0
+    {
+        eprintln!("reeval: removed {n} containers left by runs that were killed");
+    }
+
+    let slots = Arc::new(Semaphore::new(config.threads.max(1)));
+    let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
+    let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut tasks = HashMap::new();
+    for (i, eval) in evals.iter().enumerate() {
+        let trials = config.trials.unwrap_or(eval.options.trials).max(1);
+        let specs = runner.harness_specs(eval);
+        pending.insert(i, specs.len() * trials as usize);
+        for spec in specs {
+            for trial in 1..=trials {
+                let mut planned = eval.clone();
+                if planned.options.judge.is_none() {
+                    planned.options.judge = config.judge.clone();
+                }
+                let plan = AttemptPlan {
+                    run_id: config.run_id.clone(),
+                    run_dir: run_dir.clone(),
+                    eval: planned,
+                    harness_spec: spec.clone(),
+                    timeout: config.timeout.unwrap_or(eval.options.timeout),
+                    trial,
+                    try_: 1,
+                    events: Some(tx.clone()),
+                    preflight: detail.clone(),
+                    redactor: redactor.clone(),
+                };
+                let trial_run = TrialRun {
+                    slots: slots.clone(),
+                    backend: backend.clone(),
+                    harnesses: runner.harnesses.clone(),
+                    shutdown: runner.shutdown.clone(),
+                    secrets: secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default(),
+                    retries: config.infra_retries,
+                    events: tx.clone(),
+                };
+                let task = set.spawn(async move { (i, trial_run.run(plan).await) });
+                tasks.insert(task.id(), (i, spec.clone(), trial));
+            }
+        }
+    }
+    let planned = pending.values().sum();
+    report_all(reporters, &RunEvent::Planned { run_id: config.run_id.clone(), run_dir: run_dir.clone(), evals: evals.iter().map(|e| e.name.clone()).collect(), attempts: planned });
+    drop(tx);
+
+    let mut results: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
+    let mut all = Vec::new();
+    let mut events_open = true;
+    while !set.is_empty() || events_open {
+        tokio::select! {
+            event = rx.recv(), if events_open => match event {
+                Some(event) => report_all(reporters, &event),
+                None => events_open = false,
+            },
+            Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
+                let (i, records) = match joined {
+                    Ok((_, (i, records))) => (i, records),
+                    Err(e) => {
+                        // A bug of ours (the eval's panics are caught inside): still a record, never a silent gap.
+                        let (i, spec, trial) = tasks.remove(&e.id()).expect("every task is known");
+                        let mut r = Record::new(&config.run_id, &evals[i].name, &spec, trial, 1);
+                        r.outcome = Outcome::InfraError;
+                        r.message = Some(format!("failed to run the attempt: {e}"));
+                        report_all(reporters, &RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Final });
+                        (i, vec![r])
+                    }
+                };
+                // The attempts' own events come first: drain what they sent before their end.
+                while let Ok(event) = rx.try_recv() {
+                    report_all(reporters, &event);
+                }
+                all.extend(records.iter().cloned());
+                results.entry(i).or_default().extend(records);
+                let left = pending.get_mut(&i).expect("known eval");
+                *left -= 1;
+                if *left == 0 {
+                    let finals = final_tries(&results[&i]).into_iter().cloned().collect();
+                    report_all(reporters, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
+                }
+            }
+        }
+    }
+    // Sandboxes whose attempt lost track of them (a create cut short) go now, not at the next run.
+    let _ = backend.sweep(Sweep::OwnRun(&config.run_id)).await;
+    let summary = summarize(&config.run_id, &all);
+    let report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
+    for r in reporters.iter_mut() {
+        if let Err(e) = r.finish(&report) {
+            eprintln!("reeval: failed to write the run's report: {e}");
+        }
+    }
+    report
+}
+
+fn report_all(reporters: &mut [Box<dyn Reporter>], event: &RunEvent) {
+    for r in reporters.iter_mut() {
+        if let Err(e) = r.event(event) {
+            eprintln!("reeval: failed to report an event: {e}");
+        }
+    }
+}
+
+/// One trial's tries: each waits for a slot, runs with a fresh sandbox, and
+/// the retry policy decides whether another try follows.
+struct TrialRun {
+    slots: Arc<Semaphore>,
+    backend: Arc<dyn crate::sandbox::Backend>,
+    harnesses: crate::harness::HarnessRegistry,
+    shutdown: tokio_util::sync::CancellationToken,
+    secrets: Vec<crate::secrets::Secret>,
+    retries: u32,
+    events: EventSink,
+}
+
+impl TrialRun {
+    async fn run(self, mut plan: AttemptPlan) -> Vec<Record> {
+        let mut records = Vec::new();
+        loop {
+            // Waiting for a slot spends no budget: the budget starts inside the attempt.
+            let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
+            let harness = self.harnesses.make(&plan.harness_spec);
+            let done = attempt::run(plan.clone(), Some(self.backend.clone()), harness, self.secrets.clone(), self.shutdown.clone()).await;
+            let retry = crate::outcome::retry(done.record.outcome, done.cause.as_ref(), plan.try_, self.retries, self.shutdown.is_cancelled());
+            let _ = self.events.send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
+            records.push(done.record);
+            if retry != Retry::Again {
+                return records;
+            }
+            plan.try_ += 1;
+        }
+    }
+}

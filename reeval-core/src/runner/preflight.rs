@@ -1,0 +1,131 @@
+//! Preflight: before anything starts, every harness is known, every secret
+//! and credential is present (host environment, then the run's env files),
+//! every environment is valid, and the engine answers. Every miss is listed
+//! at once; nothing is started (exit code 2).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{PreflightError, Runner};
+use crate::eval::Eval;
+use crate::sandbox::{Backend, DockerBackend};
+use crate::secrets::{ExposeSecret, Redactor, Secret as ResolvedSecret, SecretScope};
+use crate::settings;
+
+/// What preflight found: the engine, the secrets of each cell, the run's redactor.
+pub(crate) struct Preflighted {
+    pub(crate) backend: Arc<dyn Backend>,
+    /// Per cell ([`cell_key`]), the secrets its attempts get.
+    pub(crate) secrets: BTreeMap<String, Vec<ResolvedSecret>>,
+    pub(crate) redactor: Redactor,
+    /// `ok in 12ms`, the preflight phase's detail in every record.
+    pub(crate) detail: String,
+}
+
+/// Checks, before anything starts, that every harness is known, every
+/// secret and credential is present and the engine answers. Lists every miss.
+///
+/// # Errors
+/// A [`PreflightError`] naming everything missing.
+///
+/// # Cancel safety
+/// Safe: it starts nothing.
+pub(crate) async fn preflight(runner: &Runner, evals: &[Eval]) -> Result<Preflighted, PreflightError> {
+let began = Instant::now();
+    let mut missing = Vec::new();
+    let mut secrets = BTreeMap::new();
+    // The host environment, then the env files; an unreadable file is a miss like any other.
+    let from = settings::SecretLookup::load(runner.config.env_file.as_deref(), runner.config.fallback_env_file.as_deref()).unwrap_or_else(|e| {
+        missing.push(e.to_string());
+        settings::SecretLookup::default()
+    });
+    let lookup = |name: &str| from.get(name);
+    for eval in evals {
+        let env = match crate::attempt::build_environment(eval) {
+            Ok(env) => env,
+            Err(panic) => {
+                missing.push(format!("environment function of eval {} panicked: {panic}", eval.name));
+                continue;
+            }
+        };
+        missing.extend(env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)));
+        let mut resolved = Vec::new();
+        for s in &env.secrets {
+            match lookup(&s.name) {
+                Some(value) => {
+                    resolved.push(ResolvedSecret::new(&s.name, value, if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder }))
+                }
+                None => missing.push(format!("secret {} of eval {} is not set in the host environment", s.name, eval.name)),
+            }
+        }
+        // The eval's judge key: checked now rather than after the agent worked; host only.
+        if let Some(spec) = eval.options.judge.as_ref().or(runner.config.judge.as_ref()) {
+            match crate::judge::key_env(spec) {
+                Err(problem) => missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name)),
+                Ok(var) => match lookup(var) {
+                    Some(value) => resolved.push(ResolvedSecret::new(var, value, SecretScope::Host)),
+                    None => {
+                        let line = format!("key {var} for judge {spec} is not set in the host environment");
+                        if !missing.contains(&line) {
+                            missing.push(line);
+                        }
+                    }
+                },
+            }
+        }
+        for spec in runner.harness_specs(eval) {
+            // A harness credential is a secret like any other: the agent sees a placeholder.
+            let mut for_cell = resolved.clone();
+            match runner.harnesses.make(&spec) {
+                None => missing.push(format!(
+                    "harness `{spec}` of eval {} is not known; known: {}",
+                    eval.name,
+                    runner.harnesses.names().collect::<Vec<_>>().join(", ")
+                )),
+                Some(h) => {
+                    for cred in h.credentials() {
+                        match lookup(&cred) {
+                            Some(value) => for_cell.push(ResolvedSecret::new(cred, value, SecretScope::Placeholder)),
+                            None => {
+                                let line = format!("credential {cred} for harness {spec} is not set in the host environment");
+                                if !missing.contains(&line) {
+                                    missing.push(line);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            secrets.insert(cell_key(&eval.name, &spec), for_cell);
+        }
+    }
+    let connected = match &runner.backend {
+        Some(b) => b.ping().await.map(|_| b.clone()),
+        None => DockerBackend::connect().await.map(|b| Arc::new(b) as Arc<dyn Backend>),
+    };
+    let backend: Option<Arc<dyn Backend>> = match connected {
+        Ok(b) => Some(b),
+        Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
+            missing.push(e.to_string());
+            None
+        }
+        Err(e) => {
+            missing.push(format!("the Docker engine does not answer ({e}); start it or set DOCKER_HOST"));
+            None
+        }
+    };
+    if !missing.is_empty() {
+        return Err(PreflightError { missing });
+    }
+    // The one redactor of the run: every sink writes through it.
+    let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
+    crate::secrets::remember(&redactor);
+    Ok(Preflighted { backend: backend.expect("no miss means an engine"), secrets, redactor, detail: format!("ok in {}ms", began.elapsed().as_millis()) })
+}
+
+
+pub(crate) fn cell_key(eval: &str, harness: &str) -> String {
+    format!("{eval}\u{0}{harness}")
+}
+
