@@ -47,20 +47,38 @@ async fn raw_cycle(docker: &Docker) -> Duration {
     let exec = docker
         .create_exec(
             &id,
-            CreateExecOptions::<String> { cmd: Some(vec!["true".into()]), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() },
+            CreateExecOptions::<String> {
+                cmd: Some(vec!["true".into()]),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
         )
         .await
         .expect("create exec");
-    if let StartExecResults::Attached { mut output, .. } = docker.start_exec(&exec.id, None).await.expect("start exec") {
+    if let StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&exec.id, None).await.expect("start exec")
+    {
         while output.next().await.is_some() {}
     }
     assert_eq!(docker.inspect_exec(&exec.id).await.expect("inspect").exit_code, Some(0));
-    docker.remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build())).await.expect("remove");
+    docker
+        .remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build()))
+        .await
+        .expect("remove");
     began.elapsed()
 }
 
 fn runner(dir: &std::path::Path) -> Runner {
-    Runner::new(RunConfig { record_dir: dir.to_path_buf(), threads: 1, infra_retries: 0, ..RunConfig::default() }, reeval::harness_registry())
+    Runner::new(
+        RunConfig {
+            record_dir: dir.to_path_buf(),
+            threads: 1,
+            infra_retries: 0,
+            ..RunConfig::default()
+        },
+        reeval::harness_registry(),
+    )
 }
 
 fn big_workspace() -> Environment {
@@ -75,12 +93,18 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let docker = Docker::connect_with_local_defaults().expect("docker").negotiate_version().await.expect("docker answers");
+    let docker = Docker::connect_with_local_defaults()
+        .expect("docker")
+        .negotiate_version()
+        .await
+        .expect("docker answers");
     let dir = std::env::temp_dir().join(format!("reeval-bench-{}", std::process::id()));
 
     // Warm up both paths once (page cache, image layers).
     raw_cycle(&docker).await;
-    let trivial = Eval::new("exec_true", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }));
+    let trivial = Eval::new("exec_true", |c| {
+        Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+    });
     runner(&dir).run(vec![trivial.clone()]).await.expect("preflight");
 
     let mut raw = Vec::with_capacity(n);
@@ -110,7 +134,11 @@ async fn main() {
                 expect(diff.files.len()).to_equal(5)?;
             }
             let files = c.exec("find src -type f | wc -l").await?.stdout;
-            println!("diff of a {}-file workspace with 5 changes: median {:.1} ms", files.trim(), median(times).as_secs_f64() * 1e3);
+            println!(
+                "diff of a {}-file workspace with 5 changes: median {:.1} ms",
+                files.trim(),
+                median(times).as_secs_f64() * 1e3
+            );
             Ok(())
         })
     })
@@ -119,7 +147,10 @@ async fn main() {
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     if let Some(t) = r.turns.first() {
-        println!("turn diff (snapshot of 10,000 files + diff) included in the turn's record: {} files changed", t.diff.files.len());
+        println!(
+            "turn diff (snapshot of 10,000 files + diff) included in the turn's record: {} files changed",
+            t.diff.files.len()
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,7 +24,9 @@ async fn infra(c: &mut Ctx) -> reeval::Result<()> {
 }
 
 fn two_secrets() -> Environment {
-    Environment::new().secret("REEVAL_FIXTURE_MISSING_A").secret_for_checks("REEVAL_FIXTURE_MISSING_B")
+    Environment::new()
+        .secret("REEVAL_FIXTURE_MISSING_A")
+        .secret_for_checks("REEVAL_FIXTURE_MISSING_B")
 }
 
 #[reeval::eval(timeout = "1m", environment = two_secrets)]

@@ -12,7 +12,10 @@
 
 use reeval::async_trait;
 use reeval::prelude::*;
-use reeval::{EditKind, FileEdit, Harness, HarnessError, SandboxHandle, ToolCall, TurnContext, TurnReport, TurnStatus};
+use reeval::{
+    EditKind, FileEdit, Harness, HarnessError, SandboxHandle, ToolCall, TurnContext, TurnReport,
+    TurnStatus,
+};
 
 /// A tiny agent: on any prompt it writes `greet.py` and a test, runs the test,
 /// and reports what it did.
@@ -30,7 +33,12 @@ impl Harness for ScriptedAgent {
         "scripted-agent"
     }
 
-    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+    async fn turn(
+        &mut self,
+        sandbox: &SandboxHandle,
+        prompt: &str,
+        _turn: &TurnContext,
+    ) -> Result<TurnReport, HarnessError> {
         self.turns += 1;
         let mut report = TurnReport::default();
         // Each action is a tool call in the record, as a model-driven agent's would be.
@@ -53,7 +61,10 @@ impl Harness for ScriptedAgent {
         });
         report.events = report.tool_calls.len() as u64;
         if out.success() {
-            report.final_message = Some(format!("Turn {}: done with {prompt:?}; greet.py is written and its test passes.", self.turns));
+            report.final_message = Some(format!(
+                "Turn {}: done with {prompt:?}; greet.py is written and its test passes.",
+                self.turns
+            ));
         } else {
             report.status = TurnStatus::Failed;
             report.error = Some(format!("the test failed: {}", out.stderr.trim()));
@@ -71,7 +82,8 @@ async fn writes_a_tested_greet_module(c: &mut Ctx) -> reeval::Result<()> {
     expect(turn.diff.paths().join(",")).to_equal("greet.py,test_greet.py")?;
     expect(turn.tool_calls.len()).to_equal(3)?;
     expect(turn.final_message.unwrap_or_default()).to_contain("its test passes")?;
-    expect(c.exec("python3 -c 'from greet import greet; print(greet(\"reeval\"))'").await?).to_contain("Hello, reeval!")?;
+    expect(c.exec("python3 -c 'from greet import greet; print(greet(\"reeval\"))'").await?)
+        .to_contain("Hello, reeval!")?;
     Ok(())
 }
 

@@ -27,19 +27,26 @@
 pub use async_trait::async_trait;
 pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_core::{
-    Artifact, AssertionFailure, Capture, Change, Command, Ctx, Diff, EditKind, Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation,
-    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind, FailKind, McpServer, Outcome, Phase, Record, Result, RunConfig, RunReport, Runner,
-    Sandbox, SandboxError, SandboxHandle, SessionSetup, Skill, Snapshot, Summary, ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage,
-    Verdict, Workspace, expect,
+    Artifact, AssertionFailure, Backend, Capture, Change, Command, Ctx, Diff, EditKind,
+    Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FailKind,
+    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind,
+    McpServer, Outcome, Phase, Record, Reporter, Result, RunConfig, RunEvent, RunReport, Runner,
+    Sandbox, SandboxError, SandboxHandle, SessionSetup, Skill, Snapshot, Summary, ToolCall, Turn,
+    TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
 };
-pub use reeval_core::{CancellationToken, bollard, record, runner, turn};
+/// The Docker API client and the cancellation token of `Ctx::signal`.
+pub use reeval_core::{CancellationToken, bollard};
+/// The modules behind the names above, for what is less often needed.
+pub use reeval_core::{environment, harness, record, report, runner, sandbox, turn};
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main};
 
 /// What an eval file needs: `use reeval::prelude::*;`.
 pub mod prelude {
     pub use reeval_core::judge::Judge;
-    pub use reeval_core::{Artifact, Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect};
+    pub use reeval_core::{
+        Artifact, Command, Ctx, Environment, Image, McpServer, TurnOptions, Workspace, expect,
+    };
 }
 
 /// A registry with the built-in harnesses and those registered in this binary.
@@ -70,7 +77,10 @@ pub mod __private {
 
     /// The body of `reeval::main!()`.
     pub fn main() -> ! {
-        let code = reeval_core::runner::main(reeval_core::eval::registered_evals(), crate::harness_registry());
+        let code = reeval_core::runner::main(
+            reeval_core::eval::registered_evals(),
+            crate::harness_registry(),
+        );
         std::process::exit(code)
     }
 }

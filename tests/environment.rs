@@ -8,7 +8,9 @@ use std::process::Command as HostCommand;
 use std::time::Duration;
 
 use reeval::prelude::*;
-use reeval::{Eval, HarnessRegistry, Outcome, RunConfig, Runner, SandboxHandle, TurnContext, TurnReport};
+use reeval::{
+    Eval, HarnessRegistry, Outcome, RunConfig, Runner, SandboxHandle, TurnContext, TurnReport,
+};
 use sha2::{Digest, Sha256};
 
 const AGENT_SECRET: &str = "sk-agent-0a1b2c3d4e5f-never-in-records";
@@ -41,7 +43,10 @@ fn runner_with_secrets(tag: &str) -> (Runner, std::path::PathBuf) {
 }
 
 fn secret_env() -> Environment {
-    Environment::new().secret("REEVAL_T_AGENT_SECRET").secret_for_checks("REEVAL_T_CHECK_SECRET").env("GREETING", "hi")
+    Environment::new()
+        .secret("REEVAL_T_AGENT_SECRET")
+        .secret_for_checks("REEVAL_T_CHECK_SECRET")
+        .env("GREETING", "hi")
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -118,28 +123,60 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
     let (runner, records) = runner_with_secrets("secrets");
     let report = runner.run(vec![isolation, leaky]).await.expect("preflight");
     let find = |n: &str| report.records.iter().find(|r| r.eval == n).unwrap();
-    assert_eq!(find("secret_isolation").outcome, Outcome::Pass, "{:?}", find("secret_isolation").message);
+    assert_eq!(
+        find("secret_isolation").outcome,
+        Outcome::Pass,
+        "{:?}",
+        find("secret_isolation").message
+    );
     assert!(find("secret_leaks_are_redacted").outcome.is_fail());
     let written = all_files_text(&records);
     assert!(written.contains("[redacted]"), "the leaks were written, redacted");
-    assert!(!written.contains(CHECK_SECRET) && !written.contains(AGENT_SECRET), "a secret value reached a file under the record directory");
+    assert!(
+        !written.contains(CHECK_SECRET) && !written.contains(AGENT_SECRET),
+        "a secret value reached a file under the record directory"
+    );
 }
 
 #[tokio::test]
 async fn images_are_built_once_by_content_digest_and_reused() {
     require_docker!();
     // A step unique to this test run, so the first attempt really builds.
-    let marker = format!("{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    let marker = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    );
     let step = format!("echo {marker} > /built-marker");
-    let eval = Eval::new("install_image", |c| Box::pin(async move { expect(c.exec("cat /built-marker").await?).to_succeed() }))
-        .environment(move || Environment::new().image(Image::install("reeval/base:latest", [step.clone()])))
-        .trials(3);
+    let eval = Eval::new("install_image", |c| {
+        Box::pin(async move { expect(c.exec("cat /built-marker").await?).to_succeed() })
+    })
+    .environment(move || {
+        Environment::new().image(Image::install("reeval/base:latest", [step.clone()]))
+    })
+    .trials(3);
     let runner = common::runner_with("images", |c| c.threads = 3);
     let report = runner.run(vec![eval.clone()]).await.unwrap();
-    let details: Vec<String> = report.records.iter().map(|r| r.phases.iter().find(|p| p.phase == "image").unwrap().detail.clone()).collect();
-    assert!(report.records.iter().all(|r| r.outcome == Outcome::Pass), "{:?}", report.records.iter().map(|r| &r.message).collect::<Vec<_>>());
-    assert_eq!(details.iter().filter(|d| d.starts_with("built reeval/img:")).count(), 1, "three concurrent attempts build once: {details:?}");
-    assert_eq!(details.iter().filter(|d| d.starts_with("cache hit reeval/img:")).count(), 2, "{details:?}");
+    let details: Vec<String> = report
+        .records
+        .iter()
+        .map(|r| r.phases.iter().find(|p| p.phase == "image").unwrap().detail.clone())
+        .collect();
+    assert!(
+        report.records.iter().all(|r| r.outcome == Outcome::Pass),
+        "{:?}",
+        report.records.iter().map(|r| &r.message).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        details.iter().filter(|d| d.starts_with("built reeval/img:")).count(),
+        1,
+        "three concurrent attempts build once: {details:?}"
+    );
+    assert_eq!(
+        details.iter().filter(|d| d.starts_with("cache hit reeval/img:")).count(),
+        2,
+        "{details:?}"
+    );
     let again = common::runner("images2").run(vec![eval.trials(1)]).await.unwrap();
     let detail = &again.records[0].phases.iter().find(|p| p.phase == "image").unwrap().detail;
     assert!(detail.starts_with("cache hit reeval/img:") && detail.contains("ms"), "{detail}");
@@ -151,19 +188,30 @@ async fn images_are_built_once_by_content_digest_and_reused() {
     std::fs::write(ctx_dir.join("hello.txt"), "from the build context\n").unwrap();
     std::fs::write(ctx_dir.join("Dockerfile"), format!("FROM reeval/base:latest\nCOPY hello.txt /opt/hello.txt\nRUN echo {marker} > /opt/marker\n")).unwrap();
     let df = ctx_dir.join("Dockerfile");
-    let eval = Eval::new("dockerfile_image", |c| Box::pin(async move { expect(c.read_file("/opt/hello.txt").await?).to_equal("from the build context\n") }))
-        .environment(move || Environment::new().image(Image::dockerfile(df.clone())));
+    let eval = Eval::new("dockerfile_image", |c| {
+        Box::pin(async move {
+            expect(c.read_file("/opt/hello.txt").await?).to_equal("from the build context\n")
+        })
+    })
+    .environment(move || Environment::new().image(Image::dockerfile(df.clone())));
     let report = common::runner("dockerfile").run(vec![eval]).await.unwrap();
     assert_eq!(report.records[0].outcome, Outcome::Pass, "{:?}", report.records[0].message);
-    let _ = HostCommand::new("docker").args(["rmi", "-f", report.records[0].image.as_deref().unwrap()]).output();
+    let _ = HostCommand::new("docker")
+        .args(["rmi", "-f", report.records[0].image.as_deref().unwrap()])
+        .output();
 
     // An image that is neither present nor buildable: a clear infra error.
-    let eval = Eval::new("missing_image", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
-        .environment(|| Environment::new().image(Image::from("reeval/does-not-exist:1")));
+    let eval =
+        Eval::new("missing_image", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
+            .environment(|| Environment::new().image(Image::from("reeval/does-not-exist:1")));
     let report = common::runner("missing").run(vec![eval]).await.unwrap();
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::InfraError);
-    assert!(r.message.as_deref().unwrap().contains("failed to find image reeval/does-not-exist:1"), "{:?}", r.message);
+    assert!(
+        r.message.as_deref().unwrap().contains("failed to find image reeval/does-not-exist:1"),
+        "{:?}",
+        r.message
+    );
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -206,22 +254,45 @@ async fn workspaces_come_from_git_or_a_directory() {
             Ok(())
         })
     })
-    .environment(move || Environment::new().workspace(Workspace::git(u.clone(), "main").init(true)));
+    .environment(move || {
+        Environment::new().workspace(Workspace::git(u.clone(), "main").init(true))
+    });
     let fixture = src.clone();
-    let from_dir = Eval::new("dir_workspace", |c| Box::pin(async move { expect(c.read_file("lib/util.py").await?).to_equal("X = 1\n") }))
-        .environment(move || Environment::new().workspace(Workspace::dir(fixture.join("."))));
-    let broken = Eval::new("bad_remote", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
-        .environment(|| Environment::new().workspace(Workspace::git("/nonexistent/remote.git", "main")));
-    let report = common::runner_with("git", |c| c.threads = 3).run(vec![from_git, from_dir, broken]).await.unwrap();
+    let from_dir = Eval::new("dir_workspace", |c| {
+        Box::pin(async move { expect(c.read_file("lib/util.py").await?).to_equal("X = 1\n") })
+    })
+    .environment(move || Environment::new().workspace(Workspace::dir(fixture.join("."))));
+    let broken =
+        Eval::new("bad_remote", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
+            .environment(|| {
+                Environment::new().workspace(Workspace::git("/nonexistent/remote.git", "main"))
+            });
+    let report = common::runner_with("git", |c| c.threads = 3)
+        .run(vec![from_git, from_dir, broken])
+        .await
+        .unwrap();
     let find = |n: &str| report.records.iter().find(|r| r.eval == n).unwrap();
     let r = find("git_workspace");
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    assert_eq!(r.final_diff.as_ref().unwrap().paths(), ["lib/util.py"], "the repository's files are in the snapshot, .git never shows");
-    assert!(r.phases.iter().any(|p| p.phase == "workspace" && p.detail.contains(".git of one commit")));
+    assert_eq!(
+        r.final_diff.as_ref().unwrap().paths(),
+        ["lib/util.py"],
+        "the repository's files are in the snapshot, .git never shows"
+    );
+    assert!(
+        r.phases.iter().any(|p| p.phase == "workspace" && p.detail.contains(".git of one commit"))
+    );
     assert_eq!(find("dir_workspace").outcome, Outcome::Pass, "{:?}", find("dir_workspace").message);
     let r = find("bad_remote");
     assert_eq!(r.outcome, Outcome::InfraError);
-    assert!(r.message.as_deref().unwrap().contains("failed to fetch workspace /nonexistent/remote.git at main"), "{:?}", r.message);
+    assert!(
+        r.message
+            .as_deref()
+            .unwrap()
+            .contains("failed to fetch workspace /nonexistent/remote.git at main"),
+        "{:?}",
+        r.message
+    );
 }
 
 /// A harness that reports the prompt it got, to see what reached the agent.
@@ -236,8 +307,17 @@ impl reeval::Harness for EchoPrompt {
     fn rules_file(&self) -> &str {
         self.0
     }
-    async fn turn(&mut self, _s: &SandboxHandle, prompt: &str, _t: &TurnContext) -> Result<TurnReport, reeval::HarnessError> {
-        Ok(TurnReport { final_message: Some(prompt.to_string()), events: 1, ..TurnReport::default() })
+    async fn turn(
+        &mut self,
+        _s: &SandboxHandle,
+        prompt: &str,
+        _t: &TurnContext,
+    ) -> Result<TurnReport, reeval::HarnessError> {
+        Ok(TurnReport {
+            final_message: Some(prompt.to_string()),
+            events: 1,
+            ..TurnReport::default()
+        })
     }
 }
 
@@ -274,31 +354,66 @@ async fn files_rules_setup_and_context_summary() {
     .environment(env.clone());
     // Rules land in the file each harness reads.
     let mut evals = vec![given];
-    for (harness, file) in [("shell", "AGENTS.md"), ("claude-code:sonnet", "CLAUDE.md"), ("gemini", "GEMINI.md"), ("codex", "AGENTS.md")] {
+    for (harness, file) in [
+        ("shell", "AGENTS.md"),
+        ("claude-code:sonnet", "CLAUDE.md"),
+        ("gemini", "GEMINI.md"),
+        ("codex", "AGENTS.md"),
+    ] {
         let e = env.clone();
         evals.push(
             Eval::new(format!("rules_for_{}", harness.split(':').next().unwrap()), move |c| {
-                Box::pin(async move { expect(c.read_file(file).await?).to_equal("Always write tests.") })
+                Box::pin(
+                    async move { expect(c.read_file(file).await?).to_equal("Always write tests.") },
+                )
             })
             .harness(harness)
             .environment(move || e().secret("REEVAL_T_AGENT_SECRET")),
         );
     }
-    let slow = Eval::new("setup_step_timeout", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
-        .environment(|| Environment::new().setup("echo before").setup_with_timeout("echo waiting; sleep 30", Duration::from_secs(1)).setup("echo never"));
+    let slow = Eval::new("setup_step_timeout", |c| {
+        Box::pin(async move { c.exec("true").await.map(|_| ()) })
+    })
+    .environment(|| {
+        Environment::new()
+            .setup("echo before")
+            .setup_with_timeout("echo waiting; sleep 30", Duration::from_secs(1))
+            .setup("echo never")
+    });
     let dir = common::temp_dir("files");
     let file = env_file("files");
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("echo-prompt", |_| Box::new(EchoPrompt("AGENTS.md")));
-    let runner = Runner::new(RunConfig { record_dir: dir.join("runs"), infra_retries: 0, env_file: Some(file), ..RunConfig::default() }, registry);
+    let runner = Runner::new(
+        RunConfig {
+            record_dir: dir.join("runs"),
+            infra_retries: 0,
+            env_file: Some(file),
+            ..RunConfig::default()
+        },
+        registry,
+    );
     let report = runner.run(evals.into_iter().chain([slow]).collect()).await.expect("preflight");
     for r in &report.records {
         if r.eval == "setup_step_timeout" {
             assert_eq!(r.outcome, Outcome::InfraError);
             let m = r.message.as_deref().unwrap();
-            assert!(m.contains("failed to run setup step 2 `echo waiting; sleep 30`: timed out after 1s") && m.contains("waiting"), "{m}");
-            let log = std::fs::read_to_string(report.run_dir.join(r.artifacts_dir_name()).join("setup.log")).unwrap();
-            assert!(log.contains("$ echo before\nbefore") && log.contains("timed out") && !log.contains("never"), "{log}");
+            assert!(
+                m.contains(
+                    "failed to run setup step 2 `echo waiting; sleep 30`: timed out after 1s"
+                ) && m.contains("waiting"),
+                "{m}"
+            );
+            let log = std::fs::read_to_string(
+                report.run_dir.join(r.artifacts_dir_name()).join("setup.log"),
+            )
+            .unwrap();
+            assert!(
+                log.contains("$ echo before\nbefore")
+                    && log.contains("timed out")
+                    && !log.contains("never"),
+                "{log}"
+            );
         } else {
             assert_eq!(r.outcome, Outcome::Pass, "{}: {:?}", r.eval, r.message);
         }
@@ -310,7 +425,8 @@ async fn an_oom_kill_is_reported_as_such() {
     require_docker!();
     let eval = Eval::new("oom", |c| {
         Box::pin(async move {
-            let out = c.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'").await?;
+            let out =
+                c.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'").await?;
             expect(out).to_exit_with(137)
         })
     })
@@ -319,23 +435,34 @@ async fn an_oom_kill_is_reported_as_such() {
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     assert!(r.checks[0].oom_killed, "{:?}", r.checks);
-    assert!(r.events.iter().any(|e| e.message.contains("OOM kill") && e.message.contains("64 MiB")), "{:?}", r.events);
+    assert!(
+        r.events.iter().any(|e| e.message.contains("OOM kill") && e.message.contains("64 MiB")),
+        "{:?}",
+        r.events
+    );
 }
 
 #[tokio::test]
 async fn preflight_lists_every_problem_and_starts_nothing() {
     require_docker!();
-    let eval = Eval::new("misconfigured", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) })).environment(|| {
-        Environment::new()
-            .file("../escape.txt", "x")
-            .workspace(Workspace::dir("/nonexistent/fixture"))
-            .secret("REEVAL_T_NOT_SET_ONE")
-            .secret_for_checks("REEVAL_T_NOT_SET_TWO")
-    });
+    let eval =
+        Eval::new("misconfigured", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
+            .environment(|| {
+                Environment::new()
+                    .file("../escape.txt", "x")
+                    .workspace(Workspace::dir("/nonexistent/fixture"))
+                    .secret("REEVAL_T_NOT_SET_ONE")
+                    .secret_for_checks("REEVAL_T_NOT_SET_TWO")
+            });
     let runner = common::runner("preflight");
     let err = runner.run(vec![eval]).await.expect_err("preflight must fail");
     let all = err.missing.join("\n");
-    for needle in ["`../escape.txt`", "/nonexistent/fixture does not exist", "REEVAL_T_NOT_SET_ONE", "REEVAL_T_NOT_SET_TWO"] {
+    for needle in [
+        "`../escape.txt`",
+        "/nonexistent/fixture does not exist",
+        "REEVAL_T_NOT_SET_ONE",
+        "REEVAL_T_NOT_SET_TWO",
+    ] {
         assert!(all.contains(needle), "{needle} missing from:\n{all}");
     }
 }
@@ -349,11 +476,24 @@ impl reeval::Harness for Snooper {
     fn name(&self) -> &str {
         "snooper"
     }
-    async fn turn(&mut self, s: &SandboxHandle, _prompt: &str, _t: &TurnContext) -> Result<TurnReport, reeval::HarnessError> {
-        let shadow = s.read_file("/etc/shadow").await.map(|_| "read it".to_string()).unwrap_or_else(|e| e.to_string());
+    async fn turn(
+        &mut self,
+        s: &SandboxHandle,
+        _prompt: &str,
+        _t: &TurnContext,
+    ) -> Result<TurnReport, reeval::HarnessError> {
+        let shadow = s
+            .read_file("/etc/shadow")
+            .await
+            .map(|_| "read it".to_string())
+            .unwrap_or_else(|e| e.to_string());
         s.write_file("mine.txt", b"agent-owned", 0o644).await?;
         let mine = String::from_utf8(s.read_file("mine.txt").await?).unwrap();
-        Ok(TurnReport { final_message: Some(format!("{shadow}|{mine}")), events: 1, ..TurnReport::default() })
+        Ok(TurnReport {
+            final_message: Some(format!("{shadow}|{mine}")),
+            events: 1,
+            ..TurnReport::default()
+        })
     }
 }
 
@@ -363,7 +503,9 @@ async fn an_in_process_harness_acts_with_the_agent_users_permissions() {
     let eval = Eval::new("snooping", |c| {
         Box::pin(async move {
             let turn = c.send("go").await?;
-            expect(turn.final_message.unwrap_or_default()).to_equal("failed to read /etc/shadow in the sandbox: no such file or directory|agent-owned")?;
+            expect(turn.final_message.unwrap_or_default()).to_equal(
+                "failed to read /etc/shadow in the sandbox: no such file or directory|agent-owned",
+            )?;
             expect(c.exec("stat -c %u mine.txt").await?.stdout).to_equal("1000\n")?;
             Ok(())
         })
@@ -371,7 +513,14 @@ async fn an_in_process_harness_acts_with_the_agent_users_permissions() {
     .harness("snooper");
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("snooper", |_| Box::new(Snooper));
-    let runner = Runner::new(RunConfig { record_dir: common::temp_dir("snoop"), infra_retries: 0, ..RunConfig::default() }, registry);
+    let runner = Runner::new(
+        RunConfig {
+            record_dir: common::temp_dir("snoop"),
+            infra_retries: 0,
+            ..RunConfig::default()
+        },
+        registry,
+    );
     let report = runner.run(vec![eval]).await.unwrap();
     assert_eq!(report.records[0].outcome, Outcome::Pass, "{:?}", report.records[0].message);
 }

@@ -8,7 +8,11 @@ use reeval::prelude::*;
 async fn a_turn_edits_and_a_check_grades(c: &mut Ctx) -> reeval::Result<()> {
     let turn = c.send("mkdir -p src && printf 'def double(x):\\n    return 2 * x\\n' > src/calc.py && echo done").await?;
     expect(turn.final_message.unwrap_or_default()).to_equal("done")?;
-    expect(c.exec("cd src && python3 -B -c 'from calc import double; assert double(21) == 42'").await?).to_succeed()?;
+    expect(
+        c.exec("cd src && python3 -B -c 'from calc import double; assert double(21) == 42'")
+            .await?,
+    )
+    .to_succeed()?;
     expect(c.diff().await?.paths().join(",")).to_equal("src/calc.py")?;
     Ok(())
 }

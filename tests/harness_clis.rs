@@ -44,7 +44,13 @@ struct Cli {
     mcp: bool,
 }
 
-const fn usage(input: Option<u64>, output: Option<u64>, cache_read: Option<u64>, cache_write: Option<u64>, reasoning: Option<u64>) -> Usage {
+const fn usage(
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+    reasoning: Option<u64>,
+) -> Usage {
     Usage { input, output, cache_read, cache_write, reasoning }
 }
 
@@ -128,17 +134,20 @@ fn env_file(tag: &str) -> PathBuf {
 fn skill_dir(dir: &Path) -> PathBuf {
     let skill = dir.join("greeter");
     std::fs::create_dir_all(&skill).expect("create the skill dir");
-    std::fs::write(skill.join("SKILL.md"), "---\nname: greeter\ndescription: Greets.\n---\nSay hello.\n").expect("write SKILL.md");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: greeter\ndescription: Greets.\n---\nSay hello.\n",
+    )
+    .expect("write SKILL.md");
     skill
 }
 
 /// The base image with the stand-in installed where the CLI would be.
 fn environment(cli: &'static Cli) -> Environment {
-    Environment::new().image(Image::from("reeval/base:latest")).file_with_mode(cli.bin, cli.script, 0o755).file_with_mode(
-        "/usr/local/lib/reeval-standins/standin_common.py",
-        COMMON,
-        0o644,
-    )
+    Environment::new()
+        .image(Image::from("reeval/base:latest"))
+        .file_with_mode(cli.bin, cli.script, 0o755)
+        .file_with_mode("/usr/local/lib/reeval-standins/standin_common.py", COMMON, 0o644)
 }
 
 /// `<cli>_<what>`, as eval names go.
@@ -161,7 +170,8 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
             expect(c.exec("ls /tmp/pwned /tmp/pwned2 /tmp/pwned3 2>&1").await?).to_fail()?;
             let config = c.send("SCENARIO:config").await?;
             let mcp = if cli.mcp { "api,fs" } else { "none" };
-            expect(config.final_message.unwrap_or_default()).to_equal(format!("mcp={mcp}; skills=greeter"))?;
+            expect(config.final_message.unwrap_or_default())
+                .to_equal(format!("mcp={mcp}; skills=greeter"))?;
             expect(c.read_file(cli.rules_file).await?).to_contain("Be brief.")?;
             Ok(())
         })
@@ -169,7 +179,12 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
     .harness(cli.spec)
     .environment(move || {
         let env = environment(cli).rules("Be brief.").skill(skill.clone());
-        if cli.mcp { env.mcp(McpServer::stdio("fs", ["mcp-fs", "--root", "/workspace"])).mcp(McpServer::http("api", "http://mcp.invalid/mcp")) } else { env }
+        if cli.mcp {
+            env.mcp(McpServer::stdio("fs", ["mcp-fs", "--root", "/workspace"]))
+                .mcp(McpServer::http("api", "http://mcp.invalid/mcp"))
+        } else {
+            env
+        }
     });
 
     let rate_limit = Eval::new(eval_name(cli, "rate_limit"), |c| {
@@ -187,7 +202,9 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
     // Events, then silence: a per-turn limit ends the turn, the budget ends the attempt.
     let stall = Eval::new(eval_name(cli, "stall"), |c| {
         Box::pin(async move {
-            let t = c.send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(2)) }).await?;
+            let t = c
+                .send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(2)) })
+                .await?;
             expect(t.status).to_equal(TurnStatus::TimedOut)?;
             c.send("SCENARIO:stall").await?;
             Ok(())
@@ -213,7 +230,10 @@ fn record<'a>(report: &'a RunReport, eval: &str) -> &'a Record {
 
 /// `key=value` out of the stand-in's summary line.
 fn field<'a>(message: &'a str, key: &str) -> &'a str {
-    message.split("; ").find_map(|kv| kv.strip_prefix(&format!("{key}="))).unwrap_or_else(|| panic!("no {key} in {message:?}"))
+    message
+        .split("; ")
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {message:?}"))
 }
 
 async fn check(cli: &'static Cli) {
@@ -238,19 +258,41 @@ async fn check(cli: &'static Cli) {
     assert_eq!(first.model.as_deref(), Some(cli.model), "{}", show(r));
     assert_eq!(first.usage, cli.usage, "{}", show(r));
     assert_eq!(second.usage, cli.usage, "{}", show(r));
-    assert_eq!(first.file_edits, vec![reeval::FileEdit { path: "hello.py".into(), kind: EditKind::Add }], "{}", show(r));
-    assert_eq!(second.file_edits, vec![reeval::FileEdit { path: "hello.py".into(), kind: EditKind::Update }], "{}", show(r));
+    assert_eq!(
+        first.file_edits,
+        vec![reeval::FileEdit { path: "hello.py".into(), kind: EditKind::Add }],
+        "{}",
+        show(r)
+    );
+    assert_eq!(
+        second.file_edits,
+        vec![reeval::FileEdit { path: "hello.py".into(), kind: EditKind::Update }],
+        "{}",
+        show(r)
+    );
     assert!(first.diff.patch.contains("+print('hello')"), "{}", show(r));
     assert!(second.diff.patch.contains("+print('hello again')"), "{}", show(r));
-    assert!(!first.tool_calls.is_empty() && first.tool_calls.iter().all(|t| t.error.is_none()), "{}", show(r));
+    assert!(
+        !first.tool_calls.is_empty() && first.tool_calls.iter().all(|t| t.error.is_none()),
+        "{}",
+        show(r)
+    );
     let m1 = first.final_message.as_deref().unwrap_or_default();
     let m2 = second.final_message.as_deref().unwrap_or_default();
     assert_eq!(field(m1, "resumed"), "no", "{m1}");
-    assert_eq!(field(m2, "resumed"), field(m1, "session"), "the second turn resumes the first's session: {m2}");
+    assert_eq!(
+        field(m2, "resumed"),
+        field(m1, "session"),
+        "the second turn resumes the first's session: {m2}"
+    );
     let tool_error = &r.turns[2];
     assert_eq!(tool_error.tool_calls.len(), 2, "{}", show(r));
     assert!(tool_error.tool_calls[0].error.is_some(), "{}", show(r));
-    assert!(tool_error.tool_calls[1].error.is_none() && tool_error.tool_calls[1].result.is_some(), "{}", show(r));
+    assert!(
+        tool_error.tool_calls[1].error.is_none() && tool_error.tool_calls[1].result.is_some(),
+        "{}",
+        show(r)
+    );
     assert_eq!(tool_error.final_message.as_deref(), Some("Recovered from a failed tool call."));
     assert_eq!(r.turns[3].diff.paths(), vec!["prompt.txt"]);
     let sum = r.turns.iter().fold(Usage::default(), |mut acc, t| {
@@ -261,7 +303,10 @@ async fn check(cli: &'static Cli) {
     let home = runner_artifacts(&report, r).join(format!("{}-home.tar", cli.name));
     let tar = std::fs::read(&home).unwrap_or_else(|e| panic!("{} is missing: {e}", home.display()));
     assert!(tar.len() > 1024, "the config home archive holds the session");
-    assert!(runner_artifacts(&report, r).join(format!("{}-turn1.ndjson", cli.name)).is_file(), "the first turn's transcript is kept");
+    assert!(
+        runner_artifacts(&report, r).join(format!("{}-turn1.ndjson", cli.name)).is_file(),
+        "the first turn's transcript is kept"
+    );
     for kept in [format!("{}-home.tar", cli.name), format!("{}-turn5.ndjson", cli.name)] {
         assert!(r.artifacts.contains(&kept), "{kept} is listed in {:?}", r.artifacts);
     }
@@ -278,7 +323,12 @@ async fn check(cli: &'static Cli) {
     // A per-turn limit times the turn out and the eval goes on; the budget aborts the next.
     let r = record(&report, &eval_name(cli, "stall"));
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{}", show(r));
-    assert_eq!(r.turns.iter().map(|t| t.status).collect::<Vec<_>>(), vec![TurnStatus::TimedOut, TurnStatus::Aborted], "{}", show(r));
+    assert_eq!(
+        r.turns.iter().map(|t| t.status).collect::<Vec<_>>(),
+        vec![TurnStatus::TimedOut, TurnStatus::Aborted],
+        "{}",
+        show(r)
+    );
     for t in &r.turns {
         // The stream ended with the killed process: what was parsed is kept.
         assert_eq!(t.final_message.as_deref(), Some("Working on it..."), "{}", show(r));
@@ -362,7 +412,9 @@ async fn a_missing_credential_is_named_in_preflight() {
     let empty = tmp.join("empty.env");
     std::fs::write(&empty, "").expect("write");
     let runner = common::runner_with("cred", |c| c.env_file = Some(empty));
-    let e = Eval::new("needs_cursor_key", |c| Box::pin(async move { c.send("hi").await.map(|_| ()) })).harness("cursor");
+    let e =
+        Eval::new("needs_cursor_key", |c| Box::pin(async move { c.send("hi").await.map(|_| ()) }))
+            .harness("cursor");
     if std::env::var_os("CURSOR_API_KEY").is_some() {
         // The host has a real key, so it cannot be missing: say so rather than pass silently.
         eprintln!("skipping the missing-credential check: CURSOR_API_KEY is set on this host");

@@ -18,7 +18,8 @@ async fn run_one(tag: &str, eval: Eval) -> (Record, String, std::path::PathBuf) 
     let record = report.records[0].clone();
     // Every attempt leaves its record on disk, whatever happened.
     let path = report.run_dir.join(record.file_name());
-    let on_disk: Record = serde_json::from_slice(&std::fs::read(&path).expect("record written")).expect("record parses");
+    let on_disk: Record = serde_json::from_slice(&std::fs::read(&path).expect("record written"))
+        .expect("record parses");
     assert_eq!(on_disk.outcome, record.outcome);
     (record, report.run_id, report.run_dir)
 }
@@ -36,7 +37,22 @@ async fn phases_run_in_the_documented_order() {
     .environment(|| Environment::new().file("given.txt", "x").rules("be nice").setup("echo setup"));
     let (r, run_id, _) = run_one("order", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    assert_eq!(phases(&r), ["preflight", "image", "container", "env", "files", "setup", "snapshot", "harness", "turn", "check", "teardown"]);
+    assert_eq!(
+        phases(&r),
+        [
+            "preflight",
+            "image",
+            "container",
+            "env",
+            "files",
+            "setup",
+            "snapshot",
+            "harness",
+            "turn",
+            "check",
+            "teardown"
+        ]
+    );
     // Start times never go backwards.
     assert!(r.phases.windows(2).all(|w| w[0].start_ms <= w[1].start_ms), "{:?}", r.phases);
     assert!(r.workspace_collected);
@@ -82,7 +98,8 @@ async fn teardown_runs_after_error_panic_and_timeout() {
         })
     })
     .timeout(Duration::from_secs(2));
-    let report = common::runner("teardown").run(vec![error, panic, timeout]).await.expect("preflight");
+    let report =
+        common::runner("teardown").run(vec![error, panic, timeout]).await.expect("preflight");
     let by_name = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
 
     let r = by_name("errors");
@@ -104,7 +121,9 @@ async fn teardown_runs_after_error_panic_and_timeout() {
         assert!(report.run_dir.join(r.file_name()).exists());
     }
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "no container is left behind");
-    let summary: reeval::Summary = serde_json::from_slice(&std::fs::read(report.run_dir.join("summary.json")).unwrap()).unwrap();
+    let summary: reeval::Summary =
+        serde_json::from_slice(&std::fs::read(report.run_dir.join("summary.json")).unwrap())
+            .unwrap();
     assert_eq!(summary.exit_code, 1);
     assert_eq!(summary.failed.get("assertion"), Some(&2));
     assert_eq!(summary.failed.get("timeout"), Some(&1));
@@ -113,9 +132,11 @@ async fn teardown_runs_after_error_panic_and_timeout() {
 #[tokio::test]
 async fn setup_does_not_spend_the_budget() {
     require_docker!();
-    let eval = Eval::new("slow_setup", |c| Box::pin(async move { expect(c.exec("cat ready").await?).to_succeed() }))
-        .timeout(Duration::from_secs(2))
-        .environment(|| Environment::new().setup("sleep 3 && touch ready"));
+    let eval = Eval::new("slow_setup", |c| {
+        Box::pin(async move { expect(c.exec("cat ready").await?).to_succeed() })
+    })
+    .timeout(Duration::from_secs(2))
+    .environment(|| Environment::new().setup("sleep 3 && touch ready"));
     let (r, _, _) = run_one("budget", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     let setup = r.phases.iter().find(|p| p.phase == "setup").expect("setup phase");
@@ -149,7 +170,12 @@ async fn a_per_turn_limit_ends_only_that_turn() {
     require_docker!();
     let eval = Eval::new("turn_limit", |c| {
         Box::pin(async move {
-            let turn = c.send_with("echo half > half.txt; sleep 60", TurnOptions { timeout: Some(Duration::from_secs(1)) }).await?;
+            let turn = c
+                .send_with(
+                    "echo half > half.txt; sleep 60",
+                    TurnOptions { timeout: Some(Duration::from_secs(1)) },
+                )
+                .await?;
             expect(format!("{:?}", turn.status)).to_equal("TimedOut")?;
             // The eval goes on and grades the partial work.
             expect(c.read_file("half.txt").await?).to_equal("half\n")?;
@@ -187,17 +213,32 @@ async fn exec_captures_bounded_output_and_files_round_trip() {
     let diff = r.final_diff.unwrap();
     assert_eq!(diff.paths(), ["deep/dir/blob.bin"]);
     assert!(diff.files[0].binary);
-    assert!(diff.patch.contains("Binary files /dev/null and b/deep/dir/blob.bin differ"), "{}", diff.patch);
+    assert!(
+        diff.patch.contains("Binary files /dev/null and b/deep/dir/blob.bin differ"),
+        "{}",
+        diff.patch
+    );
 }
 
 #[tokio::test]
 async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
     require_docker!();
-    let eval = Eval::new("matcher_message", |c| Box::pin(async move { expect(c.exec("echo some-output; echo oops >&2; exit 3").await?).to_succeed() }));
+    let eval = Eval::new("matcher_message", |c| {
+        Box::pin(async move {
+            expect(c.exec("echo some-output; echo oops >&2; exit 3").await?).to_succeed()
+        })
+    });
     let (r, _, _) = run_one("matcher", eval).await;
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
     let m = r.message.unwrap();
-    for needle in ["in eval matcher_message", "expected: exit code 0", "actual: exit code 3", "| some-output", "| oops", "tests/lifecycle.rs:"] {
+    for needle in [
+        "in eval matcher_message",
+        "expected: exit code 0",
+        "actual: exit code 3",
+        "| some-output",
+        "| oops",
+        "tests/lifecycle.rs:",
+    ] {
         assert!(m.contains(needle), "{needle:?} missing from:\n{m}");
     }
 }
@@ -218,14 +259,32 @@ async fn incremental_diffs_see_every_kind_of_change() {
     .environment(|| Environment::new().file("keep.txt", "kept\n").file("gone.txt", "bye\n").file("run.sh", "echo run\n").setup("git init -q && git add -A"));
     let (r, _, _) = run_one("diffkinds", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    let first: Vec<(&str, reeval::Change)> = r.turns[0].diff.files.iter().map(|f| (f.path.as_str(), f.change)).collect();
+    let first: Vec<(&str, reeval::Change)> =
+        r.turns[0].diff.files.iter().map(|f| (f.path.as_str(), f.change)).collect();
     use reeval::Change::*;
-    assert_eq!(first, [("a/b/new.txt", Added), ("gone.txt", Deleted), ("keep.txt", Modified), ("link", Added), ("run.sh", Modified)]);
-    assert!(r.turns[0].diff.patch.contains("old mode 644\nnew mode 755"), "{}", r.turns[0].diff.patch);
+    assert_eq!(
+        first,
+        [
+            ("a/b/new.txt", Added),
+            ("gone.txt", Deleted),
+            ("keep.txt", Modified),
+            ("link", Added),
+            ("run.sh", Modified)
+        ]
+    );
+    assert!(
+        r.turns[0].diff.patch.contains("old mode 644\nnew mode 755"),
+        "{}",
+        r.turns[0].diff.patch
+    );
     assert_eq!(r.turns[2].diff.paths(), ["a/b/new.txt"]);
     assert!(r.turns[2].diff.patch.contains("+again"), "{}", r.turns[2].diff.patch);
     let all = r.final_diff.unwrap();
-    assert_eq!(all.paths(), ["a/b/new.txt", "gone.txt", "keep.txt", "link", "run.sh"], ".git internals never appear");
+    assert_eq!(
+        all.paths(),
+        ["a/b/new.txt", "gone.txt", "keep.txt", "link", "run.sh"],
+        ".git internals never appear"
+    );
 }
 
 #[tokio::test]
@@ -242,16 +301,21 @@ async fn a_background_process_holding_stdout_does_not_hang_the_turn() {
     .timeout(Duration::from_secs(60));
     let (r, _, _) = run_one("background", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    assert!(r.turns[0].duration_ms < 5_000, "the turn ended when its script did: {} ms", r.turns[0].duration_ms);
+    assert!(
+        r.turns[0].duration_ms < 5_000,
+        "the turn ended when its script did: {} ms",
+        r.turns[0].duration_ms
+    );
     assert!(r.checks[0].duration_ms < 5_000, "{:?}", r.checks[0]);
 }
 
 #[tokio::test]
 async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget() {
     require_docker!();
-    let wedged = Eval::new("wedged_setup", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
-        .deadline(Duration::from_secs(2))
-        .environment(|| Environment::new().setup("sleep 30"));
+    let wedged =
+        Eval::new("wedged_setup", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
+            .deadline(Duration::from_secs(2))
+            .environment(|| Environment::new().setup("sleep 30"));
     let cancelled = Eval::new("cancelled_start", |c| {
         Box::pin(async move {
             // The eval's own timeout cuts the lazy start short...
@@ -270,17 +334,33 @@ async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget(
     assert!(r.timings.total_ms < 15_000, "{:?}", r.timings);
     let r = find("cancelled_start");
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
-    assert!(r.timings.total_ms < 8_000, "no turn was running, so no 15-second grace: {:?}", r.timings);
-    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "the half-started sandbox was destroyed");
+    assert!(
+        r.timings.total_ms < 8_000,
+        "no turn was running, so no 15-second grace: {:?}",
+        r.timings
+    );
+    assert_eq!(
+        common::containers_of_run(&report.run_id).await,
+        0,
+        "the half-started sandbox was destroyed"
+    );
 }
 
 #[tokio::test]
 async fn a_harness_that_cannot_start_is_an_infra_error() {
     require_docker!();
-    let eval = Eval::new("no_bash", |c| Box::pin(async move { c.send("echo never").await.map(|_| ()) }))
-        .environment(|| Environment::new().image(Image::install("reeval/base:latest", ["rm -f /bin/bash /usr/bin/bash"])));
+    let eval =
+        Eval::new("no_bash", |c| Box::pin(async move { c.send("echo never").await.map(|_| ()) }))
+            .environment(|| {
+                Environment::new()
+                    .image(Image::install("reeval/base:latest", ["rm -f /bin/bash /usr/bin/bash"]))
+            });
     let (r, _, _) = run_one("nobash", eval).await;
     assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
-    assert!(r.message.as_deref().unwrap().contains("failed before its first event"), "{:?}", r.message);
+    assert!(
+        r.message.as_deref().unwrap().contains("failed before its first event"),
+        "{:?}",
+        r.message
+    );
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 }

@@ -16,15 +16,26 @@ const KEY: &str = "sk-loopback-test-key-0123456789";
 fn runner(tag: &str, server: &ModelServer) -> Runner {
     let mut registry = reeval::harness_registry();
     let url = format!("{}/v1", server.url);
-    registry
-        .register("openai-loopback", move |model| Box::new(OpenAiAgent::with_endpoint(model.unwrap_or("gpt-test"), url.clone(), Some(KEY.into())).retries(0)));
-    Runner::new(RunConfig { record_dir: common::temp_dir(tag), infra_retries: 0, ..RunConfig::default() }, registry)
+    registry.register("openai-loopback", move |model| {
+        Box::new(
+            OpenAiAgent::with_endpoint(model.unwrap_or("gpt-test"), url.clone(), Some(KEY.into()))
+                .retries(0),
+        )
+    });
+    Runner::new(
+        RunConfig { record_dir: common::temp_dir(tag), infra_retries: 0, ..RunConfig::default() },
+        registry,
+    )
 }
 
 async fn run_one(tag: &str, server: &ModelServer, eval: Eval) -> (Record, String) {
-    let report = runner(tag, server).run(vec![eval.harness("openai-loopback:gpt-test")]).await.expect("preflight passes");
+    let report = runner(tag, server)
+        .run(vec![eval.harness("openai-loopback:gpt-test")])
+        .await
+        .expect("preflight passes");
     let r = report.records[0].clone();
-    let text = std::fs::read_to_string(report.run_dir.join(r.file_name())).expect("the record file");
+    let text =
+        std::fs::read_to_string(report.run_dir.join(r.file_name())).expect("the record file");
     (r, text)
 }
 
@@ -32,18 +43,32 @@ async fn run_one(tag: &str, server: &ModelServer, eval: Eval) -> (Record, String
 async fn completes_a_multi_step_task_over_two_turns() {
     require_docker!();
     let server = ModelServer::scripted(vec![
-        openai::tool_calls(&[("write_file", json!({"path": "hello.py", "content": "print('hello from the agent')\n"}))]),
-        openai::tool_calls(&[("bash", json!({"command": "python3 hello.py > out.txt && cat out.txt"}))]),
+        openai::tool_calls(&[(
+            "write_file",
+            json!({"path": "hello.py", "content": "print('hello from the agent')\n"}),
+        )]),
+        openai::tool_calls(&[(
+            "bash",
+            json!({"command": "python3 hello.py > out.txt && cat out.txt"}),
+        )]),
         openai::text("I wrote hello.py and ran it into out.txt."),
         // The second turn continues the conversation.
-        openai::tool_calls(&[("list_files", json!({"path": "."})), ("read_file", json!({"path": "out.txt"}))]),
+        openai::tool_calls(&[
+            ("list_files", json!({"path": "."})),
+            ("read_file", json!({"path": "out.txt"})),
+        ]),
         openai::text("hello.py and out.txt are there."),
     ])
     .await;
     let eval = Eval::new("openai_agent_task", |c| {
         Box::pin(async move {
-            let first = c.send("Write hello.py that prints a greeting, run it and keep its output in out.txt.").await?;
-            expect(first.final_message.clone().unwrap_or_default()).to_equal("I wrote hello.py and ran it into out.txt.".to_string())?;
+            let first = c
+                .send(
+                    "Write hello.py that prints a greeting, run it and keep its output in out.txt.",
+                )
+                .await?;
+            expect(first.final_message.clone().unwrap_or_default())
+                .to_equal("I wrote hello.py and ran it into out.txt.".to_string())?;
             expect(c.read_file("out.txt").await?).to_contain("hello from the agent")?;
             let second = c.send("Which files are there now?").await?;
             expect(second.final_message.unwrap_or_default()).to_contain("out.txt")?;
@@ -68,11 +93,24 @@ async fn completes_a_multi_step_task_over_two_turns() {
     assert_eq!(t.diff.paths(), ["hello.py", "out.txt"]);
     assert!(t.diff.patch.contains("+print('hello from the agent')"), "{}", t.diff.patch);
     // Three responses of 812 prompt tokens (100 cached), 40 completion (7 reasoning).
-    assert_eq!(t.usage, Usage { input: Some(712 * 3), output: Some(40 * 3), cache_read: Some(300), cache_write: None, reasoning: Some(21) });
+    assert_eq!(
+        t.usage,
+        Usage {
+            input: Some(712 * 3),
+            output: Some(40 * 3),
+            cache_read: Some(300),
+            cache_write: None,
+            reasoning: Some(21)
+        }
+    );
 
     let t2 = &r.turns[1];
     assert_eq!(t2.tool_calls.len(), 2);
-    assert!(t2.tool_calls[0].result.as_deref().unwrap().contains("./hello.py"), "{:?}", t2.tool_calls[0]);
+    assert!(
+        t2.tool_calls[0].result.as_deref().unwrap().contains("./hello.py"),
+        "{:?}",
+        t2.tool_calls[0]
+    );
     assert!(t2.tool_calls[1].result.as_deref().unwrap().contains("hello from the agent"));
     assert!(t2.diff.is_empty());
     assert_eq!(r.usage.input, Some(712 * 5));
@@ -86,10 +124,18 @@ async fn completes_a_multi_step_task_over_two_turns() {
     assert_eq!(first.path, "/v1/chat/completions");
     assert_eq!(first.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
     assert_eq!(first.body["model"], "gpt-test");
-    let tools: Vec<&str> = first.body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let tools: Vec<&str> = first.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(tools, ["bash", "read_file", "write_file", "list_files"]);
     let messages = first.body["messages"].as_array().unwrap();
-    assert_eq!((messages[0]["role"].as_str(), messages[1]["role"].as_str()), (Some("system"), Some("user")));
+    assert_eq!(
+        (messages[0]["role"].as_str(), messages[1]["role"].as_str()),
+        (Some("system"), Some("user"))
+    );
     assert!(messages[0]["content"].as_str().unwrap().contains("/workspace"));
 
     let after_bash = requests[2].body["messages"].as_array().unwrap();
@@ -101,26 +147,51 @@ async fn completes_a_multi_step_task_over_two_turns() {
 
     let second_turn = requests[3].body["messages"].as_array().unwrap();
     assert_eq!(second_turn.len(), 8, "the first turn's 7 messages and the new prompt");
-    assert_eq!(second_turn[6], json!({"role": "assistant", "content": "I wrote hello.py and ran it into out.txt."}));
+    assert_eq!(
+        second_turn[6],
+        json!({"role": "assistant", "content": "I wrote hello.py and ran it into out.txt."})
+    );
     assert_eq!(second_turn[7], json!({"role": "user", "content": "Which files are there now?"}));
     // Two calls in one response: both results follow, in order.
     let last = requests[4].body["messages"].as_array().unwrap();
-    assert_eq!((last[9]["tool_call_id"].as_str(), last[10]["tool_call_id"].as_str()), (Some("call_0"), Some("call_1")));
+    assert_eq!(
+        (last[9]["tool_call_id"].as_str(), last[10]["tool_call_id"].as_str()),
+        (Some("call_0"), Some("call_1"))
+    );
 }
 
 #[tokio::test]
 async fn a_rate_limit_is_infra_and_a_rejected_key_is_config() {
     require_docker!();
-    let eval = || Eval::new("openai_agent_error", |c| Box::pin(async move { c.send("do something").await.map(|_| ()) }));
+    let eval = || {
+        Eval::new("openai_agent_error", |c| {
+            Box::pin(async move { c.send("do something").await.map(|_| ()) })
+        })
+    };
 
-    let limited = ModelServer::start(|_, _| openai::error(429, "rate_limit_error", "rate_limit_exceeded", "Rate limit reached", &[])).await;
+    let limited = ModelServer::start(|_, _| {
+        openai::error(429, "rate_limit_error", "rate_limit_exceeded", "Rate limit reached", &[])
+    })
+    .await;
     let (r, _) = run_one("openai-429", &limited, eval()).await;
     assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
-    assert!(r.message.as_deref().unwrap().contains("HTTP 429: Rate limit reached"), "{:?}", r.message);
+    assert!(
+        r.message.as_deref().unwrap().contains("HTTP 429: Rate limit reached"),
+        "{:?}",
+        r.message
+    );
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 
-    let rejected =
-        ModelServer::start(|_, _| openai::error(401, "invalid_request_error", "invalid_api_key", &format!("Incorrect API key provided: {KEY}"), &[])).await;
+    let rejected = ModelServer::start(|_, _| {
+        openai::error(
+            401,
+            "invalid_request_error",
+            "invalid_api_key",
+            &format!("Incorrect API key provided: {KEY}"),
+            &[],
+        )
+    })
+    .await;
     let (r, text) = run_one("openai-401", &rejected, eval()).await;
     assert_eq!(r.outcome, Outcome::Config, "{:?}", r.message);
     assert!(r.message.as_deref().unwrap().contains("OPENAI_API_KEY"), "{:?}", r.message);
@@ -130,12 +201,26 @@ async fn a_rate_limit_is_infra_and_a_rejected_key_is_config() {
 #[tokio::test]
 async fn a_turn_that_never_finishes_fails_at_the_step_limit() {
     require_docker!();
-    let server = ModelServer::start(|_, _| openai::tool_calls(&[("bash", json!({"command": "true"}))])).await;
+    let server =
+        ModelServer::start(|_, _| openai::tool_calls(&[("bash", json!({"command": "true"}))]))
+            .await;
     let mut registry = reeval::harness_registry();
     let url = format!("{}/v1", server.url);
-    registry.register("openai-limited", move |_| Box::new(OpenAiAgent::with_endpoint("gpt-test", url.clone(), None).max_steps(3)));
-    let runner = Runner::new(RunConfig { record_dir: common::temp_dir("openai-steps"), infra_retries: 0, ..RunConfig::default() }, registry);
-    let eval = Eval::new("openai_agent_loops", |c| Box::pin(async move { c.send("loop").await.map(|_| ()) })).harness("openai-limited");
+    registry.register("openai-limited", move |_| {
+        Box::new(OpenAiAgent::with_endpoint("gpt-test", url.clone(), None).max_steps(3))
+    });
+    let runner = Runner::new(
+        RunConfig {
+            record_dir: common::temp_dir("openai-steps"),
+            infra_retries: 0,
+            ..RunConfig::default()
+        },
+        registry,
+    );
+    let eval = Eval::new("openai_agent_loops", |c| {
+        Box::pin(async move { c.send("loop").await.map(|_| ()) })
+    })
+    .harness("openai-limited");
     let report = runner.run(vec![eval]).await.unwrap();
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Agent), "{:?}", r.message);

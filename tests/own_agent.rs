@@ -18,12 +18,23 @@ async fn the_own_agent_example_passes_its_eval() {
         .expect("run the example");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("writes_a_tested_greet_module [scripted-agent]: 1/1 passed"), "{stdout}");
+    assert!(
+        stdout.contains("writes_a_tested_greet_module [scripted-agent]: 1/1 passed"),
+        "{stdout}"
+    );
 
-    let run = std::fs::read_dir(&record_dir).unwrap().flatten().next().expect("a run directory").path();
+    let run =
+        std::fs::read_dir(&record_dir).unwrap().flatten().next().expect("a run directory").path();
     let record: serde_json::Value =
-        std::fs::read(run.join("writes_a_tested_greet_module.scripted-agent.t1.try1.json")).map(|b| serde_json::from_slice(&b).unwrap()).expect("the record");
+        std::fs::read(run.join("writes_a_tested_greet_module.scripted-agent.t1.try1.json"))
+            .map(|b| serde_json::from_slice(&b).unwrap())
+            .expect("the record");
     assert_eq!(record["outcome"], "pass");
-    let calls: Vec<&str> = record["turns"][0]["toolCalls"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let calls: Vec<&str> = record["turns"][0]["toolCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(calls, ["write_file", "write_file", "bash"]);
 }

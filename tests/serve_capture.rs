@@ -17,7 +17,12 @@ async fn serve_reaches_a_server_in_the_sandbox_and_capture_keeps_evidence() {
             expect(url.starts_with("http://127.0.0.1:")).to_equal(true)?;
             // The eval's own HTTP client reaches the service, twice (a relay per connection).
             for _ in 0..2 {
-                let body = reqwest::get(format!("{url}/index.html")).await.map_err(reeval::Error::other)?.text().await.map_err(reeval::Error::other)?;
+                let body = reqwest::get(format!("{url}/index.html"))
+                    .await
+                    .map_err(reeval::Error::other)?
+                    .text()
+                    .await
+                    .map_err(reeval::Error::other)?;
                 expect(body).to_contain("hello from the sandbox")?;
             }
             expect(c.serve(8080).await?).to_equal(url.clone())?;
@@ -37,15 +42,32 @@ async fn serve_reaches_a_server_in_the_sandbox_and_capture_keeps_evidence() {
     let report = common::runner("serve").run(vec![eval]).await.unwrap();
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    assert_eq!(r.artifacts, ["captures/index.http.txt", "captures/source.html", "captures/site.tar", "captures/listing.txt"]);
+    assert_eq!(
+        r.artifacts,
+        [
+            "captures/index.http.txt",
+            "captures/source.html",
+            "captures/site.tar",
+            "captures/listing.txt"
+        ]
+    );
     let dir = report.run_dir.join(r.artifacts_dir_name());
     let page = std::fs::read_to_string(dir.join("captures/index.http.txt")).unwrap();
     assert!(page.contains("hello from the sandbox"));
-    assert_eq!(std::fs::read_to_string(dir.join("captures/source.html")).unwrap(), "<h1>hello from the sandbox</h1>\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("captures/source.html")).unwrap(),
+        "<h1>hello from the sandbox</h1>\n"
+    );
     let mut tar = tar::Archive::new(std::fs::File::open(dir.join("captures/site.tar")).unwrap());
-    let names: Vec<String> = tar.entries().unwrap().map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = tar
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+        .collect();
     assert!(names.contains(&"site/other.txt".to_string()), "{names:?}");
-    assert!(std::fs::read_to_string(dir.join("captures/listing.txt")).unwrap().contains("index.html"));
+    assert!(
+        std::fs::read_to_string(dir.join("captures/listing.txt")).unwrap().contains("index.html")
+    );
     assert!(r.phases.iter().any(|p| p.phase == "serve"));
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }
@@ -62,5 +84,12 @@ async fn serving_a_port_nobody_listens_on_fails_clearly() {
     let report = common::runner("serve-none").run(vec![eval]).await.unwrap();
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
-    assert!(r.message.as_deref().unwrap().contains("failed to serve port 9999: nothing accepted connections"), "{:?}", r.message);
+    assert!(
+        r.message
+            .as_deref()
+            .unwrap()
+            .contains("failed to serve port 9999: nothing accepted connections"),
+        "{:?}",
+        r.message
+    );
 }

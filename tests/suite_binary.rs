@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 fn suite() -> Command {
     let mut cmd = Command::new(common::example_bin("fixture_suite"));
-    cmd.env_remove("REEVAL_FIXTURE_MISSING_A").env_remove("REEVAL_FIXTURE_MISSING_B").env_remove("NEXTEST_RUN_ID").env_remove("NEXTEST");
+    cmd.env_remove("REEVAL_FIXTURE_MISSING_A")
+        .env_remove("REEVAL_FIXTURE_MISSING_B")
+        .env_remove("NEXTEST_RUN_ID")
+        .env_remove("NEXTEST");
     cmd
 }
 
@@ -38,10 +41,21 @@ fn records_in(dir: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn list_needs_no_docker_and_follows_the_nextest_format() {
-    let out = suite().args(["--list", "--format", "terse"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().unwrap();
+    let out = suite()
+        .args(["--list", "--format", "terse"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(text(&out.stdout), "fails: test\nhangs: test\nignored_one: test\ninfra: test\nneeds_secrets: test\nnested::no_sandbox: test\npasses: test\n");
-    let out = suite().args(["--list", "--format", "terse", "--ignored"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "fails: test\nhangs: test\nignored_one: test\ninfra: test\nneeds_secrets: test\nnested::no_sandbox: test\npasses: test\n"
+    );
+    let out = suite()
+        .args(["--list", "--format", "terse", "--ignored"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .unwrap();
     assert_eq!(text(&out.stdout), "hangs: test\nignored_one: test\n");
     let out = suite().args(["--list"]).output().unwrap();
     assert!(text(&out.stdout).ends_with("\n7 tests, 0 benchmarks\n"), "{}", text(&out.stdout));
@@ -54,10 +68,20 @@ async fn exit_codes_follow_the_outcomes() {
     let cases = [("passes", 0), ("fails", 1), ("infra", 3), ("needs_secrets", 2)];
     for (name, code) in cases {
         let out = run(&[name, "--exact"], &dir.join(name));
-        assert_eq!(out.status.code(), Some(code), "{name}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{name}:\n{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
     }
     // Records are written in every case that started an attempt.
-    for (name, outcome, kind) in [("passes", "pass", None), ("fails", "fail", Some("assertion")), ("infra", "infra_error", Some("infra"))] {
+    for (name, outcome, kind) in [
+        ("passes", "pass", None),
+        ("fails", "fail", Some("assertion")),
+        ("infra", "infra_error", Some("infra")),
+    ] {
         let recs = records_in(&dir.join(name));
         // The infra error is retried twice with a fresh sandbox: three tries, each recorded.
         let expected = if name == "infra" { 3 } else { 1 };
@@ -80,7 +104,10 @@ async fn exit_codes_follow_the_outcomes() {
     // Preflight lists every missing secret at once and starts nothing.
     let out = run(&["needs_secrets", "--exact"], &dir.join("again"));
     let err = text(&out.stderr);
-    assert!(err.contains("REEVAL_FIXTURE_MISSING_A") && err.contains("REEVAL_FIXTURE_MISSING_B"), "{err}");
+    assert!(
+        err.contains("REEVAL_FIXTURE_MISSING_A") && err.contains("REEVAL_FIXTURE_MISSING_B"),
+        "{err}"
+    );
     assert!(records_in(&dir.join("needs_secrets")).is_empty(), "no attempt started");
     // Usage errors are exit code 2 too.
     let out = run(&["--no-such-flag"], &dir.join("usage"));
@@ -93,7 +120,8 @@ async fn driven_like_nextest_drives_a_custom_harness() {
     let dir = common::temp_dir("nextest-protocol");
     // 1. list, 2. run each test alone with `--exact NAME --nocapture` (+ `--ignored` for ignored ones).
     let listed = text(&suite().args(["--list", "--format", "terse"]).output().unwrap().stdout);
-    let ignored = text(&suite().args(["--list", "--format", "terse", "--ignored"]).output().unwrap().stdout);
+    let ignored =
+        text(&suite().args(["--list", "--format", "terse", "--ignored"]).output().unwrap().stdout);
     let summary = regex::Regex::new(r"(?m)^test result: ok\. 1 passed; 0 failed; 0 ignored; 0 measured; \d+ filtered out; finished in \d+\.\d\ds$").unwrap();
     for name in ["passes", "nested::no_sandbox", "ignored_one"] {
         assert!(listed.contains(&format!("{name}: test\n")));
@@ -110,15 +138,26 @@ async fn driven_like_nextest_drives_a_custom_harness() {
         assert!(summary.is_match(&stdout), "{stdout}");
     }
     // libtest's other spellings are accepted: --no-capture, several filters, --skip.
-    let out = run(&["passes", "no_sandbox", "--no-capture", "--skip", "passes", "--test-threads", "1"], &dir);
+    let out = run(
+        &["passes", "no_sandbox", "--no-capture", "--skip", "passes", "--test-threads", "1"],
+        &dir,
+    );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("test nested::no_sandbox ... ok") && !stdout.contains("test passes"), "{stdout}");
+    assert!(
+        stdout.contains("test nested::no_sandbox ... ok") && !stdout.contains("test passes"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn cargo_nextest_runs_the_suite() {
-    if Command::new("cargo").args(["nextest", "--version"]).output().map(|o| !o.status.success()).unwrap_or(true) {
+    if Command::new("cargo")
+        .args(["nextest", "--version"])
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
         assert!(!common::docker_required(), "cargo-nextest is not installed");
         return;
     }
@@ -166,28 +205,51 @@ fn sigterm_tears_down_and_sigkill_leftovers_are_removed_by_the_next_run() {
 
     // SIGTERM (what nextest sends on its timeout): teardown runs, the record is written.
     let run_id = format!("sigterm-{}", std::process::id());
-    let child =
-        suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::piped()).spawn().unwrap();
+    let child = suite()
+        .args(["--ignored", "hangs", "--exact", "--record-dir"])
+        .arg(&dir)
+        .env("NEXTEST_RUN_ID", &run_id)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     wait_for_container(&run_id);
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert!(
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success()
+    );
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stdout));
     assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 0, "SIGTERM leaves nothing behind");
-    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(&run_id).join("hangs.shell.t1.try1.json")).unwrap()).unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join(&run_id).join("hangs.shell.t1.try1.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(rec["outcome"], "infra_error");
     assert!(rec["message"].as_str().unwrap().contains("interrupted"));
     assert_eq!(rec["workspaceCollected"], true);
 
     // SIGKILL: nothing can run, so labelled leftovers stay until the next run removes them.
     let run_id = format!("sigkill-{}", std::process::id());
-    let mut child =
-        suite().args(["--ignored", "hangs", "--exact", "--record-dir"]).arg(&dir).env("NEXTEST_RUN_ID", &run_id).stdout(Stdio::null()).spawn().unwrap();
+    let mut child = suite()
+        .args(["--ignored", "hangs", "--exact", "--record-dir"])
+        .arg(&dir)
+        .env("NEXTEST_RUN_ID", &run_id)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     wait_for_container(&run_id);
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 1, "a SIGKILLed runner leaves its sandbox");
+    assert_eq!(
+        rt.block_on(common::containers_of_run(&run_id)),
+        1,
+        "a SIGKILLed runner leaves its sandbox"
+    );
     let out = run(&["nested::no_sandbox", "--exact"], &dir);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 0, "the next run removed the leftover");
+    assert_eq!(
+        rt.block_on(common::containers_of_run(&run_id)),
+        0,
+        "the next run removed the leftover"
+    );
 }

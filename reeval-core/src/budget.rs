@@ -29,7 +29,11 @@ impl Budget {
     pub fn new(limit: Duration) -> Self {
         Self {
             limit,
-            state: Arc::new(Mutex::new(State { spent: Duration::ZERO, running_since: None, pauses: 1 })),
+            state: Arc::new(Mutex::new(State {
+                spent: Duration::ZERO,
+                running_since: None,
+                pauses: 1,
+            })),
             changed: Arc::new(Notify::new()),
             signal: CancellationToken::new(),
         }
@@ -38,11 +42,6 @@ impl Budget {
     /// The token that fires when the budget runs out.
     pub fn signal(&self) -> CancellationToken {
         self.signal.clone()
-    }
-
-    /// The limit.
-    pub fn limit(&self) -> Duration {
-        self.limit
     }
 
     /// Budget spent so far.
@@ -92,7 +91,11 @@ impl Budget {
             let (remaining, running, done) = {
                 let s = self.state.lock().expect("budget lock");
                 let spent = s.spent + s.running_since.map(|t| t.elapsed()).unwrap_or_default();
-                (self.limit.saturating_sub(spent), s.running_since.is_some(), s.pauses >= u32::MAX / 4)
+                (
+                    self.limit.saturating_sub(spent),
+                    s.running_since.is_some(),
+                    s.pauses >= u32::MAX / 4,
+                )
             };
             if done {
                 return;
@@ -125,7 +128,9 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!b.signal().is_cancelled(), "fired while paused");
         b.resume();
-        tokio::time::timeout(Duration::from_secs(2), b.signal().cancelled()).await.expect("fires after resume");
+        tokio::time::timeout(Duration::from_secs(2), b.signal().cancelled())
+            .await
+            .expect("fires after resume");
         assert!(b.spent() >= Duration::from_millis(200));
     }
 }

@@ -60,4 +60,3 @@ pub(crate) fn as_text(bytes: &[u8]) -> String {
         Err(_) => format!("[binary, {} bytes]", bytes.len()),
     }
 }
-

@@ -16,7 +16,8 @@ pub const PATCH_LIMIT: usize = 512 * 1024;
 
 /// Lists the workspace's files and symlinks with what identifies a version of
 /// each (type, mode, size, mtime, ctime), NUL-separated, `.git` left out.
-const LIST: &str = r"find . -path ./.git -prune -o \( -type f -o -type l \) -printf '%P\0%y %m %s %T@ %C@\0'";
+const LIST: &str =
+    r"find . -path ./.git -prune -o \( -type f -o -type l \) -printf '%P\0%y %m %s %T@ %C@\0'";
 
 /// The workspace's files at one moment, `.git` internals excluded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,19 +117,34 @@ impl Snapshot {
                 stats.insert(path.to_string(), stat.to_string());
             }
         }
-        let changed: Vec<&String> = stats.iter().filter(|(p, st)| self.stats.get(*p) != Some(*st) || !self.files.contains_key(*p)).map(|(p, _)| p).collect();
-        let mut files: BTreeMap<String, Arc<Entry>> = stats.keys().filter_map(|p| self.files.get(p).map(|e| (p.clone(), Arc::clone(e)))).collect();
+        let changed: Vec<&String> = stats
+            .iter()
+            .filter(|(p, st)| self.stats.get(*p) != Some(*st) || !self.files.contains_key(*p))
+            .map(|(p, _)| p)
+            .collect();
+        let mut files: BTreeMap<String, Arc<Entry>> = stats
+            .keys()
+            .filter_map(|p| self.files.get(p).map(|e| (p.clone(), Arc::clone(e))))
+            .collect();
         if !changed.is_empty() {
             // Sizes come from the listing: refuse before reading, not after.
-            let bytes: u64 = changed.iter().filter_map(|p| stats[*p].split(' ').nth(2)?.parse::<u64>().ok()).sum();
+            let bytes: u64 = changed
+                .iter()
+                .filter_map(|p| stats[*p].split(' ').nth(2)?.parse::<u64>().ok())
+                .sum();
             if bytes > SNAPSHOT_LIMIT {
                 return Err(SandboxError::Archive {
-                    message: format!("the workspace's changed files hold {bytes} bytes, more than the {SNAPSHOT_LIMIT} a snapshot reads"),
+                    message: format!(
+                        "the workspace's changed files hold {bytes} bytes, more than the {SNAPSHOT_LIMIT} a snapshot reads"
+                    ),
                 });
             }
-            let names: Vec<u8> = changed.iter().flat_map(|p| p.bytes().chain(std::iter::once(0))).collect();
+            let names: Vec<u8> =
+                changed.iter().flat_map(|p| p.bytes().chain(std::iter::once(0))).collect();
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            let cmd = crate::exec::Command::new("tar").args(["--null", "--no-recursion", "-cf", "-", "-T", "-"]).stdin(names);
+            let cmd = crate::exec::Command::new("tar")
+                .args(["--null", "--no-recursion", "-cf", "-", "-T", "-"])
+                .stdin(names);
             let out = sandbox.exec_streaming(cmd, tx).await?;
             let mut tar = Vec::new();
             while let Ok(chunk) = rx.try_recv() {
@@ -154,13 +170,22 @@ impl Snapshot {
     /// # Errors
     /// [`SandboxError::Archive`] for an unreadable or unsafe archive.
     pub fn from_tar(tar: &[u8]) -> Result<Self, SandboxError> {
-        let files = archive::read_tree(tar, is_git_internal)?.into_iter().map(|(p, e)| (p, Arc::new(e))).collect();
+        let files = archive::read_tree(tar, is_git_internal)?
+            .into_iter()
+            .map(|(p, e)| (p, Arc::new(e)))
+            .collect();
         Ok(Self { files, stats: BTreeMap::new() })
     }
 
     /// A snapshot of these files (for tests and in-memory workspaces).
     pub fn from_files<I: IntoIterator<Item = (String, Vec<u8>)>>(files: I) -> Self {
-        Self { files: files.into_iter().map(|(p, b)| (p, Arc::new(Entry::File { mode: 0o644, bytes: b }))).collect(), stats: BTreeMap::new() }
+        Self {
+            files: files
+                .into_iter()
+                .map(|(p, b)| (p, Arc::new(Entry::File { mode: 0o644, bytes: b })))
+                .collect(),
+            stats: BTreeMap::new(),
+        }
     }
 
     /// Whether `self` and `other` hold the same files (listings aside).
@@ -216,7 +241,10 @@ impl Snapshot {
             diff.truncated = true;
         }
         if diff.truncated {
-            patch.push_str(&format!("\n[patch truncated at {PATCH_LIMIT} bytes; {} files changed in all]\n", diff.files.len()));
+            patch.push_str(&format!(
+                "\n[patch truncated at {PATCH_LIMIT} bytes; {} files changed in all]\n",
+                diff.files.len()
+            ));
         }
         diff.patch = patch;
         diff
@@ -225,7 +253,9 @@ impl Snapshot {
 
 fn is_binary(entry: &Entry) -> bool {
     match entry {
-        Entry::File { bytes, .. } => bytes[..bytes.len().min(8000)].contains(&0) || std::str::from_utf8(bytes).is_err(),
+        Entry::File { bytes, .. } => {
+            bytes[..bytes.len().min(8000)].contains(&0) || std::str::from_utf8(bytes).is_err()
+        }
         Entry::Symlink(_) => false,
     }
 }
@@ -273,10 +303,12 @@ mod tests {
 
     #[test]
     fn added_modified_deleted_and_binary() {
-        let before = snap(&[("a.txt", b"one\ntwo\n"), ("gone.txt", b"x\n"), ("img.bin", b"\0\x01")]);
+        let before =
+            snap(&[("a.txt", b"one\ntwo\n"), ("gone.txt", b"x\n"), ("img.bin", b"\0\x01")]);
         let after = snap(&[("a.txt", b"one\n2\n"), ("new.txt", b"hi\n"), ("img.bin", b"\0\x02")]);
         let d = before.diff(&after);
-        let summary: Vec<_> = d.files.iter().map(|f| (f.path.as_str(), f.change, f.binary)).collect();
+        let summary: Vec<_> =
+            d.files.iter().map(|f| (f.path.as_str(), f.change, f.binary)).collect();
         assert_eq!(
             summary,
             vec![

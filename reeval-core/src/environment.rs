@@ -132,7 +132,11 @@ impl McpServer {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        McpServer::Stdio { name: name.into(), argv: argv.into_iter().map(Into::into).collect(), env: Vec::new() }
+        McpServer::Stdio {
+            name: name.into(),
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+        }
     }
 
     /// An HTTP server.
@@ -243,7 +247,12 @@ impl Environment {
     }
 
     /// A file with a mode (`0o755` for scripts).
-    pub fn file_with_mode(mut self, path: impl Into<String>, bytes: impl Into<Vec<u8>>, mode: u32) -> Self {
+    pub fn file_with_mode(
+        mut self,
+        path: impl Into<String>,
+        bytes: impl Into<Vec<u8>>,
+        mode: u32,
+    ) -> Self {
         self.files.push((path.into(), bytes.into(), mode));
         self
     }
@@ -325,13 +334,20 @@ impl Environment {
             out.push(format!("workspace directory {} does not exist", path.display()));
         }
         if self.limits.memory_bytes < 6 << 20 {
-            out.push(format!("memory limit {} bytes is below Docker's minimum of 6 MiB", self.limits.memory_bytes));
+            out.push(format!(
+                "memory limit {} bytes is below Docker's minimum of 6 MiB",
+                self.limits.memory_bytes
+            ));
         }
         out
     }
 
     /// Whether anything is written into the workspace before the snapshot.
     pub(crate) fn prepares_workspace(&self) -> bool {
-        self.workspace.is_some() || !self.files.is_empty() || self.rules.is_some() || !self.setup.is_empty() || self.context_summary
+        self.workspace.is_some()
+            || !self.files.is_empty()
+            || self.rules.is_some()
+            || !self.setup.is_empty()
+            || self.context_summary
     }
 }

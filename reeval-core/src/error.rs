@@ -101,8 +101,15 @@ impl Error {
     }
 
     /// An infra error that keeps `source` as its cause: "failed to {action}: {source}".
-    pub fn infra_from(action: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Error::Infra { action: action.into(), message: source.to_string(), source: Some(Box::new(source)) }
+    pub fn infra_from(
+        action: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Infra {
+            action: action.into(),
+            message: source.to_string(),
+            source: Some(Box::new(source)),
+        }
     }
 
     /// Tags the error with the phase it happened in; an error already tagged keeps its first phase.
@@ -134,7 +141,9 @@ impl From<HarnessError> for Error {
     fn from(err: HarnessError) -> Self {
         match err {
             HarnessError::Sandbox(e) => Error::Sandbox(e),
-            HarnessError::Failed { harness, message, class } => crate::outcome::harness_error(class, &harness, message),
+            HarnessError::Failed { harness, message, class } => {
+                crate::outcome::harness_error(class, &harness, message)
+            }
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::environment::Environment;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// The function an eval runs. A plain `fn` pointer or a closure returning a boxed future.
-pub type EvalFn = Arc<dyn for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync>;
+pub type EvalFn =
+    Arc<dyn for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync>;
 
 /// Options of an eval (the `#[reeval::eval(..)]` arguments).
 #[derive(Clone)]
@@ -38,7 +39,16 @@ pub struct EvalOptions {
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        Self { timeout: DEFAULT_TIMEOUT, trials: 1, harnesses: Vec::new(), environment: None, tags: Vec::new(), ignore: false, judge: None, deadline: None }
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            trials: 1,
+            harnesses: Vec::new(),
+            environment: None,
+            tags: Vec::new(),
+            ignore: false,
+            judge: None,
+            deadline: None,
+        }
     }
 }
 
@@ -86,7 +96,12 @@ impl Eval {
     where
         F: for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync + 'static,
     {
-        Self { name: name.into(), location: None, options: EvalOptions::default(), run: Arc::new(f) }
+        Self {
+            name: name.into(),
+            location: None,
+            options: EvalOptions::default(),
+            run: Arc::new(f),
+        }
     }
 
     /// The eval's name.
@@ -200,7 +215,8 @@ impl EvalRegistration {
     /// Turns the registration into an [`Eval`].
     pub fn to_eval(&self) -> Eval {
         let run = self.run;
-        let mut eval = Eval::new(self.qualified_name(), move |c| run(c)).location(self.file, self.line);
+        let mut eval =
+            Eval::new(self.qualified_name(), move |c| run(c)).location(self.file, self.line);
         if let Some(ms) = self.timeout_ms {
             eval.options.timeout = Duration::from_millis(ms);
         }
@@ -223,7 +239,8 @@ impl EvalRegistration {
 
 /// Every eval registered with `#[reeval::eval]` in this binary, sorted by name.
 pub fn registered_evals() -> Vec<Eval> {
-    let mut evals: Vec<Eval> = inventory::iter::<EvalRegistration>.into_iter().map(EvalRegistration::to_eval).collect();
+    let mut evals: Vec<Eval> =
+        inventory::iter::<EvalRegistration>.into_iter().map(EvalRegistration::to_eval).collect();
     evals.sort_by(|a, b| a.name.cmp(&b.name));
     evals
 }

@@ -21,7 +21,14 @@ pub struct Command {
 impl Command {
     /// A command whose first element is the program.
     pub fn new(program: impl Into<String>) -> Self {
-        Self { argv: vec![program.into()], env: Vec::new(), workdir: None, stdin: None, timeout: None, user: None }
+        Self {
+            argv: vec![program.into()],
+            env: Vec::new(),
+            workdir: None,
+            stdin: None,
+            timeout: None,
+            user: None,
+        }
     }
 
     /// `sh -c <script>`.
@@ -89,7 +96,9 @@ impl Command {
         self.argv
             .iter()
             .map(|a| {
-                if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\;&|<>()".contains(c)) {
+                if a.is_empty()
+                    || a.contains(|c: char| c.is_whitespace() || "'\"$`\\;&|<>()".contains(c))
+                {
                     format!("'{}'", a.replace('\'', r"'\''"))
                 } else {
                     a.clone()

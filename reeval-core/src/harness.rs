@@ -63,7 +63,10 @@ pub struct SessionSetup {
 impl fmt::Debug for SessionSetup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SessionSetup")
-            .field("credentials", &self.credentials.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>())
+            .field(
+                "credentials",
+                &self.credentials.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            )
             .field("skills", &self.skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
             .field("mcp", &self.mcp)
             .field("artifacts_dir", &self.artifacts_dir)
@@ -123,7 +126,11 @@ pub trait Harness: Send + Sync + fmt::Debug {
     ///
     /// # Cancel safety
     /// A cancelled start leaves the sandbox to teardown, which destroys it.
-    async fn start(&mut self, _sandbox: &SandboxHandle, _setup: &SessionSetup) -> Result<(), HarnessError> {
+    async fn start(
+        &mut self,
+        _sandbox: &SandboxHandle,
+        _setup: &SessionSetup,
+    ) -> Result<(), HarnessError> {
         Ok(())
     }
 
@@ -136,7 +143,12 @@ pub trait Harness: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// The context drops this future when the budget or the turn limit runs out,
     /// after killing the turn's process tree in the sandbox and a 3-second grace.
-    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, turn: &TurnContext) -> Result<TurnReport, HarnessError>;
+    async fn turn(
+        &mut self,
+        sandbox: &SandboxHandle,
+        prompt: &str,
+        turn: &TurnContext,
+    ) -> Result<TurnReport, HarnessError>;
 
     /// Ends the session. Called at teardown, best effort.
     ///
@@ -189,7 +201,11 @@ impl HarnessRegistry {
     }
 
     /// Registers (or replaces) a harness under `name`.
-    pub fn register(&mut self, name: impl Into<String>, make: impl Fn(Option<&str>) -> Box<dyn Harness> + Send + Sync + 'static) {
+    pub fn register(
+        &mut self,
+        name: impl Into<String>,
+        make: impl Fn(Option<&str>) -> Box<dyn Harness> + Send + Sync + 'static,
+    ) {
         self.factories.insert(name.into(), Arc::new(make));
     }
 

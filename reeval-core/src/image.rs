@@ -15,7 +15,8 @@ pub use crate::sandbox::ReadyImage;
 use crate::sandbox::{DockerBackend, SandboxError};
 
 /// Builds in this process, one lock per tag, so concurrent attempts build once.
-static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);
+static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(Default::default);
 
 /// Makes `spec` present on the engine; `extra` goes into the digest (the harness version).
 ///
@@ -25,13 +26,21 @@ static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mute
 ///
 /// # Cancel safety
 /// A cancelled build leaves at worst an untagged image; the lock file is released.
-pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> Result<ReadyImage, SandboxError> {
+pub async fn ensure(
+    backend: &DockerBackend,
+    spec: &ImageSpec,
+    extra: &str,
+) -> Result<ReadyImage, SandboxError> {
     let began = Instant::now();
     let (tag, context) = match spec {
         ImageSpec::From(reference) => {
             if let Some(id) = backend.image_id(reference).await? {
                 return Ok(ReadyImage {
-                    detail: format!("cache hit {reference} ({}) in {}ms", short_id(&id), began.elapsed().as_millis()),
+                    detail: format!(
+                        "cache hit {reference} ({}) in {}ms",
+                        short_id(&id),
+                        began.elapsed().as_millis()
+                    ),
                     reference: reference.clone(),
                     id,
                 });
@@ -39,14 +48,19 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
             let pulled = pull(backend, reference).await;
             return match backend.image_id(reference).await? {
                 Some(id) => Ok(ReadyImage {
-                    detail: format!("pulled {reference} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()),
+                    detail: format!(
+                        "pulled {reference} ({}) in {:.1}s",
+                        short_id(&id),
+                        began.elapsed().as_secs_f64()
+                    ),
                     reference: reference.clone(),
                     id,
                 }),
                 None => Err(SandboxError::ImageMissing {
                     image: reference.clone(),
                     hint: if reference.starts_with("reeval/base") {
-                        "no registry is reachable here; build it with scripts/build-base-image.sh".into()
+                        "no registry is reachable here; build it with scripts/build-base-image.sh"
+                            .into()
                     } else {
                         format!(
                             "it is not present locally and pulling it failed ({}); build or load it first (docker build, docker load, or docker import)",
@@ -58,33 +72,59 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
         }
         ImageSpec::Dockerfile(path) => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "Dockerfile".into());
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "Dockerfile".into());
             let context = context_tar(dir, &name).map_err(|e| SandboxError::ImageBuild {
                 image: path.display().to_string(),
                 message: format!("cannot read build context {}: {e}", dir.display()),
             })?;
-            (digest_tag(&[b"dockerfile", name.as_bytes(), &context, extra.as_bytes()]), BuildContext { tar: context, dockerfile: name })
+            (
+                digest_tag(&[b"dockerfile", name.as_bytes(), &context, extra.as_bytes()]),
+                BuildContext { tar: context, dockerfile: name },
+            )
         }
         ImageSpec::Install { base, steps } => {
             let mut dockerfile = format!("FROM {base}\n");
             for step in steps {
-                dockerfile.push_str(&format!("RUN {}\n", serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")));
+                dockerfile.push_str(&format!(
+                    "RUN {}\n",
+                    serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
+                ));
             }
-            let base_id = backend
-                .image_id(base)
-                .await?
-                .ok_or_else(|| SandboxError::ImageMissing { image: base.clone(), hint: "the base of an install image must be present locally".into() })?;
-            let tar = crate::sandbox::archive::tar_of(&[("Dockerfile".into(), dockerfile.clone().into_bytes(), 0o644)])?.to_vec();
-            (digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()]), BuildContext { tar, dockerfile: "Dockerfile".into() })
+            let base_id =
+                backend.image_id(base).await?.ok_or_else(|| SandboxError::ImageMissing {
+                    image: base.clone(),
+                    hint: "the base of an install image must be present locally".into(),
+                })?;
+            let tar = crate::sandbox::archive::tar_of(&[(
+                "Dockerfile".into(),
+                dockerfile.clone().into_bytes(),
+                0o644,
+            )])?
+            .to_vec();
+            (
+                digest_tag(&[
+                    b"install",
+                    base_id.as_bytes(),
+                    dockerfile.as_bytes(),
+                    extra.as_bytes(),
+                ]),
+                BuildContext { tar, dockerfile: "Dockerfile".into() },
+            )
         }
     };
 
     let lock = BUILDS.lock().await.entry(tag.clone()).or_default().clone();
     let _in_process = lock.lock().await;
     // Across processes (nextest runs one per eval): an advisory lock file per tag.
-    let lock_path = std::env::temp_dir().join(format!("reeval-build-{}.lock", tag.replace([':', '/'], "_")));
-    let file = std::fs::File::create(&lock_path)
-        .map_err(|e| SandboxError::ImageBuild { image: tag.clone(), message: format!("cannot create lock {}: {e}", lock_path.display()) })?;
+    let lock_path =
+        std::env::temp_dir().join(format!("reeval-build-{}.lock", tag.replace([':', '/'], "_")));
+    let file = std::fs::File::create(&lock_path).map_err(|e| SandboxError::ImageBuild {
+        image: tag.clone(),
+        message: format!("cannot create lock {}: {e}", lock_path.display()),
+    })?;
     let file = tokio::task::spawn_blocking(move || file.lock().map(|_| file))
         .await
         .expect("lock task")
@@ -92,10 +132,24 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
 
     if let Some(id) = backend.image_id(&tag).await? {
         drop(file);
-        return Ok(ReadyImage { detail: format!("cache hit {tag} ({}) in {}ms", short_id(&id), began.elapsed().as_millis()), reference: tag, id });
+        return Ok(ReadyImage {
+            detail: format!(
+                "cache hit {tag} ({}) in {}ms",
+                short_id(&id),
+                began.elapsed().as_millis()
+            ),
+            reference: tag,
+            id,
+        });
     }
-    let opts = BuildImageOptionsBuilder::default().dockerfile(&context.dockerfile).t(&tag).rm(true).forcerm(true).build();
-    let mut stream = backend.client().build_image(opts, None, Some(bollard::body_full(context.tar.into())));
+    let opts = BuildImageOptionsBuilder::default()
+        .dockerfile(&context.dockerfile)
+        .t(&tag)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    let mut stream =
+        backend.client().build_image(opts, None, Some(bollard::body_full(context.tar.into())));
     let mut log = String::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -104,17 +158,32 @@ pub async fn ensure(backend: &DockerBackend, spec: &ImageSpec, extra: &str) -> R
                     log.push_str(&s);
                 }
                 if let Some(detail) = info.error_detail {
-                    let message = format!("{}\n{}", crate::exec::tail(&log, 2000), detail.message.unwrap_or_default());
+                    let message = format!(
+                        "{}\n{}",
+                        crate::exec::tail(&log, 2000),
+                        detail.message.unwrap_or_default()
+                    );
                     return Err(SandboxError::ImageBuild { image: tag, message });
                 }
             }
-            Err(e) => return Err(SandboxError::ImageBuild { image: tag, message: format!("{}\n{e}", crate::exec::tail(&log, 2000)) }),
+            Err(e) => {
+                return Err(SandboxError::ImageBuild {
+                    image: tag,
+                    message: format!("{}\n{e}", crate::exec::tail(&log, 2000)),
+                });
+            }
         }
     }
     drop(file);
-    let id =
-        backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild { image: tag.clone(), message: "the build ended without an image".into() })?;
-    Ok(ReadyImage { detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()), reference: tag, id })
+    let id = backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild {
+        image: tag.clone(),
+        message: "the build ended without an image".into(),
+    })?;
+    Ok(ReadyImage {
+        detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()),
+        reference: tag,
+        id,
+    })
 }
 
 /// Pulls `reference` when a registry is reachable; bounded, since an
@@ -124,7 +193,10 @@ async fn pull(backend: &DockerBackend, reference: &str) -> Result<(), String> {
         Some((i, t)) if !t.contains('/') => (i, t),
         _ => (reference, "latest"),
     };
-    let opts = bollard::query_parameters::CreateImageOptionsBuilder::default().from_image(image).tag(tag).build();
+    let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
+        .from_image(image)
+        .tag(tag)
+        .build();
     let drain = async {
         let mut stream = backend.client().create_image(Some(opts), None, None);
         while let Some(item) = stream.next().await {
@@ -132,7 +204,9 @@ async fn pull(backend: &DockerBackend, reference: &str) -> Result<(), String> {
         }
         Ok(())
     };
-    tokio::time::timeout(std::time::Duration::from_secs(30), drain).await.map_err(|_| "no answer from the registry in 30s".to_string())?
+    tokio::time::timeout(std::time::Duration::from_secs(30), drain)
+        .await
+        .map_err(|_| "no answer from the registry in 30s".to_string())?
 }
 
 struct BuildContext {
@@ -218,10 +292,16 @@ fn walk(dir: &Path, ignore: Option<DockerIgnore>) -> std::io::Result<Vec<PathBuf
     }
     let mut files = Vec::new();
     for entry in walker.build() {
-        let entry = entry.map_err(|e| e.into_io_error().unwrap_or_else(|| std::io::Error::other("failed to walk the directory")))?;
+        let entry = entry.map_err(|e| {
+            e.into_io_error()
+                .unwrap_or_else(|| std::io::Error::other("failed to walk the directory"))
+        })?;
         let Some(kind) = entry.file_type() else { continue };
         if entry.depth() == 0 && !kind.is_dir() {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
         }
         if !(kind.is_file() || kind.is_symlink()) {
             continue;
@@ -265,7 +345,9 @@ impl DockerIgnore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        Self::parse(dir, &text).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
+        Self::parse(dir, &text).map(Some).map_err(|e| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+        })
     }
 
     fn parse(dir: &Path, text: &str) -> Result<DockerIgnore, String> {
@@ -300,13 +382,17 @@ impl DockerIgnore {
 
     /// Whether `rel` (relative to the context root) stays out of the context.
     fn excludes(&self, rel: &Path, is_dir: bool) -> bool {
-        !self.always.iter().any(|a| a == rel) && self.matcher.matched_path_or_any_parents(rel, is_dir).is_ignore()
+        !self.always.iter().any(|a| a == rel)
+            && self.matcher.matched_path_or_any_parents(rel, is_dir).is_ignore()
     }
 }
 
 impl std::fmt::Debug for DockerIgnore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DockerIgnore").field("patterns", &self.matcher.len()).field("has_exceptions", &self.has_exceptions).finish()
+        f.debug_struct("DockerIgnore")
+            .field("patterns", &self.matcher.len())
+            .field("has_exceptions", &self.has_exceptions)
+            .finish()
     }
 }
 
@@ -333,7 +419,11 @@ mod tests {
 
     fn names(tar: &[u8]) -> Vec<String> {
         let mut archive = tar::Archive::new(tar);
-        archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect()
+        archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect()
     }
 
     #[test]
@@ -342,7 +432,10 @@ mod tests {
             "dockerignore",
             &[
                 ("Dockerfile", "FROM scratch\n"),
-                (".dockerignore", "# comment\nDockerfile\n*.log\n!keep.log\nsecrets/\n**/node_modules\nbuild/cache\n/docs/*.md\n!docs/README.md\n.git\n"),
+                (
+                    ".dockerignore",
+                    "# comment\nDockerfile\n*.log\n!keep.log\nsecrets/\n**/node_modules\nbuild/cache\n/docs/*.md\n!docs/README.md\n.git\n",
+                ),
                 ("app.py", ""),
                 ("debug.log", ""),
                 ("keep.log", ""),
@@ -362,24 +455,65 @@ mod tests {
         let got = names(&context_tar(&dir, "Dockerfile").unwrap());
         assert_eq!(
             got,
-            vec![".dockerignore", ".env.example", "Dockerfile", "app.py", "build/out/bin", "docs/README.md", "docs/api/deep.md", "keep.log", "sub/deep.log",],
+            vec![
+                ".dockerignore",
+                ".env.example",
+                "Dockerfile",
+                "app.py",
+                "build/out/bin",
+                "docs/README.md",
+                "docs/api/deep.md",
+                "keep.log",
+                "sub/deep.log",
+            ],
             "an ignored file, a `!` re-include, nested dir patterns; `*.log` is anchored at the root as in Docker; the Dockerfile is always sent"
         );
     }
 
     #[test]
     fn an_exception_reaches_into_an_excluded_directory() {
-        let dir = tree("exception", &[(".dockerignore", "vendor\n!vendor/keep\n"), ("vendor/keep", ""), ("vendor/drop", ""), ("Dockerfile", "")]);
-        assert_eq!(names(&context_tar(&dir, "Dockerfile").unwrap()), vec![".dockerignore", "Dockerfile", "vendor/keep"]);
+        let dir = tree(
+            "exception",
+            &[
+                (".dockerignore", "vendor\n!vendor/keep\n"),
+                ("vendor/keep", ""),
+                ("vendor/drop", ""),
+                ("Dockerfile", ""),
+            ],
+        );
+        assert_eq!(
+            names(&context_tar(&dir, "Dockerfile").unwrap()),
+            vec![".dockerignore", "Dockerfile", "vendor/keep"]
+        );
     }
 
     #[test]
     fn fixtures_keep_everything_and_symlinks_stay_links() {
-        let dir = tree("fixture", &[(".dockerignore", "*\n"), (".hidden/file", "h"), (".gitignore", "*\n"), ("a/b.txt", "b"), ("a.txt", "a")]);
+        let dir = tree(
+            "fixture",
+            &[
+                (".dockerignore", "*\n"),
+                (".hidden/file", "h"),
+                (".gitignore", "*\n"),
+                ("a/b.txt", "b"),
+                ("a.txt", "a"),
+            ],
+        );
         std::os::unix::fs::symlink("a", dir.join("link-to-a")).unwrap();
         std::os::unix::fs::symlink("/nonexistent", dir.join("dangling")).unwrap();
         let tar = dir_tar(&dir).unwrap();
-        assert_eq!(names(&tar), vec![".dockerignore", ".gitignore", ".hidden/file", "a/b.txt", "a.txt", "dangling", "link-to-a"]);
+        assert_eq!(
+            names(&tar),
+            vec![
+                ".dockerignore",
+                ".gitignore",
+                ".hidden/file",
+                "a/b.txt",
+                "a.txt",
+                "dangling",
+                "link-to-a"
+            ]
+        );
         let mut archive = tar::Archive::new(&tar[..]);
         for entry in archive.entries().unwrap() {
             let entry = entry.unwrap();
@@ -398,7 +532,9 @@ mod tests {
     #[test]
     fn a_bad_dockerignore_pattern_names_the_file_and_line() {
         let dir = tree("bad", &[(".dockerignore", "ok\nunclosed{a,b\n"), ("Dockerfile", "")]);
-        let Err(e) = context_tar(&dir, "Dockerfile") else { panic!("a pattern that does not compile is an error") };
+        let Err(e) = context_tar(&dir, "Dockerfile") else {
+            panic!("a pattern that does not compile is an error")
+        };
         let e = e.to_string();
         assert!(e.contains(".dockerignore: line 2"), "{e}");
     }

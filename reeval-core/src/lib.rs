@@ -1,11 +1,20 @@
 //! The core of reeval: the context evals are written against, the
-//! environment, the attempt lifecycle, the Docker sandbox, outcomes, records,
-//! matchers and the test-style runner. Most users depend on the `reeval`
-//! facade instead, which re-exports what they need.
+//! environment, the attempt lifecycle, the sandbox backends, outcomes,
+//! records, matchers, the judge and the test-style runner. Most users depend
+//! on the `reeval` facade instead, which re-exports what they need.
+//!
+//! Where things are:
+//! - `attempt/`: one attempt as a state machine; [`Ctx`] is its facade.
+//! - `lifecycle/`: one file per phase, in phase order ([`Phase`]).
+//! - [`outcome`]: outcomes and the one place errors are classified and retries decided.
+//! - [`sandbox`]: the [`Backend`] and [`Sandbox`] traits, Docker, the fake.
+//! - [`secrets`]: secret values and the one redactor every sink writes through.
+//! - [`llm`]: the model-API client and agent tools shared by the judge and the built-in agent.
+//! - [`runner`]: settings, preflight, the dispatcher and its event stream; [`report`]: the reporters.
 #![forbid(unsafe_code)]
 
 mod attempt;
-pub mod budget;
+mod budget;
 pub mod capture;
 pub mod diff;
 pub mod environment;
@@ -13,14 +22,14 @@ pub mod error;
 pub mod eval;
 pub mod exec;
 pub mod harness;
-pub mod image;
+pub(crate) mod image;
 pub mod judge;
 pub(crate) mod lifecycle;
 pub mod llm;
 pub mod matchers;
 pub mod outcome;
 pub mod phase;
-pub mod progress;
+mod progress;
 pub mod record;
 pub mod report;
 pub mod runner;
@@ -28,12 +37,11 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod turn;
-pub mod workspace;
+mod workspace;
 
-pub use capture::Artifact;
+// The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::Ctx;
-pub use capture::Capture;
-pub use turn::TurnOptions;
+pub use capture::{Artifact, Capture};
 pub use diff::{Change, Diff, FileChange, Snapshot};
 pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};
 pub use error::{AssertionFailure, Error, Result};
@@ -45,10 +53,12 @@ pub use matchers::{Expectation, expect};
 pub use outcome::{FailKind, Kind, Outcome};
 pub use phase::Phase;
 pub use record::{Record, Summary, Verdict};
+pub use report::Reporter;
+pub use runner::events::RunEvent;
 pub use runner::{RunConfig, RunReport, Runner};
-pub use sandbox::{Sandbox, SandboxError, SandboxHandle};
-pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnReport, TurnStatus, Usage};
+pub use sandbox::{Backend, Sandbox, SandboxError, SandboxHandle};
+pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, TurnStatus, Usage};
 
-/// Re-exported for the macros and for users who drop down to the Docker API.
+/// The Docker API client, for users who drop down to the engine (and for the tests).
 pub use bollard;
 pub use tokio_util::sync::CancellationToken;

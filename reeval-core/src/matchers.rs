@@ -32,18 +32,36 @@ pub fn expect<T>(value: T) -> Expectation<T> {
 
 impl<T> Expectation<T> {
     /// Negates the next matcher.
-    #[expect(clippy::should_implement_trait, reason = "vitest's `.not()`; `!expect(x)` would read worse")]
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "vitest's `.not()`; `!expect(x)` would read worse"
+    )]
     pub fn not(mut self) -> Self {
         self.negated = !self.negated;
         self
     }
 
-    fn check(&self, ok: bool, matcher: &str, expected: String, actual: String, output: Option<&ExecOutput>) -> Result<()> {
+    fn check(
+        &self,
+        ok: bool,
+        matcher: &str,
+        expected: String,
+        actual: String,
+        output: Option<&ExecOutput>,
+    ) -> Result<()> {
         self.check_with_diff(ok, matcher, expected, actual, output, None)
     }
 
     /// As [`Self::check`]; a `diff` (unified, of multi-line values) stands in for the expected and actual lines.
-    fn check_with_diff(&self, ok: bool, matcher: &str, expected: String, actual: String, output: Option<&ExecOutput>, diff: Option<String>) -> Result<()> {
+    fn check_with_diff(
+        &self,
+        ok: bool,
+        matcher: &str,
+        expected: String,
+        actual: String,
+        output: Option<&ExecOutput>,
+        diff: Option<String>,
+    ) -> Result<()> {
         if ok != self.negated {
             return Ok(());
         }
@@ -54,8 +72,13 @@ impl<T> Expectation<T> {
             message = format!("{message} in eval {eval}");
         }
         match diff {
-            Some(diff) => message.push_str(&format!("\n  diff (-expected +actual):\n{}", indent(&diff))),
-            None => message.push_str(&format!("\n  expected: {}{expected}\n    actual: {actual}", if self.negated { "not " } else { "" })),
+            Some(diff) => {
+                message.push_str(&format!("\n  diff (-expected +actual):\n{}", indent(&diff)))
+            }
+            None => message.push_str(&format!(
+                "\n  expected: {}{expected}\n    actual: {actual}",
+                if self.negated { "not " } else { "" }
+            )),
         }
         if let Some(out) = output {
             message.push_str(&format!("\n   command: {}", out.command));
@@ -66,7 +89,10 @@ impl<T> Expectation<T> {
                 message.push_str(&format!("\n  stderr (tail):\n{}", indent(out.stderr_tail(TAIL))));
             }
         }
-        Err(Error::Assertion(AssertionFailure { message, location: Some(format!("{}:{}", self.location.file(), self.location.line())) }))
+        Err(Error::Assertion(AssertionFailure {
+            message,
+            location: Some(format!("{}:{}", self.location.file(), self.location.line())),
+        }))
     }
 }
 
@@ -75,7 +101,11 @@ fn indent(s: &str) -> String {
 }
 
 fn exit_desc(out: &ExecOutput) -> String {
-    if out.timed_out { "killed by its timeout".into() } else { format!("exit code {}", out.exit_code) }
+    if out.timed_out {
+        "killed by its timeout".into()
+    } else {
+        format!("exit code {}", out.exit_code)
+    }
 }
 
 impl Expectation<ExecOutput> {
@@ -84,7 +114,13 @@ impl Expectation<ExecOutput> {
     /// # Errors
     /// An `assertion` failure otherwise.
     pub fn to_succeed(self) -> Result<()> {
-        self.check(self.value.success(), "to_succeed()", "exit code 0".into(), exit_desc(&self.value), Some(&self.value))
+        self.check(
+            self.value.success(),
+            "to_succeed()",
+            "exit code 0".into(),
+            exit_desc(&self.value),
+            Some(&self.value),
+        )
     }
 
     /// The command exited non-zero.
@@ -92,7 +128,13 @@ impl Expectation<ExecOutput> {
     /// # Errors
     /// An `assertion` failure otherwise.
     pub fn to_fail(self) -> Result<()> {
-        self.check(!self.value.success(), "to_fail()", "a non-zero exit code".into(), exit_desc(&self.value), Some(&self.value))
+        self.check(
+            !self.value.success(),
+            "to_fail()",
+            "a non-zero exit code".into(),
+            exit_desc(&self.value),
+            Some(&self.value),
+        )
     }
 
     /// The command exited with `code`.
@@ -114,7 +156,13 @@ impl Expectation<ExecOutput> {
     /// # Errors
     /// An `assertion` failure otherwise.
     pub fn to_contain(self, needle: &str) -> Result<()> {
-        self.check(self.value.stdout.contains(needle), "to_contain(..)", format!("stdout containing {needle:?}"), "it does not".into(), Some(&self.value))
+        self.check(
+            self.value.stdout.contains(needle),
+            "to_contain(..)",
+            format!("stdout containing {needle:?}"),
+            "it does not".into(),
+            Some(&self.value),
+        )
     }
 }
 
@@ -125,7 +173,13 @@ impl<T: AsRef<str>> Expectation<T> {
     /// An `assertion` failure otherwise.
     pub fn to_contain(self, needle: &str) -> Result<()> {
         let text = self.value.as_ref();
-        self.check(text.contains(needle), "to_contain(..)", format!("text containing {needle:?}"), quote(text), None)
+        self.check(
+            text.contains(needle),
+            "to_contain(..)",
+            format!("text containing {needle:?}"),
+            quote(text),
+            None,
+        )
     }
 
     /// The text matches the regular expression `pattern`.
@@ -133,9 +187,16 @@ impl<T: AsRef<str>> Expectation<T> {
     /// # Errors
     /// An `assertion` failure otherwise, or when `pattern` is not a valid regex.
     pub fn to_match(self, pattern: &str) -> Result<()> {
-        let re = regex::Regex::new(pattern).map_err(|e| Error::other(format!("failed to compile the regex {pattern:?}: {e}")))?;
+        let re = regex::Regex::new(pattern)
+            .map_err(|e| Error::other(format!("failed to compile the regex {pattern:?}: {e}")))?;
         let text = self.value.as_ref();
-        self.check(re.is_match(text), "to_match(..)", format!("text matching /{pattern}/"), quote(text), None)
+        self.check(
+            re.is_match(text),
+            "to_match(..)",
+            format!("text matching /{pattern}/"),
+            quote(text),
+            None,
+        )
     }
 }
 
@@ -185,7 +246,13 @@ impl Expectation<crate::record::Verdict> {
     /// # Errors
     /// A `judge` failure otherwise.
     pub fn to_pass(self) -> Result<()> {
-        as_judge_failure(self.check(self.value.pass, "to_pass()", "a passing verdict".into(), describe_verdict(&self.value), None))
+        as_judge_failure(self.check(
+            self.value.pass,
+            "to_pass()",
+            "a passing verdict".into(),
+            describe_verdict(&self.value),
+            None,
+        ))
     }
 }
 
@@ -199,7 +266,13 @@ impl Expectation<crate::judge::JudgeResult> {
             Some(v) => describe_verdict(v),
             None => format!("{} verdicts passed", self.value.verdicts.len()),
         };
-        as_judge_failure(self.check(self.value.passed(), "to_pass()", "every verdict passing".into(), actual, None))
+        as_judge_failure(self.check(
+            self.value.passed(),
+            "to_pass()",
+            "every verdict passing".into(),
+            actual,
+            None,
+        ))
     }
 }
 
@@ -207,12 +280,20 @@ impl Expectation<crate::judge::JudgeResult> {
 /// strings and either spans lines. Strings are recognised by their `Debug`
 /// form, the one thing `to_equal` may ask of any `T`, and unescaped from it.
 fn line_diff(expected_debug: &str, actual_debug: &str) -> Option<String> {
-    let (expected, actual) = (unescape_debug_str(expected_debug)?, unescape_debug_str(actual_debug)?);
+    let (expected, actual) =
+        (unescape_debug_str(expected_debug)?, unescape_debug_str(actual_debug)?);
     if !expected.contains('\n') && !actual.contains('\n') {
         return None;
     }
     let diff = similar::TextDiff::from_lines(&expected, &actual);
-    Some(diff.unified_diff().context_radius(3).header("expected", "actual").to_string().trim_end().to_string())
+    Some(
+        diff.unified_diff()
+            .context_radius(3)
+            .header("expected", "actual")
+            .to_string()
+            .trim_end()
+            .to_string(),
+    )
 }
 
 /// The text of a `str`'s `Debug` form (`"a\nb"`), or `None` for anything else.
@@ -245,7 +326,11 @@ fn unescape_debug_str(debug: &str) -> Option<String> {
 }
 
 fn quote(text: &str) -> String {
-    if text.len() > TAIL { format!("{:?} (last {TAIL} of {} bytes)", crate::exec::tail(text, TAIL), text.len()) } else { format!("{text:?}") }
+    if text.len() > TAIL {
+        format!("{:?} (last {TAIL} of {} bytes)", crate::exec::tail(text, TAIL), text.len())
+    } else {
+        format!("{text:?}")
+    }
 }
 
 #[cfg(test)]
@@ -295,12 +380,26 @@ mod tests {
         assert!(expect(verdict(true)).to_pass().is_ok());
         assert!(expect(verdict(false)).not().to_pass().is_ok());
         let err = expect(verdict(false)).to_pass().unwrap_err();
-        assert_eq!(crate::outcome::classify(&err), crate::outcome::Outcome::Fail(crate::outcome::FailKind::Judge));
+        assert_eq!(
+            crate::outcome::classify(&err),
+            crate::outcome::Outcome::Fail(crate::outcome::FailKind::Judge)
+        );
         let text = err.to_string();
-        assert!(text.contains("did not pass with score 0.20") && text.contains("no test file"), "{text}");
+        assert!(
+            text.contains("did not pass with score 0.20") && text.contains("no test file"),
+            "{text}"
+        );
         let result = crate::judge::JudgeResult { verdicts: vec![verdict(true), verdict(false)] };
-        assert!(expect(result.clone()).to_pass().unwrap_err().to_string().contains("\"has tests\" did not pass"));
-        assert!(expect(crate::judge::JudgeResult { verdicts: vec![verdict(true)] }).to_pass().is_ok());
+        assert!(
+            expect(result.clone())
+                .to_pass()
+                .unwrap_err()
+                .to_string()
+                .contains("\"has tests\" did not pass")
+        );
+        assert!(
+            expect(crate::judge::JudgeResult { verdicts: vec![verdict(true)] }).to_pass().is_ok()
+        );
     }
 
     #[test]
@@ -318,8 +417,16 @@ mod tests {
     fn multi_line_strings_fail_with_a_unified_diff() {
         let expected = "def greet(name):\n    return f\"hi {name}\"\n\nprint(greet('x'))\n";
         let actual = String::from("def greet(name):\n    return \"hi\"\n\nprint(greet('x'))\n");
-        let err = CURRENT_EVAL.sync_scope("greets".into(), || expect(&actual).to_equal(expected)).unwrap_err().to_string();
-        assert!(err.starts_with("expect(..).to_equal(..) failed in eval greets\n  diff (-expected +actual):\n"), "{err}");
+        let err = CURRENT_EVAL
+            .sync_scope("greets".into(), || expect(&actual).to_equal(expected))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "expect(..).to_equal(..) failed in eval greets\n  diff (-expected +actual):\n"
+            ),
+            "{err}"
+        );
         for line in [
             "    | --- expected",
             "    | +++ actual",
@@ -334,12 +441,18 @@ mod tests {
         assert!(err.contains("\n  at ") && err.contains("matchers.rs:"), "the location: {err}");
         // Single-line values keep expected and actual; equal multi-line values under .not() have no diff to show.
         let err = expect("abc").to_equal("abd").unwrap_err().to_string();
-        assert!(err.contains("expected: \"abd\"\n    actual: \"abc\"") && !err.contains("---"), "{err}");
+        assert!(
+            err.contains("expected: \"abd\"\n    actual: \"abc\"") && !err.contains("---"),
+            "{err}"
+        );
         let err = expect("a\nb").not().to_equal("a\nb").unwrap_err().to_string();
         assert!(err.contains("expected: not \"a\\nb\""), "{err}");
         // Not strings: no diff, whatever their Debug form.
         assert!(!expect(vec![1, 2]).to_equal(vec![1, 3]).unwrap_err().to_string().contains("---"));
-        assert_eq!(unescape_debug_str(&format!("{:?}", "tab\there \"q\" \\ \u{1b}é")).as_deref(), Some("tab\there \"q\" \\ \u{1b}é"));
+        assert_eq!(
+            unescape_debug_str(&format!("{:?}", "tab\there \"q\" \\ \u{1b}é")).as_deref(),
+            Some("tab\there \"q\" \\ \u{1b}é")
+        );
         assert_eq!(unescape_debug_str("\"a\" + \"b\""), None);
     }
 }

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::phase::Phase;
 use crate::harness::ErrorClass;
+use crate::phase::Phase;
 use crate::sandbox::SandboxError;
 use crate::turn::{TurnReport, TurnStatus};
 
@@ -154,7 +154,11 @@ impl TryFrom<OutcomeRepr> for Outcome {
             (OutcomeName::Fail, Some(Kind::Agent)) => Outcome::Fail(FailKind::Agent),
             (OutcomeName::InfraError, Some(Kind::Infra)) => Outcome::InfraError,
             (OutcomeName::InfraError, Some(Kind::Config)) => Outcome::Config,
-            (_, kind) => return Err(format!("failed to read an outcome: kind {kind:?} does not go with it")),
+            (_, kind) => {
+                return Err(format!(
+                    "failed to read an outcome: kind {kind:?} does not go with it"
+                ));
+            }
         })
     }
 }
@@ -171,7 +175,8 @@ pub fn classify(err: &Error) -> Outcome {
         // A missing file, or one that is not a regular file or too large to read,
         // is something a check may legitimately find about the agent's work; while
         // the platform prepares the sandbox or tears it down, it is the platform's.
-        Error::Sandbox(SandboxError::NotFound { .. } | SandboxError::Archive { .. }) => match phase {
+        Error::Sandbox(SandboxError::NotFound { .. } | SandboxError::Archive { .. }) => match phase
+        {
             Some(p) if p.prepares() || p == Phase::Teardown => Outcome::InfraError,
             _ => Outcome::Fail(FailKind::Assertion),
         },
@@ -205,8 +210,16 @@ pub(crate) struct Conclusion {
 
 /// The attempt's conclusion from how its eval ended and the failures that
 /// did not stop it (verdicts under their threshold).
-pub(crate) fn conclude(ended: Ended, soft_failures: &mut Vec<Error>, budget: Duration) -> Conclusion {
-    let from = |e: Error| Conclusion { outcome: classify(&e), message: Some(e.to_string()), cause: Some(e) };
+pub(crate) fn conclude(
+    ended: Ended,
+    soft_failures: &mut Vec<Error>,
+    budget: Duration,
+) -> Conclusion {
+    let from = |e: Error| Conclusion {
+        outcome: classify(&e),
+        message: Some(e.to_string()),
+        cause: Some(e),
+    };
     match ended {
         Ended::Returned(Ok(Ok(()))) => {
             if soft_failures.is_empty() {
@@ -216,11 +229,18 @@ pub(crate) fn conclude(ended: Ended, soft_failures: &mut Vec<Error>, budget: Dur
             }
         }
         Ended::Returned(Ok(Err(e))) => from(e),
-        Ended::Returned(Err(panic)) => Conclusion { outcome: Outcome::Fail(FailKind::Assertion), message: Some(format!("the eval panicked: {panic}")), cause: None },
+        Ended::Returned(Err(panic)) => Conclusion {
+            outcome: Outcome::Fail(FailKind::Assertion),
+            message: Some(format!("the eval panicked: {panic}")),
+            cause: None,
+        },
         // The platform's failure stays the platform's (a harness that never produced an event).
         Ended::BudgetRanOut(Some(Ok(Err(e)))) if classify(&e).is_infra() => from(e),
         Ended::BudgetRanOut(_) => from(Error::Timeout { elapsed: budget }),
-        Ended::DeadlinePassed => from(Error::infra("finish the attempt", "its deadline passed (a wedged sandbox or setup?)")),
+        Ended::DeadlinePassed => from(Error::infra(
+            "finish the attempt",
+            "its deadline passed (a wedged sandbox or setup?)",
+        )),
         Ended::Interrupted => from(Error::infra("finish", "the run was interrupted")),
     }
 }
@@ -236,8 +256,19 @@ pub fn harness_error(class: ErrorClass, harness: &str, message: String) -> Error
 
 /// What a turn that ended with `status` means for the attempt. `report` is
 /// `None` when the turn was stopped and its harness never reported.
-pub fn turn_error(harness: &str, status: TurnStatus, report: Option<&TurnReport>, elapsed: Duration, spent: Duration) -> Option<Error> {
-    let never_started = || Error::infra(format!("run harness {harness}"), format!("the harness produced no event in {:.1}s", elapsed.as_secs_f64()));
+pub fn turn_error(
+    harness: &str,
+    status: TurnStatus,
+    report: Option<&TurnReport>,
+    elapsed: Duration,
+    spent: Duration,
+) -> Option<Error> {
+    let never_started = || {
+        Error::infra(
+            format!("run harness {harness}"),
+            format!("the harness produced no event in {:.1}s", elapsed.as_secs_f64()),
+        )
+    };
     match (status, report) {
         (TurnStatus::Completed | TurnStatus::TimedOut, _) => None,
         // The agent never had a fair try: the platform's failure, not a timeout.
@@ -245,13 +276,15 @@ pub fn turn_error(harness: &str, status: TurnStatus, report: Option<&TurnReport>
         (TurnStatus::Aborted, _) => Some(Error::Timeout { elapsed: spent }),
         (TurnStatus::Failed, report) => {
             let report = report.cloned().unwrap_or_default();
-            let message = report.error.clone().unwrap_or_else(|| "the agent reported a failure".into());
+            let message =
+                report.error.clone().unwrap_or_else(|| "the agent reported a failure".into());
             let class = report.error_class.unwrap_or(ErrorClass::Agent);
             Some(match class {
                 // A CLI that failed before its first event (not found, crashed) never started.
-                ErrorClass::Agent if report.events == 0 => {
-                    Error::infra(format!("run harness {harness}"), format!("the harness failed before its first event: {message}"))
-                }
+                ErrorClass::Agent if report.events == 0 => Error::infra(
+                    format!("run harness {harness}"),
+                    format!("the harness failed before its first event: {message}"),
+                ),
                 class => harness_error(class, harness, message),
             })
         }
@@ -275,7 +308,13 @@ pub enum Retry {
 
 /// The one retry policy: from the attempt's outcome, the error that caused
 /// it, the try it was (1-based), the retries allowed and whether the run is stopping.
-pub fn retry(outcome: Outcome, cause: Option<&Error>, try_: u32, retries: u32, stopping: bool) -> Retry {
+pub fn retry(
+    outcome: Outcome,
+    cause: Option<&Error>,
+    try_: u32,
+    retries: u32,
+    stopping: bool,
+) -> Retry {
     if outcome != Outcome::InfraError {
         return Retry::Final;
     }
@@ -302,13 +341,33 @@ mod tests {
         let not_found = || Error::Sandbox(SandboxError::NotFound { path: "p".into() });
         let archive = || Error::Sandbox(SandboxError::Archive { message: "too large".into() });
         let cases: Vec<(Error, Option<Phase>, Outcome)> = vec![
-            (Error::Assertion(AssertionFailure { message: "x".into(), location: None }), None, ASSERTION),
+            (
+                Error::Assertion(AssertionFailure { message: "x".into(), location: None }),
+                None,
+                ASSERTION,
+            ),
             (Error::other("mine"), None, ASSERTION),
-            (Error::Judge { message: "low".into() }, Some(Phase::Judge), Outcome::Fail(FailKind::Judge)),
-            (Error::Timeout { elapsed: Duration::from_secs(1) }, Some(Phase::Turn), Outcome::Fail(FailKind::Timeout)),
-            (Error::Agent { harness: "h".into(), message: "m".into() }, Some(Phase::Turn), Outcome::Fail(FailKind::Agent)),
+            (
+                Error::Judge { message: "low".into() },
+                Some(Phase::Judge),
+                Outcome::Fail(FailKind::Judge),
+            ),
+            (
+                Error::Timeout { elapsed: Duration::from_secs(1) },
+                Some(Phase::Turn),
+                Outcome::Fail(FailKind::Timeout),
+            ),
+            (
+                Error::Agent { harness: "h".into(), message: "m".into() },
+                Some(Phase::Turn),
+                Outcome::Fail(FailKind::Agent),
+            ),
             (Error::infra("start", "x"), Some(Phase::Container), Outcome::InfraError),
-            (Error::Sandbox(SandboxError::EngineUnreachable { message: "m".into() }), None, Outcome::InfraError),
+            (
+                Error::Sandbox(SandboxError::EngineUnreachable { message: "m".into() }),
+                None,
+                Outcome::InfraError,
+            ),
             (Error::Config("c".into()), Some(Phase::Judge), Outcome::Config),
             // What a check finds about the agent's work is the agent's...
             (not_found(), None, ASSERTION),
@@ -355,14 +414,22 @@ mod tests {
     #[test]
     fn retry_decisions() {
         let infra = Error::infra("start", "x");
-        let missing = Error::Sandbox(SandboxError::ImageMissing { image: "i".into(), hint: "h".into() });
+        let missing =
+            Error::Sandbox(SandboxError::ImageMissing { image: "i".into(), hint: "h".into() });
         assert_eq!(retry(Outcome::InfraError, Some(&infra), 1, 2, false), Retry::Again);
         assert_eq!(retry(Outcome::InfraError, Some(&infra), 2, 2, false), Retry::Again);
         assert_eq!(retry(Outcome::InfraError, Some(&infra), 3, 2, false), Retry::Exhausted);
         assert_eq!(retry(Outcome::InfraError, Some(&infra), 1, 2, true), Retry::Stopping);
-        assert_eq!(retry(Outcome::InfraError, Some(&missing.in_phase(Phase::Image)), 1, 2, false), Retry::Hopeless);
+        assert_eq!(
+            retry(Outcome::InfraError, Some(&missing.in_phase(Phase::Image)), 1, 2, false),
+            Retry::Hopeless
+        );
         assert_eq!(retry(Outcome::Config, None, 1, 2, false), Retry::Final);
-        assert_eq!(retry(Outcome::Fail(FailKind::Timeout), None, 1, 2, false), Retry::Final, "fails are samples");
+        assert_eq!(
+            retry(Outcome::Fail(FailKind::Timeout), None, 1, 2, false),
+            Retry::Final,
+            "fails are samples"
+        );
         assert_eq!(retry(Outcome::Pass, None, 1, 2, false), Retry::Final);
     }
 
@@ -370,16 +437,39 @@ mod tests {
     fn turns_that_never_started_are_the_platforms_failure() {
         let secs = Duration::from_secs(2);
         let kind = |e: Option<Error>| classify(&e.expect("an error")).kind();
-        let silent = TurnReport { status: TurnStatus::Failed, events: 0, error: Some("exec: claude: not found".into()), ..TurnReport::default() };
-        assert_eq!(kind(turn_error("claude-code", TurnStatus::Failed, Some(&silent), secs, secs)), Some(Kind::Infra));
+        let silent = TurnReport {
+            status: TurnStatus::Failed,
+            events: 0,
+            error: Some("exec: claude: not found".into()),
+            ..TurnReport::default()
+        };
+        assert_eq!(
+            kind(turn_error("claude-code", TurnStatus::Failed, Some(&silent), secs, secs)),
+            Some(Kind::Infra)
+        );
         let auth = TurnReport { error_class: Some(ErrorClass::Config), ..silent.clone() };
-        assert_eq!(kind(turn_error("c", TurnStatus::Failed, Some(&auth), secs, secs)), Some(Kind::Config));
+        assert_eq!(
+            kind(turn_error("c", TurnStatus::Failed, Some(&auth), secs, secs)),
+            Some(Kind::Config)
+        );
         let agent = TurnReport { events: 3, ..silent.clone() };
-        assert_eq!(kind(turn_error("c", TurnStatus::Failed, Some(&agent), secs, secs)), Some(Kind::Agent));
+        assert_eq!(
+            kind(turn_error("c", TurnStatus::Failed, Some(&agent), secs, secs)),
+            Some(Kind::Agent)
+        );
         // Stopped: no events at all is infra; some events, or no report from an in-process agent, is a timeout.
-        assert_eq!(kind(turn_error("c", TurnStatus::Aborted, Some(&silent), secs, secs)), Some(Kind::Infra));
-        assert_eq!(kind(turn_error("c", TurnStatus::Aborted, Some(&agent), secs, secs)), Some(Kind::Timeout));
-        assert_eq!(kind(turn_error("openai", TurnStatus::Aborted, None, secs, secs)), Some(Kind::Timeout));
+        assert_eq!(
+            kind(turn_error("c", TurnStatus::Aborted, Some(&silent), secs, secs)),
+            Some(Kind::Infra)
+        );
+        assert_eq!(
+            kind(turn_error("c", TurnStatus::Aborted, Some(&agent), secs, secs)),
+            Some(Kind::Timeout)
+        );
+        assert_eq!(
+            kind(turn_error("openai", TurnStatus::Aborted, None, secs, secs)),
+            Some(Kind::Timeout)
+        );
         assert!(turn_error("c", TurnStatus::TimedOut, None, secs, secs).is_none());
     }
 }

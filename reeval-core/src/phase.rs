@@ -179,7 +179,8 @@ mod tests {
 
     #[test]
     fn only_the_evals_own_work_spends_the_budget() {
-        let spending: Vec<&str> = Phase::ALL.iter().filter(|p| p.spends_budget()).map(|p| p.as_str()).collect();
+        let spending: Vec<&str> =
+            Phase::ALL.iter().filter(|p| p.spends_budget()).map(|p| p.as_str()).collect();
         assert_eq!(spending, ["turn", "check", "judge", "serve", "capture"]);
         assert!(Phase::ALL.iter().all(|p| !(p.spends_budget() && p.prepares())));
     }

@@ -22,7 +22,14 @@ pub struct PhaseLog {
 impl PhaseLog {
     /// A log for `attempt`, sending to `sink` when given.
     pub fn new(attempt: AttemptId, redactor: Redactor, sink: Option<EventSink>) -> Self {
-        Self { attempt, started: Instant::now(), redactor, sink, phases: Vec::new(), events: Vec::new() }
+        Self {
+            attempt,
+            started: Instant::now(),
+            redactor,
+            sink,
+            phases: Vec::new(),
+            events: Vec::new(),
+        }
     }
 
     /// When the attempt started.
@@ -46,7 +53,12 @@ impl PhaseLog {
     pub fn phase(&mut self, phase: Phase, begun: Instant, detail: impl Into<String>) {
         let detail = self.redactor.redact(&detail.into()).into_owned();
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
-        let record = PhaseRecord { phase, start_ms, duration_ms: begun.elapsed().as_millis() as u64, detail };
+        let record = PhaseRecord {
+            phase,
+            start_ms,
+            duration_ms: begun.elapsed().as_millis() as u64,
+            detail,
+        };
         self.send(RunEvent::PhaseEnded { attempt: self.attempt.clone(), phase: record.clone() });
         self.phases.push(record);
     }

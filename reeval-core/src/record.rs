@@ -13,6 +13,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// One phase of the lifecycle as it happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct PhaseRecord {
     /// The phase (`image`, `container`, …, `turn`, `check`, `judge`, `teardown`).
     pub phase: crate::phase::Phase,
@@ -27,6 +28,7 @@ pub struct PhaseRecord {
 /// Something worth knowing that is not a phase: a retry, a failed collection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Event {
     /// Milliseconds since the attempt started.
     pub at_ms: u64,
@@ -37,6 +39,7 @@ pub struct Event {
 /// One `exec` check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CheckRecord {
     /// The command as run.
     pub command: String,
@@ -56,6 +59,7 @@ pub struct CheckRecord {
 /// One judge verdict on one criterion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Verdict {
     /// The criterion judged.
     pub criterion: String,
@@ -81,6 +85,7 @@ pub struct Verdict {
 /// One request through the egress gateway.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct EgressRecord {
     /// Host.
     pub host: String,
@@ -97,6 +102,7 @@ pub struct EgressRecord {
 /// Time spent per part of the attempt, in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Timings {
     /// Preflight through harness start (image, container, workspace, setup, snapshot).
     pub setup_ms: u64,
@@ -117,6 +123,7 @@ pub struct Timings {
 /// One attempt's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Record {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -201,23 +208,38 @@ impl Record {
 
     /// The file name of this record in the run directory.
     pub fn file_name(&self) -> String {
-        format!("{}.{}.t{}.try{}.json", sanitize(&self.eval), sanitize(&self.harness), self.trial, self.try_)
+        format!(
+            "{}.{}.t{}.try{}.json",
+            sanitize(&self.eval),
+            sanitize(&self.harness),
+            self.trial,
+            self.try_
+        )
     }
 
     /// The attempt's artifact directory name in the run directory.
     pub fn artifacts_dir_name(&self) -> String {
-        format!("{}.{}.t{}.try{}", sanitize(&self.eval), sanitize(&self.harness), self.trial, self.try_)
+        format!(
+            "{}.{}.t{}.try{}",
+            sanitize(&self.eval),
+            sanitize(&self.harness),
+            self.trial,
+            self.try_
+        )
     }
 }
 
 /// A file-name-safe form of a name.
 pub fn sanitize(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_".contains(c) { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-_".contains(c) { c } else { '_' })
+        .collect()
 }
 
 /// Per-cell (eval × harness) figures of the summary.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CellSummary {
     /// Eval name.
     pub eval: String,
@@ -240,6 +262,7 @@ pub struct CellSummary {
 /// The run's summary, written as `summary.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Summary {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,

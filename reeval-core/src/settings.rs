@@ -91,7 +91,9 @@ pub struct SecretLookup {
 impl std::fmt::Debug for SecretLookup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Names only: the values are secrets.
-        f.debug_struct("SecretLookup").field("from_files", &self.files.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+        f.debug_struct("SecretLookup")
+            .field("from_files", &self.files.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
     }
 }
 
@@ -125,7 +127,9 @@ impl SecretLookup {
 
     /// The value of `name`: the host's, else the first file's that sets it.
     pub fn get(&self, name: &str) -> Option<String> {
-        (self.host)(name).filter(|v| !v.is_empty()).or_else(|| self.files.get(name).filter(|v| !v.is_empty()).cloned())
+        (self.host)(name)
+            .filter(|v| !v.is_empty())
+            .or_else(|| self.files.get(name).filter(|v| !v.is_empty()).cloned())
     }
 
     /// Every name → value the env files set (the host environment not included).
@@ -137,7 +141,11 @@ impl SecretLookup {
 /// One `.env` file through dotenvy's parser (quotes, `export`, comments,
 /// `${VAR}` expansion); a name set twice takes its last value.
 fn read_env_file(path: &Path, source_name: &str) -> Result<BTreeMap<String, String>, EnvFileError> {
-    let fail = |problem: String| EnvFileError { path: path.to_path_buf(), source_name: source_name.to_string(), problem };
+    let fail = |problem: String| EnvFileError {
+        path: path.to_path_buf(),
+        source_name: source_name.to_string(),
+        problem,
+    };
     let io_problem = |e: &std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => "it does not exist".to_string(),
         _ => e.to_string(),
@@ -169,11 +177,16 @@ fn line_problem(path: &Path) -> String {
         .and_then(|n| text.lines().nth(n - 1))
         .and_then(|l| l.trim_start().trim_start_matches("export ").split_once('='))
         .map(|(name, _)| name.trim())
-        .filter(|name| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter(|name| {
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        })
         .map(|name| format!(" (`{name}`)"))
         .unwrap_or_default();
     let at = line_no.map(|n| format!("line {n}")).unwrap_or_else(|| "a line".into());
-    format!("{at}{name} does not parse; quote a value that holds spaces, quotes or `#` (in single quotes `$` stays literal)")
+    format!(
+        "{at}{name} does not parse; quote a value that holds spaces, quotes or `#` (in single quotes `$` stays literal)"
+    )
 }
 
 /// The 1-based line of `text` where dotenvy's parse fails. dotenvy reports
@@ -184,7 +197,9 @@ fn failing_line(text: &str) -> Option<usize> {
     // Some(true): a complete line fails; Some(false): only the end came too early.
     let fails = |prefix: &str| {
         dotenvy::from_read_iter(prefix.as_bytes()).find_map(|item| match item {
-            Err(dotenvy::Error::LineParse(line, at)) => Some(at < line.len().saturating_sub(1) || !prefix.ends_with(line.as_str())),
+            Err(dotenvy::Error::LineParse(line, at)) => {
+                Some(at < line.len().saturating_sub(1) || !prefix.ends_with(line.as_str()))
+            }
             _ => None,
         })
     };
@@ -254,14 +269,27 @@ impl Vars<'_> {
     }
 
     fn fail(name: &str, value: &str, expected: impl Into<String>) -> SettingsError {
-        SettingsError::Variable { name: name.into(), value: value.into(), expected: expected.into() }
+        SettingsError::Variable {
+            name: name.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
     }
 
     fn flag(&self, name: &str) -> Result<Option<bool>, SettingsError> {
-        self.get(name).map(|v| parse_bool(&v).ok_or_else(|| Self::fail(name, &v, "expected 1/0, true/false, yes/no or on/off"))).transpose()
+        self.get(name)
+            .map(|v| {
+                parse_bool(&v).ok_or_else(|| {
+                    Self::fail(name, &v, "expected 1/0, true/false, yes/no or on/off")
+                })
+            })
+            .transpose()
     }
 
-    fn count<T: std::str::FromStr + PartialEq + From<u8>>(&self, name: &str) -> Result<Option<T>, SettingsError> {
+    fn count<T: std::str::FromStr + PartialEq + From<u8>>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, SettingsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
         match v.trim().parse::<T>() {
             Ok(n) if n != T::from(0) => Ok(Some(n)),
@@ -271,7 +299,9 @@ impl Vars<'_> {
 
     fn duration(&self, name: &str) -> Result<Option<Duration>, SettingsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
-        humantime::parse_duration(v.trim()).map(Some).map_err(|e| Self::fail(name, &v, format!("expected a duration like 10m or 90s ({e})")))
+        humantime::parse_duration(v.trim())
+            .map(Some)
+            .map_err(|e| Self::fail(name, &v, format!("expected a duration like 10m or 90s ({e})")))
     }
 }
 
@@ -285,7 +315,10 @@ pub fn parse_bool(value: &str) -> Option<bool> {
 }
 
 fn cache_dir_from(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    Vars(env).get("REEVAL_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("reeval-cache"))
+    Vars(env)
+        .get("REEVAL_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("reeval-cache"))
 }
 
 /// `NEXTEST_RUN_ID`, or `<utc date>T<time>-<pid>-<nonce>`.
@@ -293,14 +326,20 @@ pub(crate) fn run_id_from(env: &dyn Fn(&str) -> Option<String>) -> String {
     if let Some(id) = Vars(env).get("NEXTEST_RUN_ID") {
         return id;
     }
-    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace([':', '-'], "");
+    let stamp =
+        humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace([':', '-'], "");
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     format!("{}-{}-{:04x}", stamp.trim_end_matches('Z'), std::process::id(), nanos & 0xffff)
 }
 
 /// `$CARGO_TARGET_DIR/reeval/runs`, or `target/reeval/runs`.
 pub(crate) fn default_record_dir_from(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    Vars(env).get("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target")).join("reeval").join("runs")
+    Vars(env)
+        .get("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+        .join("reeval")
+        .join("runs")
 }
 
 impl Settings {
@@ -335,11 +374,18 @@ impl Settings {
     /// [`SettingsError::Variable`] for a variable that does not read,
     /// [`SettingsError::Config`] for a config file that does not parse, or a
     /// `REEVAL_CONFIG` naming a file that does not exist.
-    pub fn load(args: &Args, env: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
+    pub fn load(
+        args: &Args,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Settings, SettingsError> {
         Self::load_with_default_config(args, &env, Path::new(FILE_NAME))
     }
 
-    fn load_with_default_config(args: &Args, env: &dyn Fn(&str) -> Option<String>, default_config: &Path) -> Result<Settings, SettingsError> {
+    fn load_with_default_config(
+        args: &Args,
+        env: &dyn Fn(&str) -> Option<String>,
+        default_config: &Path,
+    ) -> Result<Settings, SettingsError> {
         let vars = Vars(env);
         let mut s = Settings::base(env);
 
@@ -355,15 +401,20 @@ impl Settings {
 
         // Every variable is read (and so checked) whether or not a flag overrides it.
         let verbose = vars.flag("REEVAL_VERBOSE")?;
-        let harnesses: Vec<String> =
-            vars.get("REEVAL_HARNESS").map(|h| h.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect()).unwrap_or_default();
+        let harnesses: Vec<String> = vars
+            .get("REEVAL_HARNESS")
+            .map(|h| {
+                h.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect()
+            })
+            .unwrap_or_default();
         let trials = vars.count::<u32>("REEVAL_TRIALS")?;
         let timeout = vars.duration("REEVAL_TIMEOUT")?;
         let record_dir = vars.get("REEVAL_RECORD_DIR").map(PathBuf::from);
         let threads = vars.count::<usize>("RUST_TEST_THREADS")?;
         let judge = vars.get("REEVAL_JUDGE").map(|j| j.trim().to_string());
         if let Some(spec) = &judge {
-            crate::judge::key_env(spec).map_err(|problem| Vars::fail("REEVAL_JUDGE", spec, problem))?;
+            crate::judge::key_env(spec)
+                .map_err(|problem| Vars::fail("REEVAL_JUDGE", spec, problem))?;
         }
 
         s.verbose = args.verbose || verbose.unwrap_or(false);
@@ -426,11 +477,16 @@ mod tests {
 
     /// Loads with no `reeval.toml` in play unless `REEVAL_CONFIG` names one.
     fn load(argv: &[&str], vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-        Settings::load_with_default_config(&args(argv), &env(vars), Path::new("/nonexistent/reeval.toml"))
+        Settings::load_with_default_config(
+            &args(argv),
+            &env(vars),
+            Path::new("/nonexistent/reeval.toml"),
+        )
     }
 
     fn config_file(name: &str, text: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("reeval-settings-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("reeval-settings-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(FILE_NAME);
         std::fs::write(&path, text).unwrap();
@@ -456,25 +512,50 @@ mod tests {
         .unwrap();
         assert!(s.verbose);
         assert_eq!(s.harnesses, vec!["shell", "other"]);
-        assert_eq!((s.trials, s.timeout, s.test_threads), (Some(3), Some(Duration::from_secs(90)), 5));
+        assert_eq!(
+            (s.trials, s.timeout, s.test_threads),
+            (Some(3), Some(Duration::from_secs(90)), 5)
+        );
         assert_eq!(s.record_dir, PathBuf::from("/runs"));
         assert_eq!((s.run_id.as_str(), s.under_nextest), ("nextest-run", true));
         assert_eq!(s.cache_dir, PathBuf::from("/cache"));
         let c = s.run_config();
-        assert_eq!((c.run_id.as_str(), c.threads, c.trials, c.under_nextest, c.print), ("nextest-run", 5, Some(3), true, false));
+        assert_eq!(
+            (c.run_id.as_str(), c.threads, c.trials, c.under_nextest, c.print),
+            ("nextest-run", 5, Some(3), true, false)
+        );
     }
 
     #[test]
     fn flags_win_over_the_environment_and_the_file() {
         let path = config_file("flags", "record_dir = \"from-file\"\n");
         let config = path.to_str().unwrap();
-        let vars = [("REEVAL_CONFIG", config), ("REEVAL_TRIALS", "3"), ("REEVAL_HARNESS", "env"), ("REEVAL_RECORD_DIR", "/env"), ("RUST_TEST_THREADS", "5")];
-        let s = load(&["--trials", "2", "--harness", "flag", "--record-dir", "/flag", "--test-threads", "1"], &vars).unwrap();
-        assert_eq!((s.trials, s.harnesses, s.record_dir, s.test_threads), (Some(2), vec!["flag".to_string()], PathBuf::from("/flag"), 1));
+        let vars = [
+            ("REEVAL_CONFIG", config),
+            ("REEVAL_TRIALS", "3"),
+            ("REEVAL_HARNESS", "env"),
+            ("REEVAL_RECORD_DIR", "/env"),
+            ("RUST_TEST_THREADS", "5"),
+        ];
+        let s = load(
+            &["--trials", "2", "--harness", "flag", "--record-dir", "/flag", "--test-threads", "1"],
+            &vars,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.trials, s.harnesses, s.record_dir, s.test_threads),
+            (Some(2), vec!["flag".to_string()], PathBuf::from("/flag"), 1)
+        );
         // The environment wins over the file; the file over the default.
         assert_eq!(load(&[], &vars).unwrap().record_dir, PathBuf::from("/env"));
-        assert_eq!(load(&[], &[("REEVAL_CONFIG", config)]).unwrap().record_dir, path.parent().unwrap().join("from-file"));
-        assert_eq!(load(&[], &[("CARGO_TARGET_DIR", "/t")]).unwrap().record_dir, PathBuf::from("/t/reeval/runs"));
+        assert_eq!(
+            load(&[], &[("REEVAL_CONFIG", config)]).unwrap().record_dir,
+            path.parent().unwrap().join("from-file")
+        );
+        assert_eq!(
+            load(&[], &[("CARGO_TARGET_DIR", "/t")]).unwrap().record_dir,
+            PathBuf::from("/t/reeval/runs")
+        );
         assert_eq!(load(&[], &[]).unwrap().config_file, None);
     }
 
@@ -493,7 +574,11 @@ mod tests {
             ("OFF", false),
             ("", false),
         ] {
-            assert_eq!(load(&[], &[("REEVAL_VERBOSE", word)]).unwrap().verbose, on, "REEVAL_VERBOSE={word}");
+            assert_eq!(
+                load(&[], &[("REEVAL_VERBOSE", word)]).unwrap().verbose,
+                on,
+                "REEVAL_VERBOSE={word}"
+            );
         }
         // The flag wins over a falsy variable.
         assert!(load(&["-v"], &[("REEVAL_VERBOSE", "0")]).unwrap().verbose);
@@ -502,12 +587,19 @@ mod tests {
     #[test]
     fn a_variable_that_does_not_read_is_an_error_naming_it() {
         let e = load(&[], &[("REEVAL_VERBOSE", "maybe")]).unwrap_err();
-        assert_eq!(e.to_string(), "failed to read REEVAL_VERBOSE=`maybe`: expected 1/0, true/false, yes/no or on/off");
+        assert_eq!(
+            e.to_string(),
+            "failed to read REEVAL_VERBOSE=`maybe`: expected 1/0, true/false, yes/no or on/off"
+        );
         // Even when the flag would override it.
         assert!(load(&["-v"], &[("REEVAL_VERBOSE", "maybe")]).is_err());
-        for (name, value) in
-            [("REEVAL_TRIALS", "three"), ("REEVAL_TRIALS", "0"), ("RUST_TEST_THREADS", "0"), ("REEVAL_TIMEOUT", "soon"), ("REEVAL_JUDGE", "nope")]
-        {
+        for (name, value) in [
+            ("REEVAL_TRIALS", "three"),
+            ("REEVAL_TRIALS", "0"),
+            ("RUST_TEST_THREADS", "0"),
+            ("REEVAL_TIMEOUT", "soon"),
+            ("REEVAL_JUDGE", "nope"),
+        ] {
             let e = load(&[], &[(name, value)]).unwrap_err().to_string();
             assert!(e.starts_with(&format!("failed to read {name}=`{value}`: ")), "{e}");
         }
@@ -519,14 +611,22 @@ mod tests {
         assert_eq!(s.judge.as_deref(), Some("openai:gpt-4.1"));
         assert_eq!(s.run_config().judge.as_deref(), Some("openai:gpt-4.1"));
         let path = config_file("judge", "judge = \"anthropic:claude-sonnet-4-5\"\n");
-        let s = load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1"), ("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap();
+        let s = load(
+            &[],
+            &[("REEVAL_JUDGE", "openai:gpt-4.1"), ("REEVAL_CONFIG", path.to_str().unwrap())],
+        )
+        .unwrap();
         assert_eq!(s.judge.as_deref(), Some("anthropic:claude-sonnet-4-5"));
     }
 
     #[test]
     fn env_files_come_from_the_file_then_the_environment() {
         let path = config_file("envfile", "env_file = \"keys.env\"\n");
-        let s = load(&[], &[("REEVAL_ENV_FILE", "/other.env"), ("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap();
+        let s = load(
+            &[],
+            &[("REEVAL_ENV_FILE", "/other.env"), ("REEVAL_CONFIG", path.to_str().unwrap())],
+        )
+        .unwrap();
         assert_eq!(s.env_file, Some(path.parent().unwrap().join("keys.env")));
         assert_eq!(s.fallback_env_file, Some(PathBuf::from("/other.env")));
         let c = s.run_config();
@@ -545,10 +645,17 @@ mod tests {
 
     #[test]
     fn env_files_are_read_with_dotenv_syntax_and_in_order() {
-        let first = env_file("first", "# keys\nexport A=from-first\nB=\"two words\"\nC='${NOT_EXPANDED}'\nD=\nA=first-again\n");
+        let first = env_file(
+            "first",
+            "# keys\nexport A=from-first\nB=\"two words\"\nC='${NOT_EXPANDED}'\nD=\nA=first-again\n",
+        );
         let fallback = env_file("fallback", "A=from-fallback\nE=only-in-fallback\n");
         let s = SecretLookup::load(Some(&first), Some(&fallback)).unwrap().with_host(no_host);
-        assert_eq!(s.get("A").as_deref(), Some("first-again"), "the configured file wins; within it the last value");
+        assert_eq!(
+            s.get("A").as_deref(),
+            Some("first-again"),
+            "the configured file wins; within it the last value"
+        );
         assert_eq!(s.get("B").as_deref(), Some("two words"));
         assert_eq!(s.get("C").as_deref(), Some("${NOT_EXPANDED}"));
         assert_eq!(s.get("D"), None, "empty counts as unset");
@@ -562,8 +669,13 @@ mod tests {
     #[test]
     fn a_missing_env_file_is_an_error_naming_it() {
         let e = SecretLookup::load(None, Some(Path::new("/nonexistent/keys.env"))).unwrap_err();
-        assert_eq!(e.to_string(), "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist");
-        let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None).unwrap_err().to_string();
+        assert_eq!(
+            e.to_string(),
+            "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist"
+        );
+        let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/suite.env (env_file)"), "{e}");
     }
 
@@ -571,19 +683,35 @@ mod tests {
     fn a_malformed_line_is_an_error_naming_file_and_line_but_not_the_value() {
         let path = env_file("malformed", "GOOD=1\n\nAPI_KEY=sk-secret value\n");
         let e = SecretLookup::load(Some(&path), None).unwrap_err().to_string();
-        assert!(e.contains(&path.display().to_string()) && e.contains("line 3 (`API_KEY`) does not parse"), "{e}");
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains("line 3 (`API_KEY`) does not parse"),
+            "{e}"
+        );
         assert!(!e.contains("sk-secret"), "the value stays out of the message: {e}");
         assert_eq!(failing_line("A=1\nB='open\nC=2\n"), Some(2), "a quote left open");
-        assert_eq!(failing_line("A=\"multi\nline\"\nB=x y\n"), Some(3), "after a value over two lines");
+        assert_eq!(
+            failing_line("A=\"multi\nline\"\nB=x y\n"),
+            Some(3),
+            "after a value over two lines"
+        );
         assert_eq!(failing_line("# only = a comment\nA=1\n"), None);
     }
 
     #[tokio::test]
     async fn preflight_names_an_env_file_that_does_not_exist() {
-        let config = RunConfig { env_file: Some(PathBuf::from("/nonexistent/suite.env")), ..RunConfig::default() };
+        let config = RunConfig {
+            env_file: Some(PathBuf::from("/nonexistent/suite.env")),
+            ..RunConfig::default()
+        };
         let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new());
         let e = runner.run(Vec::new()).await.unwrap_err();
-        assert!(e.missing.iter().any(|m| m.starts_with("failed to read the env file /nonexistent/suite.env")), "{e}");
+        assert!(
+            e.missing
+                .iter()
+                .any(|m| m.starts_with("failed to read the env file /nonexistent/suite.env")),
+            "{e}"
+        );
     }
 
     #[test]
@@ -592,6 +720,11 @@ mod tests {
         assert!(e.starts_with("failed to read the suite config /nonexistent/suite.toml"), "{e}");
         let path = config_file("malformed", "judge = \"openai:gpt-4.1\"\nrecord_dir = 3\n");
         let e = load(&[], &[("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap_err().to_string();
-        assert!(e.contains(&path.display().to_string()) && e.contains("line 2") && e.contains("`record_dir`"), "{e}");
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains("line 2")
+                && e.contains("`record_dir`"),
+            "{e}"
+        );
     }
 }

@@ -21,7 +21,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn latencies(c: &reqwest::Client, url: &str, headers: &[(&str, &str)], n: usize) -> Vec<Duration> {
+async fn latencies(
+    c: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    n: usize,
+) -> Vec<Duration> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..WARMUP + n {
         let mut req = c.get(url);
@@ -40,7 +45,12 @@ async fn latencies(c: &reqwest::Client, url: &str, headers: &[(&str, &str)], n: 
 }
 
 fn report(name: &str, direct: &[Duration], proxied: &[Duration]) {
-    let (d50, d99, p50, p99) = (percentile(direct, 0.5), percentile(direct, 0.99), percentile(proxied, 0.5), percentile(proxied, 0.99));
+    let (d50, d99, p50, p99) = (
+        percentile(direct, 0.5),
+        percentile(direct, 0.99),
+        percentile(proxied, 0.5),
+        percentile(proxied, 0.99),
+    );
     println!(
         "{name:<28} direct p50 {:>8.3} ms p99 {:>8.3} ms | gateway p50 {:>8.3} ms p99 {:>8.3} ms | added p50 {:>7.3} ms",
         d50.as_secs_f64() * 1e3,
@@ -65,7 +75,8 @@ async fn ttfb(c: &reqwest::Client, url: &str) -> Vec<Duration> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let pki = TestPki::new();
         let plain = upstream(None, Behaviour::Echo).await;

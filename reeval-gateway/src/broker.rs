@@ -47,7 +47,13 @@ impl Binding {
     ///
     /// [`GatewayError::Binding`] when the host, header name, placeholder or
     /// secret is unusable (the message never holds the secret).
-    pub fn new(name: impl Into<String>, host: &str, header: &str, placeholder: impl Into<String>, secret: SecretString) -> Result<Self, GatewayError> {
+    pub fn new(
+        name: impl Into<String>,
+        host: &str,
+        header: &str,
+        placeholder: impl Into<String>,
+        secret: SecretString,
+    ) -> Result<Self, GatewayError> {
         let name = name.into();
         let placeholder = placeholder.into();
         if name.is_empty() {
@@ -55,20 +61,40 @@ impl Binding {
         }
         let host_n = normalize_host(host);
         if !is_valid_host(&host_n) {
-            return Err(GatewayError::binding(&name, format!("{host:?} is not a host name (no port, no wildcard)")));
+            return Err(GatewayError::binding(
+                &name,
+                format!("{host:?} is not a host name (no port, no wildcard)"),
+            ));
         }
-        let header = HeaderName::from_bytes(header.as_bytes()).map_err(|_| GatewayError::binding(&name, format!("{header:?} is not a header name")))?;
+        let header = HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
+            GatewayError::binding(&name, format!("{header:?} is not a header name"))
+        })?;
         if placeholder.len() < 8 || !placeholder.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(GatewayError::binding(&name, "the placeholder must be at least 8 visible ASCII characters"));
+            return Err(GatewayError::binding(
+                &name,
+                "the placeholder must be at least 8 visible ASCII characters",
+            ));
         }
         let value = secret.expose_secret();
-        if value.is_empty() || HeaderValue::from_str(value).is_err() || value.contains(['\r', '\n']) {
-            return Err(GatewayError::binding(&name, "the secret is empty or not a valid HTTP header value"));
+        if value.is_empty() || HeaderValue::from_str(value).is_err() || value.contains(['\r', '\n'])
+        {
+            return Err(GatewayError::binding(
+                &name,
+                "the secret is empty or not a valid HTTP header value",
+            ));
         }
         if value == placeholder || value.contains(placeholder.as_str()) {
             return Err(GatewayError::binding(&name, "the secret contains its own placeholder"));
         }
-        Ok(Binding { name, host: host_n, header, placeholder, secret, method: None, path_prefix: None })
+        Ok(Binding {
+            name,
+            host: host_n,
+            header,
+            placeholder,
+            secret,
+            method: None,
+            path_prefix: None,
+        })
     }
 
     /// Swap only on requests with this method.
@@ -108,7 +134,10 @@ impl Binding {
     fn applies(&self, host: &str, method: &Method, path: &str) -> bool {
         self.host == host
             && self.method.as_ref().is_none_or(|m| m == method)
-            && self.path_prefix.as_deref().is_none_or(|prefix| path.starts_with(prefix) && !has_dot_segment(path))
+            && self
+                .path_prefix
+                .as_deref()
+                .is_none_or(|prefix| path.starts_with(prefix) && !has_dot_segment(path))
     }
 
     /// The replacement for `value`, if it is exactly the placeholder or `Bearer <placeholder>`.
@@ -117,7 +146,10 @@ impl Binding {
         let secret = self.secret.expose_secret();
         let swapped = if value == self.placeholder.as_bytes() {
             secret.to_owned()
-        } else if value.strip_prefix(b"Bearer ").is_some_and(|rest| rest == self.placeholder.as_bytes()) {
+        } else if value
+            .strip_prefix(b"Bearer ")
+            .is_some_and(|rest| rest == self.placeholder.as_bytes())
+        {
             format!("Bearer {secret}")
         } else {
             return None;
@@ -164,10 +196,20 @@ impl Bindings {
     }
 
     /// Swaps active bindings' secrets into `headers`; returns the names swapped.
-    pub(crate) fn swap(&self, active: &BTreeSet<String>, host: &str, method: &Method, path: &str, headers: &mut HeaderMap) -> Vec<String> {
+    pub(crate) fn swap(
+        &self,
+        active: &BTreeSet<String>,
+        host: &str,
+        method: &Method,
+        path: &str,
+        headers: &mut HeaderMap,
+    ) -> Vec<String> {
         let mut swapped = Vec::new();
-        for binding in self.0.iter().filter(|b| active.contains(&b.name) && b.applies(host, method, path)) {
-            let values: Vec<HeaderValue> = headers.get_all(&binding.header).iter().cloned().collect();
+        for binding in
+            self.0.iter().filter(|b| active.contains(&b.name) && b.applies(host, method, path))
+        {
+            let values: Vec<HeaderValue> =
+                headers.get_all(&binding.header).iter().cloned().collect();
             if !values.iter().any(|v| binding.replacement(v).is_some()) {
                 continue;
             }
@@ -190,11 +232,24 @@ mod tests {
 
     fn bindings() -> Bindings {
         Bindings::new(vec![
-            Binding::new("A", "API.anthropic.com", "x-api-key", PH, SecretString::from("sk-real-1")).unwrap(),
-            Binding::new("O", "api.openai.com", "authorization", "reeval-placeholder-OPENAI", SecretString::from("sk-real-2"))
-                .unwrap()
-                .method(Method::POST)
-                .path_prefix("/v1/"),
+            Binding::new(
+                "A",
+                "API.anthropic.com",
+                "x-api-key",
+                PH,
+                SecretString::from("sk-real-1"),
+            )
+            .unwrap(),
+            Binding::new(
+                "O",
+                "api.openai.com",
+                "authorization",
+                "reeval-placeholder-OPENAI",
+                SecretString::from("sk-real-2"),
+            )
+            .unwrap()
+            .method(Method::POST)
+            .path_prefix("/v1/"),
         ])
         .unwrap()
     }
@@ -209,7 +264,10 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-api-key", HeaderValue::from_static(PH));
         h.insert("x-other", HeaderValue::from_static(PH));
-        assert_eq!(b.swap(&active(), "api.anthropic.com", &Method::POST, "/v1/messages", &mut h), vec!["A"]);
+        assert_eq!(
+            b.swap(&active(), "api.anthropic.com", &Method::POST, "/v1/messages", &mut h),
+            vec!["A"]
+        );
         assert_eq!(h["x-api-key"], "sk-real-1");
         assert_eq!(h["x-other"], PH);
     }
@@ -217,7 +275,11 @@ mod tests {
     #[test]
     fn never_swaps_elsewhere_or_partially() {
         let b = bindings();
-        for (host, value) in [("api.openai.com", PH.to_owned()), ("api.anthropic.com", format!("{PH}x")), ("api.anthropic.com", format!("Token {PH}"))] {
+        for (host, value) in [
+            ("api.openai.com", PH.to_owned()),
+            ("api.anthropic.com", format!("{PH}x")),
+            ("api.anthropic.com", format!("Token {PH}")),
+        ] {
             let mut h = HeaderMap::new();
             h.insert("x-api-key", HeaderValue::from_str(&value).unwrap());
             assert!(b.swap(&active(), host, &Method::GET, "/", &mut h).is_empty());
@@ -225,7 +287,10 @@ mod tests {
         }
         let mut h = HeaderMap::new();
         h.insert("x-api-key", HeaderValue::from_static(PH));
-        assert!(b.swap(&BTreeSet::new(), "api.anthropic.com", &Method::GET, "/", &mut h).is_empty(), "inactive binding swapped");
+        assert!(
+            b.swap(&BTreeSet::new(), "api.anthropic.com", &Method::GET, "/", &mut h).is_empty(),
+            "inactive binding swapped"
+        );
     }
 
     #[test]
@@ -237,11 +302,22 @@ mod tests {
             h
         };
         let mut h = bearer();
-        assert_eq!(b.swap(&active(), "api.openai.com", &Method::POST, "/v1/chat", &mut h), vec!["O"]);
+        assert_eq!(
+            b.swap(&active(), "api.openai.com", &Method::POST, "/v1/chat", &mut h),
+            vec!["O"]
+        );
         assert_eq!(h["authorization"], "Bearer sk-real-2");
-        for (method, path) in [(Method::GET, "/v1/chat"), (Method::POST, "/v2/chat"), (Method::POST, "/v1/../admin"), (Method::POST, "/v1/%2E%2e/admin")] {
+        for (method, path) in [
+            (Method::GET, "/v1/chat"),
+            (Method::POST, "/v2/chat"),
+            (Method::POST, "/v1/../admin"),
+            (Method::POST, "/v1/%2E%2e/admin"),
+        ] {
             let mut h = bearer();
-            assert!(b.swap(&active(), "api.openai.com", &method, path, &mut h).is_empty(), "{method} {path}");
+            assert!(
+                b.swap(&active(), "api.openai.com", &method, path, &mut h).is_empty(),
+                "{method} {path}"
+            );
         }
     }
 
@@ -249,7 +325,14 @@ mod tests {
     fn debug_hides_the_secret() {
         let b = bindings();
         assert!(!format!("{b:?}").contains("sk-real"));
-        let err = Binding::new("K", "h.example", "x-k", "placeholder-1", SecretString::from("bad\nvalue")).unwrap_err();
+        let err = Binding::new(
+            "K",
+            "h.example",
+            "x-k",
+            "placeholder-1",
+            SecretString::from("bad\nvalue"),
+        )
+        .unwrap_err();
         assert!(!err.to_string().contains("bad"));
     }
 }

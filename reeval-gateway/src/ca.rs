@@ -6,7 +6,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
 use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use secrecy::SecretString;
@@ -48,10 +51,13 @@ impl CertificateAuthority {
     ///
     /// [`GatewayError::Certificate`] if key generation or signing fails.
     pub fn generate() -> Result<Self, GatewayError> {
-        let key = KeyPair::generate().map_err(|e| GatewayError::certificate("generate the CA key", e))?;
+        let key =
+            KeyPair::generate().map_err(|e| GatewayError::certificate("generate the CA key", e))?;
         let now = OffsetDateTime::from(SystemTime::now());
         let params = ca_params(&key, now - BACKDATE, now + Duration::days(CA_VALIDITY_DAYS));
-        let cert = params.self_signed(&key).map_err(|e| GatewayError::certificate("sign the CA certificate", e))?;
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| GatewayError::certificate("sign the CA certificate", e))?;
         Ok(Self::from_parts(params, key, cert.pem()))
     }
 
@@ -67,7 +73,8 @@ impl CertificateAuthority {
     /// [`GatewayError::Certificate`] when the key does not parse, or the
     /// certificate is not a reeval CA for this key.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, GatewayError> {
-        let key = KeyPair::from_pem(key_pem).map_err(|e| GatewayError::certificate("parse the CA key PEM", e))?;
+        let key = KeyPair::from_pem(key_pem)
+            .map_err(|e| GatewayError::certificate("parse the CA key PEM", e))?;
         let cert_der = rustls::pki_types::pem::PemObject::from_pem_slice(cert_pem.as_bytes())
             .map(|c: CertificateDer<'static>| c.to_vec())
             .map_err(|e| GatewayError::certificate("parse the CA certificate PEM", e))?;
@@ -85,7 +92,12 @@ impl CertificateAuthority {
 
     fn from_parts(params: CertificateParams, key: KeyPair, cert_pem: String) -> Self {
         let name = common_name(&key);
-        CertificateAuthority { issuer: Issuer::new(params, key), cert_pem, name, leaves: Mutex::new(HashMap::new()) }
+        CertificateAuthority {
+            issuer: Issuer::new(params, key),
+            cert_pem,
+            name,
+            leaves: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The CA certificate, PEM: install it in the sandbox's trust store.
@@ -113,7 +125,8 @@ impl CertificateAuthority {
     fn make_server_config(&self, host: &str) -> Result<ServerConfig, GatewayError> {
         let op = || format!("issue a leaf certificate for {host}");
         let key = KeyPair::generate().map_err(|e| GatewayError::certificate(op(), e))?;
-        let mut params = CertificateParams::new(vec![host.to_owned()]).map_err(|e| GatewayError::certificate(op(), e))?;
+        let mut params = CertificateParams::new(vec![host.to_owned()])
+            .map_err(|e| GatewayError::certificate(op(), e))?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, host);
         params.distinguished_name = dn;
@@ -124,7 +137,8 @@ impl CertificateAuthority {
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
-        let cert = params.signed_by(&key, &self.issuer).map_err(|e| GatewayError::certificate(op(), e))?;
+        let cert =
+            params.signed_by(&key, &self.issuer).map_err(|e| GatewayError::certificate(op(), e))?;
         let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         let mut config = ServerConfig::builder_with_provider(crate::upstream::crypto_provider())
             .with_safe_default_protocol_versions()
@@ -144,14 +158,22 @@ fn common_name(key: &KeyPair) -> String {
     format!("{CA_NAME_PREFIX}{hex}")
 }
 
-fn ca_params(key: &KeyPair, not_before: OffsetDateTime, not_after: OffsetDateTime) -> CertificateParams {
+fn ca_params(
+    key: &KeyPair,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, common_name(key));
     dn.push(DnType::OrganizationName, "reeval");
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     params.not_before = not_before;
     params.not_after = not_after;
     params
@@ -169,11 +191,14 @@ mod tests {
     #[test]
     fn generated_ca_round_trips_through_pem() {
         let ca = CertificateAuthority::generate().unwrap();
-        let loaded = CertificateAuthority::from_pem(ca.cert_pem(), ca.key_pem().expose_secret()).unwrap();
+        let loaded =
+            CertificateAuthority::from_pem(ca.cert_pem(), ca.key_pem().expose_secret()).unwrap();
         assert_eq!(loaded.name, ca.name);
         assert!(loaded.server_config("api.example.com").is_ok());
         let other = CertificateAuthority::generate().unwrap();
-        assert!(CertificateAuthority::from_pem(ca.cert_pem(), other.key_pem().expose_secret()).is_err());
+        assert!(
+            CertificateAuthority::from_pem(ca.cert_pem(), other.key_pem().expose_secret()).is_err()
+        );
         assert!(!format!("{ca:?}").contains("PRIVATE"));
     }
 

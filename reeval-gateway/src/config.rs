@@ -31,7 +31,9 @@ impl FromStr for ListenAddr {
 
     fn from_str(s: &str) -> Result<Self, GatewayError> {
         if let Some(addr) = s.strip_prefix("tcp:") {
-            addr.parse().map(ListenAddr::Tcp).map_err(|_| GatewayError::config(format!("{s:?}: expected tcp:IP:PORT")))
+            addr.parse()
+                .map(ListenAddr::Tcp)
+                .map_err(|_| GatewayError::config(format!("{s:?}: expected tcp:IP:PORT")))
         } else if let Some(path) = s.strip_prefix("unix:") {
             if path.is_empty() {
                 return Err(GatewayError::config(format!("{s:?}: expected unix:/path")));
@@ -160,7 +162,11 @@ impl Config {
     /// [`GatewayError::File`] if it cannot be read, [`GatewayError::Config`]
     /// if it is not a valid configuration.
     pub fn load(path: &Path) -> Result<Self, GatewayError> {
-        let text = std::fs::read_to_string(path).map_err(|source| GatewayError::File { op: "read", path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| GatewayError::File {
+            op: "read",
+            path: path.to_owned(),
+            source,
+        })?;
         Config::from_json(&text)
     }
 
@@ -182,16 +188,33 @@ impl Config {
     /// [`GatewayError::Config`] for an unreadable file, a bad CA or a
     /// half-given CA.
     pub fn gateway_options(&self) -> Result<GatewayOptions, GatewayError> {
-        let read = |path: &PathBuf| std::fs::read_to_string(path).map_err(|source| GatewayError::File { op: "read", path: path.clone(), source });
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path).map_err(|source| GatewayError::File {
+                op: "read",
+                path: path.clone(),
+                source,
+            })
+        };
         let ca = match (&self.ca.cert_file, &self.ca.key_file) {
             (Some(cert), Some(key)) => CertificateAuthority::from_pem(&read(cert)?, &read(key)?)?,
             (None, None) => CertificateAuthority::generate()?,
-            _ => return Err(GatewayError::config("ca: give both certFile and keyFile, or neither to generate a CA")),
+            _ => {
+                return Err(GatewayError::config(
+                    "ca: give both certFile and keyFile, or neither to generate a CA",
+                ));
+            }
         };
         if let Some(path) = &self.ca.write_cert_to {
-            std::fs::write(path, ca.cert_pem()).map_err(|source| GatewayError::File { op: "write", path: path.clone(), source })?;
+            std::fs::write(path, ca.cert_pem()).map_err(|source| GatewayError::File {
+                op: "write",
+                path: path.clone(),
+                source,
+            })?;
         }
-        let mut options = GatewayOptions::default().ca(ca).webpki_roots(self.webpki_roots).allow_private_upstreams(self.allow_private_upstreams);
+        let mut options = GatewayOptions::default()
+            .ca(ca)
+            .webpki_roots(self.webpki_roots)
+            .allow_private_upstreams(self.allow_private_upstreams);
         for path in &self.extra_root_files {
             options = options.extra_root_pem(read(path)?);
         }
@@ -218,14 +241,32 @@ impl Config {
                 let secret = match (&b.secret_env, &b.secret) {
                     (Some(var), None) => match std::env::var(var) {
                         Ok(v) => SecretString::from(v),
-                        Err(_) => return Err(GatewayError::config(format!("binding {}: environment variable {var} is not set", b.name))),
+                        Err(_) => {
+                            return Err(GatewayError::config(format!(
+                                "binding {}: environment variable {var} is not set",
+                                b.name
+                            )));
+                        }
                     },
                     (None, Some(secret)) => SecretString::from(secret.expose_secret()),
-                    _ => return Err(GatewayError::config(format!("binding {}: give exactly one of secretEnv and secret", b.name))),
+                    _ => {
+                        return Err(GatewayError::config(format!(
+                            "binding {}: give exactly one of secretEnv and secret",
+                            b.name
+                        )));
+                    }
                 };
-                let mut binding = Binding::new(b.name.clone(), &b.host, &b.header, b.placeholder.clone(), secret)?;
+                let mut binding = Binding::new(
+                    b.name.clone(),
+                    &b.host,
+                    &b.header,
+                    b.placeholder.clone(),
+                    secret,
+                )?;
                 if let Some(m) = &b.method {
-                    let method = Method::from_bytes(m.as_bytes()).map_err(|_| GatewayError::config(format!("binding {}: {m:?} is not a method", b.name)))?;
+                    let method = Method::from_bytes(m.as_bytes()).map_err(|_| {
+                        GatewayError::config(format!("binding {}: {m:?} is not a method", b.name))
+                    })?;
                     binding = binding.method(method);
                 }
                 if let Some(prefix) = &b.path_prefix {
@@ -262,6 +303,8 @@ mod tests {
             r#"{"listen": "tcp:127.0.0.1:0", "bindings": [{"name": "K", "host": "h.example", "header": "x", "placeholder": "placeholder", "secretEnv": "REEVAL_GATEWAY_TEST_UNSET_VAR"}]}"#,
         )
         .unwrap();
-        assert!(missing.bindings().unwrap_err().to_string().contains("REEVAL_GATEWAY_TEST_UNSET_VAR"));
+        assert!(
+            missing.bindings().unwrap_err().to_string().contains("REEVAL_GATEWAY_TEST_UNSET_VAR")
+        );
     }
 }

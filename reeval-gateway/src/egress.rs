@@ -175,8 +175,16 @@ impl fmt::Debug for Pending {
 }
 
 impl Pending {
-    pub(crate) fn new(log: Arc<EgressLog>, route: Route, host: &str, port: u16, method: &str, path: &str) -> Self {
-        let at_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    pub(crate) fn new(
+        log: Arc<EgressLog>,
+        route: Route,
+        host: &str,
+        port: u16,
+        method: &str,
+        path: &str,
+    ) -> Self {
+        let at_unix_ms =
+            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         // The query string is cut here, once, for every route.
         let path = path.split_once('?').map_or(path, |(p, _)| p).to_owned();
         Pending {

@@ -110,7 +110,10 @@ pub(crate) struct GatewayShared {
 
 impl fmt::Debug for GatewayShared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GatewayShared").field("ca", &self.ca).field("dialer", &self.dialer).finish_non_exhaustive()
+        f.debug_struct("GatewayShared")
+            .field("ca", &self.ca)
+            .field("dialer", &self.dialer)
+            .finish_non_exhaustive()
     }
 }
 
@@ -133,7 +136,13 @@ impl Gateway {
             Some(ca) => ca,
             None => CertificateAuthority::generate()?,
         };
-        let dialer = Dialer::new(options.webpki_roots, &options.extra_roots_pem, &options.resolve, options.connect_timeout, options.allow_private_upstreams)?;
+        let dialer = Dialer::new(
+            options.webpki_roots,
+            &options.extra_roots_pem,
+            &options.resolve,
+            options.connect_timeout,
+            options.allow_private_upstreams,
+        )?;
         let client = upstream::client(dialer.clone());
         Ok(Gateway { shared: Arc::new(GatewayShared { ca, dialer, client }) })
     }
@@ -155,18 +164,32 @@ impl Gateway {
     /// [`GatewayError::Binding`] if two bindings share a name,
     /// [`GatewayError::UnknownBinding`] if the policy activates a name that
     /// is not among them.
-    pub fn attempt(&self, policy: Policy, bindings: Vec<Binding>) -> Result<AttemptGateway, GatewayError> {
+    pub fn attempt(
+        &self,
+        policy: Policy,
+        bindings: Vec<Binding>,
+    ) -> Result<AttemptGateway, GatewayError> {
         let bindings = Bindings::new(bindings)?;
         check_active(&policy, &bindings)?;
         let (policy, _) = watch::channel(Arc::new(policy));
-        Ok(AttemptGateway { shared: Arc::new(AttemptShared { gateway: self.shared.clone(), policy, bindings, log: Arc::new(EgressLog::default()) }) })
+        Ok(AttemptGateway {
+            shared: Arc::new(AttemptShared {
+                gateway: self.shared.clone(),
+                policy,
+                bindings,
+                log: Arc::new(EgressLog::default()),
+            }),
+        })
     }
 }
 
 fn check_active(policy: &Policy, bindings: &Bindings) -> Result<(), GatewayError> {
     for name in &policy.active_bindings {
         if !bindings.names().any(|n| n == name) {
-            return Err(GatewayError::UnknownBinding { name: name.clone(), known: bindings.names().collect::<Vec<_>>().join(", ") });
+            return Err(GatewayError::UnknownBinding {
+                name: name.clone(),
+                known: bindings.names().collect::<Vec<_>>().join(", "),
+            });
         }
     }
     Ok(())
@@ -226,7 +249,12 @@ impl AttemptGateway {
         let err = |source| GatewayError::Listen { addr: path.display().to_string(), source };
         match std::fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(&path).map_err(err)?,
-            Ok(_) => return Err(err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a file that is not a socket is in the way"))),
+            Ok(_) => {
+                return Err(err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a file that is not a socket is in the way",
+                )));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(err(e)),
         }
@@ -242,7 +270,9 @@ impl AttemptGateway {
     ///
     /// [`GatewayError::Listen`] if the listener's address cannot be read.
     pub fn serve_tcp(&self, listener: TcpListener) -> Result<Serving, GatewayError> {
-        let addr = listener.local_addr().map_err(|source| GatewayError::Listen { addr: "a TCP listener".into(), source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| GatewayError::Listen { addr: "a TCP listener".into(), source })?;
         Ok(Serving::start(self.shared.clone(), listener, Listening::Tcp(addr)))
     }
 
@@ -329,7 +359,10 @@ impl Serving {
                     },
                     _ = stopped.changed() => return,
                 };
-                tokio::spawn(proxy::serve_connection(Conn::new(shared.clone(), stop_rx.clone(), token.clone()), stream));
+                tokio::spawn(proxy::serve_connection(
+                    Conn::new(shared.clone(), stop_rx.clone(), token.clone()),
+                    stream,
+                ));
             }
         });
         Serving { local, stop, task, alive }

@@ -55,7 +55,11 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(attempt: Arc<AttemptShared>, stop: watch::Receiver<()>, alive: Arc<()>) -> Self {
+    pub(crate) fn new(
+        attempt: Arc<AttemptShared>,
+        stop: watch::Receiver<()>,
+        alive: Arc<()>,
+    ) -> Self {
         Conn { attempt, stop, _alive: alive }
     }
 
@@ -96,8 +100,11 @@ where
         let conn = svc_conn.clone();
         async move { Ok::<_, Infallible>(handle(conn, req).await) }
     });
-    let served =
-        http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).serve_connection(TokioIo::new(io), svc).with_upgrades();
+    let served = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(io), svc)
+        .with_upgrades();
     tokio::select! {
         _ = served => {}
         () = conn.stopped() => {}
@@ -116,10 +123,15 @@ async fn handle(conn: Conn, req: Request<Incoming>) -> Response<GatewayBody> {
             let pq = uri.path_and_query().map_or("/", |pq| pq.as_str()).to_owned();
             forward(conn, req, Target { https: false, host, port }, Route::Http, pq).await
         }
-        (Some(_), _) => text(StatusCode::BAD_REQUEST, "reeval egress gateway: only http:// URLs can be sent as plain proxy requests; use CONNECT for https\n"),
+        (Some(_), _) => text(
+            StatusCode::BAD_REQUEST,
+            "reeval egress gateway: only http:// URLs can be sent as plain proxy requests; use CONNECT for https\n",
+        ),
         (None, _) => match parse_base_url(&uri) {
             Some(Ok((target, pq))) => forward(conn, req, target, Route::BaseUrl, pq).await,
-            Some(Err(why)) => text(StatusCode::BAD_REQUEST, format!("reeval egress gateway: {why}\n")),
+            Some(Err(why)) => {
+                text(StatusCode::BAD_REQUEST, format!("reeval egress gateway: {why}\n"))
+            }
             None => text(
                 StatusCode::BAD_REQUEST,
                 format!(
@@ -161,7 +173,8 @@ struct Target {
 impl Target {
     /// `host[:port]`, the port only when not the scheme's default.
     fn authority(&self) -> String {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let host =
+            if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         let default = if self.https { 443 } else { 80 };
         if self.port == default { host } else { format!("{host}:{}", self.port) }
     }
@@ -169,7 +182,9 @@ impl Target {
 
 fn refuse(mut pending: Pending, policy: &Policy, host: &str, port: u16) -> Response<GatewayBody> {
     let why = match policy.egress {
-        Egress::None => format!("host {host} (port {port}) refused: this sandbox has no egress in its current phase"),
+        Egress::None => format!(
+            "host {host} (port {port}) refused: this sandbox has no egress in its current phase"
+        ),
         _ => format!("host {host} (port {port}) is not on this sandbox's allowlist"),
     };
     let body = format!("reeval egress gateway: {why}\n");
@@ -180,7 +195,8 @@ fn refuse(mut pending: Pending, policy: &Policy, host: &str, port: u16) -> Respo
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<GatewayBody> {
     let mut resp = Response::new(GatewayBody::text(body));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     resp
 }
 
@@ -232,12 +248,19 @@ async fn connect(conn: Conn, mut req: Request<Incoming>) -> Response<GatewayBody
 
 /// Copies both ways until either side closes, the policy stops allowing the
 /// host, or the listener stops; counts bytes into `pending`.
-async fn pipe<A, B>(conn: &Conn, sandbox: A, mut upstream: B, pending: &mut Pending, host: &str, port: u16)
-where
+async fn pipe<A, B>(
+    conn: &Conn,
+    sandbox: A,
+    mut upstream: B,
+    pending: &mut Pending,
+    host: &str,
+    port: u16,
+) where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut sandbox = CountingIo { inner: sandbox, read: pending.up.clone(), written: pending.down.clone() };
+    let mut sandbox =
+        CountingIo { inner: sandbox, read: pending.up.clone(), written: pending.down.clone() };
     tokio::select! {
         _ = tokio::io::copy_bidirectional(&mut sandbox, &mut upstream) => {}
         () = conn.revoked(host, port) => pending.note("closed by the gateway: the policy no longer allows this host"),
@@ -245,7 +268,12 @@ where
     }
 }
 
-async fn intercept_connection(conn: Conn, upgraded: hyper::upgrade::Upgraded, host: String, port: u16) {
+async fn intercept_connection(
+    conn: Conn,
+    upgraded: hyper::upgrade::Upgraded,
+    host: String,
+    port: u16,
+) {
     let handshake_failed = |why: String| {
         let mut pending = conn.pending(Route::Intercept, &host, port, "CONNECT", "");
         pending.failed(200, why);
@@ -256,7 +284,11 @@ async fn intercept_connection(conn: Conn, upgraded: hyper::upgrade::Upgraded, ho
     };
     let tls = match TlsAcceptor::from(config).accept(TokioIo::new(upgraded)).await {
         Ok(tls) => tls,
-        Err(e) => return handshake_failed(format!("failed TLS handshake with the sandbox's client (does it trust the reeval CA?): {e}")),
+        Err(e) => {
+            return handshake_failed(format!(
+                "failed TLS handshake with the sandbox's client (does it trust the reeval CA?): {e}"
+            ));
+        }
     };
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let svc_conn = conn.clone();
@@ -267,13 +299,19 @@ async fn intercept_connection(conn: Conn, upgraded: hyper::upgrade::Upgraded, ho
     });
     let io = TokioIo::new(tls);
     if h2 {
-        let served = http2::Builder::new(TokioExecutor::new()).timer(TokioTimer::new()).serve_connection(io, svc);
+        let served = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .serve_connection(io, svc);
         tokio::select! {
             _ = served => {}
             () = conn.stopped() => {}
         }
     } else {
-        let served = http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).serve_connection(io, svc).with_upgrades();
+        let served = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .serve_connection(io, svc)
+            .with_upgrades();
         tokio::select! {
             _ = served => {}
             () = conn.stopped() => {}
@@ -283,14 +321,23 @@ async fn intercept_connection(conn: Conn, upgraded: hyper::upgrade::Upgraded, ho
 
 async fn intercepted(conn: Conn, req: Request<Incoming>, target: Target) -> Response<GatewayBody> {
     if req.method() == Method::CONNECT {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "reeval egress gateway: CONNECT inside an intercepted connection is not supported\n");
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "reeval egress gateway: CONNECT inside an intercepted connection is not supported\n",
+        );
     }
     // The destination is the CONNECT target whatever the Host header says: that is the identity the client verified.
     let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str()).to_owned();
     forward(conn, req, target, Route::Intercept, pq).await
 }
 
-async fn forward(conn: Conn, mut req: Request<Incoming>, target: Target, route: Route, pq: String) -> Response<GatewayBody> {
+async fn forward(
+    conn: Conn,
+    mut req: Request<Incoming>,
+    target: Target,
+    route: Route,
+    pq: String,
+) -> Response<GatewayBody> {
     let method = req.method().clone();
     let path = pq.split_once('?').map_or(pq.as_str(), |(p, _)| p).to_owned();
     let mut pending = conn.pending(route, &target.host, target.port, method.as_str(), &path);
@@ -304,7 +351,13 @@ async fn forward(conn: Conn, mut req: Request<Incoming>, target: Target, route: 
     strip_hop_by_hop(&mut parts.headers, upgrade);
     if route != Route::Http {
         // Secrets only ever travel over TLS: the plain-HTTP route never swaps.
-        let names = conn.attempt.bindings.swap(&policy.active_bindings, &target.host, &method, &path, &mut parts.headers);
+        let names = conn.attempt.bindings.swap(
+            &policy.active_bindings,
+            &target.host,
+            &method,
+            &path,
+            &mut parts.headers,
+        );
         pending.brokered(names);
     }
     let scheme = if target.https { "https" } else { "http" };
@@ -313,7 +366,10 @@ async fn forward(conn: Conn, mut req: Request<Incoming>, target: Target, route: 
         Ok(uri) => uri,
         Err(_) => {
             pending.failed(400, "the request path is not a valid URI path".into());
-            return text(StatusCode::BAD_REQUEST, "reeval egress gateway: the request path is not a valid URI path\n");
+            return text(
+                StatusCode::BAD_REQUEST,
+                "reeval egress gateway: the request path is not a valid URI path\n",
+            );
         }
     };
     parts.version = Version::HTTP_11;
@@ -328,7 +384,15 @@ async fn forward(conn: Conn, mut req: Request<Incoming>, target: Target, route: 
             let (status, why) = match dial_error(&e) {
                 Some(d) if d.is_refusal() => (StatusCode::FORBIDDEN, d.to_string()),
                 Some(d) => (StatusCode::BAD_GATEWAY, d.to_string()),
-                None => (StatusCode::BAD_GATEWAY, format!("failed to forward the request to {}:{}: {}", target.host, target.port, error_chain(&e))),
+                None => (
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "failed to forward the request to {}:{}: {}",
+                        target.host,
+                        target.port,
+                        error_chain(&e)
+                    ),
+                ),
             };
             if status == StatusCode::FORBIDDEN {
                 pending.refused(status.as_u16(), why.clone());
@@ -348,7 +412,15 @@ async fn forward(conn: Conn, mut req: Request<Incoming>, target: Target, route: 
         let (host, port) = (target.host.clone(), target.port);
         tokio::spawn(async move {
             if let (Ok(sandbox), Ok(upstream)) = tokio::join!(sandbox_upgrade, upstream_upgrade) {
-                pipe(&conn, TokioIo::new(sandbox), TokioIo::new(upstream), &mut pending, &host, port).await;
+                pipe(
+                    &conn,
+                    TokioIo::new(sandbox),
+                    TokioIo::new(upstream),
+                    &mut pending,
+                    &host,
+                    port,
+                )
+                .await;
             }
         });
         return Response::from_parts(parts, GatewayBody::empty());
@@ -372,17 +444,26 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 
 /// A websocket-style upgrade: `Connection: upgrade` with an `Upgrade` header.
 fn wants_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE) && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"))
+    headers.contains_key(header::UPGRADE)
+        && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"))
 }
 
 fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
-    headers.get_all(header::CONNECTION).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).map(str::trim).filter(|t| !t.is_empty())
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1) and those the Connection
 /// header names; keeps `Upgrade` and `Connection: upgrade` when upgrading.
 fn strip_hop_by_hop(headers: &mut HeaderMap, upgrading: bool) {
-    let named: Vec<HeaderName> = connection_tokens(headers).filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok()).collect();
+    let named: Vec<HeaderName> = connection_tokens(headers)
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
+        .collect();
     for name in named {
         if !(upgrading && name == header::UPGRADE) {
             headers.remove(&name);
@@ -415,7 +496,11 @@ struct CountingIo<T> {
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for CountingIo<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = polled {
@@ -426,7 +511,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for CountingIo<T> {
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for CountingIo<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = polled {
             self.written.fetch_add(n as u64, Ordering::Relaxed);
@@ -449,15 +538,25 @@ mod tests {
 
     #[test]
     fn base_url_round_trip() {
-        assert_eq!(base_url("http://127.0.0.1:3128/", "api.anthropic.com"), "http://127.0.0.1:3128/_reeval/upstream/api.anthropic.com");
+        assert_eq!(
+            base_url("http://127.0.0.1:3128/", "api.anthropic.com"),
+            "http://127.0.0.1:3128/_reeval/upstream/api.anthropic.com"
+        );
         let uri: Uri = "/_reeval/upstream/API.anthropic.com/v1/messages?beta=true".parse().unwrap();
         let (target, pq) = parse_base_url(&uri).unwrap().unwrap();
-        assert_eq!((target.host.as_str(), target.port, pq.as_str()), ("api.anthropic.com", 443, "/v1/messages?beta=true"));
+        assert_eq!(
+            (target.host.as_str(), target.port, pq.as_str()),
+            ("api.anthropic.com", 443, "/v1/messages?beta=true")
+        );
         let uri: Uri = "/_reeval/upstream/h.example:8443".parse().unwrap();
         let (target, pq) = parse_base_url(&uri).unwrap().unwrap();
         assert_eq!((target.authority().as_str(), pq.as_str()), ("h.example:8443", "/"));
         assert!(parse_base_url(&"/v1/messages".parse().unwrap()).is_none());
-        assert!(parse_base_url(&"/_reeval/upstream/bad host/x".replace(' ', "%20").parse().unwrap()).unwrap().is_err());
+        assert!(
+            parse_base_url(&"/_reeval/upstream/bad host/x".replace(' ', "%20").parse().unwrap())
+                .unwrap()
+                .is_err()
+        );
     }
 
     #[test]

@@ -41,10 +41,15 @@ impl HostPattern {
         if trimmed.is_empty() {
             return Err(GatewayError::pattern(pattern, "it is empty"));
         }
-        let (host, port) = split_host_port(trimmed).ok_or_else(|| GatewayError::pattern(pattern, "the port is not a number from 1 to 65535"))?;
+        let (host, port) = split_host_port(trimmed).ok_or_else(|| {
+            GatewayError::pattern(pattern, "the port is not a number from 1 to 65535")
+        })?;
         let host = normalize_host(host);
         if host == "*" {
-            return Err(GatewayError::pattern(pattern, "a bare `*` is not a pattern; use Egress::Any to allow every host"));
+            return Err(GatewayError::pattern(
+                pattern,
+                "a bare `*` is not a pattern; use Egress::Any to allow every host",
+            ));
         }
         let matcher = match host.strip_prefix("*.") {
             Some(suffix) => {
@@ -68,7 +73,9 @@ impl HostPattern {
         let host = normalize_host(host);
         match &self.host {
             HostMatch::Exact(exact) => host == *exact,
-            HostMatch::Subdomains(suffix) => host.strip_suffix(suffix.as_str()).is_some_and(|label| label.len() > 1 && label.ends_with('.')),
+            HostMatch::Subdomains(suffix) => host
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|label| label.len() > 1 && label.ends_with('.')),
         }
     }
 }
@@ -134,7 +141,11 @@ impl Egress {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        patterns.into_iter().map(|p| HostPattern::parse(p.as_ref())).collect::<Result<Vec<_>, _>>().map(Egress::List)
+        patterns
+            .into_iter()
+            .map(|p| HostPattern::parse(p.as_ref()))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Egress::List)
     }
 
     /// Whether `host:port` may be reached.
@@ -168,7 +179,9 @@ impl<'de> Deserialize<'de> for Egress {
         match Repr::deserialize(deserializer)? {
             Repr::Word(w) if w == "none" => Ok(Egress::None),
             Repr::Word(w) if w == "any" => Ok(Egress::Any),
-            Repr::Word(w) => Err(serde::de::Error::custom(format!("expected \"none\", \"any\" or a list of host patterns, found {w:?}"))),
+            Repr::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected \"none\", \"any\" or a list of host patterns, found {w:?}"
+            ))),
             Repr::List(patterns) => Ok(Egress::List(patterns)),
         }
     }
@@ -251,9 +264,14 @@ fn check_host_chars(pattern: &str, host: &str) -> Result<(), GatewayError> {
         return Ok(());
     }
     if host.contains('*') {
-        return Err(GatewayError::pattern(pattern, "a wildcard is only allowed as the first label (`*.example.com`)"));
+        return Err(GatewayError::pattern(
+            pattern,
+            "a wildcard is only allowed as the first label (`*.example.com`)",
+        ));
     }
-    if let Some(c) = host.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))) {
+    if let Some(c) =
+        host.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
+    {
         return Err(GatewayError::pattern(pattern, format!("{c:?} cannot appear in a host name")));
     }
     if host.starts_with('.') || host.contains("..") {
@@ -298,7 +316,9 @@ mod tests {
 
     #[test]
     fn rejects_bad_patterns() {
-        for bad in ["", "*", "a.*.com", "exa mple.com", "example.com:0", "example.com:x", "..com", "*."] {
+        for bad in
+            ["", "*", "a.*.com", "exa mple.com", "example.com:0", "example.com:x", "..com", "*."]
+        {
             assert!(HostPattern::parse(bad).is_err(), "{bad:?} should not parse");
         }
     }

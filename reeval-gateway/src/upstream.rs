@@ -100,7 +100,9 @@ impl Dialer {
                 found = true;
             }
             if !found {
-                return Err(GatewayError::Roots { message: "a PEM string holds no CERTIFICATE block".into() });
+                return Err(GatewayError::Roots {
+                    message: "a PEM string holds no CERTIFICATE block".into(),
+                });
             }
         }
         let mut config = ClientConfig::builder_with_provider(crypto_provider())
@@ -111,7 +113,12 @@ impl Dialer {
         // The pooled client speaks HTTP/1.1 upstream whatever the sandbox spoke.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let resolve = resolve.iter().map(|(host, addr)| (normalize_host(host), *addr)).collect();
-        Ok(Dialer { resolve: Arc::new(resolve), connect_timeout, allow_private, tls: TlsConnector::from(Arc::new(config)) })
+        Ok(Dialer {
+            resolve: Arc::new(resolve),
+            connect_timeout,
+            allow_private,
+            tls: TlsConnector::from(Arc::new(config)),
+        })
     }
 
     /// TCP to `host:port`, within the connect timeout, refusing non-public
@@ -119,7 +126,8 @@ impl Dialer {
     /// upstreams are allowed.
     pub(crate) async fn tcp(&self, host: &str, port: u16) -> Result<TcpStream, DialError> {
         let deadline = Instant::now() + self.connect_timeout;
-        let timeout = || DialError::Timeout { host: host.to_owned(), port, timeout: self.connect_timeout };
+        let timeout =
+            || DialError::Timeout { host: host.to_owned(), port, timeout: self.connect_timeout };
         let key = normalize_host(host);
         let addrs: Vec<SocketAddr> = if let Some(addr) = self.resolve.get(&key) {
             vec![*addr]
@@ -152,20 +160,35 @@ impl Dialer {
                 Ok(Err(source)) => last = Some(source),
             }
         }
-        Err(DialError::Connect { host: host.to_owned(), port, source: last.unwrap_or_else(|| io::Error::other("no address to try")) })
+        Err(DialError::Connect {
+            host: host.to_owned(),
+            port,
+            source: last.unwrap_or_else(|| io::Error::other("no address to try")),
+        })
     }
 
     /// TLS to `host:port`, SNI and verification by the host name (also when
     /// a resolve override picked the address).
-    pub(crate) async fn tls(&self, host: &str, port: u16) -> Result<TlsStream<TcpStream>, DialError> {
+    pub(crate) async fn tls(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<TlsStream<TcpStream>, DialError> {
         let tcp = self.tcp(host, port).await?;
         let name = normalize_host(host);
-        let server_name =
-            ServerName::try_from(name).map_err(|e| DialError::Tls { host: host.to_owned(), port, source: io::Error::new(io::ErrorKind::InvalidInput, e) })?;
+        let server_name = ServerName::try_from(name).map_err(|e| DialError::Tls {
+            host: host.to_owned(),
+            port,
+            source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        })?;
         let handshake = self.tls.connect(server_name, tcp);
         let remaining = self.connect_timeout;
         match tokio::time::timeout(remaining, handshake).await {
-            Err(_) => Err(DialError::Timeout { host: host.to_owned(), port, timeout: self.connect_timeout }),
+            Err(_) => Err(DialError::Timeout {
+                host: host.to_owned(),
+                port,
+                timeout: self.connect_timeout,
+            }),
             Ok(Err(source)) => Err(DialError::Tls { host: host.to_owned(), port, source }),
             Ok(Ok(tls)) => Ok(tls),
         }
@@ -192,7 +215,13 @@ pub(crate) fn is_public(ip: IpAddr) -> bool {
         }
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => is_public(IpAddr::V4(v4)),
-            None => !(v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || v6.is_unique_local() || v6.is_unicast_link_local()),
+            None => {
+                !(v6.is_loopback()
+                    || v6.is_unspecified()
+                    || v6.is_multicast()
+                    || v6.is_unique_local()
+                    || v6.is_unicast_link_local())
+            }
         },
     }
 }
@@ -211,7 +240,11 @@ impl Connection for UpstreamStream {
 }
 
 impl AsyncRead for UpstreamStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             UpstreamStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -220,7 +253,11 @@ impl AsyncRead for UpstreamStream {
 }
 
 impl AsyncWrite for UpstreamStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             UpstreamStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -241,7 +278,11 @@ impl AsyncWrite for UpstreamStream {
         }
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             UpstreamStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
@@ -275,8 +316,12 @@ impl tower_service::Service<Uri> for Connector {
             let bad = || DialError::BadUri { uri: uri.to_string() };
             let host = uri.host().ok_or_else(bad)?.to_owned();
             let stream = match uri.scheme_str() {
-                Some("https") => UpstreamStream::Tls(Box::new(dialer.tls(&host, uri.port_u16().unwrap_or(443)).await?)),
-                Some("http") => UpstreamStream::Plain(dialer.tcp(&host, uri.port_u16().unwrap_or(80)).await?),
+                Some("https") => UpstreamStream::Tls(Box::new(
+                    dialer.tls(&host, uri.port_u16().unwrap_or(443)).await?,
+                )),
+                Some("http") => {
+                    UpstreamStream::Plain(dialer.tcp(&host, uri.port_u16().unwrap_or(80)).await?)
+                }
                 _ => return Err(bad()),
             };
             Ok(TokioIo::new(stream))
@@ -316,9 +361,19 @@ mod tests {
 
     #[test]
     fn non_public_addresses() {
-        for ip in
-            ["127.0.0.1", "10.1.2.3", "172.17.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1"]
-        {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.17.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip} should not be public");
         }
         for ip in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {

@@ -26,7 +26,12 @@ async fn line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut Lines<R>, what: &s
 
 async fn addr_after(stderr: &mut Lines<BufReader<ChildStderr>>, prefix: &str) -> String {
     let l = line(stderr, prefix).await;
-    l.strip_prefix(prefix).unwrap_or_else(|| panic!("expected {prefix:?}, got {l:?}")).trim().strip_prefix("tcp:").unwrap().to_owned()
+    l.strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("expected {prefix:?}, got {l:?}"))
+        .trim()
+        .strip_prefix("tcp:")
+        .unwrap()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,7 +40,15 @@ async fn binary_brokers_logs_switches_policy_and_exits_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (ca_cert, ca_key) = (dir.join("ca.pem"), dir.join("ca.key"));
-    let status = Command::new(EXE).arg("gen-ca").arg("--cert").arg(&ca_cert).arg("--key").arg(&ca_key).status().await.unwrap();
+    let status = Command::new(EXE)
+        .arg("gen-ca")
+        .arg("--cert")
+        .arg(&ca_cert)
+        .arg("--key")
+        .arg(&ca_key)
+        .status()
+        .await
+        .unwrap();
     assert!(status.success());
     assert_eq!(std::fs::metadata(&ca_key).unwrap().permissions().mode() & 0o777, 0o600);
 
@@ -55,7 +68,10 @@ async fn binary_brokers_logs_switches_policy_and_exits_on_sigterm() {
     });
     let config_path = dir.join("gateway.json");
     std::fs::write(&config_path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
-    assert!(!std::fs::read_to_string(&config_path).unwrap().contains(SECRET), "the secret must not be on disk");
+    assert!(
+        !std::fs::read_to_string(&config_path).unwrap().contains(SECRET),
+        "the secret must not be on disk"
+    );
 
     let mut child = Command::new(EXE)
         .arg("--config")
@@ -66,7 +82,8 @@ async fn binary_brokers_logs_switches_policy_and_exits_on_sigterm() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut stdout: Lines<BufReader<ChildStdout>> = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stdout: Lines<BufReader<ChildStdout>> =
+        BufReader::new(child.stdout.take().unwrap()).lines();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
     let proxy = addr_after(&mut stderr, "reeval-gateway: listening on").await;
     let control = addr_after(&mut stderr, "reeval-gateway: control on").await;
@@ -74,34 +91,65 @@ async fn binary_brokers_logs_switches_policy_and_exits_on_sigterm() {
     // One brokered request through the loaded CA.
     let ca_pem = std::fs::read_to_string(&ca_cert).unwrap();
     let c = client(&format!("http://{proxy}"), &[&ca_pem]);
-    let resp = c.post("https://api.anthropic.com/v1/messages?key=x").header("x-api-key", PLACEHOLDER).body("hi").send().await.unwrap();
+    let resp = c
+        .post("https://api.anthropic.com/v1/messages?key=x")
+        .header("x-api-key", PLACEHOLDER)
+        .body("hi")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "hello from upstream");
     assert_eq!(up.seen()[0].headers["x-api-key"], SECRET);
     let json = line(&mut stdout, "an egress line").await;
     assert!(!json.contains(SECRET), "{json}");
     let entry: EgressEntry = serde_json::from_str(&json).unwrap();
-    assert_eq!((entry.host.as_str(), entry.path.as_str(), entry.status, entry.route), ("api.anthropic.com", "/v1/messages", 200, Route::Intercept));
+    assert_eq!(
+        (entry.host.as_str(), entry.path.as_str(), entry.status, entry.route),
+        ("api.anthropic.com", "/v1/messages", 200, Route::Intercept)
+    );
     assert_eq!(entry.brokered, vec!["ANTHROPIC_API_KEY"]);
     assert!(json.contains("\"bytesUp\":2"), "{json}");
 
     // The per-phase switch over the control listener.
     let ctl = direct_client();
-    let resp = ctl.put(format!("http://{control}/policy")).body(r#"{"egress":"none"}"#).send().await.unwrap();
+    let resp = ctl
+        .put(format!("http://{control}/policy"))
+        .body(r#"{"egress":"none"}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 204);
-    let resp = ctl.put(format!("http://{control}/policy")).body(r#"{"egress":"none","activeBindings":["NOPE"]}"#).send().await.unwrap();
+    let resp = ctl
+        .put(format!("http://{control}/policy"))
+        .body(r#"{"egress":"none","activeBindings":["NOPE"]}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 422);
-    let resp = c.get("https://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    let resp = c
+        .get("https://api.anthropic.com/v1/models")
+        .header("x-api-key", PLACEHOLDER)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 403);
-    let refused: EgressEntry = serde_json::from_str(&line(&mut stdout, "a refusal line").await).unwrap();
+    let refused: EgressEntry =
+        serde_json::from_str(&line(&mut stdout, "a refusal line").await).unwrap();
     assert!(!refused.allowed);
-    let counters = ctl.get(format!("http://{control}/counters")).send().await.unwrap().text().await.unwrap();
+    let counters =
+        ctl.get(format!("http://{control}/counters")).send().await.unwrap().text().await.unwrap();
     assert!(counters.contains("\"refused\":1"), "{counters}");
 
     // SIGTERM: a clean exit.
     let pid = child.id().unwrap();
-    assert!(Command::new("kill").arg("-TERM").arg(pid.to_string()).status().await.unwrap().success());
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("no exit within 10 s after SIGTERM").unwrap();
+    assert!(
+        Command::new("kill").arg("-TERM").arg(pid.to_string()).status().await.unwrap().success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("no exit within 10 s after SIGTERM")
+        .unwrap();
     assert!(status.success(), "{status}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -119,6 +167,10 @@ async fn binary_reports_a_bad_config_and_exits_non_zero() {
     let out = Command::new(EXE).arg("--config").arg(&path).output().await.unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("failed to load the gateway configuration") && stderr.contains("REEVAL_TEST_SURELY_UNSET"), "{stderr}");
+    assert!(
+        stderr.contains("failed to load the gateway configuration")
+            && stderr.contains("REEVAL_TEST_SURELY_UNSET"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,11 +9,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use reeval_gateway::{Binding, Egress, EgressEntry, GatewayOptions, Policy, Route, SecretString, base_url};
+use reeval_gateway::{
+    Binding, Egress, EgressEntry, GatewayOptions, Policy, Route, SecretString, base_url,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn anthropic_binding() -> Binding {
-    Binding::new("ANTHROPIC_API_KEY", "api.anthropic.com", "x-api-key", PLACEHOLDER, SecretString::from(SECRET)).unwrap()
+    Binding::new(
+        "ANTHROPIC_API_KEY",
+        "api.anthropic.com",
+        "x-api-key",
+        PLACEHOLDER,
+        SecretString::from(SECRET),
+    )
+    .unwrap()
 }
 
 fn one(entries: &[EgressEntry], host: &str) -> EgressEntry {
@@ -30,8 +39,17 @@ fn assert_no_secret(entries: &[EgressEntry]) {
 #[tokio::test]
 async fn plain_http_allowed_host_is_forwarded_and_recorded_without_query() {
     let up = upstream(None, Behaviour::Echo).await;
-    let h = gateway(GatewayOptions::default().resolve("plain.test", up.addr), Policy::new(Egress::list(["plain.test"]).unwrap()), vec![]).await;
-    let resp = client(&h.proxy, &[]).get("http://plain.test/some/path?token=hunter2").send().await.unwrap();
+    let h = gateway(
+        GatewayOptions::default().resolve("plain.test", up.addr),
+        Policy::new(Egress::list(["plain.test"]).unwrap()),
+        vec![],
+    )
+    .await;
+    let resp = client(&h.proxy, &[])
+        .get("http://plain.test/some/path?token=hunter2")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "hello from upstream");
     let seen = up.seen();
@@ -41,7 +59,10 @@ async fn plain_http_allowed_host_is_forwarded_and_recorded_without_query() {
     assert!(!seen[0].headers.contains_key("proxy-connection"));
     let e = one(&wait_log(&h.attempt, 1).await, "plain.test");
     assert!(e.allowed);
-    assert_eq!((e.method.as_str(), e.path.as_str(), e.status, e.route, e.port), ("GET", "/some/path", 200, Route::Http, 80));
+    assert_eq!(
+        (e.method.as_str(), e.path.as_str(), e.status, e.route, e.port),
+        ("GET", "/some/path", 200, Route::Http, 80)
+    );
     assert_eq!(e.bytes_down, "hello from upstream".len() as u64);
     assert!(!serde_json::to_string(&e).unwrap().contains("hunter2"));
     let counters = h.attempt.counters();
@@ -52,7 +73,12 @@ async fn plain_http_allowed_host_is_forwarded_and_recorded_without_query() {
 async fn https_to_an_unbound_host_is_tunnelled_untouched() {
     let pki = TestPki::new();
     let up = upstream(Some(pki.server_config(&["tunnel.test"])), Behaviour::Echo).await;
-    let h = gateway(GatewayOptions::default().resolve("tunnel.test", up.addr), Policy::new(Egress::list(["tunnel.test:443"]).unwrap()), vec![]).await;
+    let h = gateway(
+        GatewayOptions::default().resolve("tunnel.test", up.addr),
+        Policy::new(Egress::list(["tunnel.test:443"]).unwrap()),
+        vec![],
+    )
+    .await;
     // Only the test CA is trusted: a gateway certificate would fail the handshake, so success proves the tunnel.
     let c = client(&h.proxy, &[&pki.ca_pem]);
     let resp = c.post("https://tunnel.test/upload").body("0123456789").send().await.unwrap();
@@ -61,7 +87,10 @@ async fn https_to_an_unbound_host_is_tunnelled_untouched() {
     assert_eq!(up.accepted(), 1);
     drop(c); // the tunnel is recorded when it closes
     let e = one(&wait_log(&h.attempt, 1).await, "tunnel.test");
-    assert_eq!((e.method.as_str(), e.status, e.route, e.allowed, e.port), ("CONNECT", 200, Route::Tunnel, true, 443));
+    assert_eq!(
+        (e.method.as_str(), e.status, e.route, e.allowed, e.port),
+        ("CONNECT", 200, Route::Tunnel, true, 443)
+    );
     // TLS records both ways: more than the plaintext.
     assert!(e.bytes_up > 10 && e.bytes_down > 19, "{e:?}");
 }
@@ -70,11 +99,21 @@ async fn https_to_an_unbound_host_is_tunnelled_untouched() {
 async fn refused_hosts_get_403_and_nothing_is_dialled() {
     let pki = TestPki::new();
     let up = upstream(Some(pki.server_config(&["denied.test"])), Behaviour::Echo).await;
-    let h = gateway(GatewayOptions::default().resolve("denied.test", up.addr), Policy::new(Egress::list(["allowed.test"]).unwrap()), vec![]).await;
+    let h = gateway(
+        GatewayOptions::default().resolve("denied.test", up.addr),
+        Policy::new(Egress::list(["allowed.test"]).unwrap()),
+        vec![],
+    )
+    .await;
     let resp = client(&h.proxy, &[]).get("http://denied.test/x?q=1").send().await.unwrap();
     assert_eq!(resp.status(), 403);
     let body = resp.text().await.unwrap();
-    assert!(body.contains("reeval egress gateway: host denied.test (port 80) is not on this sandbox's allowlist"), "{body}");
+    assert!(
+        body.contains(
+            "reeval egress gateway: host denied.test (port 80) is not on this sandbox's allowlist"
+        ),
+        "{body}"
+    );
     let (_, status, head) = raw_connect(h.addr, "denied.test:443").await;
     assert_eq!(status, 403, "{head}");
     let (mut s, _, head) = raw_connect(h.addr, "denied.test:443").await;
@@ -82,7 +121,10 @@ async fn refused_hosts_get_403_and_nothing_is_dialled() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(up.accepted(), 0, "the gateway dialled a refused host");
     let log = wait_log(&h.attempt, 3).await;
-    assert!(log.iter().all(|e| !e.allowed && e.status == 403 && e.host == "denied.test"), "{log:?}");
+    assert!(
+        log.iter().all(|e| !e.allowed && e.status == 403 && e.host == "denied.test"),
+        "{log:?}"
+    );
     assert_eq!(log.iter().filter(|e| e.method == "CONNECT" && e.route == Route::Tunnel).count(), 2);
     assert_eq!(log.iter().find(|e| e.method == "GET").unwrap().path, "/x");
     assert_eq!(h.attempt.counters().refused, 3);
@@ -91,7 +133,10 @@ async fn refused_hosts_get_403_and_nothing_is_dialled() {
 #[tokio::test]
 async fn wildcard_matches_subdomains_not_the_apex_or_lookalikes() {
     let up = upstream(None, Behaviour::Echo).await;
-    let options = GatewayOptions::default().resolve("a.example.com", up.addr).resolve("example.com", up.addr).resolve("badexample.com", up.addr);
+    let options = GatewayOptions::default()
+        .resolve("a.example.com", up.addr)
+        .resolve("example.com", up.addr)
+        .resolve("badexample.com", up.addr);
     let h = gateway(options, Policy::new(Egress::list(["*.example.com"]).unwrap()), vec![]).await;
     let c = client(&h.proxy, &[]);
     assert_eq!(c.get("http://a.example.com/").send().await.unwrap().status(), 200);
@@ -111,9 +156,13 @@ struct Brokered {
 
 async fn brokered(active: bool) -> Brokered {
     let pki = TestPki::new();
-    let anthropic = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Echo).await;
+    let anthropic =
+        upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Echo).await;
     let other = upstream(Some(pki.server_config(&["other.test"])), Behaviour::Echo).await;
-    let options = GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("api.anthropic.com", anthropic.addr).resolve("other.test", other.addr);
+    let options = GatewayOptions::default()
+        .extra_root_pem(pki.ca_pem.clone())
+        .resolve("api.anthropic.com", anthropic.addr)
+        .resolve("other.test", other.addr);
     let mut policy = Policy::new(Egress::list(["api.anthropic.com", "other.test"]).unwrap());
     if active {
         policy = policy.activate(["ANTHROPIC_API_KEY"]);
@@ -141,16 +190,29 @@ async fn intercept_swaps_only_the_bound_header_on_the_bound_host() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].headers["x-api-key"], SECRET, "the bound header got the real key");
     assert_eq!(seen[0].headers["x-other"], PLACEHOLDER, "another header is never swapped");
-    assert_eq!(seen[0].headers["authorization"], format!("Bearer {PLACEHOLDER}").as_str(), "another header is never swapped");
+    assert_eq!(
+        seen[0].headers["authorization"],
+        format!("Bearer {PLACEHOLDER}").as_str(),
+        "another header is never swapped"
+    );
     assert_eq!(seen[0].uri, "/v1/messages?beta=true");
     assert_eq!(seen[0].headers["host"], "api.anthropic.com");
     // The same placeholder to another allowed host (tunnelled: only the test CA is needed) arrives as sent.
-    let resp = client(&b.h.proxy, &[&b.pki.ca_pem]).get("https://other.test/").header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    let resp = client(&b.h.proxy, &[&b.pki.ca_pem])
+        .get("https://other.test/")
+        .header("x-api-key", PLACEHOLDER)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     resp.text().await.unwrap(); // frees the connection, so the tunnel closes and is recorded
     assert_eq!(b.other.seen()[0].headers["x-api-key"], PLACEHOLDER);
     // A longer value that contains the placeholder is not swapped either.
-    c.get("https://api.anthropic.com/v1/models").header("x-api-key", format!("{PLACEHOLDER}-x")).send().await.unwrap();
+    c.get("https://api.anthropic.com/v1/models")
+        .header("x-api-key", format!("{PLACEHOLDER}-x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(b.anthropic.seen()[1].headers["x-api-key"], format!("{PLACEHOLDER}-x").as_str());
     drop(c);
     let log = wait_log(&b.h.attempt, 3).await;
@@ -168,22 +230,40 @@ async fn base_url_route_swaps_and_forwards_over_tls() {
     let b = brokered(true).await;
     let url = format!("{}/v1/messages?beta=true", base_url(&b.h.proxy, "api.anthropic.com"));
     assert!(url.contains("/_reeval/upstream/api.anthropic.com/v1/messages"));
-    let resp = direct_client().post(&url).header("x-api-key", PLACEHOLDER).body("abc").send().await.unwrap();
+    let resp = direct_client()
+        .post(&url)
+        .header("x-api-key", PLACEHOLDER)
+        .body("abc")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let seen = b.anthropic.seen();
     assert_eq!(seen[0].headers["x-api-key"], SECRET);
     assert_eq!(seen[0].uri, "/v1/messages?beta=true");
     assert_eq!(seen[0].method, "POST");
     // Base URL to an unbound host: forwarded, never swapped.
-    let resp = direct_client().get(format!("{}/x", base_url(&b.h.proxy, "other.test"))).header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    let resp = direct_client()
+        .get(format!("{}/x", base_url(&b.h.proxy, "other.test")))
+        .header("x-api-key", PLACEHOLDER)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(b.other.seen()[0].headers["x-api-key"], PLACEHOLDER);
     // Outside the allowlist: refused before dialling.
-    let resp = direct_client().get(format!("{}/x", base_url(&b.h.proxy, "evil.test"))).send().await.unwrap();
+    let resp = direct_client()
+        .get(format!("{}/x", base_url(&b.h.proxy, "evil.test")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 403);
     let log = wait_log(&b.h.attempt, 3).await;
     let e = one(&log, "api.anthropic.com");
-    assert_eq!((e.route, e.path.as_str(), e.status, e.port, e.bytes_up), (Route::BaseUrl, "/v1/messages", 200, 443, 3));
+    assert_eq!(
+        (e.route, e.path.as_str(), e.status, e.port, e.bytes_up),
+        (Route::BaseUrl, "/v1/messages", 200, 443, 3)
+    );
     assert_eq!(e.brokered, vec!["ANTHROPIC_API_KEY"]);
     assert!(!one(&log, "evil.test").allowed);
     assert_no_secret(&log);
@@ -193,12 +273,18 @@ async fn base_url_route_swaps_and_forwards_over_tls() {
 async fn policy_switches_at_runtime() {
     let b = brokered(false).await;
     let c = client(&b.h.proxy, &[b.h.gateway.ca_pem(), &b.pki.ca_pem]);
-    let send = || c.get("https://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).send();
+    let send =
+        || c.get("https://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).send();
     // Inactive binding: the placeholder goes through as is.
     assert_eq!(send().await.unwrap().status(), 200);
     assert_eq!(b.anthropic.seen()[0].headers["x-api-key"], PLACEHOLDER);
     // Activated on the same (kept-alive) intercepted connection.
-    b.h.attempt.set_policy(Policy::new(Egress::list(["api.anthropic.com"]).unwrap()).activate(["ANTHROPIC_API_KEY"])).unwrap();
+    b.h.attempt
+        .set_policy(
+            Policy::new(Egress::list(["api.anthropic.com"]).unwrap())
+                .activate(["ANTHROPIC_API_KEY"]),
+        )
+        .unwrap();
     assert_eq!(send().await.unwrap().status(), 200);
     assert_eq!(b.anthropic.seen()[1].headers["x-api-key"], SECRET);
     // No egress at all.
@@ -211,7 +297,15 @@ async fn policy_switches_at_runtime() {
     assert_eq!(plain.get("http://other.test/").send().await.unwrap().status(), 403);
     // Any host (that resolves to a public address, or is a test override).
     b.h.attempt.set_policy(Policy::new(Egress::Any)).unwrap();
-    assert_eq!(client(&b.h.proxy, &[&b.pki.ca_pem]).get("https://other.test/").send().await.unwrap().status(), 200);
+    assert_eq!(
+        client(&b.h.proxy, &[&b.pki.ca_pem])
+            .get("https://other.test/")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // An unknown binding name is an error and leaves the policy alone.
     assert!(b.h.attempt.set_policy(Policy::new(Egress::None).activate(["NOPE"])).is_err());
     assert_eq!(*b.h.attempt.policy(), Policy::new(Egress::Any));
@@ -222,7 +316,10 @@ async fn egress_any_still_refuses_the_hosts_own_addresses() {
     let up = upstream(None, Behaviour::Echo).await;
     let h = gateway(GatewayOptions::default(), Policy::new(Egress::Any), vec![]).await;
     let c = client(&h.proxy, &[]);
-    for url in [format!("http://127.0.0.1:{}/", up.addr.port()), format!("http://localhost:{}/", up.addr.port())] {
+    for url in [
+        format!("http://127.0.0.1:{}/", up.addr.port()),
+        format!("http://localhost:{}/", up.addr.port()),
+    ] {
         let resp = c.get(&url).send().await.unwrap();
         assert_eq!(resp.status(), 403, "{url}");
         assert!(resp.text().await.unwrap().contains("not a public address"));
@@ -236,10 +333,19 @@ async fn egress_any_still_refuses_the_hosts_own_addresses() {
 #[tokio::test]
 async fn closing_policy_closes_open_tunnels() {
     let up = upstream(None, Behaviour::UpgradeEcho).await;
-    let h = gateway(GatewayOptions::default().resolve("raw.test", up.addr), Policy::new(Egress::list(["raw.test"]).unwrap()), vec![]).await;
+    let h = gateway(
+        GatewayOptions::default().resolve("raw.test", up.addr),
+        Policy::new(Egress::list(["raw.test"]).unwrap()),
+        vec![],
+    )
+    .await;
     let (mut s, status, _) = raw_connect(h.addr, "raw.test:80").await;
     assert_eq!(status, 200);
-    s.write_all(b"GET / HTTP/1.1\r\nHost: raw.test\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n").await.unwrap();
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: raw.test\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+    )
+    .await
+    .unwrap();
     let (status, _) = read_head(&mut s).await;
     assert_eq!(status, 101);
     s.write_all(b"ping").await.unwrap();
@@ -247,7 +353,10 @@ async fn closing_policy_closes_open_tunnels() {
     s.read_exact(&mut buf).await.unwrap();
     assert_eq!(&buf, b"ping");
     h.attempt.set_policy(Policy::deny_all()).unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await.expect("the tunnel stayed open").unwrap_or(0);
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("the tunnel stayed open")
+        .unwrap_or(0);
     assert_eq!(n, 0);
     let e = one(&wait_log(&h.attempt, 1).await, "raw.test");
     assert!(e.error.unwrap().contains("no longer allows"));
@@ -259,7 +368,10 @@ async fn upstream_connect_failure_is_a_502_with_a_clear_body() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let pki = TestPki::new();
     let h = gateway(
-        GatewayOptions::default().resolve("down.test", closed).resolve("api.anthropic.com", closed).extra_root_pem(pki.ca_pem.clone()),
+        GatewayOptions::default()
+            .resolve("down.test", closed)
+            .resolve("api.anthropic.com", closed)
+            .extra_root_pem(pki.ca_pem.clone()),
         Policy::new(Egress::Any).activate(["ANTHROPIC_API_KEY"]),
         vec![anthropic_binding()],
     )
@@ -269,7 +381,12 @@ async fn upstream_connect_failure_is_a_502_with_a_clear_body() {
     assert!(resp.text().await.unwrap().contains("failed to connect to down.test:80"));
     let (_, status, _) = raw_connect(h.addr, "down.test:443").await;
     assert_eq!(status, 502);
-    let resp = direct_client().get(format!("{}/v1/x", base_url(&h.proxy, "api.anthropic.com"))).header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    let resp = direct_client()
+        .get(format!("{}/v1/x", base_url(&h.proxy, "api.anthropic.com")))
+        .header("x-api-key", PLACEHOLDER)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 502);
     let log = wait_log(&h.attempt, 3).await;
     assert!(log.iter().all(|e| e.status == 502 && e.allowed && e.error.is_some()), "{log:?}");
@@ -287,7 +404,12 @@ async fn upstream_tls_failure_is_a_502() {
         vec![anthropic_binding()],
     )
     .await;
-    let resp = direct_client().get(format!("{}/v1/x", base_url(&h.proxy, "api.anthropic.com"))).header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    let resp = direct_client()
+        .get(format!("{}/v1/x", base_url(&h.proxy, "api.anthropic.com")))
+        .header("x-api-key", PLACEHOLDER)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 502);
     let body = resp.text().await.unwrap();
     assert!(body.contains("TLS handshake with upstream api.anthropic.com:443"), "{body}");
@@ -302,7 +424,10 @@ async fn sse_first_event_arrives_early(url: &str, c: reqwest::Client, sent: Arc<
     let first = resp.chunk().await.unwrap().unwrap();
     let sent_then = sent.load(Ordering::SeqCst);
     assert!(String::from_utf8_lossy(&first).starts_with("data: event 0"), "{first:?}");
-    assert!(sent_then < 50, "the first event arrived only after {sent_then} of 200 were sent: the body was buffered");
+    assert!(
+        sent_then < 50,
+        "the first event arrived only after {sent_then} of 200 were sent: the body was buffered"
+    );
     let ttfb = started.elapsed();
     let mut total = first.len();
     while let Some(chunk) = resp.chunk().await.unwrap() {
@@ -320,16 +445,37 @@ async fn sse_streams_through_the_tunnel_and_the_intercept_route() {
     let sent_t = Arc::new(AtomicUsize::new(0));
     let sent_i = Arc::new(AtomicUsize::new(0));
     let gap = Duration::from_millis(3);
-    let tunnel = upstream(Some(pki.server_config(&["stream.test"])), Behaviour::Sse { events: 200, gap, sent: sent_t.clone() }).await;
-    let anthropic = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Sse { events: 200, gap, sent: sent_i.clone() }).await;
+    let tunnel = upstream(
+        Some(pki.server_config(&["stream.test"])),
+        Behaviour::Sse { events: 200, gap, sent: sent_t.clone() },
+    )
+    .await;
+    let anthropic = upstream(
+        Some(pki.server_config(&["api.anthropic.com"])),
+        Behaviour::Sse { events: 200, gap, sent: sent_i.clone() },
+    )
+    .await;
     let h = gateway(
-        GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("stream.test", tunnel.addr).resolve("api.anthropic.com", anthropic.addr),
+        GatewayOptions::default()
+            .extra_root_pem(pki.ca_pem.clone())
+            .resolve("stream.test", tunnel.addr)
+            .resolve("api.anthropic.com", anthropic.addr),
         Policy::new(Egress::list(["stream.test", "api.anthropic.com"]).unwrap()),
         vec![anthropic_binding()],
     )
     .await;
-    sse_first_event_arrives_early("https://stream.test/events", client(&h.proxy, &[&pki.ca_pem]), sent_t).await;
-    sse_first_event_arrives_early("https://api.anthropic.com/v1/messages", client(&h.proxy, &[h.gateway.ca_pem()]), sent_i).await;
+    sse_first_event_arrives_early(
+        "https://stream.test/events",
+        client(&h.proxy, &[&pki.ca_pem]),
+        sent_t,
+    )
+    .await;
+    sse_first_event_arrives_early(
+        "https://api.anthropic.com/v1/messages",
+        client(&h.proxy, &[h.gateway.ca_pem()]),
+        sent_i,
+    )
+    .await;
     let log = wait_log(&h.attempt, 2).await;
     let e = one(&log, "api.anthropic.com");
     assert_eq!(e.route, Route::Intercept);
@@ -337,20 +483,29 @@ async fn sse_streams_through_the_tunnel_and_the_intercept_route() {
 }
 
 /// TLS to the gateway over a CONNECT'd stream, trusting only the gateway's CA.
-async fn intercepted_tls(h: &Harness, host: &str, alpn: &[u8]) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+async fn intercepted_tls(
+    h: &Harness,
+    host: &str,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let (stream, status, _) = raw_connect(h.addr, &format!("{host}:443")).await;
     assert_eq!(status, 200);
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(h.gateway.ca_pem().as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     config.alpn_protocols = vec![alpn.to_vec()];
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(host.to_owned().try_into().unwrap(), stream).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(host.to_owned().try_into().unwrap(), stream)
+        .await
+        .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
     tls
 }
@@ -358,15 +513,20 @@ async fn intercepted_tls(h: &Harness, host: &str, alpn: &[u8]) -> tokio_rustls::
 #[tokio::test]
 async fn websocket_upgrade_through_the_intercept_route() {
     let pki = TestPki::new();
-    let up = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::UpgradeEcho).await;
+    let up =
+        upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::UpgradeEcho).await;
     let h = gateway(
-        GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("api.anthropic.com", up.addr),
+        GatewayOptions::default()
+            .extra_root_pem(pki.ca_pem.clone())
+            .resolve("api.anthropic.com", up.addr),
         Policy::new(Egress::list(["api.anthropic.com"]).unwrap()).activate(["ANTHROPIC_API_KEY"]),
         vec![anthropic_binding()],
     )
     .await;
     let mut tls = intercepted_tls(&h, "api.anthropic.com", b"http/1.1").await;
-    let req = format!("GET /v1/realtime HTTP/1.1\r\nHost: api.anthropic.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nx-api-key: {PLACEHOLDER}\r\n\r\n");
+    let req = format!(
+        "GET /v1/realtime HTTP/1.1\r\nHost: api.anthropic.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nx-api-key: {PLACEHOLDER}\r\n\r\n"
+    );
     tls.write_all(req.as_bytes()).await.unwrap();
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
@@ -390,15 +550,25 @@ async fn http2_through_the_intercept_route() {
     let pki = TestPki::new();
     let up = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Echo).await;
     let b = gateway(
-        GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("api.anthropic.com", up.addr),
+        GatewayOptions::default()
+            .extra_root_pem(pki.ca_pem.clone())
+            .resolve("api.anthropic.com", up.addr),
         Policy::new(Egress::list(["api.anthropic.com"]).unwrap()).activate(["ANTHROPIC_API_KEY"]),
         vec![anthropic_binding()],
     )
     .await;
     let tls = intercepted_tls(&b, "api.anthropic.com", b"h2").await;
-    let (mut send, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
     tokio::spawn(conn);
-    let req = http::Request::get("https://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).body(Empty::<bytes::Bytes>::new()).unwrap();
+    let req = http::Request::get("https://api.anthropic.com/v1/models")
+        .header("x-api-key", PLACEHOLDER)
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
     let resp = send.send_request(req).await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "hello from upstream");
@@ -440,7 +610,8 @@ async fn websocket_upgrade_through_the_base_url_route() {
 #[tokio::test]
 async fn unix_socket_listener_serves_its_attempt() {
     let up = upstream(None, Behaviour::Echo).await;
-    let gw = reeval_gateway::Gateway::new(GatewayOptions::default().resolve("plain.test", up.addr)).unwrap();
+    let gw = reeval_gateway::Gateway::new(GatewayOptions::default().resolve("plain.test", up.addr))
+        .unwrap();
     let attempt = gw.attempt(Policy::new(Egress::list(["plain.test"]).unwrap()), vec![]).unwrap();
     let other = gw.attempt(Policy::deny_all(), vec![]).unwrap();
     let dir = std::env::temp_dir().join(format!("reeval-gateway-test-{}", std::process::id()));
@@ -449,7 +620,8 @@ async fn unix_socket_listener_serves_its_attempt() {
     // A stale socket is replaced.
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
     let serving = attempt.bind_unix(&path).unwrap();
-    let other_tcp = other.serve_tcp(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).unwrap();
+    let other_tcp =
+        other.serve_tcp(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o666);
     let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
@@ -460,7 +632,11 @@ async fn unix_socket_listener_serves_its_attempt() {
     assert!(out.ends_with("hello from upstream"));
     assert_eq!(one(&wait_log(&attempt, 1).await, "plain.test").path, "/over/unix");
     // The same request on the other attempt's listener is that attempt's, with its policy.
-    let resp = client(&format!("http://{}", other_tcp.local_addr().unwrap()), &[]).get("http://plain.test/").send().await.unwrap();
+    let resp = client(&format!("http://{}", other_tcp.local_addr().unwrap()), &[])
+        .get("http://plain.test/")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 403);
     assert_eq!(other.counters().refused, 1);
     assert!(attempt.take_log().is_empty());
@@ -482,11 +658,20 @@ async fn dropping_serving_stops_accepting() {
 #[test]
 fn debug_output_never_shows_secrets() {
     let binding = anthropic_binding();
-    let options = GatewayOptions::default().resolve("api.anthropic.com", "127.0.0.1:1".parse().unwrap());
+    let options =
+        GatewayOptions::default().resolve("api.anthropic.com", "127.0.0.1:1".parse().unwrap());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let gw = reeval_gateway::Gateway::new(options).unwrap();
-    let attempt = rt.block_on(async { gw.attempt(Policy::new(Egress::Any).activate(["ANTHROPIC_API_KEY"]), vec![binding.clone()]).unwrap() });
-    for shown in [format!("{binding:?}"), format!("{gw:?}"), format!("{attempt:?}"), format!("{:?}", GatewayOptions::default())] {
+    let attempt = rt.block_on(async {
+        gw.attempt(Policy::new(Egress::Any).activate(["ANTHROPIC_API_KEY"]), vec![binding.clone()])
+            .unwrap()
+    });
+    for shown in [
+        format!("{binding:?}"),
+        format!("{gw:?}"),
+        format!("{attempt:?}"),
+        format!("{:?}", GatewayOptions::default()),
+    ] {
         assert!(!shown.contains(SECRET), "{shown}");
         assert!(!shown.contains("PRIVATE KEY"), "{shown}");
     }
@@ -505,13 +690,16 @@ async fn an_upstream_that_never_speaks_tls_times_out_as_a_502() {
         }
     });
     let h = gateway(
-        GatewayOptions::default().resolve("slow.test", addr).connect_timeout(Duration::from_millis(300)),
+        GatewayOptions::default()
+            .resolve("slow.test", addr)
+            .connect_timeout(Duration::from_millis(300)),
         Policy::new(Egress::list(["slow.test"]).unwrap()),
         vec![],
     )
     .await;
     let started = Instant::now();
-    let resp = direct_client().get(format!("{}/x", base_url(&h.proxy, "slow.test"))).send().await.unwrap();
+    let resp =
+        direct_client().get(format!("{}/x", base_url(&h.proxy, "slow.test"))).send().await.unwrap();
     assert_eq!(resp.status(), 502);
     assert!(resp.text().await.unwrap().contains("failed to connect to slow.test:443 within 0.3s"));
     assert!(started.elapsed() < Duration::from_secs(3));
@@ -521,14 +709,24 @@ async fn an_upstream_that_never_speaks_tls_times_out_as_a_502() {
 async fn shutdown_closes_open_streams_and_records_them() {
     let pki = TestPki::new();
     let sent = Arc::new(AtomicUsize::new(0));
-    let up = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Sse { events: 1000, gap: Duration::from_millis(5), sent }).await;
+    let up = upstream(
+        Some(pki.server_config(&["api.anthropic.com"])),
+        Behaviour::Sse { events: 1000, gap: Duration::from_millis(5), sent },
+    )
+    .await;
     let h = gateway(
-        GatewayOptions::default().extra_root_pem(pki.ca_pem.clone()).resolve("api.anthropic.com", up.addr),
+        GatewayOptions::default()
+            .extra_root_pem(pki.ca_pem.clone())
+            .resolve("api.anthropic.com", up.addr),
         Policy::new(Egress::list(["api.anthropic.com"]).unwrap()),
         vec![anthropic_binding()],
     )
     .await;
-    let mut resp = client(&h.proxy, &[h.gateway.ca_pem()]).get("https://api.anthropic.com/v1/messages").send().await.unwrap();
+    let mut resp = client(&h.proxy, &[h.gateway.ca_pem()])
+        .get("https://api.anthropic.com/v1/messages")
+        .send()
+        .await
+        .unwrap();
     resp.chunk().await.unwrap().unwrap();
     let Harness { attempt, serving, .. } = h;
     tokio::time::timeout(Duration::from_secs(5), serving.shutdown()).await.expect("shutdown hung");
@@ -537,7 +735,10 @@ async fn shutdown_closes_open_streams_and_records_them() {
     assert_eq!((e.status, e.route), (200, Route::Intercept));
     assert!(e.bytes_down > 0);
     // The client sees its stream end rather than hang.
-    let rest = tokio::time::timeout(Duration::from_secs(5), async { while let Ok(Some(_)) = resp.chunk().await {} }).await;
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(_)) = resp.chunk().await {}
+    })
+    .await;
     assert!(rest.is_ok(), "the stream outlived the listener");
 }
 
@@ -551,7 +752,12 @@ async fn plain_http_to_a_bound_host_is_never_swapped() {
         vec![anthropic_binding()],
     )
     .await;
-    let resp = client(&h.proxy, &[]).get("http://api.anthropic.com/v1/models").header("x-api-key", PLACEHOLDER).send().await.unwrap();
+    let resp = client(&h.proxy, &[])
+        .get("http://api.anthropic.com/v1/models")
+        .header("x-api-key", PLACEHOLDER)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(up.seen()[0].headers["x-api-key"], PLACEHOLDER);
     let e = one(&wait_log(&h.attempt, 1).await, "api.anthropic.com");

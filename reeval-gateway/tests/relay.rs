@@ -107,8 +107,15 @@ fn serve_relays_both_ways_with_half_close() {
     let socket = dir.0.join("gateway.sock");
     let _server = half_close_server(&socket);
     let listen = format!("127.0.0.1:{}", free_port());
-    let _relay =
-        Killed(Command::new(&exe).args(["serve", "--listen", &listen, "--socket"]).arg(&socket).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let _relay = Killed(
+        Command::new(&exe)
+            .args(["serve", "--listen", &listen, "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_listening(&listen);
     let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let out = through(&listen, &big);
@@ -133,13 +140,19 @@ fn verify_reports_closed_and_open_ports() {
     let open = TcpListener::bind("127.0.0.1:0").unwrap();
     let open_addr = open.local_addr().unwrap().to_string();
     let closed_addr = format!("127.0.0.1:{}", free_port());
-    let out = Command::new(&exe).args(["verify", "--tcp", &format!("{closed_addr},{open_addr},not-an-addr"), "--dns"]).output().unwrap();
+    let out = Command::new(&exe)
+        .args(["verify", "--tcp", &format!("{closed_addr},{open_addr},not-an-addr"), "--dns"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     let report: RelayReport = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report.tcp.len(), 3);
-    assert_eq!((report.tcp[0].addr.as_str(), report.tcp[0].connected), (closed_addr.as_str(), false));
+    assert_eq!(
+        (report.tcp[0].addr.as_str(), report.tcp[0].connected),
+        (closed_addr.as_str(), false)
+    );
     assert!(report.tcp[0].error.is_some());
     assert_eq!((report.tcp[1].addr.as_str(), report.tcp[1].connected), (open_addr.as_str(), true));
     assert!(!report.tcp[2].connected);
@@ -158,7 +171,12 @@ fn start_verifies_then_serves_in_the_background() {
     let listen = format!("127.0.0.1:{}", free_port());
     let closed = format!("127.0.0.1:{}", free_port());
     let started = Instant::now();
-    let out = Command::new(&exe).args(["start", "--listen", &listen, "--socket"]).arg(&socket).args(["--tcp", &closed]).output().unwrap();
+    let out = Command::new(&exe)
+        .args(["start", "--listen", &listen, "--socket"])
+        .arg(&socket)
+        .args(["--tcp", &closed])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{stdout}");
     let report: RelayReport = serde_json::from_str(&stdout).unwrap();
@@ -172,7 +190,19 @@ fn start_verifies_then_serves_in_the_background() {
     assert_eq!(through(&listen, b"after start"), b"got: after start");
     // The runner's argv for the same exec.
     let argv = start_argv(&["172.17.0.1:2375".parse().unwrap()], true);
-    assert_eq!(argv[1..], ["start", "--listen", SANDBOX_PROXY_ADDR, "--socket", "/run/reeval/gateway.sock", "--tcp", "172.17.0.1:2375", "--dns"]);
+    assert_eq!(
+        argv[1..],
+        [
+            "start",
+            "--listen",
+            SANDBOX_PROXY_ADDR,
+            "--socket",
+            "/run/reeval/gateway.sock",
+            "--tcp",
+            "172.17.0.1:2375",
+            "--dns"
+        ]
+    );
 }
 
 struct KillPid(u32);

@@ -28,7 +28,8 @@ pub const DEFAULT_MAX_STEPS: u32 = 50;
 /// What a rejected key's error tells the user to check.
 const KEY_CHECK: &str = "OPENAI_API_KEY or the key given to OpenAiAgent::with_endpoint";
 /// How the agent backs off between tries: 1 s doubling to 32 s, jittered; the retries are the builder's.
-const BACKOFF: RetryPolicy = RetryPolicy { retries: 0, base: Duration::from_secs(1), max: Duration::from_secs(32) };
+const BACKOFF: RetryPolicy =
+    RetryPolicy { retries: 0, base: Duration::from_secs(1), max: Duration::from_secs(32) };
 
 /// The built-in agent for OpenAI-compatible chat completions.
 pub struct OpenAiAgent {
@@ -63,16 +64,29 @@ impl OpenAiAgent {
     /// On the OpenAI API itself the key is a credential checked in preflight;
     /// a local server (vLLM, llama.cpp, Ollama) may need none.
     pub fn new(model: Option<&str>) -> Self {
-        let model = model.map(str::to_string).or_else(|| std::env::var("OPENAI_MODEL").ok().filter(|m| !m.is_empty()));
-        let base_url = std::env::var("OPENAI_BASE_URL").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        let model = model
+            .map(str::to_string)
+            .or_else(|| std::env::var("OPENAI_MODEL").ok().filter(|m| !m.is_empty()));
+        let base_url = std::env::var("OPENAI_BASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
         let key = std::env::var(KEY_ENV).ok().filter(|k| !k.is_empty());
-        let credentials = if base_url.trim_end_matches('/') == DEFAULT_BASE_URL { vec![KEY_ENV.to_string()] } else { Vec::new() };
+        let credentials = if base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
+            vec![KEY_ENV.to_string()]
+        } else {
+            Vec::new()
+        };
         Self { credentials, ..Self::with_endpoint_parts(model, base_url, key) }
     }
 
     /// The agent for `model` at `base_url` (e.g. `http://127.0.0.1:8000/v1`),
     /// with `api_key` sent as a bearer token when given.
-    pub fn with_endpoint(model: impl Into<String>, base_url: impl Into<String>, api_key: Option<String>) -> Self {
+    pub fn with_endpoint(
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+    ) -> Self {
         Self::with_endpoint_parts(Some(model.into()), base_url.into(), api_key)
     }
 
@@ -130,15 +144,19 @@ impl OpenAiAgent {
 
     /// The client of this agent's requests: its key, request limit and retries.
     fn client(&self) -> LlmClient {
-        LlmClient::new(self.http.clone()).timeout(self.request_timeout).retry(RetryPolicy { retries: self.retries, ..BACKOFF }).key(ApiKey::new(
-            KeyHeader::Bearer,
-            self.key.clone(),
-            KEY_CHECK,
-        ))
+        LlmClient::new(self.http.clone())
+            .timeout(self.request_timeout)
+            .retry(RetryPolicy { retries: self.retries, ..BACKOFF })
+            .key(ApiKey::new(KeyHeader::Bearer, self.key.clone(), KEY_CHECK))
     }
 
     /// One completion, retried while asking again may help.
-    async fn complete(&self, client: &LlmClient, model: &str, tools: &Value) -> Result<Value, LlmError> {
+    async fn complete(
+        &self,
+        client: &LlmClient,
+        model: &str,
+        tools: &Value,
+    ) -> Result<Value, LlmError> {
         let body = json!({"model": model, "messages": self.messages, "tools": tools});
         client.post_retrying(&format!("{}/chat/completions", self.base_url), &[], &body).await
     }
@@ -146,7 +164,12 @@ impl OpenAiAgent {
 
 /// `bash` (in the workspace), `read_file`, `write_file`, `list_files`.
 fn toolset(command_timeout: Duration) -> Toolset {
-    let bash = CommandTool { name: "bash", shell: "bash", scope: CommandScope::Workspace, timeout: command_timeout };
+    let bash = CommandTool {
+        name: "bash",
+        shell: "bash",
+        scope: CommandScope::Workspace,
+        timeout: command_timeout,
+    };
     Toolset::new([Tool::Command(bash), Tool::ReadFile, Tool::WriteFile, Tool::ListFiles])
 }
 
@@ -176,10 +199,18 @@ impl Harness for OpenAiAgent {
         self.credentials.clone()
     }
 
-    async fn start(&mut self, sandbox: &SandboxHandle, setup: &reeval_core::SessionSetup) -> Result<(), HarnessError> {
+    async fn start(
+        &mut self,
+        sandbox: &SandboxHandle,
+        setup: &reeval_core::SessionSetup,
+    ) -> Result<(), HarnessError> {
         // A key from the run's `.env` file, resolved in preflight, when the process environment had none.
         if self.key.is_none() {
-            self.key = setup.credentials.iter().find(|(name, _)| name == KEY_ENV).map(|(_, value)| value.clone());
+            self.key = setup
+                .credentials
+                .iter()
+                .find(|(name, _)| name == KEY_ENV)
+                .map(|(_, value)| value.clone());
         }
         // The rules file is what this agent reads, as a CLI agent would.
         match sandbox.read_file(self.rules_file()).await {
@@ -190,16 +221,24 @@ impl Harness for OpenAiAgent {
         Ok(())
     }
 
-    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+    async fn turn(
+        &mut self,
+        sandbox: &SandboxHandle,
+        prompt: &str,
+        _turn: &TurnContext,
+    ) -> Result<TurnReport, HarnessError> {
         let Some(model) = self.model.clone() else {
             return Err(HarnessError::Failed {
                 harness: "openai".into(),
-                message: "no model is selected: name one as `openai:<model>` or set OPENAI_MODEL".into(),
+                message: "no model is selected: name one as `openai:<model>` or set OPENAI_MODEL"
+                    .into(),
                 class: ErrorClass::Config,
             });
         };
         if self.messages.is_empty() {
-            self.messages.push(json!({"role": "system", "content": self.system_prompt(sandbox.workspace())}));
+            self.messages.push(
+                json!({"role": "system", "content": self.system_prompt(sandbox.workspace())}),
+            );
         }
         self.messages.push(json!({"role": "user", "content": prompt}));
         let mut report = TurnReport::default();
@@ -220,7 +259,11 @@ impl Harness for OpenAiAgent {
                 report.model = Some(m.to_string());
             }
             let Some(message) = answer["choices"].get(0).map(|c| &c["message"]) else {
-                return Ok(failed(report, "failed to read the completion: it has no choices".into(), ErrorClass::Infra));
+                return Ok(failed(
+                    report,
+                    "failed to read the completion: it has no choices".into(),
+                    ErrorClass::Infra,
+                ));
             };
             let content = message["content"].as_str().map(str::to_string);
             let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
@@ -235,17 +278,25 @@ impl Harness for OpenAiAgent {
             for call in &calls {
                 let name = call["function"]["name"].as_str().unwrap_or_default();
                 let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-                let input = serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()));
+                let input = serde_json::from_str(arguments)
+                    .unwrap_or_else(|_| Value::String(arguments.to_string()));
                 let output = toolset.run(sandbox, name, &input).await;
                 report.tool_calls.push(output.call);
                 report.file_edits.extend(output.edit);
-                results.push(json!({"role": "tool", "tool_call_id": call["id"], "content": output.text}));
+                results.push(
+                    json!({"role": "tool", "tool_call_id": call["id"], "content": output.text}),
+                );
             }
-            self.messages.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+            self.messages
+                .push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
             self.messages.extend(results);
         }
         let steps = self.max_steps;
-        Ok(failed(report, format!("failed to finish the turn within {steps} steps"), ErrorClass::Agent))
+        Ok(failed(
+            report,
+            format!("failed to finish the turn within {steps} steps"),
+            ErrorClass::Agent,
+        ))
     }
 }
 
@@ -258,7 +309,16 @@ mod tests {
         let u = Usage::from_chat_completions(
             &json!({"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 30}, "completion_tokens_details": {"reasoning_tokens": 5}}),
         );
-        assert_eq!(u, Usage { input: Some(70), output: Some(20), cache_read: Some(30), cache_write: None, reasoning: Some(5) });
+        assert_eq!(
+            u,
+            Usage {
+                input: Some(70),
+                output: Some(20),
+                cache_read: Some(30),
+                cache_write: None,
+                reasoning: Some(5)
+            }
+        );
         assert_eq!(
             Usage::from_chat_completions(&json!({"prompt_tokens": 10, "completion_tokens": 2})),
             Usage { input: Some(10), output: Some(2), ..Usage::default() }
@@ -280,7 +340,12 @@ mod tests {
     #[test]
     fn tools_are_strict_functions() {
         let tools = tools(&toolset(Duration::from_secs(1)));
-        let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["bash", "read_file", "write_file", "list_files"]);
         assert_eq!(tools[2]["function"]["parameters"]["required"], json!(["content", "path"]));
     }
@@ -289,7 +354,11 @@ mod tests {
     fn selected_by_name_with_a_model() {
         let h = crate::registry().make("openai:gpt-4.1").expect("openai is registered");
         assert_eq!((h.name(), h.model()), ("openai", Some("gpt-4.1")));
-        let agent = OpenAiAgent::with_endpoint("m", "http://127.0.0.1:1/v1/", Some("sk-secret-value".into()));
+        let agent = OpenAiAgent::with_endpoint(
+            "m",
+            "http://127.0.0.1:1/v1/",
+            Some("sk-secret-value".into()),
+        );
         assert_eq!(agent.base_url, "http://127.0.0.1:1/v1");
         assert!(agent.credentials().is_empty());
         assert!(!format!("{agent:?}").contains("sk-secret-value"));

@@ -22,16 +22,28 @@ impl Harness for ShellHarness {
         false
     }
 
-    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+    async fn turn(
+        &mut self,
+        sandbox: &SandboxHandle,
+        prompt: &str,
+        _turn: &TurnContext,
+    ) -> Result<TurnReport, HarnessError> {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;
         let failed = out.exit_code != 0;
         // No bash in the image: the turn never started, which is the platform's failure, not the script's.
-        let never_started = out.exit_code == 127 && out.stderr.lines().any(|l| l.ends_with("bash: not found"));
+        let never_started =
+            out.exit_code == 127 && out.stderr.lines().any(|l| l.ends_with("bash: not found"));
         Ok(TurnReport {
             status: if failed { TurnStatus::Failed } else { TurnStatus::Completed },
             final_message: Some(out.stdout.trim_end().to_string()),
-            error: failed.then(|| format!("script exited {}: {}", out.exit_code, reeval_core::exec::tail(out.stderr.trim_end(), 2000))),
+            error: failed.then(|| {
+                format!(
+                    "script exited {}: {}",
+                    out.exit_code,
+                    reeval_core::exec::tail(out.stderr.trim_end(), 2000)
+                )
+            }),
             error_class: failed.then_some(ErrorClass::Agent),
             events: u64::from(!never_started),
             ..TurnReport::default()

@@ -23,7 +23,8 @@ pub fn check_signature(sig: &Signature) -> syn::Result<()> {
         errors.push(syn::Error::new_spanned(abi, "an eval cannot have an `extern` ABI"));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.push(syn::Error::new_spanned(&sig.generics, "an eval cannot have generic parameters"));
+        errors
+            .push(syn::Error::new_spanned(&sig.generics, "an eval cannot have generic parameters"));
     }
     if let Some(variadic) = &sig.variadic {
         errors.push(syn::Error::new_spanned(variadic, "an eval cannot be variadic"));
@@ -38,13 +39,20 @@ pub fn check_signature(sig: &Signature) -> syn::Result<()> {
     }
     if let Some(first) = sig.inputs.first() {
         match first {
-            FnArg::Receiver(receiver) => errors.push(syn::Error::new_spanned(receiver, "an eval cannot take `self`; its argument is `c: &mut Ctx`")),
-            FnArg::Typed(arg) if !is_mut_ctx(&arg.ty) => errors.push(syn::Error::new_spanned(&arg.ty, "an eval's argument must be `&mut Ctx`")),
+            FnArg::Receiver(receiver) => errors.push(syn::Error::new_spanned(
+                receiver,
+                "an eval cannot take `self`; its argument is `c: &mut Ctx`",
+            )),
+            FnArg::Typed(arg) if !is_mut_ctx(&arg.ty) => errors
+                .push(syn::Error::new_spanned(&arg.ty, "an eval's argument must be `&mut Ctx`")),
             FnArg::Typed(_) => {}
         }
     }
     if let ReturnType::Default = sig.output {
-        errors.push(syn::Error::new(sig.paren_token.span.close(), "an eval must return `reeval::Result<()>`; add `-> reeval::Result<()>`"));
+        errors.push(syn::Error::new(
+            sig.paren_token.span.close(),
+            "an eval must return `reeval::Result<()>`; add `-> reeval::Result<()>`",
+        ));
     }
     errors
         .into_iter()
@@ -68,7 +76,14 @@ fn is_mut_ctx(ty: &Type) -> bool {
         elem = &inner.elem;
     }
     match elem {
-        Type::Path(path) => path.qself.is_none() && path.path.segments.last().is_some_and(|last| last.ident == "Ctx" && last.arguments.is_empty()),
+        Type::Path(path) => {
+            path.qself.is_none()
+                && path
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|last| last.ident == "Ctx" && last.arguments.is_empty())
+        }
         _ => false,
     }
 }
@@ -153,7 +168,12 @@ mod tests {
     use syn::parse_quote;
 
     fn sig_err(func: ItemFn) -> String {
-        check_signature(&func.sig).expect_err("expected an error").into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join(" | ")
+        check_signature(&func.sig)
+            .expect_err("expected an error")
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(" | ")
     }
 
     #[test]
@@ -274,7 +294,13 @@ mod tests {
                 Ok(())
             }
         );
-        let options = crate::options::parse(quote!(timeout = "10m", trials = 3, harness = "shell", environment = env)).unwrap();
+        let options = crate::options::parse(quote!(
+            timeout = "10m",
+            trials = 3,
+            harness = "shell",
+            environment = env
+        ))
+        .unwrap();
         let out = eval(&func, &options, 7).to_string();
         for needle in [
             "async fn greet",

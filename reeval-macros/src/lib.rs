@@ -114,7 +114,10 @@ fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
 
 /// The error for `#[reeval::eval]` on something other than a function.
 fn not_a_fn() -> syn::Error {
-    syn::Error::new(proc_macro2::Span::call_site(), "`#[reeval::eval]` applies to an `async fn name(c: &mut Ctx) -> reeval::Result<()>`")
+    syn::Error::new(
+        proc_macro2::Span::call_site(),
+        "`#[reeval::eval]` applies to an `async fn name(c: &mut Ctx) -> reeval::Result<()>`",
+    )
 }
 
 /// The runner's `main` for a test target with `harness = false`.
@@ -147,7 +150,10 @@ pub fn main(input: TokenStream) -> TokenStream {
     let mut out = expand::main();
     if !input.is_empty() {
         // Still define `main`, so the only error is this one.
-        out.extend(syn::Error::new_spanned(input, "`reeval::main!()` takes no arguments").to_compile_error());
+        out.extend(
+            syn::Error::new_spanned(input, "`reeval::main!()` takes no arguments")
+                .to_compile_error(),
+        );
     }
     out.into()
 }

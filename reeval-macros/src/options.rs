@@ -8,7 +8,8 @@ use syn::parse::Parser;
 use syn::{Expr, ExprArray, ExprLit, ExprPath, Lit, LitStr, Token};
 
 /// Every option `#[reeval::eval]` understands, in the order the error message lists them.
-const KEYS: &[&str] = &["timeout", "deadline", "trials", "harness", "environment", "tags", "ignore", "judge"];
+const KEYS: &[&str] =
+    &["timeout", "deadline", "trials", "harness", "environment", "tags", "ignore", "judge"];
 
 /// The parsed arguments. `None` / empty means "not given": the runner applies its defaults.
 #[derive(Default)]
@@ -41,7 +42,10 @@ pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
             _ => {
                 let path = &meta.path;
                 let name = quote::quote!(#path).to_string().replace(' ', "");
-                return Err(meta.error(format!("unknown eval option `{name}`; expected one of: {}", KEYS.join(", "))));
+                return Err(meta.error(format!(
+                    "unknown eval option `{name}`; expected one of: {}",
+                    KEYS.join(", ")
+                )));
             }
         };
         if seen.contains(&key) {
@@ -62,10 +66,16 @@ pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
             "timeout" => options.timeout_ms = Some(duration_ms(&key, &value)?),
             "deadline" => options.deadline_ms = Some(duration_ms(&key, &value)?),
             "trials" => options.trials = Some(trials(&value)?),
-            "harness" => options.harnesses = strings(&key, &value, "harness = [\"shell\", \"claude-code:sonnet\"]")?,
+            "harness" => {
+                options.harnesses =
+                    strings(&key, &value, "harness = [\"shell\", \"claude-code:sonnet\"]")?
+            }
             "tags" => options.tags = strings(&key, &value, "tags = [\"smoke\", \"python\"]")?,
             "environment" => options.environment = Some(environment(&value)?),
-            "judge" => options.judge = Some(non_empty_string(&key, &value, "judge = \"anthropic:claude-sonnet-4-5\"")?),
+            "judge" => {
+                options.judge =
+                    Some(non_empty_string(&key, &value, "judge = \"anthropic:claude-sonnet-4-5\"")?)
+            }
             _ => unreachable!("every key in KEYS is handled"),
         }
         Ok(())
@@ -77,7 +87,9 @@ pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
 /// The expression after `key =`, or an error showing how to write the option.
 fn value_of(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<Expr> {
     if !meta.input.peek(Token![=]) {
-        return Err(meta.error(format!("eval option `{key}` needs a value, like `{}`", example(key))));
+        return Err(
+            meta.error(format!("eval option `{key}` needs a value, like `{}`", example(key)))
+        );
     }
     meta.value()?.parse()
 }
@@ -107,14 +119,28 @@ fn as_str(expr: &Expr) -> Option<&LitStr> {
 /// `"10m"` → milliseconds, checked at compile time.
 fn duration_ms(key: &str, value: &Expr) -> syn::Result<u64> {
     let Some(lit) = as_str(value) else {
-        return Err(syn::Error::new_spanned(value, format!("`{key}` expects a duration string; write it like `{}` or `{key} = \"90s\"`", example(key))));
+        return Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "`{key}` expects a duration string; write it like `{}` or `{key} = \"90s\"`",
+                example(key)
+            ),
+        ));
     };
     let text = lit.value();
-    let duration: Duration = humantime::parse_duration(&text)
-        .map_err(|e| syn::Error::new(lit.span(), format!("invalid duration `{text}`: {e}; write it like \"10m\" or \"90s\"")))?;
-    let ms = u64::try_from(duration.as_millis()).map_err(|_| syn::Error::new(lit.span(), format!("duration `{text}` is too long")))?;
+    let duration: Duration = humantime::parse_duration(&text).map_err(|e| {
+        syn::Error::new(
+            lit.span(),
+            format!("invalid duration `{text}`: {e}; write it like \"10m\" or \"90s\""),
+        )
+    })?;
+    let ms = u64::try_from(duration.as_millis())
+        .map_err(|_| syn::Error::new(lit.span(), format!("duration `{text}` is too long")))?;
     if ms == 0 {
-        return Err(syn::Error::new(lit.span(), format!("`{key}` must be at least 1ms, got `{text}`")));
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("`{key}` must be at least 1ms, got `{text}`"),
+        ));
     }
     Ok(ms)
 }
@@ -131,14 +157,20 @@ fn trials(value: &Expr) -> syn::Result<u32> {
     match int.base10_parse::<u32>() {
         Ok(n) if n >= 1 => Ok(n),
         Ok(_) => Err(syn::Error::new(int.span(), "`trials` must be at least 1")),
-        Err(_) => Err(syn::Error::new(int.span(), format!("`trials = {}` does not fit in a u32", int.base10_digits()))),
+        Err(_) => Err(syn::Error::new(
+            int.span(),
+            format!("`trials = {}` does not fit in a u32", int.base10_digits()),
+        )),
     }
 }
 
 /// A non-empty string literal.
 fn non_empty_string(key: &str, value: &Expr, example: &str) -> syn::Result<LitStr> {
     let Some(lit) = as_str(value) else {
-        return Err(syn::Error::new_spanned(value, format!("`{key}` expects a string, like `{example}`")));
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`{key}` expects a string, like `{example}`"),
+        ));
     };
     if lit.value().trim().is_empty() {
         return Err(syn::Error::new(lit.span(), format!("`{key}` must not be empty")));
@@ -155,21 +187,30 @@ fn strings(key: &str, value: &Expr, example: &str) -> syn::Result<Vec<LitStr>> {
         _ => return Err(syn::Error::new_spanned(value, message)),
     };
     if elems.is_empty() {
-        return Err(syn::Error::new_spanned(value, format!("`{key}` list is empty; omit the option instead")));
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`{key}` list is empty; omit the option instead"),
+        ));
     }
     let mut out: Vec<LitStr> = Vec::with_capacity(elems.len());
     for elem in elems {
         let lit = match as_str(elem) {
             Some(lit) => lit,
             None => {
-                return Err(syn::Error::new_spanned(elem, format!("`{key}` list items must be strings, like `{example}`")));
+                return Err(syn::Error::new_spanned(
+                    elem,
+                    format!("`{key}` list items must be strings, like `{example}`"),
+                ));
             }
         };
         if lit.value().trim().is_empty() {
             return Err(syn::Error::new(lit.span(), format!("`{key}` entries must not be empty")));
         }
         if out.iter().any(|l| l.value() == lit.value()) {
-            return Err(syn::Error::new(lit.span(), format!("`{key}` lists \"{}\" twice", lit.value())));
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("`{key}` lists \"{}\" twice", lit.value()),
+            ));
         }
         out.push(lit.clone());
     }
@@ -180,7 +221,10 @@ fn strings(key: &str, value: &Expr, example: &str) -> syn::Result<Vec<LitStr>> {
 fn environment(value: &Expr) -> syn::Result<ExprPath> {
     match value {
         Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => Ok(path.clone()),
-        _ => Err(syn::Error::new_spanned(value, "`environment` expects the path of a `fn() -> reeval::Environment`, like `environment = my_environment`")),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            "`environment` expects the path of a `fn() -> reeval::Environment`, like `environment = my_environment`",
+        )),
     }
 }
 
@@ -225,7 +269,10 @@ mod tests {
         assert_eq!(o.timeout_ms, Some(90_000));
         assert_eq!(o.deadline_ms, Some(1_800_000));
         assert_eq!(o.trials, Some(3));
-        assert_eq!(o.harnesses.iter().map(LitStr::value).collect::<Vec<_>>(), ["shell", "claude-code:sonnet"]);
+        assert_eq!(
+            o.harnesses.iter().map(LitStr::value).collect::<Vec<_>>(),
+            ["shell", "claude-code:sonnet"]
+        );
         let env = o.environment.unwrap();
         assert_eq!(quote!(#env).to_string().replace(' ', ""), "crate::envs::python");
         assert_eq!(o.tags.iter().map(LitStr::value).collect::<Vec<_>>(), ["a", "b"]);
@@ -268,17 +315,34 @@ mod tests {
     #[test]
     fn bad_trials() {
         assert_eq!(err(quote!(trials = 0)), "`trials` must be at least 1");
-        assert_eq!(err(quote!(trials = "x")), "`trials` expects an integer of at least 1, like `trials = 3`");
-        assert_eq!(err(quote!(trials = -1)), "`trials` expects an integer of at least 1, like `trials = 3`");
-        assert_eq!(err(quote!(trials = 1.5)), "`trials` expects an integer of at least 1, like `trials = 3`");
-        assert_eq!(err(quote!(trials = 5_000_000_000)), "`trials = 5000000000` does not fit in a u32");
+        assert_eq!(
+            err(quote!(trials = "x")),
+            "`trials` expects an integer of at least 1, like `trials = 3`"
+        );
+        assert_eq!(
+            err(quote!(trials = -1)),
+            "`trials` expects an integer of at least 1, like `trials = 3`"
+        );
+        assert_eq!(
+            err(quote!(trials = 1.5)),
+            "`trials` expects an integer of at least 1, like `trials = 3`"
+        );
+        assert_eq!(
+            err(quote!(trials = 5_000_000_000)),
+            "`trials = 5000000000` does not fit in a u32"
+        );
         assert_eq!(parse(quote!(trials = 2u32)).unwrap().trials, Some(2));
     }
 
     #[test]
     fn bad_string_lists() {
-        assert!(err(quote!(harness = ["shell", 1])).starts_with("`harness` list items must be strings"));
-        assert!(err(quote!(harness = shell)).starts_with("`harness` expects a string or a list of strings"));
+        assert!(
+            err(quote!(harness = ["shell", 1])).starts_with("`harness` list items must be strings")
+        );
+        assert!(
+            err(quote!(harness = shell))
+                .starts_with("`harness` expects a string or a list of strings")
+        );
         assert!(err(quote!(harness = [])).starts_with("`harness` list is empty"));
         assert_eq!(err(quote!(harness = "")), "`harness` entries must not be empty");
         assert_eq!(err(quote!(tags = ["a", "a"])), "`tags` lists \"a\" twice");

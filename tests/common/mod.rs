@@ -26,9 +26,15 @@ pub async fn docker_ready() -> bool {
 }
 
 async fn reeval_core_backend() -> Result<(), String> {
-    let docker = reeval::bollard::Docker::connect_with_local_defaults().map_err(|e| format!("the Docker engine is not reachable: {e}"))?;
-    let docker = docker.negotiate_version().await.map_err(|e| format!("the Docker engine does not answer: {e}"))?;
-    docker.inspect_image("reeval/base:latest").await.map_err(|_| "the image reeval/base:latest is missing (run scripts/build-base-image.sh)".to_string())?;
+    let docker = reeval::bollard::Docker::connect_with_local_defaults()
+        .map_err(|e| format!("the Docker engine is not reachable: {e}"))?;
+    let docker = docker
+        .negotiate_version()
+        .await
+        .map_err(|e| format!("the Docker engine does not answer: {e}"))?;
+    docker.inspect_image("reeval/base:latest").await.map_err(|_| {
+        "the image reeval/base:latest is missing (run scripts/build-base-image.sh)".to_string()
+    })?;
     Ok(())
 }
 
@@ -45,7 +51,11 @@ macro_rules! require_docker {
 /// A fresh directory under the system temp dir.
 pub fn temp_dir(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!("reeval-test-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let dir = std::env::temp_dir().join(format!(
+        "reeval-test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp dir");
     dir
@@ -58,16 +68,25 @@ pub fn runner(tag: &str) -> Runner {
 
 /// A runner recording into a temp dir, configured further by `f`.
 pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
-    let mut config = RunConfig { record_dir: temp_dir(tag), infra_retries: 0, ..RunConfig::default() };
+    let mut config =
+        RunConfig { record_dir: temp_dir(tag), infra_retries: 0, ..RunConfig::default() };
     f(&mut config);
     Runner::new(config, reeval::harness_registry())
 }
 
 /// Containers (any state) labelled with this run id.
 pub async fn containers_of_run(run_id: &str) -> usize {
-    let docker = reeval::bollard::Docker::connect_with_local_defaults().expect("docker").negotiate_version().await.expect("docker answers");
-    let filters = std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
-    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+    let docker = reeval::bollard::Docker::connect_with_local_defaults()
+        .expect("docker")
+        .negotiate_version()
+        .await
+        .expect("docker answers");
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
+    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
     docker.list_containers(Some(opts)).await.expect("list containers").len()
 }
 
@@ -77,7 +96,11 @@ pub fn example_bin(name: &str) -> PathBuf {
     // target/<profile>/deps/<test>-<hash> → target/<profile>/examples/<name>
     let profile_dir = exe.parent().and_then(|p| p.parent()).expect("target profile dir");
     let bin = profile_dir.join("examples").join(name);
-    assert!(bin.exists(), "{} is missing: build it with `cargo build --example {name}` (cargo test builds examples)", bin.display());
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build --example {name}` (cargo test builds examples)",
+        bin.display()
+    );
     bin
 }
 

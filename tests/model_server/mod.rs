@@ -72,7 +72,9 @@ impl Drop for ModelServer {
 
 impl ModelServer {
     /// Starts a server answering request `n` (0-based) with `script(n, &request)`.
-    pub async fn start(script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static) -> Self {
+    pub async fn start(
+        script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().expect("local addr"));
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -83,8 +85,10 @@ impl ModelServer {
                 let Ok((stream, _)) = listener.accept().await else { return };
                 let (script, recorded) = (script.clone(), recorded.clone());
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, script.clone(), recorded.clone()));
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let service =
+                        service_fn(move |req| handle(req, script.clone(), recorded.clone()));
+                    let _ =
+                        http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
                 });
             }
         });
@@ -93,7 +97,13 @@ impl ModelServer {
 
     /// Starts a server giving `answers` in order, then 500s.
     pub async fn scripted(answers: Vec<Answer>) -> Self {
-        Self::start(move |n, _| answers.get(n).cloned().unwrap_or_else(|| Answer::Raw { status: 500, body: "the script has no more answers".into() })).await
+        Self::start(move |n, _| {
+            answers.get(n).cloned().unwrap_or_else(|| Answer::Raw {
+                status: 500,
+                body: "the script has no more answers".into(),
+            })
+        })
+        .await
     }
 
     /// Every request so far.
@@ -102,12 +112,25 @@ impl ModelServer {
     }
 }
 
-async fn handle(req: Request<Incoming>, script: Script, recorded: Arc<Mutex<Vec<Recorded>>>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(
+    req: Request<Incoming>,
+    script: Script,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
-    let headers = req.headers().iter().map(|(k, v)| (k.as_str().to_lowercase(), v.to_str().unwrap_or("").to_string())).collect();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_lowercase(), v.to_str().unwrap_or("").to_string()))
+        .collect();
     let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    let request = Recorded { method, path, headers, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+    let request = Recorded {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    };
     let n = {
         let mut all = recorded.lock().unwrap();
         all.push(request.clone());
@@ -122,7 +145,8 @@ async fn handle(req: Request<Incoming>, script: Script, recorded: Arc<Mutex<Vec<
             (500, Vec::new(), "hung".to_string())
         }
     };
-    let mut response = Response::builder().status(status).header("content-type", "application/json");
+    let mut response =
+        Response::builder().status(status).header("content-type", "application/json");
     for (k, v) in headers {
         response = response.header(k, v);
     }
@@ -151,7 +175,10 @@ pub mod anthropic {
 
     /// A forced `submit_verdict` call.
     pub fn verdict(score: f64, passed: bool, reasoning: &str) -> Answer {
-        tool_use(&[("submit_verdict", json!({"reasoning": reasoning, "score": score, "passed": passed}))])
+        tool_use(&[(
+            "submit_verdict",
+            json!({"reasoning": reasoning, "score": score, "passed": passed}),
+        )])
     }
 
     /// Tool calls, `toolu_0`, `toolu_1`, …
@@ -204,7 +231,10 @@ pub mod openai {
 
     /// A forced `submit_verdict` function call.
     pub fn call_verdict(score: f64, passed: bool, reasoning: &str) -> Answer {
-        tool_calls(&[("submit_verdict", json!({"reasoning": reasoning, "score": score, "passed": passed}))])
+        tool_calls(&[(
+            "submit_verdict",
+            json!({"reasoning": reasoning, "score": score, "passed": passed}),
+        )])
     }
 
     /// Function calls, `call_0`, `call_1`, …
@@ -223,7 +253,13 @@ pub mod openai {
     }
 
     /// An error in OpenAI's shape.
-    pub fn error(status: u16, kind: &str, code: &str, message: &str, headers: &[(&str, &str)]) -> Answer {
+    pub fn error(
+        status: u16,
+        kind: &str,
+        code: &str,
+        message: &str,
+        headers: &[(&str, &str)],
+    ) -> Answer {
         Answer::Json {
             status,
             headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),

@@ -67,7 +67,11 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// As [`Ctx::send`].
-    pub async fn send_with(&mut self, prompt: impl Into<String>, options: TurnOptions) -> Result<Turn> {
+    pub async fn send_with(
+        &mut self,
+        prompt: impl Into<String>,
+        options: TurnOptions,
+    ) -> Result<Turn> {
         self.attempt.send(prompt.into(), options).await
     }
 
@@ -96,7 +100,9 @@ impl Ctx {
     /// Safe.
     pub async fn read_file(&mut self, path: &str) -> Result<String> {
         let bytes = self.attempt.read_bytes(path).await?;
-        String::from_utf8(bytes).map_err(|_| Error::other(format!("failed to read {path} as text: it is not UTF-8 (use read_bytes)")))
+        String::from_utf8(bytes).map_err(|_| {
+            Error::other(format!("failed to read {path} as text: it is not UTF-8 (use read_bytes)"))
+        })
     }
 
     /// Reads a file's bytes.

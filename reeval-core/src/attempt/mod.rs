@@ -150,7 +150,9 @@ impl Attempt {
     fn handle(&self) -> Option<&SandboxHandle> {
         match &self.sandbox {
             SandboxState::NotStarted => None,
-            SandboxState::Starting { handle } | SandboxState::Failed { handle, .. } => handle.as_ref(),
+            SandboxState::Starting { handle } | SandboxState::Failed { handle, .. } => {
+                handle.as_ref()
+            }
             SandboxState::Ready(r) => Some(&r.handle),
         }
     }
@@ -166,8 +168,12 @@ impl Attempt {
     pub(crate) async fn sandbox(&mut self) -> Result<SandboxHandle> {
         match &self.sandbox {
             SandboxState::Ready(r) => return Ok(r.handle.clone()),
-            SandboxState::Failed { message, .. } => return Err(Error::infra("start the sandbox", message)),
-            SandboxState::Starting { .. } => return Err(Error::infra("start the sandbox", "an earlier start was interrupted")),
+            SandboxState::Failed { message, .. } => {
+                return Err(Error::infra("start the sandbox", message));
+            }
+            SandboxState::Starting { .. } => {
+                return Err(Error::infra("start the sandbox", "an earlier start was interrupted"));
+            }
             SandboxState::NotStarted => {}
         }
         self.sandbox = SandboxState::Starting { handle: None };
@@ -189,10 +195,18 @@ impl Attempt {
 
     /// The start phases, in order: image → container → env → workspace → files → setup → snapshot.
     async fn start(&mut self) -> Result<Ready> {
-        let backend = self.backend.clone().ok_or_else(|| Error::infra("start the sandbox", "no sandbox backend is configured"))?;
+        let backend = self
+            .backend
+            .clone()
+            .ok_or_else(|| Error::infra("start the sandbox", "no sandbox backend is configured"))?;
         let harness = self.harness.as_deref();
         let spec = lifecycle::image::spec(self.env.image.as_ref(), harness);
-        let image = self.phases.run(Phase::Image, lifecycle::image::ensure(backend.as_ref(), &spec, harness), |i| i.detail.clone()).await?;
+        let image = self
+            .phases
+            .run(Phase::Image, lifecycle::image::ensure(backend.as_ref(), &spec, harness), |i| {
+                i.detail.clone()
+            })
+            .await?;
         self.record.image = Some(image.reference.clone());
 
         let (variables, env_detail) = lifecycle::env::variables(&self.env, &self.secrets);
@@ -203,10 +217,22 @@ impl Attempt {
             .run(
                 Phase::Container,
                 async {
-                    let sandbox = lifecycle::container::create(backend.as_ref(), &image.reference, &record.run_id, &attempt_id, &env.limits, network).await?;
+                    let sandbox = lifecycle::container::create(
+                        backend.as_ref(),
+                        &image.reference,
+                        &record.run_id,
+                        &attempt_id,
+                        &env.limits,
+                        network,
+                    )
+                    .await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());
-                    let handle = SandboxHandle::new(sandbox.clone(), crate::environment::WORKSPACE, variables);
+                    let handle = SandboxHandle::new(
+                        sandbox.clone(),
+                        crate::environment::WORKSPACE,
+                        variables,
+                    );
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
                     sandbox.start().await?;
                     Ok(handle)
@@ -217,22 +243,42 @@ impl Attempt {
         self.phases.run(Phase::Env, async { Ok(()) }, |_| env_detail).await?;
 
         if let Some(ws) = &self.env.workspace {
-            self.phases.run(Phase::Workspace, lifecycle::workspace::unpack(&handle, ws), Clone::clone).await?;
+            self.phases
+                .run(Phase::Workspace, lifecycle::workspace::unpack(&handle, ws), Clone::clone)
+                .await?;
         }
-        let rules_file = self.harness.as_ref().map(|h| h.rules_file().to_string()).unwrap_or_else(|| "AGENTS.md".into());
+        let rules_file = self
+            .harness
+            .as_ref()
+            .map(|h| h.rules_file().to_string())
+            .unwrap_or_else(|| "AGENTS.md".into());
         let files = lifecycle::files::planned(&self.env, &rules_file);
         if !files.is_empty() {
             let rules = self.env.rules.is_some().then_some(rules_file.as_str());
-            self.phases.run(Phase::Files, lifecycle::files::write(&handle, &files, rules), Clone::clone).await?;
+            self.phases
+                .run(Phase::Files, lifecycle::files::write(&handle, &files, rules), Clone::clone)
+                .await?;
         }
         if !self.env.setup.is_empty() {
             if !self.record.artifacts.iter().any(|a| a == "setup.log") {
                 self.record.artifacts.push("setup.log".into());
             }
-            self.phases.run(Phase::Setup, lifecycle::setup::run(&handle, &self.env.setup, &self.artifacts_dir, &self.redactor), Clone::clone).await?;
+            self.phases
+                .run(
+                    Phase::Setup,
+                    lifecycle::setup::run(
+                        &handle,
+                        &self.env.setup,
+                        &self.artifacts_dir,
+                        &self.redactor,
+                    ),
+                    Clone::clone,
+                )
+                .await?;
         }
         // An image of the eval's or the harness's own may put files in the workspace: read it then too.
-        let own_image = self.env.image.is_some() || self.harness.as_ref().is_some_and(|h| h.image().is_some());
+        let own_image =
+            self.env.image.is_some() || self.harness.as_ref().is_some_and(|h| h.image().is_some());
         let written = self.env.prepares_workspace() || own_image;
         let baseline = self
             .phases
@@ -257,8 +303,12 @@ impl Attempt {
             return Ok(());
         }
         let Attempt { phases, harness, env, secrets, artifacts_dir, sandbox, .. } = self;
-        let SandboxState::Ready(ready) = sandbox else { unreachable!("a session starts in a started sandbox") };
-        let harness = harness.as_deref_mut().ok_or_else(|| Error::Config("failed to send a prompt: no harness is selected for this eval".into()))?;
+        let SandboxState::Ready(ready) = sandbox else {
+            unreachable!("a session starts in a started sandbox")
+        };
+        let harness = harness.as_deref_mut().ok_or_else(|| {
+            Error::Config("failed to send a prompt: no harness is selected for this eval".into())
+        })?;
         phases
             .run(
                 Phase::Harness,
@@ -267,7 +317,14 @@ impl Attempt {
                         lifecycle::snapshot::prepare_agent_user(handle).await?;
                         ready.agent_user = true;
                     }
-                    lifecycle::harness::start(harness, &handle.as_agent(), env, secrets, artifacts_dir).await
+                    lifecycle::harness::start(
+                        harness,
+                        &handle.as_agent(),
+                        env,
+                        secrets,
+                        artifacts_dir,
+                    )
+                    .await
                 },
                 Clone::clone,
             )
@@ -280,14 +337,22 @@ impl Attempt {
     pub(crate) async fn send(&mut self, prompt: String, options: TurnOptions) -> Result<Turn> {
         let handle = self.sandbox().await?;
         if self.harness.is_none() {
-            return Err(Error::Config("failed to send a prompt: no harness is selected for this eval".into()));
+            return Err(Error::Config(
+                "failed to send a prompt: no harness is selected for this eval".into(),
+            ));
         }
         self.ensure_session(&handle).await?;
         let index = self.record.turns.len() as u32 + 1;
-        let Attempt { phases, harness, env, artifacts_dir, sandbox, record, turn_unsettled, .. } = self;
+        let Attempt {
+            phases, harness, env, artifacts_dir, sandbox, record, turn_unsettled, ..
+        } = self;
         let harness = harness.as_deref_mut().expect("checked above");
         let SandboxState::Ready(ready) = sandbox else { unreachable!("started above") };
-        let sent = if harness.reads_context_summary() { lifecycle::turn::with_context(&prompt, index, env) } else { prompt.clone() };
+        let sent = if harness.reads_context_summary() {
+            lifecycle::turn::with_context(&prompt, index, env)
+        } else {
+            prompt.clone()
+        };
         let turn_ctx = TurnContext { index, artifacts_dir: Some(artifacts_dir.clone()) };
         let (signal, budget) = (phases.budget.signal(), phases.budget.clone());
         let harness_name = record.harness.clone();
@@ -299,7 +364,16 @@ impl Attempt {
                 async {
                     // The agent runs unprivileged: nothing it starts can read a check's environment.
                     let agent = handle.as_agent();
-                    let ran = lifecycle::turn::run(harness, &agent, &sent, &turn_ctx, &signal, options.timeout, turn_unsettled).await;
+                    let ran = lifecycle::turn::run(
+                        harness,
+                        &agent,
+                        &sent,
+                        &turn_ctx,
+                        &signal,
+                        options.timeout,
+                        turn_unsettled,
+                    )
+                    .await;
                     // The turn's diff, even after an abort: the record must show the agent's work.
                     let began = Instant::now();
                     let (diff, now, failed) = lifecycle::turn::diff(&handle, ready.latest()).await;
@@ -329,8 +403,21 @@ impl Attempt {
     /// A check in the sandbox.
     pub(crate) async fn exec(&mut self, cmd: Command) -> Result<ExecOutput> {
         let handle = self.sandbox().await?;
-        let out = self.phases.run(Phase::Check, lifecycle::check::run(&handle, cmd, &self.secrets), lifecycle::check::detail).await?;
-        let oom_killed = out.exit_code == 137 && self.saw_oom_kill(&handle, &format!("check `{}`", lifecycle::check::one_line(&out.command))).await;
+        let out = self
+            .phases
+            .run(
+                Phase::Check,
+                lifecycle::check::run(&handle, cmd, &self.secrets),
+                lifecycle::check::detail,
+            )
+            .await?;
+        let oom_killed = out.exit_code == 137
+            && self
+                .saw_oom_kill(
+                    &handle,
+                    &format!("check `{}`", lifecycle::check::one_line(&out.command)),
+                )
+                .await;
         self.record.checks.push(lifecycle::check::record(&out, oom_killed));
         Ok(out)
     }
@@ -346,7 +433,9 @@ impl Attempt {
         let handle = self.sandbox().await?;
         // Until the agent user is set up, its setup hands the workspace over.
         let writer = if self.ready().agent_user { handle.as_agent() } else { handle };
-        self.phases.within_budget(async { Ok(writer.write_file(path, content, 0o644).await?) }).await
+        self.phases
+            .within_budget(async { Ok(writer.write_file(path, content, 0o644).await?) })
+            .await
     }
 
     /// The workspace diff since the snapshot.
@@ -364,7 +453,9 @@ impl Attempt {
 
     /// Verdicts from the judge model, one `judge` phase per criterion.
     pub(crate) async fn judge(&mut self, judge: Judge) -> Result<JudgeResult> {
-        let prepared = judge.prepare(self.judge_spec.as_deref(), &self.secrets).map_err(|e| e.in_phase(Phase::Judge))?;
+        let prepared = judge
+            .prepare(self.judge_spec.as_deref(), &self.secrets)
+            .map_err(|e| e.in_phase(Phase::Judge))?;
         let evidence = crate::judge::prompt::gather(self, judge.state_shown()).await?;
         let sandbox = if judge.is_agentic() { Some(self.sandbox().await?) } else { None };
         let before = match &sandbox {
@@ -376,7 +467,14 @@ impl Attempt {
         };
         let mut verdicts = Vec::new();
         for criterion in prepared.judge.criteria() {
-            let verdict = lifecycle::judge::verdict(&mut self.phases, &prepared, criterion, &evidence, sandbox.as_ref()).await?;
+            let verdict = lifecycle::judge::verdict(
+                &mut self.phases,
+                &prepared,
+                criterion,
+                &evidence,
+                sandbox.as_ref(),
+            )
+            .await?;
             if let Some(e) = crate::judge::failure(&verdict) {
                 self.soft_failures.push(e.in_phase(Phase::Judge));
             }
@@ -397,7 +495,12 @@ impl Attempt {
             return Ok(f.url.clone());
         }
         let handle = self.sandbox().await?;
-        let forward = self.phases.run(Phase::Serve, lifecycle::serve::forward(&handle, port, ready_within), |f| format!("port {port} at {}", f.url)).await?;
+        let forward = self
+            .phases
+            .run(Phase::Serve, lifecycle::serve::forward(&handle, port, ready_within), |f| {
+                format!("port {port} at {}", f.url)
+            })
+            .await?;
         let url = forward.url.clone();
         self.forwards.push(forward);
         Ok(url)
@@ -406,8 +509,12 @@ impl Attempt {
     /// Keeps an artifact.
     pub(crate) async fn capture(&mut self, name: &str, what: Artifact) -> Result<Capture> {
         let handle = self.sandbox().await?;
-        let keep = lifecycle::capture::keep(&handle, name, &what, &self.artifacts_dir, &self.redactor);
-        let (capture, _) = self.phases.run(Phase::Capture, keep, |(_, bytes)| format!("{name} ({bytes} bytes)")).await?;
+        let keep =
+            lifecycle::capture::keep(&handle, name, &what, &self.artifacts_dir, &self.redactor);
+        let (capture, _) = self
+            .phases
+            .run(Phase::Capture, keep, |(_, bytes)| format!("{name} ({bytes} bytes)"))
+            .await?;
         self.record.artifacts.push(capture.file.clone());
         self.captures.retain(|c| c.name != name);
         self.captures.push(capture.clone());
@@ -422,7 +529,10 @@ impl Attempt {
         }
         self.oom_kills_seen = kills;
         let limit = self.env.limits.memory_bytes;
-        self.phases.log.event(format!("OOM kill: the sandbox ran out of memory (limit {} MiB) during {during}", limit >> 20));
+        self.phases.log.event(format!(
+            "OOM kill: the sandbox ran out of memory (limit {} MiB) during {during}",
+            limit >> 20
+        ));
         true
     }
 
@@ -433,7 +543,10 @@ impl Attempt {
             forward.task.abort();
         }
         let Some(handle) = self.handle().cloned() else {
-            self.phases.run(Phase::Teardown, async { Ok(()) }, |_| "no sandbox was started".into()).await.ok();
+            self.phases
+                .run(Phase::Teardown, async { Ok(()) }, |_| "no sandbox was started".into())
+                .await
+                .ok();
             return;
         };
         let mut events = Vec::new();
@@ -446,7 +559,8 @@ impl Attempt {
                 {
                     events.extend(lifecycle::teardown::stop_harness(h, &handle.as_agent()).await);
                     // What the harness kept (transcripts, its config home) belongs to the record.
-                    let more = lifecycle::teardown::harness_artifacts(artifacts_dir, &record.artifacts);
+                    let more =
+                        lifecycle::teardown::harness_artifacts(artifacts_dir, &record.artifacts);
                     record.artifacts.extend(more);
                 }
                 // An aborted turn's processes must not change the workspace while it is read.
@@ -454,7 +568,8 @@ impl Attempt {
                     lifecycle::teardown::kill_turns(handle.sandbox().as_ref()).await;
                 }
                 let began = Instant::now();
-                match lifecycle::teardown::collect(&handle, &ready.baseline, &ready.latest()).await {
+                match lifecycle::teardown::collect(&handle, &ready.baseline, &ready.latest()).await
+                {
                     Ok(diff) => {
                         record.final_diff = Some(diff);
                         record.workspace_collected = true;
@@ -475,14 +590,23 @@ impl Attempt {
             match tokio::time::timeout(lifecycle::teardown::TEARDOWN_DEADLINE, work).await {
                 Ok(r) => r,
                 Err(_) => {
-                    let gone = matches!(tokio::time::timeout(Duration::from_secs(30), handle.sandbox().destroy()).await, Ok(Ok(())));
+                    let gone = matches!(
+                        tokio::time::timeout(Duration::from_secs(30), handle.sandbox().destroy())
+                            .await,
+                        Ok(Ok(()))
+                    );
                     Ok(gone)
                 }
             }
         };
         let _ = phases
             .run(Phase::Teardown, bounded, |gone| {
-                if *gone { "sandbox destroyed".into() } else { "failed to destroy the sandbox; the run's end sweep or the next run removes it".into() }
+                if *gone {
+                    "sandbox destroyed".into()
+                } else {
+                    "failed to destroy the sandbox; the run's end sweep or the next run removes it"
+                        .into()
+                }
             })
             .await;
         self.phases.count_as_diff(Phase::Teardown, diff_ms);
@@ -493,7 +617,8 @@ impl Attempt {
 
     /// The record, concluded (outcome, message, phases, events, timings), and the error that caused its outcome.
     fn finish(mut self, ended: Ended, budget: Duration) -> (Record, Option<Error>) {
-        let Conclusion { outcome, message, cause } = conclude(ended, &mut self.soft_failures, budget);
+        let Conclusion { outcome, message, cause } =
+            conclude(ended, &mut self.soft_failures, budget);
         let total_ms = self.phases.log.now_ms();
         let mut record = self.record;
         record.outcome = outcome;
@@ -510,7 +635,8 @@ impl Attempt {
 pub(crate) fn build_environment(eval: &Eval) -> std::result::Result<Environment, String> {
     match &eval.options.environment {
         None => Ok(Environment::default()),
-        Some(f) => std::panic::catch_unwind(AssertUnwindSafe(|| f())).map_err(|p| panic_message(p.as_ref())),
+        Some(f) => std::panic::catch_unwind(AssertUnwindSafe(|| f()))
+            .map_err(|p| panic_message(p.as_ref())),
     }
 }
 
@@ -534,7 +660,12 @@ pub(crate) struct Attempted {
 impl AttemptPlan {
     /// The attempt's id on the event stream.
     pub(crate) fn id(&self) -> crate::runner::events::AttemptId {
-        crate::runner::events::AttemptId { eval: self.eval.name.clone(), harness: self.harness_spec.clone(), trial: self.trial, try_: self.try_ }
+        crate::runner::events::AttemptId {
+            eval: self.eval.name.clone(),
+            harness: self.harness_spec.clone(),
+            trial: self.trial,
+            try_: self.try_,
+        }
     }
 }
 
@@ -551,7 +682,8 @@ pub(crate) async fn run(
         Ok(env) => (env, None),
         Err(panic) => (Environment::default(), Some(panic)),
     };
-    let mut record = Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+    let mut record =
+        Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
     let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
     let redactor = plan.redactor.clone();
@@ -586,7 +718,8 @@ pub(crate) async fn run(
     budget.start();
     let ended = {
         let run = plan.eval.run.clone();
-        let fut = crate::matchers::CURRENT_EVAL.scope(plan.eval.name.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
+        let fut = crate::matchers::CURRENT_EVAL
+            .scope(plan.eval.name.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
         let fut = fut.map(|r| r.map_err(|p| panic_message(p.as_ref())));
         tokio::pin!(fut);
         let deadline = async {
@@ -596,7 +729,9 @@ pub(crate) async fn run(
             }
         };
         if let Some(p) = env_panic {
-            Ended::Returned(Ok(Err(Error::other(format!("failed to build the environment: its function panicked: {p}")))))
+            Ended::Returned(Ok(Err(Error::other(format!(
+                "failed to build the environment: its function panicked: {p}"
+            )))))
         } else {
             tokio::select! {
                 r = &mut fut => Ended::Returned(r),
@@ -615,7 +750,10 @@ pub(crate) async fn run(
     let mut attempt = ctx.attempt;
     // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
     if let Err(panic) = AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
-        attempt.phases.log.event(format!("failed to tear down: teardown panicked: {}", panic_message(panic.as_ref())));
+        attempt.phases.log.event(format!(
+            "failed to tear down: teardown panicked: {}",
+            panic_message(panic.as_ref())
+        ));
         if let Some(h) = attempt.handle() {
             let _ = h.sandbox().destroy().await;
         }

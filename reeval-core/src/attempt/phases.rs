@@ -52,7 +52,12 @@ impl Phases {
     /// - Checks, verdicts, serves and captures spend it and stop with
     ///   [`Error::Timeout`] when it runs out. A turn spends it too, but handles
     ///   the budget's signal itself (it gets a grace and keeps its diff).
-    pub(crate) async fn run<T>(&mut self, phase: Phase, work: impl Future<Output = Result<T>>, detail: impl FnOnce(&T) -> String) -> Result<T> {
+    pub(crate) async fn run<T>(
+        &mut self,
+        phase: Phase,
+        work: impl Future<Output = Result<T>>,
+        detail: impl FnOnce(&T) -> String,
+    ) -> Result<T> {
         let began = Instant::now();
         let result = if phase.spends_budget() {
             if phase == Phase::Turn { work.await } else { within(&self.budget, work).await }
@@ -64,7 +69,10 @@ impl Phases {
             match self.deadline {
                 Some(at) => match tokio::time::timeout_at(at.into(), work).await {
                     Ok(r) => r,
-                    Err(_) => Err(Error::infra(format!("finish the {phase} phase"), "the attempt's deadline passed (a wedged sandbox or setup?)")),
+                    Err(_) => Err(Error::infra(
+                        format!("finish the {phase} phase"),
+                        "the attempt's deadline passed (a wedged sandbox or setup?)",
+                    )),
                 },
                 None => work.await,
             }
@@ -111,7 +119,10 @@ impl Phases {
     }
 
     /// Runs the eval's own work outside any phase (reading a file): it spends the budget.
-    pub(crate) async fn within_budget<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+    pub(crate) async fn within_budget<T>(
+        &self,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         within(&self.budget, work).await
     }
 

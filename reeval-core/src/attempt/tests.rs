@@ -32,11 +32,21 @@ impl Harness for Script {
         false
     }
 
-    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, _turn: &TurnContext) -> Result<TurnReport, HarnessError> {
+    async fn turn(
+        &mut self,
+        sandbox: &SandboxHandle,
+        prompt: &str,
+        _turn: &TurnContext,
+    ) -> Result<TurnReport, HarnessError> {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;
         let status = if out.success() { TurnStatus::Completed } else { TurnStatus::Failed };
-        Ok(TurnReport { status, events: 1, error: (!out.success()).then(|| out.stderr.clone()), ..TurnReport::default() })
+        Ok(TurnReport {
+            status,
+            events: 1,
+            error: (!out.success()).then(|| out.stderr.clone()),
+            ..TurnReport::default()
+        })
     }
 }
 
@@ -48,7 +58,10 @@ fn scripted() -> FakeBackend {
         match words.as_slice() {
             ["sleep", ms] => FakeReply::Sleep(Duration::from_millis(ms.parse().unwrap_or(0))),
             ["write", path, text @ ..] => {
-                files.insert(format!("/workspace/{path}"), Entry::File { mode: 0o644, bytes: text.join(" ").into_bytes() });
+                files.insert(
+                    format!("/workspace/{path}"),
+                    Entry::File { mode: 0o644, bytes: text.join(" ").into_bytes() },
+                );
                 FakeReply::ok("")
             }
             ["exit", code] => FakeReply::fail(code.parse().unwrap_or(1), "failed on purpose"),
@@ -62,7 +75,11 @@ fn runner(backend: &FakeBackend) -> Runner {
 }
 
 fn runner_with_retries(backend: &FakeBackend, infra_retries: u32) -> Runner {
-    let dir = std::env::temp_dir().join(format!("reeval-fake-{}-{}", std::process::id(), crate::runner::new_run_id()));
+    let dir = std::env::temp_dir().join(format!(
+        "reeval-fake-{}-{}",
+        std::process::id(),
+        crate::runner::new_run_id()
+    ));
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
     let config = RunConfig { record_dir: dir, infra_retries, ..RunConfig::default() };
@@ -92,7 +109,22 @@ async fn every_phase_runs_in_order_and_the_sandbox_is_destroyed() {
     .environment(|| Environment::new().file("a.txt", "a").setup("true"));
     let r = run_one(&backend, eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    assert_eq!(phases(&r), ["preflight", "image", "container", "env", "files", "setup", "snapshot", "harness", "turn", "check", "teardown"]);
+    assert_eq!(
+        phases(&r),
+        [
+            "preflight",
+            "image",
+            "container",
+            "env",
+            "files",
+            "setup",
+            "snapshot",
+            "harness",
+            "turn",
+            "check",
+            "teardown"
+        ]
+    );
     assert!(r.workspace_collected);
     assert_eq!(r.final_diff.as_ref().map(|d| d.paths().join(",")), Some("hello.txt".into()));
     assert_eq!((backend.created(), backend.live()), (1, 0));
@@ -100,7 +132,10 @@ async fn every_phase_runs_in_order_and_the_sandbox_is_destroyed() {
     let execs = backend.execs();
     let turn = execs.iter().find(|e| e.line().contains("write hello.txt")).expect("the turn ran");
     assert!(turn.killable && turn.user.as_deref() == Some("1000:1000"), "{turn:?}");
-    let check = execs.iter().find(|e| e.argv.last().is_some_and(|a| a == "true") && e.user.is_none()).expect("the check ran");
+    let check = execs
+        .iter()
+        .find(|e| e.argv.last().is_some_and(|a| a == "true") && e.user.is_none())
+        .expect("the check ran");
     assert!(!check.killable);
 }
 
@@ -112,7 +147,13 @@ async fn the_sandbox_starts_only_when_needed() {
     assert_eq!(phases(&r), ["preflight", "teardown"]);
     assert_eq!(backend.created(), 0);
     // Checks only: a sandbox, but no harness session.
-    let r = run_one(&backend, Eval::new("checks_only", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }))).await;
+    let r = run_one(
+        &backend,
+        Eval::new("checks_only", |c| {
+            Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+        }),
+    )
+    .await;
     assert!(!phases(&r).contains(&"harness"), "{:?}", phases(&r));
     assert_eq!((backend.created(), backend.live()), (1, 0));
 }
@@ -132,35 +173,56 @@ async fn teardown_runs_after_an_error_a_panic_and_a_timeout() {
             panic!("boom");
         })
     });
-    let timeout = Eval::new("timeout", |c| Box::pin(async move { c.send("sleep 5000").await.map(|_| ()) })).timeout(Duration::from_millis(200));
-    let report = runner(&backend).run(vec![error.harness("script"), panic.harness("script"), timeout.harness("script")]).await.expect("preflight");
+    let timeout =
+        Eval::new("timeout", |c| Box::pin(async move { c.send("sleep 5000").await.map(|_| ()) }))
+            .timeout(Duration::from_millis(200));
+    let report = runner(&backend)
+        .run(vec![error.harness("script"), panic.harness("script"), timeout.harness("script")])
+        .await
+        .expect("preflight");
     let find = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
     assert_eq!(find("error").outcome, Outcome::Fail(FailKind::Assertion));
     assert_eq!(find("panic").outcome, Outcome::Fail(FailKind::Assertion));
     assert!(find("panic").message.as_deref().unwrap_or_default().contains("boom"));
-    assert_eq!(find("timeout").outcome, Outcome::Fail(FailKind::Timeout), "{:?}", find("timeout").message);
-    assert_eq!(find("timeout").turns.first().map(|t| t.status), Some(TurnStatus::Aborted), "the stopped turn is in the record");
+    assert_eq!(
+        find("timeout").outcome,
+        Outcome::Fail(FailKind::Timeout),
+        "{:?}",
+        find("timeout").message
+    );
+    assert_eq!(
+        find("timeout").turns.first().map(|t| t.status),
+        Some(TurnStatus::Aborted),
+        "the stopped turn is in the record"
+    );
     for r in &report.records {
         assert_eq!(phases(r).last(), Some(&"teardown"), "{}", r.eval);
     }
     assert_eq!((backend.created(), backend.live()), (3, 0));
-    assert!(backend.kills().contains(&crate::sandbox::Signal::Term), "the aborted turn was asked to stop");
+    assert!(
+        backend.kills().contains(&crate::sandbox::Signal::Term),
+        "the aborted turn was asked to stop"
+    );
 }
 
 #[tokio::test]
 async fn setup_does_not_spend_the_budget_and_turns_do() {
     let backend = scripted();
     // A setup step longer than the whole budget, then quick work: a pass.
-    let slow_setup = Eval::new("slow_setup", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }))
-        .environment(|| Environment::new().setup("sleep 400"))
-        .timeout(Duration::from_millis(200));
+    let slow_setup = Eval::new("slow_setup", |c| {
+        Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+    })
+    .environment(|| Environment::new().setup("sleep 400"))
+    .timeout(Duration::from_millis(200));
     let r = run_one(&backend, slow_setup).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     let setup = r.phases.iter().find(|p| p.phase == "setup").expect("setup phase");
     assert!(setup.duration_ms >= 400, "{setup:?}");
     assert!(r.timings.setup_ms >= 400);
     // A turn longer than the budget: a timeout.
-    let slow_turn = Eval::new("slow_turn", |c| Box::pin(async move { c.send("sleep 600").await.map(|_| ()) })).timeout(Duration::from_millis(200));
+    let slow_turn =
+        Eval::new("slow_turn", |c| Box::pin(async move { c.send("sleep 600").await.map(|_| ()) }))
+            .timeout(Duration::from_millis(200));
     let r = run_one(&backend, slow_turn).await;
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
 }
@@ -169,17 +231,30 @@ async fn setup_does_not_spend_the_budget_and_turns_do() {
 async fn an_archive_error_while_preparing_the_workspace_is_the_platforms() {
     // Before the fix this was `fail/assertion`: the agent was blamed for an upload that broke.
     let backend = scripted().failing(FakeFailure::Upload);
-    let eval = Eval::new("files", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() })).environment(|| Environment::new().file("a.txt", "a"));
+    let eval =
+        Eval::new("files", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }))
+            .environment(|| Environment::new().file("a.txt", "a"));
     let r = run_one(&backend, eval).await;
     assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
-    assert_eq!(r.phases.iter().find(|p| p.phase == "files").map(|p| p.detail.contains("failed to read an archive")), Some(true), "{:?}", r.phases);
+    assert_eq!(
+        r.phases
+            .iter()
+            .find(|p| p.phase == "files")
+            .map(|p| p.detail.contains("failed to read an archive")),
+        Some(true),
+        "{:?}",
+        r.phases
+    );
     assert_eq!(backend.live(), 0);
 }
 
 #[tokio::test]
 async fn infra_errors_are_retried_with_a_fresh_sandbox_and_fails_never() {
     let backend = scripted().failing(FakeFailure::Start);
-    let eval = Eval::new("flaky_engine", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() })).harness("script");
+    let eval = Eval::new("flaky_engine", |c| {
+        Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+    })
+    .harness("script");
     let report = runner_with_retries(&backend, 2).run(vec![eval]).await.expect("preflight");
     let tries: Vec<u32> = report.records.iter().map(|r| r.try_).collect();
     assert_eq!(tries, [1, 2, 3], "two retries, each a fresh sandbox");
@@ -187,9 +262,15 @@ async fn infra_errors_are_retried_with_a_fresh_sandbox_and_fails_never() {
     assert_eq!((backend.created(), backend.live()), (3, 0));
 
     let backend = scripted();
-    let fails = Eval::new("fails", |c| Box::pin(async move { expect(c.exec("exit 3").await?).to_succeed() }));
+    let fails = Eval::new("fails", |c| {
+        Box::pin(async move { expect(c.exec("exit 3").await?).to_succeed() })
+    });
     let r = run_one(&backend, fails).await;
-    assert_eq!((r.outcome, r.try_), (Outcome::Fail(FailKind::Assertion), 1), "a fail is a sample, never retried");
+    assert_eq!(
+        (r.outcome, r.try_),
+        (Outcome::Fail(FailKind::Assertion), 1),
+        "a fail is a sample, never retried"
+    );
 }
 
 /// Keeps every event it is sent, in order.
@@ -200,11 +281,23 @@ impl crate::report::Reporter for Collect {
     fn event(&mut self, event: &crate::runner::events::RunEvent) -> std::io::Result<()> {
         use crate::runner::events::RunEvent;
         let line = match event {
-            RunEvent::Planned { evals, attempts, .. } => format!("planned {} evals, {attempts} attempts", evals.len()),
+            RunEvent::Planned { evals, attempts, .. } => {
+                format!("planned {} evals, {attempts} attempts", evals.len())
+            }
             RunEvent::AttemptStarted(id) => format!("started {}#{}.{}", id.eval, id.trial, id.try_),
-            RunEvent::PhaseEnded { attempt, phase } => format!("phase {}#{} {}", attempt.eval, attempt.trial, phase.phase),
-            RunEvent::AttemptNote { attempt, event } => format!("note {} {}", attempt.eval, event.message),
-            RunEvent::AttemptEnded { record, retry } => format!("ended {}#{}.{} {} {retry:?}", record.eval, record.trial, record.try_, record.outcome.as_str()),
+            RunEvent::PhaseEnded { attempt, phase } => {
+                format!("phase {}#{} {}", attempt.eval, attempt.trial, phase.phase)
+            }
+            RunEvent::AttemptNote { attempt, event } => {
+                format!("note {} {}", attempt.eval, event.message)
+            }
+            RunEvent::AttemptEnded { record, retry } => format!(
+                "ended {}#{}.{} {} {retry:?}",
+                record.eval,
+                record.trial,
+                record.try_,
+                record.outcome.as_str()
+            ),
             RunEvent::EvalEnded { eval, finals } => format!("eval {eval} {}", finals.len()),
         };
         self.0.lock().unwrap().push(line);
@@ -220,9 +313,15 @@ impl crate::report::Reporter for Collect {
 #[tokio::test]
 async fn a_run_emits_its_events_in_order() {
     let backend = scripted();
-    let eval = Eval::new("evented", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() })).harness("script");
+    let eval = Eval::new("evented", |c| {
+        Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+    })
+    .harness("script");
     let collect = Collect::default();
-    let report = runner(&backend).run_with(vec![eval], vec![Box::new(collect.clone())]).await.expect("preflight");
+    let report = runner(&backend)
+        .run_with(vec![eval], vec![Box::new(collect.clone())])
+        .await
+        .expect("preflight");
     assert_eq!(report.exit_code(), 0);
     let events = collect.0.lock().unwrap().clone();
     assert_eq!(
@@ -250,16 +349,27 @@ async fn a_judge_named_only_by_reeval_judge_needs_its_key_in_preflight() {
     let args = crate::runner::Args::default();
     let env = |name: &str| (name == "REEVAL_JUDGE").then(|| "openai:gpt-test".to_string());
     let settings = crate::settings::Settings::load(&args, env).expect("settings");
-    let config = RunConfig { record_dir: std::env::temp_dir().join("reeval-fake-judge"), ..settings.run_config() };
+    let config = RunConfig {
+        record_dir: std::env::temp_dir().join("reeval-fake-judge"),
+        ..settings.run_config()
+    };
     let backend = scripted();
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
-    let eval = Eval::new("judged", |c| Box::pin(async move { c.judge("it works").await.map(|_| ()) })).harness("script");
+    let eval =
+        Eval::new("judged", |c| Box::pin(async move { c.judge("it works").await.map(|_| ()) }))
+            .harness("script");
     let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()));
     match runner.run(vec![eval]).await {
-        Err(e) => assert!(e.missing.iter().any(|m| m.contains("OPENAI_API_KEY") && m.contains("openai:gpt-test")), "{e}"),
+        Err(e) => assert!(
+            e.missing.iter().any(|m| m.contains("OPENAI_API_KEY") && m.contains("openai:gpt-test")),
+            "{e}"
+        ),
         Ok(_) if std::env::var_os("OPENAI_API_KEY").is_some() => {} // this host has the key: nothing to find
-        Ok(r) => panic!("preflight passed without the judge's key: {:?}", r.records.first().map(|r| &r.message)),
+        Ok(r) => panic!(
+            "preflight passed without the judge's key: {:?}",
+            r.records.first().map(|r| &r.message)
+        ),
     }
     assert_eq!(backend.created(), 0, "nothing started");
 }

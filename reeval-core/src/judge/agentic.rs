@@ -15,7 +15,12 @@ pub(crate) fn toolset() -> Toolset {
     Toolset::new([
         Tool::ReadFile,
         Tool::ListDir,
-        Tool::Command(CommandTool { name: "run_command", shell: "sh", scope: CommandScope::ThrowawayCopy, timeout: COMMAND_TIMEOUT }),
+        Tool::Command(CommandTool {
+            name: "run_command",
+            shell: "sh",
+            scope: CommandScope::ThrowawayCopy,
+            timeout: COMMAND_TIMEOUT,
+        }),
     ])
 }
 
@@ -35,7 +40,12 @@ mod tests {
         for tool in tools() {
             let schema = &tool.schema;
             assert_eq!(schema["additionalProperties"], false, "{}", tool.name);
-            let required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
             for key in schema["properties"].as_object().unwrap().keys() {
                 assert!(required.contains(&key.as_str()), "{}: {key} is not required", tool.name);
             }

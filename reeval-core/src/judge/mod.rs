@@ -264,12 +264,19 @@ impl std::ops::Deref for JudgeResult {
 
 /// `anthropic:claude-sonnet-4-5` → (Anthropic, `claude-sonnet-4-5`).
 pub(crate) fn parse_spec(spec: &str) -> std::result::Result<(Provider, String), String> {
-    let (provider, model) =
-        spec.split_once(':').ok_or_else(|| format!("judge model `{spec}` names no provider; write `anthropic:<model>` or `openai:<model>`"))?;
+    let (provider, model) = spec.split_once(':').ok_or_else(|| {
+        format!(
+            "judge model `{spec}` names no provider; write `anthropic:<model>` or `openai:<model>`"
+        )
+    })?;
     let provider = match provider.trim() {
         "anthropic" => Provider::Anthropic,
         "openai" => Provider::OpenAi,
-        other => return Err(format!("judge provider `{other}` of `{spec}` is not known; use `anthropic:<model>` or `openai:<model>`")),
+        other => {
+            return Err(format!(
+                "judge provider `{other}` of `{spec}` is not known; use `anthropic:<model>` or `openai:<model>`"
+            ));
+        }
     };
     let model = model.trim();
     if model.is_empty() {
@@ -288,7 +295,8 @@ pub fn key_env(spec: &str) -> std::result::Result<&'static str, String> {
 }
 
 /// How the judge backs off between tries: 0.5 s doubling to 8 s, jittered; the retries are the builder's.
-const BACKOFF: RetryPolicy = RetryPolicy { retries: 0, base: Duration::from_millis(500), max: Duration::from_secs(8) };
+const BACKOFF: RetryPolicy =
+    RetryPolicy { retries: 0, base: Duration::from_millis(500), max: Duration::from_secs(8) };
 /// What `response_format` is named when the verdict is asked for as a JSON schema.
 const JSON_SCHEMA_NAME: &str = "verdict";
 
@@ -303,7 +311,11 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     /// Resolves the model, URL and key of `judge`; a miss is a config error.
-    fn resolve(judge: &Judge, eval_spec: Option<&str>, resolved: &[crate::secrets::Secret]) -> Result<Self> {
+    fn resolve(
+        judge: &Judge,
+        eval_spec: Option<&str>,
+        resolved: &[crate::secrets::Secret],
+    ) -> Result<Self> {
         let spec = match (&judge.model, eval_spec) {
             (Some(spec), _) => spec.clone(),
             (None, Some(spec)) => spec.to_string(),
@@ -312,7 +324,8 @@ impl Endpoint {
             })?,
         };
         let (provider, model) = parse_spec(&spec).map_err(Error::Config)?;
-        let key_env = judge.api_key_env.clone().unwrap_or_else(|| provider.default_key_env().to_string());
+        let key_env =
+            judge.api_key_env.clone().unwrap_or_else(|| provider.default_key_env().to_string());
         // Resolved in preflight (host environment or the run's `.env` file), else the process environment.
         let key = resolved
             .iter()
@@ -328,9 +341,22 @@ impl Endpoint {
             .unwrap_or_else(|| provider.default_base_url().to_string())
             .trim_end_matches('/')
             .to_string();
-        let http = reqwest::Client::builder().build().map_err(|e| Error::infra("build the judge's HTTP client", e))?;
-        let client = LlmClient::new(http).timeout(judge.timeout).key(ApiKey::from_env(provider.key_header(), &key_env, Some(key)));
-        let chat = ChatModel { provider, model, base_url, temperature: judge.temperature, max_tokens: judge.max_tokens, client };
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| Error::infra("build the judge's HTTP client", e))?;
+        let client = LlmClient::new(http).timeout(judge.timeout).key(ApiKey::from_env(
+            provider.key_header(),
+            &key_env,
+            Some(key),
+        ));
+        let chat = ChatModel {
+            provider,
+            model,
+            base_url,
+            temperature: judge.temperature,
+            max_tokens: judge.max_tokens,
+            client,
+        };
         Ok(Self { provider, openai_output: judge.openai_output, chat })
     }
 }
@@ -367,17 +393,26 @@ struct Sample {
 fn parse_verdict(reply: &Reply) -> std::result::Result<Sample, LlmError> {
     let call = reply.calls.iter().find(|c| c.name == SUBMIT_VERDICT).ok_or_else(|| {
         LlmError::malformed(match &reply.text {
-            Some(text) => format!("no {SUBMIT_VERDICT} call, only text: {}", crate::exec::tail(text.trim(), 200)),
+            Some(text) => format!(
+                "no {SUBMIT_VERDICT} call, only text: {}",
+                crate::exec::tail(text.trim(), 200)
+            ),
             None => format!("no {SUBMIT_VERDICT} call"),
         })
     })?;
     let input = &call.input;
-    let score = input["score"].as_f64().ok_or_else(|| LlmError::malformed(format!("`score` is missing or not a number in {input}")))?;
+    let score = input["score"].as_f64().ok_or_else(|| {
+        LlmError::malformed(format!("`score` is missing or not a number in {input}"))
+    })?;
     if !(0.0..=1.0).contains(&score) {
         return Err(LlmError::malformed(format!("`score` {score} is outside 0..1")));
     }
-    let passed = input["passed"].as_bool().ok_or_else(|| LlmError::malformed(format!("`passed` is missing or not a boolean in {input}")))?;
-    let reasoning = input["reasoning"].as_str().ok_or_else(|| LlmError::malformed(format!("`reasoning` is missing or not a string in {input}")))?;
+    let passed = input["passed"].as_bool().ok_or_else(|| {
+        LlmError::malformed(format!("`passed` is missing or not a boolean in {input}"))
+    })?;
+    let reasoning = input["reasoning"].as_str().ok_or_else(|| {
+        LlmError::malformed(format!("`reasoning` is missing or not a string in {input}"))
+    })?;
     Ok(Sample { score, passed, reasoning: reasoning.to_string() })
 }
 
@@ -427,9 +462,15 @@ impl Task<'_> {
     }
 
     /// The request of one step, over `messages` and `tools`.
-    fn request<'r>(&'r self, messages: &'r [Message], tools: &'r [ToolDef], choice: Choice) -> ChatRequest<'r> {
+    fn request<'r>(
+        &'r self,
+        messages: &'r [Message],
+        tools: &'r [ToolDef],
+        choice: Choice,
+    ) -> ChatRequest<'r> {
         // A request for nothing but the verdict may take it as a JSON schema, where the judge is set to.
-        let json_schema = (self.endpoint.openai_output == OpenAiOutput::JsonSchema).then_some(JSON_SCHEMA_NAME);
+        let json_schema =
+            (self.endpoint.openai_output == OpenAiOutput::JsonSchema).then_some(JSON_SCHEMA_NAME);
         ChatRequest { system: &self.system, messages, tools, choice, json_schema }
     }
 }
@@ -439,7 +480,13 @@ async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sampl
     let Some((sandbox, max_steps)) = task.agentic else {
         let messages = [Message::User(task.user.clone())];
         let tools = [verdict_tool()];
-        return task.ask(&task.request(&messages, &tools, Choice::Tool(SUBMIT_VERDICT)), spent, parse_verdict).await;
+        return task
+            .ask(
+                &task.request(&messages, &tools, Choice::Tool(SUBMIT_VERDICT)),
+                spent,
+                parse_verdict,
+            )
+            .await;
     };
     let toolset = agentic::toolset();
     let tools = agentic::tools();
@@ -465,9 +512,16 @@ async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sampl
         for call in &reply.calls {
             let mut output = toolset.run(sandbox, &call.name, &call.input).await;
             // The record keeps the tail, as it does of a check's output.
-            output.call.result = output.call.result.map(|t| crate::exec::tail(&t, crate::lifecycle::check::CHECK_TAIL).to_string());
+            output.call.result = output
+                .call
+                .result
+                .map(|t| crate::exec::tail(&t, crate::lifecycle::check::CHECK_TAIL).to_string());
             spent.tool_calls.push(output.call);
-            results.push(ToolResult { id: call.id.clone(), content: prompt::untrusted(&output.text), is_error: output.failed });
+            results.push(ToolResult {
+                id: call.id.clone(),
+                content: prompt::untrusted(&output.text),
+                is_error: output.failed,
+            });
         }
         messages.push(Message::Assistant { text: reply.text.clone(), calls: reply.calls.clone() });
         messages.push(Message::Results(results));
@@ -509,15 +563,29 @@ async fn verdict(task: &Task<'_>, criterion: &str, threshold: f64, samples: u32)
     let pass = passing * 2 > got.len();
     let score = got.iter().map(|s| s.score).sum::<f64>() / got.len() as f64;
     let chosen = got.iter().find(|s| passes(s) == pass).expect("the majority has a member");
-    let reasoning = if got.len() > 1 { format!("{passing} of {} samples passed. {}", got.len(), chosen.reasoning) } else { chosen.reasoning.clone() };
+    let reasoning = if got.len() > 1 {
+        format!("{passing} of {} samples passed. {}", got.len(), chosen.reasoning)
+    } else {
+        chosen.reasoning.clone()
+    };
     Verdict { score, pass, reasoning, ..base }
 }
 
 /// Why a verdict fails the attempt, as the record's message reads.
 fn failure_message(v: &Verdict) -> String {
     match &v.error {
-        Some(e) => format!("failed to get a verdict on {:?} from {}: {e}", v.criterion, v.model.as_deref().unwrap_or("the judge")),
-        None => format!("{:?} did not pass (score {:.2}, threshold {:.2}): {}", v.criterion, v.score, v.threshold, prompt::shorten(&v.reasoning, 500)),
+        Some(e) => format!(
+            "failed to get a verdict on {:?} from {}: {e}",
+            v.criterion,
+            v.model.as_deref().unwrap_or("the judge")
+        ),
+        None => format!(
+            "{:?} did not pass (score {:.2}, threshold {:.2}): {}",
+            v.criterion,
+            v.score,
+            v.threshold,
+            prompt::shorten(&v.reasoning, 500)
+        ),
     }
 }
 
@@ -536,16 +604,26 @@ impl Judge {
     /// # Errors
     /// [`Error::Config`] for no criterion, a threshold outside 0..1, no model
     /// named, an unknown provider or a key not set on the host.
-    pub(crate) fn prepare(&self, eval_spec: Option<&str>, secrets: &[crate::secrets::Secret]) -> Result<Prepared> {
+    pub(crate) fn prepare(
+        &self,
+        eval_spec: Option<&str>,
+        secrets: &[crate::secrets::Secret],
+    ) -> Result<Prepared> {
         if self.criteria.is_empty() {
             return Err(Error::Config("failed to judge: the judge was given no criterion".into()));
         }
         if !(0.0..=1.0).contains(&self.threshold) {
-            return Err(Error::Config(format!("failed to judge: threshold {} is outside 0..1", self.threshold)));
+            return Err(Error::Config(format!(
+                "failed to judge: threshold {} is outside 0..1",
+                self.threshold
+            )));
         }
         let endpoint = Endpoint::resolve(self, eval_spec, secrets)?;
-        let json_schema = endpoint.provider == Provider::OpenAi && endpoint.openai_output == OpenAiOutput::JsonSchema && !self.agentic;
-        let system = prompt::system(self.threshold, self.agentic.then_some(self.max_steps), json_schema);
+        let json_schema = endpoint.provider == Provider::OpenAi
+            && endpoint.openai_output == OpenAiOutput::JsonSchema
+            && !self.agentic;
+        let system =
+            prompt::system(self.threshold, self.agentic.then_some(self.max_steps), json_schema);
         Ok(Prepared { endpoint, system, judge: self.clone() })
     }
 
@@ -562,7 +640,12 @@ impl Judge {
 
 impl Prepared {
     /// The verdict on one criterion over `evidence`; an agentic judge acts in `sandbox`.
-    pub(crate) async fn verdict(&self, criterion: &str, evidence: &prompt::Evidence, sandbox: Option<&SandboxHandle>) -> Verdict {
+    pub(crate) async fn verdict(
+        &self,
+        criterion: &str,
+        evidence: &prompt::Evidence,
+        sandbox: Option<&SandboxHandle>,
+    ) -> Verdict {
         let task = Task {
             endpoint: &self.endpoint,
             system: self.system.clone(),
@@ -601,12 +684,18 @@ mod tests {
     use crate::llm::chat::Call;
 
     fn reply(input: Value) -> Reply {
-        Reply { calls: vec![Call { id: "1".into(), name: SUBMIT_VERDICT.into(), input }], ..Reply::default() }
+        Reply {
+            calls: vec![Call { id: "1".into(), name: SUBMIT_VERDICT.into(), input }],
+            ..Reply::default()
+        }
     }
 
     #[test]
     fn specs_name_a_provider_and_a_model() {
-        assert_eq!(parse_spec("anthropic:claude-sonnet-4-5").unwrap(), (Provider::Anthropic, "claude-sonnet-4-5".into()));
+        assert_eq!(
+            parse_spec("anthropic:claude-sonnet-4-5").unwrap(),
+            (Provider::Anthropic, "claude-sonnet-4-5".into())
+        );
         assert_eq!(parse_spec("openai:gpt-4.1").unwrap(), (Provider::OpenAi, "gpt-4.1".into()));
         assert!(parse_spec("gpt-4.1").unwrap_err().contains("names no provider"));
         assert!(parse_spec("google:gemini").unwrap_err().contains("not known"));
@@ -616,12 +705,19 @@ mod tests {
     #[test]
     fn verdicts_are_validated() {
         assert_eq!(
-            parse_verdict(&reply(json!({"reasoning": "ok", "score": 0.8, "passed": true}))).unwrap(),
+            parse_verdict(&reply(json!({"reasoning": "ok", "score": 0.8, "passed": true})))
+                .unwrap(),
             Sample { score: 0.8, passed: true, reasoning: "ok".into() }
         );
         let malformed = |r: &Reply, needle: &str| matches!(parse_verdict(r), Err(LlmError::Malformed { message, .. }) if message.contains(needle));
-        assert!(malformed(&reply(json!({"reasoning": "ok", "score": 1.5, "passed": true})), "outside 0..1"));
-        assert!(malformed(&reply(json!({"reasoning": "ok", "score": "high", "passed": true})), "`score`"));
+        assert!(malformed(
+            &reply(json!({"reasoning": "ok", "score": 1.5, "passed": true})),
+            "outside 0..1"
+        ));
+        assert!(malformed(
+            &reply(json!({"reasoning": "ok", "score": "high", "passed": true})),
+            "`score`"
+        ));
         assert!(malformed(&reply(json!({"score": 0.5, "passed": true})), "`reasoning`"));
         assert!(malformed(&Reply { text: Some("PASS".into()), ..Reply::default() }, "only text"));
     }
@@ -629,7 +725,10 @@ mod tests {
     #[test]
     fn the_judge_backs_off_from_half_a_second_to_eight() {
         let policy = RetryPolicy { retries: 3, ..BACKOFF };
-        assert_eq!((policy.ceiling(0), policy.ceiling(2), policy.ceiling(9)), (Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(8)));
+        assert_eq!(
+            (policy.ceiling(0), policy.ceiling(2), policy.ceiling(9)),
+            (Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(8))
+        );
         assert_eq!(policy.delay(0, Some(Duration::from_secs(2))), Duration::from_secs(2));
     }
 
@@ -670,6 +769,9 @@ mod tests {
             error: Some(LlmError::Truncated.to_string()),
             tool_calls: Vec::new(),
         };
-        assert_eq!(failure_message(&v), "failed to get a verdict on \"c\" from m: failed to get an answer: it was cut at the token limit");
+        assert_eq!(
+            failure_message(&v),
+            "failed to get a verdict on \"c\" from m: failed to get an answer: it was cut at the token limit"
+        );
     }
 }

@@ -7,12 +7,30 @@ use std::sync::Arc;
 
 use crate::environment::WORKSPACE;
 use crate::error::Result;
-use crate::sandbox::{Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec};
+use crate::sandbox::{
+    Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec,
+};
 
 /// Creates the sandbox (not started).
-pub(crate) async fn create(backend: &dyn Backend, image: &str, run_id: &str, attempt_id: &str, limits: &Limits, network: NetworkSpec) -> Result<Arc<dyn Sandbox>> {
-    let labels = BTreeMap::from([(LABEL_RUN.to_string(), run_id.to_string()), (LABEL_ATTEMPT.to_string(), attempt_id.to_string())]);
-    let spec = SandboxSpec { image: image.to_string(), labels, workdir: WORKSPACE.into(), limits: limits.clone(), network };
+pub(crate) async fn create(
+    backend: &dyn Backend,
+    image: &str,
+    run_id: &str,
+    attempt_id: &str,
+    limits: &Limits,
+    network: NetworkSpec,
+) -> Result<Arc<dyn Sandbox>> {
+    let labels = BTreeMap::from([
+        (LABEL_RUN.to_string(), run_id.to_string()),
+        (LABEL_ATTEMPT.to_string(), attempt_id.to_string()),
+    ]);
+    let spec = SandboxSpec {
+        image: image.to_string(),
+        labels,
+        workdir: WORKSPACE.into(),
+        limits: limits.clone(),
+        network,
+    };
     Ok(backend.create(&spec).await?)
 }
 

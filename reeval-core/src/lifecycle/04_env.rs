@@ -14,8 +14,16 @@ pub(crate) fn variables(env: &Environment, secrets: &[Secret]) -> (Vec<(String, 
         ("HOME".into(), AgentUser::HOME.into()),
     ];
     vars.extend(env.env.iter().cloned());
-    let placeholders: Vec<(String, String)> = secrets.iter().filter(|s| s.scope == SecretScope::Placeholder).map(|s| (s.name.clone(), s.placeholder())).collect();
-    let detail = format!("CI TERM NO_COLOR + {} variables, {} secret placeholders", env.env.len(), placeholders.len());
+    let placeholders: Vec<(String, String)> = secrets
+        .iter()
+        .filter(|s| s.scope == SecretScope::Placeholder)
+        .map(|s| (s.name.clone(), s.placeholder()))
+        .collect();
+    let detail = format!(
+        "CI TERM NO_COLOR + {} variables, {} secret placeholders",
+        env.env.len(),
+        placeholders.len()
+    );
     vars.extend(placeholders);
     (vars, detail)
 }

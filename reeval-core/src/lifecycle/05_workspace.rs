@@ -10,10 +10,14 @@ use crate::sandbox::SandboxHandle;
 pub(crate) async fn unpack(handle: &SandboxHandle, ws: &Workspace) -> Result<String> {
     let (tar, what, init) = match ws {
         Workspace::Dir { path, init } => {
-            let tar = crate::image::dir_tar(path).map_err(|e| Error::infra_from(format!("read workspace directory {}", path.display()), e))?;
+            let tar = crate::image::dir_tar(path).map_err(|e| {
+                Error::infra_from(format!("read workspace directory {}", path.display()), e)
+            })?;
             (tar, path.display().to_string(), *init)
         }
-        Workspace::Git { url, rev, init } => (crate::workspace::fetch_git(url, rev).await?, format!("{url}@{rev}"), *init),
+        Workspace::Git { url, rev, init } => {
+            (crate::workspace::fetch_git(url, rev).await?, format!("{url}@{rev}"), *init)
+        }
     };
     let bytes = tar.len();
     handle.sandbox().upload(handle.workspace(), tar.into()).await?;
@@ -24,7 +28,10 @@ pub(crate) async fn unpack(handle: &SandboxHandle, ws: &Workspace) -> Result<Str
             ))
             .await?;
         if !out.success() {
-            return Err(Error::infra("initialise the workspace's git repository", out.stderr.trim()));
+            return Err(Error::infra(
+                "initialise the workspace's git repository",
+                out.stderr.trim(),
+            ));
         }
     }
     Ok(format!("{what} ({bytes} bytes){}", if init { ", .git of one commit" } else { "" }))

@@ -18,12 +18,22 @@ pub(crate) fn planned(env: &Environment, rules_file: &str) -> Vec<(String, Vec<u
 }
 
 /// Writes the files; the phase's detail.
-pub(crate) async fn write(handle: &SandboxHandle, files: &[(String, Vec<u8>, u32)], rules_file: Option<&str>) -> Result<String> {
-    let (relative, absolute): (Vec<_>, Vec<_>) = files.iter().cloned().partition(|(p, _, _)| !p.starts_with('/'));
+pub(crate) async fn write(
+    handle: &SandboxHandle,
+    files: &[(String, Vec<u8>, u32)],
+    rules_file: Option<&str>,
+) -> Result<String> {
+    let (relative, absolute): (Vec<_>, Vec<_>) =
+        files.iter().cloned().partition(|(p, _, _)| !p.starts_with('/'));
     if !relative.is_empty() {
-        let cleaned: Vec<_> = relative.into_iter().map(|(p, b, m)| (p.trim_start_matches("./").to_string(), b, m)).collect();
+        let cleaned: Vec<_> = relative
+            .into_iter()
+            .map(|(p, b, m)| (p.trim_start_matches("./").to_string(), b, m))
+            .collect();
         if cleaned.iter().any(|(p, _, _)| p.split('/').any(|c| c == "..")) {
-            return Err(Error::Config("failed to write the environment's files: a path uses `..`".into()));
+            return Err(Error::Config(
+                "failed to write the environment's files: a path uses `..`".into(),
+            ));
         }
         handle.sandbox().upload(handle.workspace(), archive::tar_of(&cleaned)?).await?;
     }
@@ -38,10 +48,14 @@ pub(crate) async fn write(handle: &SandboxHandle, files: &[(String, Vec<u8>, u32
 pub(crate) fn context_summary(env: &Environment) -> String {
     let mut s = String::from("# What this task comes with\n\n");
     match &env.workspace {
-        Some(Workspace::Git { url, rev, .. }) => s.push_str(&format!("- The workspace is the repository {} at {rev}.\n", without_credentials(url))),
-        Some(Workspace::Dir { path, .. }) => {
-            s.push_str(&format!("- The workspace holds the files of {}.\n", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
-        }
+        Some(Workspace::Git { url, rev, .. }) => s.push_str(&format!(
+            "- The workspace is the repository {} at {rev}.\n",
+            without_credentials(url)
+        )),
+        Some(Workspace::Dir { path, .. }) => s.push_str(&format!(
+            "- The workspace holds the files of {}.\n",
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        )),
         None => s.push_str("- The workspace starts empty.\n"),
     }
     for (path, _, _) in &env.files {
@@ -59,7 +73,9 @@ pub(crate) fn context_summary(env: &Environment) -> String {
 /// `https://user:token@host/x` → `https://host/x`: the agent reads the summary.
 fn without_credentials(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => format!("{}{}", &url[..scheme + 3], &url[at + 1..]),
+        (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
         _ => url.to_string(),
     }
 }
@@ -70,7 +86,13 @@ mod tests {
 
     #[test]
     fn credentials_never_reach_the_summary() {
-        assert_eq!(without_credentials("https://user:tok@github.com/a/b"), "https://github.com/a/b");
-        assert_eq!(without_credentials("https://github.com/a/b@main"), "https://github.com/a/b@main");
+        assert_eq!(
+            without_credentials("https://user:tok@github.com/a/b"),
+            "https://github.com/a/b"
+        );
+        assert_eq!(
+            without_credentials("https://github.com/a/b@main"),
+            "https://github.com/a/b@main"
+        );
     }
 }

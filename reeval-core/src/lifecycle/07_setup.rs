@@ -11,10 +11,17 @@ use crate::sandbox::SandboxHandle;
 use crate::secrets::Redactor;
 
 /// Runs the steps, writing `setup.log` under `artifacts_dir` through `redactor`; the phase's detail.
-pub(crate) async fn run(handle: &SandboxHandle, steps: &[SetupStep], artifacts_dir: &Path, redactor: &Redactor) -> Result<String> {
+pub(crate) async fn run(
+    handle: &SandboxHandle,
+    steps: &[SetupStep],
+    artifacts_dir: &Path,
+    redactor: &Redactor,
+) -> Result<String> {
     let log_path = artifacts_dir.join("setup.log");
-    std::fs::create_dir_all(artifacts_dir).map_err(|e| Error::infra_from("create the artifact directory", e))?;
-    let mut log = std::fs::File::create(&log_path).map_err(|e| Error::infra_from(format!("create {}", log_path.display()), e))?;
+    std::fs::create_dir_all(artifacts_dir)
+        .map_err(|e| Error::infra_from("create the artifact directory", e))?;
+    let mut log = std::fs::File::create(&log_path)
+        .map_err(|e| Error::infra_from(format!("create {}", log_path.display()), e))?;
     for (i, step) in steps.iter().enumerate() {
         let out = handle.exec(Command::shell(step.command.clone()).timeout(step.timeout)).await?;
         let text = format!(
@@ -28,9 +35,17 @@ pub(crate) async fn run(handle: &SandboxHandle, steps: &[SetupStep], artifacts_d
         );
         let _ = log.write_all(redactor.redact(&text).as_bytes());
         if !out.success() {
-            let why = if out.timed_out { format!("timed out after {:?}", step.timeout) } else { format!("exited {}", out.exit_code) };
-            let tail = crate::exec::tail(&format!("{}{}", out.stdout, out.stderr), 2000).to_string();
-            return Err(Error::infra(format!("run setup step {} `{}`", i + 1, step.command), redactor.redact(&format!("{why}; output tail:\n{tail}"))));
+            let why = if out.timed_out {
+                format!("timed out after {:?}", step.timeout)
+            } else {
+                format!("exited {}", out.exit_code)
+            };
+            let tail =
+                crate::exec::tail(&format!("{}{}", out.stdout, out.stderr), 2000).to_string();
+            return Err(Error::infra(
+                format!("run setup step {} `{}`", i + 1, step.command),
+                redactor.redact(&format!("{why}; output tail:\n{tail}")),
+            ));
         }
     }
     Ok(format!("{} steps ok", steps.len()))

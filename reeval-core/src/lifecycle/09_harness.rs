@@ -11,11 +11,26 @@ use crate::sandbox::SandboxHandle;
 use crate::secrets::{ExposeSecret, Secret};
 
 /// Starts the session, acting as the agent user; the phase's detail.
-pub(crate) async fn start(harness: &mut dyn Harness, agent: &SandboxHandle, env: &Environment, secrets: &[Secret], artifacts_dir: &Path) -> Result<String> {
+pub(crate) async fn start(
+    harness: &mut dyn Harness,
+    agent: &SandboxHandle,
+    env: &Environment,
+    secrets: &[Secret],
+    artifacts_dir: &Path,
+) -> Result<String> {
     let wanted = harness.credentials();
     // Only an in-process harness uses these values, on the host; a CLI's agent sees placeholders.
-    let credentials = secrets.iter().filter(|s| wanted.contains(&s.name)).map(|s| (s.name.clone(), s.value.expose_secret().to_string())).collect();
-    let setup = SessionSetup { credentials, skills: read_skills(&env.skills)?, mcp: env.mcp.clone(), artifacts_dir: Some(artifacts_dir.to_path_buf()) };
+    let credentials = secrets
+        .iter()
+        .filter(|s| wanted.contains(&s.name))
+        .map(|s| (s.name.clone(), s.value.expose_secret().to_string()))
+        .collect();
+    let setup = SessionSetup {
+        credentials,
+        skills: read_skills(&env.skills)?,
+        mcp: env.mcp.clone(),
+        artifacts_dir: Some(artifacts_dir.to_path_buf()),
+    };
     harness.start(agent, &setup).await?;
     let model = harness.model().map(|m| format!(" ({m})")).unwrap_or_default();
     Ok(format!("{}{model} ready", harness.name()))
@@ -26,14 +41,22 @@ fn read_skills(dirs: &[PathBuf]) -> Result<Vec<Skill>> {
     // Preflight checked each has a SKILL.md.
     let mut skills = Vec::new();
     for dir in dirs {
-        let fail = |e: std::io::Error| Error::infra_from(format!("read skill {}", dir.display()), e);
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "skill".into());
+        let fail =
+            |e: std::io::Error| Error::infra_from(format!("read skill {}", dir.display()), e);
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "skill".into());
         let mut files = Vec::new();
         for rel in crate::image::files_under(dir).map_err(fail)? {
             let full = dir.join(&rel);
             let meta = std::fs::metadata(&full).map_err(fail)?;
             if meta.is_file() {
-                files.push((rel.to_string_lossy().into_owned(), std::fs::read(&full).map_err(fail)?, meta.permissions().mode() & 0o7777));
+                files.push((
+                    rel.to_string_lossy().into_owned(),
+                    std::fs::read(&full).map_err(fail)?,
+                    meta.permissions().mode() & 0o7777,
+                ));
             }
         }
         skills.push(Skill { name, files });

@@ -75,13 +75,18 @@ pub(crate) async fn run(
                 Ok(r) => r.ok(),
                 Err(_) => {
                     let _ = agent.sandbox().kill(Signal::Kill).await;
-                    tokio::time::timeout(Duration::from_secs(1), &mut fut).await.ok().and_then(|r| r.ok())
+                    tokio::time::timeout(Duration::from_secs(1), &mut fut)
+                        .await
+                        .ok()
+                        .and_then(|r| r.ok())
                 }
             };
             (report.map(TurnEnd::Report).unwrap_or(TurnEnd::NoReport), status)
         }
     };
-    if matches!(end, TurnEnd::Report(_)) && matches!(status, TurnStatus::Completed | TurnStatus::Failed) {
+    if matches!(end, TurnEnd::Report(_))
+        && matches!(status, TurnStatus::Completed | TurnStatus::Failed)
+    {
         unsettled.store(false, Ordering::SeqCst);
     }
     Ran { end, status, elapsed: began.elapsed() }
@@ -89,7 +94,10 @@ pub(crate) async fn run(
 
 /// The workspace now, and the diff from `before`; a workspace that cannot be
 /// read gives an empty diff and the reason, and keeps `before`.
-pub(crate) async fn diff(handle: &SandboxHandle, before: Snapshot) -> (Diff, Snapshot, Option<String>) {
+pub(crate) async fn diff(
+    handle: &SandboxHandle,
+    before: Snapshot,
+) -> (Diff, Snapshot, Option<String>) {
     match before.refresh(handle).await {
         Ok(now) => (before.diff(&now), now, None),
         Err(e) => (Diff::default(), before, Some(e.to_string())),
@@ -97,15 +105,31 @@ pub(crate) async fn diff(handle: &SandboxHandle, before: Snapshot) -> (Diff, Sna
 }
 
 /// The turn as recorded, and the error it ends the attempt with, if any.
-pub(crate) fn conclude(prompt: String, ran: Ran, diff: Diff, harness: &str, spent: Duration) -> (Turn, Option<Error>) {
+pub(crate) fn conclude(
+    prompt: String,
+    ran: Ran,
+    diff: Diff,
+    harness: &str,
+    spent: Duration,
+) -> (Turn, Option<Error>) {
     let Ran { end, status, elapsed } = ran;
     let (report, error) = match end {
         TurnEnd::Report(report) => {
             let error = crate::outcome::turn_error(harness, status, Some(&report), elapsed, spent);
             (report, error)
         }
-        TurnEnd::NoReport => (TurnReport::default(), crate::outcome::turn_error(harness, status, None, elapsed, spent)),
-        TurnEnd::HarnessFailed(e) => (TurnReport { status: TurnStatus::Failed, error: Some(e.to_string()), ..TurnReport::default() }, Some(Error::from(e))),
+        TurnEnd::NoReport => (
+            TurnReport::default(),
+            crate::outcome::turn_error(harness, status, None, elapsed, spent),
+        ),
+        TurnEnd::HarnessFailed(e) => (
+            TurnReport {
+                status: TurnStatus::Failed,
+                error: Some(e.to_string()),
+                ..TurnReport::default()
+            },
+            Some(Error::from(e)),
+        ),
     };
     let turn = Turn {
         prompt,
@@ -124,12 +148,25 @@ pub(crate) fn conclude(prompt: String, ran: Ran, diff: Diff, harness: &str, spen
 
 /// The phase's detail: `1 completed in 0.2s, 1 files changed`.
 pub(crate) fn detail(index: usize, turn: &Turn) -> String {
-    format!("{index} {} in {:.1}s, {} files changed", status_name(turn.status), turn.duration_ms as f64 / 1000.0, turn.diff.files.len())
+    format!(
+        "{index} {} in {:.1}s, {} files changed",
+        status_name(turn.status),
+        turn.duration_ms as f64 / 1000.0,
+        turn.diff.files.len()
+    )
 }
 
 /// The first prompt carries the context summary when the environment asks for one.
-pub(crate) fn with_context(prompt: &str, index: u32, env: &crate::environment::Environment) -> String {
-    if index == 1 && env.context_summary { format!("{prompt}\n\n{}", super::files::context_summary(env)) } else { prompt.to_string() }
+pub(crate) fn with_context(
+    prompt: &str,
+    index: u32,
+    env: &crate::environment::Environment,
+) -> String {
+    if index == 1 && env.context_summary {
+        format!("{prompt}\n\n{}", super::files::context_summary(env))
+    } else {
+        prompt.to_string()
+    }
 }
 
 async fn sleep_for(limit: Option<Duration>) {

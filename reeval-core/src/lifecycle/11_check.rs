@@ -11,9 +11,16 @@ use crate::secrets::{ExposeSecret, Secret, SecretScope};
 pub const CHECK_TAIL: usize = 4096;
 
 /// Runs the check. Its output comes back as it is: the eval's code is trusted.
-pub(crate) async fn run(handle: &SandboxHandle, cmd: Command, secrets: &[Secret]) -> Result<ExecOutput> {
-    let extra: Vec<(String, String)> =
-        secrets.iter().filter(|s| s.scope == SecretScope::Checks).map(|s| (s.name.clone(), s.value.expose_secret().to_string())).collect();
+pub(crate) async fn run(
+    handle: &SandboxHandle,
+    cmd: Command,
+    secrets: &[Secret],
+) -> Result<ExecOutput> {
+    let extra: Vec<(String, String)> = secrets
+        .iter()
+        .filter(|s| s.scope == SecretScope::Checks)
+        .map(|s| (s.name.clone(), s.value.expose_secret().to_string()))
+        .collect();
     Ok(handle.exec_with_env(cmd, &extra).await?)
 }
 
@@ -37,5 +44,9 @@ pub(crate) fn detail(out: &ExecOutput) -> String {
 /// A command's first line, at most 80 bytes, for one-line logs.
 pub(crate) fn one_line(s: &str) -> String {
     let first = s.lines().next().unwrap_or("");
-    if first.len() > 80 || s.lines().count() > 1 { format!("{}…", crate::exec::tail(first, 80)) } else { first.to_string() }
+    if first.len() > 80 || s.lines().count() > 1 {
+        format!("{}…", crate::exec::tail(first, 80))
+    } else {
+        first.to_string()
+    }
 }

@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::sandbox::SandboxHandle;
 
-
 /// Connects to 127.0.0.1:<port> and copies stdin to the socket and the socket
 /// to stdout, half-closing each way at end of stream.
 const RELAY: &str = r#"
@@ -60,11 +59,22 @@ pub(crate) struct Forward {
 
 /// Waits until something accepts connections on `port` inside the sandbox,
 /// then forwards a loopback port of the host to it.
-pub(crate) async fn forward(handle: &SandboxHandle, port: u16, ready_within: Duration) -> Result<Forward> {
-    let probe = Command::new("python3").arg("-c").arg(PROBE).arg(port.to_string()).arg(format!("{:.3}", ready_within.as_secs_f64()));
+pub(crate) async fn forward(
+    handle: &SandboxHandle,
+    port: u16,
+    ready_within: Duration,
+) -> Result<Forward> {
+    let probe = Command::new("python3")
+        .arg("-c")
+        .arg(PROBE)
+        .arg(port.to_string())
+        .arg(format!("{:.3}", ready_within.as_secs_f64()));
     let ready = handle.exec(probe).await?;
     if ready.exit_code == 127 {
-        return Err(Error::infra(format!("serve port {port}"), "the image has no python3, which the port relay needs"));
+        return Err(Error::infra(
+            format!("serve port {port}"),
+            "the image has no python3, which the port relay needs",
+        ));
     }
     if !ready.success() {
         return Err(Error::other(format!(
@@ -72,8 +82,11 @@ pub(crate) async fn forward(handle: &SandboxHandle, port: u16, ready_within: Dur
             ready_within.as_secs_f64()
         )));
     }
-    let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| Error::infra_from(format!("serve port {port}: listen on loopback"), e))?;
-    let addr = listener.local_addr().map_err(|e| Error::infra_from(format!("serve port {port}"), e))?;
+    let listener = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| Error::infra_from(format!("serve port {port}: listen on loopback"), e))?;
+    let addr =
+        listener.local_addr().map_err(|e| Error::infra_from(format!("serve port {port}"), e))?;
     let url = format!("http://127.0.0.1:{}", addr.port());
     let task = tokio::spawn(accept_loop(listener, handle.clone(), port));
     Ok(Forward { port, url, task })
@@ -84,7 +97,11 @@ async fn accept_loop(listener: TcpListener, handle: SandboxHandle, port: u16) {
         let handle = handle.clone();
         tokio::spawn(async move {
             let argv = vec!["python3".into(), "-c".into(), RELAY.into(), port.to_string()];
-            let Ok(crate::sandbox::ExecStream { mut input, mut output }) = handle.sandbox().open_stream(argv).await else { return };
+            let Ok(crate::sandbox::ExecStream { mut input, mut output }) =
+                handle.sandbox().open_stream(argv).await
+            else {
+                return;
+            };
             let (mut read, mut write) = socket.into_split();
             let up = async {
                 let mut buf = vec![0u8; 64 * 1024];

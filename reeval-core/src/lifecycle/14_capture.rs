@@ -12,12 +12,19 @@ use crate::sandbox::archive::Entry;
 use crate::secrets::Redactor;
 
 /// Keeps `what` as `captures/<name>.<ext>` under `artifacts_dir`.
-pub(crate) async fn keep(handle: &SandboxHandle, name: &str, what: &Artifact, artifacts_dir: &Path, redactor: &Redactor) -> Result<(Capture, usize)> {
+pub(crate) async fn keep(
+    handle: &SandboxHandle,
+    name: &str,
+    what: &Artifact,
+    artifacts_dir: &Path,
+    redactor: &Redactor,
+) -> Result<(Capture, usize)> {
     let base = sanitize(name);
     let (file, bytes, text) = match what {
         Artifact::File(path) => {
             let bytes = handle.read_file(path).await?;
-            let ext = path.rsplit_once('.').map(|(_, e)| format!(".{}", sanitize(e))).unwrap_or_default();
+            let ext =
+                path.rsplit_once('.').map(|(_, e)| format!(".{}", sanitize(e))).unwrap_or_default();
             let text = as_text(&bytes);
             (format!("{base}{ext}"), bytes, text)
         }
@@ -25,13 +32,17 @@ pub(crate) async fn keep(handle: &SandboxHandle, name: &str, what: &Artifact, ar
             let abs = handle.resolve(path);
             let tar = handle.sandbox().download(&abs, DIR_LIMIT).await?;
             // Rebuilt from its parsed entries, each redacted: never unpacked, never holding a secret.
-            let tree: std::collections::BTreeMap<String, Entry> = crate::sandbox::archive::read_tree(&tar, |_| false)?
-                .into_iter()
-                .map(|(p, e)| match e {
-                    Entry::File { mode, bytes } => (p, Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() }),
-                    other => (p, other),
-                })
-                .collect();
+            let tree: std::collections::BTreeMap<String, Entry> =
+                crate::sandbox::archive::read_tree(&tar, |_| false)?
+                    .into_iter()
+                    .map(|(p, e)| match e {
+                        Entry::File { mode, bytes } => (
+                            p,
+                            Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() },
+                        ),
+                        other => (p, other),
+                    })
+                    .collect();
             let listing = tree
                 .iter()
                 .map(|(p, e)| match e {
@@ -40,13 +51,26 @@ pub(crate) async fn keep(handle: &SandboxHandle, name: &str, what: &Artifact, ar
                 })
                 .collect::<Vec<_>>()
                 .join("\n");
-            let top = abs.trim_end_matches('/').rsplit('/').next().filter(|t| !t.is_empty()).unwrap_or("root").to_string();
+            let top = abs
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .filter(|t| !t.is_empty())
+                .unwrap_or("root")
+                .to_string();
             let tar = crate::sandbox::archive::tar_of_tree(&top, &tree)?;
-            (format!("{base}.tar"), tar.to_vec(), format!("directory {path}, kept as {base}.tar:\n{listing}"))
+            (
+                format!("{base}.tar"),
+                tar.to_vec(),
+                format!("directory {path}, kept as {base}.tar:\n{listing}"),
+            )
         }
         Artifact::Command(cmd) => {
             let out = handle.exec(cmd.clone()).await?;
-            let text = format!("$ {}\n[exit {}]\n--- stdout ---\n{}\n--- stderr ---\n{}", out.command, out.exit_code, out.stdout, out.stderr);
+            let text = format!(
+                "$ {}\n[exit {}]\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                out.command, out.exit_code, out.stdout, out.stderr
+            );
             (format!("{base}.txt"), text.clone().into_bytes(), as_text(text.as_bytes()))
         }
         Artifact::Url(url) => {
@@ -56,21 +80,37 @@ pub(crate) async fn keep(handle: &SandboxHandle, name: &str, what: &Artifact, ar
     };
     let text = redactor.redact(&text).into_owned();
     let dir = artifacts_dir.join("captures");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::infra_from(format!("create {}", dir.display()), e))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::infra_from(format!("create {}", dir.display()), e))?;
     // Archives were redacted entry by entry above; anything else, text or binary, here.
-    let bytes = if matches!(what, Artifact::Dir(_)) { bytes } else { redactor.redact_bytes(&bytes).into_owned() };
-    std::fs::write(dir.join(&file), &bytes).map_err(|e| Error::infra_from(format!("write capture {file}"), e))?;
+    let bytes = if matches!(what, Artifact::Dir(_)) {
+        bytes
+    } else {
+        redactor.redact_bytes(&bytes).into_owned()
+    };
+    std::fs::write(dir.join(&file), &bytes)
+        .map_err(|e| Error::infra_from(format!("write capture {file}"), e))?;
     Ok((Capture { name: name.to_string(), file: format!("captures/{file}"), text }, bytes.len()))
 }
 
 async fn fetch(url: &str) -> Result<String> {
-    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build().map_err(|e| Error::infra("build an HTTP client", e))?;
-    let resp = client.get(url).send().await.map_err(|e| Error::other(format!("failed to fetch {url}: {e}")))?;
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|e| Error::infra("build an HTTP client", e))?;
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| Error::other(format!("failed to fetch {url}: {e}")))?;
     let mut text = format!("GET {url}\n{:?} {}\n", resp.version(), resp.status());
     for (k, v) in resp.headers() {
         text.push_str(&format!("{k}: {}\n", v.to_str().unwrap_or("<binary>")));
     }
-    let body = resp.bytes().await.map_err(|e| Error::other(format!("failed to read the response of {url}: {e}")))?;
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| Error::other(format!("failed to read the response of {url}: {e}")))?;
     text.push('\n');
     text.push_str(&String::from_utf8_lossy(&body));
     Ok(text)

@@ -15,7 +15,10 @@ pub const TEARDOWN_DEADLINE: Duration = Duration::from_secs(120);
 const STOP_LIMIT: Duration = Duration::from_secs(15);
 
 /// Ends the harness's session, best effort; a failure is an event.
-pub(crate) async fn stop_harness(harness: &mut dyn Harness, agent: &SandboxHandle) -> Option<String> {
+pub(crate) async fn stop_harness(
+    harness: &mut dyn Harness,
+    agent: &SandboxHandle,
+) -> Option<String> {
     match tokio::time::timeout(STOP_LIMIT, harness.stop(agent)).await {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(format!("failed to stop the harness: {e}")),
@@ -29,7 +32,11 @@ pub(crate) async fn kill_turns(sandbox: &dyn Sandbox) {
 }
 
 /// The diff from the snapshot to the final workspace (read incrementally from `last`).
-pub(crate) async fn collect(handle: &SandboxHandle, baseline: &Snapshot, last: &Snapshot) -> Result<Diff, SandboxError> {
+pub(crate) async fn collect(
+    handle: &SandboxHandle,
+    baseline: &Snapshot,
+    last: &Snapshot,
+) -> Result<Diff, SandboxError> {
     let now = last.refresh(handle).await?;
     Ok(baseline.diff(&now))
 }

@@ -55,8 +55,14 @@ pub(crate) fn body(model: &ChatModel, req: &ChatRequest<'_>) -> Value {
 
 /// Reads a response: tool calls, text, model, usage; a refusal or a cut answer is an error.
 pub(crate) fn parse(answer: &Value) -> Result<Reply, LlmError> {
-    let content = answer["content"].as_array().ok_or_else(|| LlmError::malformed("the answer has no `content` array"))?;
-    let mut reply = Reply { model: answer["model"].as_str().map(str::to_string), usage: usage(&answer["usage"]), ..Reply::default() };
+    let content = answer["content"]
+        .as_array()
+        .ok_or_else(|| LlmError::malformed("the answer has no `content` array"))?;
+    let mut reply = Reply {
+        model: answer["model"].as_str().map(str::to_string),
+        usage: usage(&answer["usage"]),
+        ..Reply::default()
+    };
     let mut text = String::new();
     for block in content {
         match block["type"].as_str() {
@@ -74,7 +80,9 @@ pub(crate) fn parse(answer: &Value) -> Result<Reply, LlmError> {
     }
     match answer["stop_reason"].as_str() {
         Some("max_tokens") => Err(LlmError::Truncated),
-        Some("refusal") => Err(LlmError::Refused(reply.text.clone().unwrap_or_else(|| "stop_reason refusal".into()))),
+        Some("refusal") => Err(LlmError::Refused(
+            reply.text.clone().unwrap_or_else(|| "stop_reason refusal".into()),
+        )),
         _ => Ok(reply),
     }
 }
@@ -110,14 +118,24 @@ mod tests {
         assert_eq!(reply.calls[0].name, "submit_verdict");
         assert_eq!(reply.calls[0].input["score"], 0.9);
         assert_eq!(reply.text.as_deref(), Some("Looking."));
-        assert_eq!(reply.usage, Usage { input: Some(812), output: Some(64), cache_read: Some(7), cache_write: Some(3), reasoning: None });
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input: Some(812),
+                output: Some(64),
+                cache_read: Some(7),
+                cache_write: Some(3),
+                reasoning: None
+            }
+        );
     }
 
     #[test]
     fn a_cut_or_refused_answer_is_an_error() {
         let cut = json!({"content": [], "stop_reason": "max_tokens"});
         assert!(matches!(parse(&cut), Err(LlmError::Truncated)));
-        let refused = json!({"content": [{"type": "text", "text": "I can't"}], "stop_reason": "refusal"});
+        let refused =
+            json!({"content": [{"type": "text", "text": "I can't"}], "stop_reason": "refusal"});
         assert!(matches!(parse(&refused), Err(LlmError::Refused(m)) if m == "I can't"));
         assert!(matches!(parse(&json!({"type": "message"})), Err(LlmError::Malformed { .. })));
     }

@@ -140,7 +140,14 @@ impl ChatModel {
         match self.provider {
             Provider::Anthropic => {
                 let url = format!("{}/v1/messages", self.base_url);
-                let answer = self.client.post(&url, &[("anthropic-version", anthropic::API_VERSION)], &anthropic::body(self, req)).await?;
+                let answer = self
+                    .client
+                    .post(
+                        &url,
+                        &[("anthropic-version", anthropic::API_VERSION)],
+                        &anthropic::body(self, req),
+                    )
+                    .await?;
                 anthropic::parse(&answer)
             }
             Provider::OpenAi => {

@@ -60,7 +60,11 @@ impl ApiKey {
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApiKey").field("header", &self.header).field("check", &self.check).field("set", &self.is_set()).finish()
+        f.debug_struct("ApiKey")
+            .field("header", &self.header)
+            .field("check", &self.check)
+            .field("set", &self.is_set())
+            .finish()
     }
 }
 
@@ -135,7 +139,10 @@ impl LlmError {
 
     /// `what` is not JSON.
     pub fn not_json(what: &str, error: serde_json::Error) -> Self {
-        LlmError::Malformed { message: format!("{what} is not JSON ({error})"), source: Some(error) }
+        LlmError::Malformed {
+            message: format!("{what} is not JSON ({error})"),
+            source: Some(error),
+        }
     }
 
     /// Whether asking again may help: rate limits, overload, server errors,
@@ -143,7 +150,9 @@ impl LlmError {
     pub fn retryable(&self) -> bool {
         match self {
             LlmError::Status { status, .. } => retryable_status(*status),
-            LlmError::Timeout { .. } | LlmError::Network { .. } | LlmError::Malformed { .. } => true,
+            LlmError::Timeout { .. } | LlmError::Network { .. } | LlmError::Malformed { .. } => {
+                true
+            }
             LlmError::Auth { .. } | LlmError::Refused(_) | LlmError::Truncated => false,
         }
     }
@@ -274,7 +283,10 @@ impl Tries {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it drops the wait.
-    pub async fn settle<T>(&mut self, result: Result<T, LlmError>) -> ControlFlow<Result<T, LlmError>> {
+    pub async fn settle<T>(
+        &mut self,
+        result: Result<T, LlmError>,
+    ) -> ControlFlow<Result<T, LlmError>> {
         match result {
             Err(e) if e.retryable() && self.retried < self.policy.retries => {
                 tokio::time::sleep(self.policy.delay(self.retried, e.retry_after())).await;
@@ -295,17 +307,29 @@ impl Tries {
 /// per instance: enough to spread retries, without a dependency.
 fn random_unit() -> f64 {
     use std::hash::BuildHasher;
-    let bits = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    let bits =
+        std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
     (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// `retry-after-ms` (milliseconds, as OpenAI sends) or `retry-after` (seconds),
 /// when the server sent one; an HTTP-date is not read.
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let number = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    let number = |name: &str| {
+        headers
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
     // Too large for a Duration is still "a long time": the cap applies later.
     let duration = |secs: f64| Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX);
-    number("retry-after-ms").map(|ms| duration(ms / 1000.0)).or_else(|| number("retry-after").map(duration))
+    number("retry-after-ms")
+        .map(|ms| duration(ms / 1000.0))
+        .or_else(|| number("retry-after").map(duration))
 }
 
 /// A client for one model API: its transport, key, request limit and retry policy.
@@ -360,7 +384,12 @@ impl LlmClient {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it drops the request.
-    pub async fn post(&self, url: &str, headers: &[(&str, &str)], body: &Value) -> Result<Value, LlmError> {
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<Value, LlmError> {
         let mut request = self.http.post(url).timeout(self.timeout).json(body);
         if let Some(ApiKey { value: Some(key), header, .. }) = &self.key {
             request = match header {
@@ -388,12 +417,22 @@ impl LlmClient {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it drops the request or the wait in progress.
-    pub async fn post_retrying(&self, url: &str, headers: &[(&str, &str)], body: &Value) -> Result<Value, LlmError> {
+    pub async fn post_retrying(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<Value, LlmError> {
         self.retry.run(|| self.post(url, headers, body)).await
     }
 
     /// The error a status stands for; `None` for 2xx.
-    fn status_error(&self, status: u16, retry_after: Option<Duration>, body: &str) -> Option<LlmError> {
+    fn status_error(
+        &self,
+        status: u16,
+        retry_after: Option<Duration>,
+        body: &str,
+    ) -> Option<LlmError> {
         if (200..300).contains(&status) {
             return None;
         }
@@ -410,7 +449,11 @@ impl LlmClient {
             .ok()
             .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
             .unwrap_or_else(|| crate::exec::tail(body.trim(), BODY_TAIL).to_string());
-        let message = if message.trim().is_empty() { "the answer has no message".to_string() } else { self.redact(&message) };
+        let message = if message.trim().is_empty() {
+            "the answer has no message".to_string()
+        } else {
+            self.redact(&message)
+        };
         Some(LlmError::Status { status, message, retry_after })
     }
 
@@ -443,7 +486,11 @@ mod tests {
     const KEY: &str = "sk-test-0123456789abcdef";
 
     fn client() -> LlmClient {
-        LlmClient::new(reqwest::Client::new()).key(ApiKey::from_env(KeyHeader::Bearer, "TEST_KEY", Some(KEY.into())))
+        LlmClient::new(reqwest::Client::new()).key(ApiKey::from_env(
+            KeyHeader::Bearer,
+            "TEST_KEY",
+            Some(KEY.into()),
+        ))
     }
 
     #[test]
@@ -468,9 +515,15 @@ mod tests {
         for (status, auth, retryable, class) in table {
             let e = c.status_error(status, None, "{}").expect("an error status");
             assert_eq!(matches!(e, LlmError::Auth { .. }), auth, "{status}");
-            assert_eq!((e.retryable(), e.class(), e.status()), (retryable, class, Some(status)), "{status}");
+            assert_eq!(
+                (e.retryable(), e.class(), e.status()),
+                (retryable, class, Some(status)),
+                "{status}"
+            );
         }
-        assert!(c.status_error(200, None, "{}").is_none() && c.status_error(204, None, "").is_none());
+        assert!(
+            c.status_error(200, None, "{}").is_none() && c.status_error(204, None, "").is_none()
+        );
     }
 
     #[test]
@@ -478,7 +531,10 @@ mod tests {
         assert!(LlmError::malformed("x").retryable());
         assert_eq!(LlmError::malformed("x").class(), ErrorClass::Infra);
         assert!(!LlmError::Refused("no".into()).retryable() && !LlmError::Truncated.retryable());
-        assert_eq!((LlmError::Refused("no".into()).class(), LlmError::Truncated.class()), (ErrorClass::Agent, ErrorClass::Agent));
+        assert_eq!(
+            (LlmError::Refused("no".into()).class(), LlmError::Truncated.class()),
+            (ErrorClass::Agent, ErrorClass::Agent)
+        );
     }
 
     #[test]
@@ -486,17 +542,33 @@ mod tests {
         let c = client();
         let body = json!({"error": {"message": format!("Rate limit reached for {KEY}"), "type": "rate_limit_error"}}).to_string();
         let e = c.status_error(429, Some(Duration::from_secs(2)), &body).unwrap();
-        assert_eq!(e.to_string(), "failed to get an answer: HTTP 429: Rate limit reached for [redacted]");
+        assert_eq!(
+            e.to_string(),
+            "failed to get an answer: HTTP 429: Rate limit reached for [redacted]"
+        );
         assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
         let e = c.status_error(502, None, "<html>Bad Gateway</html>").unwrap();
         assert_eq!(e.to_string(), "failed to get an answer: HTTP 502: <html>Bad Gateway</html>");
         let e = c.status_error(503, None, "").unwrap();
         assert_eq!(e.to_string(), "failed to get an answer: HTTP 503: the answer has no message");
         let e = c.status_error(401, None, &format!("Incorrect API key provided: {KEY}")).unwrap();
-        assert_eq!(e.to_string(), "failed to authenticate with the model API (HTTP 401): check the key in TEST_KEY on the host");
+        assert_eq!(
+            e.to_string(),
+            "failed to authenticate with the model API (HTTP 401): check the key in TEST_KEY on the host"
+        );
         assert!(!format!("{c:?}").contains(KEY));
-        let keyless = LlmClient::new(reqwest::Client::new()).key(ApiKey::from_env(KeyHeader::XApiKey, "TEST_KEY", Some(String::new())));
-        assert!(keyless.status_error(403, None, "").unwrap().to_string().ends_with("check the key in TEST_KEY on the host (no key was sent)"));
+        let keyless = LlmClient::new(reqwest::Client::new()).key(ApiKey::from_env(
+            KeyHeader::XApiKey,
+            "TEST_KEY",
+            Some(String::new()),
+        ));
+        assert!(
+            keyless
+                .status_error(403, None, "")
+                .unwrap()
+                .to_string()
+                .ends_with("check the key in TEST_KEY on the host (no key was sent)")
+        );
     }
 
     #[test]
@@ -509,23 +581,48 @@ mod tests {
             h
         };
         assert_eq!(retry_after(&headers(&[("retry-after", "2")])), Some(Duration::from_secs(2)));
-        assert_eq!(retry_after(&headers(&[("retry-after", " 1.5 ")])), Some(Duration::from_millis(1500)));
-        assert_eq!(retry_after(&headers(&[("retry-after-ms", "250")])), Some(Duration::from_millis(250)));
-        assert_eq!(retry_after(&headers(&[("retry-after-ms", "250"), ("retry-after", "9")])), Some(Duration::from_millis(250)));
-        assert_eq!(retry_after(&headers(&[("retry-after-ms", "soon"), ("retry-after", "3")])), Some(Duration::from_secs(3)));
-        assert_eq!(retry_after(&headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])), None);
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", " 1.5 ")])),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after-ms", "250"), ("retry-after", "9")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after-ms", "soon"), ("retry-after", "3")])),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])),
+            None
+        );
         assert_eq!(retry_after(&headers(&[("retry-after", "-1")])), None);
         assert_eq!(retry_after(&headers(&[])), None);
         // A huge hint is read, then capped when waited.
         let huge = retry_after(&headers(&[("retry-after", "1e300")]));
         assert_eq!(RetryPolicy::default().delay(0, huge), RETRY_AFTER_CAP);
-        assert_eq!(RetryPolicy::default().delay(0, Some(Duration::from_secs(120))), RETRY_AFTER_CAP);
-        assert_eq!(RetryPolicy::default().delay(5, Some(Duration::from_millis(10))), Duration::from_millis(10));
+        assert_eq!(
+            RetryPolicy::default().delay(0, Some(Duration::from_secs(120))),
+            RETRY_AFTER_CAP
+        );
+        assert_eq!(
+            RetryPolicy::default().delay(5, Some(Duration::from_millis(10))),
+            Duration::from_millis(10)
+        );
     }
 
     #[test]
     fn backoff_doubles_with_jitter_up_to_its_cap() {
-        let p = RetryPolicy { retries: 9, base: Duration::from_millis(500), max: Duration::from_secs(8) };
+        let p = RetryPolicy {
+            retries: 9,
+            base: Duration::from_millis(500),
+            max: Duration::from_secs(8),
+        };
         let ceilings: Vec<u64> = (0..7).map(|n| p.ceiling(n).as_millis() as u64).collect();
         assert_eq!(ceilings, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
         assert_eq!(p.ceiling(u32::MAX), Duration::from_secs(8));
@@ -535,11 +632,16 @@ mod tests {
             assert_eq!(p.delay_at(n, None, 1.0), ceiling);
             for _ in 0..50 {
                 let d = p.delay(n, None);
-                assert!(d >= ceiling / 2 && d <= ceiling, "retry {n}: {d:?} outside [{:?}, {ceiling:?}]", ceiling / 2);
+                assert!(
+                    d >= ceiling / 2 && d <= ceiling,
+                    "retry {n}: {d:?} outside [{:?}, {ceiling:?}]",
+                    ceiling / 2
+                );
             }
         }
         // The draws differ: two clients that failed together do not retry together.
-        let draws: std::collections::BTreeSet<Duration> = (0..20).map(|_| p.delay(3, None)).collect();
+        let draws: std::collections::BTreeSet<Duration> =
+            (0..20).map(|_| p.delay(3, None)).collect();
         assert!(draws.len() > 1, "{draws:?}");
     }
 
@@ -579,7 +681,11 @@ mod tests {
             if let Some((head, body)) = text.split_once("\r\n\r\n") {
                 let length = head
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                    })
                     .unwrap_or(0);
                 if body.len() >= length {
                     return text;
@@ -593,7 +699,10 @@ mod tests {
 
     fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Option<String> {
         let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-        Some(format!("HTTP/1.1 {status} Status\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}", body.len()))
+        Some(format!(
+            "HTTP/1.1 {status} Status\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}",
+            body.len()
+        ))
     }
 
     #[tokio::test]
@@ -604,30 +713,49 @@ mod tests {
             response(200, &[], r#"{"answer":42}"#),
         ])
         .await;
-        let c = client().retry(RetryPolicy { retries: 2, base: Duration::from_millis(1), max: Duration::from_millis(5) });
+        let c = client().retry(RetryPolicy {
+            retries: 2,
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(5),
+        });
         let answer = c.post_retrying(&url, &[("x-extra", "1")], &json!({"q": "?"})).await.unwrap();
         assert_eq!(answer, json!({"answer": 42}));
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 3);
         let first = seen[0].to_ascii_lowercase();
         assert!(first.starts_with("post /v1/chat/completions http/1.1"), "{first}");
-        assert!(first.contains(&format!("authorization: bearer {}", KEY.to_ascii_lowercase())), "{first}");
-        assert!(first.contains("x-extra: 1") && first.contains("content-type: application/json"), "{first}");
+        assert!(
+            first.contains(&format!("authorization: bearer {}", KEY.to_ascii_lowercase())),
+            "{first}"
+        );
+        assert!(
+            first.contains("x-extra: 1") && first.contains("content-type: application/json"),
+            "{first}"
+        );
         assert!(first.ends_with(r#"{"q":"?"}"#), "{first}");
     }
 
     #[tokio::test]
     async fn retries_run_out_and_the_last_error_is_kept() {
-        let (url, seen) = serve(vec![response(529, &[], r#"{"error":{"message":"Overloaded"}}"#); 2]).await;
-        let c = client().retry(RetryPolicy { retries: 1, base: Duration::from_millis(1), max: Duration::from_millis(1) });
+        let (url, seen) =
+            serve(vec![response(529, &[], r#"{"error":{"message":"Overloaded"}}"#); 2]).await;
+        let c = client().retry(RetryPolicy {
+            retries: 1,
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+        });
         let e = c.post_retrying(&url, &[], &json!({})).await.unwrap_err();
-        assert_eq!((e.status(), e.to_string().as_str()), (Some(529), "failed to get an answer: HTTP 529: Overloaded"));
+        assert_eq!(
+            (e.status(), e.to_string().as_str()),
+            (Some(529), "failed to get an answer: HTTP 529: Overloaded")
+        );
         assert_eq!(seen.lock().unwrap().len(), 2);
     }
 
     #[tokio::test]
     async fn a_rejected_key_is_not_retried_nor_shown() {
-        let echo = json!({"error": {"message": format!("Incorrect API key provided: {KEY}")}}).to_string();
+        let echo =
+            json!({"error": {"message": format!("Incorrect API key provided: {KEY}")}}).to_string();
         let (url, seen) = serve(vec![response(401, &[], &echo), response(200, &[], "{}")]).await;
         let e = client().post_retrying(&url, &[], &json!({})).await.unwrap_err();
         assert!(matches!(e, LlmError::Auth { status: 401, .. }), "{e:?}");
@@ -639,16 +767,29 @@ mod tests {
 
     #[tokio::test]
     async fn a_parse_failure_is_retried_as_malformed() {
-        let (url, _) = serve(vec![response(200, &[], "not json"), response(200, &[], r#"{"n":1}"#), response(200, &[], r#"{"n":2}"#)]).await;
+        let (url, _) = serve(vec![
+            response(200, &[], "not json"),
+            response(200, &[], r#"{"n":1}"#),
+            response(200, &[], r#"{"n":2}"#),
+        ])
+        .await;
         let c = client();
-        let mut tries = RetryPolicy { retries: 2, base: Duration::from_millis(1), max: Duration::from_millis(1) }.tries();
+        let mut tries = RetryPolicy {
+            retries: 2,
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+        }
+        .tries();
         let mut answers = 0;
         let n = loop {
             let result = async {
                 let answer = c.post(&url, &[], &json!({})).await?;
                 answers += 1;
                 // The first JSON answer is "wrong": parsing it fails and is retried.
-                answer["n"].as_u64().filter(|n| *n == 2).ok_or_else(|| LlmError::malformed("not two"))
+                answer["n"]
+                    .as_u64()
+                    .filter(|n| *n == 2)
+                    .ok_or_else(|| LlmError::malformed("not two"))
             }
             .await;
             if let ControlFlow::Break(done) = tries.settle(result).await {
@@ -661,7 +802,9 @@ mod tests {
     #[tokio::test]
     async fn transport_failures_are_timeouts_or_network_errors() {
         let (url, _) = serve(vec![None]).await;
-        let c = client().timeout(Duration::from_millis(200)).retry(RetryPolicy { retries: 0, ..RetryPolicy::default() });
+        let c = client()
+            .timeout(Duration::from_millis(200))
+            .retry(RetryPolicy { retries: 0, ..RetryPolicy::default() });
         let e = c.post_retrying(&url, &[], &json!({})).await.unwrap_err();
         assert!(matches!(e, LlmError::Timeout { .. }), "{e:?}");
         assert_eq!(e.to_string(), "failed to get an answer within 0.2s");
@@ -675,7 +818,11 @@ mod tests {
         assert_eq!(e.class(), ErrorClass::Infra);
         let message = e.to_string();
         // The source chain is in the message: the reason is not lost when only the text is kept.
-        assert!(message.starts_with(&format!("failed to reach {url}: ")) && message.matches(": ").count() >= 2, "{message}");
+        assert!(
+            message.starts_with(&format!("failed to reach {url}: "))
+                && message.matches(": ").count() >= 2,
+            "{message}"
+        );
         assert!(e.source().is_some());
     }
 }

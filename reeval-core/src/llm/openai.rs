@@ -21,7 +21,11 @@ pub(crate) fn body(model: &ChatModel, req: &ChatRequest<'_>) -> Value {
                 }
                 messages.push(msg);
             }
-            Message::Results(results) => messages.extend(results.iter().map(|r| json!({"role": "tool", "tool_call_id": r.id, "content": r.content}))),
+            Message::Results(results) => messages.extend(
+                results
+                    .iter()
+                    .map(|r| json!({"role": "tool", "tool_call_id": r.id, "content": r.content})),
+            ),
         }
     }
     let mut body = json!({"model": model.model, "messages": messages});
@@ -47,7 +51,8 @@ pub(crate) fn body(model: &ChatModel, req: &ChatRequest<'_>) -> Value {
 /// asked for), the content is read as that tool's call; otherwise tool calls
 /// are read whatever the `finish_reason` (a forced call may end with `stop`).
 pub(crate) fn parse(answer: &Value, json_schema: Option<&str>) -> Result<Reply, LlmError> {
-    let choice = answer["choices"].get(0).ok_or_else(|| LlmError::malformed("the answer has no choices"))?;
+    let choice =
+        answer["choices"].get(0).ok_or_else(|| LlmError::malformed("the answer has no choices"))?;
     let message = &choice["message"];
     if let Some(refusal) = message["refusal"].as_str() {
         return Err(LlmError::Refused(refusal.to_string()));
@@ -63,7 +68,9 @@ pub(crate) fn parse(answer: &Value, json_schema: Option<&str>) -> Result<Reply, 
     };
     for call in message["tool_calls"].as_array().into_iter().flatten() {
         let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-        let input = serde_json::from_str(arguments).map_err(|e| LlmError::not_json(&format!("the arguments of {}", call["function"]["name"]), e))?;
+        let input = serde_json::from_str(arguments).map_err(|e| {
+            LlmError::not_json(&format!("the arguments of {}", call["function"]["name"]), e)
+        })?;
         reply.calls.push(Call {
             id: call["id"].as_str().unwrap_or_default().to_string(),
             name: call["function"]["name"].as_str().unwrap_or_default().to_string(),
@@ -73,7 +80,8 @@ pub(crate) fn parse(answer: &Value, json_schema: Option<&str>) -> Result<Reply, 
     if let Some(tool) = json_schema
         && let Some(content) = &reply.text
     {
-        let input = serde_json::from_str(content).map_err(|e| LlmError::not_json(&format!("the content (the input of {tool})"), e))?;
+        let input = serde_json::from_str(content)
+            .map_err(|e| LlmError::not_json(&format!("the content (the input of {tool})"), e))?;
         reply.calls.push(Call { id: "content".into(), name: tool.to_string(), input });
     }
     Ok(reply)
@@ -102,9 +110,18 @@ mod tests {
         let verdict = ToolDef::strings(SUBMIT_VERDICT, "v", &[("reasoning", "r")]);
         let messages = [Message::User("u".into())];
         let one = [verdict.clone()];
-        let req = |tools, choice| ChatRequest { system: "s", messages: &messages, tools, choice, json_schema: Some("verdict") };
+        let req = |tools, choice| ChatRequest {
+            system: "s",
+            messages: &messages,
+            tools,
+            choice,
+            json_schema: Some("verdict"),
+        };
         let b = body(&model, &req(&one, Choice::Tool(SUBMIT_VERDICT)));
-        assert_eq!((b["response_format"]["json_schema"]["name"].as_str(), b.get("tools")), (Some("verdict"), None));
+        assert_eq!(
+            (b["response_format"]["json_schema"]["name"].as_str(), b.get("tools")),
+            (Some("verdict"), None)
+        );
         assert!(b.get("temperature").is_none());
         let two = [Tool::ReadFile.def(), verdict];
         let b = body(&model, &req(&two, Choice::Tool(SUBMIT_VERDICT)));
@@ -124,7 +141,16 @@ mod tests {
         assert_eq!(reply.calls[0].name, SUBMIT_VERDICT);
         assert_eq!(reply.calls[0].input["passed"], true);
         assert_eq!(reply.model.as_deref(), Some("gpt-4.1-2025-04-14"));
-        assert_eq!(reply.usage, Usage { input: Some(800), output: Some(40), cache_read: Some(12), cache_write: None, reasoning: Some(5) });
+        assert_eq!(
+            reply.usage,
+            Usage {
+                input: Some(800),
+                output: Some(40),
+                cache_read: Some(12),
+                cache_write: None,
+                reasoning: Some(5)
+            }
+        );
     }
 
     #[test]
@@ -141,11 +167,17 @@ mod tests {
     #[test]
     fn refusals_cuts_and_bad_json_are_errors() {
         let refused = json!({"choices": [{"message": {"content": null, "refusal": "I can't help"}, "finish_reason": "stop"}]});
-        assert!(matches!(parse(&refused, Some(SUBMIT_VERDICT)), Err(LlmError::Refused(m)) if m == "I can't help"));
-        let cut = json!({"choices": [{"message": {"content": "{\"reas"}, "finish_reason": "length"}]});
+        assert!(
+            matches!(parse(&refused, Some(SUBMIT_VERDICT)), Err(LlmError::Refused(m)) if m == "I can't help")
+        );
+        let cut =
+            json!({"choices": [{"message": {"content": "{\"reas"}, "finish_reason": "length"}]});
         assert!(matches!(parse(&cut, Some(SUBMIT_VERDICT)), Err(LlmError::Truncated)));
         let prose = json!({"choices": [{"message": {"content": "PASS, looks good"}, "finish_reason": "stop"}]});
-        assert!(matches!(parse(&prose, Some(SUBMIT_VERDICT)), Err(LlmError::Malformed { source: Some(_), .. })));
+        assert!(matches!(
+            parse(&prose, Some(SUBMIT_VERDICT)),
+            Err(LlmError::Malformed { source: Some(_), .. })
+        ));
         assert!(matches!(parse(&json!({}), Some(SUBMIT_VERDICT)), Err(LlmError::Malformed { .. })));
     }
 }

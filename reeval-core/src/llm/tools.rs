@@ -43,8 +43,15 @@ pub struct ToolDef {
 
 impl ToolDef {
     /// A tool whose input is an object of the string `properties` (name, description), all required.
-    pub fn strings(name: &'static str, description: impl Into<String>, properties: &[(&str, &str)]) -> Self {
-        let props: serde_json::Map<String, Value> = properties.iter().map(|(p, d)| (p.to_string(), json!({"type": "string", "description": d}))).collect();
+    pub fn strings(
+        name: &'static str,
+        description: impl Into<String>,
+        properties: &[(&str, &str)],
+    ) -> Self {
+        let props: serde_json::Map<String, Value> = properties
+            .iter()
+            .map(|(p, d)| (p.to_string(), json!({"type": "string", "description": d})))
+            .collect();
         // Required in the properties' (sorted) order, so a tool's schema reads the same however it was built.
         let required: Vec<&String> = props.keys().collect();
         let schema = json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
@@ -54,7 +61,8 @@ impl ToolDef {
     /// As an OpenAI chat completions function (`{"type": "function", "function": ..}`);
     /// with `strict`, the API holds the model to the schema.
     pub fn chat_function(&self, strict: bool) -> Value {
-        let mut function = json!({"name": self.name, "description": self.description, "parameters": self.schema});
+        let mut function =
+            json!({"name": self.name, "description": self.description, "parameters": self.schema});
         if strict {
             function["strict"] = json!(true);
         }
@@ -64,7 +72,9 @@ impl ToolDef {
     /// The schema with [`ToolDef::extra_keywords`] merged into its properties.
     pub fn schema_with_extra_keywords(&self) -> Value {
         let mut schema = self.schema.clone();
-        for (property, keywords) in self.extra_keywords.as_ref().and_then(Value::as_object).into_iter().flatten() {
+        for (property, keywords) in
+            self.extra_keywords.as_ref().and_then(Value::as_object).into_iter().flatten()
+        {
             for (keyword, value) in keywords.as_object().into_iter().flatten() {
                 schema["properties"][property][keyword] = value.clone();
             }
@@ -127,15 +137,21 @@ impl Tool {
     pub fn def(&self) -> ToolDef {
         let name = self.name();
         match self {
-            Tool::ReadFile => ToolDef::strings(name, "Read a text file of the sandbox. Relative paths are in the workspace.", &[("path", "The file's path.")]),
+            Tool::ReadFile => ToolDef::strings(
+                name,
+                "Read a text file of the sandbox. Relative paths are in the workspace.",
+                &[("path", "The file's path.")],
+            ),
             Tool::ListDir => ToolDef::strings(
                 name,
                 "List a directory of the sandbox (ls -la). Relative paths are in the workspace.",
                 &[("path", "The directory's path; `.` is the workspace.")],
             ),
-            Tool::ListFiles => {
-                ToolDef::strings(name, "List files under a directory, recursively (.git excluded).", &[("path", "The directory; `.` is the workspace.")])
-            }
+            Tool::ListFiles => ToolDef::strings(
+                name,
+                "List files under a directory, recursively (.git excluded).",
+                &[("path", "The directory; `.` is the workspace.")],
+            ),
             Tool::WriteFile => ToolDef::strings(
                 name,
                 "Write a file (created with its directories, or replaced). Relative paths are in the workspace.",
@@ -143,7 +159,10 @@ impl Tool {
             ),
             Tool::Command(c) => {
                 let description = match c.scope {
-                    CommandScope::Workspace => format!("Run a {} command in the workspace. Returns the exit code, stdout and stderr.", c.shell),
+                    CommandScope::Workspace => format!(
+                        "Run a {} command in the workspace. Returns the exit code, stdout and stderr.",
+                        c.shell
+                    ),
                     CommandScope::ThrowawayCopy => format!(
                         "Run a shell command ({} -c) in a fresh copy of the workspace; whatever it changes is thrown away. Returns the exit code, stdout and stderr.",
                         c.shell
@@ -208,14 +227,30 @@ impl Toolset {
     /// copy stays until the next command of the scope replaces it.
     pub async fn run(&self, sandbox: &SandboxHandle, name: &str, input: &Value) -> ToolOutput {
         let ran = match self.tools.iter().find(|t| t.name() == name) {
-            None => Err(format!("failed to run {name}: there is no such tool; use {}", self.names())),
-            Some(_) if !input.is_object() => Err(format!("failed to run {name}: its arguments are not a JSON object")),
+            None => {
+                Err(format!("failed to run {name}: there is no such tool; use {}", self.names()))
+            }
+            Some(_) if !input.is_object() => {
+                Err(format!("failed to run {name}: its arguments are not a JSON object"))
+            }
             Some(tool) => run(tool, sandbox, input).await,
         };
-        let call = |result, error| ToolCall { name: name.to_string(), input: input.clone(), result, error };
+        let call = |result, error| ToolCall {
+            name: name.to_string(),
+            input: input.clone(),
+            result,
+            error,
+        };
         match ran {
-            Ok((text, error, edit)) => ToolOutput { call: call(Some(text.clone()), error), text, failed: false, edit },
-            Err(error) => ToolOutput { call: call(None, Some(error.clone())), text: error, failed: true, edit: None },
+            Ok((text, error, edit)) => {
+                ToolOutput { call: call(Some(text.clone()), error), text, failed: false, edit }
+            }
+            Err(error) => ToolOutput {
+                call: call(None, Some(error.clone())),
+                text: error,
+                failed: true,
+                edit: None,
+            },
         }
     }
 
@@ -233,8 +268,11 @@ impl Toolset {
 /// Runs one tool whose input is an object.
 async fn run(tool: &Tool, sandbox: &SandboxHandle, input: &Value) -> Result<Ran, String> {
     let name = tool.name();
-    let arg =
-        |key: &str| input[key].as_str().map(str::to_string).ok_or_else(|| format!("failed to run {name}: the `{key}` argument is missing or not a string"));
+    let arg = |key: &str| {
+        input[key].as_str().map(str::to_string).ok_or_else(|| {
+            format!("failed to run {name}: the `{key}` argument is missing or not a string")
+        })
+    };
     let exec = async |cmd: Command| sandbox.exec(cmd).await.map_err(|e| e.to_string());
     match tool {
         Tool::ReadFile => {
@@ -242,12 +280,18 @@ async fn run(tool: &Tool, sandbox: &SandboxHandle, input: &Value) -> Result<Ran,
             let bytes = sandbox.read_file(&path).await.map_err(|e| e.to_string())?;
             match String::from_utf8(bytes) {
                 Ok(text) => Ok((truncate(&text, OUTPUT_LIMIT, "file"), None, None)),
-                Err(e) => Err(format!("failed to read {path} as text: it is binary ({} bytes)", e.as_bytes().len())),
+                Err(e) => Err(format!(
+                    "failed to read {path} as text: it is binary ({} bytes)",
+                    e.as_bytes().len()
+                )),
             }
         }
         Tool::ListDir => {
             let path = arg("path")?;
-            let out = exec(Command::new("ls").args(["-la", "--", &path]).timeout(Duration::from_secs(30))).await?;
+            let out = exec(
+                Command::new("ls").args(["-la", "--", &path]).timeout(Duration::from_secs(30)),
+            )
+            .await?;
             if !out.success() {
                 return Err(format!("failed to list {path}: {}", out.stderr.trim()));
             }
@@ -256,8 +300,18 @@ async fn run(tool: &Tool, sandbox: &SandboxHandle, input: &Value) -> Result<Ran,
         Tool::ListFiles => {
             let path = arg("path")?;
             // The path is `$1` of the script: data, never spliced into it.
-            let script = format!("find \"$1\" -not -path '*/.git' -not -path '*/.git/*' | sort | head -n {LIST_FILES_LIMIT}");
-            let out = exec(Command::new("sh").arg("-c").arg(script).arg(name).arg(&path).timeout(Duration::from_secs(60))).await?;
+            let script = format!(
+                "find \"$1\" -not -path '*/.git' -not -path '*/.git/*' | sort | head -n {LIST_FILES_LIMIT}"
+            );
+            let out = exec(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(script)
+                    .arg(name)
+                    .arg(&path)
+                    .timeout(Duration::from_secs(60)),
+            )
+            .await?;
             if out.stdout.trim().is_empty() && !out.stderr.trim().is_empty() {
                 return Err(format!("failed to list {path}: {}", out.stderr.trim()));
             }
@@ -267,17 +321,34 @@ async fn run(tool: &Tool, sandbox: &SandboxHandle, input: &Value) -> Result<Ran,
             let path = arg("path")?;
             let content = arg("content")?;
             let existed = exec(Command::new("test").arg("-e").arg(&path)).await?.success();
-            sandbox.write_file(&path, content.as_bytes(), 0o644).await.map_err(|e| e.to_string())?;
+            sandbox
+                .write_file(&path, content.as_bytes(), 0o644)
+                .await
+                .map_err(|e| e.to_string())?;
             let kind = if existed { EditKind::Update } else { EditKind::Add };
-            Ok((format!("wrote {} bytes to {path}", content.len()), None, Some(FileEdit { path, kind })))
+            Ok((
+                format!("wrote {} bytes to {path}", content.len()),
+                None,
+                Some(FileEdit { path, kind }),
+            ))
         }
         Tool::Command(c) => {
             let command = arg("command")?;
             let out = exec(c.command(sandbox, &command)).await?;
-            if c.scope == CommandScope::ThrowawayCopy && out.exit_code == COPY_FAILED_CODE && out.stderr.contains(COPY_FAILED) {
-                return Err(format!("failed to copy the workspace for the command: {}", out.stderr.trim()));
+            if c.scope == CommandScope::ThrowawayCopy
+                && out.exit_code == COPY_FAILED_CODE
+                && out.stderr.contains(COPY_FAILED)
+            {
+                return Err(format!(
+                    "failed to copy the workspace for the command: {}",
+                    out.stderr.trim()
+                ));
             }
-            let status = if out.timed_out { format!("killed after {}s", c.timeout.as_secs()) } else { format!("exit code {}", out.exit_code) };
+            let status = if out.timed_out {
+                format!("killed after {}s", c.timeout.as_secs())
+            } else {
+                format!("exit code {}", out.exit_code)
+            };
             Ok((command_text(&status, &out), (!out.success()).then_some(status), None))
         }
     }
@@ -313,7 +384,11 @@ fn command_text(status: &str, out: &ExecOutput) -> String {
         let shown = crate::exec::tail(stream, OUTPUT_LIMIT);
         text.push_str(&format!("\n--- {name} ---\n"));
         if shown.len() < stream.len() {
-            text.push_str(&format!("[{name} truncated: the last {} of {} bytes are shown]\n", shown.len(), stream.len()));
+            text.push_str(&format!(
+                "[{name} truncated: the last {} of {} bytes are shown]\n",
+                shown.len(),
+                stream.len()
+            ));
         }
         // The section's own line break stands for the stream's last one.
         text.push_str(shown.strip_suffix('\n').unwrap_or(shown));
@@ -339,7 +414,11 @@ pub(crate) fn truncate(text: &str, limit: usize, what: &str) -> String {
         return text.to_string();
     }
     let shown = head(text, limit);
-    format!("{shown}\n[{what} truncated: the first {} of {} bytes are shown]", shown.len(), text.len())
+    format!(
+        "{shown}\n[{what} truncated: the first {} of {} bytes are shown]",
+        shown.len(),
+        text.len()
+    )
 }
 
 #[cfg(test)]
@@ -408,35 +487,87 @@ mod tests {
     }
 
     fn shell(scope: CommandScope) -> Toolset {
-        Toolset::new([Tool::Command(CommandTool { name: "sh_tool", shell: "bash", scope, timeout: Duration::from_secs(7) }), Tool::WriteFile, Tool::ReadFile])
+        Toolset::new([
+            Tool::Command(CommandTool {
+                name: "sh_tool",
+                shell: "bash",
+                scope,
+                timeout: Duration::from_secs(7),
+            }),
+            Tool::WriteFile,
+            Tool::ReadFile,
+        ])
     }
 
     #[tokio::test]
     async fn a_command_runs_in_the_workspace_or_a_throwaway_copy() {
         let (fake, sandbox) = handle(Fake::default());
-        let out = shell(CommandScope::Workspace).run(&sandbox, "sh_tool", &json!({"command": "make test"})).await;
-        assert_eq!((out.text.as_str(), out.failed, out.call.error.as_deref()), ("exit code 0\n--- stdout ---\nout", false, None));
+        let out = shell(CommandScope::Workspace)
+            .run(&sandbox, "sh_tool", &json!({"command": "make test"}))
+            .await;
+        assert_eq!(
+            (out.text.as_str(), out.failed, out.call.error.as_deref()),
+            ("exit code 0\n--- stdout ---\nout", false, None)
+        );
         assert_eq!(out.call.result.as_deref(), Some(out.text.as_str()));
         let (argv, timeout) = fake.ran.lock().unwrap().remove(0);
-        assert_eq!((argv, timeout), (vec!["bash".to_string(), "-c".into(), "make test".into()], Some(Duration::from_secs(7))));
+        assert_eq!(
+            (argv, timeout),
+            (
+                vec!["bash".to_string(), "-c".into(), "make test".into()],
+                Some(Duration::from_secs(7))
+            )
+        );
 
-        shell(CommandScope::ThrowawayCopy).run(&sandbox, "sh_tool", &json!({"command": "make test"})).await;
+        shell(CommandScope::ThrowawayCopy)
+            .run(&sandbox, "sh_tool", &json!({"command": "make test"}))
+            .await;
         let (argv, _) = fake.ran.lock().unwrap().remove(0);
         // The script copies `$0` (the workspace) and runs `$1` (the command) with the tool's shell; both stay data.
-        assert_eq!((argv[0].as_str(), argv[1].as_str(), argv[3].as_str(), argv[4].as_str()), ("sh", "-c", "/workspace", "make test"));
-        assert!(argv[2].contains(&format!("cp -a \"$0\" {SCRATCH}")) && argv[2].contains("bash -c \"$1\"") && !argv[2].contains("make test"), "{}", argv[2]);
+        assert_eq!(
+            (argv[0].as_str(), argv[1].as_str(), argv[3].as_str(), argv[4].as_str()),
+            ("sh", "-c", "/workspace", "make test")
+        );
+        assert!(
+            argv[2].contains(&format!("cp -a \"$0\" {SCRATCH}"))
+                && argv[2].contains("bash -c \"$1\"")
+                && !argv[2].contains("make test"),
+            "{}",
+            argv[2]
+        );
     }
 
     #[tokio::test]
     async fn a_non_zero_exit_is_recorded_and_a_failed_copy_is_a_failure() {
         let (_, sandbox) = handle(Fake { exit_code: 2, stderr: "boom".into(), ..Fake::default() });
-        let out = shell(CommandScope::Workspace).run(&sandbox, "sh_tool", &json!({"command": "false"})).await;
-        assert!(!out.failed && out.text.starts_with("exit code 2") && out.text.ends_with("--- stderr ---\nboom"), "{}", out.text);
+        let out = shell(CommandScope::Workspace)
+            .run(&sandbox, "sh_tool", &json!({"command": "false"}))
+            .await;
+        assert!(
+            !out.failed
+                && out.text.starts_with("exit code 2")
+                && out.text.ends_with("--- stderr ---\nboom"),
+            "{}",
+            out.text
+        );
         assert_eq!(out.call.error.as_deref(), Some("exit code 2"));
 
-        let (_, sandbox) = handle(Fake { exit_code: COPY_FAILED_CODE, stderr: format!("cp: no space\n{COPY_FAILED}"), ..Fake::default() });
-        let out = shell(CommandScope::ThrowawayCopy).run(&sandbox, "sh_tool", &json!({"command": "true"})).await;
-        assert!(out.failed && out.text.starts_with("failed to copy the workspace for the command: cp: no space"), "{}", out.text);
+        let (_, sandbox) = handle(Fake {
+            exit_code: COPY_FAILED_CODE,
+            stderr: format!("cp: no space\n{COPY_FAILED}"),
+            ..Fake::default()
+        });
+        let out = shell(CommandScope::ThrowawayCopy)
+            .run(&sandbox, "sh_tool", &json!({"command": "true"}))
+            .await;
+        assert!(
+            out.failed
+                && out
+                    .text
+                    .starts_with("failed to copy the workspace for the command: cp: no space"),
+            "{}",
+            out.text
+        );
         assert_eq!((out.call.result, out.call.error.as_deref()), (None, Some(out.text.as_str())));
     }
 
@@ -445,11 +576,17 @@ mod tests {
         let (fake, sandbox) = handle(Fake::default());
         let tools = shell(CommandScope::Workspace);
         let unknown = tools.run(&sandbox, "rm_rf", &json!({})).await;
-        assert_eq!(unknown.text, "failed to run rm_rf: there is no such tool; use sh_tool, write_file or read_file");
+        assert_eq!(
+            unknown.text,
+            "failed to run rm_rf: there is no such tool; use sh_tool, write_file or read_file"
+        );
         let not_object = tools.run(&sandbox, "sh_tool", &json!("ls")).await;
         assert_eq!(not_object.text, "failed to run sh_tool: its arguments are not a JSON object");
         let missing = tools.run(&sandbox, "write_file", &json!({"path": "a.txt"})).await;
-        assert_eq!(missing.text, "failed to run write_file: the `content` argument is missing or not a string");
+        assert_eq!(
+            missing.text,
+            "failed to run write_file: the `content` argument is missing or not a string"
+        );
         assert!(unknown.failed && not_object.failed && missing.failed);
         assert!(fake.ran.lock().unwrap().is_empty());
         let absent = tools.run(&sandbox, "read_file", &json!({"path": "nope.txt"})).await;
@@ -460,18 +597,36 @@ mod tests {
     async fn a_written_file_is_an_edit() {
         // `test -e` exits 0: the file was there.
         let (fake, sandbox) = handle(Fake::default());
-        let out = shell(CommandScope::Workspace).run(&sandbox, "write_file", &json!({"path": "src/a.py", "content": "x = 1\n"})).await;
+        let out = shell(CommandScope::Workspace)
+            .run(&sandbox, "write_file", &json!({"path": "src/a.py", "content": "x = 1\n"}))
+            .await;
         assert_eq!(out.text, "wrote 6 bytes to src/a.py");
         assert_eq!(out.edit, Some(FileEdit { path: "src/a.py".into(), kind: EditKind::Update }));
         assert_eq!(*fake.uploads.lock().unwrap(), ["/workspace/src"]);
         let (_, sandbox) = handle(Fake { exit_code: 1, ..Fake::default() });
-        let out = shell(CommandScope::Workspace).run(&sandbox, "write_file", &json!({"path": "b.py", "content": ""})).await;
+        let out = shell(CommandScope::Workspace)
+            .run(&sandbox, "write_file", &json!({"path": "b.py", "content": ""}))
+            .await;
         assert_eq!(out.edit.map(|e| e.kind), Some(EditKind::Add));
     }
 
     fn every_tool() -> Toolset {
-        let command = |scope| Tool::Command(CommandTool { name: "run_command", shell: "sh", scope, timeout: Duration::from_secs(1) });
-        Toolset::new([Tool::ReadFile, Tool::ListDir, Tool::ListFiles, Tool::WriteFile, command(CommandScope::Workspace), command(CommandScope::ThrowawayCopy)])
+        let command = |scope| {
+            Tool::Command(CommandTool {
+                name: "run_command",
+                shell: "sh",
+                scope,
+                timeout: Duration::from_secs(1),
+            })
+        };
+        Toolset::new([
+            Tool::ReadFile,
+            Tool::ListDir,
+            Tool::ListFiles,
+            Tool::WriteFile,
+            command(CommandScope::Workspace),
+            command(CommandScope::ThrowawayCopy),
+        ])
     }
 
     #[test]
@@ -479,8 +634,14 @@ mod tests {
         for def in every_tool().defs() {
             let schema = &def.schema;
             assert_eq!(schema["additionalProperties"], false, "{}", def.name);
-            let required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-            let properties: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            let properties: Vec<&str> =
+                schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
             assert_eq!(required, properties, "{}", def.name);
         }
         assert_eq!(Tool::WriteFile.def().schema["required"], json!(["content", "path"]));
@@ -490,24 +651,43 @@ mod tests {
     fn functions_and_extra_keywords() {
         let mut def = Tool::ReadFile.def();
         let f = def.chat_function(false);
-        assert_eq!((f["type"].as_str(), f["function"]["name"].as_str()), (Some("function"), Some("read_file")));
+        assert_eq!(
+            (f["type"].as_str(), f["function"]["name"].as_str()),
+            (Some("function"), Some("read_file"))
+        );
         assert!(f["function"].get("strict").is_none());
         assert_eq!(def.chat_function(true)["function"]["strict"], true);
         assert_eq!(def.schema_with_extra_keywords(), def.schema);
         def.extra_keywords = Some(json!({"path": {"maxLength": 10}}));
-        assert_eq!(def.schema_with_extra_keywords()["properties"]["path"], json!({"type": "string", "description": "The file's path.", "maxLength": 10}));
+        assert_eq!(
+            def.schema_with_extra_keywords()["properties"]["path"],
+            json!({"type": "string", "description": "The file's path.", "maxLength": 10})
+        );
     }
 
     #[test]
     fn command_descriptions_say_where_it_runs() {
-        let tool = |scope| Tool::Command(CommandTool { name: "bash", shell: "bash", scope, timeout: Duration::from_secs(1) }).def();
-        assert!(tool(CommandScope::Workspace).description.contains("bash command in the workspace"));
+        let tool = |scope| {
+            Tool::Command(CommandTool {
+                name: "bash",
+                shell: "bash",
+                scope,
+                timeout: Duration::from_secs(1),
+            })
+            .def()
+        };
+        assert!(
+            tool(CommandScope::Workspace).description.contains("bash command in the workspace")
+        );
         assert!(tool(CommandScope::ThrowawayCopy).description.contains("thrown away"));
     }
 
     #[test]
     fn unknown_tools_name_the_known_ones() {
-        assert_eq!(every_tool().names(), "read_file, list_dir, list_files, write_file, run_command or run_command");
+        assert_eq!(
+            every_tool().names(),
+            "read_file, list_dir, list_files, write_file, run_command or run_command"
+        );
         assert_eq!(Toolset::new([Tool::ReadFile]).names(), "read_file");
     }
 
@@ -524,17 +704,30 @@ mod tests {
             timed_out: false,
         };
         assert_eq!(command_text("exit code 0", &out("", "")), "exit code 0");
-        assert_eq!(command_text("exit code 1", &out("a\n", "b\n")), "exit code 1\n--- stdout ---\na\n--- stderr ---\nb");
+        assert_eq!(
+            command_text("exit code 1", &out("a\n", "b\n")),
+            "exit code 1\n--- stdout ---\na\n--- stderr ---\nb"
+        );
         let long = format!("start{}end", "x".repeat(OUTPUT_LIMIT));
         let text = command_text("exit code 0", &out(&long, ""));
-        assert!(text.contains(&format!("[stdout truncated: the last {OUTPUT_LIMIT} of {} bytes are shown]", long.len())), "{}", &text[..200]);
+        assert!(
+            text.contains(&format!(
+                "[stdout truncated: the last {OUTPUT_LIMIT} of {} bytes are shown]",
+                long.len()
+            )),
+            "{}",
+            &text[..200]
+        );
         assert!(text.ends_with("end") && !text.contains("start"));
     }
 
     #[test]
     fn truncation_is_visible_and_keeps_characters_whole() {
         assert_eq!(truncate("short", 10, "file"), "short");
-        assert_eq!(truncate("ééé", 3, "file"), "é\n[file truncated: the first 2 of 6 bytes are shown]");
+        assert_eq!(
+            truncate("ééé", 3, "file"),
+            "é\n[file truncated: the first 2 of 6 bytes are shown]"
+        );
         assert_eq!(head("ééé", 5), "éé");
     }
 }

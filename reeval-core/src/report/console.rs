@@ -47,13 +47,22 @@ impl Reporter for Console {
         match event {
             RunEvent::Planned { evals, .. } if self.lines => {
                 let mut out = io::stdout().lock();
-                writeln!(out, "\nrunning {} test{}", evals.len(), if evals.len() == 1 { "" } else { "s" })?;
+                writeln!(
+                    out,
+                    "\nrunning {} test{}",
+                    evals.len(),
+                    if evals.len() == 1 { "" } else { "s" }
+                )?;
                 for name in &self.ignored {
                     writeln!(out, "test {name} ... ignored")?;
                 }
             }
             RunEvent::PhaseEnded { attempt, phase } if self.verbose => {
-                eprintln!("{} {}", Self::prefix(attempt), format!("{} {}", phase.phase, phase.detail).trim_end());
+                eprintln!(
+                    "{} {}",
+                    Self::prefix(attempt),
+                    format!("{} {}", phase.phase, phase.detail).trim_end()
+                );
             }
             RunEvent::AttemptNote { attempt, event } if self.verbose => {
                 eprintln!("{} event {}", Self::prefix(attempt), event.message);
@@ -83,12 +92,21 @@ impl Reporter for Console {
 
 /// `HH:MM:SS` of now, UTC.
 pub fn clock() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) % 86_400;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        % 86_400;
     format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// Prints the closing part of a run: failures, libtest's `test result:` line, reeval's summary.
-fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, elapsed: Duration) -> io::Result<()> {
+fn print_summary(
+    report: &RunReport,
+    ignored: usize,
+    filtered_out: usize,
+    elapsed: Duration,
+) -> io::Result<()> {
     let mut out = io::stdout().lock();
     let finals = report.final_records();
     let failing: Vec<&&Record> = finals.iter().filter(|r| r.outcome != Outcome::Pass).collect();
@@ -98,7 +116,11 @@ fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, elapse
             let kind = r.outcome.kind().map(|k| k.as_str()).unwrap_or("");
             let outcome = r.outcome.as_str();
             let source = r.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
-            writeln!(out, "---- {} #{} [{}] {outcome}/{kind}{source} ----", r.eval, r.trial, r.harness)?;
+            writeln!(
+                out,
+                "---- {} #{} [{}] {outcome}/{kind}{source} ----",
+                r.eval, r.trial, r.harness
+            )?;
             writeln!(out, "{}", r.message.as_deref().unwrap_or(""))?;
             writeln!(out, "record: {}\n", report.run_dir.join(r.file_name()).display())?;
         }
@@ -115,21 +137,36 @@ fn print_summary(report: &RunReport, ignored: usize, filtered_out: usize, elapse
     }
     let passed = evals.values().filter(|ok| **ok).count();
     let failed = evals.len() - passed;
-    writeln!(out, 
+    writeln!(
+        out,
         "\ntest result: {}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; {filtered_out} filtered out; finished in {:.2}s\n",
         if failed == 0 { "ok" } else { "FAILED" },
         elapsed.as_secs_f64()
     )?;
     let s = &report.summary;
     let fails: u32 = s.failed.values().sum();
-    let by_kind =
-        if s.failed.is_empty() { String::new() } else { format!(" ({})", s.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")) };
-    writeln!(out, "reeval: {} attempts passed, {fails} failed{by_kind}, {} infra errors; records in {}", s.passed, s.infra, report.run_dir.display())?;
+    let by_kind = if s.failed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({})",
+            s.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
+        )
+    };
+    writeln!(
+        out,
+        "reeval: {} attempts passed, {fails} failed{by_kind}, {} infra errors; records in {}",
+        s.passed,
+        s.infra,
+        report.run_dir.display()
+    )?;
     for c in &s.cells {
-        let rate = c.pass_rate.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "n/a".into());
+        let rate =
+            c.pass_rate.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "n/a".into());
         let at = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join("/");
         let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
-        writeln!(out, 
+        writeln!(
+            out,
             "  {} [{}]: {}/{} passed ({rate}){infra}; pass@k {}; pass^k {}",
             c.eval,
             c.harness,

@@ -54,7 +54,11 @@ fn figures(v: &[f64]) -> String {
 ///
 /// # Errors
 /// A template error (never expected: the template is checked at compile time).
-pub fn render(summary: &Summary, records: &[Record], redactor: &crate::secrets::Redactor) -> Result<String, askama::Error> {
+pub fn render(
+    summary: &Summary,
+    records: &[Record],
+    redactor: &crate::secrets::Redactor,
+) -> Result<String, askama::Error> {
     let redact = |s: &str| redactor.redact(s).into_owned();
     let cells = summary
         .cells
@@ -103,7 +107,12 @@ pub fn render(summary: &Summary, records: &[Record], redactor: &crate::secrets::
         run_id: summary.run_id.clone(),
         passed: summary.passed,
         failed: summary.failed.values().sum(),
-        failed_by_kind: summary.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", "),
+        failed_by_kind: summary
+            .failed
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         infra: summary.infra,
         exit_code: summary.exit_code,
         cells,
@@ -121,12 +130,23 @@ mod tests {
         let mut r = Record::new("run-1", "evil<script>", "shell", 1, 1);
         r.timings.total_ms = 100;
         r.message = Some("<b>not bold</b>".into());
-        r.phases.push(crate::record::PhaseRecord { phase: crate::Phase::Turn, start_ms: 10, duration_ms: 50, detail: "1 completed".into() });
+        r.phases.push(crate::record::PhaseRecord {
+            phase: crate::Phase::Turn,
+            start_ms: 10,
+            duration_ms: 50,
+            detail: "1 completed".into(),
+        });
         let summary = crate::runner::summarize("run-1", std::slice::from_ref(&r));
         let html = render(&summary, &[r], &crate::secrets::Redactor::new(["not bold"])).unwrap();
-        assert!(html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"), "{html}");
+        assert!(
+            html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"),
+            "{html}"
+        );
         assert!(!html.contains("not bold") && html.contains("[redacted]"));
-        assert!(html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""), "{html}");
+        assert!(
+            html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""),
+            "{html}"
+        );
     }
 }
 
@@ -150,7 +170,8 @@ impl super::Reporter for HtmlReport {
     }
 
     fn finish(&mut self, report: &crate::runner::RunReport) -> std::io::Result<()> {
-        let html = render(&report.summary, &report.records, &self.redactor).map_err(std::io::Error::other)?;
+        let html = render(&report.summary, &report.records, &self.redactor)
+            .map_err(std::io::Error::other)?;
         std::fs::write(&self.path, html)
     }
 }

@@ -91,11 +91,15 @@ fn usage(e: lexopt::Error) -> UsageError {
 
 /// The value of the option just read, as UTF-8 text.
 fn text(p: &mut lexopt::Parser, flag: &str) -> Result<String, UsageError> {
-    p.value().map_err(usage)?.into_string().map_err(|v| UsageError(format!("{flag} expects UTF-8 text, got {v:?}")))
+    p.value()
+        .map_err(usage)?
+        .into_string()
+        .map_err(|v| UsageError(format!("{flag} expects UTF-8 text, got {v:?}")))
 }
 
 fn duration(s: &str) -> Result<Duration, UsageError> {
-    humantime::parse_duration(s).map_err(|e| UsageError(format!("invalid duration `{s}` ({e}); write it like 10m or 90s")))
+    humantime::parse_duration(s)
+        .map_err(|e| UsageError(format!("invalid duration `{s}` ({e}); write it like 10m or 90s")))
 }
 
 fn number<T: std::str::FromStr>(flag: &str, s: &str) -> Result<T, UsageError> {
@@ -129,14 +133,21 @@ impl Args {
                     a.terse = match text(&mut p, "--format")?.as_str() {
                         "terse" | "json" => true,
                         "pretty" => false,
-                        other => return Err(UsageError(format!("unknown format `{other}`; expected pretty, terse or json"))),
+                        other => {
+                            return Err(UsageError(format!(
+                                "unknown format `{other}`; expected pretty, terse or json"
+                            )));
+                        }
                     }
                 }
                 Long("exact") => a.exact = true,
                 Long("skip") => a.skip.push(text(&mut p, "--skip")?),
                 Long("ignored") => a.ignored = true,
                 Long("include-ignored") => a.include_ignored = true,
-                Long("test-threads") => a.test_threads = Some(number("--test-threads", &text(&mut p, "--test-threads")?)?),
+                Long("test-threads") => {
+                    a.test_threads =
+                        Some(number("--test-threads", &text(&mut p, "--test-threads")?)?)
+                }
                 // Accepted for libtest compatibility; reeval's own output does not change.
                 Long("nocapture" | "no-capture" | "show-output" | "test") => {}
                 Long("color") => {
@@ -151,14 +162,22 @@ impl Args {
                 Long("bench") => a.bench = true,
                 Short('q') | Long("quiet") => a.quiet = true,
                 Short('v') | Long("verbose") => a.verbose = true,
-                Long("harness") => a.harness.extend(text(&mut p, "--harness")?.split(',').map(str::to_string)),
+                Long("harness") => {
+                    a.harness.extend(text(&mut p, "--harness")?.split(',').map(str::to_string))
+                }
                 Long("trials") => a.trials = Some(number("--trials", &text(&mut p, "--trials")?)?),
                 Long("timeout") => a.timeout = Some(duration(&text(&mut p, "--timeout")?)?),
                 Long("record-dir") => a.record_dir = Some(PathBuf::from(p.value().map_err(usage)?)),
                 // Everything after `--` comes here too, even when it starts with `-`.
-                Value(filter) => a.filters.push(filter.into_string().map_err(|v| UsageError(format!("filter {v:?} is not valid UTF-8")))?),
+                Value(filter) => a.filters.push(
+                    filter
+                        .into_string()
+                        .map_err(|v| UsageError(format!("filter {v:?} is not valid UTF-8")))?,
+                ),
                 Short(c) => return Err(UsageError(format!("unknown option `-{c}`; see --help"))),
-                Long(name) => return Err(UsageError(format!("unknown option `--{name}`; see --help"))),
+                Long(name) => {
+                    return Err(UsageError(format!("unknown option `--{name}`; see --help")));
+                }
             }
         }
         if a.trials == Some(0) {
@@ -175,10 +194,15 @@ impl Args {
         if self.ignored && !ignore {
             return false;
         }
-        if self.skip.iter().any(|s| if self.exact { name == s } else { name.contains(s.as_str()) }) {
+        if self.skip.iter().any(|s| if self.exact { name == s } else { name.contains(s.as_str()) })
+        {
             return false;
         }
-        self.filters.is_empty() || self.filters.iter().any(|f| if self.exact { name == f } else { name.contains(f.as_str()) })
+        self.filters.is_empty()
+            || self
+                .filters
+                .iter()
+                .any(|f| if self.exact { name == f } else { name.contains(f.as_str()) })
     }
 
     /// Whether a selected eval runs (rather than being reported ignored).
@@ -199,11 +223,25 @@ mod tests {
     fn nextest_invocations_parse() {
         let a = parse(&["--list", "--format", "terse"]).unwrap().unwrap();
         assert!(a.list && a.terse);
-        let a = parse(&["--exact", "greet", "--nocapture", "--ignored", "--test-threads=1"]).unwrap().unwrap();
+        let a = parse(&["--exact", "greet", "--nocapture", "--ignored", "--test-threads=1"])
+            .unwrap()
+            .unwrap();
         assert!(a.exact && a.ignored);
         assert_eq!(a.filters, vec!["greet"]);
         assert_eq!(a.test_threads, Some(1));
-        let a = parse(&["a", "b", "--no-capture", "--skip", "c", "-v", "--timeout", "90s", "--harness=shell"]).unwrap().unwrap();
+        let a = parse(&[
+            "a",
+            "b",
+            "--no-capture",
+            "--skip",
+            "c",
+            "-v",
+            "--timeout",
+            "90s",
+            "--harness=shell",
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!(a.filters, vec!["a", "b"]);
         assert_eq!(a.skip, vec!["c"]);
         assert_eq!(a.timeout, Some(Duration::from_secs(90)));
@@ -238,7 +276,9 @@ mod tests {
             "--quiet",
         ];
         let a = parse(&argv).unwrap().unwrap();
-        assert!(a.list && a.terse && a.exact && a.ignored && a.include_ignored && a.bench && a.quiet);
+        assert!(
+            a.list && a.terse && a.exact && a.ignored && a.include_ignored && a.bench && a.quiet
+        );
         assert_eq!((a.skip, a.test_threads), (vec!["x".to_string()], Some(2)));
         assert!(!parse(&["--format", "pretty"]).unwrap().unwrap().terse);
     }
@@ -254,7 +294,9 @@ mod tests {
     fn short_flags_cluster_and_values_attach_either_way() {
         let a = parse(&["-vq"]).unwrap().unwrap();
         assert!(a.verbose && a.quiet);
-        let a = parse(&["-qvZunstable-options", "--trials=2", "--record-dir", "runs"]).unwrap().unwrap();
+        let a = parse(&["-qvZunstable-options", "--trials=2", "--record-dir", "runs"])
+            .unwrap()
+            .unwrap();
         assert!(a.verbose && a.quiet);
         assert_eq!((a.trials, a.record_dir), (Some(2), Some(PathBuf::from("runs"))));
         // A value is taken even when it looks like a flag, as getopt does.
@@ -264,7 +306,9 @@ mod tests {
     #[test]
     fn bad_input_is_a_usage_error() {
         assert!(parse(&["--frobnicate"]).unwrap_err().0.contains("unknown option `--frobnicate`"));
-        assert!(parse(&["--frobnicate=1"]).unwrap_err().0.contains("unknown option `--frobnicate`"));
+        assert!(
+            parse(&["--frobnicate=1"]).unwrap_err().0.contains("unknown option `--frobnicate`")
+        );
         assert!(parse(&["-vx"]).unwrap_err().0.contains("unknown option `-x`"));
         assert!(parse(&["--timeout", "soon"]).unwrap_err().0.contains("invalid duration"));
         assert!(parse(&["--trials", "0"]).is_err());

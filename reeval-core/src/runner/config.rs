@@ -45,7 +45,8 @@ impl SuiteConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigFileError> {
         let fail = |message: String| ConfigFileError { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let mut config: SuiteConfig = toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
+        let mut config: SuiteConfig =
+            toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for p in [&mut config.env_file, &mut config.record_dir].into_iter().flatten() {
             if p.is_relative() {
@@ -68,7 +69,10 @@ fn toml_problem(text: &str, e: &toml::de::Error) -> String {
     let line_no = text[..start].matches('\n').count() + 1;
     let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
     // A `key = value` line names its key; a header or a broken line does not.
-    let key = line.split_once('=').map(|(k, _)| k.trim()).filter(|k| !k.is_empty() && !k.starts_with('['));
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
     match key {
         Some(key) => format!("line {line_no}, key `{key}`: {message}"),
         None => format!("line {line_no}: {message}"),
@@ -101,7 +105,8 @@ mod tests {
         assert!(e.to_string().contains("line 2, key `jduge`: unknown field `jduge`"), "{e}");
         let e = SuiteConfig::load(&write("type", "record_dir = 3\n")).unwrap_err();
         assert!(e.to_string().contains("line 1, key `record_dir`: invalid type"), "{e}");
-        let e = SuiteConfig::load(&write("syntax", "judge = \"openai:gpt-4.1\"\nenv_file = \n")).unwrap_err();
+        let e = SuiteConfig::load(&write("syntax", "judge = \"openai:gpt-4.1\"\nenv_file = \n"))
+            .unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
         assert!(!e.to_string().contains('\n'), "one line: {e}");
         let e = SuiteConfig::load(&write("judge", "judge = \"nope\"\n")).unwrap_err();

@@ -20,7 +20,12 @@ use crate::report::Reporter;
 use crate::sandbox::Sweep;
 
 /// Runs every attempt of `evals` and reports as it goes.
-pub(crate) async fn dispatch(runner: &Runner, evals: Vec<Eval>, ready: Preflighted, reporters: &mut [Box<dyn Reporter>]) -> RunReport {
+pub(crate) async fn dispatch(
+    runner: &Runner,
+    evals: Vec<Eval>,
+    ready: Preflighted,
+    reporters: &mut [Box<dyn Reporter>],
+) -> RunReport {
     let config = &runner.config;
     let run_dir = config.record_dir.join(&config.run_id);
     let Preflighted { backend, secrets, redactor, detail } = ready;
@@ -81,7 +86,15 @@ pub(crate) async fn dispatch(runner: &Runner, evals: Vec<Eval>, ready: Preflight
         }
     }
     let planned = pending.values().sum();
-    report_all(reporters, &RunEvent::Planned { run_id: config.run_id.clone(), run_dir: run_dir.clone(), evals: evals.iter().map(|e| e.name.clone()).collect(), attempts: planned });
+    report_all(
+        reporters,
+        &RunEvent::Planned {
+            run_id: config.run_id.clone(),
+            run_dir: run_dir.clone(),
+            evals: evals.iter().map(|e| e.name.clone()).collect(),
+            attempts: planned,
+        },
+    );
     drop(tx);
 
     let mut results: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
@@ -161,9 +174,24 @@ impl TrialRun {
             let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
             let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
             let harness = self.harnesses.make(&plan.harness_spec);
-            let done = attempt::run(plan.clone(), Some(self.backend.clone()), harness, self.secrets.clone(), self.shutdown.clone()).await;
-            let retry = crate::outcome::retry(done.record.outcome, done.cause.as_ref(), plan.try_, self.retries, self.shutdown.is_cancelled());
-            let _ = self.events.send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
+            let done = attempt::run(
+                plan.clone(),
+                Some(self.backend.clone()),
+                harness,
+                self.secrets.clone(),
+                self.shutdown.clone(),
+            )
+            .await;
+            let retry = crate::outcome::retry(
+                done.record.outcome,
+                done.cause.as_ref(),
+                plan.try_,
+                self.retries,
+                self.shutdown.is_cancelled(),
+            );
+            let _ = self
+                .events
+                .send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
             records.push(done.record);
             if retry != Retry::Again {
                 return records;

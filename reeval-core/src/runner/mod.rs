@@ -183,12 +183,19 @@ impl Runner {
     ///
     /// # Cancel safety
     /// As [`Runner::run`].
-    pub async fn run_with(&self, evals: Vec<Eval>, extra: Vec<Box<dyn Reporter>>) -> Result<RunReport, PreflightError> {
+    pub async fn run_with(
+        &self,
+        evals: Vec<Eval>,
+        extra: Vec<Box<dyn Reporter>>,
+    ) -> Result<RunReport, PreflightError> {
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
         // Under nextest every eval is its own process writing into one run directory.
         let (summary, html) = if self.config.under_nextest {
-            (format!("summary.{}.json", std::process::id()), format!("report.{}.html", std::process::id()))
+            (
+                format!("summary.{}.json", std::process::id()),
+                format!("report.{}.html", std::process::id()),
+            )
         } else {
             ("summary.json".to_string(), "report.html".to_string())
         };
@@ -207,13 +214,15 @@ impl Runner {
 /// Counts the final tries, per kind and per cell, and picks the exit code.
 pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
     let finals = final_tries(records);
-    let mut s = Summary { schema_version: crate::record::SCHEMA_VERSION, run_id: run_id.to_string(), ..Default::default() };
+    let mut s = Summary {
+        schema_version: crate::record::SCHEMA_VERSION,
+        run_id: run_id.to_string(),
+        ..Default::default()
+    };
     let mut cells: BTreeMap<(String, String), CellSummary> = BTreeMap::new();
     for r in &finals {
-        let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| CellSummary {
-            eval: r.eval.clone(),
-            harness: r.harness.clone(),
-            ..Default::default()
+        let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| {
+            CellSummary { eval: r.eval.clone(), harness: r.harness.clone(), ..Default::default() }
         });
         match r.outcome {
             Outcome::Pass => {
@@ -221,7 +230,9 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
                 cell.passed += 1;
             }
             Outcome::Fail(kind) => {
-                *s.failed.entry(crate::outcome::Kind::from(kind).as_str().to_string()).or_default() += 1;
+                *s.failed
+                    .entry(crate::outcome::Kind::from(kind).as_str().to_string())
+                    .or_default() += 1;
                 cell.failed += 1;
             }
             Outcome::InfraError | Outcome::Config => {
@@ -262,7 +273,8 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
             return 2;
         }
     };
-    let selected: Vec<&Eval> = evals.iter().filter(|e| args.selects(&e.name, e.options.ignore)).collect();
+    let selected: Vec<&Eval> =
+        evals.iter().filter(|e| args.selects(&e.name, e.options.ignore)).collect();
     let filtered_out = evals.len() - selected.len();
     if args.list {
         // Side-effect free: a sort over statics, no Docker, no network, no keys.
@@ -274,7 +286,8 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         }
         return 0;
     }
-    let (to_run, ignored): (Vec<&Eval>, Vec<&Eval>) = selected.into_iter().partition(|e| args.runs(e.options.ignore));
+    let (to_run, ignored): (Vec<&Eval>, Vec<&Eval>) =
+        selected.into_iter().partition(|e| args.runs(e.options.ignore));
     if args.bench {
         return 0;
     }
@@ -288,7 +301,8 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     };
     // The console reporter below prints libtest's lines; the runner adds no other.
     let config = RunConfig { print: false, ..settings.run_config() };
-    let console = Console::new(true, config.verbose).selection(ignored.iter().map(|e| e.name.clone()).collect(), filtered_out);
+    let console = Console::new(true, config.verbose)
+        .selection(ignored.iter().map(|e| e.name.clone()).collect(), filtered_out);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -303,7 +317,8 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = interrupted.clone();
         tokio::spawn(async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             let term = async {
                 match term.as_mut() {
                     Some(t) => {
@@ -320,9 +335,14 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
             shutdown.cancel();
         });
-        match runner.run_with(to_run.into_iter().cloned().collect(), vec![Box::new(console)]).await {
+        match runner.run_with(to_run.into_iter().cloned().collect(), vec![Box::new(console)]).await
+        {
             Ok(report) => {
-                if interrupted.load(std::sync::atomic::Ordering::SeqCst) { 130 } else { report.exit_code() }
+                if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+                    130
+                } else {
+                    report.exit_code()
+                }
             }
             Err(e) => {
                 eprintln!("error: {e}");
@@ -350,7 +370,8 @@ mod tests {
         assert_eq!((s.passed, s.infra, s.exit_code), (1, 0, 0));
         assert_eq!(s.cells[0].pass_rate, Some(1.0));
 
-        let fail_and_infra = [rec("a", 1, 1, Outcome::Fail(FailKind::Judge)), rec("b", 1, 1, Outcome::InfraError)];
+        let fail_and_infra =
+            [rec("a", 1, 1, Outcome::Fail(FailKind::Judge)), rec("b", 1, 1, Outcome::InfraError)];
         let s = summarize("run", &fail_and_infra);
         assert_eq!(s.exit_code, 1);
         assert_eq!(s.failed.get("judge"), Some(&1));
@@ -358,7 +379,8 @@ mod tests {
         assert_eq!(s.cells.iter().find(|c| c.eval == "b").unwrap().pass_rate, None);
 
         assert_eq!(summarize("run", &[rec("b", 1, 1, Outcome::InfraError)]).exit_code, 3);
-        let config = [rec("a", 1, 1, Outcome::Fail(FailKind::Assertion)), rec("b", 1, 1, Outcome::Config)];
+        let config =
+            [rec("a", 1, 1, Outcome::Fail(FailKind::Assertion)), rec("b", 1, 1, Outcome::Config)];
         assert_eq!(summarize("run", &config).exit_code, 2, "a config error outranks fails");
     }
 }

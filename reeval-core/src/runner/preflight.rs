@@ -31,12 +31,19 @@ pub(crate) struct Preflighted {
 ///
 /// # Cancel safety
 /// Safe: it starts nothing.
-pub(crate) async fn preflight(runner: &Runner, evals: &[Eval]) -> Result<Preflighted, PreflightError> {
-let began = Instant::now();
+pub(crate) async fn preflight(
+    runner: &Runner,
+    evals: &[Eval],
+) -> Result<Preflighted, PreflightError> {
+    let began = Instant::now();
     let mut missing = Vec::new();
     let mut secrets = BTreeMap::new();
     // The host environment, then the env files; an unreadable file is a miss like any other.
-    let from = settings::SecretLookup::load(runner.config.env_file.as_deref(), runner.config.fallback_env_file.as_deref()).unwrap_or_else(|e| {
+    let from = settings::SecretLookup::load(
+        runner.config.env_file.as_deref(),
+        runner.config.fallback_env_file.as_deref(),
+    )
+    .unwrap_or_else(|e| {
         missing.push(e.to_string());
         settings::SecretLookup::default()
     });
@@ -45,28 +52,42 @@ let began = Instant::now();
         let env = match crate::attempt::build_environment(eval) {
             Ok(env) => env,
             Err(panic) => {
-                missing.push(format!("environment function of eval {} panicked: {panic}", eval.name));
+                missing
+                    .push(format!("environment function of eval {} panicked: {panic}", eval.name));
                 continue;
             }
         };
-        missing.extend(env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)));
+        missing.extend(
+            env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)),
+        );
         let mut resolved = Vec::new();
         for s in &env.secrets {
             match lookup(&s.name) {
-                Some(value) => {
-                    resolved.push(ResolvedSecret::new(&s.name, value, if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder }))
-                }
-                None => missing.push(format!("secret {} of eval {} is not set in the host environment", s.name, eval.name)),
+                Some(value) => resolved.push(ResolvedSecret::new(
+                    &s.name,
+                    value,
+                    if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder },
+                )),
+                None => missing.push(format!(
+                    "secret {} of eval {} is not set in the host environment",
+                    s.name, eval.name
+                )),
             }
         }
         // The eval's judge key: checked now rather than after the agent worked; host only.
         if let Some(spec) = eval.options.judge.as_ref().or(runner.config.judge.as_ref()) {
             match crate::judge::key_env(spec) {
-                Err(problem) => missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name)),
+                Err(problem) => {
+                    missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name))
+                }
                 Ok(var) => match lookup(var) {
-                    Some(value) => resolved.push(ResolvedSecret::new(var, value, SecretScope::Host)),
+                    Some(value) => {
+                        resolved.push(ResolvedSecret::new(var, value, SecretScope::Host))
+                    }
                     None => {
-                        let line = format!("key {var} for judge {spec} is not set in the host environment");
+                        let line = format!(
+                            "key {var} for judge {spec} is not set in the host environment"
+                        );
                         if !missing.contains(&line) {
                             missing.push(line);
                         }
@@ -86,9 +107,15 @@ let began = Instant::now();
                 Some(h) => {
                     for cred in h.credentials() {
                         match lookup(&cred) {
-                            Some(value) => for_cell.push(ResolvedSecret::new(cred, value, SecretScope::Placeholder)),
+                            Some(value) => for_cell.push(ResolvedSecret::new(
+                                cred,
+                                value,
+                                SecretScope::Placeholder,
+                            )),
                             None => {
-                                let line = format!("credential {cred} for harness {spec} is not set in the host environment");
+                                let line = format!(
+                                    "credential {cred} for harness {spec} is not set in the host environment"
+                                );
                                 if !missing.contains(&line) {
                                     missing.push(line);
                                 }
@@ -111,7 +138,9 @@ let began = Instant::now();
             None
         }
         Err(e) => {
-            missing.push(format!("the Docker engine does not answer ({e}); start it or set DOCKER_HOST"));
+            missing.push(format!(
+                "the Docker engine does not answer ({e}); start it or set DOCKER_HOST"
+            ));
             None
         }
     };
@@ -121,11 +150,14 @@ let began = Instant::now();
     // The one redactor of the run: every sink writes through it.
     let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
     crate::secrets::remember(&redactor);
-    Ok(Preflighted { backend: backend.expect("no miss means an engine"), secrets, redactor, detail: format!("ok in {}ms", began.elapsed().as_millis()) })
+    Ok(Preflighted {
+        backend: backend.expect("no miss means an engine"),
+        secrets,
+        redactor,
+        detail: format!("ok in {}ms", began.elapsed().as_millis()),
+    })
 }
-
 
 pub(crate) fn cell_key(eval: &str, harness: &str) -> String {
     format!("{eval}\u{0}{harness}")
 }
-

@@ -42,7 +42,9 @@ pub fn tar_owned_by(files: &[(String, Vec<u8>, u32)], uid: u64) -> Result<Bytes,
         header.set_mode(*mode);
         header.set_entry_type(tar::EntryType::Regular);
         header.set_mtime(0);
-        builder.append_data(&mut header, path, bytes.as_slice()).map_err(|e| archive_err(format!("cannot add {path} to an archive: {e}")))?;
+        builder
+            .append_data(&mut header, path, bytes.as_slice())
+            .map_err(|e| archive_err(format!("cannot add {path} to an archive: {e}")))?;
     }
     builder.into_inner().map(Bytes::from).map_err(|e| archive_err(e.to_string()))
 }
@@ -104,13 +106,20 @@ pub fn single_file(tar: &[u8], path: &str) -> Result<Vec<u8>, SandboxError> {
 
 /// Every file and symlink of a `download` of a directory, keyed by path
 /// relative to that directory. Paths for which `skip` returns true are left out.
-pub fn read_tree(tar: &[u8], skip: impl Fn(&str) -> bool) -> Result<BTreeMap<String, Entry>, SandboxError> {
+pub fn read_tree(
+    tar: &[u8],
+    skip: impl Fn(&str) -> bool,
+) -> Result<BTreeMap<String, Entry>, SandboxError> {
     read_entries(tar, true, skip)
 }
 
 /// Every file and symlink of a tar, keyed by its path; with `strip_first`,
 /// relative to the archive's top directory.
-pub fn read_entries(tar: &[u8], strip_first: bool, skip: impl Fn(&str) -> bool) -> Result<BTreeMap<String, Entry>, SandboxError> {
+pub fn read_entries(
+    tar: &[u8],
+    strip_first: bool,
+    skip: impl Fn(&str) -> bool,
+) -> Result<BTreeMap<String, Entry>, SandboxError> {
     let mut archive = tar::Archive::new(tar);
     let mut tree = BTreeMap::new();
     for entry in archive.entries().map_err(|e| archive_err(e.to_string()))? {
@@ -136,11 +145,21 @@ pub fn read_entries(tar: &[u8], strip_first: bool, skip: impl Fn(&str) -> bool) 
             entry.read_to_end(&mut bytes).map_err(|e| archive_err(e.to_string()))?;
             tree.insert(rel.to_string(), Entry::File { mode, bytes });
         } else if kind.is_symlink() {
-            let target = entry.link_name().ok().flatten().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            let target = entry
+                .link_name()
+                .ok()
+                .flatten()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
             tree.insert(rel.to_string(), Entry::Symlink(target));
         } else if kind.is_hard_link() {
             // A hard link inside the tree: record it by its target's content later; keep it simple.
-            let target = entry.link_name().ok().flatten().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            let target = entry
+                .link_name()
+                .ok()
+                .flatten()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
             tree.insert(rel.to_string(), Entry::Symlink(format!("hardlink:{target}")));
         }
     }

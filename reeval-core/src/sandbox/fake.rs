@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::archive::{self, Entry};
 use super::{
-    Backend, Capabilities, EngineInfo, ExecRequest, ExecStream, HELPER_TOOLS, ProcessGroup, ReadyImage, Sandbox, SandboxError, SandboxSpec, Signal, Sweep,
+    Backend, Capabilities, EngineInfo, ExecRequest, ExecStream, HELPER_TOOLS, ProcessGroup,
+    ReadyImage, Sandbox, SandboxError, SandboxSpec, Signal, Sweep,
 };
 use crate::environment::ImageSpec;
 use crate::exec::ExecOutput;
@@ -132,12 +133,19 @@ impl Default for FakeBackend {
 impl FakeBackend {
     /// A backend whose commands all exit 0 with no output.
     pub fn new() -> Self {
-        Self { seen: Default::default(), handler: Arc::new(|_, _| FakeReply::ok("")), failure: None }
+        Self {
+            seen: Default::default(),
+            handler: Arc::new(|_, _| FakeReply::ok("")),
+            failure: None,
+        }
     }
 
     /// Commands (other than reeval's housekeeping) are answered by `handler`,
     /// which may change the sandbox's files.
-    pub fn on_exec(mut self, handler: impl Fn(&FakeExec, &mut FakeFiles) -> FakeReply + Send + Sync + 'static) -> Self {
+    pub fn on_exec(
+        mut self,
+        handler: impl Fn(&FakeExec, &mut FakeFiles) -> FakeReply + Send + Sync + 'static,
+    ) -> Self {
         self.handler = Arc::new(handler);
         self
     }
@@ -190,24 +198,43 @@ impl Backend for FakeBackend {
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
-        Ok(EngineInfo { name: "fake".into(), version: "0".into(), api_version: "0".into(), host: "memory".into() })
+        Ok(EngineInfo {
+            name: "fake".into(),
+            version: "0".into(),
+            api_version: "0".into(),
+            host: "memory".into(),
+        })
     }
 
-    async fn ensure_image(&self, spec: &ImageSpec, _extra: &str) -> Result<ReadyImage, SandboxError> {
+    async fn ensure_image(
+        &self,
+        spec: &ImageSpec,
+        _extra: &str,
+    ) -> Result<ReadyImage, SandboxError> {
         self.seen().images.push(spec.clone());
         if self.failure == Some(FakeFailure::Image) {
-            return Err(SandboxError::ImageBuild { image: format!("{spec:?}"), message: "the fake fails here on purpose".into() });
+            return Err(SandboxError::ImageBuild {
+                image: format!("{spec:?}"),
+                message: "the fake fails here on purpose".into(),
+            });
         }
         let reference = match spec {
             ImageSpec::From(r) => r.clone(),
             _ => "fake/built:1".into(),
         };
-        Ok(ReadyImage { detail: format!("cache hit {reference} (fake)"), reference, id: "sha256:fake".into() })
+        Ok(ReadyImage {
+            detail: format!("cache hit {reference} (fake)"),
+            reference,
+            id: "sha256:fake".into(),
+        })
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         if self.failure == Some(FakeFailure::Create) {
-            return Err(SandboxError::engine_says("create a container", "the fake fails here on purpose"));
+            return Err(SandboxError::engine_says(
+                "create a container",
+                "the fake fails here on purpose",
+            ));
         }
         let id = {
             let mut seen = self.seen();
@@ -261,7 +288,8 @@ impl FakeSandbox {
         if line.contains("/sys/fs/cgroup") {
             return Some((FakeReply::fail(1, ""), None));
         }
-        if line.contains("mkdir -p /home/agent") || exec.argv.first().is_some_and(|p| p == "mkdir") {
+        if line.contains("mkdir -p /home/agent") || exec.argv.first().is_some_and(|p| p == "mkdir")
+        {
             return Some((FakeReply::ok(""), None));
         }
         if exec.argv.len() == 6 && exec.argv[2].contains("head -c") {
@@ -283,7 +311,10 @@ impl Sandbox for FakeSandbox {
 
     async fn start(&self) -> Result<(), SandboxError> {
         if self.backend.failure == Some(FakeFailure::Start) {
-            return Err(SandboxError::engine_says("start the container", "the fake fails here on purpose"));
+            return Err(SandboxError::engine_says(
+                "start the container",
+                "the fake fails here on purpose",
+            ));
         }
         self.backend.seen().started.push(self.id.clone());
         Ok(())
@@ -371,14 +402,18 @@ impl Sandbox for FakeSandbox {
         let top = path.trim_end_matches('/').rsplit('/').next().unwrap_or("root").to_string();
         if under.is_empty() {
             return match files.get(path) {
-                Some(entry) if path != self.workdir => archive::tar_of_tree("", &BTreeMap::from([(top, entry.clone())])),
+                Some(entry) if path != self.workdir => {
+                    archive::tar_of_tree("", &BTreeMap::from([(top, entry.clone())]))
+                }
                 _ if path == self.workdir => archive::tar_of_tree(&top, &BTreeMap::new()),
                 _ => Err(SandboxError::NotFound { path: path.to_string() }),
             };
         }
         let tar = archive::tar_of_tree(&top, &under)?;
         if tar.len() as u64 > limit {
-            return Err(SandboxError::Archive { message: format!("{path} is larger than {limit} bytes") });
+            return Err(SandboxError::Archive {
+                message: format!("{path} is larger than {limit} bytes"),
+            });
         }
         Ok(tar)
     }

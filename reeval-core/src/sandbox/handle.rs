@@ -42,7 +42,10 @@ impl AgentUser {
 impl fmt::Debug for SandboxHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The env may hold placeholders only, but keep it out of debug output anyway.
-        f.debug_struct("SandboxHandle").field("sandbox", &self.sandbox.id()).field("workspace", &self.workspace).finish()
+        f.debug_struct("SandboxHandle")
+            .field("sandbox", &self.sandbox.id())
+            .field("workspace", &self.workspace)
+            .finish()
     }
 }
 
@@ -51,7 +54,11 @@ pub const READ_LIMIT: u64 = 256 << 20;
 
 impl SandboxHandle {
     /// A handle on `sandbox` with its workspace at `workspace`.
-    pub fn new(sandbox: Arc<dyn Sandbox>, workspace: impl Into<String>, env: Vec<(String, String)>) -> Self {
+    pub fn new(
+        sandbox: Arc<dyn Sandbox>,
+        workspace: impl Into<String>,
+        env: Vec<(String, String)>,
+    ) -> Self {
         Self { sandbox, workspace: workspace.into(), env: Arc::new(env), user: None }
     }
 
@@ -82,7 +89,11 @@ impl SandboxHandle {
 
     /// `path` made absolute against the workspace.
     pub fn resolve(&self, path: &str) -> String {
-        if path.starts_with('/') { path.to_string() } else { format!("{}/{}", self.workspace.trim_end_matches('/'), path.trim_start_matches("./")) }
+        if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("{}/{}", self.workspace.trim_end_matches('/'), path.trim_start_matches("./"))
+        }
     }
 
     fn with_workdir(&self, cmd: &Command) -> Command {
@@ -115,7 +126,11 @@ impl SandboxHandle {
     ///
     /// # Cancel safety
     /// See [`Sandbox::exec`].
-    pub async fn exec_with_env(&self, cmd: impl Into<Command>, extra: &[(String, String)]) -> Result<ExecOutput, SandboxError> {
+    pub async fn exec_with_env(
+        &self,
+        cmd: impl Into<Command>,
+        extra: &[(String, String)],
+    ) -> Result<ExecOutput, SandboxError> {
         let mut env = self.env.as_ref().clone();
         env.extend_from_slice(extra);
         let cmd = self.with_workdir(&cmd.into());
@@ -130,9 +145,20 @@ impl SandboxHandle {
     /// # Cancel safety
     /// Dropping the future leaves the process running; the context kills it
     /// with [`Sandbox::kill`] when it aborts a turn.
-    pub async fn exec_turn(&self, cmd: Command, stdout: mpsc::UnboundedSender<Bytes>) -> Result<ExecOutput, SandboxError> {
+    pub async fn exec_turn(
+        &self,
+        cmd: Command,
+        stdout: mpsc::UnboundedSender<Bytes>,
+    ) -> Result<ExecOutput, SandboxError> {
         let cmd = self.with_workdir(&cmd);
-        self.sandbox.exec(ExecRequest { command: &cmd, env: &self.env, stdout: Some(stdout), group: ProcessGroup::Killable }).await
+        self.sandbox
+            .exec(ExecRequest {
+                command: &cmd,
+                env: &self.env,
+                stdout: Some(stdout),
+                group: ProcessGroup::Killable,
+            })
+            .await
     }
 
     /// Runs a plain command whose stdout also streams to `stdout` (for output
@@ -143,9 +169,20 @@ impl SandboxHandle {
     ///
     /// # Cancel safety
     /// See [`Sandbox::exec`].
-    pub async fn exec_streaming(&self, cmd: Command, stdout: mpsc::UnboundedSender<Bytes>) -> Result<ExecOutput, SandboxError> {
+    pub async fn exec_streaming(
+        &self,
+        cmd: Command,
+        stdout: mpsc::UnboundedSender<Bytes>,
+    ) -> Result<ExecOutput, SandboxError> {
         let cmd = self.with_workdir(&cmd);
-        self.sandbox.exec(ExecRequest { command: &cmd, env: &self.env, stdout: Some(stdout), group: ProcessGroup::Plain }).await
+        self.sandbox
+            .exec(ExecRequest {
+                command: &cmd,
+                env: &self.env,
+                stdout: Some(stdout),
+                group: ProcessGroup::Plain,
+            })
+            .await
     }
 
     /// How many processes the kernel's OOM killer has killed in the sandbox
@@ -157,9 +194,15 @@ impl SandboxHandle {
     /// # Cancel safety
     /// Safe.
     pub async fn oom_kills(&self) -> Result<Option<u64>, SandboxError> {
-        let cmd = Command::shell("cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null");
+        let cmd = Command::shell(
+            "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null",
+        );
         let out = self.sandbox.exec(ExecRequest::plain(&cmd, &[])).await?;
-        Ok(out.stdout.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()))
+        Ok(out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok()))
     }
 
     /// Reads a file (relative paths are in the workspace). An agent's handle
@@ -180,9 +223,18 @@ impl SandboxHandle {
         let (tx, mut rx) = mpsc::unbounded_channel();
         // `head -c` bounds what is read; a regular file only, like the archive path.
         let script = r#"[ -f "$1" ] && [ -r "$1" ] || exit 44; exec head -c "$2" -- "$1""#;
-        let cmd = Command::new("sh").args(["-c", script, "sh", &abs, &(READ_LIMIT + 1).to_string()]);
+        let cmd =
+            Command::new("sh").args(["-c", script, "sh", &abs, &(READ_LIMIT + 1).to_string()]);
         let cmd = self.with_workdir(&cmd);
-        let out = self.sandbox.exec(ExecRequest { command: &cmd, env: &[], stdout: Some(tx), group: ProcessGroup::Plain }).await?;
+        let out = self
+            .sandbox
+            .exec(ExecRequest {
+                command: &cmd,
+                env: &[],
+                stdout: Some(tx),
+                group: ProcessGroup::Plain,
+            })
+            .await?;
         if out.exit_code == 44 {
             return Err(SandboxError::NotFound { path: abs });
         }
@@ -191,10 +243,14 @@ impl SandboxHandle {
             bytes.extend_from_slice(&chunk);
         }
         if !out.success() {
-            return Err(SandboxError::Archive { message: format!("failed to read {abs}: {}", out.stderr.trim()) });
+            return Err(SandboxError::Archive {
+                message: format!("failed to read {abs}: {}", out.stderr.trim()),
+            });
         }
         if bytes.len() as u64 > READ_LIMIT {
-            return Err(SandboxError::Archive { message: format!("{abs} is larger than {READ_LIMIT} bytes") });
+            return Err(SandboxError::Archive {
+                message: format!("{abs} is larger than {READ_LIMIT} bytes"),
+            });
         }
         Ok(bytes)
     }
@@ -206,7 +262,12 @@ impl SandboxHandle {
     ///
     /// # Cancel safety
     /// Not atomic: a cancelled write may leave the file absent.
-    pub async fn write_file(&self, path: &str, bytes: &[u8], mode: u32) -> Result<(), SandboxError> {
+    pub async fn write_file(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), SandboxError> {
         let abs = self.resolve(path);
         let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
         let dir = if dir.is_empty() { "/" } else { dir };
@@ -214,10 +275,14 @@ impl SandboxHandle {
         let tar = archive::tar_owned_by(&[(name.to_string(), bytes.to_vec(), mode)], owner)?;
         match self.sandbox.upload(dir, tar.clone()).await {
             Err(SandboxError::NotFound { .. }) => {
-                let mkdir = self.with_workdir(&Command::new("mkdir").arg("-p").arg(dir).workdir("/"));
+                let mkdir =
+                    self.with_workdir(&Command::new("mkdir").arg("-p").arg(dir).workdir("/"));
                 let out = self.sandbox.exec(ExecRequest::plain(&mkdir, &[])).await?;
                 if !out.success() {
-                    return Err(SandboxError::engine_says(format!("create directory {dir}"), out.stderr.trim()));
+                    return Err(SandboxError::engine_says(
+                        format!("create directory {dir}"),
+                        out.stderr.trim(),
+                    ));
                 }
                 self.sandbox.upload(dir, tar).await
             }

@@ -96,8 +96,15 @@ pub enum SandboxError {
 
 impl SandboxError {
     /// An engine call that failed with `err`, kept as the source.
-    pub(crate) fn engine(op: impl Into<String>, err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        SandboxError::Engine { op: op.into(), message: err.to_string(), source: Some(Box::new(err)) }
+    pub(crate) fn engine(
+        op: impl Into<String>,
+        err: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        SandboxError::Engine {
+            op: op.into(),
+            message: err.to_string(),
+            source: Some(Box::new(err)),
+        }
     }
 
     /// An engine call that failed in a way the engine described in words.
@@ -109,7 +116,9 @@ impl SandboxError {
     pub fn status(&self) -> Option<u16> {
         let SandboxError::Engine { source: Some(source), .. } = self else { return None };
         match source.downcast_ref::<bollard::errors::Error>()? {
-            bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+            bollard::errors::Error::DockerResponseServerError { status_code, .. } => {
+                Some(*status_code)
+            }
             _ => None,
         }
     }
@@ -191,10 +200,26 @@ pub struct HelperTool {
 
 /// The tools reeval's in-sandbox helpers use, on every backend that acts through exec.
 pub const HELPER_TOOLS: &[HelperTool] = &[
-    HelperTool { program: "sh", used_by: "killable commands (a pid file per process group)", without: "turns and timed commands cannot run" },
-    HelperTool { program: "find", used_by: "incremental diffs (a listing of the workspace)", without: "every diff reads the whole workspace" },
-    HelperTool { program: "tar", used_by: "incremental diffs (an archive of the changed files)", without: "every diff reads the whole workspace" },
-    HelperTool { program: "python3", used_by: "Ctx::serve (the port relay)", without: "serve fails as an infra error" },
+    HelperTool {
+        program: "sh",
+        used_by: "killable commands (a pid file per process group)",
+        without: "turns and timed commands cannot run",
+    },
+    HelperTool {
+        program: "find",
+        used_by: "incremental diffs (a listing of the workspace)",
+        without: "every diff reads the whole workspace",
+    },
+    HelperTool {
+        program: "tar",
+        used_by: "incremental diffs (an archive of the changed files)",
+        without: "every diff reads the whole workspace",
+    },
+    HelperTool {
+        program: "python3",
+        used_by: "Ctx::serve (the port relay)",
+        without: "serve fails as an infra error",
+    },
 ];
 
 /// What a backend can do.
@@ -256,7 +281,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ///
     /// # Cancel safety
     /// A cancelled build leaves at worst an untagged image.
-    async fn ensure_image(&self, spec: &ImageSpec, extra: &str) -> Result<ReadyImage, SandboxError>;
+    async fn ensure_image(&self, spec: &ImageSpec, extra: &str)
+    -> Result<ReadyImage, SandboxError>;
 
     /// Creates a sandbox, not yet started: the caller keeps it (to destroy it
     /// whatever happens) before [`Sandbox::start`].

@@ -44,7 +44,10 @@ impl Secret {
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Secret").field("name", &self.name).field("scope", &self.scope).finish_non_exhaustive()
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
     }
 }
 
@@ -74,8 +77,13 @@ pub fn remember(redactor: &Redactor) {
 /// Replaces panic output with a redacted copy: an eval's `assert!` may show a secret it read.
 pub fn install_redacting_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let redactor = PANIC_REDACTOR.read().map(|r| r.clone()).unwrap_or_default().unwrap_or_default();
+        let redactor =
+            PANIC_REDACTOR.read().map(|r| r.clone()).unwrap_or_default().unwrap_or_default();
         let thread = std::thread::current();
-        eprintln!("thread '{}' {}", thread.name().unwrap_or("<unnamed>"), redactor.redact(&info.to_string()));
+        eprintln!(
+            "thread '{}' {}",
+            thread.name().unwrap_or("<unnamed>"),
+            redactor.redact(&info.to_string())
+        );
     }));
 }

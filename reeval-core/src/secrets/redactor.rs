@@ -33,7 +33,8 @@ impl std::fmt::Debug for Redactor {
 impl Redactor {
     /// A redactor of `values` (and of their JSON-escaped forms).
     pub fn new<'a>(values: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut all: Vec<String> = values.into_iter().filter(|v| v.len() >= MIN_LEN).map(str::to_string).collect();
+        let mut all: Vec<String> =
+            values.into_iter().filter(|v| v.len() >= MIN_LEN).map(str::to_string).collect();
         all.sort();
         all.dedup();
         let mut patterns = all.clone();
@@ -47,7 +48,12 @@ impl Redactor {
             }
         }
         let matcher = (!patterns.is_empty()).then(|| {
-            Arc::new(AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).expect("literal patterns always build"))
+            Arc::new(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(&patterns)
+                    .expect("literal patterns always build"),
+            )
         });
         Self { values: Arc::new(all), matcher }
     }
@@ -70,7 +76,9 @@ impl Redactor {
     /// `text` with every secret value replaced.
     pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
         match &self.matcher {
-            Some(m) if m.is_match(text) => Cow::Owned(m.replace_all(text, &vec![REDACTED; m.patterns_len()])),
+            Some(m) if m.is_match(text) => {
+                Cow::Owned(m.replace_all(text, &vec![REDACTED; m.patterns_len()]))
+            }
             _ => Cow::Borrowed(text),
         }
     }
@@ -78,7 +86,9 @@ impl Redactor {
     /// `bytes` (text or binary) with every secret value replaced.
     pub fn redact_bytes<'b>(&self, bytes: &'b [u8]) -> Cow<'b, [u8]> {
         match &self.matcher {
-            Some(m) if m.is_match(bytes) => Cow::Owned(m.replace_all_bytes(bytes, &vec![REDACTED.as_bytes(); m.patterns_len()])),
+            Some(m) if m.is_match(bytes) => {
+                Cow::Owned(m.replace_all_bytes(bytes, &vec![REDACTED.as_bytes(); m.patterns_len()]))
+            }
             _ => Cow::Borrowed(bytes),
         }
     }
@@ -96,7 +106,10 @@ impl Redactor {
     ///
     /// # Errors
     /// When `value` does not round-trip through JSON.
-    pub fn scrub<T: Serialize + serde::de::DeserializeOwned + Clone>(&self, value: &T) -> serde_json::Result<T> {
+    pub fn scrub<T: Serialize + serde::de::DeserializeOwned + Clone>(
+        &self,
+        value: &T,
+    ) -> serde_json::Result<T> {
         if self.is_empty() {
             return Ok(value.clone());
         }
@@ -108,7 +121,11 @@ impl Redactor {
     ///
     /// # Errors
     /// An I/O error.
-    pub fn write_json<T: Serialize>(&self, path: &std::path::Path, value: &T) -> std::io::Result<()> {
+    pub fn write_json<T: Serialize>(
+        &self,
+        path: &std::path::Path,
+        value: &T,
+    ) -> std::io::Result<()> {
         let text = self.json(value).map_err(std::io::Error::other)?;
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text)?;

@@ -24,11 +24,14 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use reeval_gateway::config::{Config, ListenAddr};
-use reeval_gateway::{AttemptGateway, CertificateAuthority, ExposeSecret, Gateway, GatewayError, Policy, Serving};
+use reeval_gateway::{
+    AttemptGateway, CertificateAuthority, ExposeSecret, Gateway, GatewayError, Policy, Serving,
+};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::signal::unix::{SignalKind, signal};
 
-const USAGE: &str = "usage: reeval-gateway --config FILE | reeval-gateway gen-ca --cert OUT --key OUT";
+const USAGE: &str =
+    "usage: reeval-gateway --config FILE | reeval-gateway gen-ca --cert OUT --key OUT";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,21 +58,30 @@ fn main() -> ExitCode {
 
 fn gen_ca(cert: PathBuf, key: PathBuf) -> Result<(), GatewayError> {
     let ca = CertificateAuthority::generate()?;
-    std::fs::write(&cert, ca.cert_pem()).map_err(|source| GatewayError::File { op: "write", path: cert.clone(), source })?;
-    // The key is readable by its owner only.
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&key).map_err(|source| GatewayError::File {
+    std::fs::write(&cert, ca.cert_pem()).map_err(|source| GatewayError::File {
         op: "write",
-        path: key.clone(),
+        path: cert.clone(),
         source,
     })?;
-    file.write_all(ca.key_pem().expose_secret().as_bytes()).map_err(|source| GatewayError::File { op: "write", path: key.clone(), source })?;
+    // The key is readable by its owner only.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&key)
+        .map_err(|source| GatewayError::File { op: "write", path: key.clone(), source })?;
+    file.write_all(ca.key_pem().expose_secret().as_bytes())
+        .map_err(|source| GatewayError::File { op: "write", path: key.clone(), source })?;
     Ok(())
 }
 
 fn run(config_path: PathBuf) -> Result<(), GatewayError> {
     let config = Config::load(&config_path)?;
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|source| GatewayError::Listen { addr: "a Tokio runtime".into(), source })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| GatewayError::Listen { addr: "a Tokio runtime".into(), source })?;
     runtime.block_on(serve(config))
 }
 
@@ -83,7 +95,8 @@ async fn serve(config: Config) -> Result<(), GatewayError> {
         Some(addr) => Some(control(attempt.clone(), addr).await?),
         None => None,
     };
-    let mut term = signal(SignalKind::terminate()).map_err(|source| GatewayError::Listen { addr: "SIGTERM".into(), source })?;
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|source| GatewayError::Listen { addr: "SIGTERM".into(), source })?;
     let stdout = std::io::stdout();
     loop {
         tokio::select! {
@@ -123,7 +136,9 @@ fn shown(serving: &Serving, configured: &ListenAddr) -> String {
 async fn listen(attempt: &AttemptGateway, addr: &ListenAddr) -> Result<Serving, GatewayError> {
     match addr {
         ListenAddr::Tcp(addr) => {
-            let listener = TcpListener::bind(addr).await.map_err(|source| GatewayError::Listen { addr: addr.to_string(), source })?;
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| GatewayError::Listen { addr: addr.to_string(), source })?;
             attempt.serve_tcp(listener)
         }
         ListenAddr::Unix(path) => attempt.bind_unix(path),
@@ -131,7 +146,10 @@ async fn listen(attempt: &AttemptGateway, addr: &ListenAddr) -> Result<Serving, 
 }
 
 /// The control listener: `PUT /policy`, `GET /policy`, `GET /counters`.
-async fn control(attempt: AttemptGateway, addr: &ListenAddr) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
+async fn control(
+    attempt: AttemptGateway,
+    addr: &ListenAddr,
+) -> Result<tokio::task::JoinHandle<()>, GatewayError> {
     let err = |source| GatewayError::Listen { addr: addr.to_string(), source };
     let task = match addr {
         ListenAddr::Tcp(a) => {
@@ -169,7 +187,10 @@ where
     let _ = http1::Builder::new().serve_connection(io, svc).await;
 }
 
-async fn control_request(attempt: &AttemptGateway, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn control_request(
+    attempt: &AttemptGateway,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let reply = |status: StatusCode, body: String| {
         let mut resp = Response::new(Full::new(Bytes::from(body)));
         *resp.status_mut() = status;
@@ -179,19 +200,36 @@ async fn control_request(attempt: &AttemptGateway, req: Request<Incoming>) -> Re
         (Method::PUT, "/policy") => {
             let body = match Limited::new(req.into_body(), 1 << 20).collect().await {
                 Ok(body) => body.to_bytes(),
-                Err(e) => return reply(StatusCode::BAD_REQUEST, format!("failed to read the policy: {e}\n")),
+                Err(e) => {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        format!("failed to read the policy: {e}\n"),
+                    );
+                }
             };
             let policy: Policy = match serde_json::from_slice(&body) {
                 Ok(p) => p,
-                Err(e) => return reply(StatusCode::BAD_REQUEST, format!("failed to parse the policy: {e}\n")),
+                Err(e) => {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        format!("failed to parse the policy: {e}\n"),
+                    );
+                }
             };
             match attempt.set_policy(policy) {
                 Ok(()) => reply(StatusCode::NO_CONTENT, String::new()),
                 Err(e) => reply(StatusCode::UNPROCESSABLE_ENTITY, format!("{e}\n")),
             }
         }
-        (Method::GET, "/policy") => reply(StatusCode::OK, serde_json::to_string(&*attempt.policy()).unwrap_or_default()),
-        (Method::GET, "/counters") => reply(StatusCode::OK, serde_json::to_string(&attempt.counters()).unwrap_or_default()),
-        _ => reply(StatusCode::NOT_FOUND, "reeval-gateway control: PUT /policy, GET /policy, GET /counters\n".into()),
+        (Method::GET, "/policy") => {
+            reply(StatusCode::OK, serde_json::to_string(&*attempt.policy()).unwrap_or_default())
+        }
+        (Method::GET, "/counters") => {
+            reply(StatusCode::OK, serde_json::to_string(&attempt.counters()).unwrap_or_default())
+        }
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "reeval-gateway control: PUT /policy, GET /policy, GET /counters\n".into(),
+        ),
     }
 }

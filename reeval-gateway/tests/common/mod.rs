@@ -20,7 +20,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
-use reeval_gateway::{AttemptGateway, Binding, EgressEntry, Gateway, GatewayOptions, Policy, Serving};
+use reeval_gateway::{
+    AttemptGateway, Binding, EgressEntry, Gateway, GatewayOptions, Policy, Serving,
+};
 use rustls::ServerConfig;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,7 +43,11 @@ impl TestPki {
     pub fn new() -> Self {
         let mut params = CertificateParams::default();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
         TestPki { ca_pem: issuer.pem(), issuer }
     }
@@ -49,14 +55,20 @@ impl TestPki {
     /// A server config with a leaf for `hosts`, HTTP/1.1 only.
     pub fn server_config(&self, hosts: &[&str]) -> Arc<ServerConfig> {
         let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>()).unwrap();
+        let params =
+            CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
+                .unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())))
-            .unwrap();
+        let mut config =
+            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![cert.der().clone()],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+                )
+                .unwrap();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(config)
     }
@@ -118,11 +130,20 @@ pub async fn upstream(tls: Option<Arc<ServerConfig>>, behaviour: Behaviour) -> U
                 });
                 match tls {
                     Some(config) => {
-                        let Ok(tls) = tokio_rustls::TlsAcceptor::from(config).accept(stream).await else { return };
-                        let _ = http1::Builder::new().serve_connection(TokioIo::new(tls), svc).with_upgrades().await;
+                        let Ok(tls) = tokio_rustls::TlsAcceptor::from(config).accept(stream).await
+                        else {
+                            return;
+                        };
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), svc)
+                            .with_upgrades()
+                            .await;
                     }
                     None => {
-                        let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).with_upgrades().await;
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .with_upgrades()
+                            .await;
                     }
                 }
             });
@@ -131,14 +152,24 @@ pub async fn upstream(tls: Option<Arc<ServerConfig>>, behaviour: Behaviour) -> U
     Upstream { addr, accepted, seen }
 }
 
-async fn answer(mut req: Request<Incoming>, behaviour: Behaviour, seen: Arc<Mutex<Vec<Seen>>>) -> Response<TestBody> {
-    seen.lock().unwrap().push(Seen { method: req.method().to_string(), uri: req.uri().to_string(), headers: req.headers().clone() });
+async fn answer(
+    mut req: Request<Incoming>,
+    behaviour: Behaviour,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) -> Response<TestBody> {
+    seen.lock().unwrap().push(Seen {
+        method: req.method().to_string(),
+        uri: req.uri().to_string(),
+        headers: req.headers().clone(),
+    });
     match behaviour {
         Behaviour::Echo => {
             // Read the request body fully so uploads are counted.
             let mut body = req.into_body();
             let mut up = 0usize;
-            while let Some(Ok(frame)) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            while let Some(Ok(frame)) =
+                std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+            {
                 up += frame.data_ref().map_or(0, |d| d.len());
             }
             let _ = up;
@@ -194,7 +225,10 @@ impl Body for TestBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             TestBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             TestBody::Channel(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
@@ -203,7 +237,9 @@ impl Body for TestBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         match self {
-            TestBody::Full(b) => http_body::SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            TestBody::Full(b) => {
+                http_body::SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64))
+            }
             TestBody::Channel(_) => http_body::SizeHint::default(),
         }
     }
@@ -228,9 +264,12 @@ pub async fn gateway(options: GatewayOptions, policy: Policy, bindings: Vec<Bind
 
 /// A reqwest client using the gateway as its proxy and trusting these roots.
 pub fn client(proxy: &str, roots: &[&str]) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder().proxy(reqwest::Proxy::all(proxy).unwrap()).timeout(Duration::from_secs(20));
+    let mut builder = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(proxy).unwrap())
+        .timeout(Duration::from_secs(20));
     for pem in roots {
-        builder = builder.add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap());
+        builder =
+            builder.add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap());
     }
     builder.build().unwrap()
 }
@@ -257,7 +296,10 @@ pub async fn wait_log(attempt: &AttemptGateway, n: usize) -> Vec<EgressEntry> {
 /// Sends `CONNECT host:port` on a fresh connection; returns the stream, the status and any body read.
 pub async fn raw_connect(proxy: SocketAddr, authority: &str) -> (TcpStream, u16, String) {
     let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream.write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes()).await.unwrap();
+    stream
+        .write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let (status, head_rest) = read_head(&mut stream).await;
     (stream, status, head_rest)
 }
@@ -268,7 +310,11 @@ pub async fn read_head(stream: &mut TcpStream) -> (u16, String) {
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
         let n = stream.read(&mut byte).await.unwrap();
-        assert!(n > 0, "connection closed inside a response head: {:?}", String::from_utf8_lossy(&buf));
+        assert!(
+            n > 0,
+            "connection closed inside a response head: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.push(byte[0]);
     }
     let head = String::from_utf8(buf).unwrap();
@@ -278,7 +324,14 @@ pub async fn read_head(stream: &mut TcpStream) -> (u16, String) {
 
 /// Reads a body of `content-length` bytes after a head from `read_head`.
 pub async fn read_body(stream: &mut TcpStream, head: &str) -> String {
-    let len: usize = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).await.unwrap();
     String::from_utf8(body).unwrap()

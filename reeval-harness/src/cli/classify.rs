@@ -52,7 +52,11 @@ pub fn from_text(text: &str) -> Option<ErrorClass> {
 
 /// Classifies a failed turn: the CLI's exit code when it has a meaning of its
 /// own, then the reported status, the reported message, then stderr; else the agent.
-pub fn classify(by_exit: Option<ErrorClass>, failure: Option<&Failure>, stderr: &str) -> ErrorClass {
+pub fn classify(
+    by_exit: Option<ErrorClass>,
+    failure: Option<&Failure>,
+    stderr: &str,
+) -> ErrorClass {
     by_exit
         .or_else(|| failure.and_then(|f| f.status).and_then(from_status))
         .or_else(|| failure.and_then(|f| from_text(&f.message)))
@@ -65,7 +69,12 @@ mod tests {
 
     #[test]
     fn numbers_and_words_in_ordinary_output_are_the_agents() {
-        for text in ["FAILED test_api.py::test_status - assert 500 == 200", "the page said forbidden", "renamed quota.py", "expected 401 got 200"] {
+        for text in [
+            "FAILED test_api.py::test_status - assert 500 == 200",
+            "the page said forbidden",
+            "renamed quota.py",
+            "expected 401 got 200",
+        ] {
             assert_eq!(from_text(text), None, "{text}");
         }
         assert_eq!(from_text("API Error: 529 overloaded"), Some(ErrorClass::Infra));
@@ -109,7 +118,10 @@ mod tests {
         }
         assert_eq!(classify(None, Some(&f("x", Some(403))), ""), ErrorClass::Config);
         assert_eq!(classify(Some(ErrorClass::Config), None, ""), ErrorClass::Config);
-        assert_eq!(classify(None, None, "Please set an Auth method in your settings.json"), ErrorClass::Config);
+        assert_eq!(
+            classify(None, None, "Please set an Auth method in your settings.json"),
+            ErrorClass::Config
+        );
     }
 
     #[test]

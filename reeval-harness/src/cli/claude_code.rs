@@ -62,13 +62,24 @@ impl CliAgent for ClaudeCode {
 
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
         let config = json!({ "hasCompletedOnboarding": true, "mcpServers": super::mcp_servers(&setup.mcp, true, "url") });
-        let mut files = vec![(format!("{home}/.claude.json"), serde_json::to_vec_pretty(&config).unwrap_or_default(), 0o600)];
+        let mut files = vec![(
+            format!("{home}/.claude.json"),
+            serde_json::to_vec_pretty(&config).unwrap_or_default(),
+            0o600,
+        )];
         files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
         Ok(files)
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
-        let mut cmd = Command::new(inv.program).args(["--print", "--output-format", "stream-json", "--verbose", "--permission-mode", "bypassPermissions"]);
+        let mut cmd = Command::new(inv.program).args([
+            "--print",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "bypassPermissions",
+        ]);
         if let Some(model) = inv.model {
             cmd = cmd.arg("--model").arg(model);
         }
@@ -123,7 +134,8 @@ impl EventParser for Parser {
                 for block in msg.get("content").and_then(Value::as_array).into_iter().flatten() {
                     match string(block, "type") {
                         Some("text") => {
-                            if let Some(t) = string(block, "text").filter(|t| !t.trim().is_empty()) {
+                            if let Some(t) = string(block, "text").filter(|t| !t.trim().is_empty())
+                            {
                                 self.last_text = Some(t.to_string());
                             }
                         }
@@ -131,7 +143,9 @@ impl EventParser for Parser {
                             let id = string(block, "id").unwrap_or_default();
                             let name = string(block, "name").unwrap_or("tool");
                             let input = block.get("input").cloned().unwrap_or(Value::Null);
-                            let path = string(&input, "file_path").or_else(|| string(&input, "notebook_path")).map(str::to_string);
+                            let path = string(&input, "file_path")
+                                .or_else(|| string(&input, "notebook_path"))
+                                .map(str::to_string);
                             turn.tool_started(Some(id), name, input);
                             let kind = match name {
                                 "Write" => Some(EditKind::Add),
@@ -147,12 +161,19 @@ impl EventParser for Parser {
                 }
             }
             Some("user") => {
-                let blocks = ev.get("message").and_then(|m| m.get("content")).and_then(Value::as_array);
-                for block in blocks.into_iter().flatten().filter(|b| string(b, "type") == Some("tool_result")) {
+                let blocks =
+                    ev.get("message").and_then(|m| m.get("content")).and_then(Value::as_array);
+                for block in blocks
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| string(b, "type") == Some("tool_result"))
+                {
                     let id = string(block, "tool_use_id").unwrap_or_default();
                     let text = text_of(block.get("content").unwrap_or(&Value::Null));
                     // A Write that replaced an existing file.
-                    let updated = ev.get("tool_use_result").and_then(|r| string(r, "type")) == Some("update") || text.contains("has been updated");
+                    let updated = ev.get("tool_use_result").and_then(|r| string(r, "type"))
+                        == Some("update")
+                        || text.contains("has been updated");
                     if updated {
                         turn.set_pending_kind(id, EditKind::Update);
                     }
@@ -169,14 +190,21 @@ impl EventParser for Parser {
                     self.result_usage = Some(usage_of(u));
                 }
                 if turn.model.is_none()
-                    && let Some(m) = ev.get("modelUsage").and_then(Value::as_object).and_then(|m| m.keys().next())
+                    && let Some(m) = ev
+                        .get("modelUsage")
+                        .and_then(Value::as_object)
+                        .and_then(|m| m.keys().next())
                 {
                     turn.model = Some(m.clone());
                 }
                 let subtype = string(ev, "subtype").unwrap_or("success");
-                let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype.starts_with("error");
+                let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(false)
+                    || subtype.starts_with("error");
                 if is_error {
-                    let message = text.filter(|t| !t.is_empty()).map(str::to_string).unwrap_or_else(|| subtype.to_string());
+                    let message = text
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .unwrap_or_else(|| subtype.to_string());
                     turn.fail(message, status_of(ev.get("api_error_status")));
                 } else if let Some(t) = text {
                     turn.final_message = Some(t.to_string());
@@ -232,7 +260,16 @@ mod tests {
             r#"{"type":"brand_new_event","x":1}"#,
             r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s1","usage":{"input_tokens":999}}"#,
         ]);
-        assert_eq!(t.usage, Usage { input: Some(7), output: Some(32), cache_read: Some(100), cache_write: Some(100), reasoning: None });
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: Some(7),
+                output: Some(32),
+                cache_read: Some(100),
+                cache_write: Some(100),
+                reasoning: None
+            }
+        );
         assert_eq!(t.final_message.as_deref(), Some("Done."));
         assert_eq!(t.session_id.as_deref(), Some("s1"));
         assert_eq!(t.file_edits[0].path, "a.py");
@@ -242,7 +279,9 @@ mod tests {
 
     #[test]
     fn an_error_result_is_a_failure_with_its_status() {
-        let t = parse(&[r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":"401","result":"Not logged in"}"#]);
+        let t = parse(&[
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":"401","result":"Not logged in"}"#,
+        ]);
         let f = t.failure.expect("failure");
         assert_eq!(f.status, Some(401));
         assert_eq!(f.message, "Not logged in");

@@ -42,11 +42,17 @@ fn config_toml(servers: &[McpServer]) -> String {
         out.push_str(&format!("\n[mcp_servers.{}]\n", toml_str(s.name())));
         match s {
             McpServer::Stdio { argv, env, .. } => {
-                out.push_str(&format!("command = {}\n", toml_str(argv.first().map(String::as_str).unwrap_or_default())));
+                out.push_str(&format!(
+                    "command = {}\n",
+                    toml_str(argv.first().map(String::as_str).unwrap_or_default())
+                ));
                 let args: Vec<String> = argv.iter().skip(1).map(|a| toml_str(a)).collect();
                 out.push_str(&format!("args = [{}]\n", args.join(", ")));
                 if !env.is_empty() {
-                    let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v))).collect();
+                    let pairs: Vec<String> = env
+                        .iter()
+                        .map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v)))
+                        .collect();
                     out.push_str(&format!("env = {{ {} }}\n", pairs.join(", ")));
                 }
             }
@@ -84,13 +90,19 @@ impl CliAgent for Codex {
     }
 
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
-        let mut files = vec![(format!("{home}/config.toml"), config_toml(&setup.mcp).into_bytes(), 0o600)];
+        let mut files =
+            vec![(format!("{home}/config.toml"), config_toml(&setup.mcp).into_bytes(), 0o600)];
         files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
         Ok(files)
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
-        let mut cmd = Command::new(inv.program).args(["exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check"]);
+        let mut cmd = Command::new(inv.program).args([
+            "exec",
+            "--json",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check",
+        ]);
         if let Some(model) = inv.model {
             cmd = cmd.arg("--model").arg(model);
         }
@@ -109,10 +121,23 @@ impl CliAgent for Codex {
     }
 
     async fn after_turn(&self, sandbox: &SandboxHandle, home: &str, turn: &mut TurnBuilder) {
-        let Some(thread) = turn.session_id.clone().filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')) else { return };
-        let find = Command::new("find").arg(format!("{home}/sessions")).args(["-type", "f", "-name"]).arg(format!("rollout-*{thread}.jsonl"));
+        let Some(thread) = turn
+            .session_id
+            .clone()
+            .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        else {
+            return;
+        };
+        let find = Command::new("find")
+            .arg(format!("{home}/sessions"))
+            .args(["-type", "f", "-name"])
+            .arg(format!("rollout-*{thread}.jsonl"));
         let Ok(found) = sandbox.exec(find).await else { return };
-        let Some(path) = found.stdout.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_string) else { return };
+        let Some(path) =
+            found.stdout.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_string)
+        else {
+            return;
+        };
         let Ok(bytes) = sandbox.read_file(&path).await else { return };
         read_rollout(&String::from_utf8_lossy(&bytes), turn);
     }
@@ -135,7 +160,10 @@ fn read_rollout(text: &str, turn: &mut TurnBuilder) {
                 in_turn = None;
             }
             Some("event_msg") if string(payload, "type") == Some("token_count") => {
-                let total = payload.get("info").and_then(|i| i.get("total_token_usage")).and_then(|u| count(u, "reasoning_output_tokens"));
+                let total = payload
+                    .get("info")
+                    .and_then(|i| i.get("total_token_usage"))
+                    .and_then(|u| count(u, "reasoning_output_tokens"));
                 if let Some(total) = total {
                     last_total = Some(total);
                     in_turn = Some(total);
@@ -171,16 +199,22 @@ impl Parser {
                 }
             }
             Some("command_execution") => {
-                turn.tool_started(Some(id), "command_execution", json!({ "command": item.get("command").cloned().unwrap_or(Value::Null) }));
+                turn.tool_started(
+                    Some(id),
+                    "command_execution",
+                    json!({ "command": item.get("command").cloned().unwrap_or(Value::Null) }),
+                );
                 if completed {
                     let output = string(item, "aggregated_output").unwrap_or_default().to_string();
                     let code = item.get("exit_code").and_then(Value::as_i64);
                     let error = match (status, code) {
-                        ("failed" | "declined", _) | (_, Some(1..)) | (_, Some(..=-1)) => Some(format!(
-                            "{} (exit code {})",
-                            if status == "declined" { "declined" } else { "failed" },
-                            code.map(|c| c.to_string()).unwrap_or_else(|| "none".into())
-                        )),
+                        ("failed" | "declined", _) | (_, Some(1..)) | (_, Some(..=-1)) => {
+                            Some(format!(
+                                "{} (exit code {})",
+                                if status == "declined" { "declined" } else { "failed" },
+                                code.map(|c| c.to_string()).unwrap_or_else(|| "none".into())
+                            ))
+                        }
                         _ => None,
                     };
                     turn.tool_finished(id, "command_execution", Some(output), error);
@@ -203,21 +237,37 @@ impl Parser {
                             }
                         }
                     }
-                    turn.tool_finished(id, "file_change", Some(status.to_string()), failed.then(|| "patch failed".to_string()));
+                    turn.tool_finished(
+                        id,
+                        "file_change",
+                        Some(status.to_string()),
+                        failed.then(|| "patch failed".to_string()),
+                    );
                 }
             }
             Some("mcp_tool_call") => {
                 let name = string(item, "tool").unwrap_or("mcp_tool_call").to_string();
-                turn.tool_started(Some(id), &name, item.get("arguments").cloned().unwrap_or(Value::Null));
+                turn.tool_started(
+                    Some(id),
+                    &name,
+                    item.get("arguments").cloned().unwrap_or(Value::Null),
+                );
                 if completed {
                     let result = item.get("result").map(|r| text_of(r.get("content").unwrap_or(r)));
-                    let error = item.get("error").filter(|e| !e.is_null()).map(|e| string(e, "message").map(str::to_string).unwrap_or_else(|| text_of(e)));
-                    let error = error.or_else(|| (status == "failed").then(|| "failed".to_string()));
+                    let error = item.get("error").filter(|e| !e.is_null()).map(|e| {
+                        string(e, "message").map(str::to_string).unwrap_or_else(|| text_of(e))
+                    });
+                    let error =
+                        error.or_else(|| (status == "failed").then(|| "failed".to_string()));
                     turn.tool_finished(id, &name, result, error);
                 }
             }
             Some("web_search") => {
-                turn.tool_started(Some(id), "web_search", json!({ "query": item.get("query").cloned().unwrap_or(Value::Null) }));
+                turn.tool_started(
+                    Some(id),
+                    "web_search",
+                    json!({ "query": item.get("query").cloned().unwrap_or(Value::Null) }),
+                );
                 if completed {
                     turn.tool_finished(id, "web_search", None, None);
                 }
@@ -250,12 +300,23 @@ impl EventParser for Parser {
                 if let Some(u) = ev.get("usage") {
                     let cached = count(u, "cached_input_tokens");
                     // input_tokens include the cached ones.
-                    let input = count(u, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0)));
-                    turn.usage.add(&Usage { input, output: count(u, "output_tokens"), cache_read: cached, cache_write: None, reasoning: None });
+                    let input =
+                        count(u, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0)));
+                    turn.usage.add(&Usage {
+                        input,
+                        output: count(u, "output_tokens"),
+                        cache_read: cached,
+                        cache_write: None,
+                        reasoning: None,
+                    });
                 }
             }
             Some("turn.failed") => {
-                let message = ev.get("error").and_then(|e| string(e, "message")).unwrap_or("turn failed").to_string();
+                let message = ev
+                    .get("error")
+                    .and_then(|e| string(e, "message"))
+                    .unwrap_or("turn failed")
+                    .to_string();
                 turn.fail(message, None);
             }
             Some("error") => {
@@ -303,7 +364,16 @@ mod tests {
             r#"{"type":"item.completed","item":{"id":"i3","type":"agent_message","text":"Done."}}"#,
             r#"{"type":"turn.completed","usage":{"input_tokens":1200,"cached_input_tokens":1000,"output_tokens":50}}"#,
         ]);
-        assert_eq!(t.usage, Usage { input: Some(200), output: Some(50), cache_read: Some(1000), cache_write: None, reasoning: None });
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: Some(200),
+                output: Some(50),
+                cache_read: Some(1000),
+                cache_write: None,
+                reasoning: None
+            }
+        );
         assert_eq!(t.tool_calls.len(), 2);
         assert!(t.tool_calls[0].error.as_deref().unwrap().contains("exit code 2"));
         assert_eq!(t.file_edits[0].path, "hello.py");
@@ -313,7 +383,10 @@ mod tests {
 
     #[test]
     fn an_error_without_a_completed_turn_fails_it() {
-        let t = parse(&[r#"{"type":"error","message":"Reconnecting... 1/5"}"#, r#"{"type":"turn.completed","usage":{}}"#]);
+        let t = parse(&[
+            r#"{"type":"error","message":"Reconnecting... 1/5"}"#,
+            r#"{"type":"turn.completed","usage":{}}"#,
+        ]);
         assert!(t.failure.is_none());
         let t = parse(&[r#"{"type":"error","message":"exceeded retry limit, last status: 429"}"#]);
         assert!(t.failure.unwrap().message.contains("429"));
@@ -343,8 +416,16 @@ mod tests {
 
     #[test]
     fn mcp_servers_go_to_config_toml() {
-        let toml = config_toml(&[McpServer::stdio("fs", ["npx", "-y", "a \"b\""]), McpServer::http("api", "https://x/mcp")]);
-        assert!(toml.contains("[mcp_servers.\"fs\"]\ncommand = \"npx\"\nargs = [\"-y\", \"a \\\"b\\\"\"]"), "{toml}");
+        let toml = config_toml(&[
+            McpServer::stdio("fs", ["npx", "-y", "a \"b\""]),
+            McpServer::http("api", "https://x/mcp"),
+        ]);
+        assert!(
+            toml.contains(
+                "[mcp_servers.\"fs\"]\ncommand = \"npx\"\nargs = [\"-y\", \"a \\\"b\\\"\"]"
+            ),
+            "{toml}"
+        );
         assert!(toml.contains("[mcp_servers.\"api\"]\nurl = \"https://x/mcp\""), "{toml}");
     }
 }

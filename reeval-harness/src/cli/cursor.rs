@@ -55,14 +55,23 @@ impl CliAgent for Cursor {
         let mut files = Vec::new();
         if !setup.mcp.is_empty() {
             let config = json!({ "mcpServers": super::mcp_servers(&setup.mcp, false, "url") });
-            files.push((format!("{home}/.cursor/mcp.json"), serde_json::to_vec_pretty(&config).unwrap_or_default(), 0o600));
+            files.push((
+                format!("{home}/.cursor/mcp.json"),
+                serde_json::to_vec_pretty(&config).unwrap_or_default(),
+                0o600,
+            ));
         }
         files.extend(super::skill_files(&format!("{home}/.cursor/skills"), &setup.skills));
         Ok(files)
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
-        let mut cmd = Command::new(inv.program).args(["--print", "--output-format", "stream-json", "--force"]);
+        let mut cmd = Command::new(inv.program).args([
+            "--print",
+            "--output-format",
+            "stream-json",
+            "--force",
+        ]);
         if let Some(model) = inv.model {
             cmd = cmd.arg("--model").arg(model);
         }
@@ -115,7 +124,11 @@ fn outcome(result: Option<&Value>) -> (Option<String>, Option<String>) {
     }
     for key in ["failure", "error", "rejected"] {
         if let Some(e) = result.get(key) {
-            let message = string(e, "message").or_else(|| string(e, "error")).or_else(|| string(e, "stderr")).map(str::to_string).unwrap_or_else(|| text_of(e));
+            let message = string(e, "message")
+                .or_else(|| string(e, "error"))
+                .or_else(|| string(e, "stderr"))
+                .map(str::to_string)
+                .unwrap_or_else(|| text_of(e));
             return (None, Some(if message.is_empty() { key.to_string() } else { message }));
         }
     }
@@ -134,7 +147,8 @@ impl EventParser for Parser {
                 }
             }
             Some("assistant") => {
-                let content = ev.get("message").and_then(|m| m.get("content")).unwrap_or(&Value::Null);
+                let content =
+                    ev.get("message").and_then(|m| m.get("content")).unwrap_or(&Value::Null);
                 let text = text_of(content);
                 if !text.trim().is_empty() {
                     self.last_text = Some(text);
@@ -173,7 +187,9 @@ impl EventParser for Parser {
                 }
                 let text = string(ev, "result");
                 let subtype = string(ev, "subtype").unwrap_or("success");
-                if ev.get("is_error").and_then(Value::as_bool).unwrap_or(false) || subtype.starts_with("error") {
+                if ev.get("is_error").and_then(Value::as_bool).unwrap_or(false)
+                    || subtype.starts_with("error")
+                {
                     turn.fail(text.filter(|t| !t.is_empty()).unwrap_or(subtype), None);
                 } else if let Some(t) = text {
                     turn.final_message = Some(t.to_string());

@@ -69,13 +69,22 @@ impl CliAgent for Gemini {
         if !setup.skills.is_empty() {
             settings["experimental"] = json!({ "skills": true });
         }
-        let mut files = vec![(format!("{home}/.gemini/settings.json"), serde_json::to_vec_pretty(&settings).unwrap_or_default(), 0o600)];
+        let mut files = vec![(
+            format!("{home}/.gemini/settings.json"),
+            serde_json::to_vec_pretty(&settings).unwrap_or_default(),
+            0o600,
+        )];
         files.extend(super::skill_files(&format!("{home}/.gemini/skills"), &setup.skills));
         Ok(files)
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
-        let mut cmd = Command::new(inv.program).args(["--output-format", "stream-json", "--approval-mode", "yolo"]);
+        let mut cmd = Command::new(inv.program).args([
+            "--output-format",
+            "stream-json",
+            "--approval-mode",
+            "yolo",
+        ]);
         if let Some(model) = inv.model {
             cmd = cmd.arg("--model").arg(model);
         }
@@ -132,7 +141,9 @@ impl EventParser for Parser {
                 let id = string(ev, "tool_id").unwrap_or_default();
                 let name = string(ev, "tool_name").unwrap_or("tool");
                 let params = ev.get("parameters").cloned().unwrap_or(Value::Null);
-                let path = string(&params, "file_path").or_else(|| string(&params, "absolute_path")).map(str::to_string);
+                let path = string(&params, "file_path")
+                    .or_else(|| string(&params, "absolute_path"))
+                    .map(str::to_string);
                 turn.tool_started(Some(id), name, params);
                 let kind = match name {
                     "write_file" => Some(EditKind::Add),
@@ -149,19 +160,34 @@ impl EventParser for Parser {
                 if string(ev, "status") == Some("success") {
                     turn.tool_finished(id, "tool", output, None);
                 } else {
-                    let error = ev.get("error").and_then(|e| string(e, "message")).map(str::to_string).or(output.clone()).unwrap_or_else(|| "error".into());
+                    let error = ev
+                        .get("error")
+                        .and_then(|e| string(e, "message"))
+                        .map(str::to_string)
+                        .or(output.clone())
+                        .unwrap_or_else(|| "error".into());
                     turn.tool_finished(id, "tool", output, Some(error));
                 }
             }
             Some("result") => {
                 if let Some(s) = ev.get("stats") {
                     let cached = count(s, "cached");
-                    let input = count(s, "input").or_else(|| count(s, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0))));
-                    turn.usage = Usage { input, output: count(s, "output_tokens"), cache_read: cached, cache_write: None, reasoning: None };
+                    let input = count(s, "input").or_else(|| {
+                        count(s, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0)))
+                    });
+                    turn.usage = Usage {
+                        input,
+                        output: count(s, "output_tokens"),
+                        cache_read: cached,
+                        cache_write: None,
+                        reasoning: None,
+                    };
                 }
                 if string(ev, "status") == Some("error") {
                     let e = ev.get("error").unwrap_or(&Value::Null);
-                    let message = string(e, "message").map(str::to_string).unwrap_or_else(|| "the run ended with an error".into());
+                    let message = string(e, "message")
+                        .map(str::to_string)
+                        .unwrap_or_else(|| "the run ended with an error".into());
                     turn.fail(message, None);
                 }
             }
@@ -171,7 +197,8 @@ impl EventParser for Parser {
 
     fn finish(&mut self, turn: &mut TurnBuilder) {
         let current = std::mem::take(&mut self.current);
-        turn.final_message = if current.trim().is_empty() { self.last_segment.take() } else { Some(current) };
+        turn.final_message =
+            if current.trim().is_empty() { self.last_segment.take() } else { Some(current) };
     }
 }
 
@@ -196,7 +223,16 @@ mod tests {
         }
         p.finish(&mut t);
         assert_eq!(t.final_message.as_deref(), Some("Done now."));
-        assert_eq!(t.usage, Usage { input: Some(400), output: Some(300), cache_read: Some(800), cache_write: None, reasoning: None });
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: Some(400),
+                output: Some(300),
+                cache_read: Some(800),
+                cache_write: None,
+                reasoning: None
+            }
+        );
         assert_eq!(t.file_edits[0].path, "hello.py");
     }
 }

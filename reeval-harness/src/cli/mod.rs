@@ -143,7 +143,15 @@ impl<A: CliAgent> CliHarness<A> {
     /// A harness for `agent` with an optional model, running the CLI by its usual name.
     pub fn new(agent: A, model: Option<&str>) -> Self {
         let home = format!("{AGENT_HOME_ROOT}/{}", agent.name());
-        Self { program: agent.program().to_string(), agent, model: model.map(str::to_string), home, session: None, mcp: false, artifacts_dir: None }
+        Self {
+            program: agent.program().to_string(),
+            agent,
+            model: model.map(str::to_string),
+            home,
+            session: None,
+            mcp: false,
+            artifacts_dir: None,
+        }
     }
 
     /// Runs the CLI from `program` instead (a path in the sandbox, e.g. a stand-in).
@@ -163,7 +171,11 @@ impl<A: CliAgent> CliHarness<A> {
     }
 
     fn failed(&self, message: impl Into<String>, class: ErrorClass) -> HarnessError {
-        HarnessError::Failed { harness: self.agent.name().to_string(), message: message.into(), class }
+        HarnessError::Failed {
+            harness: self.agent.name().to_string(),
+            message: message.into(),
+            class,
+        }
     }
 
     fn transcript(&self, index: u32) -> Option<std::fs::File> {
@@ -188,20 +200,33 @@ impl<A: CliAgent> Harness for CliHarness<A> {
     }
 
     fn image(&self) -> Option<ImageSpec> {
-        Some(ImageSpec::Install { base: DEFAULT_IMAGE.to_string(), steps: self.agent.install_steps() })
+        Some(ImageSpec::Install {
+            base: DEFAULT_IMAGE.to_string(),
+            steps: self.agent.install_steps(),
+        })
     }
 
     fn credentials(&self) -> Vec<String> {
         self.agent.credentials(self.model.as_deref())
     }
 
-    async fn start(&mut self, sandbox: &SandboxHandle, setup: &SessionSetup) -> Result<(), HarnessError> {
+    async fn start(
+        &mut self,
+        sandbox: &SandboxHandle,
+        setup: &SessionSetup,
+    ) -> Result<(), HarnessError> {
         self.artifacts_dir = setup.artifacts_dir.clone();
         self.mcp = !setup.mcp.is_empty();
-        let files = self.agent.session_files(&self.home, setup).map_err(|m| self.failed(m, ErrorClass::Config))?;
+        let files = self
+            .agent
+            .session_files(&self.home, setup)
+            .map_err(|m| self.failed(m, ErrorClass::Config))?;
         let out = sandbox.exec(Command::new("mkdir").arg("-p").arg(&self.home)).await?;
         if !out.success() {
-            return Err(self.failed(format!("failed to create {}: {}", self.home, out.stderr.trim()), ErrorClass::Infra));
+            return Err(self.failed(
+                format!("failed to create {}: {}", self.home, out.stderr.trim()),
+                ErrorClass::Infra,
+            ));
         }
         for (path, bytes, mode) in files {
             sandbox.write_file(&path, &bytes, mode).await?;
@@ -209,8 +234,20 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         Ok(())
     }
 
-    async fn turn(&mut self, sandbox: &SandboxHandle, prompt: &str, turn: &TurnContext) -> Result<TurnReport, HarnessError> {
-        let inv = Invocation { program: &self.program, prompt, model: self.model.as_deref(), resume: self.session.as_deref(), home: &self.home, mcp: self.mcp };
+    async fn turn(
+        &mut self,
+        sandbox: &SandboxHandle,
+        prompt: &str,
+        turn: &TurnContext,
+    ) -> Result<TurnReport, HarnessError> {
+        let inv = Invocation {
+            program: &self.program,
+            prompt,
+            model: self.model.as_deref(),
+            resume: self.session.as_deref(),
+            home: &self.home,
+            mcp: self.mcp,
+        };
         let mut cmd = self.agent.command(&inv);
         for (k, v) in self.agent.env(&self.home, sandbox.env()) {
             cmd = cmd.env(k, v);
@@ -249,10 +286,16 @@ impl<A: CliAgent> Harness for CliHarness<A> {
             let stderr = reeval_core::exec::tail(out.stderr.trim(), 2000);
             let message = match &failure {
                 Some(f) => f.message.clone(),
-                None if !stderr.is_empty() => format!("{} exited {}: {stderr}", self.agent.program(), out.exit_code),
+                None if !stderr.is_empty() => {
+                    format!("{} exited {}: {stderr}", self.agent.program(), out.exit_code)
+                }
                 None => format!("{} exited {}", self.agent.program(), out.exit_code),
             };
-            let class = classify::classify(self.agent.classify_exit(out.exit_code), failure.as_ref(), stderr);
+            let class = classify::classify(
+                self.agent.classify_exit(out.exit_code),
+                failure.as_ref(),
+                stderr,
+            );
             (Some(message), Some(class))
         } else {
             (None, None)
@@ -283,7 +326,9 @@ impl<A: CliAgent> Harness for CliHarness<A> {
             tokio::fs::create_dir_all(&dir).await?;
             tokio::fs::write(&path, &tar).await
         };
-        written.await.map_err(|e| self.failed(format!("failed to write {}: {e}", path.display()), ErrorClass::Infra))
+        written.await.map_err(|e| {
+            self.failed(format!("failed to write {}: {e}", path.display()), ErrorClass::Infra)
+        })
     }
 }
 
@@ -342,7 +387,11 @@ pub fn mcp_json(server: &McpServer, typed: bool, http_key: &str) -> Value {
 }
 
 /// `{"mcpServers": {name: server, ..}}` in the common JSON shape.
-pub fn mcp_servers(servers: &[McpServer], typed: bool, http_key: &str) -> serde_json::Map<String, Value> {
+pub fn mcp_servers(
+    servers: &[McpServer],
+    typed: bool,
+    http_key: &str,
+) -> serde_json::Map<String, Value> {
     servers.iter().map(|s| (s.name().to_string(), mcp_json(s, typed, http_key))).collect()
 }
 
@@ -369,7 +418,12 @@ pub fn provider_of(model: Option<&str>) -> String {
         return provider.to_string();
     }
     let m = model.to_ascii_lowercase();
-    if m.starts_with("gpt") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4") || m.starts_with("codex") {
+    if m.starts_with("gpt")
+        || m.starts_with("o1")
+        || m.starts_with("o3")
+        || m.starts_with("o4")
+        || m.starts_with("codex")
+    {
         "openai".into()
     } else if m.starts_with("gemini") {
         "google".into()
@@ -392,7 +446,14 @@ mod tests {
     }
 
     fn inv<'a>(prompt: &'a str, resume: Option<&'a str>) -> Invocation<'a> {
-        Invocation { program: "agent", prompt, model: Some("m"), resume, home: "/tmp/reeval-agent/x", mcp: false }
+        Invocation {
+            program: "agent",
+            prompt,
+            model: Some("m"),
+            resume,
+            home: "/tmp/reeval-agent/x",
+            mcp: false,
+        }
     }
 
     fn agents() -> Vec<Box<dyn Harness>> {
@@ -418,9 +479,18 @@ mod tests {
         ];
         for (cmd, element) in argvs {
             assert_eq!(cmd.argv()[0], "agent");
-            assert_eq!(cmd.argv().iter().filter(|a| a.contains("$(rm")).count(), 1, "{:?}", cmd.argv());
+            assert_eq!(
+                cmd.argv().iter().filter(|a| a.contains("$(rm")).count(),
+                1,
+                "{:?}",
+                cmd.argv()
+            );
             assert_eq!(cmd.argv().last(), Some(&element), "{:?}", cmd.argv());
-            assert!(!cmd.argv().iter().any(|a| a == "sh" || a == "bash" || a == "-c"), "{:?}", cmd.argv());
+            assert!(
+                !cmd.argv().iter().any(|a| a == "sh" || a == "bash" || a == "-c"),
+                "{:?}",
+                cmd.argv()
+            );
         }
         // Claude Code reads the task on stdin.
         let claude = claude_code::ClaudeCode.command(&inv(task, None));
@@ -442,15 +512,24 @@ mod tests {
     #[test]
     fn images_are_pinned_installs_on_the_base_image() {
         for h in agents() {
-            let Some(ImageSpec::Install { base, steps }) = h.image() else { panic!("{} has no install image", h.name()) };
+            let Some(ImageSpec::Install { base, steps }) = h.image() else {
+                panic!("{} has no install image", h.name())
+            };
             assert_eq!(base, DEFAULT_IMAGE);
-            assert!(steps.iter().any(|s| s.contains('@') || s.contains("downloads.cursor.com/lab/2")), "{}: {steps:?}", h.name());
+            assert!(
+                steps.iter().any(|s| s.contains('@') || s.contains("downloads.cursor.com/lab/2")),
+                "{}: {steps:?}",
+                h.name()
+            );
         }
     }
 
     #[test]
     fn rules_files_and_credentials() {
-        let got: Vec<(String, String, Vec<String>)> = agents().iter().map(|h| (h.name().to_string(), h.rules_file().to_string(), h.credentials())).collect();
+        let got: Vec<(String, String, Vec<String>)> = agents()
+            .iter()
+            .map(|h| (h.name().to_string(), h.rules_file().to_string(), h.credentials()))
+            .collect();
         let want = [
             ("claude-code", "CLAUDE.md", "ANTHROPIC_API_KEY"),
             ("codex", "AGENTS.md", "OPENAI_API_KEY"),
@@ -466,7 +545,13 @@ mod tests {
 
     #[test]
     fn skills_land_under_their_name() {
-        let skills = vec![Skill { name: "review".into(), files: vec![("SKILL.md".into(), b"x".to_vec(), 0o644), ("../evil".into(), vec![], 0o644)] }];
+        let skills = vec![Skill {
+            name: "review".into(),
+            files: vec![
+                ("SKILL.md".into(), b"x".to_vec(), 0o644),
+                ("../evil".into(), vec![], 0o644),
+            ],
+        }];
         let files = skill_files("/h/skills", &skills);
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].0, "/h/skills/review/SKILL.md");
@@ -474,7 +559,10 @@ mod tests {
 
     #[test]
     fn mcp_servers_in_the_common_shape() {
-        let servers = vec![McpServer::stdio("fs", ["npx", "-y", "srv"]), McpServer::http("api", "https://x/mcp")];
+        let servers = vec![
+            McpServer::stdio("fs", ["npx", "-y", "srv"]),
+            McpServer::http("api", "https://x/mcp"),
+        ];
         let v = Value::Object(mcp_servers(&servers, true, "url"));
         assert_eq!(v["fs"]["command"], "npx");
         assert_eq!(v["fs"]["args"][1], "srv");

@@ -85,7 +85,11 @@ impl CliAgent for Opencode {
             "permission": { "edit": "allow", "bash": "allow", "webfetch": "allow" },
             "mcp": mcp_config(&setup.mcp),
         });
-        let mut files = vec![(format!("{home}/config/opencode/opencode.json"), serde_json::to_vec_pretty(&config).unwrap_or_default(), 0o600)];
+        let mut files = vec![(
+            format!("{home}/config/opencode/opencode.json"),
+            serde_json::to_vec_pretty(&config).unwrap_or_default(),
+            0o600,
+        )];
         files.extend(super::skill_files(&format!("{home}/config/opencode/skills"), &setup.skills));
         Ok(files)
     }
@@ -143,7 +147,15 @@ impl EventParser for Parser {
                 let path = string(&input, "filePath").map(str::to_string);
                 turn.tool_started(Some(id), name, input);
                 let kind = match name {
-                    "write" if state.get("metadata").and_then(|m| m.get("exists")).and_then(Value::as_bool) == Some(true) => Some(EditKind::Update),
+                    "write"
+                        if state
+                            .get("metadata")
+                            .and_then(|m| m.get("exists"))
+                            .and_then(Value::as_bool)
+                            == Some(true) =>
+                    {
+                        Some(EditKind::Update)
+                    }
                     "write" => Some(EditKind::Add),
                     "edit" | "multiedit" => Some(EditKind::Update),
                     _ => None,
@@ -153,10 +165,19 @@ impl EventParser for Parser {
                         if let (Some(kind), Some(path)) = (kind, path) {
                             turn.edit_on_success(id, &path, kind);
                         }
-                        turn.tool_finished(id, name, Some(text_of(state.get("output").unwrap_or(&Value::Null))), None);
+                        turn.tool_finished(
+                            id,
+                            name,
+                            Some(text_of(state.get("output").unwrap_or(&Value::Null))),
+                            None,
+                        );
                     }
                     Some("error") => {
-                        let error = state.get("error").map(text_of).filter(|e| !e.is_empty()).unwrap_or_else(|| "error".into());
+                        let error = state
+                            .get("error")
+                            .map(text_of)
+                            .filter(|e| !e.is_empty())
+                            .unwrap_or_else(|| "error".into());
                         turn.tool_finished(id, name, None, Some(error));
                     }
                     _ => {}
@@ -177,7 +198,8 @@ impl EventParser for Parser {
             Some("error") => {
                 let e = ev.get("error").unwrap_or(&Value::Null);
                 let data = e.get("data").unwrap_or(&Value::Null);
-                let message = string(data, "message").or_else(|| string(e, "message")).map(str::to_string);
+                let message =
+                    string(data, "message").or_else(|| string(e, "message")).map(str::to_string);
                 let name = string(e, "name").unwrap_or("error");
                 let message = match message {
                     Some(m) => format!("{name}: {m}"),
@@ -219,7 +241,16 @@ mod tests {
             r#"{"type":"text","sessionID":"s1","part":{"messageID":"m2","type":"text","text":"Done."}}"#,
             r#"{"type":"step_finish","sessionID":"s1","part":{"type":"step-finish","tokens":{"input":30,"output":20,"reasoning":0,"cache":{"read":100,"write":0}}}}"#,
         ]);
-        assert_eq!(t.usage, Usage { input: Some(130), output: Some(70), cache_read: Some(120), cache_write: Some(5), reasoning: Some(10) });
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: Some(130),
+                output: Some(70),
+                cache_read: Some(120),
+                cache_write: Some(5),
+                reasoning: Some(10)
+            }
+        );
         assert_eq!(t.final_message.as_deref(), Some("Done."));
         assert_eq!(t.file_edits[0].path, "hello.py");
         assert_eq!(t.session_id.as_deref(), Some("s1"));

@@ -50,7 +50,10 @@ impl CliAgent for Pi {
 
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
         if let Some(s) = setup.mcp.first() {
-            return Err(format!("pi has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment", s.name()));
+            return Err(format!(
+                "pi has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment",
+                s.name()
+            ));
         }
         Ok(super::skill_files(&format!("{home}/skills"), &setup.skills))
     }
@@ -108,13 +111,22 @@ impl EventParser for Parser {
                 let name = string(ev, "toolName").unwrap_or("tool");
                 let result = ev.get("result").map(|r| text_of(r.get("content").unwrap_or(r)));
                 if ev.get("isError").and_then(Value::as_bool).unwrap_or(false) {
-                    turn.tool_finished(id, name, None, Some(result.unwrap_or_else(|| "error".into())));
+                    turn.tool_finished(
+                        id,
+                        name,
+                        None,
+                        Some(result.unwrap_or_else(|| "error".into())),
+                    );
                 } else {
                     turn.tool_finished(id, name, result, None);
                 }
             }
             Some("message_end") => {
-                let Some(msg) = ev.get("message").filter(|m| string(m, "role") == Some("assistant")) else { return };
+                let Some(msg) =
+                    ev.get("message").filter(|m| string(m, "role") == Some("assistant"))
+                else {
+                    return;
+                };
                 if let Some(u) = msg.get("usage") {
                     turn.usage.add(&Usage {
                         input: count(u, "input"),
@@ -128,14 +140,21 @@ impl EventParser for Parser {
                     turn.model = Some(m.to_string());
                 }
                 if matches!(string(msg, "stopReason"), Some("error")) {
-                    self.last_error = Some(string(msg, "errorMessage").unwrap_or("the model call failed").to_string());
+                    self.last_error = Some(
+                        string(msg, "errorMessage").unwrap_or("the model call failed").to_string(),
+                    );
                 } else {
                     self.last_error = None;
                     let text = msg
                         .get("content")
                         .and_then(Value::as_array)
                         .map(|blocks| {
-                            blocks.iter().filter(|b| string(b, "type") == Some("text")).filter_map(|b| string(b, "text")).collect::<Vec<_>>().join("")
+                            blocks
+                                .iter()
+                                .filter(|b| string(b, "type") == Some("text"))
+                                .filter_map(|b| string(b, "text"))
+                                .collect::<Vec<_>>()
+                                .join("")
                         })
                         .unwrap_or_default();
                     if !text.trim().is_empty() {
@@ -174,7 +193,16 @@ mod tests {
             p.event(&super::super::ndjson::parse_event(l).unwrap(), &mut t);
         }
         p.finish(&mut t);
-        assert_eq!(t.usage, Usage { input: Some(110), output: Some(55), cache_read: Some(140), cache_write: Some(10), reasoning: None });
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: Some(110),
+                output: Some(55),
+                cache_read: Some(140),
+                cache_write: Some(10),
+                reasoning: None
+            }
+        );
         assert_eq!(t.final_message.as_deref(), Some("Done."));
         assert_eq!(t.session_id.as_deref(), Some("p1"));
         assert!(t.failure.is_none());

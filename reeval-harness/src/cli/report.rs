@@ -63,7 +63,13 @@ impl TurnBuilder {
     /// Records a tool call's result or error. A result for an unknown id starts
     /// a call named `name`. An edit announced with [`TurnBuilder::edit_on_success`] is
     /// kept when the call succeeded.
-    pub fn tool_finished(&mut self, id: &str, name: &str, result: Option<String>, error: Option<String>) {
+    pub fn tool_finished(
+        &mut self,
+        id: &str,
+        name: &str,
+        result: Option<String>,
+        error: Option<String>,
+    ) {
         let i = match self.by_id.get(id) {
             Some(&i) => i,
             None => self.tool_started(Some(id), name, Value::Null),
@@ -142,7 +148,9 @@ pub fn text_of(v: &Value) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n"),
-        Value::Object(_) if v.get("text").is_some_and(Value::is_string) => string(v, "text").unwrap_or_default().to_string(),
+        Value::Object(_) if v.get("text").is_some_and(Value::is_string) => {
+            string(v, "text").unwrap_or_default().to_string()
+        }
         other => other.to_string(),
     }
 }
@@ -191,7 +199,10 @@ mod tests {
 
     #[test]
     fn reads_text_and_statuses() {
-        assert_eq!(text_of(&json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])), "a\nb");
+        assert_eq!(
+            text_of(&json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])),
+            "a\nb"
+        );
         assert_eq!(text_of(&json!("x")), "x");
         assert_eq!(status_of(Some(&json!("401"))), Some(401));
         assert_eq!(status_of(Some(&json!(529))), Some(529));

@@ -9,7 +9,9 @@ use bollard::Docker;
 use bollard::body_full;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::query_parameters::{DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder};
+use bollard::query_parameters::{
+    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -78,7 +80,10 @@ impl DockerSandbox {
             .map_err(|e| SandboxError::engine("create an exec", e))?;
         let started = self
             .docker
-            .start_exec(&created.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions { detach: false, tty: false, output_capacity: None }),
+            )
             .await
             .map_err(|e| SandboxError::engine("start an exec", e))?;
         let StartExecResults::Attached { mut output, mut input } = started else {
@@ -132,7 +137,11 @@ impl DockerSandbox {
                 }
             }
         }
-        let inspected = self.docker.inspect_exec(&created.id).await.map_err(|e| SandboxError::engine("inspect an exec", e))?;
+        let inspected = self
+            .docker
+            .inspect_exec(&created.id)
+            .await
+            .map_err(|e| SandboxError::engine("inspect an exec", e))?;
         Ok(inspected.exit_code.unwrap_or(-1))
     }
 }
@@ -144,7 +153,10 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn start(&self) -> Result<(), SandboxError> {
-        self.docker.start_container(&self.id, None).await.map_err(|e| SandboxError::engine("start the container", e))
+        self.docker
+            .start_container(&self.id, None)
+            .await
+            .map_err(|e| SandboxError::engine("start the container", e))
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
@@ -162,7 +174,13 @@ impl Sandbox for DockerSandbox {
         env.extend(cmd.env.iter().cloned());
         let mut out = BoundedBuffer::new(CAPTURE_LIMIT);
         let mut err = BoundedBuffer::new(CAPTURE_LIMIT);
-        let spec = ExecSpec { argv, env: &env, workdir: cmd.workdir.clone(), user: cmd.user.clone(), stdin: cmd.stdin.as_deref() };
+        let spec = ExecSpec {
+            argv,
+            env: &env,
+            workdir: cmd.workdir.clone(),
+            user: cmd.user.clone(),
+            stdin: cmd.stdin.as_deref(),
+        };
         let run = self.run_exec(spec, stdout.as_ref(), &mut out, &mut err);
         let (exit_code, timed_out) = match cmd.timeout {
             None => (run.await?, false),
@@ -192,22 +210,39 @@ impl Sandbox for DockerSandbox {
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
         self.docker
-            .upload_to_container(&self.id, Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()), body_full(tar))
+            .upload_to_container(
+                &self.id,
+                Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()),
+                body_full(tar),
+            )
             .await
             .map_err(|e| {
-                if is_not_found(&e) { SandboxError::NotFound { path: dir.to_string() } } else { SandboxError::engine(format!("upload files to {dir}"), e) }
+                if is_not_found(&e) {
+                    SandboxError::NotFound { path: dir.to_string() }
+                } else {
+                    SandboxError::engine(format!("upload files to {dir}"), e)
+                }
             })
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
-        let mut stream = self.docker.download_from_container(&self.id, Some(DownloadFromContainerOptionsBuilder::default().path(path).build()));
+        let mut stream = self.docker.download_from_container(
+            &self.id,
+            Some(DownloadFromContainerOptionsBuilder::default().path(path).build()),
+        );
         let mut buf = Vec::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
-                if is_not_found(&e) { SandboxError::NotFound { path: path.to_string() } } else { SandboxError::engine(format!("download {path}"), e) }
+                if is_not_found(&e) {
+                    SandboxError::NotFound { path: path.to_string() }
+                } else {
+                    SandboxError::engine(format!("download {path}"), e)
+                }
             })?;
             if buf.len() as u64 + chunk.len() as u64 > limit {
-                return Err(SandboxError::Archive { message: format!("{path} is larger than {limit} bytes") });
+                return Err(SandboxError::Archive {
+                    message: format!("{path} is larger than {limit} bytes"),
+                });
             }
             buf.extend_from_slice(&chunk);
         }
@@ -232,11 +267,17 @@ impl Sandbox for DockerSandbox {
             .map_err(|e| SandboxError::engine("create a relay exec", e))?;
         let started = self
             .docker
-            .start_exec(&created.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions { detach: false, tty: false, output_capacity: None }),
+            )
             .await
             .map_err(|e| SandboxError::engine("start a relay exec", e))?;
         let StartExecResults::Attached { output, input } = started else {
-            return Err(SandboxError::engine_says("start a relay exec", "engine detached the exec"));
+            return Err(SandboxError::engine_says(
+                "start a relay exec",
+                "engine detached the exec",
+            ));
         };
         let output = output
             .filter_map(|item| async move {
@@ -259,8 +300,20 @@ impl DockerSandbox {
     /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
     async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
         // Our own paths, without spaces: the pattern is expanded by the shell on purpose.
-        let argv = vec!["/bin/sh".into(), "-c".into(), KILL_SCRIPT.into(), pid_files.to_string(), signal.name().to_string()];
-        self.run_exec(ExecSpec::root(argv), None, &mut BoundedBuffer::new(0), &mut BoundedBuffer::new(4096)).await.map(|_| ())
+        let argv = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            KILL_SCRIPT.into(),
+            pid_files.to_string(),
+            signal.name().to_string(),
+        ];
+        self.run_exec(
+            ExecSpec::root(argv),
+            None,
+            &mut BoundedBuffer::new(0),
+            &mut BoundedBuffer::new(4096),
+        )
+        .await
+        .map(|_| ())
     }
 }
-

@@ -10,12 +10,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
 
 pub use container::DockerSandbox;
 
 use super::{
-    Backend, Capabilities, EngineInfo, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN, NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
+    Backend, Capabilities, EngineInfo, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN, NetworkSpec,
+    ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
 use crate::environment::ImageSpec;
 
@@ -45,7 +48,8 @@ impl DockerBackend {
     /// # Cancel safety
     /// Safe.
     pub async fn connect() -> Result<Self, SandboxError> {
-        Self::connect_to(std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()).as_deref()).await
+        Self::connect_to(std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()).as_deref())
+            .await
     }
 
     /// Connects to `host` (a `DOCKER_HOST` value), or the local socket when `None`.
@@ -61,8 +65,13 @@ impl DockerBackend {
             Some(h) => Docker::connect_with_host(h),
             None => Docker::connect_with_local_defaults(),
         }
-        .map_err(|e| SandboxError::EngineConfig { message: format!("DOCKER_HOST={named} cannot be used: {e}") })?;
-        let docker = docker.negotiate_version().await.map_err(|e| SandboxError::EngineUnreachable { message: format!("{named}: {e}") })?;
+        .map_err(|e| SandboxError::EngineConfig {
+            message: format!("DOCKER_HOST={named} cannot be used: {e}"),
+        })?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| SandboxError::EngineUnreachable { message: format!("{named}: {e}") })?;
         Ok(Self { docker, host: named })
     }
 
@@ -93,7 +102,11 @@ impl DockerBackend {
     ///
     /// # Cancel safety
     /// Safe.
-    pub async fn containers_labelled(&self, label: &str, value: Option<&str>) -> Result<Vec<(String, HashMap<String, String>)>, SandboxError> {
+    pub async fn containers_labelled(
+        &self,
+        label: &str,
+        value: Option<&str>,
+    ) -> Result<Vec<(String, HashMap<String, String>)>, SandboxError> {
         let filter = match value {
             Some(v) => format!("{label}={v}"),
             None => label.to_string(),
@@ -101,7 +114,9 @@ impl DockerBackend {
         let filters = HashMap::from([("label", vec![filter])]);
         let list = self
             .docker
-            .list_containers(Some(ListContainersOptionsBuilder::default().all(true).filters(&filters).build()))
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default().all(true).filters(&filters).build(),
+            ))
             .await
             .map_err(|e| SandboxError::engine("list containers", e))?;
         Ok(list.into_iter().filter_map(|c| Some((c.id?, c.labels.unwrap_or_default()))).collect())
@@ -132,8 +147,11 @@ impl Backend for DockerBackend {
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
-        let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable { message: format!("{}: {e}", self.host) })?;
-        let podman = v.components.iter().flatten().any(|c| c.name.to_lowercase().contains("podman"));
+        let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
+            message: format!("{}: {e}", self.host),
+        })?;
+        let podman =
+            v.components.iter().flatten().any(|c| c.name.to_lowercase().contains("podman"));
         Ok(EngineInfo {
             name: if podman { "Podman".into() } else { "Docker Engine".into() },
             version: v.version.unwrap_or_default(),
@@ -142,7 +160,11 @@ impl Backend for DockerBackend {
         })
     }
 
-    async fn ensure_image(&self, spec: &ImageSpec, extra: &str) -> Result<ReadyImage, SandboxError> {
+    async fn ensure_image(
+        &self,
+        spec: &ImageSpec,
+        extra: &str,
+    ) -> Result<ReadyImage, SandboxError> {
         crate::image::ensure(self, spec, extra).await
     }
 
@@ -151,7 +173,9 @@ impl Backend for DockerBackend {
         labels.insert(LABEL_OWNER.into(), owner_label());
         let binds = match &spec.network {
             NetworkSpec::None => None,
-            NetworkSpec::GatewaySocket { host_dir, sandbox_dir } => Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())]),
+            NetworkSpec::GatewaySocket { host_dir, sandbox_dir } => {
+                Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())])
+            }
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
@@ -171,19 +195,31 @@ impl Backend for DockerBackend {
                 // Everything dropped, then only what ordinary tools (package
                 // installs, chown in build scripts, kill) need as root inside.
                 cap_drop: Some(vec!["ALL".into()]),
-                cap_add: Some(["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"].map(String::from).to_vec()),
+                cap_add: Some(
+                    ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+                        .map(String::from)
+                        .to_vec(),
+                ),
                 security_opt: Some(vec!["no-new-privileges".into()]),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        let created = self.docker.create_container(Some(CreateContainerOptionsBuilder::default().build()), body).await.map_err(|e| {
-            if is_not_found(&e) {
-                SandboxError::ImageMissing { image: spec.image.clone(), hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into() }
-            } else {
-                SandboxError::engine(format!("create a container from {}", spec.image), e)
-            }
-        })?;
+        let created = self
+            .docker
+            .create_container(Some(CreateContainerOptionsBuilder::default().build()), body)
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    SandboxError::ImageMissing {
+                        image: spec.image.clone(),
+                        hint: "build it first (scripts/build-base-image.sh builds reeval/base)"
+                            .into(),
+                    }
+                } else {
+                    SandboxError::engine(format!("create a container from {}", spec.image), e)
+                }
+            })?;
         Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id)))
     }
 
@@ -214,7 +250,13 @@ impl Backend for DockerBackend {
 }
 
 async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError> {
-    match docker.remove_container(id, Some(RemoveContainerOptionsBuilder::default().force(true).v(true).build())).await {
+    match docker
+        .remove_container(
+            id,
+            Some(RemoveContainerOptionsBuilder::default().force(true).v(true).build()),
+        )
+        .await
+    {
         Ok(()) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         // 409: removal already in progress.
@@ -228,7 +270,9 @@ fn short(id: &str) -> &str {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// `(start ticks)` of a process, from field 22 of `/proc/<pid>/stat`.
@@ -281,4 +325,3 @@ mod tests {
         assert!(!owner_is_gone(""));
     }
 }
-
