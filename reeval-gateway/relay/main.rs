@@ -4,12 +4,21 @@
 //!   reeval-relay serve  --listen 127.0.0.1:3128 --socket /run/reeval/gateway.sock
 //!   reeval-relay verify [--tcp ADDR[,ADDR...]] [--dns] [--socket PATH]
 //!   reeval-relay start  --listen ADDR --socket PATH [--tcp ...] [--dns]
+//!   reeval-relay supervise --listen ADDR --socket PATH [--tcp ...] [--dns]
+//!                          [--ca FILE --ca-to PATH --ca-bundle PATH]
 //!
 //! `serve` forwards every TCP connection on the listen address to the unix
 //! socket. `verify` proves isolation: each TCP target should fail to connect
 //! and no DNS server should answer. `start` verifies, starts `serve` in the
 //! background and waits for it to listen, so one exec does both. verify and
 //! start print one JSON line.
+//!
+//! `supervise` is the sandbox's main process: it verifies isolation,
+//! installs the per-run CA when asked (as its own file and appended to the
+//! system bundle), starts `serve` as a child, sends its report to the
+//! gateway through the socket (`POST /_reeval/isolation`), and then lives as
+//! long as the sandbox. If `serve` dies (an agent killed it), the sandbox
+//! only loses its way out.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -31,6 +40,9 @@ struct Args {
     socket: Option<String>,
     tcp: Vec<String>,
     dns: bool,
+    ca: Option<String>,
+    ca_to: Option<String>,
+    ca_bundle: Option<String>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -43,6 +55,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--socket" => out.socket = Some(value("--socket")?),
             "--tcp" => out.tcp.extend(value("--tcp")?.split(',').filter(|s| !s.is_empty()).map(str::to_owned)),
             "--dns" => out.dns = true,
+            "--ca" => out.ca = Some(value("--ca")?),
+            "--ca-to" => out.ca_to = Some(value("--ca-to")?),
+            "--ca-bundle" => out.ca_bundle = Some(value("--ca-bundle")?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -82,6 +97,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         "start" => start(&args),
+        "supervise" => supervise(&args),
         _ => {
             eprintln!("{usage}");
             ExitCode::from(2)
@@ -228,7 +244,7 @@ fn start(args: &Args) -> ExitCode {
         return ExitCode::from(2);
     };
     // Verify first, while nothing of ours listens, so a TCP target can never be our own relay.
-    let verify_args = Args { listen: None, socket: Some(socket.clone()), tcp: args.tcp.clone(), dns: args.dns };
+    let verify_args = Args { listen: None, socket: Some(socket.clone()), tcp: args.tcp.clone(), dns: args.dns, ..Args::default() };
     let report = verify(&verify_args);
     let spawned = Command::new("/proc/self/exe")
         .args(["serve", "--listen", listen, "--socket", socket])
@@ -262,6 +278,95 @@ fn start(args: &Args) -> ExitCode {
     };
     println!("{{{report},\"listening\":{listening},\"pid\":{pid}}}");
     if listening { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// The sandbox's main process: verify, install the CA, start `serve`, report, then stay.
+fn supervise(args: &Args) -> ExitCode {
+    let (Some(listen), Some(socket)) = (&args.listen, &args.socket) else {
+        eprintln!("reeval-relay: supervise needs --listen and --socket");
+        return ExitCode::from(2);
+    };
+    let Ok(addr) = listen.parse::<SocketAddr>() else {
+        eprintln!("reeval-relay: --listen must be IP:PORT");
+        return ExitCode::from(2);
+    };
+    // Verify first, while nothing of ours listens, so a TCP target can never be our own relay.
+    let verify_args = Args { socket: Some(socket.clone()), tcp: args.tcp.clone(), dns: args.dns, ..Args::default() };
+    let mut report = verify(&verify_args);
+    if let (Some(from), Some(to), Some(bundle)) = (&args.ca, &args.ca_to, &args.ca_bundle) {
+        report.push_str(&format!(",\"ca\":{}", install_ca(from, to, bundle)));
+    }
+    let serve = Command::new("/proc/self/exe")
+        .args(["serve", "--listen", listen, "--socket", socket])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match serve {
+        Ok(child) => child,
+        Err(e) => {
+            report.push_str(&format!(",\"listening\":false,\"error\":{}", json(&format!("failed to start serve: {e}"))));
+            post_report(socket, &format!("{{{report}}}"));
+            return stay();
+        }
+    };
+    let deadline = Instant::now() + START_WAIT;
+    let listening = loop {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+            break true;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) || Instant::now() >= deadline {
+            break false;
+        }
+        thread::sleep(Duration::from_millis(2));
+    };
+    report.push_str(&format!(",\"listening\":{listening},\"pid\":{}", child.id()));
+    post_report(socket, &format!("{{{report}}}"));
+    // Reap `serve` when it ends; the sandbox goes on without a way out.
+    let _ = child.wait();
+    stay()
+}
+
+/// Lives until the sandbox is destroyed.
+fn stay() -> ExitCode {
+    loop {
+        thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// Writes the CA at `from` to `to` and appends it to the system bundle; a JSON object saying how it went.
+fn install_ca(from: &str, to: &str, bundle: &str) -> String {
+    let installed = (|| -> io::Result<()> {
+        let pem = std::fs::read(from)?;
+        if let Some(dir) = std::path::Path::new(to).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(to, &pem)?;
+        if let Some(dir) = std::path::Path::new(bundle).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(bundle)?;
+        f.write_all(b"\n")?;
+        f.write_all(&pem)
+    })();
+    match installed {
+        Ok(()) => "{\"installed\":true}".to_owned(),
+        Err(e) => format!("{{\"installed\":false,\"error\":{}}}", json(&e.to_string())),
+    }
+}
+
+/// Sends the report to the gateway: one HTTP/1.1 request over the socket.
+fn post_report(socket: &str, body: &str) {
+    let Ok(mut s) = UnixStream::connect(socket) else { return };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = format!(
+        "POST /_reeval/isolation HTTP/1.1\r\nhost: reeval-gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if s.write_all(request.as_bytes()).is_ok() {
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+    }
 }
 
 fn json(s: &str) -> String {

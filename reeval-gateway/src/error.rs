@@ -67,6 +67,14 @@ pub enum GatewayError {
         source: std::io::Error,
     },
     /// The binary's configuration is invalid.
+    /// The sandbox's relay sent no isolation report in time.
+    #[error(
+        "failed to verify the sandbox's isolation: its relay sent no report within {within:?} (is the gateway directory mounted, and does the image run the relay?)"
+    )]
+    NoReport {
+        /// How long it was waited for.
+        within: std::time::Duration,
+    },
     #[error("failed to load the gateway configuration: {message}")]
     Config {
         /// What is wrong.

@@ -178,6 +178,7 @@ impl Gateway {
                 policy,
                 bindings,
                 log: Arc::new(EgressLog::default()),
+                isolation: watch::channel(None).0,
             }),
         })
     }
@@ -201,6 +202,9 @@ pub(crate) struct AttemptShared {
     pub(crate) policy: watch::Sender<Arc<Policy>>,
     pub(crate) bindings: Bindings,
     pub(crate) log: Arc<EgressLog>,
+    /// The relay's isolation report; only the first one counts (it comes
+    /// before anything else in the sandbox runs).
+    pub(crate) isolation: watch::Sender<Option<Arc<crate::relay::RelayReport>>>,
 }
 
 /// One attempt's view of the gateway. Every connection that arrives on one
@@ -293,6 +297,28 @@ impl AttemptGateway {
     /// Totals so far.
     pub fn counters(&self) -> EgressCounters {
         self.shared.log.counters()
+    }
+
+    /// The isolation report the sandbox's relay sent when it started
+    /// ([`relay::supervise_argv`](crate::relay::supervise_argv)), waiting up to `within` for it.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError::NoReport`] when none arrived in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// Safe: a report that arrives later is kept for the next call.
+    pub async fn isolation(
+        &self,
+        within: Duration,
+    ) -> Result<Arc<crate::relay::RelayReport>, GatewayError> {
+        let mut rx = self.shared.isolation.subscribe();
+        let wait = rx.wait_for(Option::is_some);
+        match tokio::time::timeout(within, wait).await {
+            Ok(Ok(report)) => Ok(report.clone().expect("waited for Some")),
+            _ => Err(GatewayError::NoReport { within }),
+        }
     }
 }
 

@@ -127,6 +127,9 @@ async fn handle(conn: Conn, req: Request<Incoming>) -> Response<GatewayBody> {
             StatusCode::BAD_REQUEST,
             "reeval egress gateway: only http:// URLs can be sent as plain proxy requests; use CONNECT for https\n",
         ),
+        (None, _) if uri.path() == crate::relay::ISOLATION_PATH && req.method() == Method::POST => {
+            isolation_report(&conn, req).await
+        }
         (None, _) => match parse_base_url(&uri) {
             Some(Ok((target, pq))) => forward(conn, req, target, Route::BaseUrl, pq).await,
             Some(Err(why)) => {
@@ -139,6 +142,44 @@ async fn handle(conn: Conn, req: Request<Incoming>) -> Response<GatewayBody> {
                 ),
             ),
         },
+    }
+}
+
+/// Keeps the relay's isolation report: the first one only, so nothing that
+/// runs later in the sandbox can replace it.
+async fn isolation_report(conn: &Conn, req: Request<Incoming>) -> Response<GatewayBody> {
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(req.into_body(), 64 * 1024);
+    let Ok(body) = limited.collect().await.map(|b| b.to_bytes()) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "reeval egress gateway: the report is unreadable or too large\n",
+        );
+    };
+    let report: crate::relay::RelayReport = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("reeval egress gateway: the report does not parse: {e}\n"),
+            );
+        }
+    };
+    let mut first = false;
+    conn.attempt.isolation.send_if_modified(|slot| {
+        first = slot.is_none();
+        if first {
+            *slot = Some(Arc::new(report));
+        }
+        first
+    });
+    if first {
+        text(StatusCode::NO_CONTENT, "")
+    } else {
+        text(
+            StatusCode::CONFLICT,
+            "reeval egress gateway: this sandbox's isolation was already reported\n",
+        )
     }
 }
 

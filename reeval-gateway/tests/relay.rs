@@ -212,3 +212,76 @@ impl Drop for KillPid {
         let _ = Command::new("kill").arg(self.0.to_string()).status();
     }
 }
+
+/// `supervise`, as a sandbox's main process: it verifies, installs the CA,
+/// serves, and reports to the gateway through the socket; the first report
+/// is the one kept. Killing `serve` leaves the supervisor (the sandbox) alive.
+// Multi-threaded: the test talks to the gateway with blocking std I/O.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervise_reports_to_the_gateway_and_outlives_its_relay() {
+    let dir = TempDir::new("supervise");
+    let exe = relay_exe(&dir.0);
+    let gateway = reeval_gateway::Gateway::new(reeval_gateway::GatewayOptions::default()).unwrap();
+    let attempt = gateway.attempt(reeval_gateway::Policy::deny_all(), Vec::new()).unwrap();
+    let socket = dir.0.join("gateway.sock");
+    let _serving = attempt.bind_unix(&socket).unwrap();
+    let ca = dir.0.join("ca.pem");
+    std::fs::write(&ca, gateway.ca_pem()).unwrap();
+    let (ca_to, bundle) = (dir.0.join("store/reeval.crt"), dir.0.join("certs/bundle.crt"));
+    std::fs::create_dir_all(dir.0.join("certs")).unwrap();
+    std::fs::write(&bundle, "-----SYSTEM ROOTS-----\n").unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let closed = format!("127.0.0.1:{}", free_port());
+    let mut supervisor = Command::new(&exe)
+        .args([
+            "supervise",
+            "--listen",
+            &listen,
+            "--socket",
+            socket.to_str().unwrap(),
+            "--tcp",
+            &closed,
+        ])
+        .args([
+            "--ca",
+            ca.to_str().unwrap(),
+            "--ca-to",
+            ca_to.to_str().unwrap(),
+            "--ca-bundle",
+            bundle.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let report = attempt.isolation(Duration::from_secs(10)).await.expect("a report");
+    assert!(report.isolated() && report.listening == Some(true), "{report:?}");
+    assert_eq!(report.tcp.len(), 1);
+    assert_eq!(report.ca.as_ref().map(|c| c.installed), Some(true), "{report:?}");
+    assert_eq!(std::fs::read_to_string(&ca_to).unwrap(), gateway.ca_pem());
+    let bundle_text = std::fs::read_to_string(&bundle).unwrap();
+    assert!(
+        bundle_text.starts_with("-----SYSTEM ROOTS-----")
+            && bundle_text.contains(gateway.ca_pem().trim())
+    );
+
+    // A second report (anything that runs later in the sandbox) is refused.
+    let forged = r#"{"tcp":[],"listening":true}"#;
+    let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    write!(s, "POST /_reeval/isolation HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{forged}", forged.len()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 409"), "{answer}");
+
+    // Killing the relay (`serve`) loses the way out; the supervisor lives on.
+    let pid = report.pid.expect("serve's pid");
+    assert!(Command::new("kill").arg(pid.to_string()).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(&listen).is_ok() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(TcpStream::connect(&listen).is_err(), "the relay still listens");
+    thread::sleep(Duration::from_millis(200));
+    assert!(supervisor.try_wait().unwrap().is_none(), "the supervisor ended with its relay");
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+}

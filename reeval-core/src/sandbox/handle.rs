@@ -150,15 +150,7 @@ impl SandboxHandle {
         cmd: Command,
         stdout: mpsc::UnboundedSender<Bytes>,
     ) -> Result<ExecOutput, SandboxError> {
-        let cmd = self.with_workdir(&cmd);
-        self.sandbox
-            .exec(ExecRequest {
-                command: &cmd,
-                env: &self.env,
-                stdout: Some(stdout),
-                group: ProcessGroup::Killable,
-            })
-            .await
+        self.exec_streamed(cmd, stdout, ProcessGroup::Killable).await
     }
 
     /// Runs a plain command whose stdout also streams to `stdout` (for output
@@ -174,15 +166,18 @@ impl SandboxHandle {
         cmd: Command,
         stdout: mpsc::UnboundedSender<Bytes>,
     ) -> Result<ExecOutput, SandboxError> {
+        self.exec_streamed(cmd, stdout, ProcessGroup::Plain).await
+    }
+
+    async fn exec_streamed(
+        &self,
+        cmd: Command,
+        stdout: mpsc::UnboundedSender<Bytes>,
+        group: ProcessGroup,
+    ) -> Result<ExecOutput, SandboxError> {
         let cmd = self.with_workdir(&cmd);
-        self.sandbox
-            .exec(ExecRequest {
-                command: &cmd,
-                env: &self.env,
-                stdout: Some(stdout),
-                group: ProcessGroup::Plain,
-            })
-            .await
+        let request = ExecRequest { command: &cmd, env: &self.env, stdout: Some(stdout), group };
+        self.sandbox.exec(request).await
     }
 
     /// How many processes the kernel's OOM killer has killed in the sandbox

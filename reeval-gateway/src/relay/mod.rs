@@ -60,6 +60,54 @@ pub fn start_argv(probe: &[SocketAddr], dns: bool) -> Vec<String> {
     argv
 }
 
+/// The path on which the relay reports its isolation check to the gateway.
+pub const ISOLATION_PATH: &str = "/_reeval/isolation";
+
+/// Where the CA the relay installs is read from, in the mounted gateway directory.
+pub const SANDBOX_CA_SOURCE: &str = "/run/reeval/ca.pem";
+
+/// The argv of a sandbox's main process when its gateway directory (socket
+/// and relay) is mounted at [`SANDBOX_SOCKET_DIR`]: `relay` verifies that
+/// every `probe` address fails to connect and DNS does not answer, installs
+/// the CA when `install_ca`, starts serving, and reports to the gateway
+/// ([`AttemptGateway::isolation`](crate::AttemptGateway::isolation)).
+pub fn supervise_argv(
+    relay: &str,
+    probe: &[SocketAddr],
+    dns: bool,
+    install_ca: bool,
+) -> Vec<String> {
+    let mut argv = vec![
+        relay.to_owned(),
+        "supervise".to_owned(),
+        "--listen".to_owned(),
+        SANDBOX_PROXY_ADDR.to_owned(),
+        "--socket".to_owned(),
+        SANDBOX_SOCKET_PATH.to_owned(),
+    ];
+    if !probe.is_empty() {
+        argv.push("--tcp".to_owned());
+        argv.push(probe.iter().map(ToString::to_string).collect::<Vec<_>>().join(","));
+    }
+    if dns {
+        argv.push("--dns".to_owned());
+    }
+    if install_ca {
+        argv.extend(
+            [
+                "--ca",
+                SANDBOX_CA_SOURCE,
+                "--ca-to",
+                SANDBOX_CA_PATH,
+                "--ca-bundle",
+                SANDBOX_CA_BUNDLE,
+            ]
+            .map(str::to_owned),
+        );
+    }
+    argv
+}
+
 /// The environment that routes a sandbox's tools through the relay and
 /// makes them trust the per-run CA (installed in the system bundle at
 /// [`SANDBOX_CA_BUNDLE`]; Node reads only `NODE_EXTRA_CA_CERTS`).
@@ -99,7 +147,20 @@ pub struct RelayReport {
     /// `start` only: the process id of the background `serve`.
     #[serde(default)]
     pub pid: Option<u32>,
-    /// `start` only: why it did not start.
+    /// `start` and `supervise`: why it did not start.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// `supervise` with a CA: whether it was installed.
+    #[serde(default)]
+    pub ca: Option<CaInstall>,
+}
+
+/// How installing the per-run CA went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaInstall {
+    /// Whether the CA is in the sandbox's store.
+    pub installed: bool,
+    /// Why not.
     #[serde(default)]
     pub error: Option<String>,
 }
