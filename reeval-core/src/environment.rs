@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
@@ -184,6 +185,14 @@ pub struct Environment {
     pub(crate) limits: Limits,
     pub(crate) skills: Vec<PathBuf>,
     pub(crate) mcp: Vec<McpServer>,
+    /// Hosts the agent may reach besides its harness's API hosts.
+    pub(crate) allow_egress: Vec<String>,
+    /// What setup steps may reach, when not the agent's allowlist.
+    pub(crate) setup_network: Option<Egress>,
+    /// What checks may reach (nothing unless set).
+    pub(crate) check_network: Option<Egress>,
+    /// Secrets the gateway swaps in, by name.
+    pub(crate) brokers: Vec<(String, Broker)>,
 }
 
 impl Default for Environment {
@@ -208,6 +217,10 @@ impl Environment {
             limits: Limits::default(),
             skills: Vec::new(),
             mcp: Vec::new(),
+            allow_egress: Vec::new(),
+            setup_network: None,
+            check_network: None,
+            brokers: Vec::new(),
         }
     }
 
@@ -292,6 +305,45 @@ impl Environment {
         self
     }
 
+    /// Lets the agent (and setup) reach `host` through the egress gateway:
+    /// an exact name or `*.example.com` (subdomains only), optionally `:port`.
+    /// The harness's own API hosts are always allowed.
+    pub fn allow_egress(mut self, host: impl Into<String>) -> Self {
+        self.allow_egress.push(host.into());
+        self
+    }
+
+    /// What setup steps may reach instead of the agent's allowlist
+    /// (`Egress::allow(["pypi.org", "files.pythonhosted.org"])`, or `Egress::Any`),
+    /// so installs can run while turns stay confined.
+    pub fn setup_network(mut self, egress: Egress) -> Self {
+        self.setup_network = Some(egress);
+        self
+    }
+
+    /// What `exec` checks may reach (by default nothing).
+    pub fn check_network(mut self, egress: Egress) -> Self {
+        self.check_network = Some(egress);
+        self
+    }
+
+    /// Binds the secret `name` (declared with [`Environment::secret`] or
+    /// [`Environment::secret_for_checks`]) to a host and header: the gateway
+    /// swaps its real value in for the placeholder there and nowhere else.
+    /// A checks-only secret is swapped only while a check runs.
+    pub fn broker(mut self, name: impl Into<String>, broker: Broker) -> Self {
+        self.brokers.push((name.into(), broker));
+        self
+    }
+
+    /// Whether this environment asks for a way out of the sandbox.
+    pub(crate) fn wants_egress(&self) -> bool {
+        !self.allow_egress.is_empty()
+            || self.setup_network.is_some()
+            || self.check_network.is_some()
+            || !self.brokers.is_empty()
+    }
+
     /// Memory limit in bytes.
     pub fn memory(mut self, bytes: i64) -> Self {
         self.limits.memory_bytes = bytes;
@@ -332,6 +384,27 @@ impl Environment {
             && !path.is_dir()
         {
             out.push(format!("workspace directory {} does not exist", path.display()));
+        }
+        for (name, egress) in [
+            ("allow_egress", Some(Egress::Allow(self.allow_egress.clone()))),
+            ("setup_network", self.setup_network.clone()),
+            ("check_network", self.check_network.clone()),
+        ] {
+            if let Some(Err(e)) = egress.map(|e| e.to_gateway(&[])) {
+                out.push(format!("{name}: {e}"));
+            }
+        }
+        for (name, broker) in &self.brokers {
+            if !self.secrets.iter().any(|s| &s.name == name) {
+                out.push(format!("broker for {name}: declare the secret with .secret(\"{name}\") or .secret_for_checks(\"{name}\") first"));
+            }
+            if let Err(e) = broker.binding(
+                name,
+                &crate::secrets::placeholder(name),
+                String::from("check").into(),
+            ) {
+                out.push(format!("broker for {name}: {e}"));
+            }
         }
         if self.limits.memory_bytes < 6 << 20 {
             out.push(format!(

@@ -119,6 +119,13 @@ pub trait Harness: Send + Sync + fmt::Debug {
         Vec::new()
     }
 
+    /// What the agent reaches through the egress gateway: its API hosts, and
+    /// where each credential goes (its host, header and route). A harness
+    /// that declares nothing gets no way out of the sandbox.
+    fn egress(&self) -> crate::egress::HarnessEgress {
+        crate::egress::HarnessEgress::default()
+    }
+
     /// Starts the agent's session (config homes, skills, MCP servers).
     ///
     /// # Errors

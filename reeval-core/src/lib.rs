@@ -17,6 +17,7 @@ mod attempt;
 mod budget;
 pub mod capture;
 pub mod diff;
+pub mod egress;
 pub mod environment;
 pub mod error;
 pub mod eval;

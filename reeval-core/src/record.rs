@@ -82,21 +82,53 @@ pub struct Verdict {
     pub tool_calls: Vec<ToolCall>,
 }
 
-/// One request through the egress gateway.
+/// One request through the egress gateway (a CONNECT tunnel is one request;
+/// a refusal is one too). No header or body value is ever recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct EgressRecord {
+    /// Milliseconds since the attempt started.
+    #[serde(default)]
+    pub at_ms: u64,
     /// Host.
     pub host: String,
-    /// Method.
+    /// Port.
+    #[serde(default)]
+    pub port: u16,
+    /// Method (`CONNECT` for tunnels).
     pub method: String,
-    /// Path.
+    /// Path, without its query string.
     pub path: String,
     /// Status, or 403 when refused.
     pub status: u16,
     /// Bytes both ways.
     pub bytes: u64,
+    /// Bytes sent upstream.
+    #[serde(default)]
+    pub bytes_up: u64,
+    /// Bytes received from upstream.
+    #[serde(default)]
+    pub bytes_down: u64,
+    /// From the request to the end of its response (a tunnel: to its close).
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// Whether the gateway let it through.
+    #[serde(default = "yes")]
+    pub allowed: bool,
+    /// How it left: `http`, `tunnel`, `intercept` or `base_url`.
+    #[serde(default)]
+    pub route: String,
+    /// Secrets swapped in (names only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub brokered: Vec<String>,
+    /// Why the gateway refused or failed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Time spent per part of the attempt, in milliseconds.

@@ -459,6 +459,7 @@ impl Settings {
             env_file: self.env_file.clone(),
             fallback_env_file: self.fallback_env_file.clone(),
             under_nextest: self.under_nextest,
+            egress: Default::default(),
         }
     }
 }

@@ -247,6 +247,8 @@ fn start(args: &Args) -> ExitCode {
     let verify_args = Args { listen: None, socket: Some(socket.clone()), tcp: args.tcp.clone(), dns: args.dns, ..Args::default() };
     let report = verify(&verify_args);
     let spawned = Command::new("/proc/self/exe")
+        // Named as itself, so `ps` and `pgrep reeval-relay` find it.
+        .arg0("reeval-relay")
         .args(["serve", "--listen", listen, "--socket", socket])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -297,6 +299,8 @@ fn supervise(args: &Args) -> ExitCode {
         report.push_str(&format!(",\"ca\":{}", install_ca(from, to, bundle)));
     }
     let serve = Command::new("/proc/self/exe")
+        // Named as itself, so `ps` and `pgrep reeval-relay` find it.
+        .arg0("reeval-relay")
         .args(["serve", "--listen", listen, "--socket", socket])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

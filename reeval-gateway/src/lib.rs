@@ -82,6 +82,7 @@ pub use ca::CertificateAuthority;
 pub use egress::{EgressCounters, EgressEntry, Route};
 pub use error::GatewayError;
 pub use gateway::{AttemptGateway, Gateway, GatewayOptions, Listening, Serving};
+pub use http::Method;
 pub use proxy::{BASE_URL_PREFIX, base_url};
 pub use rules::{Egress, HostPattern, Policy};
 pub use secrecy::{ExposeSecret, SecretString};

@@ -129,6 +129,12 @@ elif scene == "echo":
     result("echoed", usage(1, 0, 0, 1))
 elif scene == "config":
     result(config_report(mcp.keys(), skills), usage(1, 0, 0, 1))
+elif scene == "api":
+    # The real CLI's route: ANTHROPIC_BASE_URL, the key in x-api-key.
+    base = os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+    answer = call_api(base + "/v1/messages", {"x-api-key": key, "anthropic-version": "2023-06-01"}, {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})
+    assistant("msg_a", [{"type": "text", "text": answer}], usage(1, 0, 0, 1))
+    result(answer, usage(1, 0, 0, 1))
 else:
     assistant("msg_a", [{"type": "text", "text": "Hello."}], usage(1, 0, 0, 1))
     result("Hello.", usage(1, 0, 0, 1))

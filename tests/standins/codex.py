@@ -151,5 +151,9 @@ elif scene == "echo":
     complete("echoed", 1)
 elif scene == "config":
     complete(config_report(mcp.keys(), skills), 1)
+elif scene == "api":
+    # No base URL: HTTPS to the API through the proxy, the key as a bearer token.
+    key = os.environ.get("CODEX_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    complete(call_api("https://api.openai.com/v1/responses", {"authorization": "Bearer " + key}, {"model": "gpt-5", "input": "hi"}), 1)
 else:
     complete("Hello.", 1)

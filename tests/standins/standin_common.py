@@ -150,3 +150,14 @@ def prompt_arg(s):
 
 def require_env(name):
     return bool(os.environ.get(name))
+
+
+def call_api(url, headers, body):
+    """A real HTTP(S) request, the way the CLI makes it: through HTTPS_PROXY
+    for https URLs (trusting SSL_CERT_FILE), directly for a base URL on
+    127.0.0.1 (NO_PROXY). Returns the response body as text."""
+    import urllib.request
+
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=dict(headers, **{"content-type": "application/json"}), method="POST")
+    with urllib.request.urlopen(req, timeout=20) as resp:
+        return resp.read().decode()

@@ -56,6 +56,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) preflight: String,
     /// The run's redactor, built in preflight.
     pub(crate) redactor: Redactor,
+    /// The run's egress gateway, started when an attempt first needs it.
+    pub(crate) egress: Arc<lifecycle::gateway::RunEgress>,
 }
 
 /// Where the sandbox is.
@@ -118,6 +120,11 @@ pub(crate) struct Attempt {
     /// OOM kills already reported.
     oom_kills_seen: u64,
     turn_unsettled: TurnUnsettled,
+    /// The run's egress gateway, and this attempt's identity on it once started.
+    run_egress: Arc<lifecycle::gateway::RunEgress>,
+    egress: Option<lifecycle::gateway::AttemptEgress>,
+    /// When the attempt started, in milliseconds since the Unix epoch (egress records count from it).
+    started_unix_ms: u64,
 }
 
 impl Attempt {
@@ -209,14 +216,30 @@ impl Attempt {
             .await?;
         self.record.image = Some(image.reference.clone());
 
-        let (variables, env_detail) = lifecycle::env::variables(&self.env, &self.secrets);
-        let network = lifecycle::gateway::network();
+        let egress_plan =
+            lifecycle::gateway::plan(&self.env, self.harness.as_deref(), &self.secrets)
+                .map_err(|e| e.in_phase(Phase::Gateway))?;
+        let (mut variables, env_detail) = lifecycle::env::variables(&self.env, &self.secrets);
+        variables.extend(egress_plan.as_ref().map(|p| p.variables()).unwrap_or_default());
         let attempt_id = self.record.artifacts_dir_name();
-        let Attempt { phases, env, record, sandbox: state, .. } = &mut *self;
+        let gateway = egress_plan.is_some();
+        let Attempt { phases, env, record, sandbox: state, run_egress, egress, .. } = &mut *self;
         let handle = phases
             .run(
                 Phase::Container,
                 async {
+                    // With a way out, the sandbox's main process is the gateway's relay.
+                    let (network, main_process) = match egress_plan {
+                        Some(plan) => {
+                            let capabilities = backend.capabilities();
+                            let (prepared, network, main) =
+                                lifecycle::gateway::prepare(run_egress, plan, &capabilities)
+                                    .await?;
+                            *egress = Some(prepared);
+                            (network, Some(main))
+                        }
+                        None => (crate::sandbox::NetworkSpec::None, None),
+                    };
                     let sandbox = lifecycle::container::create(
                         backend.as_ref(),
                         &image.reference,
@@ -224,6 +247,7 @@ impl Attempt {
                         &attempt_id,
                         &env.limits,
                         network,
+                        main_process,
                     )
                     .await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
@@ -237,9 +261,12 @@ impl Attempt {
                     sandbox.start().await?;
                     Ok(handle)
                 },
-                |h| lifecycle::container::detail(h.sandbox().as_ref(), &image.reference),
+                |h| lifecycle::container::detail(h.sandbox().as_ref(), &image.reference, gateway),
             )
             .await?;
+        if let Some(egress) = &self.egress {
+            self.phases.run(Phase::Gateway, egress.verify(), Clone::clone).await?;
+        }
         self.phases.run(Phase::Env, async { Ok(()) }, |_| env_detail).await?;
 
         if let Some(ws) = &self.env.workspace {
@@ -263,6 +290,9 @@ impl Attempt {
             if !self.record.artifacts.iter().any(|a| a == "setup.log") {
                 self.record.artifacts.push("setup.log".into());
             }
+            if let Some(egress) = &self.egress {
+                egress.for_setup();
+            }
             self.phases
                 .run(
                     Phase::Setup,
@@ -275,6 +305,10 @@ impl Attempt {
                     Clone::clone,
                 )
                 .await?;
+        }
+        // From now on the agent's allowlist, with the agent's secrets swapped.
+        if let Some(egress) = &self.egress {
+            egress.for_agent();
         }
         // An image of the eval's or the harness's own may put files in the workspace: read it then too.
         let own_image =
@@ -403,14 +437,18 @@ impl Attempt {
     /// A check in the sandbox.
     pub(crate) async fn exec(&mut self, cmd: Command) -> Result<ExecOutput> {
         let handle = self.sandbox().await?;
-        let out = self
-            .phases
-            .run(
-                Phase::Check,
-                lifecycle::check::run(&handle, cmd, &self.secrets),
-                lifecycle::check::detail,
-            )
-            .await?;
+        // A check reaches what checks may, and only now are checks-only secrets swapped.
+        if let Some(egress) = &self.egress {
+            egress.for_check();
+        }
+        let egress = self.egress.as_ref();
+        let brokered = |name: &str| egress.is_some_and(|e| e.brokers(name));
+        let check = lifecycle::check::run(&handle, cmd, &self.secrets, brokered);
+        let ran = self.phases.run(Phase::Check, check, lifecycle::check::detail).await;
+        if let Some(egress) = &self.egress {
+            egress.for_agent();
+        }
+        let out = ran?;
         let oom_killed = out.exit_code == 137
             && self
                 .saw_oom_kill(
@@ -541,6 +579,12 @@ impl Attempt {
     pub(crate) async fn teardown(&mut self) {
         for forward in self.forwards.drain(..) {
             forward.task.abort();
+        }
+        // Nothing leaves the sandbox from now on; what did is recorded.
+        if let Some(egress) = self.egress.take() {
+            let (records, summary) = egress.close(self.started_unix_ms).await;
+            self.record.egress = records;
+            self.phases.log.event(summary);
         }
         let Some(handle) = self.handle().cloned() else {
             self.phases
@@ -711,6 +755,12 @@ pub(crate) async fn run(
         forwards: Vec::new(),
         oom_kills_seen: 0,
         turn_unsettled: turn_unsettled.clone(),
+        run_egress: plan.egress.clone(),
+        egress: None,
+        started_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
     };
     let mut ctx = Ctx { attempt };
 

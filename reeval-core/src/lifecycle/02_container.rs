@@ -19,6 +19,7 @@ pub(crate) async fn create(
     attempt_id: &str,
     limits: &Limits,
     network: NetworkSpec,
+    main_process: Option<Vec<String>>,
 ) -> Result<Arc<dyn Sandbox>> {
     let labels = BTreeMap::from([
         (LABEL_RUN.to_string(), run_id.to_string()),
@@ -30,12 +31,14 @@ pub(crate) async fn create(
         workdir: WORKSPACE.into(),
         limits: limits.clone(),
         network,
+        main_process,
     };
     Ok(backend.create(&spec).await?)
 }
 
 /// The phase's detail: `f4b7c5e2f350 from reeval/base:latest, no network`.
-pub(crate) fn detail(sandbox: &dyn Sandbox, image: &str) -> String {
+pub(crate) fn detail(sandbox: &dyn Sandbox, image: &str, gateway: bool) -> String {
     let short_id: String = sandbox.id().chars().take(12).collect();
-    format!("{short_id} from {image}, no network")
+    let network = if gateway { "network policy gateway · only way out" } else { "no network" };
+    format!("{short_id} from {image}, {network}")
 }

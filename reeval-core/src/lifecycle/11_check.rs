@@ -1,5 +1,7 @@
 //! The check phase: one `exec` in the sandbox, as root, with the checks-only
-//! secrets' real values in its environment (only now, only here).
+//! secrets in its environment (only now, only here): their real values, or
+//! for a secret the gateway brokers, its placeholder (the gateway swaps it
+//! on the wire while the check runs, so the value never enters the sandbox).
 
 use crate::error::Result;
 use crate::exec::{Command, ExecOutput};
@@ -15,11 +17,19 @@ pub(crate) async fn run(
     handle: &SandboxHandle,
     cmd: Command,
     secrets: &[Secret],
+    brokered: impl Fn(&str) -> bool,
 ) -> Result<ExecOutput> {
     let extra: Vec<(String, String)> = secrets
         .iter()
         .filter(|s| s.scope == SecretScope::Checks)
-        .map(|s| (s.name.clone(), s.value.expose_secret().to_string()))
+        .map(|s| {
+            let value = if brokered(&s.name) {
+                s.placeholder()
+            } else {
+                s.value.expose_secret().to_string()
+            };
+            (s.name.clone(), value)
+        })
         .collect();
     Ok(handle.exec_with_env(cmd, &extra).await?)
 }

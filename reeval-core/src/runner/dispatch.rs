@@ -30,6 +30,8 @@ pub(crate) async fn dispatch(
     let run_dir = config.record_dir.join(&config.run_id);
     let Preflighted { backend, secrets, redactor, detail } = ready;
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
+    // One gateway for the run, started by the first attempt that needs a way out.
+    let egress = Arc::new(crate::lifecycle::gateway::RunEgress::new(config.egress.clone()));
 
     // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
     for eval in &evals {
@@ -70,6 +72,7 @@ pub(crate) async fn dispatch(
                     events: Some(tx.clone()),
                     preflight: detail.clone(),
                     redactor: redactor.clone(),
+                    egress: egress.clone(),
                 };
                 let trial_run = TrialRun {
                     slots: slots.clone(),

@@ -61,6 +61,8 @@ pub struct RunConfig {
     pub fallback_env_file: Option<PathBuf>,
     /// cargo-nextest runs this process: each process writes its own `summary.<pid>.json`.
     pub under_nextest: bool,
+    /// The egress gateway's settings (test roots and host mappings; see [`crate::egress::EgressSettings`]).
+    pub egress: crate::egress::EgressSettings,
 }
 
 impl Default for RunConfig {

@@ -172,6 +172,9 @@ pub struct SandboxSpec {
     pub limits: Limits,
     /// The network the sandbox gets.
     pub network: NetworkSpec,
+    /// What the sandbox's main process runs; by default it sleeps for ever.
+    /// (The gateway's relay supervises the sandbox when it has a way out.)
+    pub main_process: Option<Vec<String>>,
 }
 
 /// The engine a backend talks to, as preflight reports it.

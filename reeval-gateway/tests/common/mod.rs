@@ -42,6 +42,8 @@ pub struct TestPki {
 impl TestPki {
     pub fn new() -> Self {
         let mut params = CertificateParams::default();
+        // A name of its own: with rcgen's default for both, OpenSSL takes the leaf for self-signed.
+        params.distinguished_name.push(rcgen::DnType::CommonName, "reeval test upstream CA");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,

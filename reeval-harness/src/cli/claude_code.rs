@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::report::{count, status_of, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of Claude Code.
 pub const VERSION: &str = "2.1.328";
@@ -48,6 +49,11 @@ impl CliAgent for ClaudeCode {
 
     fn credentials(&self, _model: Option<&str>) -> Vec<String> {
         vec!["ANTHROPIC_API_KEY".into()]
+    }
+
+    fn egress(&self, _model: Option<&str>) -> HarnessEgress {
+        // Claude Code takes a base URL: the plain route inside the sandbox.
+        super::egress_of(vec![super::anthropic(Some("ANTHROPIC_BASE_URL"))], &[])
     }
 
     fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::report::{count, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of Codex.
 pub const VERSION: &str = "0.169.0";
@@ -78,6 +79,11 @@ impl CliAgent for Codex {
 
     fn credentials(&self, _model: Option<&str>) -> Vec<String> {
         vec!["OPENAI_API_KEY".into()]
+    }
+
+    fn egress(&self, _model: Option<&str>) -> HarnessEgress {
+        // Codex honours only its config key for a base URL: intercepted instead.
+        super::egress_of(vec![super::openai()], &[])
     }
 
     fn env(&self, home: &str, sandbox_env: &[(String, String)]) -> Vec<(String, String)> {

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::report::{count, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use reeval_core::egress::{Broker, HarnessEgress};
 
 /// The pinned Cursor CLI build (the vendor ships it as a tarball, not on npm).
 pub const VERSION: &str = "2026.09.28-64d2043";
@@ -45,6 +46,14 @@ impl CliAgent for Cursor {
 
     fn credentials(&self, _model: Option<&str>) -> Vec<String> {
         vec!["CURSOR_API_KEY".into()]
+    }
+
+    fn egress(&self, _model: Option<&str>) -> HarnessEgress {
+        // Cursor's API is its own (bearer token); its hosts are under cursor.sh.
+        super::egress_of(
+            vec![("CURSOR_API_KEY".into(), Broker::header("api2.cursor.sh", "authorization"))],
+            &["*.cursor.sh"],
+        )
     }
 
     fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::report::{count, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use reeval_core::egress::{Broker, HarnessEgress};
 
 /// The pinned npm release of Gemini CLI.
 pub const VERSION: &str = "0.61.0";
@@ -46,6 +47,12 @@ impl CliAgent for Gemini {
 
     fn credentials(&self, _model: Option<&str>) -> Vec<String> {
         vec!["GEMINI_API_KEY".into()]
+    }
+
+    fn egress(&self, _model: Option<&str>) -> HarnessEgress {
+        let broker = Broker::header("generativelanguage.googleapis.com", "x-goog-api-key")
+            .base_url_env("GOOGLE_GEMINI_BASE_URL");
+        super::egress_of(vec![("GEMINI_API_KEY".into(), broker)], &[])
     }
 
     fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {

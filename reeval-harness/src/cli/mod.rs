@@ -27,6 +27,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use reeval_core::egress::{Broker, HarnessEgress};
 use reeval_core::environment::{DEFAULT_IMAGE, McpServer, Skill};
 use reeval_core::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
 use reeval_core::sandbox::{SandboxError, SandboxHandle};
@@ -92,6 +93,9 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
 
     /// Host variables the CLI needs for `model`.
     fn credentials(&self, model: Option<&str>) -> Vec<String>;
+
+    /// The hosts the CLI reaches for `model`, and where each credential goes.
+    fn egress(&self, model: Option<&str>) -> HarnessEgress;
 
     /// Variables of every turn: the relocated config home and the CLI's
     /// headless settings. `sandbox_env` is the attempt's environment (placeholders only).
@@ -208,6 +212,10 @@ impl<A: CliAgent> Harness for CliHarness<A> {
 
     fn credentials(&self) -> Vec<String> {
         self.agent.credentials(self.model.as_deref())
+    }
+
+    fn egress(&self) -> HarnessEgress {
+        self.agent.egress(self.model.as_deref())
     }
 
     async fn start(
@@ -410,6 +418,24 @@ pub fn provider_key(provider: &str) -> String {
     }
 }
 
+/// Where a provider's key goes (host and header), by TLS interception; `None`
+/// for providers whose API reeval does not know (their hosts must be allowed
+/// by the environment, and their key is not brokered).
+pub fn provider_broker(provider: &str) -> Option<(String, Broker)> {
+    let (host, header) = match provider.to_ascii_lowercase().as_str() {
+        "anthropic" => ("api.anthropic.com", "x-api-key"),
+        "openai" => ("api.openai.com", "authorization"),
+        "google" | "gemini" => ("generativelanguage.googleapis.com", "x-goog-api-key"),
+        "openrouter" => ("openrouter.ai", "authorization"),
+        "groq" => ("api.groq.com", "authorization"),
+        "mistral" => ("api.mistral.ai", "authorization"),
+        "xai" => ("api.x.ai", "authorization"),
+        "deepseek" => ("api.deepseek.com", "authorization"),
+        _ => return None,
+    };
+    Some((provider_key(provider), Broker::header(host, header)))
+}
+
 /// The provider a model name implies: its prefix (`openai/gpt-5`), else a
 /// guess from the model family, else Anthropic.
 pub fn provider_of(model: Option<&str>) -> String {
@@ -570,4 +596,27 @@ mod tests {
         assert_eq!(v["api"]["url"], "https://x/mcp");
         assert_eq!(v["api"]["type"], "http");
     }
+}
+
+/// Anthropic's API: `x-api-key` through `ANTHROPIC_BASE_URL` when the CLI takes a base URL.
+pub(crate) fn anthropic(base_url_env: Option<&str>) -> (String, Broker) {
+    let broker = Broker::header("api.anthropic.com", "x-api-key");
+    let broker = match base_url_env {
+        Some(env) => broker.base_url_env(env),
+        None => broker,
+    };
+    ("ANTHROPIC_API_KEY".into(), broker)
+}
+
+/// OpenAI's API: `authorization: Bearer <key>`.
+pub(crate) fn openai() -> (String, Broker) {
+    ("OPENAI_API_KEY".into(), Broker::header("api.openai.com", "authorization"))
+}
+
+/// The egress of a CLI that reaches the hosts of `brokers` and `more`.
+pub(crate) fn egress_of(brokers: Vec<(String, Broker)>, more: &[&str]) -> HarnessEgress {
+    let mut hosts: Vec<String> = brokers.iter().map(|(_, b)| b.host().to_string()).collect();
+    hosts.extend(more.iter().map(|h| h.to_string()));
+    hosts.dedup();
+    HarnessEgress { hosts, brokers }
 }

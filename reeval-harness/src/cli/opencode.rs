@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::report::{count, status_of, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of opencode.
 pub const VERSION: &str = "1.18.33";
@@ -66,6 +67,20 @@ impl CliAgent for Opencode {
             return vec!["GOOGLE_GENERATIVE_AI_API_KEY".into()];
         }
         vec![super::provider_key(&provider)]
+    }
+
+    fn egress(&self, model: Option<&str>) -> HarnessEgress {
+        let provider = super::provider_of(model);
+        let brokers = match super::provider_broker(&provider) {
+            // The AI SDK's Google provider reads its own variable.
+            Some((_, broker)) if provider == "google" => {
+                vec![("GOOGLE_GENERATIVE_AI_API_KEY".into(), broker)]
+            }
+            Some(b) => vec![b],
+            None => Vec::new(),
+        };
+        // opencode reads its model catalogue from models.dev.
+        super::egress_of(brokers, &["models.dev"])
     }
 
     fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::report::{count, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of pi.
 pub const VERSION: &str = "0.73.1";
@@ -42,6 +43,13 @@ impl CliAgent for Pi {
 
     fn credentials(&self, model: Option<&str>) -> Vec<String> {
         vec![super::provider_key(&super::provider_of(model))]
+    }
+
+    fn egress(&self, model: Option<&str>) -> HarnessEgress {
+        super::egress_of(
+            super::provider_broker(&super::provider_of(model)).into_iter().collect(),
+            &[],
+        )
     }
 
     fn env(&self, home: &str, _sandbox_env: &[(String, String)]) -> Vec<(String, String)> {

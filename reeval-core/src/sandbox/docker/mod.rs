@@ -179,7 +179,11 @@ impl Backend for DockerBackend {
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
-            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            cmd: Some(
+                spec.main_process
+                    .clone()
+                    .unwrap_or_else(|| vec!["sleep".into(), "infinity".into()]),
+            ),
             labels: Some(labels),
             working_dir: Some(spec.workdir.clone()),
             network_disabled: None,
