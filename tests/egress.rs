@@ -7,7 +7,7 @@
 
 mod common;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod upstreams;
 
 use std::net::Ipv4Addr;

@@ -74,7 +74,7 @@ async fn ttfb(c: &reqwest::Client, url: &str) -> Vec<Duration> {
     out
 }
 
-fn main() {
+pub fn main() {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {

@@ -31,6 +31,7 @@ struct AttemptView {
     total_ms: u64,
     record_file: String,
     bars: Vec<BarView>,
+    egress: Vec<crate::record::EgressRecord>,
 }
 
 #[derive(Template)]
@@ -100,6 +101,8 @@ pub fn render(
                         detail: redact(&p.detail),
                     })
                     .collect(),
+                // Hosts and paths only, never a header or body value; redacted all the same.
+                egress: redactor.scrub(&r.egress).unwrap_or_default(),
             }
         })
         .collect();

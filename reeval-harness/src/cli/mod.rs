@@ -458,6 +458,29 @@ pub fn provider_of(model: Option<&str>) -> String {
     }
 }
 
+/// Anthropic's API: `x-api-key` through `ANTHROPIC_BASE_URL` when the CLI takes a base URL.
+pub(crate) fn anthropic(base_url_env: Option<&str>) -> (String, Broker) {
+    let broker = Broker::header("api.anthropic.com", "x-api-key");
+    let broker = match base_url_env {
+        Some(env) => broker.base_url_env(env),
+        None => broker,
+    };
+    ("ANTHROPIC_API_KEY".into(), broker)
+}
+
+/// OpenAI's API: `authorization: Bearer <key>`.
+pub(crate) fn openai() -> (String, Broker) {
+    ("OPENAI_API_KEY".into(), Broker::header("api.openai.com", "authorization"))
+}
+
+/// The egress of a CLI that reaches the hosts of `brokers` and `more`.
+pub(crate) fn egress_of(brokers: Vec<(String, Broker)>, more: &[&str]) -> HarnessEgress {
+    let mut hosts: Vec<String> = brokers.iter().map(|(_, b)| b.host().to_string()).collect();
+    hosts.extend(more.iter().map(|h| h.to_string()));
+    hosts.dedup();
+    HarnessEgress { hosts, brokers }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,25 +621,3 @@ mod tests {
     }
 }
 
-/// Anthropic's API: `x-api-key` through `ANTHROPIC_BASE_URL` when the CLI takes a base URL.
-pub(crate) fn anthropic(base_url_env: Option<&str>) -> (String, Broker) {
-    let broker = Broker::header("api.anthropic.com", "x-api-key");
-    let broker = match base_url_env {
-        Some(env) => broker.base_url_env(env),
-        None => broker,
-    };
-    ("ANTHROPIC_API_KEY".into(), broker)
-}
-
-/// OpenAI's API: `authorization: Bearer <key>`.
-pub(crate) fn openai() -> (String, Broker) {
-    ("OPENAI_API_KEY".into(), Broker::header("api.openai.com", "authorization"))
-}
-
-/// The egress of a CLI that reaches the hosts of `brokers` and `more`.
-pub(crate) fn egress_of(brokers: Vec<(String, Broker)>, more: &[&str]) -> HarnessEgress {
-    let mut hosts: Vec<String> = brokers.iter().map(|(_, b)| b.host().to_string()).collect();
-    hosts.extend(more.iter().map(|h| h.to_string()));
-    hosts.dedup();
-    HarnessEgress { hosts, brokers }
-}
