@@ -26,7 +26,7 @@ pub async fn docker_ready() -> bool {
 }
 
 async fn reeval_core_backend() -> Result<(), String> {
-    let docker = reeval::bollard::Docker::connect_with_local_defaults()
+    let docker = reeval::bollard::Docker::connect_with_defaults()
         .map_err(|e| format!("the Docker engine is not reachable: {e}"))?;
     let docker = docker
         .negotiate_version()
@@ -76,7 +76,7 @@ pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
 
 /// Containers (any state) labelled with this run id.
 pub async fn containers_of_run(run_id: &str) -> usize {
-    let docker = reeval::bollard::Docker::connect_with_local_defaults()
+    let docker = reeval::bollard::Docker::connect_with_defaults()
         .expect("docker")
         .negotiate_version()
         .await
