@@ -128,7 +128,7 @@ pub(crate) async fn preflight(
         }
     }
     let connected = match &runner.backend {
-        Some(b) => b.ping().await.map(|_| b.clone()),
+        Some(b) => Ok(b.clone()),
         None => DockerBackend::connect().await.map(|b| Arc::new(b) as Arc<dyn Backend>),
     };
     let backend: Option<Arc<dyn Backend>> = match connected {
@@ -144,6 +144,17 @@ pub(crate) async fn preflight(
             None
         }
     };
+    // Which engine, where: `-v` and every record say so.
+    let engine = match &backend {
+        Some(b) => match b.ping().await {
+            Ok(info) => format!("{} {} at {}", info.name, info.version, info.host),
+            Err(e) => {
+                missing.push(format!("the engine does not answer ({e})"));
+                String::new()
+            }
+        },
+        None => String::new(),
+    };
     if !missing.is_empty() {
         return Err(PreflightError { missing });
     }
@@ -154,7 +165,7 @@ pub(crate) async fn preflight(
         backend: backend.expect("no miss means an engine"),
         secrets,
         redactor,
-        detail: format!("ok in {}ms", began.elapsed().as_millis()),
+        detail: format!("ok in {}ms · {engine}", began.elapsed().as_millis()),
     })
 }
 

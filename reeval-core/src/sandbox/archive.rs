@@ -49,6 +49,23 @@ pub fn tar_owned_by(files: &[(String, Vec<u8>, u32)], uid: u64) -> Result<Bytes,
     builder.into_inner().map(Bytes::from).map_err(|e| archive_err(e.to_string()))
 }
 
+/// The entries of a tar (built by us) by owner `(uid, gid)`: their paths.
+pub fn owners(
+    tar: &[u8],
+) -> Result<std::collections::BTreeMap<(u64, u64), Vec<String>>, SandboxError> {
+    let mut archive = tar::Archive::new(tar);
+    let mut owners: std::collections::BTreeMap<(u64, u64), Vec<String>> = Default::default();
+    for entry in archive.entries().map_err(|e| archive_err(e.to_string()))? {
+        let entry = entry.map_err(|e| archive_err(e.to_string()))?;
+        let header = entry.header();
+        let owner = (header.uid().unwrap_or(0), header.gid().unwrap_or(0));
+        let path =
+            entry.path().map_err(|e| archive_err(e.to_string()))?.to_string_lossy().into_owned();
+        owners.entry(owner).or_default().push(path);
+    }
+    Ok(owners)
+}
+
 /// A tar of `entries` under the directory `top` (files with their modes, symlinks).
 pub fn tar_of_tree(top: &str, entries: &BTreeMap<String, Entry>) -> Result<Bytes, SandboxError> {
     let mut builder = tar::Builder::new(Vec::new());

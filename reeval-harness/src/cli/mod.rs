@@ -620,4 +620,3 @@ mod tests {
         assert_eq!(v["api"]["type"], "http");
     }
 }
-

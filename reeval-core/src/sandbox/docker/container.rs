@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::{is_not_found, remove_container};
+use super::{Flavor, is_not_found, remove_container};
 use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
 use crate::sandbox::{ExecRequest, ExecStream, ProcessGroup, Sandbox, SandboxError, Signal};
@@ -44,11 +44,74 @@ pub struct DockerSandbox {
     docker: Docker,
     id: String,
     next_pid: AtomicU64,
+    flavor: Flavor,
 }
 
 impl DockerSandbox {
-    pub(super) fn new(docker: Docker, id: String) -> Self {
-        Self { docker, id, next_pid: AtomicU64::new(0) }
+    pub(super) fn new(docker: Docker, id: String, flavor: Flavor) -> Self {
+        Self { docker, id, next_pid: AtomicU64::new(0), flavor }
+    }
+
+    /// Podman unpacks uploads as root and creates a missing directory: make it
+    /// answer as Docker does (404 for a missing directory, owners kept).
+    async fn upload_like_docker(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
+        let argv = vec!["test".into(), "-d".into(), dir.to_string()];
+        if self
+            .run_exec(
+                ExecSpec::root(argv),
+                None,
+                &mut BoundedBuffer::new(0),
+                &mut BoundedBuffer::new(0),
+            )
+            .await?
+            != 0
+        {
+            return Err(SandboxError::NotFound { path: dir.to_string() });
+        }
+        self.upload_as_is(dir, tar.clone()).await?;
+        let owned = crate::sandbox::archive::owners(&tar)?;
+        for (owner, paths) in owned.into_iter().filter(|(owner, _)| *owner != (0, 0)) {
+            let mut argv = vec![
+                "chown".to_string(),
+                "-h".into(),
+                format!("{}:{}", owner.0, owner.1),
+                "--".into(),
+            ];
+            argv.extend(
+                paths.iter().map(|p| {
+                    format!("{}/{}", dir.trim_end_matches('/'), p.trim_start_matches("./"))
+                }),
+            );
+            let mut err = BoundedBuffer::new(4096);
+            if self
+                .run_exec(ExecSpec::root(argv), None, &mut BoundedBuffer::new(0), &mut err)
+                .await?
+                != 0
+            {
+                return Err(SandboxError::engine_says(
+                    format!("give uploaded files in {dir} their owners"),
+                    err.into_string(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn upload_as_is(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
+        self.docker
+            .upload_to_container(
+                &self.id,
+                Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()),
+                body_full(tar),
+            )
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    SandboxError::NotFound { path: dir.to_string() }
+                } else {
+                    SandboxError::engine(format!("upload files to {dir}"), e)
+                }
+            })
     }
 
     async fn run_exec(
@@ -209,20 +272,10 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
-        self.docker
-            .upload_to_container(
-                &self.id,
-                Some(UploadToContainerOptionsBuilder::default().path(dir).copy_uidgid("1").build()),
-                body_full(tar),
-            )
-            .await
-            .map_err(|e| {
-                if is_not_found(&e) {
-                    SandboxError::NotFound { path: dir.to_string() }
-                } else {
-                    SandboxError::engine(format!("upload files to {dir}"), e)
-                }
-            })
+        match self.flavor {
+            Flavor::Docker => self.upload_as_is(dir, tar).await,
+            Flavor::Podman => self.upload_like_docker(dir, tar).await,
+        }
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {

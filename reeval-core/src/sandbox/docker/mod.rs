@@ -28,6 +28,17 @@ pub struct DockerBackend {
     docker: Docker,
     /// Where the engine is, as `DOCKER_HOST` named it.
     host: String,
+    /// Which engine speaks the Docker API there.
+    flavor: Flavor,
+}
+
+/// The engine behind the Docker API: Podman differs in ways the backend absorbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// Docker Engine.
+    Docker,
+    /// Podman's Docker-compatible service (`podman system service`).
+    Podman,
 }
 
 fn is_not_found(err: &bollard::errors::Error) -> bool {
@@ -72,7 +83,18 @@ impl DockerBackend {
             .negotiate_version()
             .await
             .map_err(|e| SandboxError::EngineUnreachable { message: format!("{named}: {e}") })?;
-        Ok(Self { docker, host: named })
+        let flavor = match docker.version().await {
+            Ok(v)
+                if v.components
+                    .iter()
+                    .flatten()
+                    .any(|c| c.name.to_lowercase().contains("podman")) =>
+            {
+                Flavor::Podman
+            }
+            _ => Flavor::Docker,
+        };
+        Ok(Self { docker, host: named, flavor })
     }
 
     /// The bollard client, for callers that need the raw API.
@@ -150,10 +172,11 @@ impl Backend for DockerBackend {
         let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
             message: format!("{}: {e}", self.host),
         })?;
-        let podman =
-            v.components.iter().flatten().any(|c| c.name.to_lowercase().contains("podman"));
         Ok(EngineInfo {
-            name: if podman { "Podman".into() } else { "Docker Engine".into() },
+            name: match self.flavor {
+                Flavor::Podman => "Podman".into(),
+                Flavor::Docker => "Docker Engine".into(),
+            },
             version: v.version.unwrap_or_default(),
             api_version: v.api_version.unwrap_or_default(),
             host: self.host.clone(),
@@ -205,6 +228,9 @@ impl Backend for DockerBackend {
                         .to_vec(),
                 ),
                 security_opt: Some(vec!["no-new-privileges".into()]),
+                // Podman sets rlimits of its own that an unprivileged service may not
+                // raise; explicit ones within this host's limits always start.
+                ulimits: (self.flavor == Flavor::Podman).then(ulimits),
                 ..Default::default()
             }),
             ..Default::default()
@@ -224,7 +250,7 @@ impl Backend for DockerBackend {
                     SandboxError::engine(format!("create a container from {}", spec.image), e)
                 }
             })?;
-        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id)))
+        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor)))
     }
 
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError> {
@@ -251,6 +277,30 @@ impl Backend for DockerBackend {
         }
         Ok(removed)
     }
+}
+
+/// Open files and processes, capped by this process's own hard limits (read
+/// from `/proc/self/limits`: a local Podman service runs under the same ones).
+fn ulimits() -> Vec<bollard::models::ResourcesUlimits> {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let hard = |name: &str, fallback: i64| {
+        limits
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l[name.len()..].split_whitespace().nth(1).map(str::to_string))
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(fallback)
+    };
+    let limit = |name: &str, value: i64| bollard::models::ResourcesUlimits {
+        name: Some(name.into()),
+        soft: Some(value),
+        hard: Some(value),
+    };
+    vec![
+        limit("nofile", hard("Max open files", 1024).min(65_536)),
+        // Podman's runtime may not set a high nproc even below the hard limit; 4096 always starts.
+        limit("nproc", hard("Max processes", 4096).min(4096)),
+    ]
 }
 
 async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError> {
