@@ -6,10 +6,14 @@
 #   scripts/engines.sh env     # prints the variables that point at them
 #   scripts/engines.sh stop    # stops what `start` started, by PID, and removes it
 #
-# The second dockerd follows docker-here/engines-here's safe recipe: its own
-# config file, data root, exec root, pid file and bridge (reeval-br0); iptables
-# off; never `--bridge none` (that deletes the main engine's docker0). The base
-# image is copied into each engine (docker save | load). State lives under
+# The second dockerd follows the safe recipe (shared/reference/engines-here.md):
+# its own config file, data root, exec root and pid file, and its own network
+# namespace (reeval-engine2), reached from the host over a veth pair
+# (10.214.0.1 here, 10.214.0.2 there). There its bridges, its docker0 and its
+# firewall are its own: the host's FORWARD policy (DROP, with bridge netfilter
+# on) would otherwise drop traffic between its containers, and nothing it does
+# can touch the main engine's docker0 (never `--bridge none`). The base image is
+# copied into each engine (docker save | load). State lives under
 # $REEVAL_ENGINES_DIR (default /tmp/reeval-engines).
 set -euo pipefail
 
@@ -17,8 +21,9 @@ DIR=${REEVAL_ENGINES_DIR:-/tmp/reeval-engines}
 D2=$DIR/dockerd
 PORT=${REEVAL_ENGINE2_PORT:-23760}
 SSH_PORT=${REEVAL_ENGINE2_SSH_PORT:-23722}
-BRIDGE=reeval-br0
-BRIDGE_CIDR=10.213.0.1/24
+NETNS=reeval-engine2
+HOST_IP=10.214.0.1
+NETNS_IP=10.214.0.2
 IMAGE=reeval/base:latest
 
 log() { printf 'engines: %s\n' "$*" >&2; }
@@ -29,7 +34,7 @@ certs() {
   [ -f ca.pem ] && return 0
   openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=reeval test engine CA" -keyout ca-key.pem -out ca.pem 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server-key.pem -out server.csr 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
+  printf 'subjectAltName=IP:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' "$NETNS_IP" > server.ext
   openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 30 -extfile server.ext -out server-cert.pem 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=reeval test client" -keyout key.pem -out client.csr 2>/dev/null
   printf 'extendedKeyUsage=clientAuth\n' > client.ext
@@ -46,20 +51,30 @@ start_dockerd() {
   mkdir -p "$D2/data" "$D2/exec"
   echo '{}' > "$D2/daemon.json"
   certs
-  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-    ip link add "$BRIDGE" type bridge
-    ip addr add "$BRIDGE_CIDR" dev "$BRIDGE"
-    ip link set "$BRIDGE" up
+  if ! ip netns list | grep -qw "$NETNS"; then
+    ip netns add "$NETNS"
+    ip link add reeval-e2h type veth peer name reeval-e2n
+    ip link set reeval-e2n netns "$NETNS"
+    ip addr add "$HOST_IP/30" dev reeval-e2h
+    ip link set reeval-e2h up
+    ip netns exec "$NETNS" ip addr add "$NETNS_IP/30" dev reeval-e2n
+    ip netns exec "$NETNS" ip link set reeval-e2n up
+    ip netns exec "$NETNS" ip link set lo up
+    ip netns exec "$NETNS" ip route add default via "$HOST_IP"
+    # Its containers reach the host (test upstreams listen on 0.0.0.0) as 10.214.0.2.
+    ip netns exec "$NETNS" sysctl -qw net.ipv4.ip_forward=1
+    ip netns exec "$NETNS" iptables -t nat -A POSTROUTING -o reeval-e2n -j MASQUERADE
   fi
-  log "starting a second dockerd on tcp://127.0.0.1:$PORT (TLS) and unix://$D2/docker.sock"
-  nohup dockerd \
+  log "starting a second dockerd in netns $NETNS: tcp://$NETNS_IP:$PORT (TLS) and unix://$D2/docker.sock"
+  # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup mounts dockerd needs.
+  nohup nsenter --net="/var/run/netns/$NETNS" dockerd \
     --config-file "$D2/daemon.json" \
     --data-root "$D2/data" --exec-root "$D2/exec" --pidfile "$D2/dockerd.pid" \
-    -H "unix://$D2/docker.sock" -H "tcp://127.0.0.1:$PORT" \
+    -H "unix://$D2/docker.sock" -H "tcp://$NETNS_IP:$PORT" \
     --tlsverify --tlscacert "$D2/tls/ca.pem" --tlscert "$D2/tls/server-cert.pem" --tlskey "$D2/tls/server-key.pem" \
     --iptables=false --ip-masq=false --ip-forward=false \
     --storage-driver fuse-overlayfs --cgroup-parent /reeval-engine2 \
-    -b "$BRIDGE" >"$D2/dockerd.log" 2>&1 &
+    >"$D2/dockerd.log" 2>&1 &
   for _ in $(seq 1 100); do
     docker -H "unix://$D2/docker.sock" version >/dev/null 2>&1 && break
     sleep 0.2
@@ -128,7 +143,7 @@ start_podman() {
 }
 
 print_env() {
-  echo "export REEVAL_ENGINE2_TLS='DOCKER_HOST=tcp://127.0.0.1:$PORT DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$D2/client'"
+  echo "export REEVAL_ENGINE2_TLS='DOCKER_HOST=tcp://$NETNS_IP:$PORT DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$D2/client'"
   [ -f "$D2/sshd.pid" ] && echo "export REEVAL_ENGINE2_SSH='DOCKER_HOST=ssh://reeval-engine2'"
   [ -f "$DIR/podman.pid" ] && echo "export REEVAL_PODMAN='DOCKER_HOST=unix://$DIR/podman.sock'"
   true
@@ -157,7 +172,8 @@ stop() {
   stop_pid "$DIR/podman.pid"
   # What the daemon left mounted under its exec root (network namespaces).
   grep -o "$D2/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE" || true
+  ip link show reeval-e2h >/dev/null 2>&1 && ip link delete reeval-e2h || true
+  ip netns list | grep -qw "$NETNS" && ip netns delete "$NETNS" || true
   log "stopped"
 }
 

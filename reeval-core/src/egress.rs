@@ -110,6 +110,25 @@ impl Broker {
         &self.host
     }
 
+    /// The binding of secret `name` as the `reeval-gateway` binary's
+    /// configuration takes it; its value comes from the variable `secretEnv`.
+    pub(crate) fn config(&self, name: &str, placeholder: &str) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "name": name,
+            "host": self.host,
+            "header": self.header,
+            "placeholder": placeholder,
+            "secretEnv": secret_env(name),
+        });
+        if let Some(m) = &self.method {
+            v["method"] = m.to_ascii_uppercase().into();
+        }
+        if let Some(p) = &self.path_prefix {
+            v["pathPrefix"] = p.clone().into();
+        }
+        v
+    }
+
     /// The gateway's binding of secret `name` (placeholder and value given).
     pub(crate) fn binding(
         &self,
@@ -129,6 +148,11 @@ impl Broker {
         }
         Ok(b)
     }
+}
+
+/// The variable of a gateway container that holds secret `name`'s value.
+pub(crate) fn secret_env(name: &str) -> String {
+    format!("REEVAL_GW_SECRET_{name}")
 }
 
 fn http_method(m: &str) -> Result<reeval_gateway::Method, String> {
@@ -163,6 +187,9 @@ pub struct EgressSettings {
     pub resolve: Vec<(String, std::net::SocketAddr)>,
     /// Let upstreams resolve to private or loopback addresses (tests only).
     pub allow_private_upstreams: bool,
+    /// The `reeval-gateway` executable gateway containers run (remote engines);
+    /// by default `REEVAL_GATEWAY_BIN`, one beside this program, or one on `PATH`.
+    pub gateway_binary: Option<std::path::PathBuf>,
 }
 
 #[cfg(test)]

@@ -142,14 +142,40 @@ pub async fn ensure(
             id,
         });
     }
+    build_context(backend, &tag, context.tar, &context.dockerfile).await?;
+    drop(file);
+    let id = backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild {
+        image: tag.clone(),
+        message: "the build ended without an image".into(),
+    })?;
+    Ok(ReadyImage {
+        detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()),
+        reference: tag,
+        id,
+    })
+}
+
+/// Builds `tag` from a tar build context (classic builder), with the builder's output tail on failure.
+///
+/// # Errors
+/// [`SandboxError::ImageBuild`] when the build fails.
+///
+/// # Cancel safety
+/// A cancelled build leaves at worst an untagged image.
+pub(crate) async fn build_context(
+    backend: &DockerBackend,
+    tag: &str,
+    tar: Vec<u8>,
+    dockerfile: &str,
+) -> Result<(), SandboxError> {
+    let tag = tag.to_string();
     let opts = BuildImageOptionsBuilder::default()
-        .dockerfile(&context.dockerfile)
+        .dockerfile(dockerfile)
         .t(&tag)
         .rm(true)
         .forcerm(true)
         .build();
-    let mut stream =
-        backend.client().build_image(opts, None, Some(bollard::body_full(context.tar.into())));
+    let mut stream = backend.client().build_image(opts, None, Some(bollard::body_full(tar.into())));
     let mut log = String::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -174,16 +200,7 @@ pub async fn ensure(
             }
         }
     }
-    drop(file);
-    let id = backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild {
-        image: tag.clone(),
-        message: "the build ended without an image".into(),
-    })?;
-    Ok(ReadyImage {
-        detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()),
-        reference: tag,
-        id,
-    })
+    Ok(())
 }
 
 /// Pulls `reference` when a registry is reachable; bounded, since an

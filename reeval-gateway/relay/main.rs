@@ -2,6 +2,7 @@
 //! static by reeval-gateway's build script and copied into each sandbox.
 //!
 //!   reeval-relay serve  --listen 127.0.0.1:3128 --socket /run/reeval/gateway.sock
+//!   (`--socket tcp:IP:PORT` instead: a gateway container on the sandbox's network)
 //!   reeval-relay verify [--tcp ADDR[,ADDR...]] [--dns] [--socket PATH]
 //!   reeval-relay start  --listen ADDR --socket PATH [--tcp ...] [--dns]
 //!   reeval-relay supervise --listen ADDR --socket PATH [--tcp ...] [--dns]
@@ -120,9 +121,9 @@ fn serve(listen: &str, socket: &str) -> io::Result<()> {
 /// ways, each direction half-closed when its source ends.
 fn relay(tcp: TcpStream, socket: &str) {
     let _ = tcp.set_nodelay(true);
-    let Ok(unix) = UnixStream::connect(socket) else { return };
+    let Ok(unix) = Upstream::connect(socket) else { return };
     let (Ok(tcp_up), Ok(unix_up)) = (tcp.try_clone(), unix.try_clone()) else { return };
-    let up = thread::spawn(move || copy_then_close(tcp_up, unix_up, |u: &UnixStream| u.shutdown(Shutdown::Write)));
+    let up = thread::spawn(move || copy_then_close(tcp_up, unix_up, |u: &Upstream| u.shutdown_write()));
     copy_then_close(unix, tcp, |t: &TcpStream| t.shutdown(Shutdown::Write));
     let _ = up.join();
 }
@@ -165,7 +166,7 @@ fn verify(args: &Args) -> String {
         out.push_str(&dns_probe());
     }
     if let Some(socket) = &args.socket {
-        match UnixStream::connect(socket) {
+        match Upstream::connect(socket) {
             Ok(_) => out.push_str(&format!(",\"socket\":{{\"path\":{},\"connected\":true}}", json(socket))),
             Err(e) => out.push_str(&format!(",\"socket\":{{\"path\":{},\"connected\":false,\"error\":{}}}", json(socket), json(&e.to_string()))),
         }
@@ -361,7 +362,7 @@ fn install_ca(from: &str, to: &str, bundle: &str) -> String {
 
 /// Sends the report to the gateway: one HTTP/1.1 request over the socket.
 fn post_report(socket: &str, body: &str) {
-    let Ok(mut s) = UnixStream::connect(socket) else { return };
+    let Ok(mut s) = Upstream::connect(socket) else { return };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let request = format!(
         "POST /_reeval/isolation HTTP/1.1\r\nhost: reeval-gateway\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -370,6 +371,73 @@ fn post_report(socket: &str, body: &str) {
     if s.write_all(request.as_bytes()).is_ok() {
         let mut answer = Vec::new();
         let _ = s.read_to_end(&mut answer);
+    }
+}
+
+/// The gateway's end: a unix socket (the gateway on this host) or, as
+/// `tcp:IP:PORT`, a gateway container on the sandbox's network (remote engines).
+enum Upstream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Upstream {
+    fn connect(spec: &str) -> io::Result<Self> {
+        match spec.strip_prefix("tcp:") {
+            Some(addr) => {
+                let addr: SocketAddr = addr.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "tcp: needs IP:PORT"))?;
+                let s = TcpStream::connect_timeout(&addr, TCP_TIMEOUT)?;
+                let _ = s.set_nodelay(true);
+                Ok(Upstream::Tcp(s))
+            }
+            None => UnixStream::connect(spec).map(Upstream::Unix),
+        }
+    }
+
+    fn try_clone(&self) -> io::Result<Self> {
+        match self {
+            Upstream::Unix(s) => s.try_clone().map(Upstream::Unix),
+            Upstream::Tcp(s) => s.try_clone().map(Upstream::Tcp),
+        }
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Upstream::Unix(s) => s.shutdown(Shutdown::Write),
+            Upstream::Tcp(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+
+    fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        match self {
+            Upstream::Unix(s) => s.set_read_timeout(d),
+            Upstream::Tcp(s) => s.set_read_timeout(d),
+        }
+    }
+}
+
+impl Read for Upstream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Upstream::Unix(s) => s.read(buf),
+            Upstream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Upstream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Upstream::Unix(s) => s.write(buf),
+            Upstream::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Upstream::Unix(s) => s.flush(),
+            Upstream::Tcp(s) => s.flush(),
+        }
     }
 }
 

@@ -94,6 +94,10 @@ pub struct Config {
     /// Let the sandbox reach non-public addresses (default false).
     #[serde(default)]
     pub allow_private_upstreams: bool,
+    /// Read policies from stdin, one JSON object a line, each acknowledged on
+    /// stdout as `{"policyApplied":N}` (the runner attached to a gateway container).
+    #[serde(default)]
+    pub policy_from_stdin: bool,
 }
 
 fn yes() -> bool {

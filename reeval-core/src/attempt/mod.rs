@@ -229,16 +229,20 @@ impl Attempt {
                 Phase::Container,
                 async {
                     // With a way out, the sandbox's main process is the gateway's relay.
-                    let (network, main_process) = match egress_plan {
+                    let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
+                    let (network, main_process, files) = match egress_plan {
                         Some(plan) => {
-                            let capabilities = backend.capabilities();
-                            let (prepared, network, main) =
-                                lifecycle::gateway::prepare(run_egress, plan, &capabilities)
-                                    .await?;
+                            let (prepared, sandbox) = lifecycle::gateway::prepare(
+                                run_egress,
+                                plan,
+                                backend.as_ref(),
+                                &labels,
+                            )
+                            .await?;
                             *egress = Some(prepared);
-                            (network, Some(main))
+                            (sandbox.network, Some(sandbox.main_process), sandbox.files)
                         }
-                        None => (crate::sandbox::NetworkSpec::None, None),
+                        None => (crate::sandbox::NetworkSpec::None, None, Vec::new()),
                     };
                     let sandbox = lifecycle::container::create(
                         backend.as_ref(),
@@ -258,6 +262,14 @@ impl Attempt {
                         variables,
                     );
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
+                    if !files.is_empty() {
+                        // Where nothing is mounted, the relay (and the CA) go in before it starts.
+                        let relative: Vec<_> = files
+                            .into_iter()
+                            .map(|(p, b, m)| (p.trim_start_matches('/').to_string(), b, m))
+                            .collect();
+                        sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
+                    }
                     sandbox.start().await?;
                     Ok(handle)
                 },
@@ -291,7 +303,7 @@ impl Attempt {
                 self.record.artifacts.push("setup.log".into());
             }
             if let Some(egress) = &self.egress {
-                egress.for_setup();
+                egress.for_setup().await.map_err(|e| e.in_phase(Phase::Setup))?;
             }
             self.phases
                 .run(
@@ -308,7 +320,7 @@ impl Attempt {
         }
         // From now on the agent's allowlist, with the agent's secrets swapped.
         if let Some(egress) = &self.egress {
-            egress.for_agent();
+            egress.for_agent().await.map_err(|e| e.in_phase(Phase::Setup))?;
         }
         // An image of the eval's or the harness's own may put files in the workspace: read it then too.
         let own_image =
@@ -439,14 +451,14 @@ impl Attempt {
         let handle = self.sandbox().await?;
         // A check reaches what checks may, and only now are checks-only secrets swapped.
         if let Some(egress) = &self.egress {
-            egress.for_check();
+            egress.for_check().await.map_err(|e| e.in_phase(Phase::Check))?;
         }
         let egress = self.egress.as_ref();
         let brokered = |name: &str| egress.is_some_and(|e| e.brokers(name));
         let check = lifecycle::check::run(&handle, cmd, &self.secrets, brokered);
         let ran = self.phases.run(Phase::Check, check, lifecycle::check::detail).await;
         if let Some(egress) = &self.egress {
-            egress.for_agent();
+            egress.for_agent().await.map_err(|e| e.in_phase(Phase::Check))?;
         }
         let out = ran?;
         let oom_killed = out.exit_code == 137

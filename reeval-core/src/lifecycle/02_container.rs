@@ -11,6 +11,14 @@ use crate::sandbox::{
     Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec,
 };
 
+/// The labels of everything an attempt creates on the engine.
+pub(crate) fn labels(run_id: &str, attempt_id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_RUN.to_string(), run_id.to_string()),
+        (LABEL_ATTEMPT.to_string(), attempt_id.to_string()),
+    ])
+}
+
 /// Creates the sandbox (not started).
 pub(crate) async fn create(
     backend: &dyn Backend,
@@ -21,10 +29,7 @@ pub(crate) async fn create(
     network: NetworkSpec,
     main_process: Option<Vec<String>>,
 ) -> Result<Arc<dyn Sandbox>> {
-    let labels = BTreeMap::from([
-        (LABEL_RUN.to_string(), run_id.to_string()),
-        (LABEL_ATTEMPT.to_string(), attempt_id.to_string()),
-    ]);
+    let labels = labels(run_id, attempt_id);
     let spec = SandboxSpec {
         image: image.to_string(),
         labels,

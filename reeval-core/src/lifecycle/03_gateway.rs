@@ -13,6 +13,7 @@
 //! The gateway itself runs in this process, one per run, with an identity per
 //! attempt (the socket a connection comes in on).
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::environment::Environment;
 use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::record::EgressRecord;
-use crate::sandbox::{Capabilities, NetworkSpec};
+use crate::sandbox::{Backend, GatewayContainer, GatewayRequest, NetworkSpec};
 use crate::secrets::{ExposeSecret, Secret, SecretScope};
 
 /// How long the relay gets to report once the sandbox started.
@@ -43,7 +44,15 @@ const OUTSIDE: [SocketAddr; 2] = [
 pub(crate) struct RunEgress {
     settings: EgressSettings,
     gateway: tokio::sync::OnceCell<std::result::Result<Arc<RunGateway>, String>>,
+    remote: tokio::sync::OnceCell<std::result::Result<Arc<RemoteGateway>, String>>,
     attempts: AtomicU64,
+}
+
+/// What gateway containers of a run share: the per-run CA and the binary.
+#[derive(Debug)]
+struct RemoteGateway {
+    ca: reeval_gateway::CertificateAuthority,
+    binary: Arc<Vec<u8>>,
 }
 
 /// One run's gateway: the proxy and its CA, the host directory of the
@@ -71,6 +80,21 @@ impl RunEgress {
     /// A run's egress with these settings.
     pub(crate) fn new(settings: EgressSettings) -> Self {
         Self { settings, ..Self::default() }
+    }
+
+    async fn remote(&self) -> Result<Arc<RemoteGateway>> {
+        let made = self
+            .remote
+            .get_or_init(|| async {
+                let ca =
+                    reeval_gateway::CertificateAuthority::generate().map_err(|e| e.to_string())?;
+                let path = gateway_binary(&self.settings)?;
+                let binary =
+                    std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+                Ok(Arc::new(RemoteGateway { ca, binary: Arc::new(binary) }))
+            })
+            .await;
+        made.clone().map_err(|e| Error::Config(format!("failed to start a gateway container: {e}")))
     }
 
     async fn gateway(&self) -> Result<Arc<RunGateway>> {
@@ -119,6 +143,34 @@ async fn start_run_gateway(settings: &EgressSettings) -> std::result::Result<Run
     Ok(RunGateway { gateway, dir, relay, probes, canary_hits, _canary: canary })
 }
 
+/// The `reeval-gateway` executable a gateway container runs: the one the
+/// settings name, else `REEVAL_GATEWAY_BIN`, else one beside this program or
+/// its parent directory (cargo's target dir), else one on `PATH`.
+fn gateway_binary(settings: &EgressSettings) -> std::result::Result<PathBuf, String> {
+    const NAME: &str = "reeval-gateway";
+    let mut tried = Vec::new();
+    let mut candidates: Vec<PathBuf> = settings.gateway_binary.iter().cloned().collect();
+    candidates.extend(std::env::var_os("REEVAL_GATEWAY_BIN").map(PathBuf::from));
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1).take(2) {
+            candidates.push(dir.join(NAME));
+        }
+    }
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        candidates.push(dir.join(NAME));
+    }
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+        tried.push(c.display().to_string());
+    }
+    Err(format!(
+        "this engine needs the {NAME} binary to run next to the sandbox, and none was found (tried {}); build it with `cargo build -p reeval-gateway` or install it with `cargo install --path reeval-gateway`, or set REEVAL_GATEWAY_BIN",
+        tried.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
+    ))
+}
+
 fn rand_suffix() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -165,6 +217,8 @@ pub(crate) struct Plan {
     agent: Policy,
     check: Policy,
     bindings: Vec<Binding>,
+    /// The same bindings as a gateway container's configuration takes them (values apart).
+    binding_configs: Vec<(serde_json::Value, reeval_gateway::SecretString)>,
     /// `(variable, url)` for brokers on the base-url route.
     base_urls: Vec<(String, String)>,
     /// Whether any broker intercepts TLS (the sandbox must trust the CA).
@@ -195,12 +249,14 @@ pub(crate) fn plan(
     let check_egress =
         env.check_network.clone().unwrap_or(Egress::None).to_gateway(&[]).map_err(config)?;
     let (mut bindings, mut agent_names, mut check_names) = (Vec::new(), Vec::new(), Vec::new());
+    let mut binding_configs = Vec::new();
     let (mut base_urls, mut intercept, mut brokered) = (Vec::new(), false, Vec::new());
     for (name, broker) in from_harness.brokers.iter().chain(env.brokers.iter()) {
         // A credential preflight did not resolve (an in-process agent's) has nothing to broker.
         let Some(secret) = secrets.iter().find(|s| &s.name == name) else { continue };
         let value = reeval_gateway::SecretString::from(secret.value.expose_secret().to_string());
-        bindings.push(broker.binding(name, &secret.placeholder(), value).map_err(config)?);
+        bindings.push(broker.binding(name, &secret.placeholder(), value.clone()).map_err(config)?);
+        binding_configs.push((broker.config(name, &secret.placeholder()), value));
         match secret.scope {
             SecretScope::Checks => check_names.push(name.clone()),
             _ => agent_names.push(name.clone()),
@@ -219,6 +275,7 @@ pub(crate) fn plan(
         agent: Policy::new(agent_egress).activate(agent_names),
         check: Policy::new(check_egress).activate(check_names),
         bindings,
+        binding_configs,
         base_urls,
         intercept,
         brokered,
@@ -241,29 +298,54 @@ impl Plan {
     }
 }
 
-/// An attempt's gateway: its identity on the run's gateway, its socket, its policies.
+/// An attempt's gateway: its identity on the run's gateway and its socket (a
+/// local engine), or a gateway container next to the sandbox (a remote one).
 #[derive(Debug)]
 pub(crate) struct AttemptEgress {
-    gateway: AttemptGateway,
-    serving: Option<Serving>,
-    dir: PathBuf,
-    run: Arc<RunGateway>,
+    route: Route,
     plan: Plan,
-    canary_before: u64,
 }
 
-/// Before the container: the attempt's socket and directory, the network
-/// the sandbox gets and the relay it runs as its main process.
+#[derive(Debug)]
+enum Route {
+    Socket {
+        gateway: AttemptGateway,
+        serving: Option<Serving>,
+        dir: PathBuf,
+        run: Arc<RunGateway>,
+        canary_before: u64,
+    },
+    Container {
+        container: Box<dyn GatewayContainer>,
+        probes: usize,
+    },
+}
+
+/// What the sandbox needs from its gateway when it is created.
+#[derive(Debug)]
+pub(crate) struct ForSandbox {
+    pub(crate) network: NetworkSpec,
+    /// Its main process: the relay.
+    pub(crate) main_process: Vec<String>,
+    /// Files uploaded before it starts (the relay and the CA, where nothing is mounted).
+    pub(crate) files: Vec<(String, Vec<u8>, u32)>,
+}
+
+/// Before the container: the attempt's gateway, and what the sandbox needs of it.
 pub(crate) async fn prepare(
     run: &RunEgress,
     plan: Plan,
-    capabilities: &Capabilities,
-) -> Result<(AttemptEgress, NetworkSpec, Vec<String>)> {
-    if !capabilities.gateway_socket {
-        return Err(Error::Config(
-            "failed to give the sandbox a way out: this engine cannot mount the egress gateway's socket (a remote engine); run on the local engine, or declare no egress".into(),
-        ));
+    backend: &dyn Backend,
+    labels: &BTreeMap<String, String>,
+) -> Result<(AttemptEgress, ForSandbox)> {
+    if backend.capabilities().gateway_socket {
+        prepare_socket(run, plan).await
+    } else {
+        prepare_container(run, plan, backend, labels).await
     }
+}
+
+async fn prepare_socket(run: &RunEgress, plan: Plan) -> Result<(AttemptEgress, ForSandbox)> {
     let gateway = run.gateway().await?;
     let n = run.attempts.fetch_add(1, Ordering::SeqCst);
     let dir = gateway.dir.join(n.to_string());
@@ -287,64 +369,179 @@ pub(crate) async fn prepare(
     let serving = attempt
         .bind_unix(dir.join("gateway.sock"))
         .map_err(|e| fail("listen on its socket", &e))?;
-    let relay_in_sandbox = format!("{}/reeval-relay", relay::SANDBOX_SOCKET_DIR);
-    let main = relay::supervise_argv(&relay_in_sandbox, &gateway.probes, true, plan.intercept);
+    let main_process =
+        relay::supervise_argv(&relay_in_sandbox(), &gateway.probes, true, plan.intercept);
     let network = NetworkSpec::GatewaySocket {
         host_dir: dir.clone(),
         sandbox_dir: relay::SANDBOX_SOCKET_DIR.into(),
     };
     let canary_before = gateway.canary_hits.load(Ordering::SeqCst);
+    let route = Route::Socket {
+        gateway: attempt,
+        serving: Some(serving),
+        dir,
+        run: gateway,
+        canary_before,
+    };
+    Ok((AttemptEgress { route, plan }, ForSandbox { network, main_process, files: Vec::new() }))
+}
+
+fn relay_in_sandbox() -> String {
+    format!("{}/reeval-relay", relay::SANDBOX_SOCKET_DIR)
+}
+
+/// Where the gateway container keeps its configuration.
+const CONTAINER_DIR: &str = "/etc/reeval-gateway";
+/// The port it listens on.
+const CONTAINER_PORT: u16 = 3128;
+
+async fn prepare_container(
+    run: &RunEgress,
+    plan: Plan,
+    backend: &dyn Backend,
+    labels: &BTreeMap<String, String>,
+) -> Result<(AttemptEgress, ForSandbox)> {
+    let remote = run.remote().await?;
+    let mut files = vec![
+        (format!("{CONTAINER_DIR}/ca.pem"), remote.ca.cert_pem().as_bytes().to_vec(), 0o644),
+        (
+            format!("{CONTAINER_DIR}/ca.key"),
+            remote.ca.key_pem().expose_secret().as_bytes().to_vec(),
+            0o600,
+        ),
+    ];
+    let mut roots = Vec::new();
+    for (i, pem) in run.settings.extra_roots_pem.iter().enumerate() {
+        let path = format!("{CONTAINER_DIR}/root-{i}.pem");
+        files.push((path.clone(), pem.clone().into_bytes(), 0o644));
+        roots.push(path);
+    }
+    let config = serde_json::json!({
+        "listen": format!("tcp:0.0.0.0:{CONTAINER_PORT}"),
+        "policyFromStdin": true,
+        "ca": { "certFile": format!("{CONTAINER_DIR}/ca.pem"), "keyFile": format!("{CONTAINER_DIR}/ca.key") },
+        "policy": plan.setup,
+        "bindings": plan.binding_configs.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(),
+        "extraRootFiles": roots,
+        "resolve": run.settings.resolve.iter().map(|(h, a)| serde_json::json!({ "host": h, "addr": a.to_string() })).collect::<Vec<_>>(),
+        "allowPrivateUpstreams": run.settings.allow_private_upstreams,
+    });
+    files.push((format!("{CONTAINER_DIR}/config.json"), config.to_string().into_bytes(), 0o644));
+    let env = plan
+        .binding_configs
+        .iter()
+        .map(|(c, value)| {
+            (
+                c["secretEnv"].as_str().unwrap_or_default().to_string(),
+                secrecy::SecretString::from(value.expose_secret().to_string()),
+            )
+        })
+        .collect();
+    let request = GatewayRequest {
+        labels: labels.clone(),
+        binary: remote.binary.clone(),
+        base_image: crate::environment::DEFAULT_IMAGE.into(),
+        files,
+        env,
+        command: vec![
+            "/usr/local/bin/reeval-gateway".into(),
+            "--config".into(),
+            format!("{CONTAINER_DIR}/config.json"),
+        ],
+        port: CONTAINER_PORT,
+    };
+    let container = backend
+        .start_gateway(&request)
+        .await
+        .map_err(|e| Error::from(e).in_phase(crate::phase::Phase::Gateway))?;
+    let mut probes = container.probes();
+    let host_probes = probes.len();
+    probes.extend(OUTSIDE);
+    let mut main_process =
+        relay::supervise_argv(&relay_in_sandbox(), &probes, true, plan.intercept);
+    // The relay reaches the gateway container over the network, not a socket.
+    if let Some(at) = main_process.iter().position(|a| a == relay::SANDBOX_SOCKET_PATH) {
+        main_process[at] = container.upstream();
+    }
+    let mut sandbox_files = vec![(relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755)];
+    if plan.intercept {
+        sandbox_files.push((
+            relay::SANDBOX_CA_SOURCE.to_string(),
+            remote.ca.cert_pem().as_bytes().to_vec(),
+            0o644,
+        ));
+    }
+    let network = container.network();
     Ok((
-        AttemptEgress {
-            gateway: attempt,
-            serving: Some(serving),
-            dir,
-            run: gateway,
-            plan,
-            canary_before,
-        },
-        network,
-        main,
+        AttemptEgress { route: Route::Container { container, probes: host_probes }, plan },
+        ForSandbox { network, main_process, files: sandbox_files },
     ))
 }
 
 impl AttemptEgress {
     /// After the container started: the relay's report, checked. The phase's detail.
     pub(crate) async fn verify(&self) -> Result<String> {
-        let report = self
-            .gateway
-            .isolation(REPORT_WITHIN)
-            .await
-            .map_err(|e| Error::infra("start the egress gateway", e))?;
-        let leaks = self.run.canary_hits.load(Ordering::SeqCst) - self.canary_before;
-        isolation_problem(&report, leaks, self.plan.intercept)
-            .map_or(Ok(()), |why| Err(Error::infra("verify the sandbox's isolation", why)))?;
+        let (report, leaks, hosts) = match &self.route {
+            Route::Socket { gateway, run, canary_before, .. } => {
+                let report = gateway
+                    .isolation(REPORT_WITHIN)
+                    .await
+                    .map_err(|e| Error::infra("start the egress gateway", e))?;
+                (
+                    (*report).clone(),
+                    run.canary_hits.load(Ordering::SeqCst) - canary_before,
+                    run.probes.len() - OUTSIDE.len(),
+                )
+            }
+            Route::Container { container, probes } => {
+                (container.isolation(REPORT_WITHIN).await?, 0, *probes)
+            }
+        };
+        if let Some(why) = isolation_problem(&report, leaks, self.plan.intercept) {
+            return Err(Error::infra("verify the sandbox's isolation", why));
+        }
         let brokers = if self.plan.brokered.is_empty() {
             String::new()
         } else {
             format!(" · brokers {}", self.plan.brokered.join(", "))
         };
-        let hosts = self.run.probes.len() - OUTSIDE.len();
+        let place = match self.route {
+            Route::Socket { .. } => "",
+            Route::Container { .. } => " (a container next to the sandbox)",
+        };
         Ok(format!(
-            "started{brokers} · allows {} hosts · isolation verified: {hosts} host addresses, {} outside addresses and DNS unreachable",
+            "started{place}{brokers} · allows {} hosts · isolation verified: {hosts} host addresses, {} outside addresses and DNS unreachable",
             self.plan.hosts,
             OUTSIDE.len()
         ))
     }
 
+    async fn switch(&self, policy: &Policy) -> Result<()> {
+        match &self.route {
+            Route::Socket { gateway, .. } => gateway
+                .set_policy(policy.clone())
+                .map_err(|e| Error::infra("switch the egress policy", e)),
+            Route::Container { container, .. } => {
+                let json = serde_json::to_string(policy)
+                    .map_err(|e| Error::infra("switch the egress policy", e))?;
+                Ok(container.set_policy(&json).await?)
+            }
+        }
+    }
+
     /// Setup steps run: what setup may reach.
-    pub(crate) fn for_setup(&self) {
-        let _ = self.gateway.set_policy(self.plan.setup.clone());
+    pub(crate) async fn for_setup(&self) -> Result<()> {
+        self.switch(&self.plan.setup).await
     }
 
     /// The agent's turns, and the time between: the allowlist.
-    pub(crate) fn for_agent(&self) {
-        let _ = self.gateway.set_policy(self.plan.agent.clone());
+    pub(crate) async fn for_agent(&self) -> Result<()> {
+        self.switch(&self.plan.agent).await
     }
 
     /// A check runs: what checks may reach, checks-only secrets swapped.
-    pub(crate) fn for_check(&self) {
-        let _ = self.gateway.set_policy(self.plan.check.clone());
+    pub(crate) async fn for_check(&self) -> Result<()> {
+        self.switch(&self.plan.check).await
     }
 
     /// Whether `name`'s real value stays out of the sandbox (the gateway swaps it).
@@ -352,24 +549,22 @@ impl AttemptEgress {
         self.plan.brokers(name)
     }
 
-    /// Teardown: no more egress, the socket closed; what went out, as the record keeps it.
-    pub(crate) async fn close(
-        mut self,
-        attempt_started_unix_ms: u64,
-    ) -> (Vec<EgressRecord>, String) {
-        let _ = self.gateway.set_policy(Policy::deny_all());
-        if let Some(serving) = self.serving.take() {
-            serving.shutdown().await;
-        }
-        let counters = self.gateway.counters();
-        let records = self
-            .gateway
-            .take_log()
-            .into_iter()
-            .map(|e| record(e, attempt_started_unix_ms))
-            .collect();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        (records, format!("egress: {} requests, {} refused", counters.requests, counters.refused))
+    /// Teardown: no more egress, the gateway closed; what went out, as the record keeps it.
+    pub(crate) async fn close(self, attempt_started_unix_ms: u64) -> (Vec<EgressRecord>, String) {
+        let entries = match self.route {
+            Route::Socket { gateway, mut serving, dir, .. } => {
+                let _ = gateway.set_policy(Policy::deny_all());
+                if let Some(serving) = serving.take() {
+                    serving.shutdown().await;
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+                gateway.take_log()
+            }
+            Route::Container { container, .. } => container.close().await,
+        };
+        let refused = entries.iter().filter(|e| !e.allowed).count();
+        let summary = format!("egress: {} requests, {refused} refused", entries.len());
+        (entries.into_iter().map(|e| record(e, attempt_started_unix_ms)).collect(), summary)
     }
 }
 

@@ -157,6 +157,74 @@ pub enum NetworkSpec {
         /// Where it appears in the sandbox.
         sandbox_dir: String,
     },
+    /// An internal network of the engine (no route out, no address on the
+    /// host) that only the sandbox and its gateway container are on.
+    Internal {
+        /// The network's name.
+        network: String,
+    },
+}
+
+/// A gateway the backend runs next to a sandbox, for engines where a socket of
+/// this host cannot be mounted into the sandbox (remote engines): a container
+/// running the `reeval-gateway` binary, on the sandbox's internal network and
+/// on a normal one. See `lifecycle/03_gateway.rs`.
+#[derive(Debug, Clone)]
+pub struct GatewayRequest {
+    /// Labels (run, attempt); the backend adds its owner label.
+    pub labels: BTreeMap<String, String>,
+    /// The `reeval-gateway` executable, built for the engine's architecture.
+    pub binary: Arc<Vec<u8>>,
+    /// The image it is put in (it needs the C library the binary links).
+    pub base_image: String,
+    /// Files the gateway reads (its configuration, its CA), by absolute path.
+    pub files: Vec<(String, Vec<u8>, u32)>,
+    /// Its environment: the secrets it swaps in (they reach this container only).
+    pub env: Vec<(String, secrecy::SecretString)>,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+/// A running gateway container (see [`Backend::start_gateway`]).
+#[async_trait]
+pub trait GatewayContainer: Send + Sync + fmt::Debug {
+    /// The network the sandbox joins.
+    fn network(&self) -> NetworkSpec;
+
+    /// What the sandbox's relay connects to: `tcp:IP:PORT`.
+    fn upstream(&self) -> String;
+
+    /// Addresses of the engine's host the sandbox must not reach.
+    fn probes(&self) -> Vec<std::net::SocketAddr>;
+
+    /// Replaces the gateway's policy (a JSON object) and waits until it applies.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the gateway does not acknowledge it.
+    ///
+    /// # Cancel safety
+    /// A cancelled switch may still apply.
+    async fn set_policy(&self, policy: &str) -> Result<(), SandboxError>;
+
+    /// The isolation report the sandbox's relay sent to the gateway, waiting up to `within`.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when none arrived.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn isolation(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<reeval_gateway::relay::RelayReport, SandboxError>;
+
+    /// Stops the gateway and removes it and the network; what went out.
+    ///
+    /// # Cancel safety
+    /// A cancelled close leaves the container and network to the sweep.
+    async fn close(&self) -> Vec<reeval_gateway::EgressEntry>;
 }
 
 /// What a sandbox is created from.
@@ -306,6 +374,23 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// Safe: what is not removed now is removed by a later sweep.
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
+
+    /// Starts a gateway container next to a sandbox (engines where
+    /// [`Capabilities::gateway_socket`] is false).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine cannot (the default: this backend has no such thing).
+    ///
+    /// # Cancel safety
+    /// A cancelled start may leave the container and network to the sweep.
+    async fn start_gateway(
+        &self,
+        _request: &GatewayRequest,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message: format!("the {} backend cannot run a gateway container", self.name()),
+        })
+    }
 }
 
 /// Whether an exec's processes can be signalled later as one tree.

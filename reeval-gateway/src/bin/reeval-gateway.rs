@@ -98,8 +98,47 @@ async fn serve(config: Config) -> Result<(), GatewayError> {
     let mut term = signal(SignalKind::terminate())
         .map_err(|source| GatewayError::Listen { addr: "SIGTERM".into(), source })?;
     let stdout = std::io::stdout();
+    // The sandbox relay's isolation report, as one line: the runner reads it from our stdout.
+    let reporter = attempt.clone();
+    tokio::spawn(async move {
+        if let Ok(report) = reporter.isolation(std::time::Duration::from_secs(24 * 3600)).await
+            && let Ok(line) = serde_json::to_string(&serde_json::json!({ "isolation": &*report }))
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    });
+    let mut policies = config.policy_from_stdin.then(|| {
+        use tokio::io::AsyncBufReadExt;
+        tokio::io::BufReader::new(tokio::io::stdin()).lines()
+    });
+    let mut applied = 0u64;
     loop {
+        let next_policy = async {
+            match policies.as_mut() {
+                Some(lines) => lines.next_line().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            line = next_policy => {
+                let Ok(Some(line)) = line else {
+                    // The runner went away: stop taking policies, keep serving until told to stop.
+                    policies = None;
+                    continue;
+                };
+                let ack = match serde_json::from_str::<Policy>(&line).map_err(|e| e.to_string()).and_then(|p| attempt.set_policy(p).map_err(|e| e.to_string())) {
+                    Ok(()) => {
+                        applied += 1;
+                        serde_json::json!({ "policyApplied": applied })
+                    }
+                    Err(e) => serde_json::json!({ "policyRejected": e }),
+                };
+                let mut out = stdout.lock();
+                let _ = writeln!(out, "{ack}");
+                let _ = out.flush();
+            }
             entry = entries.recv() => {
                 let Some(entry) = entry else { break };
                 let mut out = stdout.lock();

@@ -3,6 +3,7 @@
 //! `https://`). Works against API 1.41 (Docker 20.10).
 
 mod container;
+mod gateway;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -194,11 +195,12 @@ impl Backend for DockerBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
         labels.insert(LABEL_OWNER.into(), owner_label());
-        let binds = match &spec.network {
-            NetworkSpec::None => None,
+        let (binds, network_mode) = match &spec.network {
+            NetworkSpec::None => (None, "none".to_string()),
             NetworkSpec::GatewaySocket { host_dir, sandbox_dir } => {
-                Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())])
+                (Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())]), "none".to_string())
             }
+            NetworkSpec::Internal { network } => (None, network.clone()),
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
@@ -211,8 +213,9 @@ impl Backend for DockerBackend {
             working_dir: Some(spec.workdir.clone()),
             network_disabled: None,
             host_config: Some(HostConfig {
-                // No network of its own in either case: the gateway's socket is the only way out.
-                network_mode: Some("none".into()),
+                // No network of its own: the gateway (its socket, or its container on an
+                // internal network) is the only way out.
+                network_mode: Some(network_mode),
                 binds,
                 memory: Some(spec.limits.memory_bytes),
                 memory_swap: Some(spec.limits.memory_bytes),
@@ -253,6 +256,13 @@ impl Backend for DockerBackend {
         Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor)))
     }
 
+    async fn start_gateway(
+        &self,
+        request: &super::GatewayRequest,
+    ) -> Result<Box<dyn super::GatewayContainer>, SandboxError> {
+        gateway::start(self, request).await
+    }
+
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError> {
         let mut removed = 0;
         match scope {
@@ -275,6 +285,8 @@ impl Backend for DockerBackend {
                 }
             }
         }
+        // Gateway networks go the same way, once their containers are gone.
+        removed += gateway::sweep_networks(self, scope).await;
         Ok(removed)
     }
 }
@@ -338,14 +350,14 @@ fn start_ticks(pid: &str) -> Option<String> {
 }
 
 /// `<host>:<pid>:<start ticks>` of this process.
-fn owner_label() -> String {
+pub(super) fn owner_label() -> String {
     let pid = std::process::id().to_string();
     format!("{}:{}:{}", hostname(), pid, start_ticks(&pid).unwrap_or_default())
 }
 
 /// Whether the runner named by an owner label is gone. Containers of other
 /// hosts, or with no owner, are never touched.
-fn owner_is_gone(owner: &str) -> bool {
+pub(super) fn owner_is_gone(owner: &str) -> bool {
     let mut parts = owner.splitn(3, ':');
     let (Some(host), Some(pid), Some(ticks)) = (parts.next(), parts.next(), parts.next()) else {
         return false;
