@@ -67,7 +67,7 @@ impl Upstreams {
         EgressSettings {
             extra_roots_pem: vec![self.pki.ca_pem.clone()],
             resolve,
-            allow_private_upstreams: false,
+            ..EgressSettings::default()
         }
     }
 }
