@@ -143,10 +143,12 @@ start_podman() {
 }
 
 print_env() {
-  echo "export REEVAL_ENGINE2_TLS='DOCKER_HOST=tcp://$NETNS_IP:$PORT DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$D2/client'"
-  [ -f "$D2/sshd.pid" ] && echo "export REEVAL_ENGINE2_SSH='DOCKER_HOST=ssh://reeval-engine2'"
-  [ -f "$DIR/podman.pid" ] && echo "export REEVAL_PODMAN='DOCKER_HOST=unix://$DIR/podman.sock'"
-  true
+  # TLS settings for tcp:// engines (the local engine is a unix socket and ignores them).
+  echo "export DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$D2/client"
+  echo "export REEVAL_TEST_ENGINE2=tcp://$NETNS_IP:$PORT"
+  if [ -f "$D2/sshd.pid" ]; then echo "export REEVAL_TEST_ENGINE2_SSH=ssh://reeval-engine2"; fi
+  if [ -f "$DIR/podman.pid" ]; then echo "export REEVAL_TEST_PODMAN=unix://$DIR/podman.sock"; fi
+  echo "export REEVAL_TEST_ENGINE2_PIDFILE=$D2/dockerd.pid"
 }
 
 stop_pid() {
@@ -178,7 +180,9 @@ stop() {
 }
 
 case "${1:-}" in
-  start) start_dockerd; start_sshd; start_podman; print_env ;;
+  start) start_dockerd >&2; start_sshd >&2; start_podman >&2; print_env ;;
+  start-dockerd) start_dockerd >&2 ;;
+  stop-dockerd) stop_pid "$D2/dockerd.pid" ;;
   env) print_env ;;
   stop) stop ;;
   *) echo "usage: $0 start|env|stop" >&2; exit 2 ;;

@@ -206,6 +206,9 @@ pub struct Record {
     pub image: Option<String>,
     /// The sandbox's container id, when one was started.
     pub container: Option<String>,
+    /// The engine the attempt ran on (`unix:///var/run/docker.sock`, `ssh://host`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl Record {
@@ -235,6 +238,7 @@ impl Record {
             artifacts: Vec::new(),
             image: None,
             container: None,
+            engine: None,
         }
     }
 

@@ -245,6 +245,8 @@ pub struct Settings {
     pub run_id: String,
     /// Whether cargo-nextest runs this process (one eval per process).
     pub under_nextest: bool,
+    /// Engines to spread attempts over (`REEVAL_ENGINES`, `engines` in `reeval.toml`); empty: the one of `DOCKER_HOST`.
+    pub engines: Vec<crate::runner::pool::EngineSpec>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
 }
@@ -362,6 +364,7 @@ impl Settings {
             cache_dir: cache_dir_from(&env),
             run_id: run_id_from(&env),
             under_nextest: (env)("NEXTEST").is_some(),
+            engines: Vec::new(),
             config_file: None,
         }
     }
@@ -430,6 +433,13 @@ impl Settings {
         // The suite's file names the judge and env file first, as it always has.
         s.judge = suite.judge.or(judge);
         s.env_file = suite.env_file;
+        // A pool of engines: the variable over the file.
+        s.engines = match vars.get("REEVAL_ENGINES") {
+            Some(list) => crate::runner::pool::EngineSpec::parse_list(&list).map_err(|e| Vars::fail("REEVAL_ENGINES", &list, e))?,
+            None => suite.engines.iter().map(|e| crate::runner::pool::EngineSpec::parse(e)).collect::<Result<_, _>>().map_err(|e| {
+                SettingsError::Config(ConfigFileError { path: s.config_file.clone().unwrap_or_default(), message: format!("key `engines`: {e}") })
+            })?,
+        };
         Ok(s)
     }
 
@@ -460,6 +470,7 @@ impl Settings {
             fallback_env_file: self.fallback_env_file.clone(),
             under_nextest: self.under_nextest,
             egress: Default::default(),
+            engines: self.engines.clone(),
         }
     }
 }

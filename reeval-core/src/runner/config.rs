@@ -25,6 +25,9 @@ pub struct SuiteConfig {
     pub env_file: Option<PathBuf>,
     /// Where runs are recorded, relative to the config file.
     pub record_dir: Option<PathBuf>,
+    /// A pool of engines: `["ssh://a", "tcp://b:2376=4"]` (slots after `=`).
+    #[serde(default)]
+    pub engines: Vec<String>,
 }
 
 /// A config file that cannot be used (exit code 2).

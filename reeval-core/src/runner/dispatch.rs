@@ -28,7 +28,7 @@ pub(crate) async fn dispatch(
 ) -> RunReport {
     let config = &runner.config;
     let run_dir = config.record_dir.join(&config.run_id);
-    let Preflighted { backend, secrets, redactor, detail } = ready;
+    let Preflighted { pool, secrets, redactor, detail } = ready;
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
     // One gateway for the run, started by the first attempt that needs a way out.
     let egress = Arc::new(crate::lifecycle::gateway::RunEgress::new(config.egress.clone()));
@@ -41,10 +41,12 @@ pub(crate) async fn dispatch(
             let _ = crate::workspace::fetch_git(url, rev).await;
         }
     }
-    if let Ok(n) = backend.sweep(Sweep::Orphans).await
-        && n > 0
-    {
-        eprintln!("reeval: removed {n} containers left by runs that were killed");
+    for engine in pool.engines() {
+        if let Ok(n) = engine.backend.sweep(Sweep::Orphans).await
+            && n > 0
+        {
+            eprintln!("reeval: removed {n} containers left on {} by runs that were killed", engine.name);
+        }
     }
 
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
@@ -76,7 +78,7 @@ pub(crate) async fn dispatch(
                 };
                 let trial_run = TrialRun {
                     slots: slots.clone(),
-                    backend: backend.clone(),
+                    pool: pool.clone(),
                     harnesses: runner.harnesses.clone(),
                     shutdown: runner.shutdown.clone(),
                     secrets: secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default(),
@@ -137,8 +139,11 @@ pub(crate) async fn dispatch(
             }
         }
     }
-    // Sandboxes whose attempt lost track of them (a create cut short) go now, not at the next run.
-    let _ = backend.sweep(Sweep::OwnRun(&config.run_id)).await;
+    // Sandboxes whose attempt lost track of them (a create cut short, an engine
+    // that went away and came back) go now, not at the next run.
+    for engine in pool.engines() {
+        let _ = engine.backend.sweep(Sweep::OwnRun(&config.run_id)).await;
+    }
     let summary = summarize(&config.run_id, &all);
     let report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
     for r in reporters.iter_mut() {
@@ -161,7 +166,7 @@ fn report_all(reporters: &mut [Box<dyn Reporter>], event: &RunEvent) {
 /// the retry policy decides whether another try follows.
 struct TrialRun {
     slots: Arc<Semaphore>,
-    backend: Arc<dyn crate::sandbox::Backend>,
+    pool: Arc<super::pool::Pool>,
     harnesses: crate::harness::HarnessRegistry,
     shutdown: tokio_util::sync::CancellationToken,
     secrets: Vec<crate::secrets::Secret>,
@@ -175,16 +180,34 @@ impl TrialRun {
         loop {
             // Waiting for a slot spends no budget: the budget starts inside the attempt.
             let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            // Then a slot on the engine with the most free ones.
+            let engine = match self.pool.acquire().await {
+                Ok(slot) => slot,
+                Err(e) => {
+                    let mut r = Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+                    r.outcome = Outcome::InfraError;
+                    r.message = Some(e.to_string());
+                    let _ = self.events.send(RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Hopeless });
+                    records.push(r);
+                    return records;
+                }
+            };
             let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
             let harness = self.harnesses.make(&plan.harness_spec);
-            let done = attempt::run(
+            let mut done = attempt::run(
                 plan.clone(),
-                Some(self.backend.clone()),
+                Some(engine.engine.backend.clone()),
                 harness,
                 self.secrets.clone(),
                 self.shutdown.clone(),
             )
             .await;
+            done.record.engine = Some(engine.engine.name.clone());
+            if done.record.outcome == Outcome::InfraError {
+                // An engine that stopped answering gets no more work; the retry goes elsewhere.
+                self.pool.check(&engine.engine).await;
+            }
+            drop(engine);
             let retry = crate::outcome::retry(
                 done.record.outcome,
                 done.cause.as_ref(),

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 mod dispatch;
 pub mod events;
+pub mod pool;
 mod preflight;
 
 use std::collections::BTreeMap;
@@ -63,6 +64,8 @@ pub struct RunConfig {
     pub under_nextest: bool,
     /// The egress gateway's settings (test roots and host mappings; see [`crate::egress::EgressSettings`]).
     pub egress: crate::egress::EgressSettings,
+    /// Engines to spread attempts over; empty: the one `DOCKER_HOST` names (or the backend given).
+    pub engines: Vec<pool::EngineSpec>,
 }
 
 impl Default for RunConfig {

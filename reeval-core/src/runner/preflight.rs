@@ -9,13 +9,15 @@ use std::time::Instant;
 
 use super::{PreflightError, Runner};
 use crate::eval::Eval;
+use super::pool::Pool;
 use crate::sandbox::{Backend, DockerBackend};
 use crate::secrets::{ExposeSecret, Redactor, Secret as ResolvedSecret, SecretScope};
 use crate::settings;
 
 /// What preflight found: the engine, the secrets of each cell, the run's redactor.
 pub(crate) struct Preflighted {
-    pub(crate) backend: Arc<dyn Backend>,
+    /// The engines attempts run on (one, or a pool).
+    pub(crate) pool: Arc<Pool>,
     /// Per cell ([`cell_key`]), the secrets its attempts get.
     pub(crate) secrets: BTreeMap<String, Vec<ResolvedSecret>>,
     pub(crate) redactor: Redactor,
@@ -127,34 +129,35 @@ pub(crate) async fn preflight(
             secrets.insert(cell_key(&eval.name, &spec), for_cell);
         }
     }
-    let connected = match &runner.backend {
-        Some(b) => Ok(b.clone()),
-        None => DockerBackend::connect().await.map(|b| Arc::new(b) as Arc<dyn Backend>),
-    };
-    let backend: Option<Arc<dyn Backend>> = match connected {
-        Ok(b) => Some(b),
-        Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
-            missing.push(e.to_string());
-            None
-        }
-        Err(e) => {
-            missing.push(format!(
-                "the Docker engine does not answer ({e}); start it or set DOCKER_HOST"
-            ));
-            None
-        }
-    };
-    // Which engine, where: `-v` and every record say so.
-    let engine = match &backend {
-        Some(b) => match b.ping().await {
-            Ok(info) => format!("{} {} at {}", info.name, info.version, info.host),
-            Err(e) => {
-                missing.push(format!("the engine does not answer ({e})"));
-                String::new()
+    // The engines: the backend given, a pool, or the one DOCKER_HOST names.
+    let pool = if let Some(b) = &runner.backend {
+        Some(Pool::single(b.name().to_string(), b.clone()))
+    } else if !runner.config.engines.is_empty() {
+        Pool::connect(&runner.config.engines).await.map_err(|misses| missing.extend(misses)).ok()
+    } else {
+        match DockerBackend::connect().await {
+            Ok(b) => {
+                let name = b.ping().await.map(|i| i.host).unwrap_or_default();
+                Some(Pool::single(name, Arc::new(b)))
             }
-        },
-        None => String::new(),
+            Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
+                missing.push(e.to_string());
+                None
+            }
+            Err(e) => {
+                missing.push(format!("the Docker engine does not answer ({e}); start it or set DOCKER_HOST"));
+                None
+            }
+        }
     };
+    // Which engines, where: `-v` and every record say so.
+    let mut engines = Vec::new();
+    for engine in pool.iter().flat_map(|p| p.engines()) {
+        match engine.backend.ping().await {
+            Ok(info) => engines.push(format!("{} {} at {}", info.name, info.version, info.host)),
+            Err(e) => missing.push(format!("engine {} does not answer ({e})", engine.name)),
+        }
+    }
     if !missing.is_empty() {
         return Err(PreflightError { missing });
     }
@@ -162,10 +165,10 @@ pub(crate) async fn preflight(
     let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
     crate::secrets::remember(&redactor);
     Ok(Preflighted {
-        backend: backend.expect("no miss means an engine"),
+        pool: Arc::new(pool.expect("no miss means an engine")),
         secrets,
         redactor,
-        detail: format!("ok in {}ms · {engine}", began.elapsed().as_millis()),
+        detail: format!("ok in {}ms · {}", began.elapsed().as_millis(), engines.join(", ")),
     })
 }
 
