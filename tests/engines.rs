@@ -19,6 +19,9 @@ use reeval::sandbox::DockerBackend;
 use reeval::{Eval, Outcome, RunConfig, Runner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The tests share the second engine, and one of them stops it: one at a time.
+static ENGINE2: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The second engine's address, or `None` (the test skips) when none was started.
 fn engine2() -> Option<String> {
     match std::env::var("REEVAL_TEST_ENGINE2").ok().filter(|v| !v.is_empty()) {
@@ -66,6 +69,7 @@ async fn upstream() -> (u16, Arc<AtomicUsize>) {
 async fn a_remote_sandbox_reaches_only_its_gateway_container() {
     require_docker!();
     let Some(url) = engine2() else { return };
+    let _one_at_a_time = ENGINE2.lock().await;
     let backend = DockerBackend::connect_to(Some(&url)).await.expect("the second engine answers");
     // The engine's own addresses: its default bridge's, and the address we reach it at.
     let bridge = backend.client().inspect_network("bridge", None::<reeval::bollard::query_parameters::InspectNetworkOptions>).await.unwrap();
@@ -109,6 +113,7 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
 async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
     require_docker!();
     let Some(url) = engine2() else { return };
+    let _one_at_a_time = ENGINE2.lock().await;
     let pidfile = std::env::var("REEVAL_TEST_ENGINE2_PIDFILE").expect("scripts/engines.sh exports the second engine's pid file");
     let local = "unix:///var/run/docker.sock".to_string();
     let eval = Eval::new("pooled", |c| {
