@@ -98,6 +98,11 @@ pub trait Harness: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The agent's version (its CLI's, for a CLI harness), for the run's summary.
+    fn version(&self) -> Option<String> {
+        None
+    }
+
     /// The rules file this harness reads, relative to the workspace.
     fn rules_file(&self) -> &str {
         "AGENTS.md"

@@ -63,6 +63,12 @@ impl PhaseLog {
         self.phases.push(record);
     }
 
+    /// Says that turn `index` began (only on the event stream: the record has the turn).
+    pub fn turn_started(&self, index: u32, prompt_head: &str) {
+        let prompt = self.redactor.redact(prompt_head).into_owned();
+        self.send(RunEvent::TurnStarted { attempt: self.attempt.clone(), index, prompt });
+    }
+
     /// Records an event.
     pub fn event(&mut self, message: impl Into<String>) {
         let message = self.redactor.redact(&message.into()).into_owned();

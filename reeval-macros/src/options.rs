@@ -9,7 +9,7 @@ use syn::{Expr, ExprArray, ExprLit, ExprPath, Lit, LitStr, Token};
 
 /// Every option `#[reeval::eval]` understands, in the order the error message lists them.
 const KEYS: &[&str] =
-    &["timeout", "deadline", "trials", "harness", "environment", "tags", "ignore", "judge"];
+    &["timeout", "deadline", "trials", "harness", "environment", "tags", "ignore", "judge", "min_pass_rate"];
 
 /// The parsed arguments. `None` / empty means "not given": the runner applies its defaults.
 #[derive(Default)]
@@ -30,6 +30,8 @@ pub struct EvalOptions {
     pub ignore: bool,
     /// `judge = "anthropic:claude-sonnet-4-5"`.
     pub judge: Option<LitStr>,
+    /// `min_pass_rate = 0.66`.
+    pub min_pass_rate: Option<f64>,
 }
 
 /// Parses the attribute's argument tokens, failing on the first offending token.
@@ -72,6 +74,7 @@ pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
             }
             "tags" => options.tags = strings(&key, &value, "tags = [\"smoke\", \"python\"]")?,
             "environment" => options.environment = Some(environment(&value)?),
+            "min_pass_rate" => options.min_pass_rate = Some(rate(&value)?),
             "judge" => {
                 options.judge =
                     Some(non_empty_string(&key, &value, "judge = \"anthropic:claude-sonnet-4-5\"")?)
@@ -104,8 +107,25 @@ fn example(key: &str) -> &'static str {
         "environment" => "environment = my_environment",
         "tags" => "tags = [\"smoke\"]",
         "judge" => "judge = \"anthropic:claude-sonnet-4-5\"",
+        "min_pass_rate" => "min_pass_rate = 0.66",
         _ => "",
     }
+}
+
+/// `0.66` (or `1`): a rate between 0 and 1, checked at compile time.
+fn rate(value: &Expr) -> syn::Result<f64> {
+    let fail = || {
+        syn::Error::new_spanned(
+            value,
+            "eval option `min_pass_rate` takes a number between 0 and 1, like `min_pass_rate = 0.66`",
+        )
+    };
+    let rate = match value {
+        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().map_err(|_| fail())?,
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().map_err(|_| fail())?,
+        _ => return Err(fail()),
+    };
+    if (0.0..=1.0).contains(&rate) { Ok(rate) } else { Err(fail()) }
 }
 
 /// A string literal, or `None` if `expr` is anything else.

@@ -68,6 +68,47 @@ pub enum RunEvent {
         /// The final try of each of its trials.
         finals: Vec<Record>,
     },
+    /// A turn began (`turn N started: "<the prompt's first 60 characters>"`).
+    TurnStarted {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The 1-based turn number.
+        index: u32,
+        /// The prompt's first 60 characters (redacted).
+        prompt: String,
+    },
+    /// The agent did something during a turn, as its harness reports it (`--stream`).
+    AgentActed {
+        /// The attempt.
+        attempt: AttemptId,
+        /// What it did (redacted).
+        event: AgentEvent,
+    },
+    /// A second passed: for reporters that watch the clock (progress, slow attempts).
+    Tick,
+}
+
+/// Something the agent did during a turn, reported as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// It called a tool.
+    ToolCall {
+        /// The tool.
+        name: String,
+        /// Its input, on one line and shortened.
+        input: String,
+    },
+    /// It reported an edit of a file.
+    Edit {
+        /// The file.
+        path: String,
+    },
+    /// It said something (or printed output).
+    Message {
+        /// The text.
+        text: String,
+    },
 }
 
 /// Where attempts send their events.

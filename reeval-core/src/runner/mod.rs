@@ -9,6 +9,7 @@ pub mod config;
 mod dispatch;
 pub mod events;
 mod preflight;
+mod provenance;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
-use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k};
+use crate::record::{AtK, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
 use crate::report::{Console, HtmlReport, JsonFiles, Reporter};
 use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
@@ -52,6 +53,10 @@ pub struct RunConfig {
     pub threads: usize,
     /// Retries of an infra error, each with a fresh sandbox.
     pub infra_retries: u32,
+    /// The pass rate at which a cell passes, replacing every eval's own `min_pass_rate`.
+    pub min_pass_rate: Option<f64>,
+    /// Prices per model, for the summary's costs.
+    pub prices: crate::prices::PriceTable,
     /// The suite's judge model, for evals that name none (`judge` in `reeval.toml`).
     pub judge: Option<String>,
     /// A `.env` file of secrets and credentials read by preflight, before
@@ -134,12 +139,36 @@ pub struct Runner {
     shutdown: CancellationToken,
     /// The engine sandboxes run on; by default the Docker engine of `DOCKER_HOST`.
     backend: Option<Arc<dyn Backend>>,
+    /// Records of a resumed run whose trials are not run again.
+    kept: Vec<Record>,
+    /// Only these cells (eval, harness) run, when set (`--rerun-failed`).
+    only_cells: Option<Vec<(String, String)>>,
 }
 
 impl Runner {
     /// A runner with `config` and the harnesses of `registry`.
     pub fn new(config: RunConfig, harnesses: HarnessRegistry) -> Self {
-        Self { config, harnesses, shutdown: CancellationToken::new(), backend: None }
+        Self {
+            config,
+            harnesses,
+            shutdown: CancellationToken::new(),
+            backend: None,
+            kept: Vec::new(),
+            only_cells: None,
+        }
+    }
+
+    /// Completes the run of `records` (same run id): their finished trials
+    /// are kept and count in the summary; the other trials run.
+    pub fn resuming(mut self, records: Vec<Record>) -> Self {
+        self.kept = crate::runs::finished_trials(records, self.config.infra_retries);
+        self
+    }
+
+    /// Runs only these cells (eval, harness) of the evals given to [`Runner::run`].
+    pub fn only_cells(mut self, cells: Vec<(String, String)>) -> Self {
+        self.only_cells = Some(cells);
+        self
     }
 
     /// Runs sandboxes on `backend` instead of the Docker engine (another engine, or the fake of tests).
@@ -155,12 +184,19 @@ impl Runner {
 
     /// The harness specs `eval` runs with.
     pub fn harness_specs(&self, eval: &Eval) -> Vec<String> {
-        if !self.config.harnesses.is_empty() {
+        let specs = if !self.config.harnesses.is_empty() {
             self.config.harnesses.clone()
         } else if !eval.options.harnesses.is_empty() {
             eval.options.harnesses.clone()
         } else {
             vec![DEFAULT_HARNESS.to_string()]
+        };
+        match &self.only_cells {
+            Some(cells) => specs
+                .into_iter()
+                .filter(|spec| cells.iter().any(|(e, h)| *e == eval.name && h == spec))
+                .collect(),
+            None => specs,
         }
     }
 
@@ -213,8 +249,22 @@ impl Runner {
     }
 }
 
-/// Counts the final tries, per kind and per cell, and picks the exit code.
+/// Counts the final tries, per kind and per cell, and picks the exit code
+/// (built-in prices; see [`summarize_priced`]).
 pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
+    summarize_priced(run_id, records, &crate::prices::PriceTable::default())
+}
+
+/// Counts the final tries, per kind and per cell, computes each cell's
+/// statistics, usage and cost (over every try: retried tries spent tokens
+/// too), and picks the exit code: 2 a config error, 1 a cell that failed (a
+/// fail, and a pass rate under its `minPassRate` or no threshold), 3 infra
+/// errors and no failing cell, 0 otherwise.
+pub fn summarize_priced(
+    run_id: &str,
+    records: &[Record],
+    prices: &crate::prices::PriceTable,
+) -> Summary {
     let finals = final_tries(records);
     let mut s = Summary {
         schema_version: crate::record::SCHEMA_VERSION,
@@ -226,6 +276,7 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
         let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| {
             CellSummary { eval: r.eval.clone(), harness: r.harness.clone(), ..Default::default() }
         });
+        cell.min_pass_rate = cell.min_pass_rate.or(r.min_pass_rate);
         match r.outcome {
             Outcome::Pass => {
                 s.passed += 1;
@@ -246,20 +297,57 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
     for cell in cells.values_mut() {
         let n = cell.passed + cell.failed;
         cell.pass_rate = (n > 0).then(|| f64::from(cell.passed) / f64::from(n));
+        cell.pass_rate_interval = crate::stats::wilson_interval(cell.passed, n);
         cell.pass_at_k = (1..=n).map(|k| pass_at_k(n, cell.passed, k)).collect();
         cell.pass_pow_k = (1..=n).map(|k| pass_pow_k(n, cell.passed, k)).collect();
+        cell.by_k = (1..=n)
+            .map(|k| {
+                let mut at = AtK::default();
+                at.k = k;
+                at.pass_at_k = pass_at_k(n, cell.passed, k);
+                at.pass_pow_k = pass_pow_k(n, cell.passed, k);
+                at
+            })
+            .collect();
+        cell.ok = crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate);
+        let of_cell: Vec<&Record> =
+            records.iter().filter(|r| r.eval == cell.eval && r.harness == cell.harness).collect();
+        for r in &of_cell {
+            cell.usage.add(&r.usage);
+        }
+        cell.cost_usd = prices.cost(of_cell.iter().copied());
     }
     s.cells = cells.into_values().collect();
     s.records = records.iter().map(Record::file_name).collect();
-    let failed: u32 = s.failed.values().sum();
-    s.exit_code = if finals.iter().any(|r| r.outcome == Outcome::Config) {
-        2
-    } else if failed > 0 {
-        1
+    for r in records {
+        s.usage.add(&r.usage);
+    }
+    s.cost_usd = prices.cost(records);
+    let failing = s.cells.iter().filter(|c| !c.ok).count();
+    let by_threshold = s.cells.iter().filter(|c| c.ok && c.failed > 0).count();
+    let cells_word = |n: usize| if n == 1 { "cell" } else { "cells" };
+    (s.exit_code, s.exit_reason) = if finals.iter().any(|r| r.outcome == Outcome::Config) {
+        (2, "a config error stopped an attempt".to_string())
+    } else if failing > 0 {
+        (
+            1,
+            format!(
+                "{failing} {} failed (a fail and no min pass rate, or a pass rate under it)",
+                cells_word(failing)
+            ),
+        )
     } else if s.infra > 0 {
-        3
+        (3, format!("{} infra errors and no failing cell", s.infra))
+    } else if by_threshold > 0 {
+        (
+            0,
+            format!(
+                "every cell passed, {by_threshold} {} by reaching its min pass rate",
+                cells_word(by_threshold)
+            ),
+        )
     } else {
-        0
+        (0, "every cell passed".to_string())
     };
     s
 }

@@ -21,6 +21,8 @@ pub(crate) struct Preflighted {
     pub(crate) redactor: Redactor,
     /// `ok in 12ms`, the preflight phase's detail in every record.
     pub(crate) detail: String,
+    /// The engine and its version, for the summary.
+    pub(crate) engine: Option<String>,
 }
 
 /// Checks, before anything starts, that every harness is known, every
@@ -48,6 +50,16 @@ pub(crate) async fn preflight(
         settings::SecretLookup::default()
     });
     let lookup = |name: &str| from.get(name);
+    let sources = secret_sources(runner);
+    // Records must be writable before any sandbox starts: a run that cannot record is no run.
+    let run_dir = runner.config.record_dir.join(&runner.config.run_id);
+    if let Err(problem) = writable(&run_dir) {
+        missing.push(format!(
+            "failed to write records under {}: {problem}; choose another --record-dir (or REEVAL_RECORD_DIR, or record_dir in reeval.toml)",
+            runner.config.record_dir.display()
+        ));
+    }
+    let mut images = Vec::new();
     for eval in evals {
         let env = match crate::attempt::build_environment(eval) {
             Ok(env) => env,
@@ -60,6 +72,11 @@ pub(crate) async fn preflight(
         missing.extend(
             env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)),
         );
+        if let Some(spec @ crate::environment::ImageSpec::From(_)) = &env.image
+            && !images.iter().any(|(s, _)| s == spec)
+        {
+            images.push((spec.clone(), eval.name.clone()));
+        }
         let mut resolved = Vec::new();
         for s in &env.secrets {
             match lookup(&s.name) {
@@ -69,8 +86,8 @@ pub(crate) async fn preflight(
                     if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder },
                 )),
                 None => missing.push(format!(
-                    "secret {} of eval {} is not set in the host environment",
-                    s.name, eval.name
+                    "secret {} of eval {} is not set in {sources}; set it there, or leave the eval out with --skip {}",
+                    s.name, eval.name, eval.name
                 )),
             }
         }
@@ -85,9 +102,7 @@ pub(crate) async fn preflight(
                         resolved.push(ResolvedSecret::new(var, value, SecretScope::Host))
                     }
                     None => {
-                        let line = format!(
-                            "key {var} for judge {spec} is not set in the host environment"
-                        );
+                        let line = format!("key {var} for judge {spec} is not set in {sources}");
                         if !missing.contains(&line) {
                             missing.push(line);
                         }
@@ -114,7 +129,7 @@ pub(crate) async fn preflight(
                             )),
                             None => {
                                 let line = format!(
-                                    "credential {cred} for harness {spec} is not set in the host environment"
+                                    "credential {cred} for harness {spec} is not set in {sources}"
                                 );
                                 if !missing.contains(&line) {
                                     missing.push(line);
@@ -132,7 +147,18 @@ pub(crate) async fn preflight(
         None => DockerBackend::connect().await.map(|b| Arc::new(b) as Arc<dyn Backend>),
     };
     let backend: Option<Arc<dyn Backend>> = match connected {
-        Ok(b) => Some(b),
+        Ok(b) => {
+            // An image named by reference that is not on the engine and cannot be pulled
+            // will not appear by retrying: say so now, before anything starts.
+            for (spec, eval) in &images {
+                if let Err(e @ crate::sandbox::SandboxError::ImageMissing { .. }) =
+                    b.ensure_image(spec, "").await
+                {
+                    missing.push(format!("environment of eval {eval}: {e}"));
+                }
+            }
+            Some(b)
+        }
         Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
             missing.push(e.to_string());
             None
@@ -150,12 +176,40 @@ pub(crate) async fn preflight(
     // The one redactor of the run: every sink writes through it.
     let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
     crate::secrets::remember(&redactor);
+    let backend = backend.expect("no miss means an engine");
+    let engine =
+        backend.ping().await.ok().map(|e| format!("{} {} (API {})", e.name, e.version, e.api_version));
     Ok(Preflighted {
-        backend: backend.expect("no miss means an engine"),
+        backend,
         secrets,
         redactor,
         detail: format!("ok in {}ms", began.elapsed().as_millis()),
+        engine,
     })
+}
+
+/// Where preflight looked for a secret, for the message naming one it did not find.
+fn secret_sources(runner: &Runner) -> String {
+    let file = |path: &Option<std::path::PathBuf>, unset: &str| match path {
+        Some(p) => p.display().to_string(),
+        None => unset.to_string(),
+    };
+    format!(
+        "the host environment, the env_file of reeval.toml ({}) or the file named by REEVAL_ENV_FILE ({})",
+        file(&runner.config.env_file, "none set"),
+        file(&runner.config.fallback_env_file, "unset"),
+    )
+}
+
+/// Whether records can be written in `run_dir`: it is created, and a file written and removed there.
+fn writable(run_dir: &std::path::Path) -> Result<(), std::io::Error> {
+    std::fs::create_dir_all(run_dir)?;
+    let probe = run_dir.join(format!(".reeval-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)?;
+    // Left empty until the first record, so a run that stops in preflight leaves no directory.
+    let _ = std::fs::remove_dir(run_dir);
+    Ok(())
 }
 
 pub(crate) fn cell_key(eval: &str, harness: &str) -> String {

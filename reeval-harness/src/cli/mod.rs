@@ -83,6 +83,11 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     /// The CLI's program name (`claude`).
     fn program(&self) -> &'static str;
 
+    /// The CLI's version as installed by [`CliAgent::install_steps`].
+    fn version(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The rules file the CLI reads, relative to the workspace.
     fn rules_file(&self) -> &'static str {
         "AGENTS.md"
@@ -201,6 +206,10 @@ impl<A: CliAgent> Harness for CliHarness<A> {
 
     fn rules_file(&self) -> &str {
         self.agent.rules_file()
+    }
+
+    fn version(&self) -> Option<String> {
+        self.agent.version().map(str::to_string)
     }
 
     fn image(&self) -> Option<ImageSpec> {
