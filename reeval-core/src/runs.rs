@@ -205,7 +205,7 @@ pub fn rebuild(
     let mut summary = crate::runner::summarize_priced(&run_id, &records, prices);
     summary.provenance = merge_provenance(&summaries(run_dir)?);
     let report = RunReport { run_id, run_dir: run_dir.to_path_buf(), records, summary };
-    write_summary_and_report(&report, "summary.json", "report.html", redactor)?;
+    write_summary_and_report(&report, "summary.json", "report.html", redactor, prices)?;
     Ok(report)
 }
 
@@ -218,11 +218,13 @@ pub fn write_summary_and_report(
     summary_name: &str,
     html_name: &str,
     redactor: &Redactor,
+    prices: &PriceTable,
 ) -> Result<(), RunsError> {
     let path = report.run_dir.join(summary_name);
     redactor.write_json(&path, &report.summary).map_err(io("write", &path))?;
     let path = report.run_dir.join(html_name);
-    let html = crate::report::html::render(&report.summary, &report.records, redactor)
+    let html =
+        crate::report::html::render_priced(&report.summary, &report.records, redactor, prices)
         .map_err(|e| io("render", &path)(std::io::Error::other(e)))?;
     std::fs::write(&path, html).map_err(io("write", &path))
 }

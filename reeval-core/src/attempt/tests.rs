@@ -299,6 +299,12 @@ impl crate::report::Reporter for Collect {
                 record.outcome.as_str()
             ),
             RunEvent::EvalEnded { eval, finals } => format!("eval {eval} {}", finals.len()),
+            RunEvent::TurnStarted { attempt, index, prompt } => {
+                format!("turn {}#{} {index} {prompt}", attempt.eval, attempt.trial)
+            }
+            RunEvent::AgentActed { attempt, .. } => format!("acted {}", attempt.eval),
+            // The clock's ticks depend on timing, not on what happened.
+            RunEvent::Tick => return Ok(()),
         };
         self.0.lock().unwrap().push(line);
         Ok(())

@@ -118,12 +118,14 @@ pub(crate) async fn dispatch(
         }
     }
     let planned = set.len();
+    let cells: usize = evals.iter().map(|e| runner.harness_specs(e).len()).sum();
     report_all(
         reporters,
         &RunEvent::Planned {
             run_id: config.run_id.clone(),
             run_dir: run_dir.clone(),
             evals: evals.iter().map(|e| e.name.clone()).collect(),
+            cells,
             attempts: planned,
         },
     );

@@ -35,7 +35,9 @@ pub enum RunEvent {
         run_dir: PathBuf,
         /// The evals to run, in order.
         evals: Vec<String>,
-        /// First tries planned (eval × harness × trial).
+        /// Cells (eval × harness) to run.
+        cells: usize,
+        /// First tries planned (eval × harness × trial; trials a resumed run kept are not).
         attempts: usize,
     },
     /// An attempt got its slot and started.

@@ -10,6 +10,7 @@ mod dispatch;
 pub mod events;
 mod preflight;
 mod provenance;
+mod suite;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
 
 pub use cli::{Args, UsageError};
+pub use suite::main;
 pub use config::SuiteConfig;
 
 /// The harness an eval runs with when neither it nor the command line names one.
@@ -228,19 +230,23 @@ impl Runner {
     ) -> Result<RunReport, PreflightError> {
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
-        // Under nextest every eval is its own process writing into one run directory.
-        let (summary, html) = if self.config.under_nextest {
-            (
-                format!("summary.{}.json", std::process::id()),
-                format!("report.{}.html", std::process::id()),
-            )
+        let mut reporters: Vec<Box<dyn Reporter>> = if self.config.under_nextest {
+            // Every eval is its own process writing into one run directory: each writes its
+            // own summary, and the whole run's summary and report are rebuilt over all of them.
+            let summary = format!("summary.{}.json", std::process::id());
+            vec![Box::new(
+                JsonFiles::new(run_dir.clone(), summary, ready.redactor.clone())
+                    .combining(self.config.prices.clone()),
+            )]
         } else {
-            ("summary.json".to_string(), "report.html".to_string())
+            vec![
+                Box::new(JsonFiles::new(run_dir.clone(), "summary.json", ready.redactor.clone())),
+                Box::new(
+                    HtmlReport::new(run_dir.join("report.html"), ready.redactor.clone())
+                        .priced(self.config.prices.clone()),
+                ),
+            ]
         };
-        let mut reporters: Vec<Box<dyn Reporter>> = vec![
-            Box::new(JsonFiles::new(run_dir.clone(), summary, ready.redactor.clone())),
-            Box::new(HtmlReport::new(run_dir.join(html), ready.redactor.clone())),
-        ];
         if extra.is_empty() && (self.config.print || self.config.verbose) {
             reporters.push(Box::new(Console::new(self.config.print, self.config.verbose)));
         }
@@ -350,96 +356,6 @@ pub fn summarize_priced(
         (0, "every cell passed".to_string())
     };
     s
-}
-
-/// The `main` of an eval suite: parses the command line, lists or runs, and
-/// returns the exit code.
-pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
-    let args = match Args::parse(std::env::args_os().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => return 0,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let selected: Vec<&Eval> =
-        evals.iter().filter(|e| args.selects(&e.name, e.options.ignore)).collect();
-    let filtered_out = evals.len() - selected.len();
-    if args.list {
-        // Side-effect free: a sort over statics, no Docker, no network, no keys.
-        for e in &selected {
-            println!("{}: test", e.name);
-        }
-        if !args.terse {
-            println!("\n{} tests, 0 benchmarks", selected.len());
-        }
-        return 0;
-    }
-    let (to_run, ignored): (Vec<&Eval>, Vec<&Eval>) =
-        selected.into_iter().partition(|e| args.runs(e.options.ignore));
-    if args.bench {
-        return 0;
-    }
-    // Flags, environment and reeval.toml, read once (after --list, which reads none of them).
-    let settings = match Settings::load(&args, settings::process_env) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    // The console reporter below prints libtest's lines; the runner adds no other.
-    let config = RunConfig { print: false, ..settings.run_config() };
-    let console = Console::new(true, config.verbose)
-        .selection(ignored.iter().map(|e| e.name.clone()).collect(), filtered_out);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
-            return 2;
-        }
-    };
-    let runner = Runner::new(config, harnesses);
-    crate::secrets::install_redacting_panic_hook();
-    runtime.block_on(async {
-        let shutdown = runner.shutdown_token();
-        let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = interrupted.clone();
-        tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let term = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
-            }
-            eprintln!("reeval: interrupted; tearing down sandboxes and writing records");
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            shutdown.cancel();
-        });
-        match runner.run_with(to_run.into_iter().cloned().collect(), vec![Box::new(console)]).await
-        {
-            Ok(report) => {
-                if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-                    130
-                } else {
-                    report.exit_code()
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                2
-            }
-        }
-    })
 }
 
 #[cfg(test)]
