@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn build_output_loses_its_colours() {
         let coloured = "\u{1b}[1;31merror:\u{1b}[0m no such package \u{1b}[2K\r";
-        assert_eq!(plain(coloured), "error: no such package \r");
+        assert_eq!(plain(coloured), "error: no such package ");
     }
 
     fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
