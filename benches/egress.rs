@@ -22,16 +22,28 @@ fn median(mut v: Vec<u64>) -> u64 {
 
 /// Milliseconds the attempt spent starting its sandbox: the container and gateway phases.
 fn start_ms(r: &Record) -> u64 {
-    r.phases.iter().filter(|p| p.phase == "container" || p.phase == "gateway").map(|p| p.duration_ms).sum()
+    r.phases
+        .iter()
+        .filter(|p| p.phase == "container" || p.phase == "gateway")
+        .map(|p| p.duration_ms)
+        .sum()
 }
 
 async fn one(dir: &std::path::Path, gateway: bool) -> Record {
     let eval = Eval::new(if gateway { "with_gateway" } else { "without" }, |c| {
         Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
     })
-    .environment(move || if gateway { Environment::new().allow_egress("example.com") } else { Environment::new() });
-    let config = RunConfig { record_dir: dir.to_path_buf(), threads: 1, infra_retries: 0, ..RunConfig::default() };
-    let report = Runner::new(config, reeval::harness_registry()).run(vec![eval]).await.expect("preflight");
+    .environment(move || {
+        if gateway { Environment::new().allow_egress("example.com") } else { Environment::new() }
+    });
+    let config = RunConfig {
+        record_dir: dir.to_path_buf(),
+        threads: 1,
+        infra_retries: 0,
+        ..RunConfig::default()
+    };
+    let report =
+        Runner::new(config, reeval::harness_registry()).run(vec![eval]).await.expect("preflight");
     let r = report.records.into_iter().next().expect("a record");
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     r
@@ -50,7 +62,9 @@ fn main() {
             without.push(start_ms(&one(&dir, false).await));
             let r = one(&dir, true).await;
             with.push(start_ms(&r));
-            gateway_phase.push(r.phases.iter().find(|p| p.phase == "gateway").map(|p| p.duration_ms).unwrap_or(0));
+            gateway_phase.push(
+                r.phases.iter().find(|p| p.phase == "gateway").map(|p| p.duration_ms).unwrap_or(0),
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let (a, b) = (median(without), median(with));
@@ -58,7 +72,10 @@ fn main() {
         println!("  without gateway (container):            median {a} ms");
         println!("  with gateway (container + gateway):     median {b} ms");
         println!("  gateway phase alone (isolation report): median {} ms", median(gateway_phase));
-        println!("  the gateway adds:                        {} ms (target <= 30 ms)", b as i64 - a as i64);
+        println!(
+            "  the gateway adds:                        {} ms (target <= 30 ms)",
+            b as i64 - a as i64
+        );
     });
     let _ = std::fs::remove_dir_all(&dir);
     drop(rt);

@@ -56,7 +56,11 @@ pub fn report(record_dir: &Path, dir: Option<PathBuf>) -> Result<(), CommandErro
         s.exit_code,
         s.exit_reason
     );
-    println!("wrote {} and {}", dir.join("summary.json").display(), dir.join("report.html").display());
+    println!(
+        "wrote {} and {}",
+        dir.join("summary.json").display(),
+        dir.join("report.html").display()
+    );
     Ok(())
 }
 
@@ -67,7 +71,10 @@ pub fn runs(record_dir: &Path) -> Result<(), CommandError> {
         println!("no runs recorded in {}", record_dir.display());
         return Ok(());
     }
-    println!("{:<40} {:<20} {:>8} {:>6} {:>6} {:>6} {:>5}", "run", "when", "attempts", "pass", "fail", "infra", "exit");
+    println!(
+        "{:<40} {:<20} {:>8} {:>6} {:>6} {:>6} {:>5}",
+        "run", "when", "attempts", "pass", "fail", "infra", "exit"
+    );
     for run in runs {
         let records = reeval_core::runs::records(&run.path)?;
         let s = reeval_core::runner::summarize(&run.id, &records);
@@ -107,7 +114,8 @@ pub async fn images_list() -> Result<(), CommandError> {
         println!("no reeval images (build reeval/base with scripts/build-base-image.sh)");
     }
     for image in images {
-        let created = std::time::UNIX_EPOCH + std::time::Duration::from_secs(image.created.max(0) as u64);
+        let created =
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(image.created.max(0) as u64);
         println!(
             "{:<32} {:<20} {:>8.1} MiB  {}",
             image.repo_tags.join(", "),

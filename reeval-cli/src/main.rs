@@ -70,12 +70,11 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
         match arg {
             Short('h') | Long("help") => return Ok(None),
             Long("record-dir") => {
-                record_dir =
-                    Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
+                record_dir = Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
             }
-            Value(v) => words.push(
-                v.into_string().map_err(|v| UsageError(format!("{v:?} is not UTF-8")))?,
-            ),
+            Value(v) => {
+                words.push(v.into_string().map_err(|v| UsageError(format!("{v:?} is not UTF-8")))?)
+            }
             other => return Err(UsageError(other.unexpected().to_string())),
         }
     }
@@ -143,7 +142,10 @@ mod tests {
         let cli = args(&["report", "runs/x", "--record-dir", "d"]).unwrap().unwrap();
         assert_eq!(cli.command, Command::Report(Some(PathBuf::from("runs/x"))));
         assert_eq!(cli.record_dir, Some(PathBuf::from("d")));
-        assert_eq!(args(&["images"]).unwrap().unwrap().command, Command::Images(ImagesCommand::List));
+        assert_eq!(
+            args(&["images"]).unwrap().unwrap().command,
+            Command::Images(ImagesCommand::List)
+        );
         assert_eq!(
             args(&["images", "build", "Dockerfile"]).unwrap().unwrap().command,
             Command::Images(ImagesCommand::Build(PathBuf::from("Dockerfile")))

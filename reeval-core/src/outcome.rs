@@ -271,7 +271,9 @@ pub fn turn_error(
     };
     match (status, report) {
         (TurnStatus::Completed | TurnStatus::TimedOut, _) => None,
-        (TurnStatus::Interrupted, _) => Some(Error::infra("finish the turn", "the run was interrupted")),
+        (TurnStatus::Interrupted, _) => {
+            Some(Error::infra("finish the turn", "the run was interrupted"))
+        }
         // The agent never had a fair try: the platform's failure, not a timeout.
         (TurnStatus::Aborted, Some(r)) if r.events == 0 => Some(never_started()),
         (TurnStatus::Aborted, _) => Some(Error::Timeout { elapsed: spent }),

@@ -93,7 +93,11 @@ pub fn list(record_dir: &Path) -> Result<Vec<RunDir>, RunsError> {
             }
         }
         if let Some(modified) = newest {
-            runs.push(RunDir { id: entry.file_name().to_string_lossy().into_owned(), path, modified });
+            runs.push(RunDir {
+                id: entry.file_name().to_string_lossy().into_owned(),
+                path,
+                modified,
+            });
         }
     }
     runs.sort_by(|a, b| a.modified.cmp(&b.modified).then_with(|| a.id.cmp(&b.id)));
@@ -199,8 +203,7 @@ pub fn rebuild(
     prices: &PriceTable,
     redactor: &Redactor,
 ) -> Result<RunReport, RunsError> {
-    let run_id =
-        run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let records = records(run_dir)?;
     let mut summary = crate::runner::summarize_priced(&run_id, &records, prices);
     summary.provenance = merge_provenance(&summaries(run_dir)?);
@@ -225,7 +228,7 @@ pub fn write_summary_and_report(
     let path = report.run_dir.join(html_name);
     let html =
         crate::report::html::render_priced(&report.summary, &report.records, redactor, prices)
-        .map_err(|e| io("render", &path)(std::io::Error::other(e)))?;
+            .map_err(|e| io("render", &path)(std::io::Error::other(e)))?;
     std::fs::write(&path, html).map_err(io("write", &path))
 }
 
@@ -252,7 +255,8 @@ pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> 
         .into_values()
         .filter(|tries| {
             let last = tries.iter().max_by_key(|r| r.try_).expect("a trial has a try");
-            !last.interrupted && !(last.outcome == Outcome::InfraError && last.try_ <= infra_retries)
+            !last.interrupted
+                && !(last.outcome == Outcome::InfraError && last.try_ <= infra_retries)
         })
         .flatten()
         .collect()
@@ -309,14 +313,23 @@ mod tests {
             kept.iter().map(|r| (r.eval.clone(), r.trial, r.try_)).collect();
         assert_eq!(
             names,
-            [("a".into(), 1, 1), ("a".into(), 2, 1), ("d".into(), 1, 1), ("d".into(), 1, 2), ("d".into(), 1, 3)]
+            [
+                ("a".into(), 1, 1),
+                ("a".into(), 2, 1),
+                ("d".into(), 1, 1),
+                ("d".into(), 1, 2),
+                ("d".into(), 1, 3)
+            ]
         );
     }
 
     #[test]
     fn runs_are_read_back_and_tries_are_numbered_on() {
-        let dir = std::env::temp_dir()
-            .join(format!("reeval-runs-{}-{}", std::process::id(), crate::runner::new_run_id()));
+        let dir = std::env::temp_dir().join(format!(
+            "reeval-runs-{}-{}",
+            std::process::id(),
+            crate::runner::new_run_id()
+        ));
         let run = dir.join("run-1");
         std::fs::create_dir_all(&run).unwrap();
         let redactor = Redactor::new(Vec::<&str>::new());
@@ -335,5 +348,4 @@ mod tests {
         assert!(e.starts_with("failed to read") && e.contains("junk.json"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
-
 }

@@ -321,10 +321,7 @@ impl Vars<'_> {
     /// A whole number, 0 included.
     fn whole<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, SettingsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
-        v.trim()
-            .parse::<T>()
-            .map(Some)
-            .map_err(|_| Self::fail(name, &v, "expected a whole number"))
+        v.trim().parse::<T>().map(Some).map_err(|_| Self::fail(name, &v, "expected a whole number"))
     }
 
     /// A rate between 0 and 1.
@@ -487,7 +484,8 @@ impl Settings {
             suite.harness.as_ref().map(|h| h.values()).unwrap_or_default()
         };
         s.trials = args.trials.or(trials).or(suite.trials);
-        let suite_timeout = suite.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
+        let suite_timeout =
+            suite.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
         s.timeout = args.timeout.or(timeout).or(suite_timeout);
         if let Some(n) = retries.or(suite.retries) {
             s.infra_retries = n;

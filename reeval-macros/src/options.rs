@@ -8,8 +8,17 @@ use syn::parse::Parser;
 use syn::{Expr, ExprArray, ExprLit, ExprPath, Lit, LitStr, Token};
 
 /// Every option `#[reeval::eval]` understands, in the order the error message lists them.
-const KEYS: &[&str] =
-    &["timeout", "deadline", "trials", "harness", "environment", "tags", "ignore", "judge", "min_pass_rate"];
+const KEYS: &[&str] = &[
+    "timeout",
+    "deadline",
+    "trials",
+    "harness",
+    "environment",
+    "tags",
+    "ignore",
+    "judge",
+    "min_pass_rate",
+];
 
 /// The parsed arguments. `None` / empty means "not given": the runner applies its defaults.
 #[derive(Default)]
@@ -121,8 +130,12 @@ fn rate(value: &Expr) -> syn::Result<f64> {
         )
     };
     let rate = match value {
-        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().map_err(|_| fail())?,
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().map_err(|_| fail())?,
+        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => {
+            f.base10_parse::<f64>().map_err(|_| fail())?
+        }
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => {
+            i.base10_parse::<f64>().map_err(|_| fail())?
+        }
         _ => return Err(fail()),
     };
     if (0.0..=1.0).contains(&rate) { Ok(rate) } else { Err(fail()) }

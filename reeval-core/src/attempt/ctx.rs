@@ -80,8 +80,11 @@ impl Ctx {
     /// # Cancel safety
     /// As [`Ctx::send`].
     #[track_caller]
-    pub fn send_with(&mut self, prompt: impl Into<String>,
-        options: TurnOptions) -> impl Future<Output = Result<Turn>> {
+    pub fn send_with(
+        &mut self,
+        prompt: impl Into<String>,
+        options: TurnOptions,
+    ) -> impl Future<Output = Result<Turn>> {
         let at = Location::caller();
         let prompt: String = prompt.into();
         async move {
@@ -129,7 +132,9 @@ impl Ctx {
             let result = async {
                 let bytes = self.attempt.read_bytes(path).await?;
                 String::from_utf8(bytes).map_err(|_| {
-                Error::other(format!("failed to read {path} as text: it is not UTF-8 (use read_bytes)"))
+                    Error::other(format!(
+                        "failed to read {path} as text: it is not UTF-8 (use read_bytes)"
+                    ))
                 })
             }
             .await;
@@ -162,7 +167,11 @@ impl Ctx {
     /// # Cancel safety
     /// A cancelled write may leave the file absent.
     #[track_caller]
-    pub fn write_file(&mut self, path: &str, content: impl AsRef<[u8]>) -> impl Future<Output = Result<()>> {
+    pub fn write_file(
+        &mut self,
+        path: &str,
+        content: impl AsRef<[u8]>,
+    ) -> impl Future<Output = Result<()>> {
         let at = Location::caller();
         async move {
             self.attempt.calls.began("write_file", at);
@@ -245,7 +254,11 @@ impl Ctx {
     /// # Cancel safety
     /// As [`Ctx::serve`].
     #[track_caller]
-    pub fn serve_with(&mut self, port: u16, ready_within: Duration) -> impl Future<Output = Result<String>> {
+    pub fn serve_with(
+        &mut self,
+        port: u16,
+        ready_within: Duration,
+    ) -> impl Future<Output = Result<String>> {
         let at = Location::caller();
         async move {
             self.attempt.calls.began("serve_with", at);

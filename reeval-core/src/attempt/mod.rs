@@ -10,7 +10,7 @@ mod calls;
 mod ctx;
 mod phases;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -693,15 +693,18 @@ impl Attempt {
 
     /// The record, concluded (outcome, message, phases, events, timings), and the error that caused its outcome.
     fn finish(mut self, ended: Ended, budget: Duration) -> (Record, Option<Error>) {
-        let interrupted = matches!(ended, Ended::Interrupted);
-        let stopped = matches!(
-            ended,
-            Ended::BudgetRanOut(_) | Ended::DeadlinePassed | Ended::Interrupted
-        );
+        // Interrupted: the run stopped it, or a call it made ended because the run stopped.
+        let interrupted = matches!(ended, Ended::Interrupted)
+            || (self.interrupt.is_cancelled() && matches!(ended, Ended::Returned(Ok(Err(_)))));
+        let stopped =
+            matches!(ended, Ended::BudgetRanOut(_) | Ended::DeadlinePassed | Ended::Interrupted);
         let returned_error = matches!(ended, Ended::Returned(Ok(Err(_))));
         let panicked = matches!(ended, Ended::Returned(Err(_)));
-        let Conclusion { outcome, message, cause } =
-            conclude(ended, &mut self.soft_failures, budget);
+        let Conclusion { outcome, message, cause } = if interrupted {
+            conclude(Ended::Interrupted, &mut self.soft_failures, budget)
+        } else {
+            conclude(ended, &mut self.soft_failures, budget)
+        };
         let total_ms = self.phases.log.now_ms();
         // A turn cut short keeps its place in the record: a turn that never
         // concluded by how it was stopped; one cut short in its diff as it concluded.
@@ -716,14 +719,17 @@ impl Attempt {
         let mut message = message;
         let mut record = self.record;
         record.interrupted = interrupted;
+        let timed_out = outcome == crate::outcome::Outcome::Fail(crate::FailKind::Timeout);
         if panicked {
             record.location = calls::take_panic_location();
             if let (Some(at), Some(m)) = (&record.location, message.as_mut()) {
                 *m = m.replacen("the eval panicked: ", &format!("the eval panicked at {at}: "), 1);
             }
-        } else if returned_error {
-            record.location = self.calls.failed.map(|c| c.to_string());
-        } else if stopped && let Some(call) = self.calls.in_flight {
+        } else if (stopped || timed_out)
+            && let Some(call) = self.calls.in_flight.or(self.calls.failed)
+        {
+            // The call that was running when time ran out (or the run stopped), and what
+            // the agent had printed by then.
             record.location = Some(call.to_string());
             if let Some(m) = message.as_mut() {
                 m.push_str(&format!("\n  while {call} was running"));
@@ -731,6 +737,8 @@ impl Attempt {
                     m.push_str(&format!("\n  the agent's last output: {tail}"));
                 }
             }
+        } else if returned_error {
+            record.location = self.calls.failed.map(|c| c.to_string());
         }
         record.outcome = outcome;
         record.message = message;

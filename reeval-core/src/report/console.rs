@@ -104,7 +104,8 @@ impl Reporter for Console {
     fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         match event {
             RunEvent::Planned { evals, .. } if self.lines => {
-                let mut text = format!("\nrunning {} {}\n", evals.len(), plural(evals.len(), "test"));
+                let mut text =
+                    format!("\nrunning {} {}\n", evals.len(), plural(evals.len(), "test"));
                 for name in &self.ignored {
                     text.push_str(&format!("test {name} ... ignored\n"));
                 }
@@ -130,10 +131,8 @@ impl Reporter for Console {
                 self.out.err(&format!("{} event {}\n", Self::prefix(attempt), event.message));
             }
             RunEvent::TurnStarted { attempt, index, prompt } if self.verbose || self.stream => {
-                self.out.err(&format!(
-                    "{} turn {index} started: {prompt:?}\n",
-                    Self::prefix(attempt)
-                ));
+                self.out
+                    .err(&format!("{} turn {index} started: {prompt:?}\n", Self::prefix(attempt)));
             }
             RunEvent::AgentActed { attempt, event } if self.stream => {
                 let what = match event {
@@ -233,7 +232,11 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
     } else {
         let at = c.by_k.iter().map(|a| format!("@{} {:.2}", a.k, a.pass_at_k));
         let pow = c.by_k.iter().map(|a| format!("^{} {:.2}", a.k, a.pass_pow_k));
-        format!("pass{}; pass{}", at.collect::<Vec<_>>().join(" "), pow.collect::<Vec<_>>().join(" "))
+        format!(
+            "pass{}; pass{}",
+            at.collect::<Vec<_>>().join(" "),
+            pow.collect::<Vec<_>>().join(" ")
+        )
     };
     let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
     format!(
@@ -243,7 +246,12 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
 }
 
 /// The closing part of a run: failures, libtest's `test result:` line, reeval's summary.
-fn summary_text(report: &RunReport, ignored: usize, filtered_out: usize, elapsed: Duration) -> String {
+fn summary_text(
+    report: &RunReport,
+    ignored: usize,
+    filtered_out: usize,
+    elapsed: Duration,
+) -> String {
     let mut out = String::new();
     let finals = report.final_records();
     let failing: Vec<&&Record> = finals.iter().filter(|r| r.outcome != Outcome::Pass).collect();
@@ -350,13 +358,22 @@ mod tests {
         assert!(text.contains("reeval: 1 attempt passed, 0 failed, 1 infra error;"), "{text}");
         assert!(text.contains("1 infra errors and no failing cell (exit 3)"), "{text}");
         // An infra-only cell has nothing graded: no empty `pass@k ;`.
-        assert!(text.contains("  b [shell]: 0/0 passed, n/a, 1 infra; pass@k n/a (nothing graded)"), "{text}");
-        assert!(text.contains("  a [shell]: 1/1 passed, 100% [95% CI 21–100%]; pass@1 1.00; pass^1 1.00"), "{text}");
+        assert!(
+            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra; pass@k n/a (nothing graded)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  a [shell]: 1/1 passed, 100% [95% CI 21–100%]; pass@1 1.00; pass^1 1.00"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
     fn tries_that_failed_alike_are_said_once() {
-        let mut tries: Vec<Record> = (1..=3).map(|t| rec("setup", 1, t, Outcome::InfraError)).collect();
+        let mut tries: Vec<Record> =
+            (1..=3).map(|t| rec("setup", 1, t, Outcome::InfraError)).collect();
         for t in &mut tries {
             t.message = Some("failed to run setup step 1: exit 7".into());
         }

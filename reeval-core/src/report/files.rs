@@ -51,7 +51,8 @@ impl Reporter for JsonFiles {
         if let Some(prices) = &self.combine {
             let lock = std::fs::File::create(self.run_dir.join(".reeval.lock"))?;
             lock.lock()?;
-            crate::runs::rebuild(&self.run_dir, prices, &self.redactor).map_err(io::Error::other)?;
+            crate::runs::rebuild(&self.run_dir, prices, &self.redactor)
+                .map_err(io::Error::other)?;
         }
         Ok(())
     }

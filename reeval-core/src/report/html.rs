@@ -124,8 +124,22 @@ struct ReportPage {
 
 /// Every phase a timeline can show, in lifecycle order (the legend).
 const PHASES: &[&str] = &[
-    "preflight", "image", "container", "gateway", "env", "workspace", "files", "setup", "snapshot",
-    "harness", "turn", "check", "judge", "serve", "capture", "teardown",
+    "preflight",
+    "image",
+    "container",
+    "gateway",
+    "env",
+    "workspace",
+    "files",
+    "setup",
+    "snapshot",
+    "harness",
+    "turn",
+    "check",
+    "judge",
+    "serve",
+    "capture",
+    "teardown",
 ];
 
 fn pct(x: f64) -> String {
@@ -182,19 +196,17 @@ fn diff_lines(patch: &str) -> Vec<DiffLine> {
 /// Time-axis ticks for a timeline of `total_ms`: about five round steps.
 fn ticks(total_ms: u64) -> Vec<(String, String)> {
     let total = total_ms.max(1);
-    let step = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 30_000,
-        60_000, 120_000, 300_000, 600_000]
-        .into_iter()
-        .find(|s| total / s <= 6)
-        .unwrap_or(1_200_000);
+    let step = [
+        1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000,
+        120_000, 300_000, 600_000,
+    ]
+    .into_iter()
+    .find(|s| total / s <= 6)
+    .unwrap_or(1_200_000);
     (0..=total / step)
         .map(|i| {
             let ms = i * step;
-            let label = if step >= 1_000 {
-                format!("{}s", ms / 1_000)
-            } else {
-                format!("{ms}ms")
-            };
+            let label = if step >= 1_000 { format!("{}s", ms / 1_000) } else { format!("{ms}ms") };
             (format!("{:.2}", ms as f64 / total as f64 * 100.0), label)
         })
         .collect()
@@ -290,7 +302,11 @@ fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) ->
         artifacts,
         usage: usage_text(&r.usage),
         cost: cost_text(prices.cost([r])),
-        events: r.events.iter().map(|e| format!("{} ms: {}", e.at_ms, redact(&e.message))).collect(),
+        events: r
+            .events
+            .iter()
+            .map(|e| format!("{} ms: {}", e.at_ms, redact(&e.message)))
+            .collect(),
     }
 }
 
@@ -448,7 +464,10 @@ mod tests {
             html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""),
             "{html}"
         );
-        assert!(!html.contains("http://") && !html.contains("https://"), "nothing from the network");
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "nothing from the network"
+        );
     }
 
     #[test]
@@ -458,7 +477,8 @@ mod tests {
         let mut tries = Vec::new();
         for t in 1..=2 {
             let mut r = Record::new("run", "z_fails", "shell", 1, t);
-            r.outcome = if t == 1 { Outcome::InfraError } else { Outcome::Fail(crate::FailKind::Judge) };
+            r.outcome =
+                if t == 1 { Outcome::InfraError } else { Outcome::Fail(crate::FailKind::Judge) };
             tries.push(r);
         }
         let records = [pass, tries[0].clone(), tries[1].clone()];
@@ -474,7 +494,10 @@ mod tests {
     #[test]
     fn ticks_are_round() {
         let t = ticks(4_500);
-        assert_eq!(t.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(), ["0s", "1s", "2s", "3s", "4s"]);
+        assert_eq!(
+            t.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(),
+            ["0s", "1s", "2s", "3s", "4s"]
+        );
         assert_eq!(ticks(80)[1].1, "20ms");
     }
 }

@@ -82,7 +82,9 @@ impl Reporter for LibtestJson {
         match event {
             RunEvent::Planned { evals, run_dir, .. } => {
                 self.run_dir = run_dir.clone();
-                self.line(json!({ "type": "suite", "event": "started", "test_count": evals.len() }))?;
+                self.line(
+                    json!({ "type": "suite", "event": "started", "test_count": evals.len() }),
+                )?;
                 for name in &self.ignored {
                     self.line(json!({ "type": "test", "event": "started", "name": name }))?;
                     self.line(json!({ "type": "test", "event": "ignored", "name": name }))?;

@@ -138,12 +138,18 @@ mod tests {
         let mut infra = Record::new("r", "e", "shell", 1, 1);
         infra.outcome = Outcome::InfraError;
         c.count(&RunEvent::AttemptEnded { record: Box::new(infra), retry: Retry::Again });
-        assert_eq!(c.line(), "1 cells · 1/3 attempts · 0 running · 2 queued · 0 passed, 0 failed, 0 infra");
+        assert_eq!(
+            c.line(),
+            "1 cells · 1/3 attempts · 0 running · 2 queued · 0 passed, 0 failed, 0 infra"
+        );
         c.count(&RunEvent::AttemptStarted(id));
         c.count(&RunEvent::AttemptEnded {
             record: Box::new(Record::new("r", "e", "shell", 1, 2)),
             retry: Retry::Final,
         });
-        assert_eq!(c.line(), "1 cells · 2/3 attempts · 0 running · 1 queued · 1 passed, 0 failed, 0 infra");
+        assert_eq!(
+            c.line(),
+            "1 cells · 2/3 attempts · 0 running · 1 queued · 1 passed, 0 failed, 0 infra"
+        );
     }
 }

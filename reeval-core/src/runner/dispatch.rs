@@ -181,9 +181,7 @@ pub(crate) async fn dispatch(
     let mut summary = summarize_priced(&config.run_id, &all, &config.prices);
     summary.provenance = crate::record::Provenance {
         started_at: Some(humantime::format_rfc3339_millis(started).to_string()),
-        ended_at: Some(
-            humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        ),
+        ended_at: Some(humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()),
         duration_ms: Some(started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0)),
         command: std::env::args().collect(),
         git: super::provenance::git_state(),

@@ -8,6 +8,8 @@ pub mod cli;
 pub mod config;
 mod dispatch;
 pub mod events;
+#[cfg(test)]
+mod fake_tests;
 mod preflight;
 mod provenance;
 mod suite;
@@ -28,8 +30,8 @@ use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
 
 pub use cli::{Args, UsageError};
-pub use suite::main;
 pub use config::SuiteConfig;
+pub use suite::main;
 
 /// The harness an eval runs with when neither it nor the command line names one.
 pub const DEFAULT_HARNESS: &str = "shell";

@@ -177,8 +177,11 @@ pub(crate) async fn preflight(
     let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
     crate::secrets::remember(&redactor);
     let backend = backend.expect("no miss means an engine");
-    let engine =
-        backend.ping().await.ok().map(|e| format!("{} {} (API {})", e.name, e.version, e.api_version));
+    let engine = backend
+        .ping()
+        .await
+        .ok()
+        .map(|e| format!("{} {} (API {})", e.name, e.version, e.api_version));
     Ok(Preflighted {
         backend,
         secrets,

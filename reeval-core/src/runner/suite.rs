@@ -96,8 +96,7 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         reporters.push(Box::new(LibtestJson::new(ignored, filtered_out)));
         // -v and --stream still go to stderr.
         if config.verbose || settings.stream {
-            reporters
-                .push(Box::new(Console::new(false, config.verbose).stream(settings.stream)));
+            reporters.push(Box::new(Console::new(false, config.verbose).stream(settings.stream)));
         }
     } else {
         reporters.push(Box::new(

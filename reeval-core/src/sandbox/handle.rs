@@ -96,8 +96,7 @@ impl SandboxHandle {
         };
         // `.` components go (`.`, `./src`, `src/.` name directories of the workspace);
         // `..` stays for the engine to refuse or resolve.
-        let parts: Vec<&str> =
-            joined.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+        let parts: Vec<&str> = joined.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
         format!("/{}", parts.join("/"))
     }
 
