@@ -39,7 +39,7 @@ impl CliAgent for ClaudeCode {
         "claude"
     }
 
-    fn version(&self) -> Option<&\'static str> {
+    fn version(&self) -> Option<&'static str> {
         Some(VERSION)
     }
 

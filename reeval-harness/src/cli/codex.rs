@@ -73,7 +73,7 @@ impl CliAgent for Codex {
         "codex"
     }
 
-    fn version(&self) -> Option<&\'static str> {
+    fn version(&self) -> Option<&'static str> {
         Some(VERSION)
     }
 

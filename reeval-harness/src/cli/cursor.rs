@@ -36,7 +36,7 @@ impl CliAgent for Cursor {
         "cursor-agent"
     }
 
-    fn version(&self) -> Option<&\'static str> {
+    fn version(&self) -> Option<&'static str> {
         Some(VERSION)
     }
 

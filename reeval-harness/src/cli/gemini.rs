@@ -37,7 +37,7 @@ impl CliAgent for Gemini {
         "gemini"
     }
 
-    fn version(&self) -> Option<&\'static str> {
+    fn version(&self) -> Option<&'static str> {
         Some(VERSION)
     }
 

@@ -56,7 +56,7 @@ impl CliAgent for Opencode {
         "opencode"
     }
 
-    fn version(&self) -> Option<&\'static str> {
+    fn version(&self) -> Option<&'static str> {
         Some(VERSION)
     }
 

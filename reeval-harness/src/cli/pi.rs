@@ -37,7 +37,7 @@ impl CliAgent for Pi {
         "pi"
     }
 
-    fn version(&self) -> Option<&\'static str> {
+    fn version(&self) -> Option<&'static str> {
         Some(VERSION)
     }
 
