@@ -84,12 +84,9 @@ pub(crate) async fn dispatch(
                 if config.min_pass_rate.is_some() {
                     planned.options.min_pass_rate = config.min_pass_rate;
                 }
-                // nextest's --retries runs the process again into the same run: number its tries on.
-                let try_ = if config.under_nextest {
-                    crate::runs::next_try(&run_dir, &eval.name, &spec, trial)
-                } else {
-                    1
-                };
+                // A trial recorded before in this run (nextest's --retries runs the process
+                // again; --resume completes the run) is numbered on, never overwritten.
+                let try_ = crate::runs::next_try(&run_dir, &eval.name, &spec, trial);
                 let plan = AttemptPlan {
                     run_id: config.run_id.clone(),
                     run_dir: run_dir.clone(),
