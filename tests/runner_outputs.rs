@@ -439,3 +439,72 @@ async fn a_stdout_closed_early_neither_aborts_nor_leaves_a_sandbox() {
     assert_eq!(common::containers_of_run(&run_id).await, 0);
     assert_eq!(records(&dir.join(&run_id)).len(), 3, "every attempt recorded");
 }
+
+#[test]
+fn a_nextest_run_with_a_retry_has_one_summary_and_report_and_keeps_both_tries() {
+    let nextest = Command::new("cargo").args(["nextest", "--version"]).output();
+    if !tool_ready("cargo-nextest", nextest.is_ok_and(|o| o.status.success())) {
+        return;
+    }
+    if !tokio::runtime::Runtime::new().unwrap().block_on(common::docker_ready()) {
+        return;
+    }
+    let dir = common::temp_dir("nextest-retry");
+    let state = common::temp_dir("nextest-state");
+    let out = Command::new("cargo")
+        .args(["nextest", "run", "--no-fail-fast", "--retries", "1", "--example", "nextest_suite"])
+        .env("REEVAL_RECORD_DIR", &dir)
+        .env("REEVAL_FIXTURE_STATE", &state)
+        .env_remove("REEVAL_TAGS")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{}{stderr}", text(&out.stdout));
+    assert!(stderr.contains("5 tests run: 5 passed (1 flaky)"), "{stderr}");
+    let runs = runs(&dir);
+    assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+    let run = &runs[0];
+    let tries: Vec<String> = records(run)
+        .iter()
+        .map(|r| {
+            format!(
+                "{} t{} try{} {}",
+                r["eval"].as_str().unwrap(),
+                r["trial"],
+                r["try"],
+                r["outcome"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        tries,
+        [
+            "flaky_once t1 try1 fail",
+            "flaky_once t1 try2 pass",
+            "four t1 try1 pass",
+            "one t1 try1 pass",
+            "three t1 try1 pass",
+            "two t1 try1 pass",
+        ],
+        "both tries of the retried eval are kept"
+    );
+    let summary = json(&run.join("summary.json"));
+    assert_eq!(summary["cells"].as_array().unwrap().len(), 5, "{summary}");
+    assert_eq!(
+        (summary["passed"].as_u64(), summary["exitCode"].as_i64()),
+        (Some(5), Some(0)),
+        "{summary}"
+    );
+    assert_eq!(summary["records"].as_array().unwrap().len(), 6, "{summary}");
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    for eval in ["one", "two", "three", "four", "flaky_once"] {
+        assert!(html.contains(&format!("{eval} #1 [shell]")), "{eval} in the report");
+    }
+    assert!(html.contains("try 1") && html.contains("try 2"));
+    let per_process = std::fs::read_dir(run)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("summary."))
+        .count();
+    assert_eq!(per_process, 7, "one summary per process (6) and the run's own: {run:?}");
+}
