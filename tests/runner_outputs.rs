@@ -508,3 +508,110 @@ fn a_nextest_run_with_a_retry_has_one_summary_and_report_and_keeps_both_tries() 
         .count();
     assert_eq!(per_process, 7, "one summary per process (6) and the run's own: {run:?}");
 }
+
+#[tokio::test]
+async fn an_image_that_is_not_there_is_a_config_error_in_preflight() {
+    require_docker!();
+    // Before the fix: three tries, each an infra error after starting the attempt.
+    let eval = reeval::Eval::new("missing_image", |c| {
+        Box::pin(async move { reeval::expect(c.exec("true").await?).to_succeed() })
+    })
+    .environment(|| {
+        reeval::Environment::new().image(reeval::Image::from("reeval/not-built-here:1"))
+    });
+    let run_id = format!("image-missing-{}", std::process::id());
+    let runner = common::runner_with("image-missing", |c| {
+        c.infra_retries = 2;
+        c.run_id = run_id.clone();
+    });
+    let e = runner.run(vec![eval]).await.expect_err("preflight stops the run").to_string();
+    assert!(
+        e.contains(
+            "environment of eval missing_image: failed to find image reeval/not-built-here:1"
+        ) && e.contains("build or load it first"),
+        "{e}"
+    );
+    assert_eq!(common::containers_of_run(&run_id).await, 0, "no sandbox started");
+}
+
+#[tokio::test]
+async fn capturing_the_workspace_keeps_its_top_level_files_and_an_empty_match_fails() {
+    require_docker!();
+    // Before the fix `Artifact::dir(".")` dropped top-level files and stripped a directory level.
+    let eval = reeval::Eval::new("capture_dot", |c| {
+        Box::pin(async move {
+            c.send("echo top > top.txt && mkdir -p sub/deeper && echo low > sub/deeper/low.txt && mkdir empty").await?;
+            let all = c.capture("workspace", reeval::Artifact::dir(".")).await?;
+            reeval::expect(all.text.as_str()).to_contain("top.txt (4 bytes)")?;
+            reeval::expect(all.text.as_str()).to_contain("sub/deeper/low.txt (4 bytes)")?;
+            let nothing = c.capture("empty", reeval::Artifact::dir("empty")).await;
+            reeval::expect(nothing.is_err()).to_equal(true)?;
+            reeval::expect(nothing.unwrap_err().to_string()).to_contain("holds no file")
+        })
+    });
+    let report = common::runner("capture-dot").run(vec![eval]).await.expect("preflight");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, reeval::Outcome::Pass, "{:?}", r.message);
+    let tar =
+        std::fs::read(report.run_dir.join(r.artifacts_dir_name()).join("captures/workspace.tar"))
+            .unwrap();
+    let mut names: Vec<String> = tar::Archive::new(tar.as_slice())
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .filter(|p| p.ends_with(".txt"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["workspace/sub/deeper/low.txt", "workspace/top.txt"]);
+}
+
+#[tokio::test]
+async fn an_image_build_error_reaches_the_record_without_colour_codes() {
+    require_docker!();
+    let dir = common::temp_dir("ansi-build");
+    std::fs::write(
+        dir.join("Dockerfile"),
+        "FROM reeval/base:latest\nRUN printf '\\033[1;31mcannot install\\033[0m\\n'; exit 3\n",
+    )
+    .unwrap();
+    let dockerfile = dir.join("Dockerfile");
+    let eval = reeval::Eval::new("coloured_build", |c| {
+        Box::pin(async move { reeval::expect(c.exec("true").await?).to_succeed() })
+    })
+    .environment(move || {
+        reeval::Environment::new().image(reeval::Image::dockerfile(dockerfile.clone()))
+    });
+    let report = common::runner("ansi").run(vec![eval]).await.expect("preflight");
+    let message = report.records[0].message.clone().unwrap_or_default();
+    assert!(message.contains("cannot install"), "{message}");
+    assert!(!message.contains('\u{1b}'), "no escape codes: {message:?}");
+}
+
+#[test]
+fn skipped_evals_are_left_out_of_preflight() {
+    // An eval whose secret is missing stops the run; `--skip` leaves it out of preflight too.
+    let suite = || {
+        let mut cmd = Command::new(common::example_bin("fixture_suite"));
+        cmd.env_remove("REEVAL_FIXTURE_MISSING_A")
+            .env_remove("REEVAL_FIXTURE_MISSING_B")
+            .env_remove("NEXTEST_RUN_ID")
+            .env_remove("NEXTEST");
+        cmd
+    };
+    let dir = common::temp_dir("skip-preflight");
+    let out = run(suite().args(["nested::no_sandbox", "needs_secrets", "--record-dir"]).arg(&dir));
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("REEVAL_ENV_FILE") && err.contains("--skip needs_secrets"), "{err}");
+    let out = run(suite()
+        .args(["nested::no_sandbox", "needs_secrets", "--skip", "needs_secrets", "--record-dir"])
+        .arg(&dir));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // A configured env file that does not exist is named.
+    let out = run(suite()
+        .args(["nested::no_sandbox", "--record-dir"])
+        .arg(&dir)
+        .env("REEVAL_ENV_FILE", "/nonexistent/suite.env"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("failed to read the env file /nonexistent/suite.env (REEVAL_ENV_FILE): it does not exist"), "{}", text(&out.stderr));
+}
