@@ -108,7 +108,8 @@ async fn a_matrix_of_3_evals_2_harnesses_3_trials_and_its_outputs() {
 
     // Figures computed by hand: (eval, harness, passed, failed, infra, pass@k, pass^k, ok).
     let third = 1.0 / 3.0;
-    let cells: [(&str, &str, u32, u32, u32, Vec<f64>, Vec<f64>, bool); 6] = [
+    type Cell = (&'static str, &'static str, u32, u32, u32, Vec<f64>, Vec<f64>, bool);
+    let cells: [Cell; 6] = [
         ("all_pass", "shell", 3, 0, 0, vec![1.0, 1.0, 1.0], vec![1.0, 1.0, 1.0], true),
         ("all_pass", "shell:alt", 3, 0, 0, vec![1.0, 1.0, 1.0], vec![1.0, 1.0, 1.0], true),
         // 2 of 3: pass@1 = 2/3; pass@2 = 1 - C(1,2)/C(3,2) = 1; pass^2 = C(2,2)/C(3,2) = 1/3.
@@ -216,9 +217,12 @@ async fn a_matrix_of_3_evals_2_harnesses_3_trials_and_its_outputs() {
         }
     }
 
-    // JUnit, read by a real consumer.
-    let python = Command::new("python3").args(["-c", "import junitparser"]).status();
-    if tool_ready("python3 with junitparser", python.is_ok_and(|s| s.success())) {
+    // JUnit, read by a real consumer: junitparser (Debian's python3-junitparser, or from PyPI).
+    let python = ["/usr/bin/python3", "python3"].into_iter().find(|p| {
+        Command::new(p).args(["-c", "import junitparser"]).status().is_ok_and(|s| s.success())
+    });
+    if tool_ready("python3 with junitparser", python.is_some()) {
+        let python = python.unwrap();
         let script = r#"
 import sys, junitparser
 xml = junitparser.JUnitXml.fromfile(sys.argv[1])
@@ -229,7 +233,7 @@ for c in cases:
         kind = "failure" if isinstance(r, junitparser.Failure) else "error" if isinstance(r, junitparser.Error) else "other"
         print(kind, r.type, c.classname, "|", c.name, "|", (r.text or "").replace("\n", " "))
 "#;
-        let out = Command::new("python3").arg("-c").arg(script).arg(&junit).output().unwrap();
+        let out = Command::new(python).arg("-c").arg(script).arg(&junit).output().unwrap();
         let parsed = text(&out.stdout);
         assert!(out.status.success(), "{parsed}{}", text(&out.stderr));
         assert!(parsed.starts_with("cases 18\n"), "one testcase per attempt: {parsed}");

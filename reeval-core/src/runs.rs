@@ -255,8 +255,8 @@ pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> 
         .into_values()
         .filter(|tries| {
             let last = tries.iter().max_by_key(|r| r.try_).expect("a trial has a try");
-            !last.interrupted
-                && !(last.outcome == Outcome::InfraError && last.try_ <= infra_retries)
+            let retries_left = last.outcome == Outcome::InfraError && last.try_ <= infra_retries;
+            !(last.interrupted || retries_left)
         })
         .flatten()
         .collect()

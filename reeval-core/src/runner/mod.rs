@@ -309,12 +309,10 @@ pub fn summarize_priced(
         cell.pass_at_k = (1..=n).map(|k| pass_at_k(n, cell.passed, k)).collect();
         cell.pass_pow_k = (1..=n).map(|k| pass_pow_k(n, cell.passed, k)).collect();
         cell.by_k = (1..=n)
-            .map(|k| {
-                let mut at = AtK::default();
-                at.k = k;
-                at.pass_at_k = pass_at_k(n, cell.passed, k);
-                at.pass_pow_k = pass_pow_k(n, cell.passed, k);
-                at
+            .map(|k| AtK {
+                k,
+                pass_at_k: pass_at_k(n, cell.passed, k),
+                pass_pow_k: pass_pow_k(n, cell.passed, k),
             })
             .collect();
         cell.ok = crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate);

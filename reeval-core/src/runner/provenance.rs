@@ -18,8 +18,5 @@ pub(crate) fn git_state() -> Option<GitState> {
     let commit = git(&["rev-parse", "HEAD"])?;
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
         .is_some_and(|changes| !changes.is_empty());
-    let mut state = GitState::default();
-    state.commit = commit;
-    state.dirty = dirty;
-    Some(state)
+    Some(GitState { commit, dirty })
 }
