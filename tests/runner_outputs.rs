@@ -619,3 +619,29 @@ fn skipped_evals_are_left_out_of_preflight() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("failed to read the env file /nonexistent/suite.env (REEVAL_ENV_FILE): it does not exist"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn verbose_and_stream_show_each_turn_and_the_agents_output_as_it_arrives() {
+    if !tokio::runtime::Runtime::new().unwrap().block_on(common::docker_ready()) {
+        return;
+    }
+    let dir = common::temp_dir("stream");
+    let out = run(suite()
+        .args(["two_of_three", "--exact", "--harness", "shell", "--trials", "1", "-v", "--stream"])
+        .arg("--record-dir")
+        .arg(&dir));
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(r#"] turn 1 started: "printf 'hello\\n' > greeting.txt && echo wrote it""#),
+        "{stderr}"
+    );
+    let said = stderr
+        .lines()
+        .position(|l| l.starts_with("[two_of_three#1 shell]") && l.ends_with(" says wrote it"));
+    let ended = stderr.lines().position(|l| l.contains(" turn 1 completed in "));
+    assert!(
+        said.is_some() && said < ended,
+        "the agent's output comes as it arrives, before its turn ends: {stderr}"
+    );
+}

@@ -321,10 +321,21 @@ mod tests {
     }
 
     #[test]
+    fn min_pass_rate_is_a_rate() {
+        assert_eq!(parse(quote!(min_pass_rate = 0.66)).unwrap().min_pass_rate, Some(0.66));
+        assert_eq!(parse(quote!(min_pass_rate = 1)).unwrap().min_pass_rate, Some(1.0));
+        for bad in
+            [quote!(min_pass_rate = 1.5), quote!(min_pass_rate = "0.5"), quote!(min_pass_rate)]
+        {
+            assert!(err(bad).contains("min_pass_rate"));
+        }
+    }
+
+    #[test]
     fn unknown_key() {
         assert_eq!(
             err(quote!(timeout = "1m", foo = 1)),
-            "unknown eval option `foo`; expected one of: timeout, deadline, trials, harness, environment, tags, ignore, judge"
+            "unknown eval option `foo`; expected one of: timeout, deadline, trials, harness, environment, tags, ignore, judge, min_pass_rate"
         );
         assert!(err(quote!(a::b = 1)).starts_with("unknown eval option `a::b`"));
     }

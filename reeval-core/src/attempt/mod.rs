@@ -407,7 +407,11 @@ impl Attempt {
         } else {
             prompt.clone()
         };
-        let turn_ctx = TurnContext { index, artifacts_dir: Some(artifacts_dir.clone()) };
+        let turn_ctx = TurnContext {
+            index,
+            artifacts_dir: Some(artifacts_dir.clone()),
+            events: phases.log.agent_events(),
+        };
         let (signal, budget) = (phases.budget.signal(), phases.budget.clone());
         let harness_name = record.harness.clone();
         let mut diff_ms = 0;

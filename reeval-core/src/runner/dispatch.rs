@@ -176,16 +176,7 @@ pub(crate) async fn dispatch(
     // Sandboxes whose attempt lost track of them (a create cut short) go now, not at the next run.
     let _ = backend.sweep(Sweep::OwnRun(&config.run_id)).await;
     let mut summary = summarize_priced(&config.run_id, &all, &config.prices);
-    summary.provenance = crate::record::Provenance {
-        started_at: Some(humantime::format_rfc3339_millis(started).to_string()),
-        ended_at: Some(humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()),
-        duration_ms: Some(started.elapsed().map(|d| d.as_millis() as u64).unwrap_or(0)),
-        command: std::env::args().collect(),
-        git: super::provenance::git_state(),
-        reeval_version: env!("CARGO_PKG_VERSION").to_string(),
-        engine,
-        harness_versions,
-    };
+    summary.provenance = super::provenance::of_run(started, engine, harness_versions);
     let report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
     for r in reporters.iter_mut() {
         if let Err(e) = r.finish(&report) {
