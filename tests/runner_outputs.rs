@@ -633,7 +633,7 @@ fn verbose_and_stream_show_each_turn_and_the_agents_output_as_it_arrives() {
     assert_eq!(out.status.code(), Some(0));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains(r#"] turn 1 started: "printf 'hello\\n' > greeting.txt && echo wrote it""#),
+        stderr.contains(r#" turn 1 started: "printf 'hello\\n' > greeting.txt && echo wrote it""#),
         "{stderr}"
     );
     let said = stderr
