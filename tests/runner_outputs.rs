@@ -370,6 +370,7 @@ async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_tur
         .args(["--tag", "resume", "--test-threads", "3", "--record-dir"])
         .arg(&dir)
         .env("NEXTEST_RUN_ID", &run_id)
+        .env("REEVAL_SLOW_AFTER", "2s")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -644,4 +645,64 @@ fn verbose_and_stream_show_each_turn_and_the_agents_output_as_it_arrives() {
         said.is_some() && said < ended,
         "the agent's output comes as it arrives, before its turn ends: {stderr}"
     );
+}
+
+#[test]
+fn a_terminal_gets_a_progress_display_that_never_garbles_the_lines() {
+    // `script` runs the suite on a pseudo-terminal, as a person at a terminal would.
+    let has_script =
+        Command::new("script").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !tool_ready("script (util-linux)", has_script) {
+        return;
+    }
+    if !tokio::runtime::Runtime::new().unwrap().block_on(common::docker_ready()) {
+        return;
+    }
+    let dir = common::temp_dir("pty");
+    let suite = common::example_bin("matrix_suite");
+    let line = format!("{} --tag threshold --record-dir {}", suite.display(), dir.display());
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("REEVAL_RETRIES", "0")
+        .env_remove("NEXTEST")
+        .env_remove("NEXTEST_RUN_ID")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let screen = text(&out.stdout);
+    assert!(
+        screen.contains(
+            "1 cells · 3/3 attempts · 0 running · 0 queued · 2 passed, 1 failed, 0 infra"
+        ),
+        "{screen}"
+    );
+    // What each line of the terminal shows once the escapes have done their work.
+    let escapes = regex::Regex::new("\u{1b}\\[[0-9;]*[A-Za-z]").unwrap();
+    let shown: Vec<String> = screen
+        .split('\n')
+        .map(|l| {
+            escapes
+                .replace_all(l.trim_end_matches('\r'), "")
+                .rsplit('\r')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    for expected in ["running 1 test", "test flaky_but_ok ... ok"] {
+        assert!(shown.iter().any(|l| l == expected), "`{expected}` whole on its line: {shown:#?}");
+    }
+    assert!(
+        shown.iter().any(|l| l.starts_with("test result: ok. 1 passed; 0 failed;")),
+        "{shown:#?}"
+    );
+    // Without a terminal (every other test here) there is no progress display at all.
+    let out = run(&mut suite_cmd_threshold(&dir));
+    assert!(!text(&out.stderr).contains("attempts ·") && !text(&out.stdout).contains("attempts ·"));
+}
+
+fn suite_cmd_threshold(dir: &Path) -> Command {
+    let mut cmd = suite();
+    cmd.args(["--tag", "threshold", "--record-dir"]).arg(dir);
+    cmd
 }
