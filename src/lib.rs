@@ -37,7 +37,9 @@ pub use reeval_core::{
 /// The Docker API client and the cancellation token of `Ctx::signal`.
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
-pub use reeval_core::{egress, environment, harness, record, report, runner, sandbox, turn};
+pub use reeval_core::{
+    egress, environment, harness, prices, record, report, runner, runs, sandbox, stats, turn,
+};
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main};
 

@@ -200,18 +200,12 @@ async fn images_are_built_once_by_content_digest_and_reused() {
         .args(["rmi", "-f", report.records[0].image.as_deref().unwrap()])
         .output();
 
-    // An image that is neither present nor buildable: a clear infra error.
+    // An image that is neither present nor buildable: preflight says so, nothing starts.
     let eval =
         Eval::new("missing_image", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
             .environment(|| Environment::new().image(Image::from("reeval/does-not-exist:1")));
-    let report = common::runner("missing").run(vec![eval]).await.unwrap();
-    let r = &report.records[0];
-    assert_eq!(r.outcome, Outcome::InfraError);
-    assert!(
-        r.message.as_deref().unwrap().contains("failed to find image reeval/does-not-exist:1"),
-        "{:?}",
-        r.message
-    );
+    let e = common::runner("missing").run(vec![eval]).await.unwrap_err();
+    assert!(e.to_string().contains("failed to find image reeval/does-not-exist:1"), "{e}");
 }
 
 fn git(dir: &Path, args: &[&str]) {

@@ -108,7 +108,17 @@ async fn teardown_runs_after_error_panic_and_timeout() {
 
     let r = by_name("panics");
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Assertion));
-    assert!(r.message.as_deref().unwrap().contains("panicked: boom at line 42"), "{:?}", r.message);
+    let message = r.message.as_deref().unwrap();
+    assert!(
+        message.contains("panicked at tests/lifecycle.rs:")
+            && message.contains(": boom at line 42"),
+        "the panic and where it happened: {message}"
+    );
+    assert!(
+        r.location.as_deref().unwrap_or("").starts_with("tests/lifecycle.rs:"),
+        "{:?}",
+        r.location
+    );
 
     let r = by_name("times_out");
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout));

@@ -35,6 +35,9 @@ pub struct EvalOptions {
     pub judge: Option<String>,
     /// A whole-attempt ceiling covering image build and setup too (infra error when exceeded).
     pub deadline: Option<Duration>,
+    /// The pass rate at which the eval's cells pass (`0.66`: 2 of 3 trials);
+    /// without one, every trial must pass.
+    pub min_pass_rate: Option<f64>,
 }
 
 impl Default for EvalOptions {
@@ -48,6 +51,7 @@ impl Default for EvalOptions {
             ignore: false,
             judge: None,
             deadline: None,
+            min_pass_rate: None,
         }
     }
 }
@@ -63,6 +67,7 @@ impl fmt::Debug for EvalOptions {
             .field("ignore", &self.ignore)
             .field("judge", &self.judge)
             .field("deadline", &self.deadline)
+            .field("min_pass_rate", &self.min_pass_rate)
             .finish()
     }
 }
@@ -162,6 +167,12 @@ impl Eval {
         self
     }
 
+    /// Sets the pass rate at which the eval's cells pass (clamped to 0..=1).
+    pub fn min_pass_rate(mut self, rate: f64) -> Self {
+        self.options.min_pass_rate = Some(rate.clamp(0.0, 1.0));
+        self
+    }
+
     /// Where the eval is defined, for failure messages.
     pub fn location(mut self, file: &'static str, line: u32) -> Self {
         self.location = Some((file, line));
@@ -197,6 +208,8 @@ pub struct EvalRegistration {
     pub ignore: bool,
     /// `judge = ".."`.
     pub judge: Option<&'static str>,
+    /// `min_pass_rate = 0.66`.
+    pub min_pass_rate: Option<f64>,
     /// The function, boxed.
     pub run: for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>,
 }
@@ -233,6 +246,7 @@ impl EvalRegistration {
         eval.options.tags = self.tags.iter().map(|s| s.to_string()).collect();
         eval.options.ignore = self.ignore;
         eval.options.judge = self.judge.map(str::to_string);
+        eval.options.min_pass_rate = self.min_pass_rate;
         eval
     }
 }

@@ -81,6 +81,34 @@ pub struct TurnContext {
     pub index: u32,
     /// The attempt's directory on the host for artifacts (transcripts, config homes).
     pub artifacts_dir: Option<std::path::PathBuf>,
+    /// Where to report what the agent does as it happens (`--stream`), when anyone listens.
+    pub events: Option<AgentEvents>,
+}
+
+impl TurnContext {
+    /// Reports something the agent did, as it happens (redacted before it is shown).
+    pub fn report(&self, event: crate::runner::events::AgentEvent) {
+        if let Some(events) = &self.events {
+            (events.0)(event);
+        }
+    }
+}
+
+/// Where a harness's agent events go: the run's event stream, through its redactor.
+#[derive(Clone)]
+pub struct AgentEvents(Arc<dyn Fn(crate::runner::events::AgentEvent) + Send + Sync>);
+
+impl AgentEvents {
+    /// Events handed to `sink`.
+    pub fn new(sink: impl Fn(crate::runner::events::AgentEvent) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(sink))
+    }
+}
+
+impl fmt::Debug for AgentEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AgentEvents")
+    }
 }
 
 /// An agent that `Ctx::send` drives one turn at a time.
@@ -95,6 +123,11 @@ pub trait Harness: Send + Sync + fmt::Debug {
 
     /// The model, when one was selected (`claude-code:sonnet` → `sonnet`).
     fn model(&self) -> Option<&str> {
+        None
+    }
+
+    /// The agent's version (its CLI's, for a CLI harness), for the run's summary.
+    fn version(&self) -> Option<String> {
         None
     }
 

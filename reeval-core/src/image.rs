@@ -14,6 +14,11 @@ use crate::environment::ImageSpec;
 pub use crate::sandbox::ReadyImage;
 use crate::sandbox::{DockerBackend, SandboxError};
 
+/// `text` without terminal escape sequences (colours, cursor moves).
+pub(crate) fn plain(text: &str) -> String {
+    strip_ansi_escapes::strip_str(text)
+}
+
 /// Builds in this process, one lock per tag, so concurrent attempts build once.
 static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
     LazyLock::new(Default::default);
@@ -180,14 +185,15 @@ pub(crate) async fn build_context(
     while let Some(item) = stream.next().await {
         match item {
             Ok(info) => {
+                // Colour codes of the build's tools would reach the record and the terminal raw.
                 if let Some(s) = info.stream {
-                    log.push_str(&s);
+                    log.push_str(&plain(&s));
                 }
                 if let Some(detail) = info.error_detail {
                     let message = format!(
                         "{}\n{}",
                         crate::exec::tail(&log, 2000),
-                        detail.message.unwrap_or_default()
+                        plain(&detail.message.unwrap_or_default())
                     );
                     return Err(SandboxError::ImageBuild { image: tag, message });
                 }
@@ -422,6 +428,12 @@ fn clean(pattern: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_output_loses_its_colours() {
+        let coloured = "\u{1b}[1;31merror:\u{1b}[0m no such package \u{1b}[2K\r";
+        assert_eq!(plain(coloured), "error: no such package ");
+    }
 
     fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("reeval-image-{}-{name}", std::process::id()));

@@ -30,13 +30,16 @@ pub mod llm;
 pub mod matchers;
 pub mod outcome;
 pub mod phase;
+pub mod prices;
 mod progress;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod runs;
 pub mod sandbox;
 pub mod secrets;
 pub mod settings;
+pub mod stats;
 pub mod turn;
 mod workspace;
 

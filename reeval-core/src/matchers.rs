@@ -166,6 +166,46 @@ impl Expectation<ExecOutput> {
     }
 }
 
+/// `expect(&out)`: the same matchers on a borrowed output, so a check's
+/// output can be matched and still used afterwards.
+impl Expectation<&ExecOutput> {
+    fn owned(&self) -> Expectation<ExecOutput> {
+        Expectation { value: self.value.clone(), negated: self.negated, location: self.location }
+    }
+
+    /// The command exited 0.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_succeed(self) -> Result<()> {
+        self.owned().to_succeed()
+    }
+
+    /// The command exited non-zero.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_fail(self) -> Result<()> {
+        self.owned().to_fail()
+    }
+
+    /// The command exited with `code`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_exit_with(self, code: i64) -> Result<()> {
+        self.owned().to_exit_with(code)
+    }
+
+    /// The command's stdout contains `needle`.
+    ///
+    /// # Errors
+    /// An `assertion` failure otherwise.
+    pub fn to_contain(self, needle: &str) -> Result<()> {
+        self.owned().to_contain(needle)
+    }
+}
+
 impl<T: AsRef<str>> Expectation<T> {
     /// The text contains `needle`.
     ///
@@ -362,6 +402,17 @@ mod tests {
         assert!(err.contains("make test"), "{err}");
         assert!(err.contains("| boom"), "{err}");
         assert!(err.contains("matchers.rs:"), "{err}");
+    }
+
+    #[test]
+    fn exec_matchers_take_a_borrowed_output() {
+        let output = out(2, "kept");
+        assert!(expect(&output).to_exit_with(2).is_ok());
+        assert!(expect(&output).not().to_succeed().is_ok());
+        let err = expect(&output).to_contain("missing").unwrap_err().to_string();
+        assert!(err.contains("matchers.rs:"), "the caller's line, not the forwarding one: {err}");
+        // Still usable after matching.
+        assert_eq!(output.stdout, "kept");
     }
 
     #[test]

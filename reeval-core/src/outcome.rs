@@ -271,6 +271,9 @@ pub fn turn_error(
     };
     match (status, report) {
         (TurnStatus::Completed | TurnStatus::TimedOut, _) => None,
+        (TurnStatus::Interrupted, _) => {
+            Some(Error::infra("finish the turn", "the run was interrupted"))
+        }
         // The agent never had a fair try: the platform's failure, not a timeout.
         (TurnStatus::Aborted, Some(r)) if r.events == 0 => Some(never_started()),
         (TurnStatus::Aborted, _) => Some(Error::Timeout { elapsed: spent }),
@@ -471,5 +474,10 @@ mod tests {
             Some(Kind::Timeout)
         );
         assert!(turn_error("c", TurnStatus::TimedOut, None, secs, secs).is_none());
+        assert_eq!(
+            kind(turn_error("c", TurnStatus::Interrupted, Some(&agent), secs, secs)),
+            Some(Kind::Infra),
+            "an interrupted turn is nobody's fail"
+        );
     }
 }

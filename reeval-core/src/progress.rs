@@ -63,6 +63,37 @@ impl PhaseLog {
         self.phases.push(record);
     }
 
+    /// Says that turn `index` began (only on the event stream: the record has the turn).
+    pub fn turn_started(&self, index: u32, prompt_head: &str) {
+        let prompt = self.redactor.redact(prompt_head).into_owned();
+        self.send(RunEvent::TurnStarted { attempt: self.attempt.clone(), index, prompt });
+    }
+
+    /// Where the harness reports the agent's events: onto the stream, redacted and
+    /// shortened to a line; `None` when nothing listens.
+    pub fn agent_events(&self) -> Option<crate::harness::AgentEvents> {
+        use crate::runner::events::AgentEvent;
+        let (sink, redactor, attempt) =
+            (self.sink.clone()?, self.redactor.clone(), self.attempt.clone());
+        Some(crate::harness::AgentEvents::new(move |event| {
+            let line = |s: &str| {
+                let one = redactor.redact(s).split_whitespace().collect::<Vec<_>>().join(" ");
+                match one.char_indices().nth(200) {
+                    Some((at, _)) => format!("{}…", &one[..at]),
+                    None => one,
+                }
+            };
+            let event = match event {
+                AgentEvent::ToolCall { name, input } => {
+                    AgentEvent::ToolCall { name: line(&name), input: line(&input) }
+                }
+                AgentEvent::Edit { path } => AgentEvent::Edit { path: line(&path) },
+                AgentEvent::Message { text } => AgentEvent::Message { text: line(&text) },
+            };
+            let _ = sink.send(RunEvent::AgentActed { attempt: attempt.clone(), event });
+        }))
+    }
+
     /// Records an event.
     pub fn event(&mut self, message: impl Into<String>) {
         let message = self.redactor.redact(&message.into()).into_owned();

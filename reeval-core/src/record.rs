@@ -209,6 +209,20 @@ pub struct Record {
     /// The engine the attempt ran on (`unix:///var/run/docker.sock`, `ssh://host`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
+    /// The eval's tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// The pass rate at which the eval's cell counts as passing (`min_pass_rate`), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pass_rate: Option<f64>,
+    /// The `Ctx` call that ended the attempt (`c.exec at evals.rs:12:5`): the
+    /// call whose error the eval returned, the call running when the budget
+    /// ran out, or where the eval panicked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Whether the run was interrupted (Ctrl-C, SIGTERM) while this attempt ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl Record {
@@ -239,6 +253,10 @@ impl Record {
             image: None,
             container: None,
             engine: None,
+            tags: Vec::new(),
+            min_pass_rate: None,
+            location: None,
+            interrupted: false,
         }
     }
 
@@ -293,6 +311,71 @@ pub struct CellSummary {
     pub pass_at_k: Vec<f64>,
     /// pass^k: probability that k trials all pass.
     pub pass_pow_k: Vec<f64>,
+    /// The pass rate's 95 % Wilson interval, `[low, high]`; `None` when nothing was graded.
+    #[serde(default)]
+    pub pass_rate_interval: Option<[f64; 2]>,
+    /// pass@k and pass^k labelled with their k, for k = 1..=graded trials.
+    #[serde(default)]
+    pub by_k: Vec<AtK>,
+    /// The pass rate at which the cell passes (`min_pass_rate`); without one, every trial must pass.
+    #[serde(default)]
+    pub min_pass_rate: Option<f64>,
+    /// Whether the cell passes: no fail, or a pass rate at or above `minPassRate`.
+    #[serde(default)]
+    pub ok: bool,
+    /// Agent usage summed over every try of the cell.
+    #[serde(default)]
+    pub usage: Usage,
+    /// What that usage cost in US dollars, from the price table; `None` where a price is unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+/// pass@k and pass^k for one k.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct AtK {
+    /// k.
+    pub k: u32,
+    /// Unbiased pass@k.
+    pub pass_at_k: f64,
+    /// pass^k.
+    pub pass_pow_k: f64,
+}
+
+/// The suite's git state when the run started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct GitState {
+    /// The commit checked out.
+    pub commit: String,
+    /// Whether the work tree had changes.
+    pub dirty: bool,
+}
+
+/// Where and how a run ran: enough to reproduce it or to tell two runs apart.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Provenance {
+    /// Wall-clock start, RFC 3339.
+    pub started_at: Option<String>,
+    /// Wall-clock end, RFC 3339.
+    pub ended_at: Option<String>,
+    /// From start to end.
+    pub duration_ms: Option<u64>,
+    /// The command line (program and arguments).
+    pub command: Vec<String>,
+    /// The suite's git commit and whether its tree was dirty.
+    pub git: Option<GitState>,
+    /// reeval's version.
+    pub reeval_version: String,
+    /// The engine and its version (`Docker Engine 20.10.24 (API 1.41)`).
+    pub engine: Option<String>,
+    /// Each harness's agent CLI version, where it reports one.
+    pub harness_versions: std::collections::BTreeMap<String, String>,
 }
 
 /// The run's summary, written as `summary.json`.
@@ -316,53 +399,25 @@ pub struct Summary {
     pub records: Vec<String>,
     /// The process exit code.
     pub exit_code: i32,
+    /// Why the exit code is what it is (`2 cells below their threshold`, `all cells passed`).
+    #[serde(default)]
+    pub exit_reason: String,
+    /// Agent usage summed over every attempt.
+    #[serde(default)]
+    pub usage: Usage,
+    /// What the run's usage cost in US dollars; `None` where a price is unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Start, end, command line, git state, versions.
+    #[serde(default, flatten)]
+    pub provenance: Provenance,
 }
 
-/// pass@k (unbiased, as in Chen et al.) for `n` trials with `c` passes.
-pub fn pass_at_k(n: u32, c: u32, k: u32) -> f64 {
-    if n < k || n == 0 {
-        return f64::NAN;
-    }
-    if n - c < k {
-        return 1.0;
-    }
-    // 1 - C(n-c, k) / C(n, k)
-    let mut ratio = 1.0;
-    for i in 0..k {
-        ratio *= f64::from(n - c - i) / f64::from(n - i);
-    }
-    1.0 - ratio
-}
-
-/// pass^k: the chance that k independent trials all pass, from the observed rate.
-pub fn pass_pow_k(n: u32, c: u32, k: u32) -> f64 {
-    if n < k || n == 0 {
-        return f64::NAN;
-    }
-    // C(c, k) / C(n, k): unbiased over the observed trials.
-    let mut ratio = 1.0;
-    for i in 0..k {
-        if c < k {
-            return 0.0;
-        }
-        ratio *= f64::from(c - i) / f64::from(n - i);
-    }
-    ratio
-}
+pub use crate::stats::{pass_at_k, pass_pow_k};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pass_at_k_figures() {
-        assert_eq!(pass_at_k(3, 0, 1), 0.0);
-        assert_eq!(pass_at_k(3, 3, 3), 1.0);
-        assert!((pass_at_k(3, 1, 1) - 1.0 / 3.0).abs() < 1e-9);
-        assert!((pass_at_k(3, 1, 2) - 2.0 / 3.0).abs() < 1e-9);
-        assert!((pass_pow_k(3, 2, 2) - 1.0 / 3.0).abs() < 1e-9);
-        assert_eq!(pass_pow_k(3, 1, 2), 0.0);
-    }
 
     #[test]
     fn record_uses_camel_case_and_try() {

@@ -9,11 +9,18 @@
 //! | setting | flag | environment | `reeval.toml` | default |
 //! |---|---|---|---|---|
 //! | verbose | `-v` | `REEVAL_VERBOSE` (a yes/no word) | | off |
-//! | harnesses | `--harness` | `REEVAL_HARNESS=a,b` | | the evals' own |
-//! | trials | `--trials` | `REEVAL_TRIALS` | | the evals' own |
-//! | timeout | `--timeout` | `REEVAL_TIMEOUT` | | the evals' own |
+//! | harnesses | `--harness` | `REEVAL_HARNESS=a,b` | `harness` | the evals' own |
+//! | trials | `--trials` | `REEVAL_TRIALS` | `trials` | the evals' own |
+//! | timeout | `--timeout` | `REEVAL_TIMEOUT` | `timeout` | the evals' own |
 //! | record dir | `--record-dir` | `REEVAL_RECORD_DIR` | `record_dir` | `$CARGO_TARGET_DIR/reeval/runs`, else `target/reeval/runs` |
-//! | test threads | `--test-threads` | `RUST_TEST_THREADS` | | the cores |
+//! | test threads | `--test-threads` | `RUST_TEST_THREADS` | `concurrency` | the cores |
+//! | infra retries | | `REEVAL_RETRIES` | `retries` | 2 |
+//! | min pass rate | `--min-pass-rate` | `REEVAL_MIN_PASS_RATE` | `min_pass_rate` | the evals' own, else every trial must pass |
+//! | tags | `--tag` | `REEVAL_TAGS=a,b` | | every eval |
+//! | JUnit file | `--junit` | `REEVAL_JUNIT` | | none |
+//! | stream agent events | `--stream` | `REEVAL_STREAM` (a yes/no word) | | off |
+//! | slow-attempt notice | | `REEVAL_SLOW_AFTER` | | 60s, repeated |
+//! | prices | | | `[prices.<model>]` | built-in list prices |
 //! | judge | | `REEVAL_JUDGE`, when the file names none | `judge` | none |
 //! | env files | | `REEVAL_ENV_FILE`, after the file's | `env_file` | none |
 //! | config file | | `REEVAL_CONFIG` | | `./reeval.toml` if present |
@@ -249,6 +256,20 @@ pub struct Settings {
     pub engines: Vec<crate::runner::pool::EngineSpec>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// Retries of an infra error.
+    pub infra_retries: u32,
+    /// The pass rate at which a cell passes, replacing the evals' own.
+    pub min_pass_rate: Option<f64>,
+    /// Only evals with one of these tags.
+    pub tags: Vec<String>,
+    /// Where to write JUnit XML.
+    pub junit: Option<PathBuf>,
+    /// Print the agent's events as they arrive.
+    pub stream: bool,
+    /// After how long a running attempt is announced (and again after each further period).
+    pub slow_after: Duration,
+    /// Prices per model.
+    pub prices: crate::prices::PriceTable,
 }
 
 /// The process environment, as [`Settings::load`] takes it.
@@ -299,12 +320,32 @@ impl Vars<'_> {
         }
     }
 
+    /// A whole number, 0 included.
+    fn whole<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, SettingsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        v.trim().parse::<T>().map(Some).map_err(|_| Self::fail(name, &v, "expected a whole number"))
+    }
+
+    /// A rate between 0 and 1.
+    fn rate(&self, name: &str) -> Result<Option<f64>, SettingsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        match v.trim().parse::<f64>() {
+            Ok(r) if (0.0..=1.0).contains(&r) => Ok(Some(r)),
+            _ => Err(Self::fail(name, &v, "expected a rate between 0 and 1, like 0.66")),
+        }
+    }
+
     fn duration(&self, name: &str) -> Result<Option<Duration>, SettingsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
         humantime::parse_duration(v.trim())
             .map(Some)
             .map_err(|e| Self::fail(name, &v, format!("expected a duration like 10m or 90s ({e})")))
     }
+}
+
+/// `a, b,,c` → `[a, b, c]`.
+fn split_list(text: &str) -> Vec<String> {
+    text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect()
 }
 
 /// The usual yes/no words, case-insensitive: 1/0, true/false, yes/no, on/off.
@@ -366,7 +407,23 @@ impl Settings {
             under_nextest: (env)("NEXTEST").is_some(),
             engines: Vec::new(),
             config_file: None,
+            infra_retries: 2,
+            min_pass_rate: None,
+            tags: Vec::new(),
+            junit: None,
+            stream: false,
+            slow_after: Duration::from_secs(60),
+            prices: crate::prices::PriceTable::default(),
         }
+    }
+
+    /// The tags that select evals: `--tag`, else `REEVAL_TAGS`. Read on its own
+    /// because `--list` selects by tag too and reads no other setting.
+    pub fn tags(args: &Args, env: impl Fn(&str) -> Option<String>) -> Vec<String> {
+        if !args.tags.is_empty() {
+            return args.tags.clone();
+        }
+        Vars(&env).get("REEVAL_TAGS").map(|t| split_list(&t)).unwrap_or_default()
     }
 
     /// Merges the command line, the environment (`env`) and the suite's
@@ -404,12 +461,13 @@ impl Settings {
 
         // Every variable is read (and so checked) whether or not a flag overrides it.
         let verbose = vars.flag("REEVAL_VERBOSE")?;
-        let harnesses: Vec<String> = vars
-            .get("REEVAL_HARNESS")
-            .map(|h| {
-                h.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect()
-            })
-            .unwrap_or_default();
+        let harnesses: Vec<String> =
+            vars.get("REEVAL_HARNESS").map(|h| split_list(&h)).unwrap_or_default();
+        let retries = vars.whole::<u32>("REEVAL_RETRIES")?;
+        let min_pass_rate = vars.rate("REEVAL_MIN_PASS_RATE")?;
+        let junit = vars.get("REEVAL_JUNIT").map(PathBuf::from);
+        let stream = vars.flag("REEVAL_STREAM")?;
+        let slow_after = vars.duration("REEVAL_SLOW_AFTER")?;
         let trials = vars.count::<u32>("REEVAL_TRIALS")?;
         let timeout = vars.duration("REEVAL_TIMEOUT")?;
         let record_dir = vars.get("REEVAL_RECORD_DIR").map(PathBuf::from);
@@ -421,13 +479,32 @@ impl Settings {
         }
 
         s.verbose = args.verbose || verbose.unwrap_or(false);
-        s.harnesses = if args.harness.is_empty() { harnesses } else { args.harness.clone() };
-        s.trials = args.trials.or(trials);
-        s.timeout = args.timeout.or(timeout);
+        s.harnesses = if !args.harness.is_empty() {
+            args.harness.clone()
+        } else if !harnesses.is_empty() {
+            harnesses
+        } else {
+            suite.harness.as_ref().map(|h| h.values()).unwrap_or_default()
+        };
+        s.trials = args.trials.or(trials).or(suite.trials);
+        let suite_timeout =
+            suite.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
+        s.timeout = args.timeout.or(timeout).or(suite_timeout);
+        if let Some(n) = retries.or(suite.retries) {
+            s.infra_retries = n;
+        }
+        s.min_pass_rate = args.min_pass_rate.or(min_pass_rate).or(suite.min_pass_rate);
+        s.tags = Settings::tags(args, env);
+        s.junit = args.junit.clone().or(junit);
+        s.stream = args.stream || stream.unwrap_or(false);
+        if let Some(d) = slow_after {
+            s.slow_after = d;
+        }
+        s.prices = crate::prices::PriceTable::with(&suite.prices);
         if let Some(dir) = args.record_dir.clone().or(record_dir).or(suite.record_dir) {
             s.record_dir = dir;
         }
-        if let Some(n) = args.test_threads.or(threads) {
+        if let Some(n) = args.test_threads.or(threads).or(suite.concurrency) {
             s.test_threads = n;
         }
         // The suite's file names the judge and env file first, as it always has.
@@ -464,7 +541,9 @@ impl Settings {
             trials: self.trials,
             timeout: self.timeout,
             threads: self.test_threads,
-            infra_retries: 2,
+            infra_retries: self.infra_retries,
+            min_pass_rate: self.min_pass_rate,
+            prices: self.prices.clone(),
             judge: self.judge.clone(),
             env_file: self.env_file.clone(),
             fallback_env_file: self.fallback_env_file.clone(),

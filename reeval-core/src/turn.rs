@@ -17,6 +17,8 @@ pub enum TurnStatus {
     Aborted,
     /// The turn's own limit (`send_with`) ran out; the attempt goes on.
     TimedOut,
+    /// The run was interrupted (Ctrl-C, SIGTERM) during the turn; it was stopped.
+    Interrupted,
 }
 
 /// Token usage. `None` where the harness does not report that figure.

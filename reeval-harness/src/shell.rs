@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 use reeval_core::Command;
 use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
+use reeval_core::runner::events::AgentEvent;
 use reeval_core::sandbox::SandboxHandle;
 use reeval_core::turn::{TurnReport, TurnStatus};
 
@@ -26,10 +27,27 @@ impl Harness for ShellHarness {
         &mut self,
         sandbox: &SandboxHandle,
         prompt: &str,
-        _turn: &TurnContext,
+        turn: &TurnContext,
     ) -> Result<TurnReport, HarnessError> {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let out = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx).await?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
+        let exec = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx);
+        // The script's output, a line at a time as it arrives (`--stream`).
+        let stream = async {
+            let mut pending: Vec<u8> = Vec::new();
+            while let Some(chunk) = rx.recv().await {
+                pending.extend_from_slice(&chunk);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                    turn.report(AgentEvent::Message { text });
+                }
+            }
+            if !pending.is_empty() {
+                turn.report(AgentEvent::Message { text: String::from_utf8_lossy(&pending).into() });
+            }
+        };
+        let (out, ()) = tokio::join!(exec, stream);
+        let out = out?;
         let failed = out.exit_code != 0;
         // No bash in the image: the turn never started, which is the platform's failure, not the script's.
         let never_started =

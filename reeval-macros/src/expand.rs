@@ -108,6 +108,7 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
     let tags = &options.tags;
     let ignore = options.ignore;
     let judge = option(options.judge.as_ref().map(|judge| quote!(#judge)));
+    let min_pass_rate = option(options.min_pass_rate.map(|rate| quote!(#rate)));
 
     // Spanned on the function's name so that a non-`Send` future or a wrong return type is reported there.
     let call = quote_spanned! {name.span()=>
@@ -138,6 +139,7 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
                     tags: &[#(#tags),*],
                     ignore: #ignore,
                     judge: #judge,
+                    min_pass_rate: #min_pass_rate,
                     run: __reeval_run,
                 }
             }
@@ -313,6 +315,7 @@ mod tests {
             "tags : & []",
             "ignore : false",
             "judge : :: std :: option :: Option :: None",
+            "min_pass_rate : :: std :: option :: Option :: None",
             ":: std :: boxed :: Box :: pin (greet (__reeval_ctx))",
         ] {
             assert!(out.contains(needle), "missing `{needle}` in {out}");

@@ -8,8 +8,17 @@ use syn::parse::Parser;
 use syn::{Expr, ExprArray, ExprLit, ExprPath, Lit, LitStr, Token};
 
 /// Every option `#[reeval::eval]` understands, in the order the error message lists them.
-const KEYS: &[&str] =
-    &["timeout", "deadline", "trials", "harness", "environment", "tags", "ignore", "judge"];
+const KEYS: &[&str] = &[
+    "timeout",
+    "deadline",
+    "trials",
+    "harness",
+    "environment",
+    "tags",
+    "ignore",
+    "judge",
+    "min_pass_rate",
+];
 
 /// The parsed arguments. `None` / empty means "not given": the runner applies its defaults.
 #[derive(Default)]
@@ -30,6 +39,8 @@ pub struct EvalOptions {
     pub ignore: bool,
     /// `judge = "anthropic:claude-sonnet-4-5"`.
     pub judge: Option<LitStr>,
+    /// `min_pass_rate = 0.66`.
+    pub min_pass_rate: Option<f64>,
 }
 
 /// Parses the attribute's argument tokens, failing on the first offending token.
@@ -72,6 +83,7 @@ pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
             }
             "tags" => options.tags = strings(&key, &value, "tags = [\"smoke\", \"python\"]")?,
             "environment" => options.environment = Some(environment(&value)?),
+            "min_pass_rate" => options.min_pass_rate = Some(rate(&value)?),
             "judge" => {
                 options.judge =
                     Some(non_empty_string(&key, &value, "judge = \"anthropic:claude-sonnet-4-5\"")?)
@@ -104,8 +116,29 @@ fn example(key: &str) -> &'static str {
         "environment" => "environment = my_environment",
         "tags" => "tags = [\"smoke\"]",
         "judge" => "judge = \"anthropic:claude-sonnet-4-5\"",
+        "min_pass_rate" => "min_pass_rate = 0.66",
         _ => "",
     }
+}
+
+/// `0.66` (or `1`): a rate between 0 and 1, checked at compile time.
+fn rate(value: &Expr) -> syn::Result<f64> {
+    let fail = || {
+        syn::Error::new_spanned(
+            value,
+            "eval option `min_pass_rate` takes a number between 0 and 1, like `min_pass_rate = 0.66`",
+        )
+    };
+    let rate = match value {
+        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => {
+            f.base10_parse::<f64>().map_err(|_| fail())?
+        }
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => {
+            i.base10_parse::<f64>().map_err(|_| fail())?
+        }
+        _ => return Err(fail()),
+    };
+    if (0.0..=1.0).contains(&rate) { Ok(rate) } else { Err(fail()) }
 }
 
 /// A string literal, or `None` if `expr` is anything else.
@@ -288,10 +321,21 @@ mod tests {
     }
 
     #[test]
+    fn min_pass_rate_is_a_rate() {
+        assert_eq!(parse(quote!(min_pass_rate = 0.66)).unwrap().min_pass_rate, Some(0.66));
+        assert_eq!(parse(quote!(min_pass_rate = 1)).unwrap().min_pass_rate, Some(1.0));
+        for bad in
+            [quote!(min_pass_rate = 1.5), quote!(min_pass_rate = "0.5"), quote!(min_pass_rate)]
+        {
+            assert!(err(bad).contains("min_pass_rate"));
+        }
+    }
+
+    #[test]
     fn unknown_key() {
         assert_eq!(
             err(quote!(timeout = "1m", foo = 1)),
-            "unknown eval option `foo`; expected one of: timeout, deadline, trials, harness, environment, tags, ignore, judge"
+            "unknown eval option `foo`; expected one of: timeout, deadline, trials, harness, environment, tags, ignore, judge, min_pass_rate"
         );
         assert!(err(quote!(a::b = 1)).starts_with("unknown eval option `a::b`"));
     }

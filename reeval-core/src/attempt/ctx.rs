@@ -2,6 +2,8 @@
 //! The sandbox starts lazily on the first call that needs it, so the eval's
 //! own code runs first.
 
+use std::future::Future;
+use std::panic::Location;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -20,6 +22,9 @@ use crate::turn::{Turn, TurnOptions};
 pub const SERVE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The eval's handle on its attempt: agent turns, checks, files, diffs, verdicts.
+///
+/// Every call that acts in the sandbox records the eval's line that made it
+/// (`#[track_caller]`): a failure, a timeout or an interruption names it.
 #[derive(Debug)]
 pub struct Ctx {
     pub(super) attempt: Attempt,
@@ -55,8 +60,15 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// Not cancel safe: a dropped turn leaves its processes running until teardown.
-    pub async fn send(&mut self, prompt: impl Into<String>) -> Result<Turn> {
-        self.attempt.send(prompt.into(), TurnOptions::default()).await
+    #[track_caller]
+    pub fn send(&mut self, prompt: impl Into<String>) -> impl Future<Output = Result<Turn>> {
+        let at = Location::caller();
+        let prompt: String = prompt.into();
+        async move {
+            self.attempt.calls.began("send", at);
+            let result = self.attempt.send(prompt, TurnOptions::default()).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Sends one prompt with per-turn options. A turn that hits its own
@@ -67,12 +79,19 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// As [`Ctx::send`].
-    pub async fn send_with(
+    #[track_caller]
+    pub fn send_with(
         &mut self,
         prompt: impl Into<String>,
         options: TurnOptions,
-    ) -> Result<Turn> {
-        self.attempt.send(prompt.into(), options).await
+    ) -> impl Future<Output = Result<Turn>> {
+        let at = Location::caller();
+        let prompt: String = prompt.into();
+        async move {
+            self.attempt.calls.began("send_with", at);
+            let result = self.attempt.send(prompt, options).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Runs a check in the sandbox: a `&str` under `sh -c`, or a [`Command`] argv.
@@ -86,8 +105,15 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// A dropped check may keep running in the sandbox until teardown.
-    pub async fn exec(&mut self, cmd: impl Into<Command>) -> Result<ExecOutput> {
-        self.attempt.exec(cmd.into()).await
+    #[track_caller]
+    pub fn exec(&mut self, cmd: impl Into<Command>) -> impl Future<Output = Result<ExecOutput>> {
+        let at = Location::caller();
+        let cmd: Command = cmd.into();
+        async move {
+            self.attempt.calls.began("exec", at);
+            let result = self.attempt.exec(cmd).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Reads a text file (relative paths are in the workspace).
@@ -98,11 +124,22 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// Safe.
-    pub async fn read_file(&mut self, path: &str) -> Result<String> {
-        let bytes = self.attempt.read_bytes(path).await?;
-        String::from_utf8(bytes).map_err(|_| {
-            Error::other(format!("failed to read {path} as text: it is not UTF-8 (use read_bytes)"))
-        })
+    #[track_caller]
+    pub fn read_file(&mut self, path: &str) -> impl Future<Output = Result<String>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("read_file", at);
+            let result = async {
+                let bytes = self.attempt.read_bytes(path).await?;
+                String::from_utf8(bytes).map_err(|_| {
+                    Error::other(format!(
+                        "failed to read {path} as text: it is not UTF-8 (use read_bytes)"
+                    ))
+                })
+            }
+            .await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Reads a file's bytes.
@@ -112,8 +149,14 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// Safe.
-    pub async fn read_bytes(&mut self, path: &str) -> Result<Vec<u8>> {
-        self.attempt.read_bytes(path).await
+    #[track_caller]
+    pub fn read_bytes(&mut self, path: &str) -> impl Future<Output = Result<Vec<u8>>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("read_bytes", at);
+            let result = self.attempt.read_bytes(path).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Writes a file byte for byte (mode 0644), creating its directories.
@@ -123,8 +166,18 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// A cancelled write may leave the file absent.
-    pub async fn write_file(&mut self, path: &str, content: impl AsRef<[u8]>) -> Result<()> {
-        self.attempt.write_file(path, content.as_ref()).await
+    #[track_caller]
+    pub fn write_file(
+        &mut self,
+        path: &str,
+        content: impl AsRef<[u8]>,
+    ) -> impl Future<Output = Result<()>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("write_file", at);
+            let result = self.attempt.write_file(path, content.as_ref()).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// The workspace diff since the snapshot (files, rules and setup excluded).
@@ -134,8 +187,14 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// Safe.
-    pub async fn diff(&mut self) -> Result<Diff> {
-        self.attempt.diff().await
+    #[track_caller]
+    pub fn diff(&mut self) -> impl Future<Output = Result<Diff>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("diff", at);
+            let result = self.attempt.diff().await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Asks the judge model for a verdict on each criterion, over what the
@@ -155,8 +214,15 @@ impl Ctx {
     /// Cancelling drops the request in flight; verdicts already given stay in
     /// the record. An agentic judge's command may keep running in its
     /// throwaway copy until teardown.
-    pub async fn judge(&mut self, judge: impl Into<Judge>) -> Result<JudgeResult> {
-        self.attempt.judge(judge.into()).await
+    #[track_caller]
+    pub fn judge(&mut self, judge: impl Into<Judge>) -> impl Future<Output = Result<JudgeResult>> {
+        let at = Location::caller();
+        let judge: Judge = judge.into();
+        async move {
+            self.attempt.calls.began("judge", at);
+            let result = self.attempt.judge(judge).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Makes `port` inside the sandbox reachable from the host on 127.0.0.1 and
@@ -170,8 +236,14 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// Safe: a forward set up before cancellation is closed at teardown.
-    pub async fn serve(&mut self, port: u16) -> Result<String> {
-        self.attempt.serve(port, SERVE_READY_TIMEOUT).await
+    #[track_caller]
+    pub fn serve(&mut self, port: u16) -> impl Future<Output = Result<String>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("serve", at);
+            let result = self.attempt.serve(port, SERVE_READY_TIMEOUT).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// [`Ctx::serve`] with its own wait for the port to accept connections.
@@ -181,8 +253,18 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// As [`Ctx::serve`].
-    pub async fn serve_with(&mut self, port: u16, ready_within: Duration) -> Result<String> {
-        self.attempt.serve(port, ready_within).await
+    #[track_caller]
+    pub fn serve_with(
+        &mut self,
+        port: u16,
+        ready_within: Duration,
+    ) -> impl Future<Output = Result<String>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("serve_with", at);
+            let result = self.attempt.serve(port, ready_within).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// Keeps `what` as an artifact named `name` under the attempt's artifact
@@ -195,8 +277,14 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// A cancelled capture keeps nothing.
-    pub async fn capture(&mut self, name: &str, what: Artifact) -> Result<Capture> {
-        self.attempt.capture(name, what).await
+    #[track_caller]
+    pub fn capture(&mut self, name: &str, what: Artifact) -> impl Future<Output = Result<Capture>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("capture", at);
+            let result = self.attempt.capture(name, what).await;
+            self.attempt.calls.ended(result)
+        }
     }
 
     /// The sandbox handle, for code that needs to act in the sandbox directly
@@ -207,7 +295,13 @@ impl Ctx {
     ///
     /// # Cancel safety
     /// A cancelled start leaves the sandbox to teardown, which destroys it; later calls fail.
-    pub async fn sandbox_handle(&mut self) -> Result<SandboxHandle> {
-        self.attempt.sandbox().await
+    #[track_caller]
+    pub fn sandbox_handle(&mut self) -> impl Future<Output = Result<SandboxHandle>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("sandbox_handle", at);
+            let result = self.attempt.sandbox().await;
+            self.attempt.calls.ended(result)
+        }
     }
 }

@@ -6,10 +6,11 @@
 //! the eval's future under its budget, teardown whatever happened,
 //! classification, the record written.
 
+mod calls;
 mod ctx;
 mod phases;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -125,6 +126,12 @@ pub(crate) struct Attempt {
     egress: Option<lifecycle::gateway::AttemptEgress>,
     /// When the attempt started, in milliseconds since the Unix epoch (egress records count from it).
     started_unix_ms: u64,
+    /// The eval's calls: the one running, the last that failed.
+    calls: calls::Calls,
+    /// The run's interruption (Ctrl-C, SIGTERM): a running turn stops as `interrupted`.
+    interrupt: CancellationToken,
+    /// The record's turn that started and has not concluded, and when it started.
+    turn_in_flight: Option<(usize, Instant)>,
 }
 
 impl Attempt {
@@ -389,8 +396,21 @@ impl Attempt {
         }
         self.ensure_session(&handle).await?;
         let index = self.record.turns.len() as u32 + 1;
+        self.phases.log.turn_started(index, &lifecycle::turn::prompt_head(&prompt));
+        // Every turn that starts is in the record, whatever ends it; it is concluded below.
+        let slot = self.record.turns.len();
+        self.record.turns.push(lifecycle::turn::started(prompt.clone()));
+        self.turn_in_flight = Some((slot, Instant::now()));
         let Attempt {
-            phases, harness, env, artifacts_dir, sandbox, record, turn_unsettled, ..
+            phases,
+            harness,
+            env,
+            artifacts_dir,
+            sandbox,
+            record,
+            turn_unsettled,
+            interrupt,
+            ..
         } = self;
         let harness = harness.as_deref_mut().expect("checked above");
         let SandboxState::Ready(ready) = sandbox else { unreachable!("started above") };
@@ -399,7 +419,11 @@ impl Attempt {
         } else {
             prompt.clone()
         };
-        let turn_ctx = TurnContext { index, artifacts_dir: Some(artifacts_dir.clone()) };
+        let turn_ctx = TurnContext {
+            index,
+            artifacts_dir: Some(artifacts_dir.clone()),
+            events: phases.log.agent_events(),
+        };
         let (signal, budget) = (phases.budget.signal(), phases.budget.clone());
         let harness_name = record.harness.clone();
         let mut diff_ms = 0;
@@ -416,17 +440,28 @@ impl Attempt {
                         &sent,
                         &turn_ctx,
                         &signal,
+                        interrupt,
                         options.timeout,
                         turn_unsettled,
                     )
                     .await;
+                    let (mut turn, error) = lifecycle::turn::conclude(
+                        prompt,
+                        ran,
+                        Diff::default(),
+                        &harness_name,
+                        budget.spent(),
+                    );
+                    // Recorded before its diff, which a workspace of many files makes slow.
+                    record.turns[slot] = turn.clone();
                     // The turn's diff, even after an abort: the record must show the agent's work.
                     let began = Instant::now();
                     let (diff, now, failed) = lifecycle::turn::diff(&handle, ready.latest()).await;
                     ready.last = Some(now);
                     diff_ms = began.elapsed().as_millis() as u64;
                     diff_failed = failed;
-                    Ok(lifecycle::turn::conclude(prompt, ran, diff, &harness_name, budget.spent()))
+                    turn.diff = diff;
+                    Ok((turn, error))
                 },
                 |(turn, _)| lifecycle::turn::detail(index as usize, turn),
             )
@@ -439,7 +474,8 @@ impl Attempt {
             self.saw_oom_kill(&handle, &format!("turn {index}")).await;
         }
         self.record.usage.add(&turn.usage);
-        self.record.turns.push(turn.clone());
+        self.record.turns[slot] = turn.clone();
+        self.turn_in_flight = None;
         match error {
             None => Ok(turn),
             Some(e) => Err(e.in_phase(Phase::Turn)),
@@ -673,10 +709,53 @@ impl Attempt {
 
     /// The record, concluded (outcome, message, phases, events, timings), and the error that caused its outcome.
     fn finish(mut self, ended: Ended, budget: Duration) -> (Record, Option<Error>) {
-        let Conclusion { outcome, message, cause } =
-            conclude(ended, &mut self.soft_failures, budget);
+        // Interrupted: the run stopped it, or a call it made ended because the run stopped.
+        let interrupted = matches!(ended, Ended::Interrupted)
+            || (self.interrupt.is_cancelled() && matches!(ended, Ended::Returned(Ok(Err(_)))));
+        let stopped =
+            matches!(ended, Ended::BudgetRanOut(_) | Ended::DeadlinePassed | Ended::Interrupted);
+        let returned_error = matches!(ended, Ended::Returned(Ok(Err(_))));
+        let panicked = matches!(ended, Ended::Returned(Err(_)));
+        let Conclusion { outcome, message, cause } = if interrupted {
+            conclude(Ended::Interrupted, &mut self.soft_failures, budget)
+        } else {
+            conclude(ended, &mut self.soft_failures, budget)
+        };
         let total_ms = self.phases.log.now_ms();
+        // A turn cut short keeps its place in the record: a turn that never
+        // concluded by how it was stopped; one cut short in its diff as it concluded.
+        if let Some((slot, began)) = self.turn_in_flight.take() {
+            let turn = &mut self.record.turns[slot];
+            if turn.duration_ms == 0 {
+                turn.status =
+                    if interrupted { TurnStatus::Interrupted } else { TurnStatus::Aborted };
+                turn.duration_ms = began.elapsed().as_millis().max(1) as u64;
+            }
+        }
+        let mut message = message;
         let mut record = self.record;
+        record.interrupted = interrupted;
+        let timed_out = outcome == crate::outcome::Outcome::Fail(crate::FailKind::Timeout);
+        if panicked {
+            record.location = calls::take_panic_location();
+            if let (Some(at), Some(m)) = (&record.location, message.as_mut()) {
+                *m = m.replacen("the eval panicked: ", &format!("the eval panicked at {at}: "), 1);
+            }
+        } else if (stopped || timed_out)
+            && let Some(call) = self.calls.in_flight.or(self.calls.failed)
+        {
+            // The call that was running when time ran out (or the run stopped), and what
+            // the agent had printed by then.
+            record.location = Some(call.to_string());
+            if let Some(m) = message.as_mut() {
+                m.push_str(&format!("\n  while {call} was running"));
+                if let Some(tail) = lifecycle::turn::output_tail(&record.turns) {
+                    m.push_str(&format!("\n  the agent's last output: {tail}"));
+                }
+            }
+        } else if returned_error {
+            record.location = self.calls.failed.map(|c| c.to_string());
+        }
         record.outcome = outcome;
         record.message = message;
         record.timings = self.phases.timings;
@@ -741,6 +820,9 @@ pub(crate) async fn run(
     let mut record =
         Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
+    record.tags = plan.eval.options.tags.clone();
+    record.min_pass_rate = plan.eval.options.min_pass_rate;
+    calls::remember_panic_locations();
     let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
     let redactor = plan.redactor.clone();
     let log = PhaseLog::new(plan.id(), redactor.clone(), plan.events.clone());
@@ -773,6 +855,9 @@ pub(crate) async fn run(
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0),
+        calls: calls::Calls::default(),
+        interrupt: shutdown.clone(),
+        turn_in_flight: None,
     };
     let mut ctx = Ctx { attempt };
 
@@ -803,7 +888,13 @@ pub(crate) async fn run(
                     Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
                 }
                 _ = deadline => Ended::DeadlinePassed,
-                _ = shutdown.cancelled() => Ended::Interrupted,
+                _ = shutdown.cancelled() => {
+                    // A running turn stops as `interrupted`: let it record what it did so far.
+                    if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) {
+                        let _ = tokio::time::timeout(ABORT_GRACE, &mut fut).await;
+                    }
+                    Ended::Interrupted
+                }
             }
         }
     };

@@ -20,7 +20,7 @@ use crate::turn::{TurnReport, TurnStatus};
 
 /// A harness whose turn runs the prompt as a command (like `shell`), answered by the fake.
 #[derive(Debug)]
-struct Script;
+pub(crate) struct Script;
 
 #[async_trait]
 impl Harness for Script {
@@ -51,7 +51,7 @@ impl Harness for Script {
 }
 
 /// Turns and checks the fake understands: `sleep <ms>`, `write <path> <text>`, `exit <code>`.
-fn scripted() -> FakeBackend {
+pub(crate) fn scripted() -> FakeBackend {
     FakeBackend::new().on_exec(|exec, files| {
         let script = exec.argv.last().cloned().unwrap_or_default();
         let words: Vec<&str> = script.split_whitespace().collect();
@@ -299,6 +299,12 @@ impl crate::report::Reporter for Collect {
                 record.outcome.as_str()
             ),
             RunEvent::EvalEnded { eval, finals } => format!("eval {eval} {}", finals.len()),
+            RunEvent::TurnStarted { attempt, index, prompt } => {
+                format!("turn {}#{} {index} {prompt}", attempt.eval, attempt.trial)
+            }
+            RunEvent::AgentActed { attempt, .. } => format!("acted {}", attempt.eval),
+            // The clock's ticks depend on timing, not on what happened.
+            RunEvent::Tick => return Ok(()),
         };
         self.0.lock().unwrap().push(line);
         Ok(())

@@ -43,13 +43,16 @@ pub(crate) struct Ran {
 }
 
 /// Runs one turn as the agent user until it reports, the budget's `signal`
-/// fires (aborted) or its own `limit` passes (timed out).
+/// fires (aborted), the run is interrupted (interrupted) or its own `limit`
+/// passes (timed out).
+#[expect(clippy::too_many_arguments, reason = "one turn's inputs, each from its own place")]
 pub(crate) async fn run(
     harness: &mut dyn Harness,
     agent: &SandboxHandle,
     prompt: &str,
     turn: &TurnContext,
     signal: &CancellationToken,
+    interrupt: &CancellationToken,
     limit: Option<Duration>,
     unsettled: &TurnUnsettled,
 ) -> Ran {
@@ -60,6 +63,7 @@ pub(crate) async fn run(
     let stopped = tokio::select! {
         r = &mut fut => Ok(r),
         _ = signal.cancelled() => Err(TurnStatus::Aborted),
+        _ = interrupt.cancelled() => Err(TurnStatus::Interrupted),
         _ = sleep_for(limit) => Err(TurnStatus::TimedOut),
     };
     let (end, status) = match stopped {
@@ -101,6 +105,48 @@ pub(crate) async fn diff(
     match before.refresh(handle).await {
         Ok(now) => (before.diff(&now), now, None),
         Err(e) => (Diff::default(), before, Some(e.to_string())),
+    }
+}
+
+/// A turn that started and has not concluded: what the record holds if
+/// nothing more is learned (the attempt ends while it runs).
+pub(crate) fn started(prompt: String) -> Turn {
+    Turn {
+        prompt,
+        status: TurnStatus::Aborted,
+        final_message: None,
+        model: None,
+        usage: Default::default(),
+        tool_calls: Vec::new(),
+        file_edits: Vec::new(),
+        error: None,
+        duration_ms: 0,
+        diff: Diff::default(),
+    }
+}
+
+/// The end of what the agent printed in the last turn of `turns` that printed
+/// anything (its final message, else its last tool result or error), on one line.
+pub(crate) fn output_tail(turns: &[Turn]) -> Option<String> {
+    let said = |t: &Turn| {
+        t.final_message
+            .clone()
+            .or_else(|| t.tool_calls.last().and_then(|c| c.result.clone().or(c.error.clone())))
+            .or_else(|| t.error.clone())
+            .filter(|s| !s.trim().is_empty())
+    };
+    let text = turns.iter().rev().find_map(said)?;
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = line.char_indices().rev().nth(299).map_or(0, |(i, _)| i);
+    Some(if start > 0 { format!("…{}", &line[start..]) } else { line })
+}
+
+/// The prompt's first 60 characters on one line, for `turn N started: "…"`.
+pub(crate) fn prompt_head(prompt: &str) -> String {
+    let line = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
     }
 }
 
@@ -182,5 +228,6 @@ fn status_name(s: TurnStatus) -> &'static str {
         TurnStatus::Failed => "failed",
         TurnStatus::Aborted => "aborted",
         TurnStatus::TimedOut => "timed_out",
+        TurnStatus::Interrupted => "interrupted",
     }
 }

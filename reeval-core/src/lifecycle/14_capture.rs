@@ -43,6 +43,11 @@ pub(crate) async fn keep(
                         other => (p, other),
                     })
                     .collect();
+            if tree.is_empty() {
+                return Err(Error::other(format!(
+                    "failed to capture {name}: the directory {path} holds no file"
+                )));
+            }
             let listing = tree
                 .iter()
                 .map(|(p, e)| match e {

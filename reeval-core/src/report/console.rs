@@ -1,16 +1,19 @@
 //! The console: libtest's lines (`running N tests`, `test X ... ok`, the
 //! failures and the `test result:` line, so cargo and nextest read them),
-//! with `-v` one line per phase as it happens, and reeval's closing summary.
+//! libtest's `has been running for over 60 seconds` for long attempts, with
+//! `-v` one line per phase and turn as it happens, with `--stream` the
+//! agent's events, and reeval's closing summary.
 
-use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
 use std::time::{Duration, Instant};
 
 use super::Reporter;
+use super::lines::Lines;
 use crate::outcome::Outcome;
-use crate::record::Record;
+use crate::record::{CellSummary, Record};
 use crate::runner::RunReport;
-use crate::runner::events::{AttemptId, RunEvent};
+use crate::runner::events::{AgentEvent, AttemptId, RunEvent};
 
 /// Prints the run for a person or for cargo/nextest.
 #[derive(Debug)]
@@ -19,15 +22,32 @@ pub struct Console {
     verbose: bool,
     /// Print libtest's lines and the summary (off when embedding with `-v` only).
     lines: bool,
+    /// Print the agent's events as they arrive.
+    stream: bool,
     ignored: Vec<String>,
     filtered_out: usize,
     began: Instant,
+    /// After how long a running attempt is announced, and again after each further period.
+    slow_after: Duration,
+    /// Running attempts: when each started and how many periods were announced.
+    running: HashMap<AttemptId, (Instant, u32)>,
+    out: Lines,
 }
 
 impl Console {
     /// A console printing libtest's lines when `lines`, and every phase when `verbose`.
     pub fn new(lines: bool, verbose: bool) -> Self {
-        Self { verbose, lines, ignored: Vec::new(), filtered_out: 0, began: Instant::now() }
+        Self {
+            verbose,
+            lines,
+            stream: false,
+            ignored: Vec::new(),
+            filtered_out: 0,
+            began: Instant::now(),
+            slow_after: Duration::from_secs(60),
+            running: HashMap::new(),
+            out: Lines::default(),
+        }
     }
 
     /// Evals listed as ignored, and how many the filters left out (libtest's counts).
@@ -37,8 +57,46 @@ impl Console {
         self
     }
 
+    /// Announces attempts running longer than `after` (and again after each further `after`).
+    pub fn slow_after(mut self, after: Duration) -> Self {
+        self.slow_after = after.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Prints the agent's events as they arrive (`--stream`).
+    pub fn stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Prints through `out` (around a progress display).
+    pub fn printing_to(mut self, out: Lines) -> Self {
+        self.out = out;
+        self
+    }
+
     fn prefix(id: &AttemptId) -> String {
         format!("[{}#{} {}] {}", id.eval, id.trial, id.harness, clock())
+    }
+
+    fn slow_attempts(&mut self) -> io::Result<()> {
+        let mut lines = Vec::new();
+        for (id, (started, announced)) in &mut self.running {
+            let periods = (started.elapsed().as_secs_f64() / self.slow_after.as_secs_f64()) as u32;
+            if periods > *announced {
+                *announced = periods;
+                lines.push(format!(
+                    "test {} has been running for over {} seconds\n",
+                    id.eval,
+                    (self.slow_after * periods).as_secs()
+                ));
+            }
+        }
+        lines.sort();
+        for line in lines {
+            self.out.out(&line)?;
+        }
+        Ok(())
     }
 }
 
@@ -46,36 +104,51 @@ impl Reporter for Console {
     fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         match event {
             RunEvent::Planned { evals, .. } if self.lines => {
-                let mut out = io::stdout().lock();
-                writeln!(
-                    out,
-                    "\nrunning {} test{}",
-                    evals.len(),
-                    if evals.len() == 1 { "" } else { "s" }
-                )?;
+                let mut text =
+                    format!("\nrunning {} {}\n", evals.len(), plural(evals.len(), "test"));
                 for name in &self.ignored {
-                    writeln!(out, "test {name} ... ignored")?;
+                    text.push_str(&format!("test {name} ... ignored\n"));
                 }
+                self.out.out(&text)?;
             }
+            RunEvent::AttemptStarted(id) => {
+                self.running.insert(id.clone(), (Instant::now(), 0));
+            }
+            RunEvent::AttemptEnded { record, .. } => {
+                self.running.retain(|id, _| {
+                    !(id.eval == record.eval
+                        && id.harness == record.harness
+                        && id.trial == record.trial
+                        && id.try_ == record.try_)
+                });
+            }
+            RunEvent::Tick if self.lines => self.slow_attempts()?,
             RunEvent::PhaseEnded { attempt, phase } if self.verbose => {
-                eprintln!(
-                    "{} {}",
-                    Self::prefix(attempt),
-                    format!("{} {}", phase.phase, phase.detail).trim_end()
-                );
+                let line = format!("{} {}", phase.phase, phase.detail);
+                self.out.err(&format!("{} {}\n", Self::prefix(attempt), line.trim_end()));
             }
             RunEvent::AttemptNote { attempt, event } if self.verbose => {
-                eprintln!("{} event {}", Self::prefix(attempt), event.message);
+                self.out.err(&format!("{} event {}\n", Self::prefix(attempt), event.message));
+            }
+            RunEvent::TurnStarted { attempt, index, prompt } if self.verbose || self.stream => {
+                self.out
+                    .err(&format!("{} turn {index} started: {prompt:?}\n", Self::prefix(attempt)));
+            }
+            RunEvent::AgentActed { attempt, event } if self.stream => {
+                let what = match event {
+                    AgentEvent::ToolCall { name, input } => format!("tool {name} {input}"),
+                    AgentEvent::Edit { path } => format!("edit {path}"),
+                    AgentEvent::Message { text } => format!("says {text}"),
+                };
+                self.out.err(&format!("{} {what}\n", Self::prefix(attempt)));
             }
             RunEvent::EvalEnded { eval, finals } if self.lines => {
-                let status = if finals.iter().all(|r| r.outcome == Outcome::Pass) {
-                    "ok"
-                } else if finals.iter().any(|r| r.outcome.is_fail()) {
-                    "FAILED"
-                } else {
-                    "FAILED (infra error)"
+                let status = match eval_status(finals) {
+                    EvalStatus::Ok => "ok",
+                    EvalStatus::Failed => "FAILED",
+                    EvalStatus::Infra => "FAILED (infra error)",
                 };
-                writeln!(io::stdout().lock(), "test {eval} ... {status}")?;
+                self.out.out(&format!("test {eval} ... {status}\n"))?;
             }
             _ => {}
         }
@@ -84,10 +157,50 @@ impl Reporter for Console {
 
     fn finish(&mut self, report: &RunReport) -> io::Result<()> {
         if self.lines {
-            print_summary(report, self.ignored.len(), self.filtered_out, self.began.elapsed())?;
+            let text =
+                summary_text(report, self.ignored.len(), self.filtered_out, self.began.elapsed());
+            self.out.out(&text)?;
         }
         Ok(())
     }
+}
+
+/// How an eval ended, over its cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvalStatus {
+    /// Every cell passed (by its min pass rate where it has one), no infra error.
+    Ok,
+    /// A cell failed.
+    Failed,
+    /// Only infra errors kept it from passing.
+    Infra,
+}
+
+/// The status of an eval from the final tries of its trials.
+pub(crate) fn eval_status(finals: &[Record]) -> EvalStatus {
+    let mut cells: BTreeMap<&str, (u32, u32, Option<f64>)> = BTreeMap::new();
+    let mut infra = false;
+    for r in finals {
+        let cell = cells.entry(r.harness.as_str()).or_default();
+        cell.2 = cell.2.or(r.min_pass_rate);
+        match r.outcome {
+            Outcome::Pass => cell.0 += 1,
+            Outcome::Fail(_) => cell.1 += 1,
+            Outcome::InfraError | Outcome::Config => infra = true,
+        }
+    }
+    if cells.values().any(|&(p, f, min)| !crate::stats::cell_passes(p, f, min)) {
+        EvalStatus::Failed
+    } else if infra {
+        EvalStatus::Infra
+    } else {
+        EvalStatus::Ok
+    }
+}
+
+/// `1 attempt`, `2 attempts`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { word.to_string() } else { format!("{word}s") }
 }
 
 /// `HH:MM:SS` of now, UTC.
@@ -100,49 +213,97 @@ pub fn clock() -> String {
     format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
-/// Prints the closing part of a run: failures, libtest's `test result:` line, reeval's summary.
-fn print_summary(
+/// A cell's figures on one line: passes, rate with its interval, threshold, pass@k and pass^k by k, cost.
+pub(crate) fn cell_line(c: &CellSummary) -> String {
+    let graded = c.passed + c.failed;
+    let rate = match (c.pass_rate, c.pass_rate_interval) {
+        (Some(r), Some([lo, hi])) => {
+            format!("{:.0}% [95% CI {:.0}–{:.0}%]", r * 100.0, lo * 100.0, hi * 100.0)
+        }
+        _ => "n/a".into(),
+    };
+    let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
+    let threshold = c
+        .min_pass_rate
+        .map(|m| format!(", min {:.0}%: {}", m * 100.0, if c.ok { "met" } else { "not met" }))
+        .unwrap_or_default();
+    let by_k = if c.by_k.is_empty() {
+        "pass@k n/a (nothing graded)".to_string()
+    } else {
+        let at = c.by_k.iter().map(|a| format!("@{} {:.2}", a.k, a.pass_at_k));
+        let pow = c.by_k.iter().map(|a| format!("^{} {:.2}", a.k, a.pass_pow_k));
+        format!(
+            "pass{}; pass{}",
+            at.collect::<Vec<_>>().join(" "),
+            pow.collect::<Vec<_>>().join(" ")
+        )
+    };
+    let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
+    format!(
+        "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}; {by_k}{cost}\n",
+        c.eval, c.harness, c.passed
+    )
+}
+
+/// The closing part of a run: failures, libtest's `test result:` line, reeval's summary.
+fn summary_text(
     report: &RunReport,
     ignored: usize,
     filtered_out: usize,
     elapsed: Duration,
-) -> io::Result<()> {
-    let mut out = io::stdout().lock();
+) -> String {
+    let mut out = String::new();
     let finals = report.final_records();
     let failing: Vec<&&Record> = finals.iter().filter(|r| r.outcome != Outcome::Pass).collect();
     if !failing.is_empty() {
-        writeln!(out, "\nfailures:\n")?;
+        out.push_str("\nfailures:\n\n");
         for r in &failing {
             let kind = r.outcome.kind().map(|k| k.as_str()).unwrap_or("");
             let outcome = r.outcome.as_str();
             let source = r.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
-            writeln!(
-                out,
-                "---- {} #{} [{}] {outcome}/{kind}{source} ----",
+            out.push_str(&format!(
+                "---- {} #{} [{}] {outcome}/{kind}{source} ----\n",
                 r.eval, r.trial, r.harness
-            )?;
-            writeln!(out, "{}", r.message.as_deref().unwrap_or(""))?;
-            writeln!(out, "record: {}\n", report.run_dir.join(r.file_name()).display())?;
+            ));
+            // Tries that failed alike are one failure, said once.
+            let tries: Vec<&Record> = report
+                .records
+                .iter()
+                .filter(|t| t.eval == r.eval && t.harness == r.harness && t.trial == r.trial)
+                .collect();
+            out.push_str(r.message.as_deref().unwrap_or(""));
+            out.push('\n');
+            if tries.len() > 1 {
+                let alike = tries.iter().all(|t| t.message == r.message && t.outcome == r.outcome);
+                out.push_str(&if alike {
+                    format!("(the same on all {} tries)\n", tries.len())
+                } else {
+                    format!("({} tries; this is the last)\n", tries.len())
+                });
+            }
+            if let Some(at) = &r.location {
+                out.push_str(&format!("at: {at}\n"));
+            }
+            out.push_str(&format!("record: {}\n\n", report.run_dir.join(r.file_name()).display()));
         }
-        writeln!(out, "failures:")?;
+        out.push_str("failures:\n");
         let mut names: Vec<&str> = failing.iter().map(|r| r.eval.as_str()).collect();
         names.dedup();
         for n in names {
-            writeln!(out, "    {n}")?;
+            out.push_str(&format!("    {n}\n"));
         }
     }
-    let mut evals: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut evals: BTreeMap<&str, Vec<Record>> = BTreeMap::new();
     for r in &finals {
-        *evals.entry(r.eval.as_str()).or_insert(true) &= r.outcome == Outcome::Pass;
+        evals.entry(r.eval.as_str()).or_default().push((*r).clone());
     }
-    let passed = evals.values().filter(|ok| **ok).count();
+    let passed = evals.values().filter(|f| eval_status(f) == EvalStatus::Ok).count();
     let failed = evals.len() - passed;
-    writeln!(
-        out,
-        "\ntest result: {}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; {filtered_out} filtered out; finished in {:.2}s\n",
+    out.push_str(&format!(
+        "\ntest result: {}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; {filtered_out} filtered out; finished in {:.2}s\n\n",
         if failed == 0 { "ok" } else { "FAILED" },
         elapsed.as_secs_f64()
-    )?;
+    ));
     let s = &report.summary;
     let fails: u32 = s.failed.values().sum();
     let by_kind = if s.failed.is_empty() {
@@ -153,28 +314,97 @@ fn print_summary(
             s.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
         )
     };
-    writeln!(
-        out,
-        "reeval: {} attempts passed, {fails} failed{by_kind}, {} infra errors; records in {}",
+    let cost = s.cost_usd.map(|usd| format!("; cost ${usd:.4}")).unwrap_or_default();
+    out.push_str(&format!(
+        "reeval: {} {} passed, {fails} failed{by_kind}, {} infra {}{cost}; {} (exit {}); records in {}\n",
         s.passed,
+        plural(s.passed as usize, "attempt"),
         s.infra,
+        plural(s.infra as usize, "error"),
+        s.exit_reason,
+        s.exit_code,
         report.run_dir.display()
-    )?;
+    ));
     for c in &s.cells {
-        let rate =
-            c.pass_rate.map(|r| format!("{:.0}%", r * 100.0)).unwrap_or_else(|| "n/a".into());
-        let at = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join("/");
-        let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
-        writeln!(
-            out,
-            "  {} [{}]: {}/{} passed ({rate}){infra}; pass@k {}; pass^k {}",
-            c.eval,
-            c.harness,
-            c.passed,
-            c.passed + c.failed,
-            at(&c.pass_at_k),
-            at(&c.pass_pow_k)
-        )?;
+        out.push_str(&cell_line(c));
     }
-    Ok(())
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::FailKind;
+
+    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome) -> Record {
+        let mut r = Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r
+    }
+
+    fn report(records: Vec<Record>) -> RunReport {
+        let summary = crate::runner::summarize("run", &records);
+        RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary }
+    }
+
+    #[test]
+    fn the_summary_counts_words_right_and_says_why() {
+        let text = summary_text(
+            &report(vec![rec("a", 1, 1, Outcome::Pass), rec("b", 1, 1, Outcome::InfraError)]),
+            0,
+            0,
+            Duration::from_secs(1),
+        );
+        assert!(text.contains("reeval: 1 attempt passed, 0 failed, 1 infra error;"), "{text}");
+        assert!(text.contains("1 infra errors and no failing cell (exit 3)"), "{text}");
+        // An infra-only cell has nothing graded: no empty `pass@k ;`.
+        assert!(
+            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra; pass@k n/a (nothing graded)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  a [shell]: 1/1 passed, 100% [95% CI 21–100%]; pass@1 1.00; pass^1 1.00"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn tries_that_failed_alike_are_said_once() {
+        let mut tries: Vec<Record> =
+            (1..=3).map(|t| rec("setup", 1, t, Outcome::InfraError)).collect();
+        for t in &mut tries {
+            t.message = Some("failed to run setup step 1: exit 7".into());
+        }
+        let text = summary_text(&report(tries), 0, 0, Duration::from_secs(1));
+        assert_eq!(text.matches("failed to run setup step 1").count(), 1, "{text}");
+        assert!(text.contains("(the same on all 3 tries)"), "{text}");
+    }
+
+    #[test]
+    fn a_min_pass_rate_makes_an_eval_ok() {
+        let mut finals = vec![
+            rec("flaky", 1, 1, Outcome::Pass),
+            rec("flaky", 2, 1, Outcome::Pass),
+            rec("flaky", 3, 1, Outcome::Fail(FailKind::Assertion)),
+        ];
+        assert_eq!(eval_status(&finals), EvalStatus::Failed);
+        for r in &mut finals {
+            r.min_pass_rate = Some(0.66);
+        }
+        assert_eq!(eval_status(&finals), EvalStatus::Ok);
+    }
+
+    #[test]
+    fn long_attempts_are_announced_every_period() {
+        let mut console = Console::new(true, false).slow_after(Duration::from_millis(20));
+        let id = AttemptId { eval: "slow".into(), harness: "shell".into(), trial: 1, try_: 1 };
+        console.event(&RunEvent::AttemptStarted(id.clone())).unwrap();
+        std::thread::sleep(Duration::from_millis(45));
+        console.slow_attempts().unwrap();
+        assert_eq!(console.running[&id].1, 2, "two periods passed, both announced");
+        console.slow_attempts().unwrap();
+        assert_eq!(console.running[&id].1, 2, "nothing new to announce");
+    }
 }

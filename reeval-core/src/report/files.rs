@@ -1,6 +1,9 @@
 //! The run's JSON files: each attempt's record as it ends, and the summary
 //! (`summary.json`, or `summary.<pid>.json` under nextest, whose processes
-//! share one run directory).
+//! share one run directory). Under nextest each process, when it ends, also
+//! rebuilds `summary.json` and `report.html` over every record of the run
+//! directory (one process at a time, under a lock file), so the last one to
+//! end leaves a summary and report of the whole run.
 
 use std::io;
 use std::path::PathBuf;
@@ -16,12 +19,20 @@ pub struct JsonFiles {
     run_dir: PathBuf,
     summary_name: String,
     redactor: Redactor,
+    /// Under nextest: the prices to rebuild the whole run's summary with.
+    combine: Option<crate::prices::PriceTable>,
 }
 
 impl JsonFiles {
     /// Files under `run_dir`, the summary named `summary_name`, through `redactor`.
     pub fn new(run_dir: PathBuf, summary_name: impl Into<String>, redactor: Redactor) -> Self {
-        Self { run_dir, summary_name: summary_name.into(), redactor }
+        Self { run_dir, summary_name: summary_name.into(), redactor, combine: None }
+    }
+
+    /// Also rebuilds the summary and report of every process's records in the run directory.
+    pub fn combining(mut self, prices: crate::prices::PriceTable) -> Self {
+        self.combine = Some(prices);
+        self
     }
 }
 
@@ -36,6 +47,13 @@ impl Reporter for JsonFiles {
 
     fn finish(&mut self, report: &RunReport) -> io::Result<()> {
         std::fs::create_dir_all(&self.run_dir)?;
-        self.redactor.write_json(&self.run_dir.join(&self.summary_name), &report.summary)
+        self.redactor.write_json(&self.run_dir.join(&self.summary_name), &report.summary)?;
+        if let Some(prices) = &self.combine {
+            let lock = std::fs::File::create(self.run_dir.join(".reeval.lock"))?;
+            lock.lock()?;
+            crate::runs::rebuild(&self.run_dir, prices, &self.redactor)
+                .map_err(io::Error::other)?;
+        }
+        Ok(())
     }
 }

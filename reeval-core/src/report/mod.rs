@@ -1,18 +1,27 @@
 //! Reporters: everything a run prints or writes is a [`Reporter`] on the
 //! runner's event stream ([`RunEvent`]): the console (libtest's lines, `-v`,
-//! the closing summary), the JSON records and summary, and the HTML report.
+//! the closing summary), the live progress display, libtest's JSON event
+//! stream, the JSON records and summary, the HTML report and JUnit XML.
 //! The events' text is redacted where it is made, so a new reporter cannot
 //! write a secret.
 
 mod console;
 mod files;
 pub mod html;
+pub mod junit;
+mod libtest_json;
+mod lines;
+mod live;
 
 use std::io;
 
 pub use console::Console;
 pub use files::JsonFiles;
 pub use html::HtmlReport;
+pub use junit::Junit;
+pub use libtest_json::LibtestJson;
+pub use lines::{Lines, stdout_closed};
+pub use live::Progress;
 
 use crate::runner::RunReport;
 use crate::runner::events::RunEvent;

@@ -23,6 +23,8 @@ pub struct Args {
     pub list: bool,
     /// `--format terse` (or `json`, which lists like terse).
     pub terse: bool,
+    /// `--format json`: libtest's JSON event stream on stdout instead of its lines.
+    pub json: bool,
     /// Only ignored evals.
     pub ignored: bool,
     /// Ignored evals too.
@@ -43,6 +45,18 @@ pub struct Args {
     pub record_dir: Option<PathBuf>,
     /// `--bench`: run nothing (evals are not benchmarks).
     pub bench: bool,
+    /// `--tag`: only evals with one of these tags.
+    pub tags: Vec<String>,
+    /// `--rerun-failed`: only the cells that failed or had infra errors in the last run.
+    pub rerun_failed: bool,
+    /// `--resume RUN_ID`: complete that run, keeping the attempts it recorded.
+    pub resume: Option<String>,
+    /// `--min-pass-rate`: the pass rate at which a cell passes, replacing the evals' own.
+    pub min_pass_rate: Option<f64>,
+    /// `--junit PATH`: write JUnit XML there.
+    pub junit: Option<PathBuf>,
+    /// `--stream`: print the agent's events as they arrive.
+    pub stream: bool,
 }
 
 /// A command line that cannot be understood (exit code 2).
@@ -59,7 +73,7 @@ and a value may follow its flag as `--flag value` or `--flag=value`.
 
 libtest options (so cargo test and cargo-nextest can drive the suite):
       --list                 list evals instead of running them (no Docker, no network)
-      --format <pretty|terse|json> output format of --list (json lists like terse)
+      --format <pretty|terse|json> output format; json: libtest's JSON event stream (with --list: terse)
       --exact                filters match names exactly
       --skip <FILTER>        skip evals whose name contains FILTER (repeatable)
       --ignored              run only evals marked ignore
@@ -75,6 +89,12 @@ reeval options (env twins for cargo-nextest):
       --trials <N>           trials per eval × harness                (REEVAL_TRIALS)
       --timeout <DURATION>   budget per attempt, e.g. 10m, 90s        (REEVAL_TIMEOUT)
       --record-dir <DIR>     where runs are recorded                  (REEVAL_RECORD_DIR)
+      --tag <NAME>           only evals with this tag, repeatable     (REEVAL_TAGS=a,b)
+      --min-pass-rate <R>    a cell passes at this pass rate (0..1)   (REEVAL_MIN_PASS_RATE)
+      --rerun-failed         only the cells that failed or had infra errors in the last run
+      --resume <RUN_ID>      complete an interrupted run: recorded attempts are kept
+      --junit <PATH>         write JUnit XML, one testcase per attempt (REEVAL_JUNIT)
+      --stream               print the agent's events as they arrive  (REEVAL_STREAM=1)
   -h, --help                 this text
 
 Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
@@ -130,7 +150,9 @@ impl Args {
                 }
                 Long("list") => a.list = true,
                 Long("format") => {
-                    a.terse = match text(&mut p, "--format")?.as_str() {
+                    let format = text(&mut p, "--format")?;
+                    a.json = format == "json";
+                    a.terse = match format.as_str() {
                         "terse" | "json" => true,
                         "pretty" => false,
                         other => {
@@ -168,6 +190,26 @@ impl Args {
                 Long("trials") => a.trials = Some(number("--trials", &text(&mut p, "--trials")?)?),
                 Long("timeout") => a.timeout = Some(duration(&text(&mut p, "--timeout")?)?),
                 Long("record-dir") => a.record_dir = Some(PathBuf::from(p.value().map_err(usage)?)),
+                Long("tag") => a.tags.extend(
+                    text(&mut p, "--tag")?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string),
+                ),
+                Long("rerun-failed") => a.rerun_failed = true,
+                Long("resume") => a.resume = Some(text(&mut p, "--resume")?),
+                Long("min-pass-rate") => {
+                    let rate: f64 = number("--min-pass-rate", &text(&mut p, "--min-pass-rate")?)?;
+                    if !(0.0..=1.0).contains(&rate) {
+                        return Err(UsageError(format!(
+                            "--min-pass-rate expects a rate between 0 and 1, got {rate}"
+                        )));
+                    }
+                    a.min_pass_rate = Some(rate);
+                }
+                Long("junit") => a.junit = Some(PathBuf::from(p.value().map_err(usage)?)),
+                Long("stream") => a.stream = true,
                 // Everything after `--` comes here too, even when it starts with `-`.
                 Value(filter) => a.filters.push(
                     filter
@@ -203,6 +245,11 @@ impl Args {
                 .filters
                 .iter()
                 .any(|f| if self.exact { name == f } else { name.contains(f.as_str()) })
+    }
+
+    /// Whether an eval with `tags` has one of the `wanted` tags (any eval when none are wanted).
+    pub fn tagged(wanted: &[String], tags: &[String]) -> bool {
+        wanted.is_empty() || tags.iter().any(|t| wanted.contains(t))
     }
 
     /// Whether a selected eval runs (rather than being reported ignored).
@@ -315,6 +362,36 @@ mod tests {
         assert!(parse(&["--skip"]).unwrap_err().0.contains("--skip needs a value"));
         assert!(parse(&["--list=yes"]).unwrap_err().0.contains("--list takes no value"));
         assert!(parse(&["--format", "xml"]).unwrap_err().0.contains("unknown format `xml`"));
+    }
+
+    #[test]
+    fn reeval_flags_parse() {
+        let a = parse(&[
+            "--tag",
+            "smoke,slow",
+            "--tag=py",
+            "--rerun-failed",
+            "--resume",
+            "run-1",
+            "--min-pass-rate",
+            "0.66",
+            "--junit",
+            "out.xml",
+            "--stream",
+            "--format",
+            "json",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.tags, vec!["smoke", "slow", "py"]);
+        assert!(a.rerun_failed && a.stream && a.json);
+        assert_eq!(a.resume.as_deref(), Some("run-1"));
+        assert_eq!(a.min_pass_rate, Some(0.66));
+        assert_eq!(a.junit, Some(PathBuf::from("out.xml")));
+        assert!(parse(&["--min-pass-rate", "1.5"]).unwrap_err().0.contains("between 0 and 1"));
+        assert!(Args::tagged(&[], &[]));
+        assert!(Args::tagged(&["a".into()], &["b".into(), "a".into()]));
+        assert!(!Args::tagged(&["a".into()], &["b".into()]));
     }
 
     #[test]

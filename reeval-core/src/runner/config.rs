@@ -6,6 +6,16 @@
 //! judge = "anthropic:claude-sonnet-4-5"   # the judge model of evals that name none
 //! env_file = ".env.reeval"                # secrets and credentials, read in preflight
 //! record_dir = "target/reeval/runs"       # where runs are recorded
+//! harness = ["shell"]                     # or "shell": every eval runs with these
+//! trials = 3                              # trials per eval × harness
+//! timeout = "10m"                         # budget per attempt
+//! concurrency = 4                         # attempts at once
+//! retries = 2                             # retries of an infra error
+//! min_pass_rate = 0.66                    # for evals that set none
+//!
+//! [prices."my-model"]                     # US dollars per million tokens
+//! input = 1.0
+//! output = 2.0
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -16,7 +26,7 @@ use serde::Deserialize;
 pub const FILE_NAME: &str = "reeval.toml";
 
 /// What `reeval.toml` may set. Unknown keys are an error, so a typo is not ignored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteConfig {
     /// The judge model of evals that name none.
@@ -28,6 +38,41 @@ pub struct SuiteConfig {
     /// A pool of engines: `["ssh://a", "tcp://b:2376=4"]` (slots after `=`).
     #[serde(default)]
     pub engines: Vec<String>,
+    /// Harnesses every eval runs with, replacing the evals' own.
+    pub harness: Option<OneOrMore>,
+    /// Trials per eval × harness, replacing the evals' own.
+    pub trials: Option<u32>,
+    /// The budget per attempt (`10m`, `90s`), replacing the evals' own.
+    pub timeout: Option<String>,
+    /// Attempts at once.
+    pub concurrency: Option<usize>,
+    /// Retries of an infra error, each with a fresh sandbox.
+    pub retries: Option<u32>,
+    /// The pass rate at which a cell passes, for evals that set none.
+    pub min_pass_rate: Option<f64>,
+    /// Prices per model, over the built-in ones.
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, crate::prices::Price>,
+}
+
+/// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMore {
+    /// One.
+    One(String),
+    /// A list.
+    More(Vec<String>),
+}
+
+impl OneOrMore {
+    /// The values, in order.
+    pub fn values(&self) -> Vec<String> {
+        match self {
+            OneOrMore::One(s) => vec![s.clone()],
+            OneOrMore::More(v) => v.clone(),
+        }
+    }
 }
 
 /// A config file that cannot be used (exit code 2).
@@ -58,6 +103,19 @@ impl SuiteConfig {
         }
         if let Some(spec) = &config.judge {
             crate::judge::key_env(spec).map_err(|e| fail(format!("judge `{spec}`: {e}")))?;
+        }
+        if let Some(t) = &config.timeout {
+            humantime::parse_duration(t).map_err(|e| {
+                fail(format!("key `timeout`: `{t}` is not a duration like 10m or 90s ({e})"))
+            })?;
+        }
+        if config.trials == Some(0) || config.concurrency == Some(0) {
+            return Err(fail("keys `trials` and `concurrency` must be at least 1".into()));
+        }
+        if let Some(rate) = config.min_pass_rate
+            && !(0.0..=1.0).contains(&rate)
+        {
+            return Err(fail(format!("key `min_pass_rate`: {rate} is not between 0 and 1")));
         }
         Ok(config)
     }
@@ -100,6 +158,24 @@ mod tests {
         let c = SuiteConfig::load(&path).unwrap();
         assert_eq!(c.judge.as_deref(), Some("openai:gpt-4.1"));
         assert_eq!(c.env_file, Some(path.parent().unwrap().join(".env")));
+    }
+
+    #[test]
+    fn reads_the_suite_wide_defaults() {
+        let path = write(
+            "defaults",
+            "harness = [\"shell\", \"x\"]\ntrials = 3\ntimeout = \"90s\"\nconcurrency = 2\nretries = 0\nmin_pass_rate = 0.66\n[prices.\"m\"]\ninput = 1.0\noutput = 2.0\n",
+        );
+        let c = SuiteConfig::load(&path).unwrap();
+        assert_eq!(c.harness.unwrap().values(), vec!["shell", "x"]);
+        assert_eq!((c.trials, c.concurrency, c.retries), (Some(3), Some(2), Some(0)));
+        assert_eq!((c.timeout.as_deref(), c.min_pass_rate), (Some("90s"), Some(0.66)));
+        assert_eq!(c.prices["m"].output, 2.0);
+        let e = SuiteConfig::load(&write("badtimeout", "timeout = \"soon\"\n")).unwrap_err();
+        assert!(e.to_string().contains("key `timeout`"), "{e}");
+        let e = SuiteConfig::load(&write("badprice", "[prices.m]\ninput = 1.0\nouptut = 2.0\n"))
+            .unwrap_err();
+        assert!(e.to_string().contains("line 3, key `ouptut`"), "{e}");
     }
 
     #[test]

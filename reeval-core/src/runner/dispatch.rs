@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
-use super::{RunReport, Runner, final_tries, summarize};
+use super::{RunReport, Runner, final_tries, summarize_priced};
 use crate::attempt::{self, AttemptPlan};
 use crate::eval::Eval;
 use crate::outcome::{Outcome, Retry};
@@ -28,7 +28,8 @@ pub(crate) async fn dispatch(
 ) -> RunReport {
     let config = &runner.config;
     let run_dir = config.record_dir.join(&config.run_id);
-    let Preflighted { pool, secrets, redactor, detail } = ready;
+    let Preflighted { pool, secrets, redactor, detail, engine } = ready;
+    let started = std::time::SystemTime::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
     // One gateway for the run, started by the first attempt that needs a way out.
     let egress = Arc::new(crate::lifecycle::gateway::RunEgress::new(config.egress.clone()));
@@ -53,16 +54,41 @@ pub(crate) async fn dispatch(
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
+    let mut results: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
+    let mut all = Vec::new();
+    let mut harness_versions = BTreeMap::new();
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
         let specs = runner.harness_specs(eval);
         pending.insert(i, specs.len() * trials as usize);
         for spec in specs {
+            if let Some(version) = runner.harnesses.make(&spec).and_then(|h| h.version()) {
+                harness_versions.insert(spec.clone(), version);
+            }
             for trial in 1..=trials {
+                // A resumed run keeps the trials it recorded.
+                let kept: Vec<Record> = runner
+                    .kept
+                    .iter()
+                    .filter(|r| r.eval == eval.name && r.harness == spec && r.trial == trial)
+                    .cloned()
+                    .collect();
+                if !kept.is_empty() {
+                    all.extend(kept.iter().cloned());
+                    results.entry(i).or_default().extend(kept);
+                    *pending.get_mut(&i).expect("planned above") -= 1;
+                    continue;
+                }
                 let mut planned = eval.clone();
                 if planned.options.judge.is_none() {
                     planned.options.judge = config.judge.clone();
                 }
+                if config.min_pass_rate.is_some() {
+                    planned.options.min_pass_rate = config.min_pass_rate;
+                }
+                // A trial recorded before in this run (nextest's --retries runs the process
+                // again; --resume completes the run) is numbered on, never overwritten.
+                let try_ = crate::runs::next_try(&run_dir, &eval.name, &spec, trial);
                 let plan = AttemptPlan {
                     run_id: config.run_id.clone(),
                     run_dir: run_dir.clone(),
@@ -70,7 +96,7 @@ pub(crate) async fn dispatch(
                     harness_spec: spec.clone(),
                     timeout: config.timeout.unwrap_or(eval.options.timeout),
                     trial,
-                    try_: 1,
+                    try_,
                     events: Some(tx.clone()),
                     preflight: detail.clone(),
                     redactor: redactor.clone(),
@@ -90,23 +116,33 @@ pub(crate) async fn dispatch(
             }
         }
     }
-    let planned = pending.values().sum();
+    let planned = set.len();
+    let cells: usize = evals.iter().map(|e| runner.harness_specs(e).len()).sum();
     report_all(
         reporters,
         &RunEvent::Planned {
             run_id: config.run_id.clone(),
             run_dir: run_dir.clone(),
             evals: evals.iter().map(|e| e.name.clone()).collect(),
+            cells,
             attempts: planned,
         },
     );
     drop(tx);
+    // Evals whose every trial a resumed run kept are done already.
+    for (&i, left) in &pending {
+        if *left == 0 {
+            let finals = final_tries(&results[&i]).into_iter().cloned().collect();
+            report_all(reporters, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
+        }
+    }
 
-    let mut results: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
-    let mut all = Vec::new();
+    // Reporters that watch the clock (progress, slow attempts) hear from it every second.
+    let mut ticks = tokio::time::interval(std::time::Duration::from_secs(1));
     let mut events_open = true;
     while !set.is_empty() || events_open {
         tokio::select! {
+            _ = ticks.tick() => report_all(reporters, &RunEvent::Tick),
             event = rx.recv(), if events_open => match event {
                 Some(event) => report_all(reporters, &event),
                 None => events_open = false,
@@ -144,7 +180,8 @@ pub(crate) async fn dispatch(
     for engine in pool.engines() {
         let _ = engine.backend.sweep(Sweep::OwnRun(&config.run_id)).await;
     }
-    let summary = summarize(&config.run_id, &all);
+    let mut summary = summarize_priced(&config.run_id, &all, &config.prices);
+    summary.provenance = super::provenance::of_run(started, engine, harness_versions);
     let report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
     for r in reporters.iter_mut() {
         if let Err(e) = r.finish(&report) {
@@ -177,7 +214,10 @@ struct TrialRun {
 impl TrialRun {
     async fn run(self, mut plan: AttemptPlan) -> Vec<Record> {
         let mut records = Vec::new();
+        // Tries of this process: a trial numbered on from an earlier process still gets its retries.
+        let mut tried = 0;
         loop {
+            tried += 1;
             // Waiting for a slot spends no budget: the budget starts inside the attempt.
             let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
             // Then a slot on the engine with the most free ones.
@@ -211,7 +251,7 @@ impl TrialRun {
             let retry = crate::outcome::retry(
                 done.record.outcome,
                 done.cause.as_ref(),
-                plan.try_,
+                tried,
                 self.retries,
                 self.shutdown.is_cancelled(),
             );

@@ -35,7 +35,9 @@ pub enum RunEvent {
         run_dir: PathBuf,
         /// The evals to run, in order.
         evals: Vec<String>,
-        /// First tries planned (eval × harness × trial).
+        /// Cells (eval × harness) to run.
+        cells: usize,
+        /// First tries planned (eval × harness × trial; trials a resumed run kept are not).
         attempts: usize,
     },
     /// An attempt got its slot and started.
@@ -67,6 +69,47 @@ pub enum RunEvent {
         eval: String,
         /// The final try of each of its trials.
         finals: Vec<Record>,
+    },
+    /// A turn began (`turn N started: "<the prompt's first 60 characters>"`).
+    TurnStarted {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The 1-based turn number.
+        index: u32,
+        /// The prompt's first 60 characters (redacted).
+        prompt: String,
+    },
+    /// The agent did something during a turn, as its harness reports it (`--stream`).
+    AgentActed {
+        /// The attempt.
+        attempt: AttemptId,
+        /// What it did (redacted).
+        event: AgentEvent,
+    },
+    /// A second passed: for reporters that watch the clock (progress, slow attempts).
+    Tick,
+}
+
+/// Something the agent did during a turn, reported as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// It called a tool.
+    ToolCall {
+        /// The tool.
+        name: String,
+        /// Its input, on one line and shortened.
+        input: String,
+    },
+    /// It reported an edit of a file.
+    Edit {
+        /// The file.
+        path: String,
+    },
+    /// It said something (or printed output).
+    Message {
+        /// The text.
+        text: String,
     },
 }
 

@@ -8,8 +8,12 @@ pub mod cli;
 pub mod config;
 mod dispatch;
 pub mod events;
+#[cfg(test)]
+mod fake_tests;
 pub mod pool;
 mod preflight;
+mod provenance;
+mod suite;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,13 +25,14 @@ use tokio_util::sync::CancellationToken;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
-use crate::record::{CellSummary, Record, Summary, pass_at_k, pass_pow_k};
+use crate::record::{AtK, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
 use crate::report::{Console, HtmlReport, JsonFiles, Reporter};
 use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
 
 pub use cli::{Args, UsageError};
 pub use config::SuiteConfig;
+pub use suite::main;
 
 /// The harness an eval runs with when neither it nor the command line names one.
 pub const DEFAULT_HARNESS: &str = "shell";
@@ -53,6 +58,10 @@ pub struct RunConfig {
     pub threads: usize,
     /// Retries of an infra error, each with a fresh sandbox.
     pub infra_retries: u32,
+    /// The pass rate at which a cell passes, replacing every eval's own `min_pass_rate`.
+    pub min_pass_rate: Option<f64>,
+    /// Prices per model, for the summary's costs.
+    pub prices: crate::prices::PriceTable,
     /// The suite's judge model, for evals that name none (`judge` in `reeval.toml`).
     pub judge: Option<String>,
     /// A `.env` file of secrets and credentials read by preflight, before
@@ -137,12 +146,36 @@ pub struct Runner {
     shutdown: CancellationToken,
     /// The engine sandboxes run on; by default the Docker engine of `DOCKER_HOST`.
     backend: Option<Arc<dyn Backend>>,
+    /// Records of a resumed run whose trials are not run again.
+    kept: Vec<Record>,
+    /// Only these cells (eval, harness) run, when set (`--rerun-failed`).
+    only_cells: Option<Vec<(String, String)>>,
 }
 
 impl Runner {
     /// A runner with `config` and the harnesses of `registry`.
     pub fn new(config: RunConfig, harnesses: HarnessRegistry) -> Self {
-        Self { config, harnesses, shutdown: CancellationToken::new(), backend: None }
+        Self {
+            config,
+            harnesses,
+            shutdown: CancellationToken::new(),
+            backend: None,
+            kept: Vec::new(),
+            only_cells: None,
+        }
+    }
+
+    /// Completes the run of `records` (same run id): their finished trials
+    /// are kept and count in the summary; the other trials run.
+    pub fn resuming(mut self, records: Vec<Record>) -> Self {
+        self.kept = crate::runs::finished_trials(records, self.config.infra_retries);
+        self
+    }
+
+    /// Runs only these cells (eval, harness) of the evals given to [`Runner::run`].
+    pub fn only_cells(mut self, cells: Vec<(String, String)>) -> Self {
+        self.only_cells = Some(cells);
+        self
     }
 
     /// Runs sandboxes on `backend` instead of the Docker engine (another engine, or the fake of tests).
@@ -158,12 +191,19 @@ impl Runner {
 
     /// The harness specs `eval` runs with.
     pub fn harness_specs(&self, eval: &Eval) -> Vec<String> {
-        if !self.config.harnesses.is_empty() {
+        let specs = if !self.config.harnesses.is_empty() {
             self.config.harnesses.clone()
         } else if !eval.options.harnesses.is_empty() {
             eval.options.harnesses.clone()
         } else {
             vec![DEFAULT_HARNESS.to_string()]
+        };
+        match &self.only_cells {
+            Some(cells) => specs
+                .into_iter()
+                .filter(|spec| cells.iter().any(|(e, h)| *e == eval.name && h == spec))
+                .collect(),
+            None => specs,
         }
     }
 
@@ -195,19 +235,23 @@ impl Runner {
     ) -> Result<RunReport, PreflightError> {
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
-        // Under nextest every eval is its own process writing into one run directory.
-        let (summary, html) = if self.config.under_nextest {
-            (
-                format!("summary.{}.json", std::process::id()),
-                format!("report.{}.html", std::process::id()),
-            )
+        let mut reporters: Vec<Box<dyn Reporter>> = if self.config.under_nextest {
+            // Every eval is its own process writing into one run directory: each writes its
+            // own summary, and the whole run's summary and report are rebuilt over all of them.
+            let summary = format!("summary.{}.json", std::process::id());
+            vec![Box::new(
+                JsonFiles::new(run_dir.clone(), summary, ready.redactor.clone())
+                    .combining(self.config.prices.clone()),
+            )]
         } else {
-            ("summary.json".to_string(), "report.html".to_string())
+            vec![
+                Box::new(JsonFiles::new(run_dir.clone(), "summary.json", ready.redactor.clone())),
+                Box::new(
+                    HtmlReport::new(run_dir.join("report.html"), ready.redactor.clone())
+                        .priced(self.config.prices.clone()),
+                ),
+            ]
         };
-        let mut reporters: Vec<Box<dyn Reporter>> = vec![
-            Box::new(JsonFiles::new(run_dir.clone(), summary, ready.redactor.clone())),
-            Box::new(HtmlReport::new(run_dir.join(html), ready.redactor.clone())),
-        ];
         if extra.is_empty() && (self.config.print || self.config.verbose) {
             reporters.push(Box::new(Console::new(self.config.print, self.config.verbose)));
         }
@@ -216,8 +260,22 @@ impl Runner {
     }
 }
 
-/// Counts the final tries, per kind and per cell, and picks the exit code.
+/// Counts the final tries, per kind and per cell, and picks the exit code
+/// (built-in prices; see [`summarize_priced`]).
 pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
+    summarize_priced(run_id, records, &crate::prices::PriceTable::default())
+}
+
+/// Counts the final tries, per kind and per cell, computes each cell's
+/// statistics, usage and cost (over every try: retried tries spent tokens
+/// too), and picks the exit code: 2 a config error, 1 a cell that failed (a
+/// fail, and a pass rate under its `minPassRate` or no threshold), 3 infra
+/// errors and no failing cell, 0 otherwise.
+pub fn summarize_priced(
+    run_id: &str,
+    records: &[Record],
+    prices: &crate::prices::PriceTable,
+) -> Summary {
     let finals = final_tries(records);
     let mut s = Summary {
         schema_version: crate::record::SCHEMA_VERSION,
@@ -229,6 +287,7 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
         let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| {
             CellSummary { eval: r.eval.clone(), harness: r.harness.clone(), ..Default::default() }
         });
+        cell.min_pass_rate = cell.min_pass_rate.or(r.min_pass_rate);
         match r.outcome {
             Outcome::Pass => {
                 s.passed += 1;
@@ -249,112 +308,57 @@ pub fn summarize(run_id: &str, records: &[Record]) -> Summary {
     for cell in cells.values_mut() {
         let n = cell.passed + cell.failed;
         cell.pass_rate = (n > 0).then(|| f64::from(cell.passed) / f64::from(n));
+        cell.pass_rate_interval = crate::stats::wilson_interval(cell.passed, n);
         cell.pass_at_k = (1..=n).map(|k| pass_at_k(n, cell.passed, k)).collect();
         cell.pass_pow_k = (1..=n).map(|k| pass_pow_k(n, cell.passed, k)).collect();
+        cell.by_k = (1..=n)
+            .map(|k| AtK {
+                k,
+                pass_at_k: pass_at_k(n, cell.passed, k),
+                pass_pow_k: pass_pow_k(n, cell.passed, k),
+            })
+            .collect();
+        cell.ok = crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate);
+        let of_cell: Vec<&Record> =
+            records.iter().filter(|r| r.eval == cell.eval && r.harness == cell.harness).collect();
+        for r in &of_cell {
+            cell.usage.add(&r.usage);
+        }
+        cell.cost_usd = prices.cost(of_cell.iter().copied());
     }
     s.cells = cells.into_values().collect();
     s.records = records.iter().map(Record::file_name).collect();
-    let failed: u32 = s.failed.values().sum();
-    s.exit_code = if finals.iter().any(|r| r.outcome == Outcome::Config) {
-        2
-    } else if failed > 0 {
-        1
+    for r in records {
+        s.usage.add(&r.usage);
+    }
+    s.cost_usd = prices.cost(records);
+    let failing = s.cells.iter().filter(|c| !c.ok).count();
+    let by_threshold = s.cells.iter().filter(|c| c.ok && c.failed > 0).count();
+    let cells_word = |n: usize| if n == 1 { "cell" } else { "cells" };
+    (s.exit_code, s.exit_reason) = if finals.iter().any(|r| r.outcome == Outcome::Config) {
+        (2, "a config error stopped an attempt".to_string())
+    } else if failing > 0 {
+        (
+            1,
+            format!(
+                "{failing} {} failed (a fail and no min pass rate, or a pass rate under it)",
+                cells_word(failing)
+            ),
+        )
     } else if s.infra > 0 {
-        3
+        (3, format!("{} infra errors and no failing cell", s.infra))
+    } else if by_threshold > 0 {
+        (
+            0,
+            format!(
+                "every cell passed, {by_threshold} {} by reaching its min pass rate",
+                cells_word(by_threshold)
+            ),
+        )
     } else {
-        0
+        (0, "every cell passed".to_string())
     };
     s
-}
-
-/// The `main` of an eval suite: parses the command line, lists or runs, and
-/// returns the exit code.
-pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
-    let args = match Args::parse(std::env::args_os().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => return 0,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let selected: Vec<&Eval> =
-        evals.iter().filter(|e| args.selects(&e.name, e.options.ignore)).collect();
-    let filtered_out = evals.len() - selected.len();
-    if args.list {
-        // Side-effect free: a sort over statics, no Docker, no network, no keys.
-        for e in &selected {
-            println!("{}: test", e.name);
-        }
-        if !args.terse {
-            println!("\n{} tests, 0 benchmarks", selected.len());
-        }
-        return 0;
-    }
-    let (to_run, ignored): (Vec<&Eval>, Vec<&Eval>) =
-        selected.into_iter().partition(|e| args.runs(e.options.ignore));
-    if args.bench {
-        return 0;
-    }
-    // Flags, environment and reeval.toml, read once (after --list, which reads none of them).
-    let settings = match Settings::load(&args, settings::process_env) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    // The console reporter below prints libtest's lines; the runner adds no other.
-    let config = RunConfig { print: false, ..settings.run_config() };
-    let console = Console::new(true, config.verbose)
-        .selection(ignored.iter().map(|e| e.name.clone()).collect(), filtered_out);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
-            return 2;
-        }
-    };
-    let runner = Runner::new(config, harnesses);
-    crate::secrets::install_redacting_panic_hook();
-    runtime.block_on(async {
-        let shutdown = runner.shutdown_token();
-        let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = interrupted.clone();
-        tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let term = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
-            }
-            eprintln!("reeval: interrupted; tearing down sandboxes and writing records");
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            shutdown.cancel();
-        });
-        match runner.run_with(to_run.into_iter().cloned().collect(), vec![Box::new(console)]).await
-        {
-            Ok(report) => {
-                if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-                    130
-                } else {
-                    report.exit_code()
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                2
-            }
-        }
-    })
 }
 
 #[cfg(test)]

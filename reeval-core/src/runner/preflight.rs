@@ -23,6 +23,8 @@ pub(crate) struct Preflighted {
     pub(crate) redactor: Redactor,
     /// `ok in 12ms`, the preflight phase's detail in every record.
     pub(crate) detail: String,
+    /// The engine and its version, for the summary.
+    pub(crate) engine: Option<String>,
 }
 
 /// Checks, before anything starts, that every harness is known, every
@@ -50,6 +52,16 @@ pub(crate) async fn preflight(
         settings::SecretLookup::default()
     });
     let lookup = |name: &str| from.get(name);
+    let sources = secret_sources(runner);
+    // Records must be writable before any sandbox starts: a run that cannot record is no run.
+    let run_dir = runner.config.record_dir.join(&runner.config.run_id);
+    if let Err(problem) = writable(&run_dir) {
+        missing.push(format!(
+            "failed to write records under {}: {problem}; choose another --record-dir (or REEVAL_RECORD_DIR, or record_dir in reeval.toml)",
+            runner.config.record_dir.display()
+        ));
+    }
+    let mut images = Vec::new();
     for eval in evals {
         let env = match crate::attempt::build_environment(eval) {
             Ok(env) => env,
@@ -62,6 +74,11 @@ pub(crate) async fn preflight(
         missing.extend(
             env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)),
         );
+        if let Some(spec @ crate::environment::ImageSpec::From(_)) = &env.image
+            && !images.iter().any(|(s, _)| s == spec)
+        {
+            images.push((spec.clone(), eval.name.clone()));
+        }
         let mut resolved = Vec::new();
         for s in &env.secrets {
             match lookup(&s.name) {
@@ -71,8 +88,8 @@ pub(crate) async fn preflight(
                     if s.checks_only { SecretScope::Checks } else { SecretScope::Placeholder },
                 )),
                 None => missing.push(format!(
-                    "secret {} of eval {} is not set in the host environment",
-                    s.name, eval.name
+                    "secret {} of eval {} is not set in {sources}; set it there, or leave the eval out with --skip {}",
+                    s.name, eval.name, eval.name
                 )),
             }
         }
@@ -87,9 +104,7 @@ pub(crate) async fn preflight(
                         resolved.push(ResolvedSecret::new(var, value, SecretScope::Host))
                     }
                     None => {
-                        let line = format!(
-                            "key {var} for judge {spec} is not set in the host environment"
-                        );
+                        let line = format!("key {var} for judge {spec} is not set in {sources}");
                         if !missing.contains(&line) {
                             missing.push(line);
                         }
@@ -116,7 +131,7 @@ pub(crate) async fn preflight(
                             )),
                             None => {
                                 let line = format!(
-                                    "credential {cred} for harness {spec} is not set in the host environment"
+                                    "credential {cred} for harness {spec} is not set in {sources}"
                                 );
                                 if !missing.contains(&line) {
                                     missing.push(line);
@@ -145,7 +160,9 @@ pub(crate) async fn preflight(
                 None
             }
             Err(e) => {
-                missing.push(format!("the Docker engine does not answer ({e}); start it or set DOCKER_HOST"));
+                missing.push(format!(
+                    "the Docker engine does not answer ({e}); start it or set DOCKER_HOST"
+                ));
                 None
             }
         }
@@ -154,7 +171,18 @@ pub(crate) async fn preflight(
     let mut engines = Vec::new();
     for engine in pool.iter().flat_map(|p| p.engines()) {
         match engine.backend.ping().await {
-            Ok(info) => engines.push(format!("{} {} at {}", info.name, info.version, info.host)),
+            Ok(info) => {
+                engines.push(format!("{} {} at {}", info.name, info.version, info.host));
+                // An image named by reference that is not on the engine and cannot be
+                // pulled will not appear by retrying: say so now, before anything starts.
+                for (spec, eval) in &images {
+                    if let Err(e @ crate::sandbox::SandboxError::ImageMissing { .. }) =
+                        engine.backend.ensure_image(spec, "").await
+                    {
+                        missing.push(format!("environment of eval {eval}: {e}"));
+                    }
+                }
+            }
             Err(e) => missing.push(format!("engine {} does not answer ({e})", engine.name)),
         }
     }
@@ -164,12 +192,39 @@ pub(crate) async fn preflight(
     // The one redactor of the run: every sink writes through it.
     let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
     crate::secrets::remember(&redactor);
+    let pool = pool.expect("no miss means an engine");
+    let engine = (!engines.is_empty()).then(|| engines.join(", "));
     Ok(Preflighted {
-        pool: Arc::new(pool.expect("no miss means an engine")),
+        pool: Arc::new(pool),
         secrets,
         redactor,
         detail: format!("ok in {}ms · {}", began.elapsed().as_millis(), engines.join(", ")),
+        engine,
     })
+}
+
+/// Where preflight looked for a secret, for the message naming one it did not find.
+fn secret_sources(runner: &Runner) -> String {
+    let file = |path: &Option<std::path::PathBuf>, unset: &str| match path {
+        Some(p) => p.display().to_string(),
+        None => unset.to_string(),
+    };
+    format!(
+        "the host environment, the env_file of reeval.toml ({}) or the file named by REEVAL_ENV_FILE ({})",
+        file(&runner.config.env_file, "none set"),
+        file(&runner.config.fallback_env_file, "unset"),
+    )
+}
+
+/// Whether records can be written in `run_dir`: it is created, and a file written and removed there.
+fn writable(run_dir: &std::path::Path) -> Result<(), std::io::Error> {
+    std::fs::create_dir_all(run_dir)?;
+    let probe = run_dir.join(format!(".reeval-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)?;
+    // Left empty until the first record, so a run that stops in preflight leaves no directory.
+    let _ = std::fs::remove_dir(run_dir);
+    Ok(())
 }
 
 pub(crate) fn cell_key(eval: &str, harness: &str) -> String {

@@ -116,6 +116,8 @@ pub struct FakeBackend {
     seen: Arc<Mutex<Seen>>,
     handler: Handler,
     failure: Option<FakeFailure>,
+    /// Downloads (workspace reads) to slow down, once each, after `n` quick ones.
+    slow_downloads: Arc<Mutex<Vec<(usize, std::time::Duration)>>>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -137,7 +139,15 @@ impl FakeBackend {
             seen: Default::default(),
             handler: Arc::new(|_, _| FakeReply::ok("")),
             failure: None,
+            slow_downloads: Default::default(),
         }
+    }
+
+    /// Makes the download after `quick` more take `delay` (a workspace of many
+    /// files, slow to read), once.
+    pub fn slow_download(self, quick: usize, delay: std::time::Duration) -> Self {
+        self.slow_downloads.lock().unwrap_or_else(|e| e.into_inner()).push((quick, delay));
+        self
     }
 
     /// Commands (other than reeval's housekeeping) are answered by `handler`,
@@ -392,6 +402,17 @@ impl Sandbox for FakeSandbox {
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
+        let delay = {
+            let mut slow = self.backend.slow_downloads.lock().unwrap_or_else(|e| e.into_inner());
+            let due = slow.iter().position(|(quick, _)| *quick == 0);
+            for (quick, _) in slow.iter_mut() {
+                *quick = quick.saturating_sub(1);
+            }
+            due.map(|i| slow.remove(i).1)
+        };
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         let files = self.files();
         let prefix = format!("{}/", path.trim_end_matches('/'));
         let under: BTreeMap<String, Entry> = files

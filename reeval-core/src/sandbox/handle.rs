@@ -89,11 +89,15 @@ impl SandboxHandle {
 
     /// `path` made absolute against the workspace.
     pub fn resolve(&self, path: &str) -> String {
-        if path.starts_with('/') {
+        let joined = if path.starts_with('/') {
             path.to_string()
         } else {
-            format!("{}/{}", self.workspace.trim_end_matches('/'), path.trim_start_matches("./"))
-        }
+            format!("{}/{path}", self.workspace.trim_end_matches('/'))
+        };
+        // `.` components go (`.`, `./src`, `src/.` name directories of the workspace);
+        // `..` stays for the engine to refuse or resolve.
+        let parts: Vec<&str> = joined.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+        format!("/{}", parts.join("/"))
     }
 
     fn with_workdir(&self, cmd: &Command) -> Command {

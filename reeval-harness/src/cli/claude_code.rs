@@ -39,6 +39,10 @@ impl CliAgent for ClaudeCode {
         "claude"
     }
 
+    fn version(&self) -> Option<&'static str> {
+        Some(VERSION)
+    }
+
     fn rules_file(&self) -> &'static str {
         "CLAUDE.md"
     }

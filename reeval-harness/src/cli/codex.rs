@@ -73,6 +73,10 @@ impl CliAgent for Codex {
         "codex"
     }
 
+    fn version(&self) -> Option<&'static str> {
+        Some(VERSION)
+    }
+
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("@openai/codex", VERSION)
     }

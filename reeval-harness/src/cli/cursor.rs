@@ -36,6 +36,10 @@ impl CliAgent for Cursor {
         "cursor-agent"
     }
 
+    fn version(&self) -> Option<&'static str> {
+        Some(VERSION)
+    }
+
     fn install_steps(&self) -> Vec<String> {
         vec![format!(
             "case $(uname -m) in x86_64) a=x64;; aarch64) a=arm64;; *) echo unsupported arch >&2; exit 1;; esac; \

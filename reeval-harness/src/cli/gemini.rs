@@ -37,6 +37,10 @@ impl CliAgent for Gemini {
         "gemini"
     }
 
+    fn version(&self) -> Option<&'static str> {
+        Some(VERSION)
+    }
+
     fn rules_file(&self) -> &'static str {
         "GEMINI.md"
     }

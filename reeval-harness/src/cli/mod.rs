@@ -83,6 +83,11 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     /// The CLI's program name (`claude`).
     fn program(&self) -> &'static str;
 
+    /// The CLI's version as installed by [`CliAgent::install_steps`].
+    fn version(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The rules file the CLI reads, relative to the workspace.
     fn rules_file(&self) -> &'static str {
         "AGENTS.md"
@@ -203,6 +208,10 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         self.agent.rules_file()
     }
 
+    fn version(&self) -> Option<String> {
+        self.agent.version().map(str::to_string)
+    }
+
     fn image(&self) -> Option<ImageSpec> {
         Some(ImageSpec::Install {
             base: DEFAULT_IMAGE.to_string(),
@@ -273,11 +282,11 @@ impl<A: CliAgent> Harness for CliHarness<A> {
                     let _ = f.write_all(&chunk);
                 }
                 for line in lines.push(&chunk) {
-                    feed(parser.as_mut(), &mut built, &line);
+                    feed(parser.as_mut(), &mut built, &line, turn);
                 }
             }
             if let Some(line) = lines.finish() {
-                feed(parser.as_mut(), &mut built, &line);
+                feed(parser.as_mut(), &mut built, &line, turn);
             }
         };
         let (out, ()) = tokio::join!(exec, read);
@@ -340,10 +349,25 @@ impl<A: CliAgent> Harness for CliHarness<A> {
     }
 }
 
-fn feed(parser: &mut dyn EventParser, turn: &mut TurnBuilder, line: &str) {
-    if let Some(event) = ndjson::parse_event(line) {
-        turn.events += 1;
-        parser.event(&event, turn);
+/// Reads one line of the CLI's stream into `turn`, and reports what it added
+/// (tool calls, edits, the agent's message) as it happens.
+fn feed(parser: &mut dyn EventParser, turn: &mut TurnBuilder, line: &str, ctx: &TurnContext) {
+    use reeval_core::runner::events::AgentEvent;
+    let Some(event) = ndjson::parse_event(line) else { return };
+    let (calls, edits, said) =
+        (turn.tool_calls.len(), turn.file_edits.len(), turn.final_message.clone());
+    turn.events += 1;
+    parser.event(&event, turn);
+    for call in &turn.tool_calls[calls..] {
+        ctx.report(AgentEvent::ToolCall { name: call.name.clone(), input: call.input.to_string() });
+    }
+    for edit in &turn.file_edits[edits..] {
+        ctx.report(AgentEvent::Edit { path: edit.path.clone() });
+    }
+    if turn.final_message != said
+        && let Some(text) = &turn.final_message
+    {
+        ctx.report(AgentEvent::Message { text: text.clone() });
     }
 }
 

@@ -56,6 +56,10 @@ impl CliAgent for Opencode {
         "opencode"
     }
 
+    fn version(&self) -> Option<&'static str> {
+        Some(VERSION)
+    }
+
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("opencode-ai", VERSION)
     }

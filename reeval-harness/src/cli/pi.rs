@@ -37,6 +37,10 @@ impl CliAgent for Pi {
         "pi"
     }
 
+    fn version(&self) -> Option<&'static str> {
+        Some(VERSION)
+    }
+
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("@mariozechner/pi-coding-agent", VERSION)
     }

@@ -1,0 +1,158 @@
+//! `reeval`: what is not a test run. Recorded runs (`report`, `runs`),
+//! reeval's images (`images`), and leftover sandboxes (`clean`).
+//!
+//! ```text
+//! reeval report [DIR]          rebuild a run's summary.json and report.html from its records
+//! reeval runs                  list recorded runs with their figures
+//! reeval images [list]         list reeval's images
+//! reeval images build PATH     build a Dockerfile as an eval's `Image::dockerfile` would
+//! reeval images prune          remove reeval's built images (rebuilt on demand)
+//! reeval clean                 remove the sandboxes of runners that are gone
+//! ```
+
+mod commands;
+
+use std::path::PathBuf;
+
+/// The help text.
+const HELP: &str = "Usage: reeval <COMMAND> [OPTIONS]
+
+Commands:
+  report [DIR]          rebuild a run's summary.json and report.html from its records
+                        (DIR: a run directory; default: the last run under the record dir)
+  runs                  list recorded runs, oldest first, with their figures
+  images [list]         list reeval's images (reeval/*)
+  images build PATH     build the Dockerfile at PATH, tagged by its content digest
+  images prune          remove reeval's built images (reeval/img:*); they are rebuilt on demand
+  clean                 remove leftover sandboxes of runners that are gone (killed with SIGKILL)
+
+Options:
+      --record-dir <DIR>  where runs are recorded (env REEVAL_RECORD_DIR;
+                          default $CARGO_TARGET_DIR/reeval/runs, else target/reeval/runs)
+  -h, --help              this text
+
+Exit code: 0 done, 1 the command failed, 2 a usage error.";
+
+/// What the command line asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Command {
+    Report(Option<PathBuf>),
+    Runs,
+    Images(ImagesCommand),
+    Clean,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ImagesCommand {
+    List,
+    Build(PathBuf),
+    Prune,
+}
+
+/// The parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cli {
+    command: Command,
+    record_dir: Option<PathBuf>,
+}
+
+/// A command line that cannot be understood.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to parse arguments: {0}; see reeval --help")]
+struct UsageError(String);
+
+fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cli>, UsageError> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut words: Vec<String> = Vec::new();
+    let mut record_dir = None;
+    while let Some(arg) = p.next().map_err(|e| UsageError(e.to_string()))? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Long("record-dir") => {
+                record_dir = Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
+            }
+            Value(v) => {
+                words.push(v.into_string().map_err(|v| UsageError(format!("{v:?} is not UTF-8")))?)
+            }
+            other => return Err(UsageError(other.unexpected().to_string())),
+        }
+    }
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let command = match words.as_slice() {
+        ["report"] => Command::Report(None),
+        ["report", dir] => Command::Report(Some(PathBuf::from(dir))),
+        ["runs"] => Command::Runs,
+        ["images"] | ["images", "list"] => Command::Images(ImagesCommand::List),
+        ["images", "build", path] => Command::Images(ImagesCommand::Build(PathBuf::from(path))),
+        ["images", "prune"] => Command::Images(ImagesCommand::Prune),
+        ["clean"] => Command::Clean,
+        [] => return Err(UsageError("a command is needed".into())),
+        other => return Err(UsageError(format!("unknown command `{}`", other.join(" ")))),
+    };
+    Ok(Some(Cli { command, record_dir }))
+}
+
+fn main() {
+    let cli = match parse(std::env::args_os().skip(1)) {
+        Ok(Some(cli)) => cli,
+        Ok(None) => {
+            println!("{HELP}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let record_dir = cli.record_dir.clone().unwrap_or_else(commands::record_dir);
+    let done = runtime.block_on(async {
+        match cli.command {
+            Command::Report(dir) => commands::report(&record_dir, dir),
+            Command::Runs => commands::runs(&record_dir),
+            Command::Images(ImagesCommand::List) => commands::images_list().await,
+            Command::Images(ImagesCommand::Build(path)) => commands::images_build(&path).await,
+            Command::Images(ImagesCommand::Prune) => commands::images_prune().await,
+            Command::Clean => commands::clean().await,
+        }
+    });
+    if let Err(e) = done {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Result<Option<Cli>, UsageError> {
+        parse(a.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn commands_parse() {
+        let cli = args(&["report", "runs/x", "--record-dir", "d"]).unwrap().unwrap();
+        assert_eq!(cli.command, Command::Report(Some(PathBuf::from("runs/x"))));
+        assert_eq!(cli.record_dir, Some(PathBuf::from("d")));
+        assert_eq!(
+            args(&["images"]).unwrap().unwrap().command,
+            Command::Images(ImagesCommand::List)
+        );
+        assert_eq!(
+            args(&["images", "build", "Dockerfile"]).unwrap().unwrap().command,
+            Command::Images(ImagesCommand::Build(PathBuf::from("Dockerfile")))
+        );
+        assert_eq!(args(&["clean"]).unwrap().unwrap().command, Command::Clean);
+        assert!(args(&["--help"]).unwrap().is_none());
+        assert!(args(&["frob"]).unwrap_err().to_string().contains("unknown command `frob`"));
+        assert!(args(&[]).is_err());
+    }
+}

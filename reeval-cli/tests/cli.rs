@@ -1,0 +1,99 @@
+//! The `reeval` binary, run as a user runs it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use reeval_core::record::Record;
+use reeval_core::secrets::Redactor;
+use reeval_core::{FailKind, Outcome};
+
+fn reeval(args: &[&str], record_dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reeval"))
+        .args(args)
+        .arg("--record-dir")
+        .arg(record_dir)
+        .output()
+        .expect("run reeval")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A run directory with three records, as a run of two processes leaves it (no combined summary).
+fn recorded_run(record_dir: &Path) -> std::path::PathBuf {
+    let run = record_dir.join("run-a");
+    std::fs::create_dir_all(&run).unwrap();
+    let redactor = Redactor::new(Vec::<&str>::new());
+    for (eval, trial, outcome) in [
+        ("greets", 1, Outcome::Pass),
+        ("greets", 2, Outcome::Fail(FailKind::Assertion)),
+        ("counts", 1, Outcome::InfraError),
+    ] {
+        let mut r = Record::new("run-a", eval, "shell", trial, 1);
+        r.outcome = outcome;
+        redactor.write_json(&run.join(r.file_name()), &r).unwrap();
+    }
+    run
+}
+
+#[test]
+fn report_rebuilds_the_summary_and_report_and_runs_lists_them() {
+    let dir = std::env::temp_dir().join(format!("reeval-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = recorded_run(&dir);
+
+    let out = reeval(&["report", run.to_str().unwrap()], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout)
+            .starts_with("run-a: 3 records, 1 passed, 1 failed, 1 infra errors; exit 1"),
+        "{}",
+        text(&out.stdout)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["cells"].as_array().unwrap().len(), 2);
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains("greets #2 [shell]") && html.contains("counts #1 [shell]"));
+
+    // Without DIR: the last run under the record dir.
+    let out = reeval(&["report"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = reeval(&["runs"], &dir);
+    assert!(out.status.success());
+    let listing = text(&out.stdout);
+    let row = listing.lines().find(|l| l.starts_with("run-a ")).expect("the run is listed");
+    let figures: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(figures[2..], ["3", "1", "1", "1", "1"], "{listing}");
+
+    let out = reeval(&["report", "/nonexistent/run"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("error: failed to read the run directory /nonexistent/run")
+    );
+    let out = reeval(&["frobnicate"], &dir);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn clean_and_images_talk_to_the_engine() {
+    let docker_ok =
+        Command::new("docker").args(["version"]).output().is_ok_and(|o| o.status.success());
+    if !docker_ok {
+        assert!(
+            std::env::var("REEVAL_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "REEVAL_REQUIRE_DOCKER=1 but the Docker engine does not answer"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir();
+    let out = reeval(&["clean"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("removed "), "{}", text(&out.stdout));
+    let out = reeval(&["images"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("reeval/base:latest"), "{}", text(&out.stdout));
+}

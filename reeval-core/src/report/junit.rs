@@ -1,0 +1,81 @@
+//! `--junit PATH`: JUnit XML (written with `quick-junit`), one testcase per
+//! attempt, retried tries included. A testcase's name is
+//! `<eval> [<harness>] #<trial> try <try>` and its classname the eval; a fail
+//! is a `<failure type="assertion|judge|timeout|agent">`, an infra error an
+//! `<error type="infra|config">`, each carrying the message and the record's
+//! path (also in the testcase's `system-out` and its `record` property).
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+
+use super::Reporter;
+use crate::outcome::Outcome;
+use crate::runner::RunReport;
+use crate::runner::events::RunEvent;
+
+/// Writes the run's JUnit XML when it ends.
+#[derive(Debug)]
+pub struct Junit {
+    path: PathBuf,
+}
+
+impl Junit {
+    /// A report written to `path`.
+    pub fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+}
+
+/// The run as a JUnit report.
+pub fn render(report: &RunReport) -> Report {
+    let mut suite = TestSuite::new("reeval");
+    for r in &report.records {
+        let record = report.run_dir.join(r.file_name()).display().to_string();
+        let mut status = match r.outcome {
+            Outcome::Pass => TestCaseStatus::success(),
+            Outcome::Fail(_) => TestCaseStatus::non_success(NonSuccessKind::Failure),
+            Outcome::InfraError | Outcome::Config => {
+                TestCaseStatus::non_success(NonSuccessKind::Error)
+            }
+        };
+        if let Some(kind) = r.outcome.kind() {
+            let message = r.message.as_deref().unwrap_or("");
+            status
+                .set_type(kind.as_str())
+                .set_message(message.lines().next().unwrap_or(""))
+                .set_description(format!("{message}\nrecord: {record}"));
+        }
+        let mut case = TestCase::new(
+            format!("{} [{}] #{} try {}", r.eval, r.harness, r.trial, r.try_),
+            status,
+        );
+        case.set_classname(r.eval.clone())
+            .set_time(Duration::from_millis(r.timings.total_ms))
+            .set_system_out(format!("record: {record}\n"))
+            .add_property(Property::new("record", record))
+            .add_property(Property::new("harness", r.harness.clone()));
+        suite.add_test_case(case);
+    }
+    let mut junit = Report::new(format!("reeval run {}", report.run_id));
+    junit.add_test_suite(suite);
+    junit
+}
+
+impl Reporter for Junit {
+    fn event(&mut self, _event: &RunEvent) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self, report: &RunReport) -> io::Result<()> {
+        let xml = render(report).to_string().map_err(io::Error::other)?;
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&self.path, xml).map_err(|e| {
+            io::Error::new(e.kind(), format!("failed to write {}: {e}", self.path.display()))
+        })
+    }
+}

@@ -1,0 +1,230 @@
+//! The runner on the in-memory fake backend: statistics and thresholds,
+//! selection and resumption, preflight's checks, and what an attempt cut
+//! short keeps (no kernel, milliseconds each).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::attempt::tests::{Script, scripted};
+use crate::eval::Eval;
+use crate::harness::HarnessRegistry;
+use crate::matchers::expect;
+use crate::outcome::{FailKind, Outcome};
+use crate::record::Record;
+use crate::runner::{RunConfig, Runner};
+use crate::sandbox::fake::{FakeBackend, FakeReply};
+use crate::turn::TurnStatus;
+
+fn config() -> RunConfig {
+    let dir = std::env::temp_dir().join(format!(
+        "reeval-runner-{}-{}",
+        std::process::id(),
+        crate::runner::new_run_id()
+    ));
+    RunConfig { record_dir: dir, infra_retries: 0, ..RunConfig::default() }
+}
+
+fn runner(backend: &FakeBackend, config: RunConfig) -> Runner {
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("script", |_| Box::new(Script));
+    Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()))
+}
+
+/// Passes on every trial but the third.
+fn flaky() -> Eval {
+    Eval::new("flaky", |c| {
+        Box::pin(async move {
+            let trial = c.record().trial;
+            expect(c.exec(format!("exit {}", u8::from(trial == 3))).await?).to_succeed()
+        })
+    })
+    .harness("script")
+    .trials(3)
+}
+
+#[tokio::test]
+async fn a_min_pass_rate_turns_a_flaky_cell_green_and_the_exit_code_follows() {
+    let backend = scripted();
+    let report = runner(&backend, config()).run(vec![flaky()]).await.expect("preflight");
+    assert_eq!(report.exit_code(), 1, "{}", report.summary.exit_reason);
+    let cell = &report.summary.cells[0];
+    assert_eq!((cell.passed, cell.failed, cell.ok), (2, 1, false));
+
+    let report = runner(&backend, config()).run(vec![flaky().min_pass_rate(0.66)]).await.unwrap();
+    assert_eq!(report.exit_code(), 0, "{}", report.summary.exit_reason);
+    let cell = &report.summary.cells[0];
+    assert_eq!((cell.min_pass_rate, cell.ok), (Some(0.66), true));
+    assert!(report.summary.exit_reason.contains("by reaching its min pass rate"));
+    assert!(report.records.iter().all(|r| r.min_pass_rate == Some(0.66)), "in every record");
+
+    // The run's own threshold (`--min-pass-rate`) replaces the eval's.
+    let strict = RunConfig { min_pass_rate: Some(0.9), ..config() };
+    let report = runner(&backend, strict).run(vec![flaky().min_pass_rate(0.66)]).await.unwrap();
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[tokio::test]
+async fn a_resumed_run_keeps_finished_trials_and_runs_the_rest() {
+    let backend = scripted();
+    let mut done = Record::new("run", "flaky", "script", 1, 1);
+    done.outcome = Outcome::Pass;
+    let mut cut = Record::new("run", "flaky", "script", 3, 1);
+    cut.outcome = Outcome::InfraError;
+    cut.interrupted = true;
+    let report = runner(&backend, config())
+        .resuming(vec![done, cut])
+        .run(vec![flaky()])
+        .await
+        .expect("preflight");
+    let ran: Vec<(u32, u32)> = report.records.iter().map(|r| (r.trial, r.try_)).collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert_eq!(backend.created(), 2, "trial 1 was kept; trials 2 and 3 ran");
+    assert_eq!(
+        (report.summary.passed, report.summary.failed.get("assertion")),
+        (2, Some(&1)),
+        "the summary covers the kept trial too"
+    );
+}
+
+#[tokio::test]
+async fn only_the_cells_asked_for_run() {
+    let backend = scripted();
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("script", |_| Box::new(Script));
+    harnesses.register("other", |_| Box::new(Script));
+    let eval = || {
+        Eval::new("two", |c| Box::pin(async move { expect(c.exec("true").await?).to_succeed() }))
+            .harness("script")
+            .harness("other")
+    };
+    let report = Runner::new(config(), harnesses)
+        .with_backend(Arc::new(backend.clone()))
+        .only_cells(vec![("two".into(), "other".into())])
+        .run(vec![eval()])
+        .await
+        .unwrap();
+    let cells: Vec<&str> = report.records.iter().map(|r| r.harness.as_str()).collect();
+    assert_eq!(cells, ["other"]);
+}
+
+#[tokio::test]
+async fn an_unwritable_record_dir_stops_the_run_in_preflight() {
+    // Before the fix: exit 0, no records, and a closing line naming records that do not exist.
+    let file = std::env::temp_dir().join(format!("reeval-a-file-{}", std::process::id()));
+    std::fs::write(&file, "").unwrap();
+    for dir in ["/proc/reeval-records".into(), file.join("runs")] {
+        let backend = scripted();
+        let config = RunConfig { record_dir: dir.clone(), ..config() };
+        let e = runner(&backend, config).run(vec![flaky()]).await.unwrap_err();
+        assert!(
+            e.missing.iter().any(|m| m.starts_with("failed to write records under")
+                && m.contains(&dir.display().to_string())),
+            "{e}"
+        );
+        assert_eq!(backend.created(), 0, "no sandbox started");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_secret_says_where_secrets_come_from() {
+    let backend = scripted();
+    let eval = Eval::new("keyed", |_c| Box::pin(async { Ok(()) }))
+        .harness("script")
+        .environment(|| crate::Environment::new().secret("REEVAL_TEST_NEVER_SET"));
+    let e = runner(&backend, config()).run(vec![eval]).await.unwrap_err().to_string();
+    assert!(
+        e.contains("REEVAL_TEST_NEVER_SET")
+            && e.contains("env_file of reeval.toml")
+            && e.contains("REEVAL_ENV_FILE")
+            && e.contains("--skip keyed"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn failures_name_the_line_of_the_call() {
+    let backend = scripted();
+    let missing = Eval::new("missing", |c| {
+        Box::pin(async move {
+            c.read_file("nope.txt").await?;
+            Ok(())
+        })
+    })
+    .harness("script");
+    let panics = Eval::new("panics", |c| {
+        Box::pin(async move {
+            c.exec("true").await?;
+            panic!("boom");
+        })
+    })
+    .harness("script");
+    let report = runner(&backend, config()).run(vec![missing, panics]).await.unwrap();
+    let find = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
+    let at = find("missing").location.clone().unwrap_or_default();
+    assert!(at.starts_with("c.read_file() at reeval-core/src/runner/fake_tests.rs:"), "{at}");
+    let at = find("panics").location.clone().unwrap_or_default();
+    assert!(at.starts_with("reeval-core/src/runner/fake_tests.rs:"), "{at}");
+    let message = find("panics").message.clone().unwrap_or_default();
+    assert!(message.starts_with(&format!("the eval panicked at {at}: boom")), "{message}");
+}
+
+/// A fake whose turns (`say …`) take 5 seconds.
+fn slow_turns() -> FakeBackend {
+    FakeBackend::new().on_exec(move |exec, _files| match exec.argv.last().map(String::as_str) {
+        Some(script) if script.starts_with("say ") => FakeReply::Sleep(Duration::from_secs(5)),
+        _ => FakeReply::ok(""),
+    })
+}
+
+#[tokio::test]
+async fn a_turn_that_overran_is_recorded_even_when_its_diff_outlasts_the_grace() {
+    // Before the fix the aborted turn was missing (`turns: []`) when its diff was slow.
+    // Takes the abort grace (15 s): the turn's diff (the first read of the workspace)
+    // outlasts it on purpose, as with thousands of files written.
+    let backend = slow_turns().slow_download(0, Duration::from_secs(30));
+    let eval = Eval::new("overran", |c| {
+        Box::pin(async move {
+            c.send("say working").await?;
+            Ok(())
+        })
+    })
+    .harness("script")
+    .timeout(Duration::from_millis(300));
+    let report = runner(&backend, config()).run(vec![eval]).await.unwrap();
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
+    assert_eq!(r.turns.len(), 1, "the turn that started is in the record");
+    assert_eq!(r.turns[0].status, TurnStatus::Aborted);
+    assert_eq!(r.turns[0].prompt, "say working");
+    let message = r.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("while c.send() at reeval-core/src/runner/fake_tests.rs:"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_turn_is_kept_as_interrupted() {
+    // Before the fix Ctrl-C during a turn left `turns: []`.
+    let backend = slow_turns();
+    let eval = Eval::new("stopped", |c| {
+        Box::pin(async move {
+            c.send("say working").await?;
+            Ok(())
+        })
+    })
+    .harness("script");
+    let runner = runner(&backend, config());
+    let shutdown = runner.shutdown_token();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        shutdown.cancel();
+    });
+    let report = runner.run(vec![eval]).await.unwrap();
+    let r = &report.records[0];
+    assert!(r.interrupted);
+    assert_eq!(r.outcome, Outcome::InfraError);
+    assert_eq!(r.turns.len(), 1, "{:?}", r.turns);
+    assert_eq!(r.turns[0].status, TurnStatus::Interrupted);
+    assert_eq!(backend.live(), 0, "torn down");
+}

@@ -1,0 +1,176 @@
+//! The `main` of an eval suite (`reeval::main!()`): the command line, the
+//! selection (filters, `--skip`, `--ignored`, `--tag`, `--rerun-failed`),
+//! `--list`, the reporters the flags ask for, signals, and the exit code.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{Args, RunConfig, Runner};
+use crate::eval::Eval;
+use crate::harness::HarnessRegistry;
+use crate::report::{Console, Junit, LibtestJson, Lines, Progress, Reporter};
+use crate::settings::{self, Settings};
+
+/// The exit code of a run whose stdout was closed before it ended (as if killed by SIGPIPE).
+pub const EXIT_OUTPUT_LOST: i32 = 141;
+
+/// The `main` of an eval suite: parses the command line, lists or runs, and
+/// returns the exit code.
+pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
+    let args = match Args::parse(std::env::args_os().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => return 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let tags = Settings::tags(&args, settings::process_env);
+    let selected: Vec<&Eval> = evals
+        .iter()
+        .filter(|e| args.selects(&e.name, e.options.ignore))
+        .filter(|e| Args::tagged(&tags, &e.options.tags))
+        .collect();
+    let mut filtered_out = evals.len() - selected.len();
+    if args.list {
+        // Side-effect free: a sort over statics, no Docker, no network, no keys.
+        let mut text = String::new();
+        for e in &selected {
+            text.push_str(&format!("{}: test\n", e.name));
+        }
+        if !args.terse {
+            text.push_str(&format!("\n{} tests, 0 benchmarks\n", selected.len()));
+        }
+        let _ = Lines::default().out(&text);
+        return if crate::report::stdout_closed() { EXIT_OUTPUT_LOST } else { 0 };
+    }
+    let (mut to_run, ignored): (Vec<&Eval>, Vec<&Eval>) =
+        selected.into_iter().partition(|e| args.runs(e.options.ignore));
+    if args.bench {
+        return 0;
+    }
+    // Flags, environment and reeval.toml, read once (after --list, which reads none of them).
+    let settings = match Settings::load(&args, settings::process_env) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    // The console reporter below prints libtest's lines; the runner adds no other.
+    let mut config = RunConfig { print: false, ..settings.run_config() };
+    let mut kept = Vec::new();
+    let mut only_cells = None;
+    if let Some(run_id) = &args.resume {
+        let run_dir = config.record_dir.join(run_id);
+        match crate::runs::records(&run_dir) {
+            Ok(records) => kept = records,
+            Err(e) => {
+                eprintln!("error: failed to resume run {run_id}: {e}");
+                return 2;
+            }
+        }
+        config.run_id = run_id.clone();
+    }
+    if args.rerun_failed {
+        let cells = match crate::runs::latest(&config.record_dir)
+            .and_then(|run| crate::runs::records(&run.path))
+        {
+            Ok(records) => crate::runs::failed_cells(&records),
+            Err(e) => {
+                eprintln!("error: failed to find the last run's failures (--rerun-failed): {e}");
+                return 2;
+            }
+        };
+        let before = to_run.len();
+        to_run.retain(|e| cells.iter().any(|(eval, _)| *eval == e.name));
+        filtered_out += before - to_run.len();
+        only_cells = Some(cells);
+    }
+
+    let progress = show_progress(&args, &settings).then(Progress::new);
+    let out = Lines::around(progress.as_ref().map(Progress::bar));
+    let ignored: Vec<String> = ignored.iter().map(|e| e.name.clone()).collect();
+    let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    if args.json {
+        reporters.push(Box::new(LibtestJson::new(ignored, filtered_out)));
+        // -v and --stream still go to stderr.
+        if config.verbose || settings.stream {
+            reporters.push(Box::new(Console::new(false, config.verbose).stream(settings.stream)));
+        }
+    } else {
+        reporters.push(Box::new(
+            Console::new(true, config.verbose)
+                .selection(ignored, filtered_out)
+                .slow_after(settings.slow_after)
+                .stream(settings.stream)
+                .printing_to(out),
+        ));
+    }
+    if let Some(path) = &settings.junit {
+        reporters.push(Box::new(Junit::new(path.clone())));
+    }
+    if let Some(p) = progress {
+        reporters.push(Box::new(p));
+    }
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return 2;
+        }
+    };
+    let mut runner = Runner::new(config, harnesses).resuming(kept);
+    if let Some(cells) = only_cells {
+        runner = runner.only_cells(cells);
+    }
+    crate::secrets::install_redacting_panic_hook();
+    let code = runtime.block_on(async {
+        let shutdown = runner.shutdown_token();
+        let interrupted = Arc::new(AtomicBool::new(false));
+        let flag = interrupted.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let term = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+            }
+            eprintln!("reeval: interrupted; tearing down sandboxes and writing records");
+            flag.store(true, Ordering::SeqCst);
+            shutdown.cancel();
+        });
+        match runner.run_with(to_run.into_iter().cloned().collect(), reporters).await {
+            Ok(report) if interrupted.load(Ordering::SeqCst) => {
+                eprintln!(
+                    "reeval: run {} was interrupted; complete it with --resume {}",
+                    report.run_id, report.run_id
+                );
+                130
+            }
+            Ok(report) => report.exit_code(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                2
+            }
+        }
+    });
+    // Output lost to a closed stdout (`| head`) never reads as success.
+    if crate::report::stdout_closed() && code == 0 { EXIT_OUTPUT_LOST } else { code }
+}
+
+/// A progress display only for a person at a terminal: not under nextest
+/// (which draws its own), not with `--format json`, not when stderr is a file or pipe.
+fn show_progress(args: &Args, settings: &Settings) -> bool {
+    use std::io::IsTerminal;
+    !args.json && !settings.under_nextest && std::io::stderr().is_terminal()
+}

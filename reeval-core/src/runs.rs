@@ -1,0 +1,351 @@
+//! Recorded runs on disk. A run is a directory `<record_dir>/<run_id>/`
+//! holding one JSON record per attempt, the summary (`summary.json`; under
+//! nextest also one `summary.<pid>.json` per process), `report.html`, and
+//! each attempt's artifacts in a directory named like its record.
+//!
+//! The runner reads runs back for `--rerun-failed` and `--resume`, and to
+//! rebuild one summary and report over every process of a nextest run; the
+//! `reeval` tool reads them for `report` and `runs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::outcome::Outcome;
+use crate::prices::PriceTable;
+use crate::record::{Provenance, Record, Summary};
+use crate::runner::RunReport;
+use crate::secrets::Redactor;
+
+/// A run directory that cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunsError {
+    /// A directory or file could not be read or written.
+    #[error("failed to {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`read the run directory`).
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record or summary is not one reeval wrote.
+    #[error("failed to read {} as a record of reeval: {message}", path.display())]
+    NotARecord {
+        /// The file.
+        path: PathBuf,
+        /// What does not parse.
+        message: String,
+    },
+    /// No run was found.
+    #[error("failed to find a run in {}: {why}", dir.display())]
+    NoRun {
+        /// Where runs were looked for.
+        dir: PathBuf,
+        /// Why none was found.
+        why: String,
+    },
+}
+
+fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> RunsError + 'a {
+    move |source| RunsError::Io { action, path: path.to_path_buf(), source }
+}
+
+/// One recorded run.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// The run id (the directory's name).
+    pub id: String,
+    /// The directory.
+    pub path: PathBuf,
+    /// When it was last written to.
+    pub modified: SystemTime,
+}
+
+/// Whether `name` is a summary file (`summary.json`, `summary.<pid>.json`).
+fn is_summary(name: &str) -> bool {
+    name.starts_with("summary") && name.ends_with(".json")
+}
+
+/// Every run under `record_dir` (directories holding at least one record or
+/// summary), oldest first.
+///
+/// # Errors
+/// [`RunsError::Io`] when `record_dir` cannot be read.
+pub fn list(record_dir: &Path) -> Result<Vec<RunDir>, RunsError> {
+    let mut runs = Vec::new();
+    let entries = match std::fs::read_dir(record_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(runs),
+        Err(e) => return Err(io("read the record directory", record_dir)(e)),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(files) = std::fs::read_dir(&path) else { continue };
+        let mut newest = None;
+        for f in files.flatten() {
+            if f.file_name().to_string_lossy().ends_with(".json") {
+                let modified = f.metadata().and_then(|m| m.modified()).ok();
+                newest = newest.max(modified);
+            }
+        }
+        if let Some(modified) = newest {
+            runs.push(RunDir {
+                id: entry.file_name().to_string_lossy().into_owned(),
+                path,
+                modified,
+            });
+        }
+    }
+    runs.sort_by(|a, b| a.modified.cmp(&b.modified).then_with(|| a.id.cmp(&b.id)));
+    Ok(runs)
+}
+
+/// The run written to last under `record_dir`.
+///
+/// # Errors
+/// [`RunsError::NoRun`] when there is none; [`RunsError::Io`].
+pub fn latest(record_dir: &Path) -> Result<RunDir, RunsError> {
+    list(record_dir)?.pop().ok_or_else(|| RunsError::NoRun {
+        dir: record_dir.to_path_buf(),
+        why: "no run has been recorded there".into(),
+    })
+}
+
+/// Every attempt's record in `run_dir`, in file-name order.
+///
+/// # Errors
+/// [`RunsError::Io`] when the directory cannot be read, and
+/// [`RunsError::NotARecord`] naming a JSON file that is not a record.
+pub fn records(run_dir: &Path) -> Result<Vec<Record>, RunsError> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(run_dir)
+        .map_err(io("read the run directory", run_dir))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            p.is_file() && name.ends_with(".json") && !is_summary(&name)
+        })
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| read_json(p)).collect()
+}
+
+/// The summaries written into `run_dir`: the per-process ones under nextest, else `summary.json`.
+///
+/// # Errors
+/// As [`records`].
+pub fn summaries(run_dir: &Path) -> Result<Vec<Summary>, RunsError> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(run_dir)
+        .map_err(io("read the run directory", run_dir))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| is_summary(&n.to_string_lossy())))
+        .collect();
+    paths.sort();
+    let per_process: Vec<&PathBuf> =
+        paths.iter().filter(|p| !p.ends_with("summary.json")).collect();
+    let chosen: Vec<&PathBuf> =
+        if per_process.is_empty() { paths.iter().collect() } else { per_process };
+    chosen.into_iter().map(|p| read_json(p)).collect()
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunsError> {
+    let bytes = std::fs::read(path).map_err(io("read", path))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| RunsError::NotARecord { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// One provenance over several processes' summaries: the earliest start, the
+/// latest end, the first command line, git state and engine, every harness version.
+pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Provenance {
+    let mut merged = Provenance::default();
+    for s in summaries {
+        let p = &s.provenance;
+        merged.started_at = match (merged.started_at.take(), &p.started_at) {
+            (Some(a), Some(b)) => Some(a.min(b.clone())),
+            (a, b) => a.or(b.clone()),
+        };
+        merged.ended_at = match (merged.ended_at.take(), &p.ended_at) {
+            (Some(a), Some(b)) => Some(a.max(b.clone())),
+            (a, b) => a.or(b.clone()),
+        };
+        if merged.command.is_empty() {
+            merged.command = p.command.clone();
+        }
+        merged.git = merged.git.take().or(p.git.clone());
+        if merged.reeval_version.is_empty() {
+            merged.reeval_version = p.reeval_version.clone();
+        }
+        merged.engine = merged.engine.take().or(p.engine.clone());
+        for (h, v) in &p.harness_versions {
+            merged.harness_versions.entry(h.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    let at = |t: &Option<String>| t.as_deref().and_then(|t| humantime::parse_rfc3339_weak(t).ok());
+    if let (Some(start), Some(end)) = (at(&merged.started_at), at(&merged.ended_at)) {
+        merged.duration_ms =
+            end.duration_since(start).ok().map(|d| d.as_millis() as u64).or(Some(0));
+    }
+    merged
+}
+
+/// Rebuilds `summary.json` and `report.html` of `run_dir` from every record
+/// in it, with the provenance of the summaries the processes wrote.
+///
+/// # Errors
+/// [`RunsError`] when the run cannot be read or the files cannot be written.
+pub fn rebuild(
+    run_dir: &Path,
+    prices: &PriceTable,
+    redactor: &Redactor,
+) -> Result<RunReport, RunsError> {
+    let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let records = records(run_dir)?;
+    let mut summary = crate::runner::summarize_priced(&run_id, &records, prices);
+    summary.provenance = merge_provenance(&summaries(run_dir)?);
+    let report = RunReport { run_id, run_dir: run_dir.to_path_buf(), records, summary };
+    write_summary_and_report(&report, "summary.json", "report.html", redactor, prices)?;
+    Ok(report)
+}
+
+/// Writes the run's summary and HTML report under its directory.
+///
+/// # Errors
+/// [`RunsError::Io`] when a file cannot be written.
+pub fn write_summary_and_report(
+    report: &RunReport,
+    summary_name: &str,
+    html_name: &str,
+    redactor: &Redactor,
+    prices: &PriceTable,
+) -> Result<(), RunsError> {
+    let path = report.run_dir.join(summary_name);
+    redactor.write_json(&path, &report.summary).map_err(io("write", &path))?;
+    let path = report.run_dir.join(html_name);
+    let html =
+        crate::report::html::render_priced(&report.summary, &report.records, redactor, prices)
+            .map_err(|e| io("render", &path)(std::io::Error::other(e)))?;
+    std::fs::write(&path, html).map_err(io("write", &path))
+}
+
+/// The cells (eval, harness) of `records` that failed or had an infra error.
+pub fn failed_cells(records: &[Record]) -> Vec<(String, String)> {
+    let summary = crate::runner::summarize("", records);
+    summary
+        .cells
+        .iter()
+        .filter(|c| !c.ok || c.infra > 0)
+        .map(|c| (c.eval.clone(), c.harness.clone()))
+        .collect()
+}
+
+/// The records of `records` whose trials need not run again when a run is
+/// resumed: every try of a trial whose last try ended on its own (it was not
+/// interrupted, and is not an infra error that had retries left).
+pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> {
+    let mut trials: BTreeMap<(String, String, u32), Vec<Record>> = BTreeMap::new();
+    for r in records {
+        trials.entry((r.eval.clone(), r.harness.clone(), r.trial)).or_default().push(r);
+    }
+    trials
+        .into_values()
+        .filter(|tries| {
+            let last = tries.iter().max_by_key(|r| r.try_).expect("a trial has a try");
+            let retries_left = last.outcome == Outcome::InfraError && last.try_ <= infra_retries;
+            !(last.interrupted || retries_left)
+        })
+        .flatten()
+        .collect()
+}
+
+/// The next try number of a trial in `run_dir`: one more than any recorded
+/// (nextest's `--retries` runs a test's process again into the same run).
+pub fn next_try(run_dir: &Path, eval: &str, harness: &str, trial: u32) -> u32 {
+    let stem = format!(
+        "{}.{}.t{trial}.try",
+        crate::record::sanitize(eval),
+        crate::record::sanitize(harness)
+    );
+    let highest = std::fs::read_dir(run_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(&stem)?.strip_suffix(".json")?.parse::<u32>().ok()
+        })
+        .max();
+    highest.map_or(1, |n| n + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::FailKind;
+
+    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome) -> Record {
+        let mut r = Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r
+    }
+
+    #[test]
+    fn resuming_keeps_trials_that_ended_on_their_own() {
+        let mut interrupted = rec("b", 1, 1, Outcome::InfraError);
+        interrupted.interrupted = true;
+        let kept = finished_trials(
+            vec![
+                rec("a", 1, 1, Outcome::Pass),
+                rec("a", 2, 1, Outcome::Fail(FailKind::Assertion)),
+                interrupted,
+                rec("c", 1, 1, Outcome::InfraError),
+                rec("d", 1, 1, Outcome::InfraError),
+                rec("d", 1, 2, Outcome::InfraError),
+                rec("d", 1, 3, Outcome::InfraError),
+            ],
+            2,
+        );
+        let names: Vec<(String, u32, u32)> =
+            kept.iter().map(|r| (r.eval.clone(), r.trial, r.try_)).collect();
+        assert_eq!(
+            names,
+            [
+                ("a".into(), 1, 1),
+                ("a".into(), 2, 1),
+                ("d".into(), 1, 1),
+                ("d".into(), 1, 2),
+                ("d".into(), 1, 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_are_read_back_and_tries_are_numbered_on() {
+        let dir = std::env::temp_dir().join(format!(
+            "reeval-runs-{}-{}",
+            std::process::id(),
+            crate::runner::new_run_id()
+        ));
+        let run = dir.join("run-1");
+        std::fs::create_dir_all(&run).unwrap();
+        let redactor = Redactor::new(Vec::<&str>::new());
+        for r in [rec("a", 1, 1, Outcome::Pass), rec("b", 1, 1, Outcome::Fail(FailKind::Judge))] {
+            redactor.write_json(&run.join(r.file_name()), &r).unwrap();
+        }
+        assert_eq!(next_try(&run, "a", "shell", 1), 2);
+        assert_eq!(next_try(&run, "a", "shell", 2), 1);
+        let report = rebuild(&run, &PriceTable::default(), &redactor).unwrap();
+        assert_eq!((report.summary.passed, report.summary.exit_code), (1, 1));
+        assert!(run.join("report.html").is_file());
+        assert_eq!(failed_cells(&report.records), [("b".to_string(), "shell".to_string())]);
+        assert_eq!(latest(&dir).unwrap().id, "run-1");
+        std::fs::write(run.join("junk.json"), "[]").unwrap();
+        let e = records(&run).unwrap_err().to_string();
+        assert!(e.starts_with("failed to read") && e.contains("junk.json"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
