@@ -27,10 +27,14 @@ fn engine2() -> Option<String> {
     match std::env::var("REEVAL_TEST_ENGINE2").ok().filter(|v| !v.is_empty()) {
         Some(url) => Some(url),
         None if std::env::var("REEVAL_REQUIRE_ENGINES").is_ok_and(|v| v == "1") => {
-            panic!("REEVAL_REQUIRE_ENGINES=1 but REEVAL_TEST_ENGINE2 is not set (start them with scripts/engines.sh start)")
+            panic!(
+                "REEVAL_REQUIRE_ENGINES=1 but REEVAL_TEST_ENGINE2 is not set (start them with scripts/engines.sh start)"
+            )
         }
         None => {
-            eprintln!("skipping: no second engine (eval \"$(scripts/engines.sh start)\" starts one)");
+            eprintln!(
+                "skipping: no second engine (eval \"$(scripts/engines.sh start)\" starts one)"
+            );
             None
         }
     }
@@ -41,8 +45,16 @@ async fn leftovers(host: &str, run_id: &str) -> (usize, usize) {
     let backend = DockerBackend::connect_to(Some(host)).await.expect("the engine answers");
     let docker = backend.client();
     let filters = HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
-    let containers = docker.list_containers(Some(ListContainersOptionsBuilder::default().all(true).filters(&filters).build())).await.unwrap();
-    let networks = docker.list_networks(Some(ListNetworksOptionsBuilder::default().filters(&filters).build())).await.unwrap();
+    let containers = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::default().all(true).filters(&filters).build(),
+        ))
+        .await
+        .unwrap();
+    let networks = docker
+        .list_networks(Some(ListNetworksOptionsBuilder::default().filters(&filters).build()))
+        .await
+        .unwrap();
     (containers.len(), networks.len())
 }
 
@@ -72,23 +84,46 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
     let _one_at_a_time = ENGINE2.lock().await;
     let backend = DockerBackend::connect_to(Some(&url)).await.expect("the second engine answers");
     // The engine's own addresses: its default bridge's, and the address we reach it at.
-    let bridge = backend.client().inspect_network("bridge", None::<reeval::bollard::query_parameters::InspectNetworkOptions>).await.unwrap();
-    let bridge_gw = bridge.ipam.and_then(|i| i.config).and_then(|c| c.into_iter().find_map(|c| c.gateway)).expect("the bridge's gateway");
+    let bridge = backend
+        .client()
+        .inspect_network("bridge", None::<reeval::bollard::query_parameters::InspectNetworkOptions>)
+        .await
+        .unwrap();
+    let bridge_gw = bridge
+        .ipam
+        .and_then(|i| i.config)
+        .and_then(|c| c.into_iter().find_map(|c| c.gateway))
+        .expect("the bridge's gateway");
     let engine_ip = url.trim_start_matches("tcp://").rsplit_once(':').unwrap().0.to_string();
     // The host as the engine's network sees it (the test's upstream listens there).
     let host_ip = "10.214.0.1";
     let (port, hits) = upstream().await;
-    let targets = vec![format!("{bridge_gw}:2376"), format!("{engine_ip}:22"), format!("{host_ip}:{port}"), "1.1.1.1:443".to_string()];
+    let targets = vec![
+        format!("{bridge_gw}:2376"),
+        format!("{engine_ip}:22"),
+        format!("{host_ip}:{port}"),
+        "1.1.1.1:443".to_string(),
+    ];
     let eval = Eval::new("remote_isolated", move |c| {
         let targets = targets.clone();
         Box::pin(async move {
             for target in &targets {
-                expect(c.exec(format!("curl --noproxy '*' -s -m 3 http://{target}/ -o /dev/null")).await?).to_fail()?;
+                expect(
+                    c.exec(format!("curl --noproxy '*' -s -m 3 http://{target}/ -o /dev/null"))
+                        .await?,
+                )
+                .to_fail()?;
             }
-            expect(c.exec("python3 -c \"import socket; socket.getaddrinfo('example.com', 443)\"").await?).to_fail()?;
+            expect(
+                c.exec("python3 -c \"import socket; socket.getaddrinfo('example.com', 443)\"")
+                    .await?,
+            )
+            .to_fail()?;
             // Only the gateway answers: an allowed host through it, a refusal from it.
-            expect(c.exec("curl -s -m 10 http://plain.test/hello").await?.stdout).to_equal("hello from upstream")?;
-            expect(c.exec("curl -s -m 10 http://elsewhere.test/").await?.stdout).to_contain("not on this sandbox's allowlist")?;
+            expect(c.exec("curl -s -m 10 http://plain.test/hello").await?.stdout)
+                .to_equal("hello from upstream")?;
+            expect(c.exec("curl -s -m 10 http://elsewhere.test/").await?.stdout)
+                .to_contain("not on this sandbox's allowlist")?;
             Ok(())
         })
     })
@@ -97,16 +132,34 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
         resolve: vec![("plain.test".into(), format!("{host_ip}:{port}").parse().unwrap())],
         ..EgressSettings::default()
     };
-    let config = RunConfig { record_dir: common::temp_dir("remote"), infra_retries: 0, egress, ..RunConfig::default() };
+    let config = RunConfig {
+        record_dir: common::temp_dir("remote"),
+        infra_retries: 0,
+        egress,
+        ..RunConfig::default()
+    };
     let runner = Runner::new(config, reeval::harness_registry()).with_backend(Arc::new(backend));
     let report = runner.run(vec![eval]).await.expect("preflight");
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     let gateway = r.phases.iter().find(|p| p.phase == "gateway").expect("a gateway phase");
-    assert!(gateway.detail.contains("a container next to the sandbox") && gateway.detail.contains("isolation verified"), "{}", gateway.detail);
-    assert_eq!(hits.load(Ordering::SeqCst), 1, "the upstream was reached once, through the gateway");
+    assert!(
+        gateway.detail.contains("a container next to the sandbox")
+            && gateway.detail.contains("isolation verified"),
+        "{}",
+        gateway.detail
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "the upstream was reached once, through the gateway"
+    );
     assert!(r.egress.iter().any(|e| e.host == "elsewhere.test" && !e.allowed), "{:?}", r.egress);
-    assert_eq!(leftovers(&url, &report.run_id).await, (0, 0), "containers or networks left on the remote engine");
+    assert_eq!(
+        leftovers(&url, &report.run_id).await,
+        (0, 0),
+        "containers or networks left on the remote engine"
+    );
 }
 
 #[tokio::test]
@@ -114,7 +167,8 @@ async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
     require_docker!();
     let Some(url) = engine2() else { return };
     let _one_at_a_time = ENGINE2.lock().await;
-    let pidfile = std::env::var("REEVAL_TEST_ENGINE2_PIDFILE").expect("scripts/engines.sh exports the second engine's pid file");
+    let pidfile = std::env::var("REEVAL_TEST_ENGINE2_PIDFILE")
+        .expect("scripts/engines.sh exports the second engine's pid file");
     let local = "unix:///var/run/docker.sock".to_string();
     let eval = Eval::new("pooled", |c| {
         Box::pin(async move {
@@ -128,7 +182,10 @@ async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
         record_dir: common::temp_dir("pool"),
         threads: 8,
         infra_retries: 2,
-        engines: vec![EngineSpec { host: local.clone(), slots: Some(4) }, EngineSpec { host: url.clone(), slots: Some(4) }],
+        engines: vec![
+            EngineSpec { host: local.clone(), slots: Some(4) },
+            EngineSpec { host: url.clone(), slots: Some(4) },
+        ],
         ..RunConfig::default()
     };
     let runner = Runner::new(config, reeval::harness_registry());
@@ -140,7 +197,8 @@ async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
         while std::path::Path::new(&format!("/proc/{pid}")).exists() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let started = std::process::Command::new("scripts/engines.sh").arg("start-dockerd").status().unwrap();
+        let started =
+            std::process::Command::new("scripts/engines.sh").arg("start-dockerd").status().unwrap();
         assert!(started.success(), "the second engine restarts");
     });
     let report = runner.run(vec![eval]).await.expect("preflight");
@@ -148,15 +206,44 @@ async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
     let finals = report.final_records();
     assert_eq!(finals.len(), 12);
     for r in &finals {
-        assert_eq!(r.outcome, Outcome::Pass, "trial {} on {:?}: {:?}", r.trial, r.engine, r.message);
-        assert!(r.workspace_collected && r.phases.last().is_some_and(|p| p.phase == "teardown"), "trial {} is complete", r.trial);
+        assert_eq!(
+            r.outcome,
+            Outcome::Pass,
+            "trial {} on {:?}: {:?}",
+            r.trial,
+            r.engine,
+            r.message
+        );
+        assert!(
+            r.workspace_collected && r.phases.last().is_some_and(|p| p.phase == "teardown"),
+            "trial {} is complete",
+            r.trial
+        );
     }
-    let on = |host: &str| report.records.iter().filter(|r| r.engine.as_deref() == Some(host)).count();
-    assert!(on(&local) > 0 && on(&url) > 0, "attempts landed on both engines: {} local, {} remote", on(&local), on(&url));
-    let retried: Vec<_> = report.records.iter().filter(|r| r.outcome == Outcome::InfraError).collect();
+    let on =
+        |host: &str| report.records.iter().filter(|r| r.engine.as_deref() == Some(host)).count();
+    assert!(
+        on(&local) > 0 && on(&url) > 0,
+        "attempts landed on both engines: {} local, {} remote",
+        on(&local),
+        on(&url)
+    );
+    let retried: Vec<_> =
+        report.records.iter().filter(|r| r.outcome == Outcome::InfraError).collect();
     assert!(!retried.is_empty(), "the stopped engine's attempts failed as infra errors");
     assert!(retried.iter().all(|r| r.engine.as_deref() == Some(url.as_str())));
-    assert!(finals.iter().filter(|r| r.try_ > 1).all(|r| r.engine.as_deref() == Some(local.as_str())), "retries went to the engine that answers");
-    assert_eq!(leftovers(&local, &report.run_id).await, (0, 0), "containers left on the local engine");
-    assert_eq!(leftovers(&url, &report.run_id).await, (0, 0), "containers left on the second engine");
+    assert!(
+        finals.iter().filter(|r| r.try_ > 1).all(|r| r.engine.as_deref() == Some(local.as_str())),
+        "retries went to the engine that answers"
+    );
+    assert_eq!(
+        leftovers(&local, &report.run_id).await,
+        (0, 0),
+        "containers left on the local engine"
+    );
+    assert_eq!(
+        leftovers(&url, &report.run_id).await,
+        (0, 0),
+        "containers left on the second engine"
+    );
 }

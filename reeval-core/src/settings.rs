@@ -512,10 +512,19 @@ impl Settings {
         s.env_file = suite.env_file;
         // A pool of engines: the variable over the file.
         s.engines = match vars.get("REEVAL_ENGINES") {
-            Some(list) => crate::runner::pool::EngineSpec::parse_list(&list).map_err(|e| Vars::fail("REEVAL_ENGINES", &list, e))?,
-            None => suite.engines.iter().map(|e| crate::runner::pool::EngineSpec::parse(e)).collect::<Result<_, _>>().map_err(|e| {
-                SettingsError::Config(ConfigFileError { path: s.config_file.clone().unwrap_or_default(), message: format!("key `engines`: {e}") })
-            })?,
+            Some(list) => crate::runner::pool::EngineSpec::parse_list(&list)
+                .map_err(|e| Vars::fail("REEVAL_ENGINES", &list, e))?,
+            None => suite
+                .engines
+                .iter()
+                .map(|e| crate::runner::pool::EngineSpec::parse(e))
+                .collect::<Result<_, _>>()
+                .map_err(|e| {
+                    SettingsError::Config(ConfigFileError {
+                        path: s.config_file.clone().unwrap_or_default(),
+                        message: format!("key `engines`: {e}"),
+                    })
+                })?,
         };
         Ok(s)
     }

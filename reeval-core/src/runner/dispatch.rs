@@ -46,7 +46,10 @@ pub(crate) async fn dispatch(
         if let Ok(n) = engine.backend.sweep(Sweep::Orphans).await
             && n > 0
         {
-            eprintln!("reeval: removed {n} containers left on {} by runs that were killed", engine.name);
+            eprintln!(
+                "reeval: removed {n} containers left on {} by runs that were killed",
+                engine.name
+            );
         }
     }
 
@@ -224,10 +227,19 @@ impl TrialRun {
             let engine = match self.pool.acquire().await {
                 Ok(slot) => slot,
                 Err(e) => {
-                    let mut r = Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+                    let mut r = Record::new(
+                        &plan.run_id,
+                        &plan.eval.name,
+                        &plan.harness_spec,
+                        plan.trial,
+                        plan.try_,
+                    );
                     r.outcome = Outcome::InfraError;
                     r.message = Some(e.to_string());
-                    let _ = self.events.send(RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Hopeless });
+                    let _ = self.events.send(RunEvent::AttemptEnded {
+                        record: Box::new(r.clone()),
+                        retry: Retry::Hopeless,
+                    });
                     records.push(r);
                     return records;
                 }

@@ -92,7 +92,12 @@ impl Drop for Slot {
 impl Pool {
     /// A pool of the one backend a run was given (it never limits more than the run's threads do).
     pub(crate) fn single(name: String, backend: Arc<dyn Backend>) -> Self {
-        let engine = Engine { name, backend, slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)), drained: AtomicBool::new(false) };
+        let engine = Engine {
+            name,
+            backend,
+            slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            drained: AtomicBool::new(false),
+        };
         Self { engines: vec![Arc::new(engine)], changed: Arc::new(Notify::new()) }
     }
 
@@ -123,7 +128,11 @@ impl Pool {
                 Err(e) => missing.push(format!("engine {} of the pool: {e}", spec.host)),
             }
         }
-        if missing.is_empty() { Ok(Self { engines, changed: Arc::new(Notify::new()) }) } else { Err(missing) }
+        if missing.is_empty() {
+            Ok(Self { engines, changed: Arc::new(Notify::new()) })
+        } else {
+            Err(missing)
+        }
     }
 
     /// Every engine, drained ones included (for sweeps).
@@ -139,14 +148,21 @@ impl Pool {
         loop {
             // Registered before looking, so a slot given back in between is not missed.
             let changed = self.changed.notified();
-            let live: Vec<&Arc<Engine>> = self.engines.iter().filter(|e| !e.drained.load(Ordering::SeqCst)).collect();
+            let live: Vec<&Arc<Engine>> =
+                self.engines.iter().filter(|e| !e.drained.load(Ordering::SeqCst)).collect();
             if live.is_empty() {
-                return Err(SandboxError::EngineUnreachable { message: "every engine of the pool stopped answering".into() });
+                return Err(SandboxError::EngineUnreachable {
+                    message: "every engine of the pool stopped answering".into(),
+                });
             }
             if let Some(engine) = live.into_iter().filter(|e| e.free() > 0).max_by_key(|e| e.free())
                 && let Ok(permit) = engine.slots.clone().try_acquire_owned()
             {
-                return Ok(Slot { engine: engine.clone(), _permit: permit, changed: self.changed.clone() });
+                return Ok(Slot {
+                    engine: engine.clone(),
+                    _permit: permit,
+                    changed: self.changed.clone(),
+                });
             }
             changed.await;
         }
@@ -158,11 +174,15 @@ impl Pool {
         if self.engines.len() < 2 || engine.drained.load(Ordering::SeqCst) {
             return engine.drained.load(Ordering::SeqCst);
         }
-        let answers = tokio::time::timeout(std::time::Duration::from_secs(5), engine.backend.ping()).await;
+        let answers =
+            tokio::time::timeout(std::time::Duration::from_secs(5), engine.backend.ping()).await;
         let gone = !matches!(answers, Ok(Ok(_)));
         if gone {
             engine.drained.store(true, Ordering::SeqCst);
-            eprintln!("reeval: engine {} stopped answering; its attempts are retried on the others", engine.name);
+            eprintln!(
+                "reeval: engine {} stopped answering; its attempts are retried on the others",
+                engine.name
+            );
             self.changed.notify_waiters();
         }
         gone
@@ -188,7 +208,8 @@ mod tests {
 
     #[test]
     fn engine_lists_parse() {
-        let specs = EngineSpec::parse_list("ssh://a, tcp://b:2376=4,unix:///var/run/docker.sock").unwrap();
+        let specs =
+            EngineSpec::parse_list("ssh://a, tcp://b:2376=4,unix:///var/run/docker.sock").unwrap();
         assert_eq!(specs[0], EngineSpec { host: "ssh://a".into(), slots: None });
         assert_eq!(specs[1], EngineSpec { host: "tcp://b:2376".into(), slots: Some(4) });
         assert_eq!(specs[2].host, "unix:///var/run/docker.sock");
@@ -225,7 +246,10 @@ mod tests {
         let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), p.acquire()).await;
         assert!(waiting.is_err());
         drop(b);
-        let d = tokio::time::timeout(std::time::Duration::from_secs(1), p.acquire()).await.expect("woken").unwrap();
+        let d = tokio::time::timeout(std::time::Duration::from_secs(1), p.acquire())
+            .await
+            .expect("woken")
+            .unwrap();
         assert!(["e0", "e1"].contains(&d.engine.name.as_str()));
         drop((a, c, d));
     }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::pool::Pool;
 use super::{PreflightError, Runner};
 use crate::eval::Eval;
-use super::pool::Pool;
 use crate::sandbox::{Backend, DockerBackend};
 use crate::secrets::{ExposeSecret, Redactor, Secret as ResolvedSecret, SecretScope};
 use crate::settings;

@@ -2,21 +2,28 @@
 //! interval, unbiased pass@k (Chen et al., 2021) and pass^k, each over the
 //! graded trials only (infra errors are left out).
 
+pub mod paired;
+
 /// z for a two-sided 95 % interval.
-const Z_95: f64 = 1.959_963_984_540_054;
+pub const Z_95: f64 = 1.959_963_984_540_054;
 
 /// The 95 % Wilson score interval of `passed` out of `n` graded trials, as
 /// `[low, high]`; `None` when nothing was graded.
 pub fn wilson_interval(passed: u32, n: u32) -> Option<[f64; 2]> {
+    wilson_interval_z(passed, n, Z_95)
+}
+
+/// The Wilson score interval at the two-sided level whose normal quantile is `z`.
+pub fn wilson_interval_z(passed: u32, n: u32, z: f64) -> Option<[f64; 2]> {
     if n == 0 {
         return None;
     }
     let n = f64::from(n);
     let p = f64::from(passed) / n;
-    let z2 = Z_95 * Z_95;
+    let z2 = z * z;
     let denominator = 1.0 + z2 / n;
     let center = (p + z2 / (2.0 * n)) / denominator;
-    let half = Z_95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
+    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
     Some([(center - half).max(0.0), (center + half).min(1.0)])
 }
 
