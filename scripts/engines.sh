@@ -143,9 +143,11 @@ start_podman() {
 }
 
 print_env() {
-  # TLS settings for tcp:// engines (the local engine is a unix socket and ignores them).
-  echo "export DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$D2/client"
-  echo "export REEVAL_TEST_ENGINE2=tcp://$NETNS_IP:$PORT"
+  # The TLS engine as https:// with its client certificates: DOCKER_TLS_VERIFY
+  # is not exported, because it would point the docker CLI's default engine at
+  # tcp://localhost:2376 instead of the local socket.
+  echo "export DOCKER_CERT_PATH=$D2/client"
+  echo "export REEVAL_TEST_ENGINE2=https://$NETNS_IP:$PORT"
   if [ -f "$D2/sshd.pid" ]; then echo "export REEVAL_TEST_ENGINE2_SSH=ssh://reeval-engine2"; fi
   if [ -f "$DIR/podman.pid" ]; then echo "export REEVAL_TEST_PODMAN=unix://$DIR/podman.sock"; fi
   echo "export REEVAL_TEST_ENGINE2_PIDFILE=$D2/dockerd.pid"

@@ -1,7 +1,7 @@
 //! Other engines than the local one: a remote engine (a second dockerd over
 //! TCP+TLS, started by `scripts/engines.sh`) with its gateway container, and a
 //! pool of two engines, one of which stops mid-run. The engines come from
-//! `REEVAL_TEST_ENGINE2` (and `DOCKER_TLS_VERIFY`/`DOCKER_CERT_PATH`); without
+//! `REEVAL_TEST_ENGINE2` (an `https://` address, with `DOCKER_CERT_PATH`); without
 //! them the tests skip, or fail under `REEVAL_REQUIRE_ENGINES=1`.
 
 mod common;

@@ -203,14 +203,15 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
     let stall = Eval::new(eval_name(cli, "stall"), |c| {
         Box::pin(async move {
             let t = c
-                .send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(2)) })
+                .send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(4)) })
                 .await?;
             expect(t.status).to_equal(TurnStatus::TimedOut)?;
             c.send("SCENARIO:stall").await?;
             Ok(())
         })
     })
-    .timeout(Duration::from_secs(6));
+    // Room for the stand-in to start and speak under load before its turn limit.
+    .timeout(Duration::from_secs(10));
     // Silence from the start: the agent never had a fair try.
     let hang = Eval::new(eval_name(cli, "hang"), |c| {
         Box::pin(async move {

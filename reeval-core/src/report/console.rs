@@ -398,10 +398,12 @@ mod tests {
 
     #[test]
     fn long_attempts_are_announced_every_period() {
-        let mut console = Console::new(true, false).slow_after(Duration::from_millis(20));
+        let mut console = Console::new(true, false).slow_after(Duration::from_secs(100));
         let id = AttemptId { eval: "slow".into(), harness: "shell".into(), trial: 1, try_: 1 };
         console.event(&RunEvent::AttemptStarted(id.clone())).unwrap();
-        std::thread::sleep(Duration::from_millis(45));
+        // Started 2.5 periods ago, whatever the machine's load (no sleeping).
+        let started = &mut console.running.get_mut(&id).unwrap().0;
+        *started = started.checked_sub(Duration::from_secs(250)).expect("the clock is past 250 s");
         console.slow_attempts().unwrap();
         assert_eq!(console.running[&id].1, 2, "two periods passed, both announced");
         console.slow_attempts().unwrap();

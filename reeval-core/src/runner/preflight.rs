@@ -172,7 +172,10 @@ pub(crate) async fn preflight(
     for engine in pool.iter().flat_map(|p| p.engines()) {
         match engine.backend.ping().await {
             Ok(info) => {
-                engines.push(format!("{} {} at {}", info.name, info.version, info.host));
+                engines.push(format!(
+                    "{} {} (API {}) at {}",
+                    info.name, info.version, info.api_version, info.host
+                ));
                 // An image named by reference that is not on the engine and cannot be
                 // pulled will not appear by retrying: say so now, before anything starts.
                 for (spec, eval) in &images {
