@@ -89,12 +89,20 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
         .inspect_network("bridge", None::<reeval::bollard::query_parameters::InspectNetworkOptions>)
         .await
         .unwrap();
-    let bridge_gw = bridge
-        .ipam
-        .and_then(|i| i.config)
-        .and_then(|c| c.into_iter().find_map(|c| c.gateway))
-        .expect("the bridge's gateway");
-    let engine_ip = url.trim_start_matches("tcp://").rsplit_once(':').unwrap().0.to_string();
+    // A freshly started dockerd leaves the gateway out of the default bridge's
+    // IPAM config (it writes it only once it restarts on an existing bridge):
+    // then it is the subnet's first address.
+    let ipam = bridge.ipam.and_then(|i| i.config).unwrap_or_default();
+    let bridge_gw = ipam
+        .iter()
+        .find_map(|c| c.gateway.clone())
+        .or_else(|| {
+            let subnet = ipam.iter().find_map(|c| c.subnet.clone())?;
+            let net: std::net::Ipv4Addr = subnet.split_once('/')?.0.parse().ok()?;
+            Some(std::net::Ipv4Addr::from(u32::from(net) + 1).to_string())
+        })
+        .expect("the bridge's gateway or subnet");
+    let engine_ip = url.split_once("://").map_or(url.as_str(), |(_, a)| a).rsplit_once(':').unwrap().0.to_string();
     // The host as the engine's network sees it (the test's upstream listens there).
     let host_ip = "10.214.0.1";
     let (port, hits) = upstream().await;
