@@ -622,9 +622,11 @@ impl Attempt {
         true
     }
 
-    /// Closes the session, collects the final workspace, destroys the sandbox.
-    /// Runs whatever happened before, under its own deadline.
-    pub(crate) async fn teardown(&mut self) {
+    /// Closes the session and collects the final workspace, under its own
+    /// deadline, whatever happened before. The sandbox is returned to be
+    /// destroyed by the caller, off the attempt's critical path (see
+    /// `runner/teardown.rs`); past the deadline it is destroyed here.
+    pub(crate) async fn teardown(&mut self) -> Option<Arc<dyn crate::sandbox::Sandbox>> {
         for forward in self.forwards.drain(..) {
             forward.task.abort();
         }
@@ -639,7 +641,7 @@ impl Attempt {
                 .run(Phase::Teardown, async { Ok(()) }, |_| "no sandbox was started".into())
                 .await
                 .ok();
-            return;
+            return None;
         };
         let mut events = Vec::new();
         let mut diff_ms = 0;
@@ -670,32 +672,27 @@ impl Attempt {
                 }
                 diff_ms = began.elapsed().as_millis() as u64;
             }
-            match lifecycle::teardown::destroy(handle.sandbox().as_ref()).await {
-                Ok(()) => Ok(true),
-                Err(e) => {
-                    events.push(format!("failed to destroy the sandbox: {e}"));
-                    Ok(false)
-                }
-            }
+            Ok::<_, Error>(())
         };
+        // `Some(gone)` when the deadline passed and the sandbox was destroyed here.
         let bounded = async {
             match tokio::time::timeout(lifecycle::teardown::TEARDOWN_DEADLINE, work).await {
-                Ok(r) => r,
+                Ok(r) => r.map(|()| None),
                 Err(_) => {
                     let gone = matches!(
                         tokio::time::timeout(Duration::from_secs(30), handle.sandbox().destroy())
                             .await,
                         Ok(Ok(()))
                     );
-                    Ok(gone)
+                    Ok(Some(gone))
                 }
             }
         };
-        let _ = phases
-            .run(Phase::Teardown, bounded, |gone| {
-                if *gone {
-                    "sandbox destroyed".into()
-                } else {
+        let destroyed = phases
+            .run(Phase::Teardown, bounded, |destroyed| match destroyed {
+                None => "session closed; the sandbox is destroyed in the background".into(),
+                Some(true) => "sandbox destroyed after the teardown deadline passed".into(),
+                Some(false) => {
                     "failed to destroy the sandbox; the run's end sweep or the next run removes it"
                         .into()
                 }
@@ -704,6 +701,12 @@ impl Attempt {
         self.phases.count_as_diff(Phase::Teardown, diff_ms);
         for e in events {
             self.phases.log.event(e);
+        }
+        match destroyed {
+            Ok(None) => Some(handle.sandbox().clone()),
+            // Already destroyed (or given up) under the deadline; a failed phase ran no destroy.
+            Ok(Some(_)) => None,
+            Err(_) => Some(handle.sandbox().clone()),
         }
     }
 
@@ -790,6 +793,8 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub(crate) struct Attempted {
     pub(crate) record: Record,
     pub(crate) cause: Option<Error>,
+    /// The sandbox, still to destroy: the caller does it, off the critical path.
+    pub(crate) to_destroy: Option<Arc<dyn crate::sandbox::Sandbox>>,
 }
 
 impl AttemptPlan {
@@ -902,16 +907,17 @@ pub(crate) async fn run(
 
     let mut attempt = ctx.attempt;
     // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
-    if let Err(panic) = AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
-        attempt.phases.log.event(format!(
-            "failed to tear down: teardown panicked: {}",
-            panic_message(panic.as_ref())
-        ));
-        if let Some(h) = attempt.handle() {
-            let _ = h.sandbox().destroy().await;
+    let to_destroy = match AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
+        Ok(sandbox) => sandbox,
+        Err(panic) => {
+            attempt.phases.log.event(format!(
+                "failed to tear down: teardown panicked: {}",
+                panic_message(panic.as_ref())
+            ));
+            attempt.handle().map(|h| h.sandbox().clone())
         }
-    }
+    };
     let (record, cause) = attempt.finish(ended, plan.timeout);
     // Everything downstream (reporters, an embedding program) gets the redacted record.
-    Attempted { record: redactor.scrub(&record).unwrap_or(record), cause }
+    Attempted { record: redactor.scrub(&record).unwrap_or(record), cause, to_destroy }
 }

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
+use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunReport, Runner, final_tries, summarize_priced};
 use crate::attempt::{self, AttemptPlan};
 use crate::eval::Eval;
@@ -54,6 +55,7 @@ pub(crate) async fn dispatch(
     }
 
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
+    let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
@@ -113,6 +115,7 @@ pub(crate) async fn dispatch(
                     secrets: secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default(),
                     retries: config.infra_retries,
                     events: tx.clone(),
+                    teardowns: teardowns.clone(),
                 };
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
                 tasks.insert(task.id(), (i, spec.clone(), trial));
@@ -178,6 +181,9 @@ pub(crate) async fn dispatch(
             }
         }
     }
+    // Every sandbox destroyed in the background is gone before the run ends,
+    // also when it was interrupted.
+    teardowns.wait_all().await;
     // Sandboxes whose attempt lost track of them (a create cut short, an engine
     // that went away and came back) go now, not at the next run.
     for engine in pool.engines() {
@@ -212,6 +218,7 @@ struct TrialRun {
     secrets: Vec<crate::secrets::Secret>,
     retries: u32,
     events: EventSink,
+    teardowns: Arc<Teardowns>,
 }
 
 impl TrialRun {
@@ -222,7 +229,7 @@ impl TrialRun {
         loop {
             tried += 1;
             // Waiting for a slot spends no budget: the budget starts inside the attempt.
-            let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            let slot = self.slots.acquire().await.expect("the semaphore is never closed");
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
                 Ok(slot) => slot,
@@ -255,6 +262,11 @@ impl TrialRun {
             )
             .await;
             done.record.engine = Some(engine.engine.name.clone());
+            // The verdict is known and the workspace collected: the sandbox goes in the
+            // background while this slot takes the next attempt.
+            if let Some(sandbox) = done.to_destroy.take() {
+                self.teardowns.destroy(sandbox);
+            }
             if done.record.outcome == Outcome::InfraError {
                 // An engine that stopped answering gets no more work; the retry goes elsewhere.
                 self.pool.check(&engine.engine).await;
@@ -270,6 +282,7 @@ impl TrialRun {
             let _ = self
                 .events
                 .send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
+            drop(slot);
             records.push(done.record);
             if retry != Retry::Again {
                 return records;

@@ -14,6 +14,7 @@ pub mod pool;
 mod preflight;
 mod provenance;
 mod suite;
+mod teardown;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
