@@ -29,7 +29,7 @@ pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_core::{
     Artifact, AssertionFailure, Backend, Capture, Change, Command, Ctx, Diff, EditKind,
     Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FailKind,
-    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind,
+    FileChange, FileEdit, FileKind, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind,
     McpServer, Outcome, Phase, Record, Reporter, Result, RunConfig, RunEvent, RunReport, Runner,
     Sandbox, SandboxError, SandboxHandle, SessionSetup, Skill, Snapshot, Summary, ToolCall, Turn,
     TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,

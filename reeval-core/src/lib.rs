@@ -46,7 +46,7 @@ mod workspace;
 // The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::Ctx;
 pub use capture::{Artifact, Capture};
-pub use diff::{Change, Diff, FileChange, Snapshot};
+pub use diff::{Change, Diff, FileChange, FileKind, Snapshot};
 pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};
 pub use error::{AssertionFailure, Error, Result};
 pub use eval::{Eval, EvalOptions};

@@ -287,6 +287,11 @@ pub const HELPER_TOOLS: &[HelperTool] = &[
         without: "every diff reads the whole workspace",
     },
     HelperTool {
+        program: "comm",
+        used_by: "incremental diffs (listings compared in the sandbox, with GNU sort and sed)",
+        without: "every diff reads the whole workspace",
+    },
+    HelperTool {
         program: "python3",
         used_by: "Ctx::serve (the port relay)",
         without: "serve fails as an infra error",
