@@ -37,12 +37,15 @@ async fn a_100k_file_workspace_diffs_exactly_with_odd_names_links_fifos_sockets_
             Ok(())
         })
     })
-    .environment(|| Environment::new().setup_with_timeout(MAKE_100K, std::time::Duration::from_secs(600)));
+    .environment(|| {
+        Environment::new().setup_with_timeout(MAKE_100K, std::time::Duration::from_secs(600))
+    });
     let report = common::runner("diff100k").run(vec![eval]).await.expect("preflight passes");
     let r = &report.records[0];
     // The 2 GiB file does not fail the attempt against the agent.
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    let snapshot = r.phases.iter().find(|p| p.phase.as_str() == "snapshot").expect("snapshot phase");
+    let snapshot =
+        r.phases.iter().find(|p| p.phase.as_str() == "snapshot").expect("snapshot phase");
     assert_eq!(snapshot.detail, "100000 files");
 
     for p in &r.phases {
@@ -50,11 +53,8 @@ async fn a_100k_file_workspace_diffs_exactly_with_odd_names_links_fifos_sockets_
     }
     eprintln!("diffMs {}", r.timings.diff_ms);
     let diff = &r.turns[0].diff;
-    let got: Vec<(&str, Change, &str)> = diff
-        .files
-        .iter()
-        .map(|f| (f.path.as_str(), f.change, kind(f)))
-        .collect();
+    let got: Vec<(&str, Change, &str)> =
+        diff.files.iter().map(|f| (f.path.as_str(), f.change, kind(f))).collect();
     use Change::*;
     assert_eq!(
         got,

@@ -44,7 +44,11 @@ impl Backend for SlowDestroy {
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         self.inner.ping().await
     }
-    async fn ensure_image(&self, spec: &ImageSpec, extra: &str) -> Result<ReadyImage, SandboxError> {
+    async fn ensure_image(
+        &self,
+        spec: &ImageSpec,
+        extra: &str,
+    ) -> Result<ReadyImage, SandboxError> {
         self.inner.ensure_image(spec, extra).await
     }
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {

@@ -59,6 +59,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) redactor: Redactor,
     /// The run's egress gateway, started when an attempt first needs it.
     pub(crate) egress: Arc<lifecycle::gateway::RunEgress>,
+    /// Whether the run caches prepared sandboxes (`--no-setup-cache` turns it off).
+    pub(crate) setup_cache: bool,
 }
 
 /// Where the sandbox is.
@@ -132,6 +134,8 @@ pub(crate) struct Attempt {
     interrupt: CancellationToken,
     /// The record's turn that started and has not concluded, and when it started.
     turn_in_flight: Option<(usize, Instant)>,
+    /// Whether the run caches prepared sandboxes.
+    setup_cache: bool,
 }
 
 impl Attempt {
@@ -230,6 +234,19 @@ impl Attempt {
         variables.extend(egress_plan.as_ref().map(|p| p.variables()).unwrap_or_default());
         let attempt_id = self.record.artifacts_dir_name();
         let gateway = egress_plan.is_some();
+        let rules_file = self
+            .harness
+            .as_ref()
+            .map(|h| h.rules_file().to_string())
+            .unwrap_or_else(|| "AGENTS.md".into());
+        // A prepared sandbox of the same inputs, cached by an earlier attempt, replaces
+        // the workspace, files and setup phases.
+        let cache_digest = self.setup_cache_digest(&image.id, &rules_file, egress_plan.as_ref());
+        let cache_hit = match &cache_digest {
+            Some(digest) => backend.find_setup(digest).await.ok().flatten(),
+            None => None,
+        };
+        let from = cache_hit.clone().unwrap_or_else(|| image.reference.clone());
         let Attempt { phases, env, record, sandbox: state, run_egress, egress, .. } = &mut *self;
         let handle = phases
             .run(
@@ -253,7 +270,7 @@ impl Attempt {
                     };
                     let sandbox = lifecycle::container::create(
                         backend.as_ref(),
-                        &image.reference,
+                        &from,
                         &record.run_id,
                         &attempt_id,
                         &env.limits,
@@ -280,7 +297,7 @@ impl Attempt {
                     sandbox.start().await?;
                     Ok(handle)
                 },
-                |h| lifecycle::container::detail(h.sandbox().as_ref(), &image.reference, gateway),
+                |h| lifecycle::container::detail(h.sandbox().as_ref(), &from, gateway),
             )
             .await?;
         if let Some(egress) = &self.egress {
@@ -288,24 +305,32 @@ impl Attempt {
         }
         self.phases.run(Phase::Env, async { Ok(()) }, |_| env_detail).await?;
 
-        if let Some(ws) = &self.env.workspace {
+        let hit = cache_hit.is_some();
+        if let (true, Some(digest)) = (hit, &cache_digest) {
+            self.phases
+                .run(
+                    Phase::Setup,
+                    lifecycle::setup::cache_hit(digest, &self.artifacts_dir),
+                    Clone::clone,
+                )
+                .await?;
+            if !self.record.artifacts.iter().any(|a| a == "setup.log") {
+                self.record.artifacts.push("setup.log".into());
+            }
+        }
+        if let Some(ws) = self.env.workspace.as_ref().filter(|_| !hit) {
             self.phases
                 .run(Phase::Workspace, lifecycle::workspace::unpack(&handle, ws), Clone::clone)
                 .await?;
         }
-        let rules_file = self
-            .harness
-            .as_ref()
-            .map(|h| h.rules_file().to_string())
-            .unwrap_or_else(|| "AGENTS.md".into());
         let files = lifecycle::files::planned(&self.env, &rules_file);
-        if !files.is_empty() {
+        if !files.is_empty() && !hit {
             let rules = self.env.rules.is_some().then_some(rules_file.as_str());
             self.phases
                 .run(Phase::Files, lifecycle::files::write(&handle, &files, rules), Clone::clone)
                 .await?;
         }
-        if !self.env.setup.is_empty() {
+        if !self.env.setup.is_empty() && !hit {
             if !self.record.artifacts.iter().any(|a| a == "setup.log") {
                 self.record.artifacts.push("setup.log".into());
             }
@@ -333,21 +358,72 @@ impl Attempt {
         let own_image =
             self.env.image.is_some() || self.harness.as_ref().is_some_and(|h| h.image().is_some());
         let written = self.env.prepares_workspace() || own_image;
-        let baseline = self
+        let commit_as = cache_digest.as_deref().filter(|_| !hit);
+        let labels = lifecycle::container::labels(&self.record.run_id, &attempt_id);
+        let (baseline, cached) = self
             .phases
             .run(
                 Phase::Snapshot,
                 async {
-                    if written {
+                    // A cached sandbox was prepared before it was committed.
+                    if written && !hit {
                         // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
                         lifecycle::snapshot::prepare_agent_user(&handle).await?;
                     }
-                    lifecycle::snapshot::take(&handle, written).await
+                    let snapshot = lifecycle::snapshot::take(&handle, written).await?;
+                    let cached = match commit_as {
+                        Some(digest) => Some(
+                            backend
+                                .commit_setup(handle.sandbox().id(), digest, &labels)
+                                .await
+                                .map(|()| digest.to_string()),
+                        ),
+                        None => None,
+                    };
+                    Ok((snapshot, cached))
                 },
-                |s| format!("{} files", s.len()),
+                |(s, cached)| match cached {
+                    Some(Ok(digest)) => format!("{} files; setup cached as {digest}", s.len()),
+                    _ => format!("{} files", s.len()),
+                },
             )
             .await?;
+        if let Some(Err(e)) = cached {
+            self.phases.log.event(format!("failed to cache the setup: {e}"));
+        }
         Ok(Ready { handle, baseline, last: None, agent_user: written, session: false })
+    }
+
+    /// The setup cache's key for this attempt, when its prepared sandbox may be cached.
+    fn setup_cache_digest(
+        &mut self,
+        base_image_id: &str,
+        rules_file: &str,
+        egress: Option<&lifecycle::gateway::Plan>,
+    ) -> Option<String> {
+        use crate::setup_cache::SetupCache;
+        // Only a setup is worth an image; without steps, preparing is a few uploads.
+        if !self.setup_cache || self.env.setup.is_empty() {
+            return None;
+        }
+        match self.env.setup_cache {
+            SetupCache::Off => return None,
+            SetupCache::On if egress.is_some_and(|p| p.secrets_reach_setup()) => {
+                self.phases.log.event(
+                    "setup not cached: a secret could reach it through the gateway \
+                     (setup_cache(SetupCache::IncludingSecrets) caches it)"
+                        .to_string(),
+                );
+                return None;
+            }
+            SetupCache::On | SetupCache::IncludingSecrets => {}
+        }
+        let harness = self
+            .harness
+            .as_ref()
+            .map(|h| format!("{} {}", h.name(), h.version().unwrap_or_default()))
+            .unwrap_or_default();
+        crate::setup_cache::key(&self.env, base_image_id, &harness, rules_file).ok()
     }
 
     /// Starts the harness's session on the first turn; like the start, not on the budget.
@@ -863,6 +939,7 @@ pub(crate) async fn run(
         calls: calls::Calls::default(),
         interrupt: shutdown.clone(),
         turn_in_flight: None,
+        setup_cache: plan.setup_cache,
     };
     let mut ctx = Ctx { attempt };
 

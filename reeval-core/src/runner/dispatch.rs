@@ -106,6 +106,7 @@ pub(crate) async fn dispatch(
                     preflight: detail.clone(),
                     redactor: redactor.clone(),
                     egress: egress.clone(),
+                    setup_cache: config.setup_cache,
                 };
                 let trial_run = TrialRun {
                     slots: slots.clone(),
