@@ -54,6 +54,7 @@ pub(crate) async fn dispatch(
         }
     }
 
+    let ahead = ensure_images_ahead(runner, &evals, &pool);
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
     let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
@@ -182,6 +183,7 @@ pub(crate) async fn dispatch(
             }
         }
     }
+    ahead.abort();
     // Every sandbox destroyed in the background is gone before the run ends,
     // also when it was interrupted.
     teardowns.wait_all().await;
@@ -199,6 +201,45 @@ pub(crate) async fn dispatch(
         }
     }
     report
+}
+
+/// Makes every image the run's attempts need present on every engine, one
+/// after the other, while the first attempts run and the others wait for a
+/// slot: an attempt whose image is ready skips the wait in its image phase.
+/// Failures are left to the attempts, which report them. Images are built
+/// once per digest (a lock per digest), so an attempt that needs an image
+/// being built here waits for that build.
+fn ensure_images_ahead(
+    runner: &Runner,
+    evals: &[Eval],
+    pool: &Arc<super::pool::Pool>,
+) -> tokio::task::JoinHandle<()> {
+    let mut wanted: Vec<(crate::environment::ImageSpec, Option<String>)> = Vec::new();
+    for eval in evals {
+        let Ok(env) = attempt::build_environment(eval) else { continue };
+        for spec in runner.harness_specs(eval) {
+            let harness = runner.harnesses.make(&spec);
+            let image = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());
+            let entry = (image, Some(spec));
+            if !wanted.iter().any(|(i, _)| *i == entry.0) {
+                wanted.push(entry);
+            }
+        }
+    }
+    let (pool, harnesses) = (pool.clone(), runner.harnesses.clone());
+    tokio::spawn(async move {
+        for (image, spec) in wanted {
+            let harness = spec.and_then(|s| harnesses.make(&s));
+            for engine in pool.engines() {
+                let _ = crate::lifecycle::image::ensure(
+                    engine.backend.as_ref(),
+                    &image,
+                    harness.as_deref(),
+                )
+                .await;
+            }
+        }
+    })
 }
 
 fn report_all(reporters: &mut [Box<dyn Reporter>], event: &RunEvent) {
