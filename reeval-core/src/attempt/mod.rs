@@ -136,6 +136,8 @@ pub(crate) struct Attempt {
     turn_in_flight: Option<(usize, Instant)>,
     /// Whether the run caches prepared sandboxes.
     setup_cache: bool,
+    /// A container made ahead of the attempt's slot (`--prestart`) and its image, until used.
+    prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
 }
 
 impl Attempt {
@@ -247,6 +249,18 @@ impl Attempt {
             None => None,
         };
         let from = cache_hit.clone().unwrap_or_else(|| image.reference.clone());
+        // A container made ahead serves when it is what this start would make.
+        let ahead = match self.prestarted.take() {
+            Some((sandbox, made_from)) if egress_plan.is_none() && made_from == from => {
+                Some(sandbox)
+            }
+            Some((sandbox, _)) => {
+                let _ = sandbox.destroy().await;
+                None
+            }
+            None => None,
+        };
+        let prestarted = ahead.is_some();
         let Attempt { phases, env, record, sandbox: state, run_egress, egress, .. } = &mut *self;
         let handle = phases
             .run(
@@ -254,6 +268,16 @@ impl Attempt {
                 async {
                     // With a way out, the sandbox's main process is the gateway's relay.
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
+                    if let Some(sandbox) = ahead {
+                        record.container = Some(sandbox.id().to_string());
+                        let handle = SandboxHandle::new(
+                            sandbox,
+                            crate::environment::WORKSPACE,
+                            variables,
+                        );
+                        *state = SandboxState::Starting { handle: Some(handle.clone()) };
+                        return Ok(handle);
+                    }
                     let (network, main_process, files) = match egress_plan {
                         Some(plan) => {
                             let (prepared, sandbox) = lifecycle::gateway::prepare(
@@ -297,7 +321,10 @@ impl Attempt {
                     sandbox.start().await?;
                     Ok(handle)
                 },
-                |h| lifecycle::container::detail(h.sandbox().as_ref(), &from, gateway),
+                |h| {
+                    let detail = lifecycle::container::detail(h.sandbox().as_ref(), &from, gateway);
+                    if prestarted { format!("{detail}, started ahead of its slot") } else { detail }
+                },
             )
             .await?;
         if let Some(egress) = &self.egress {
@@ -892,6 +919,7 @@ pub(crate) async fn run(
     harness: Option<Box<dyn Harness>>,
     secrets: Vec<Secret>,
     shutdown: CancellationToken,
+    prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
 ) -> Attempted {
     // Preflight already built it once; a panic here is a panic of the eval's own code.
     let (env, env_panic) = match build_environment(&plan.eval) {
@@ -940,6 +968,7 @@ pub(crate) async fn run(
         interrupt: shutdown.clone(),
         turn_in_flight: None,
         setup_cache: plan.setup_cache,
+        prestarted,
     };
     let mut ctx = Ctx { attempt };
 
@@ -994,6 +1023,8 @@ pub(crate) async fn run(
             attempt.handle().map(|h| h.sandbox().clone())
         }
     };
+    // A container made ahead that the attempt never used goes too.
+    let to_destroy = to_destroy.or_else(|| attempt.prestarted.take().map(|(s, _)| s));
     let (record, cause) = attempt.finish(ended, plan.timeout);
     // Everything downstream (reporters, an embedding program) gets the redacted record.
     Attempted { record: redactor.scrub(&record).unwrap_or(record), cause, to_destroy }

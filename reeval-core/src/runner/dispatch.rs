@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
+use super::prestart::Prestart;
 use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunReport, Runner, final_tries, summarize_priced};
 use crate::attempt::{self, AttemptPlan};
@@ -57,6 +58,7 @@ pub(crate) async fn dispatch(
     let ahead = ensure_images_ahead(runner, &evals, &pool);
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
     let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
+    let prestart = Prestart::new(config.prestart);
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
@@ -118,6 +120,7 @@ pub(crate) async fn dispatch(
                     retries: config.infra_retries,
                     events: tx.clone(),
                     teardowns: teardowns.clone(),
+                    prestart: prestart.clone(),
                 };
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
                 tasks.insert(task.id(), (i, spec.clone(), trial));
@@ -261,6 +264,7 @@ struct TrialRun {
     retries: u32,
     events: EventSink,
     teardowns: Arc<Teardowns>,
+    prestart: Prestart,
 }
 
 impl TrialRun {
@@ -270,12 +274,23 @@ impl TrialRun {
         let mut tried = 0;
         loop {
             tried += 1;
+            // An attempt that will wait for its slot may have its container made meanwhile.
+            let ahead = match self.pool.only_engine() {
+                Some(backend) if self.slots.available_permits() == 0 => {
+                    self.prestart.create(&plan, &backend, &self.harnesses, &self.secrets).await
+                }
+                _ => None,
+            };
             // Waiting for a slot spends no budget: the budget starts inside the attempt.
             let slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            let prestarted = ahead.map(|a| a.into_sandbox());
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
                 Ok(slot) => slot,
                 Err(e) => {
+                    if let Some((sandbox, _)) = prestarted {
+                        self.teardowns.destroy(sandbox);
+                    }
                     let mut r = Record::new(
                         &plan.run_id,
                         &plan.eval.name,
@@ -301,6 +316,7 @@ impl TrialRun {
                 harness,
                 self.secrets.clone(),
                 self.shutdown.clone(),
+                prestarted,
             )
             .await;
             done.record.engine = Some(engine.engine.name.clone());

@@ -12,6 +12,7 @@ pub mod events;
 mod fake_tests;
 pub mod pool;
 mod preflight;
+mod prestart;
 mod provenance;
 mod suite;
 mod teardown;
