@@ -32,25 +32,36 @@ pub const FILE_LIMIT: u64 = 99_999_999;
 pub const PATCH_LIMIT: usize = 512 * 1024;
 
 /// Lists the workspace (`$2` names the new listing), compares it with the
-/// listing `$1`, prints the changed records' length, the records (`comm`'s
-/// two columns: old versions, then tab-prefixed new versions) and a tar of
-/// the new versions of changed files and symlinks under [`FILE_LIMIT`].
-/// GNU find, sort, comm, sed and tar. The listings live in
-/// `/var/lib/reeval-diff`, made by root and readable by root only, so the
-/// agent cannot change what a diff compares against; the script exits 3
-/// when that directory is not root's own.
+/// listing `$1`, prints a header (the changed records' length, and 1 when
+/// `$1` was there to compare with, else 0), the records (`comm`'s two
+/// columns: old versions, then tab-prefixed new versions) and a tar of the
+/// new versions of changed files and symlinks under [`FILE_LIMIT`]. GNU find,
+/// sort, comm, sed and tar. The listings live in a directory made by root and
+/// readable by root only, so the agent cannot change what a diff compares
+/// against: in `/dev/shm` (memory, faster to write), else in `/var/lib`;
+/// the script exits 3 when neither is root's own. The newest four listings
+/// and the one compared with are kept.
 const COMPARE: &str = r#"set -e
-d=/var/lib/reeval-diff
-mkdir -p -m 700 "$d"
-[ -O "$d" ] && [ ! -L "$d" ] || exit 3
-old="$d/$1"; [ -f "$old" ] || old=/dev/null
+ours() { [ -O "$1" ] && [ ! -L "$1" ]; }
+d=/dev/shm/reeval-diff
+mkdir -p -m 700 "$d" 2>/dev/null || true
+if ! ours "$d"; then
+  d=/var/lib/reeval-diff
+  mkdir -p -m 700 "$d"
+  ours "$d" || exit 3
+fi
+old="$d/$1"; since=1
+[ -f "$old" ] || { old=/dev/null; since=0; }
 find . -path ./.git -prune -o ! -type d -printf '%y %m %s %T@ %C@ %P\0' | LC_ALL=C sort -z > "$d/$2"
 LC_ALL=C comm -z -3 "$old" "$d/$2" > "$d/$2.changes"
-wc -c < "$d/$2.changes"
+echo "$(wc -c < "$d/$2.changes") $since"
 cat "$d/$2.changes"
+status=0
 LC_ALL=C sed -zn 's|^\t[fl] [0-7]* [0-9]\{1,8\} [^ ]* [^ ]* |./|p' "$d/$2.changes" \
-  | tar --null --verbatim-files-from --no-recursion --hard-dereference -cf - -T -
-rm -f "$d/$2.changes""#;
+  | tar --null --verbatim-files-from --no-recursion --hard-dereference -cf - -T - || status=$?
+rm -f "$d/$2.changes"
+ls -t "$d" | tail -n +5 | while read -r f; do [ "$f" = "$1" ] || rm -f "$d/$f"; done
+exit $status"#;
 
 /// Listing ids, unique within this process (the sandbox is the attempt's own).
 static NEXT_LISTING: AtomicU64 = AtomicU64::new(1);
@@ -263,7 +274,14 @@ impl Snapshot {
     /// `self` with the changes the compare script reported; `None` when its answer does not parse.
     fn apply(&self, answer: &[u8], id: String) -> Option<Result<Self, SandboxError>> {
         let newline = answer.iter().position(|b| *b == b'\n')?;
-        let len: usize = std::str::from_utf8(&answer[..newline]).ok()?.trim().parse().ok()?;
+        let header = std::str::from_utf8(&answer[..newline]).ok()?;
+        let (len, since) = header.trim().split_once(' ')?;
+        let len: usize = len.trim().parse().ok()?;
+        // Without the earlier listing, the records are the whole workspace: start from nothing.
+        let files_before = match since {
+            "1" => self.files.clone(),
+            _ => BTreeMap::new(),
+        };
         let records = answer.get(newline + 1..newline + 1 + len)?;
         let tar = &answer[newline + 1 + len..];
         // Old versions (gone or replaced) first, then the new versions.
@@ -282,7 +300,7 @@ impl Snapshot {
                 gone.insert(name);
             }
         }
-        let mut files = self.files.clone();
+        let mut files = files_before;
         for name in gone.iter().filter(|n| !new.contains_key(*n)) {
             files.remove(name);
         }
@@ -627,7 +645,7 @@ mod tests {
             b.append_data(&mut h, std::ffi::OsStr::from_bytes(name), *bytes).unwrap();
         }
         let tar = b.into_inner().unwrap();
-        let mut out = format!("{}\n", records.len()).into_bytes();
+        let mut out = format!("{} 1\n", records.len()).into_bytes();
         out.extend(records);
         out.extend(tar);
         out
@@ -671,6 +689,18 @@ mod tests {
         assert!(d.patch.contains("+2"), "{}", d.patch);
         assert!(d.patch.contains("2147483648 bytes"), "{}", d.patch);
         assert!(before.apply(b"garbage", "id".into()).is_none(), "an unreadable answer falls back");
+    }
+
+    #[test]
+    fn without_the_earlier_listing_the_records_are_the_whole_workspace() {
+        let before = snap(&[("gone.txt", b"x\n"), ("kept.txt", b"k\n")]);
+        let mut reply = answer(&[b"\tf 644 2 2.0 2.0 kept.txt"], &[(b"kept.txt", b"k\n")]);
+        // The script says it had no earlier listing to compare with.
+        let header_end = reply.iter().position(|b| *b == b'\n').unwrap();
+        reply[header_end - 1] = b'0';
+        let after = before.apply(&reply, "id".into()).expect("parses").expect("reads");
+        assert_eq!(after.paths().collect::<Vec<_>>(), ["kept.txt"]);
+        assert_eq!(before.diff(&after).paths(), ["gone.txt"]);
     }
 
     #[test]
