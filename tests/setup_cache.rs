@@ -64,6 +64,7 @@ async fn a_hit_behaves_like_a_miss_survives_the_run_and_is_pruned() {
     let first = common::runner_with("setup-cache-a", |c| {
         c.threads = 1;
         c.trials = Some(2);
+        c.setup_cache = true;
     });
     let report = first.run(vec![prepared("cached_setup", env.clone())]).await.expect("preflight");
     let (miss, hit1) = (&report.records[0], &report.records[1]);
@@ -93,14 +94,14 @@ async fn a_hit_behaves_like_a_miss_survives_the_run_and_is_pruned() {
     assert_eq!(miss.checks[0].exit_code, hit1.checks[0].exit_code);
 
     // A later run hits the same image.
-    let second = common::runner("setup-cache-b");
+    let second = common::runner_with("setup-cache-b", |c| c.setup_cache = true);
     let again = second.run(vec![prepared("cached_setup", env.clone())]).await.expect("preflight");
     assert_eq!(hit(&again.records[0]), Some(digest.as_str()));
     assert_eq!(again.records[0].turns[0].diff, miss.turns[0].diff);
 
     // `reeval images prune` (here for the run that made it) removes it; the next run misses.
     assert_eq!(prune(&report.run_id).await, [format!("reeval/setup:{digest}")]);
-    let third = common::runner("setup-cache-c");
+    let third = common::runner_with("setup-cache-c", |c| c.setup_cache = true);
     let after = third.run(vec![prepared("cached_setup", env)]).await.expect("preflight");
     assert_eq!(hit(&after.records[0]), None);
     assert_eq!(cached_as(&after.records[0]), Some(digest.as_str()));
@@ -119,7 +120,10 @@ async fn changing_any_input_misses_and_the_cache_can_be_turned_off() {
         prepared("one_more_step", base.clone().setup("true")),
         prepared("off_per_environment", base.clone().setup_cache(false)),
     ];
-    let report = common::runner_with("setup-cache-keys", |c| c.threads = 1)
+    let report = common::runner_with("setup-cache-keys", |c| {
+        c.threads = 1;
+        c.setup_cache = true;
+    })
         .run(evals)
         .await
         .expect("preflight");
@@ -162,6 +166,7 @@ async fn a_setup_a_secret_could_reach_is_not_cached_unless_the_eval_says_so() {
     };
     let report = common::runner_with("setup-cache-secret", |c| {
         c.threads = 1;
+        c.setup_cache = true;
         c.env_file = Some(key_file.clone());
     })
     .run(vec![

@@ -141,7 +141,9 @@ pub(crate) async fn commit(
         .repo(REPOSITORY)
         .tag(digest)
         .comment("reeval setup cache")
-        .pause(true)
+        // Nothing runs in the sandbox yet; a paused container would stay paused if the
+        // client gave up waiting on a long commit.
+        .pause(false)
         .build();
     let config = bollard::models::ContainerConfig { labels: Some(labels), ..Default::default() };
     docker.commit_container(options, config).await.map_err(|e| {

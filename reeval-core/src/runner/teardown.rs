@@ -15,8 +15,9 @@ use crate::sandbox::Sandbox;
 
 /// Destroys running at once, at most.
 pub(crate) const MAX_DESTROYS: usize = 4;
-/// How long one destroy may take before it is given up to the run's end sweep.
-const DESTROY_LIMIT: Duration = Duration::from_secs(60);
+/// How long one destroy may take before it is given up to the run's end sweep
+/// (removing a container of 100,000 files takes over a minute on fuse-overlayfs).
+const DESTROY_LIMIT: Duration = Duration::from_secs(300);
 
 /// The run's background destroys.
 #[derive(Debug)]
