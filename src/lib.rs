@@ -29,16 +29,18 @@ pub use reeval_core::judge::{self, Judge, JudgeResult};
 pub use reeval_core::{
     Artifact, AssertionFailure, Backend, Capture, Change, Command, Ctx, Diff, EditKind,
     Environment, Error, ErrorClass, Eval, EvalOptions, ExecOutput, Expectation, FailKind,
-    FileChange, FileEdit, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind,
+    FileChange, FileEdit, FileKind, Harness, HarnessError, HarnessRegistry, Image, ImageSpec, Kind,
     McpServer, Outcome, Phase, Record, Reporter, Result, RunConfig, RunEvent, RunReport, Runner,
-    Sandbox, SandboxError, SandboxHandle, SessionSetup, Skill, Snapshot, Summary, ToolCall, Turn,
-    TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace, expect,
+    Sandbox, SandboxError, SandboxHandle, SessionSetup, SetupCache, Skill, Snapshot, Summary,
+    ToolCall, Turn, TurnContext, TurnOptions, TurnReport, TurnStatus, Usage, Verdict, Workspace,
+    expect,
 };
 /// The Docker API client and the cancellation token of `Ctx::signal`.
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
-    egress, environment, harness, prices, record, report, runner, runs, sandbox, stats, turn,
+    egress, environment, harness, prices, record, report, runner, runs, sandbox, setup_cache,
+    stats, turn,
 };
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main};

@@ -135,10 +135,22 @@ pub async fn images_build(dockerfile: &Path) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// `reeval images prune`: the digest-tagged builds; `reeval/base` stays.
-pub async fn images_prune() -> Result<(), CommandError> {
+/// `reeval images prune [--run RUN_ID]`: the digest-tagged builds and the
+/// setup cache; `reeval/base` stays. With a run, only the setup images it made.
+pub async fn images_prune(run: Option<&str>) -> Result<(), CommandError> {
     let docker = DockerBackend::connect().await?;
-    let mut removed = 0;
+    let (cached, kept) = reeval_core::setup_cache::prune(docker.client(), run).await?;
+    for tag in &cached {
+        println!("removed {tag}");
+    }
+    for (tag, why) in &kept {
+        eprintln!("kept {tag}: {why}");
+    }
+    let mut removed = cached.len();
+    if run.is_some() {
+        println!("{removed} images removed");
+        return Ok(());
+    }
     for image in reeval_images(&docker).await? {
         for tag in image.repo_tags.iter().filter(|t| t.starts_with("reeval/img:")) {
             let options = RemoveImageOptionsBuilder::default().build();

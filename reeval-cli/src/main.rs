@@ -6,7 +6,7 @@
 //! reeval runs                  list recorded runs with their figures
 //! reeval images [list]         list reeval's images
 //! reeval images build PATH     build a Dockerfile as an eval's `Image::dockerfile` would
-//! reeval images prune          remove reeval's built images (rebuilt on demand)
+//! reeval images prune          remove reeval's built images and the setup cache (rebuilt on demand)
 //! reeval clean                 remove the sandboxes of runners that are gone
 //! ```
 
@@ -23,7 +23,9 @@ Commands:
   runs                  list recorded runs, oldest first, with their figures
   images [list]         list reeval's images (reeval/*)
   images build PATH     build the Dockerfile at PATH, tagged by its content digest
-  images prune          remove reeval's built images (reeval/img:*); they are rebuilt on demand
+  images prune          remove reeval's built images (reeval/img:*) and cached setups
+                        (reeval/setup:*); they are rebuilt on demand. --run RUN_ID: only
+                        the cached setups that run made
   clean                 remove leftover sandboxes of runners that are gone (killed with SIGKILL)
 
 Options:
@@ -46,7 +48,7 @@ enum Command {
 enum ImagesCommand {
     List,
     Build(PathBuf),
-    Prune,
+    Prune(Option<String>),
 }
 
 /// The parsed command line.
@@ -66,11 +68,20 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
     let mut p = lexopt::Parser::from_args(argv);
     let mut words: Vec<String> = Vec::new();
     let mut record_dir = None;
+    let mut run = None;
     while let Some(arg) = p.next().map_err(|e| UsageError(e.to_string()))? {
         match arg {
             Short('h') | Long("help") => return Ok(None),
             Long("record-dir") => {
                 record_dir = Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
+            }
+            Long("run") => {
+                run = Some(
+                    p.value()
+                        .map_err(|e| UsageError(e.to_string()))?
+                        .to_string_lossy()
+                        .into_owned(),
+                )
             }
             Value(v) => {
                 words.push(v.into_string().map_err(|v| UsageError(format!("{v:?} is not UTF-8")))?)
@@ -85,7 +96,7 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
         ["runs"] => Command::Runs,
         ["images"] | ["images", "list"] => Command::Images(ImagesCommand::List),
         ["images", "build", path] => Command::Images(ImagesCommand::Build(PathBuf::from(path))),
-        ["images", "prune"] => Command::Images(ImagesCommand::Prune),
+        ["images", "prune"] => Command::Images(ImagesCommand::Prune(run)),
         ["clean"] => Command::Clean,
         [] => return Err(UsageError("a command is needed".into())),
         other => return Err(UsageError(format!("unknown command `{}`", other.join(" ")))),
@@ -119,7 +130,9 @@ fn main() {
             Command::Runs => commands::runs(&record_dir),
             Command::Images(ImagesCommand::List) => commands::images_list().await,
             Command::Images(ImagesCommand::Build(path)) => commands::images_build(&path).await,
-            Command::Images(ImagesCommand::Prune) => commands::images_prune().await,
+            Command::Images(ImagesCommand::Prune(run)) => {
+                commands::images_prune(run.as_deref()).await
+            }
             Command::Clean => commands::clean().await,
         }
     });

@@ -193,6 +193,8 @@ pub struct Environment {
     pub(crate) check_network: Option<Egress>,
     /// Secrets the gateway swaps in, by name.
     pub(crate) brokers: Vec<(String, Broker)>,
+    /// Whether the prepared sandbox may be cached (see `crate::setup_cache`).
+    pub(crate) setup_cache: crate::setup_cache::SetupCache,
 }
 
 impl Default for Environment {
@@ -221,6 +223,7 @@ impl Environment {
             setup_network: None,
             check_network: None,
             brokers: Vec::new(),
+            setup_cache: Default::default(),
         }
     }
 
@@ -279,6 +282,15 @@ impl Environment {
     /// A setup step with the default timeout (5 minutes).
     pub fn setup(self, command: impl Into<String>) -> Self {
         self.setup_with_timeout(command, DEFAULT_SETUP_TIMEOUT)
+    }
+
+    /// Whether the sandbox prepared by the workspace, files and setup steps
+    /// is cached as an image for later attempts with the same inputs:
+    /// `setup_cache(false)` turns it off, `SetupCache::IncludingSecrets`
+    /// caches even a setup that could receive a secret value.
+    pub fn setup_cache(mut self, cache: impl Into<crate::setup_cache::SetupCache>) -> Self {
+        self.setup_cache = cache.into();
+        self
     }
 
     /// A setup step with its own timeout.

@@ -39,6 +39,7 @@ pub mod runs;
 pub mod sandbox;
 pub mod secrets;
 pub mod settings;
+pub mod setup_cache;
 pub mod stats;
 pub mod turn;
 mod workspace;
@@ -46,7 +47,7 @@ mod workspace;
 // The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::Ctx;
 pub use capture::{Artifact, Capture};
-pub use diff::{Change, Diff, FileChange, Snapshot};
+pub use diff::{Change, Diff, FileChange, FileKind, Snapshot};
 pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};
 pub use error::{AssertionFailure, Error, Result};
 pub use eval::{Eval, EvalOptions};
@@ -61,6 +62,7 @@ pub use report::Reporter;
 pub use runner::events::RunEvent;
 pub use runner::{RunConfig, RunReport, Runner};
 pub use sandbox::{Backend, Sandbox, SandboxError, SandboxHandle};
+pub use setup_cache::SetupCache;
 pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, TurnStatus, Usage};
 
 /// The Docker API client, for users who drop down to the engine (and for the tests).

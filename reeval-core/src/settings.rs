@@ -19,6 +19,8 @@
 //! | tags | `--tag` | `REEVAL_TAGS=a,b` | | every eval |
 //! | JUnit file | `--junit` | `REEVAL_JUNIT` | | none |
 //! | stream agent events | `--stream` | `REEVAL_STREAM` (a yes/no word) | | off |
+//! | setup cache | `--no-setup-cache` | `REEVAL_SETUP_CACHE` (a yes/no word) | | on |
+//! | start ahead | `--prestart N` | `REEVAL_PRESTART` | `prestart` | 0 |
 //! | slow-attempt notice | | `REEVAL_SLOW_AFTER` | | 60s, repeated |
 //! | prices | | | `[prices.<model>]` | built-in list prices |
 //! | judge | | `REEVAL_JUDGE`, when the file names none | `judge` | none |
@@ -266,6 +268,10 @@ pub struct Settings {
     pub junit: Option<PathBuf>,
     /// Print the agent's events as they arrive.
     pub stream: bool,
+    /// Whether prepared sandboxes are cached (see `crate::setup_cache`).
+    pub setup_cache: bool,
+    /// Containers created ahead of their slot.
+    pub prestart: usize,
     /// After how long a running attempt is announced (and again after each further period).
     pub slow_after: Duration,
     /// Prices per model.
@@ -412,6 +418,8 @@ impl Settings {
             tags: Vec::new(),
             junit: None,
             stream: false,
+            setup_cache: true,
+            prestart: 0,
             slow_after: Duration::from_secs(60),
             prices: crate::prices::PriceTable::default(),
         }
@@ -467,6 +475,8 @@ impl Settings {
         let min_pass_rate = vars.rate("REEVAL_MIN_PASS_RATE")?;
         let junit = vars.get("REEVAL_JUNIT").map(PathBuf::from);
         let stream = vars.flag("REEVAL_STREAM")?;
+        let setup_cache = vars.flag("REEVAL_SETUP_CACHE")?;
+        let prestart = vars.whole::<usize>("REEVAL_PRESTART")?;
         let slow_after = vars.duration("REEVAL_SLOW_AFTER")?;
         let trials = vars.count::<u32>("REEVAL_TRIALS")?;
         let timeout = vars.duration("REEVAL_TIMEOUT")?;
@@ -497,6 +507,8 @@ impl Settings {
         s.tags = Settings::tags(args, env);
         s.junit = args.junit.clone().or(junit);
         s.stream = args.stream || stream.unwrap_or(false);
+        s.setup_cache = !args.no_setup_cache && setup_cache.unwrap_or(true);
+        s.prestart = args.prestart.or(prestart).or(suite.prestart).unwrap_or(0);
         if let Some(d) = slow_after {
             s.slow_after = d;
         }
@@ -559,6 +571,8 @@ impl Settings {
             under_nextest: self.under_nextest,
             egress: Default::default(),
             engines: self.engines.clone(),
+            setup_cache: self.setup_cache,
+            prestart: self.prestart,
         }
     }
 }

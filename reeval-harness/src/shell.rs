@@ -10,6 +10,9 @@ use reeval_core::sandbox::SandboxHandle;
 use reeval_core::turn::{TurnReport, TurnStatus};
 
 /// Runs each prompt with `bash -c <prompt>` (the prompt is one argv element).
+/// The most of a script's output kept as the turn's final message (its end).
+const FINAL_MESSAGE_LIMIT: usize = 64 * 1024;
+
 #[derive(Debug, Default)]
 pub struct ShellHarness;
 
@@ -54,7 +57,9 @@ impl Harness for ShellHarness {
             out.exit_code == 127 && out.stderr.lines().any(|l| l.ends_with("bash: not found"));
         Ok(TurnReport {
             status: if failed { TurnStatus::Failed } else { TurnStatus::Completed },
-            final_message: Some(out.stdout.trim_end().to_string()),
+            // The last 64 KiB: a script printing megabytes must not make every record (and a
+            // run's memory, which holds them all) that large.
+            final_message: Some(out.stdout_tail(FINAL_MESSAGE_LIMIT).trim_end().to_string()),
             error: failed.then(|| {
                 format!(
                     "script exited {}: {}",

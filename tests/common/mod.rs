@@ -68,8 +68,13 @@ pub fn runner(tag: &str) -> Runner {
 
 /// A runner recording into a temp dir, configured further by `f`.
 pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
-    let mut config =
-        RunConfig { record_dir: temp_dir(tag), infra_retries: 0, ..RunConfig::default() };
+    // No setup cache unless a test asks for it: a test's setup images must not outlive it.
+    let mut config = RunConfig {
+        record_dir: temp_dir(tag),
+        infra_retries: 0,
+        setup_cache: false,
+        ..RunConfig::default()
+    };
     f(&mut config);
     Runner::new(config, reeval::harness_registry())
 }

@@ -59,6 +59,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) redactor: Redactor,
     /// The run's egress gateway, started when an attempt first needs it.
     pub(crate) egress: Arc<lifecycle::gateway::RunEgress>,
+    /// Whether the run caches prepared sandboxes (`--no-setup-cache` turns it off).
+    pub(crate) setup_cache: bool,
 }
 
 /// Where the sandbox is.
@@ -132,6 +134,10 @@ pub(crate) struct Attempt {
     interrupt: CancellationToken,
     /// The record's turn that started and has not concluded, and when it started.
     turn_in_flight: Option<(usize, Instant)>,
+    /// Whether the run caches prepared sandboxes.
+    setup_cache: bool,
+    /// A container made ahead of the attempt's slot (`--prestart`) and its image, until used.
+    prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
 }
 
 impl Attempt {
@@ -230,6 +236,31 @@ impl Attempt {
         variables.extend(egress_plan.as_ref().map(|p| p.variables()).unwrap_or_default());
         let attempt_id = self.record.artifacts_dir_name();
         let gateway = egress_plan.is_some();
+        let rules_file = self
+            .harness
+            .as_ref()
+            .map(|h| h.rules_file().to_string())
+            .unwrap_or_else(|| "AGENTS.md".into());
+        // A prepared sandbox of the same inputs, cached by an earlier attempt, replaces
+        // the workspace, files and setup phases.
+        let cache_digest = self.setup_cache_digest(&image.id, &rules_file, egress_plan.as_ref());
+        let cache_hit = match &cache_digest {
+            Some(digest) => backend.find_setup(digest).await.ok().flatten(),
+            None => None,
+        };
+        let from = cache_hit.clone().unwrap_or_else(|| image.reference.clone());
+        // A container made ahead serves when it is what this start would make.
+        let ahead = match self.prestarted.take() {
+            Some((sandbox, made_from)) if egress_plan.is_none() && made_from == from => {
+                Some(sandbox)
+            }
+            Some((sandbox, _)) => {
+                let _ = sandbox.destroy().await;
+                None
+            }
+            None => None,
+        };
+        let prestarted = ahead.is_some();
         let Attempt { phases, env, record, sandbox: state, run_egress, egress, .. } = &mut *self;
         let handle = phases
             .run(
@@ -237,6 +268,16 @@ impl Attempt {
                 async {
                     // With a way out, the sandbox's main process is the gateway's relay.
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
+                    if let Some(sandbox) = ahead {
+                        record.container = Some(sandbox.id().to_string());
+                        let handle = SandboxHandle::new(
+                            sandbox,
+                            crate::environment::WORKSPACE,
+                            variables,
+                        );
+                        *state = SandboxState::Starting { handle: Some(handle.clone()) };
+                        return Ok(handle);
+                    }
                     let (network, main_process, files) = match egress_plan {
                         Some(plan) => {
                             let (prepared, sandbox) = lifecycle::gateway::prepare(
@@ -253,7 +294,7 @@ impl Attempt {
                     };
                     let sandbox = lifecycle::container::create(
                         backend.as_ref(),
-                        &image.reference,
+                        &from,
                         &record.run_id,
                         &attempt_id,
                         &env.limits,
@@ -280,7 +321,10 @@ impl Attempt {
                     sandbox.start().await?;
                     Ok(handle)
                 },
-                |h| lifecycle::container::detail(h.sandbox().as_ref(), &image.reference, gateway),
+                |h| {
+                    let detail = lifecycle::container::detail(h.sandbox().as_ref(), &from, gateway);
+                    if prestarted { format!("{detail}, started ahead of its slot") } else { detail }
+                },
             )
             .await?;
         if let Some(egress) = &self.egress {
@@ -288,24 +332,32 @@ impl Attempt {
         }
         self.phases.run(Phase::Env, async { Ok(()) }, |_| env_detail).await?;
 
-        if let Some(ws) = &self.env.workspace {
+        let hit = cache_hit.is_some();
+        if let (true, Some(digest)) = (hit, &cache_digest) {
+            self.phases
+                .run(
+                    Phase::Setup,
+                    lifecycle::setup::cache_hit(digest, &self.artifacts_dir),
+                    Clone::clone,
+                )
+                .await?;
+            if !self.record.artifacts.iter().any(|a| a == "setup.log") {
+                self.record.artifacts.push("setup.log".into());
+            }
+        }
+        if let Some(ws) = self.env.workspace.as_ref().filter(|_| !hit) {
             self.phases
                 .run(Phase::Workspace, lifecycle::workspace::unpack(&handle, ws), Clone::clone)
                 .await?;
         }
-        let rules_file = self
-            .harness
-            .as_ref()
-            .map(|h| h.rules_file().to_string())
-            .unwrap_or_else(|| "AGENTS.md".into());
         let files = lifecycle::files::planned(&self.env, &rules_file);
-        if !files.is_empty() {
+        if !files.is_empty() && !hit {
             let rules = self.env.rules.is_some().then_some(rules_file.as_str());
             self.phases
                 .run(Phase::Files, lifecycle::files::write(&handle, &files, rules), Clone::clone)
                 .await?;
         }
-        if !self.env.setup.is_empty() {
+        if !self.env.setup.is_empty() && !hit {
             if !self.record.artifacts.iter().any(|a| a == "setup.log") {
                 self.record.artifacts.push("setup.log".into());
             }
@@ -333,21 +385,72 @@ impl Attempt {
         let own_image =
             self.env.image.is_some() || self.harness.as_ref().is_some_and(|h| h.image().is_some());
         let written = self.env.prepares_workspace() || own_image;
-        let baseline = self
+        let commit_as = cache_digest.as_deref().filter(|_| !hit);
+        let labels = lifecycle::container::labels(&self.record.run_id, &attempt_id);
+        let (baseline, cached) = self
             .phases
             .run(
                 Phase::Snapshot,
                 async {
-                    if written {
+                    // A cached sandbox was prepared before it was committed.
+                    if written && !hit {
                         // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
                         lifecycle::snapshot::prepare_agent_user(&handle).await?;
                     }
-                    lifecycle::snapshot::take(&handle, written).await
+                    let snapshot = lifecycle::snapshot::take(&handle, written).await?;
+                    let cached = match commit_as {
+                        Some(digest) => Some(
+                            backend
+                                .commit_setup(handle.sandbox().id(), digest, &labels)
+                                .await
+                                .map(|()| digest.to_string()),
+                        ),
+                        None => None,
+                    };
+                    Ok((snapshot, cached))
                 },
-                |s| format!("{} files", s.len()),
+                |(s, cached)| match cached {
+                    Some(Ok(digest)) => format!("{} files; setup cached as {digest}", s.len()),
+                    _ => format!("{} files", s.len()),
+                },
             )
             .await?;
+        if let Some(Err(e)) = cached {
+            self.phases.log.event(format!("failed to cache the setup: {e}"));
+        }
         Ok(Ready { handle, baseline, last: None, agent_user: written, session: false })
+    }
+
+    /// The setup cache's key for this attempt, when its prepared sandbox may be cached.
+    fn setup_cache_digest(
+        &mut self,
+        base_image_id: &str,
+        rules_file: &str,
+        egress: Option<&lifecycle::gateway::Plan>,
+    ) -> Option<String> {
+        use crate::setup_cache::SetupCache;
+        // Only a setup is worth an image; without steps, preparing is a few uploads.
+        if !self.setup_cache || self.env.setup.is_empty() {
+            return None;
+        }
+        match self.env.setup_cache {
+            SetupCache::Off => return None,
+            SetupCache::On if egress.is_some_and(|p| p.secrets_reach_setup()) => {
+                self.phases.log.event(
+                    "setup not cached: a secret could reach it through the gateway \
+                     (setup_cache(SetupCache::IncludingSecrets) caches it)"
+                        .to_string(),
+                );
+                return None;
+            }
+            SetupCache::On | SetupCache::IncludingSecrets => {}
+        }
+        let harness = self
+            .harness
+            .as_ref()
+            .map(|h| format!("{} {}", h.name(), h.version().unwrap_or_default()))
+            .unwrap_or_default();
+        crate::setup_cache::key(&self.env, base_image_id, &harness, rules_file).ok()
     }
 
     /// Starts the harness's session on the first turn; like the start, not on the budget.
@@ -622,9 +725,11 @@ impl Attempt {
         true
     }
 
-    /// Closes the session, collects the final workspace, destroys the sandbox.
-    /// Runs whatever happened before, under its own deadline.
-    pub(crate) async fn teardown(&mut self) {
+    /// Closes the session and collects the final workspace, under its own
+    /// deadline, whatever happened before. The sandbox is returned to be
+    /// destroyed by the caller, off the attempt's critical path (see
+    /// `runner/teardown.rs`); past the deadline it is destroyed here.
+    pub(crate) async fn teardown(&mut self) -> Option<Arc<dyn crate::sandbox::Sandbox>> {
         for forward in self.forwards.drain(..) {
             forward.task.abort();
         }
@@ -639,7 +744,7 @@ impl Attempt {
                 .run(Phase::Teardown, async { Ok(()) }, |_| "no sandbox was started".into())
                 .await
                 .ok();
-            return;
+            return None;
         };
         let mut events = Vec::new();
         let mut diff_ms = 0;
@@ -670,32 +775,27 @@ impl Attempt {
                 }
                 diff_ms = began.elapsed().as_millis() as u64;
             }
-            match lifecycle::teardown::destroy(handle.sandbox().as_ref()).await {
-                Ok(()) => Ok(true),
-                Err(e) => {
-                    events.push(format!("failed to destroy the sandbox: {e}"));
-                    Ok(false)
-                }
-            }
+            Ok::<_, Error>(())
         };
+        // `Some(gone)` when the deadline passed and the sandbox was destroyed here.
         let bounded = async {
             match tokio::time::timeout(lifecycle::teardown::TEARDOWN_DEADLINE, work).await {
-                Ok(r) => r,
+                Ok(r) => r.map(|()| None),
                 Err(_) => {
                     let gone = matches!(
                         tokio::time::timeout(Duration::from_secs(30), handle.sandbox().destroy())
                             .await,
                         Ok(Ok(()))
                     );
-                    Ok(gone)
+                    Ok(Some(gone))
                 }
             }
         };
-        let _ = phases
-            .run(Phase::Teardown, bounded, |gone| {
-                if *gone {
-                    "sandbox destroyed".into()
-                } else {
+        let destroyed = phases
+            .run(Phase::Teardown, bounded, |destroyed| match destroyed {
+                None => "session closed; the sandbox is destroyed in the background".into(),
+                Some(true) => "sandbox destroyed after the teardown deadline passed".into(),
+                Some(false) => {
                     "failed to destroy the sandbox; the run's end sweep or the next run removes it"
                         .into()
                 }
@@ -704,6 +804,12 @@ impl Attempt {
         self.phases.count_as_diff(Phase::Teardown, diff_ms);
         for e in events {
             self.phases.log.event(e);
+        }
+        match destroyed {
+            Ok(None) => Some(handle.sandbox().clone()),
+            // Already destroyed (or given up) under the deadline; a failed phase ran no destroy.
+            Ok(Some(_)) => None,
+            Err(_) => Some(handle.sandbox().clone()),
         }
     }
 
@@ -790,6 +896,8 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub(crate) struct Attempted {
     pub(crate) record: Record,
     pub(crate) cause: Option<Error>,
+    /// The sandbox, still to destroy: the caller does it, off the critical path.
+    pub(crate) to_destroy: Option<Arc<dyn crate::sandbox::Sandbox>>,
 }
 
 impl AttemptPlan {
@@ -811,6 +919,7 @@ pub(crate) async fn run(
     harness: Option<Box<dyn Harness>>,
     secrets: Vec<Secret>,
     shutdown: CancellationToken,
+    prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
 ) -> Attempted {
     // Preflight already built it once; a panic here is a panic of the eval's own code.
     let (env, env_panic) = match build_environment(&plan.eval) {
@@ -858,6 +967,8 @@ pub(crate) async fn run(
         calls: calls::Calls::default(),
         interrupt: shutdown.clone(),
         turn_in_flight: None,
+        setup_cache: plan.setup_cache,
+        prestarted,
     };
     let mut ctx = Ctx { attempt };
 
@@ -902,16 +1013,19 @@ pub(crate) async fn run(
 
     let mut attempt = ctx.attempt;
     // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
-    if let Err(panic) = AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
-        attempt.phases.log.event(format!(
-            "failed to tear down: teardown panicked: {}",
-            panic_message(panic.as_ref())
-        ));
-        if let Some(h) = attempt.handle() {
-            let _ = h.sandbox().destroy().await;
+    let to_destroy = match AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
+        Ok(sandbox) => sandbox,
+        Err(panic) => {
+            attempt.phases.log.event(format!(
+                "failed to tear down: teardown panicked: {}",
+                panic_message(panic.as_ref())
+            ));
+            attempt.handle().map(|h| h.sandbox().clone())
         }
-    }
+    };
+    // A container made ahead that the attempt never used goes too.
+    let to_destroy = to_destroy.or_else(|| attempt.prestarted.take().map(|(s, _)| s));
     let (record, cause) = attempt.finish(ended, plan.timeout);
     // Everything downstream (reporters, an embedding program) gets the redacted record.
-    Attempted { record: redactor.scrub(&record).unwrap_or(record), cause }
+    Attempted { record: redactor.scrub(&record).unwrap_or(record), cause, to_destroy }
 }

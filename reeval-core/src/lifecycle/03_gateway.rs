@@ -284,6 +284,11 @@ pub(crate) fn plan(
 }
 
 impl Plan {
+    /// Whether a setup step could receive a secret value: the gateway swaps one in during setup.
+    pub(crate) fn secrets_reach_setup(&self) -> bool {
+        !self.setup.active_bindings.is_empty()
+    }
+
     /// Variables the sandbox gets: the proxy, the CA bundle, base URLs.
     pub(crate) fn variables(&self) -> Vec<(String, String)> {
         let mut vars: Vec<(String, String)> =

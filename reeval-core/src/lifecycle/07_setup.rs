@@ -10,6 +10,20 @@ use crate::exec::Command;
 use crate::sandbox::SandboxHandle;
 use crate::secrets::Redactor;
 
+/// A cached setup replaced the steps: `setup.log` says so; the phase's detail.
+pub(crate) async fn cache_hit(digest: &str, artifacts_dir: &Path) -> Result<String> {
+    std::fs::create_dir_all(artifacts_dir)
+        .map_err(|e| Error::infra_from("create the artifact directory", e))?;
+    let log_path = artifacts_dir.join("setup.log");
+    let text = format!(
+        "setup cache hit {digest}: the sandbox started from {}, prepared by an earlier attempt with the same inputs\n",
+        crate::setup_cache::reference(digest)
+    );
+    std::fs::write(&log_path, text)
+        .map_err(|e| Error::infra_from(format!("write {}", log_path.display()), e))?;
+    Ok(format!("setup cache hit {digest}"))
+}
+
 /// Runs the steps, writing `setup.log` under `artifacts_dir` through `redactor`; the phase's detail.
 pub(crate) async fn run(
     handle: &SandboxHandle,

@@ -1,7 +1,8 @@
 //! The teardown phase: the session closed, what an unsettled turn left
-//! running killed, the final workspace collected, the sandbox destroyed. It
-//! runs whatever happened before, under its own deadline, never on the
-//! attempt's cancelled signal.
+//! running killed, the final workspace collected. It runs whatever happened
+//! before, under its own deadline, never on the attempt's cancelled signal.
+//! Destroying the sandbox ([`destroy`]) comes after the record is final, in
+//! the background (`runner/teardown.rs`).
 
 use std::time::Duration;
 

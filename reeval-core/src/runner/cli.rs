@@ -57,6 +57,10 @@ pub struct Args {
     pub junit: Option<PathBuf>,
     /// `--stream`: print the agent's events as they arrive.
     pub stream: bool,
+    /// `--no-setup-cache`: prepare every sandbox afresh.
+    pub no_setup_cache: bool,
+    /// `--prestart N`: create up to N containers ahead of their slot.
+    pub prestart: Option<usize>,
 }
 
 /// A command line that cannot be understood (exit code 2).
@@ -95,6 +99,8 @@ reeval options (env twins for cargo-nextest):
       --resume <RUN_ID>      complete an interrupted run: recorded attempts are kept
       --junit <PATH>         write JUnit XML, one testcase per attempt (REEVAL_JUNIT)
       --stream               print the agent's events as they arrive  (REEVAL_STREAM=1)
+      --no-setup-cache       prepare every sandbox afresh  (REEVAL_SETUP_CACHE=0)
+      --prestart <N>         create up to N containers ahead of their slot  (REEVAL_PRESTART)
   -h, --help                 this text
 
 Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
@@ -210,6 +216,10 @@ impl Args {
                 }
                 Long("junit") => a.junit = Some(PathBuf::from(p.value().map_err(usage)?)),
                 Long("stream") => a.stream = true,
+                Long("no-setup-cache") => a.no_setup_cache = true,
+                Long("prestart") => {
+                    a.prestart = Some(number("--prestart", &text(&mut p, "--prestart")?)?)
+                }
                 // Everything after `--` comes here too, even when it starts with `-`.
                 Value(filter) => a.filters.push(
                     filter

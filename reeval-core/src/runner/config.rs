@@ -48,6 +48,8 @@ pub struct SuiteConfig {
     pub concurrency: Option<usize>,
     /// Retries of an infra error, each with a fresh sandbox.
     pub retries: Option<u32>,
+    /// Containers created ahead of their slot.
+    pub prestart: Option<usize>,
     /// The pass rate at which a cell passes, for evals that set none.
     pub min_pass_rate: Option<f64>,
     /// Prices per model, over the built-in ones.

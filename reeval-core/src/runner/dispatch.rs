@@ -11,6 +11,8 @@ use tokio::task::JoinSet;
 
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
+use super::prestart::Prestart;
+use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunReport, Runner, final_tries, summarize_priced};
 use crate::attempt::{self, AttemptPlan};
 use crate::eval::Eval;
@@ -53,7 +55,10 @@ pub(crate) async fn dispatch(
         }
     }
 
+    let ahead = ensure_images_ahead(runner, &evals, &pool);
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
+    let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
+    let prestart = Prestart::new(config.prestart);
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
@@ -104,6 +109,7 @@ pub(crate) async fn dispatch(
                     preflight: detail.clone(),
                     redactor: redactor.clone(),
                     egress: egress.clone(),
+                    setup_cache: config.setup_cache,
                 };
                 let trial_run = TrialRun {
                     slots: slots.clone(),
@@ -113,6 +119,8 @@ pub(crate) async fn dispatch(
                     secrets: secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default(),
                     retries: config.infra_retries,
                     events: tx.clone(),
+                    teardowns: teardowns.clone(),
+                    prestart: prestart.clone(),
                 };
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
                 tasks.insert(task.id(), (i, spec.clone(), trial));
@@ -178,6 +186,10 @@ pub(crate) async fn dispatch(
             }
         }
     }
+    ahead.abort();
+    // Every sandbox destroyed in the background is gone before the run ends,
+    // also when it was interrupted.
+    teardowns.wait_all().await;
     // Sandboxes whose attempt lost track of them (a create cut short, an engine
     // that went away and came back) go now, not at the next run.
     for engine in pool.engines() {
@@ -192,6 +204,45 @@ pub(crate) async fn dispatch(
         }
     }
     report
+}
+
+/// Makes every image the run's attempts need present on every engine, one
+/// after the other, while the first attempts run and the others wait for a
+/// slot: an attempt whose image is ready skips the wait in its image phase.
+/// Failures are left to the attempts, which report them. Images are built
+/// once per digest (a lock per digest), so an attempt that needs an image
+/// being built here waits for that build.
+fn ensure_images_ahead(
+    runner: &Runner,
+    evals: &[Eval],
+    pool: &Arc<super::pool::Pool>,
+) -> tokio::task::JoinHandle<()> {
+    let mut wanted: Vec<(crate::environment::ImageSpec, Option<String>)> = Vec::new();
+    for eval in evals {
+        let Ok(env) = attempt::build_environment(eval) else { continue };
+        for spec in runner.harness_specs(eval) {
+            let harness = runner.harnesses.make(&spec);
+            let image = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());
+            let entry = (image, Some(spec));
+            if !wanted.iter().any(|(i, _)| *i == entry.0) {
+                wanted.push(entry);
+            }
+        }
+    }
+    let (pool, harnesses) = (pool.clone(), runner.harnesses.clone());
+    tokio::spawn(async move {
+        for (image, spec) in wanted {
+            let harness = spec.and_then(|s| harnesses.make(&s));
+            for engine in pool.engines() {
+                let _ = crate::lifecycle::image::ensure(
+                    engine.backend.as_ref(),
+                    &image,
+                    harness.as_deref(),
+                )
+                .await;
+            }
+        }
+    })
 }
 
 fn report_all(reporters: &mut [Box<dyn Reporter>], event: &RunEvent) {
@@ -212,6 +263,8 @@ struct TrialRun {
     secrets: Vec<crate::secrets::Secret>,
     retries: u32,
     events: EventSink,
+    teardowns: Arc<Teardowns>,
+    prestart: Prestart,
 }
 
 impl TrialRun {
@@ -221,12 +274,23 @@ impl TrialRun {
         let mut tried = 0;
         loop {
             tried += 1;
+            // An attempt that will wait for its slot may have its container made meanwhile.
+            let ahead = match self.pool.only_engine() {
+                Some(backend) if self.slots.available_permits() == 0 => {
+                    self.prestart.create(&plan, &backend, &self.harnesses, &self.secrets).await
+                }
+                _ => None,
+            };
             // Waiting for a slot spends no budget: the budget starts inside the attempt.
-            let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            let slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            let prestarted = ahead.map(|a| a.into_sandbox());
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
                 Ok(slot) => slot,
                 Err(e) => {
+                    if let Some((sandbox, _)) = prestarted {
+                        self.teardowns.destroy(sandbox);
+                    }
                     let mut r = Record::new(
                         &plan.run_id,
                         &plan.eval.name,
@@ -252,9 +316,15 @@ impl TrialRun {
                 harness,
                 self.secrets.clone(),
                 self.shutdown.clone(),
+                prestarted,
             )
             .await;
             done.record.engine = Some(engine.engine.name.clone());
+            // The verdict is known and the workspace collected: the sandbox goes in the
+            // background while this slot takes the next attempt.
+            if let Some(sandbox) = done.to_destroy.take() {
+                self.teardowns.destroy(sandbox);
+            }
             if done.record.outcome == Outcome::InfraError {
                 // An engine that stopped answering gets no more work; the retry goes elsewhere.
                 self.pool.check(&engine.engine).await;
@@ -270,6 +340,7 @@ impl TrialRun {
             let _ = self
                 .events
                 .send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
+            drop(slot);
             records.push(done.record);
             if retry != Retry::Again {
                 return records;

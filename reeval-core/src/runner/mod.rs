@@ -12,8 +12,10 @@ pub mod events;
 mod fake_tests;
 pub mod pool;
 mod preflight;
+mod prestart;
 mod provenance;
 mod suite;
+mod teardown;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -75,6 +77,10 @@ pub struct RunConfig {
     pub egress: crate::egress::EgressSettings,
     /// Engines to spread attempts over; empty: the one `DOCKER_HOST` names (or the backend given).
     pub engines: Vec<pool::EngineSpec>,
+    /// Whether prepared sandboxes are cached as images (`--no-setup-cache` turns it off).
+    pub setup_cache: bool,
+    /// Containers created ahead of their slot (`--prestart N`): fresh, never reused.
+    pub prestart: usize,
 }
 
 impl Default for RunConfig {

@@ -140,6 +140,14 @@ impl Pool {
         self.engines.iter()
     }
 
+    /// The backend of the pool's one engine; `None` for a pool of several.
+    pub(crate) fn only_engine(&self) -> Option<Arc<dyn crate::sandbox::Backend>> {
+        match self.engines.as_slice() {
+            [one] => Some(one.backend.clone()),
+            _ => None,
+        }
+    }
+
     /// A slot on the engine with the most free slots, waiting for one.
     ///
     /// # Errors

@@ -287,6 +287,11 @@ pub const HELPER_TOOLS: &[HelperTool] = &[
         without: "every diff reads the whole workspace",
     },
     HelperTool {
+        program: "comm",
+        used_by: "incremental diffs (listings compared in the sandbox, with GNU sort and sed)",
+        without: "every diff reads the whole workspace",
+    },
+    HelperTool {
         program: "python3",
         used_by: "Ctx::serve (the port relay)",
         without: "serve fails as an infra error",
@@ -374,6 +379,37 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// Safe: what is not removed now is removed by a later sweep.
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
+
+    /// The image of the cached setup `digest`, if this engine holds it (see
+    /// `crate::setup_cache`); a found image is marked as just used.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails (the default: no cache, `None`).
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn find_setup(&self, _digest: &str) -> Result<Option<String>, SandboxError> {
+        Ok(None)
+    }
+
+    /// Commits the prepared sandbox `sandbox_id` as the cached setup
+    /// `digest`, with these labels, and keeps the cache under its size cap.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine cannot (the default: this backend has no cache).
+    ///
+    /// # Cancel safety
+    /// A cancelled commit may still create the image.
+    async fn commit_setup(
+        &self,
+        _sandbox_id: &str,
+        _digest: &str,
+        _labels: &BTreeMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message: format!("the {} backend has no setup cache", self.name()),
+        })
+    }
 
     /// Starts a gateway container next to a sandbox (engines where
     /// [`Capabilities::gateway_socket`] is false).

@@ -5,7 +5,7 @@
 mod container;
 mod gateway;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -190,6 +190,21 @@ impl Backend for DockerBackend {
         extra: &str,
     ) -> Result<ReadyImage, SandboxError> {
         crate::image::ensure(self, spec, extra).await
+    }
+
+    async fn find_setup(&self, digest: &str) -> Result<Option<String>, SandboxError> {
+        let found = crate::setup_cache::find(self.client(), digest).await?;
+        Ok(found.then(|| crate::setup_cache::reference(digest)))
+    }
+
+    async fn commit_setup(
+        &self,
+        sandbox_id: &str,
+        digest: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), SandboxError> {
+        let max = crate::setup_cache::DEFAULT_MAX_BYTES;
+        crate::setup_cache::commit(self.client(), sandbox_id, digest, labels, max).await
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
