@@ -254,6 +254,9 @@ pub struct Settings {
     pub under_nextest: bool,
     /// Engines to spread attempts over (`REEVAL_ENGINES`, `engines` in `reeval.toml`); empty: the one of `DOCKER_HOST`.
     pub engines: Vec<crate::runner::pool::EngineSpec>,
+    /// The Kubernetes backend instead of Docker (`REEVAL_BACKEND=kubernetes`,
+    /// or `backend = "kubernetes"` in `reeval.toml`), with its settings.
+    pub kubernetes: Option<crate::runner::config::KubernetesConfig>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Retries of an infra error.
@@ -406,6 +409,7 @@ impl Settings {
             run_id: run_id_from(&env),
             under_nextest: (env)("NEXTEST").is_some(),
             engines: Vec::new(),
+            kubernetes: None,
             config_file: None,
             infra_retries: 2,
             min_pass_rate: None,
@@ -526,6 +530,28 @@ impl Settings {
                     })
                 })?,
         };
+        // The backend: the variable over the file.
+        let backend = vars.get("REEVAL_BACKEND").map(|b| (b, true)).or(suite.backend.clone().map(|b| (b, false)));
+        s.kubernetes = match backend {
+            None => None,
+            Some((b, _)) if b.trim() == "docker" => None,
+            Some((b, _)) if b.trim() == "kubernetes" => {
+                let mut k = suite.kubernetes.clone();
+                k.namespace = vars.get("REEVAL_KUBE_NAMESPACE").or(suite.namespace.clone());
+                Some(k)
+            }
+            Some((b, from_var)) => {
+                let expected = "`docker` or `kubernetes`";
+                return Err(if from_var {
+                    Vars::fail("REEVAL_BACKEND", &b, expected)
+                } else {
+                    SettingsError::Config(ConfigFileError {
+                        path: s.config_file.clone().unwrap_or_default(),
+                        message: format!("key `backend`: `{b}` is not {expected}"),
+                    })
+                });
+            }
+        };
         Ok(s)
     }
 
@@ -559,6 +585,7 @@ impl Settings {
             under_nextest: self.under_nextest,
             egress: Default::default(),
             engines: self.engines.clone(),
+            kubernetes: self.kubernetes.clone(),
         }
     }
 }

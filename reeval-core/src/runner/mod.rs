@@ -75,6 +75,8 @@ pub struct RunConfig {
     pub egress: crate::egress::EgressSettings,
     /// Engines to spread attempts over; empty: the one `DOCKER_HOST` names (or the backend given).
     pub engines: Vec<pool::EngineSpec>,
+    /// The Kubernetes backend instead of Docker, with its settings (needs the feature `kubernetes`).
+    pub kubernetes: Option<config::KubernetesConfig>,
 }
 
 impl Default for RunConfig {
