@@ -66,7 +66,220 @@ build() {
   log "cached in $CACHE: $(ls "$CACHE" | tr '\n' ' ')"
 }
 
+# --- the cluster -----------------------------------------------------------
+# Ports, names and paths of its own (never those of scripts/engines.sh).
+ETCD_PORT=${REEVAL_KUBE_ETCD_PORT:-23790}
+API_PORT=${REEVAL_KUBE_API_PORT:-26443}
+KUBELET_PORT=${REEVAL_KUBE_KUBELET_PORT:-20250}
+NETNS=reeval-kube
+NODE=reeval-node
+IMAGE=reeval/base:latest
+PAUSE=reeval-kube/pause:1
+D2=$DIR/dockerd
+DOCKER2="docker -H unix://$D2/docker.sock"
+
+running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+wait_for() { # what, tries of 0.2 s, command...
+  local what=$1 tries=$2; shift 2
+  for _ in $(seq 1 "$tries"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  log "$what did not come up; see $DIR/*.log"; return 1
+}
+
+certs() {
+  mkdir -p "$DIR/pki"
+  [ -f "$DIR/pki/ca.pem" ] && return 0
+  (
+    cd "$DIR/pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=reeval test kube CA" -keyout ca-key.pem -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout server-key.pem -out server.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 30 -extfile server.ext -out server.pem 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    # An admin (system:masters), and a user with no role for the RBAC preflight test.
+    printf '%s,reeval-admin,reeval-admin,"system:masters"\n%s,reeval-limited,reeval-limited\n' \
+      "$(openssl rand -hex 16)" "$(openssl rand -hex 16)" > tokens.csv
+  )
+}
+
+kubeconfig() { # file token
+  {
+    echo "apiVersion: v1"
+    echo "kind: Config"
+    echo "clusters:"
+    echo "- name: reeval"
+    echo "  cluster: {server: 'https://127.0.0.1:$API_PORT', certificate-authority: '$DIR/pki/ca.pem'}"
+    echo "users:"
+    echo "- name: user"
+    echo "  user: {token: '$2'}"
+    echo "contexts:"
+    echo "- name: reeval"
+    echo "  context: {cluster: reeval, user: user, namespace: default}"
+    echo "current-context: reeval"
+  } > "$1"
+}
+
+start_etcd() {
+  running "$DIR/etcd.pid" && return 0
+  log "starting etcd on 127.0.0.1:$ETCD_PORT"
+  nohup etcd --name reeval-kube --data-dir "$DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --initial-cluster "reeval-kube=http://127.0.0.1:$((ETCD_PORT + 1))" \
+    >"$DIR/etcd.log" 2>&1 &
+  echo $! > "$DIR/etcd.pid"
+  wait_for etcd 100 curl -fsS "http://127.0.0.1:$ETCD_PORT/health"
+}
+
+start_apiserver() {
+  running "$DIR/apiserver.pid" && return 0
+  log "starting kube-apiserver on 127.0.0.1:$API_PORT"
+  nohup "$CACHE/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --tls-cert-file "$DIR/pki/server.pem" --tls-private-key-file "$DIR/pki/server-key.pem" \
+    --client-ca-file "$DIR/pki/ca.pem" --token-auth-file "$DIR/pki/tokens.csv" \
+    --service-account-key-file "$DIR/pki/sa.pub" --service-account-signing-key-file "$DIR/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-cluster-ip-range 10.216.0.0/24 \
+    --authorization-mode RBAC --disable-admission-plugins ServiceAccount \
+    --cert-dir "$DIR/pki/apiserver" \
+    >"$DIR/apiserver.log" 2>&1 &
+  echo $! > "$DIR/apiserver.pid"
+  wait_for kube-apiserver 300 kubectl --kubeconfig "$DIR/admin.kubeconfig" get --raw /readyz
+}
+
+start_dockerd() {
+  running "$D2/dockerd.pid" && return 0
+  mkdir -p "$D2/data" "$D2/exec"
+  # Workaround: runc cannot lower the pause container's oom_score_adj without
+  # CAP_SYS_RESOURCE, which this machine lacks; a wrapper drops the setting.
+  {
+    echo '#!/bin/sh'
+    echo 'prev='
+    echo 'for a in "$@"; do'
+    echo '  if [ "$prev" = --bundle ] && [ -f "$a/config.json" ]; then'
+    echo '    jq "del(.process.oomScoreAdj)" "$a/config.json" > "$a/config.json.tmp" && mv "$a/config.json.tmp" "$a/config.json"'
+    echo '  fi'
+    echo '  prev=$a'
+    echo 'done'
+    echo "exec $(command -v runc) \"\$@\""
+  } > "$D2/runc"
+  chmod +x "$D2/runc"
+  printf '{"runtimes": {"reeval-runc": {"path": "%s"}}, "default-runtime": "reeval-runc"}\n' "$D2/runc" > "$D2/daemon.json"
+  ip netns list | grep -qw "$NETNS" || { ip netns add "$NETNS"; ip netns exec "$NETNS" ip link set lo up; }
+  log "starting a second dockerd for the kubelet in netns $NETNS: unix://$D2/docker.sock"
+  # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup mounts dockerd needs.
+  nohup nsenter --net="/var/run/netns/$NETNS" dockerd \
+    --config-file "$D2/daemon.json" \
+    --data-root "$D2/data" --exec-root "$D2/exec" --pidfile "$D2/dockerd.pid" \
+    -H "unix://$D2/docker.sock" \
+    --iptables=false --ip-masq=false --ip-forward=false \
+    --storage-driver fuse-overlayfs --cgroup-parent /reeval-kube \
+    >"$D2/dockerd.log" 2>&1 &
+  wait_for "the second dockerd" 150 $DOCKER2 version
+  if ! $DOCKER2 image inspect "$IMAGE" >/dev/null 2>&1; then
+    log "copying $IMAGE into it"
+    docker save "$IMAGE" | $DOCKER2 load >/dev/null
+  fi
+  if ! $DOCKER2 image inspect "$PAUSE" >/dev/null 2>&1; then
+    printf 'FROM %s\nENTRYPOINT ["sleep", "infinity"]\n' "$IMAGE" | $DOCKER2 build -q -t "$PAUSE" - >/dev/null
+  fi
+}
+
+start_kubelet() {
+  running "$DIR/kubelet.pid" && return 0
+  mkdir -p "$DIR/kubelet" "$DIR/varlog" "$DIR/sysctl"
+  [ -d /var/lib/kubelet ] || touch "$DIR/remove-var-lib-kubelet"
+  # Read-only copies of the sysctls the kubelet would otherwise rewrite, holding the values it wants.
+  echo 1 > "$DIR/sysctl/overcommit_memory"; echo 10 > "$DIR/sysctl/panic"; echo 1 > "$DIR/sysctl/panic_on_oops"
+  {
+    echo '#!/bin/sh'
+    echo 'set -e'
+    echo "mount --bind -o ro '$DIR/sysctl/overcommit_memory' /proc/sys/vm/overcommit_memory"
+    echo "mount --bind -o ro '$DIR/sysctl/panic' /proc/sys/kernel/panic"
+    echo "mount --bind -o ro '$DIR/sysctl/panic_on_oops' /proc/sys/kernel/panic_on_oops"
+    echo "mount --bind '$DIR/varlog' /var/log"
+    echo "exec '$CACHE/kubelet' --kubeconfig '$DIR/admin.kubeconfig' --hostname-override $NODE \\"
+    echo "  --container-runtime docker --docker-endpoint 'unix://$D2/docker.sock' --pod-infra-container-image $PAUSE \\"
+    echo "  --root-dir '$DIR/kubelet/root' --cert-dir '$DIR/kubelet/pki' --volume-plugin-dir '$DIR/kubelet/plugins' \\"
+    echo "  --experimental-dockershim-root-directory '$DIR/kubelet/dockershim' \\"
+    echo "  --address 127.0.0.1 --port $KUBELET_PORT --read-only-port 0 --healthz-port 0 \\"
+    echo "  --fail-swap-on=false --cgroups-per-qos=false --enforce-node-allocatable= --cgroup-driver cgroupfs \\"
+    echo "  --make-iptables-util-chains=false --eviction-hard= --image-gc-high-threshold 100 --image-gc-low-threshold 99 \\"
+    echo "  --v 1"
+  } > "$DIR/kubelet.sh"
+  chmod +x "$DIR/kubelet.sh"
+  log "starting the kubelet (node $NODE, port $KUBELET_PORT) in its own mount and PID namespaces"
+  nohup unshare -m -p -f --mount-proc "$DIR/kubelet.sh" >"$DIR/kubelet.log" 2>&1 &
+  echo $! > "$DIR/kubelet.pid"
+  local k="kubectl --kubeconfig $DIR/admin.kubeconfig"
+  wait_for "node $NODE" 300 $k get node $NODE
+  # Workaround: the kubelet refuses a loopback node IP, so the node has no
+  # address and exec cannot reach it; set it on the node's status.
+  $k patch node $NODE --subresource=status --type=merge \
+    -p '{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":"'$NODE'"}]}}' >/dev/null
+  wait_for "node $NODE Ready" 300 sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+}
+
+start() {
+  have_binaries || { log "no cached binaries in $CACHE: run $0 build first"; exit 1; }
+  for tool in etcd unshare nsenter jq openssl kubectl curl dockerd; do
+    command -v "$tool" >/dev/null || { log "missing $tool (apt-get install etcd-server util-linux jq openssl curl; kubectl)"; exit 1; }
+  done
+  mkdir -p "$DIR"
+  certs
+  kubeconfig "$DIR/admin.kubeconfig" "$(sed -n 1p "$DIR/pki/tokens.csv" | cut -d, -f1)"
+  kubeconfig "$DIR/limited.kubeconfig" "$(sed -n 2p "$DIR/pki/tokens.csv" | cut -d, -f1)"
+  start_etcd
+  start_apiserver
+  start_dockerd
+  start_kubelet
+  log "ready: KUBECONFIG=$DIR/admin.kubeconfig (node $NODE)"
+}
+
+print_env() {
+  echo "export REEVAL_TEST_KUBECONFIG=$DIR/admin.kubeconfig"
+  echo "export REEVAL_TEST_KUBECONFIG_LIMITED=$DIR/limited.kubeconfig"
+  echo "export REEVAL_TEST_KUBE_NODE=$NODE"
+}
+
+stop_pid() {
+  local file=$1
+  [ -f "$file" ] || return 0
+  local pid
+  pid=$(cat "$file")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
+}
+
+stop() {
+  stop_pid "$DIR/kubelet.pid"
+  # The pods' containers, so that their shims go with the daemon.
+  if [ -S "$D2/docker.sock" ]; then
+    $DOCKER2 ps -aq | xargs -r $DOCKER2 rm -f >/dev/null 2>&1 || true
+  fi
+  stop_pid "$D2/dockerd.pid"
+  stop_pid "$DIR/apiserver.pid"
+  stop_pid "$DIR/etcd.pid"
+  grep -o "$DIR/[^ ]*" /proc/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  if ip netns list | grep -qw "$NETNS"; then ip netns delete "$NETNS"; fi
+  # The kubelet creates /var/lib/kubelet/device-plugins whatever its root dir is.
+  if [ -f "$DIR/remove-var-lib-kubelet" ]; then rm -rf /var/lib/kubelet "$DIR/remove-var-lib-kubelet"; fi
+  # The cluster's state goes; certificates and the daemon's images stay for the next start.
+  rm -rf "$DIR/etcd" "$DIR/kubelet"
+  log "stopped"
+}
+
 case "${1:-}" in
   build) build ;;
+  start) start >&2; print_env ;;
+  env) print_env ;;
+  stop) stop ;;
   *) echo "usage: $0 build|start|env|stop" >&2; exit 2 ;;
 esac

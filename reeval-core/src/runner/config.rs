@@ -93,6 +93,8 @@ pub struct KubernetesConfig {
     /// Resource requests, when they should be below the limits (`cpu = "100m"`, `memory = "256Mi"`).
     #[serde(default)]
     pub requests: std::collections::BTreeMap<String, String>,
+    /// `nodeName` of every pod: for clusters without a scheduler (tests), or to pin a node.
+    pub node_name: Option<String>,
     /// How long a pod may take to be Ready, in seconds (default 300).
     pub ready_timeout_secs: Option<u64>,
     /// Test clusters only: run pods on the node's network (`hostNetwork`), where

@@ -94,6 +94,19 @@ impl KubeBackend {
         &self.namespace
     }
 
+    /// Names of the pods of run `run_id` in the namespace (any owner, any state).
+    ///
+    /// # Errors
+    /// An API error.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn pods_of_run(&self, run_id: &str) -> Result<Vec<String>, SandboxError> {
+        let list = ListParams::default().labels(&format!("{LABEL_RUN}={}", pod::label_value(run_id)));
+        let pods = self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        Ok(pods.items.into_iter().filter_map(|p| p.metadata.name).collect())
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
@@ -225,6 +238,21 @@ impl KubeBackend {
     fn ready_within(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.config.ready_timeout_secs.unwrap_or(300))
     }
+}
+
+/// The client configuration of a kubeconfig file (its current context).
+///
+/// # Errors
+/// [`SandboxError::EngineConfig`] when it cannot be read or used.
+///
+/// # Cancel safety
+/// Safe.
+pub async fn kubeconfig_from(path: &str) -> Result<kube::Config, SandboxError> {
+    let fail = |e: &dyn std::fmt::Display| SandboxError::EngineConfig {
+        message: format!("failed to use the kubeconfig {path}: {e}"),
+    };
+    let file = kube::config::Kubeconfig::read_from(path).map_err(|e| fail(&e))?;
+    kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(|e| fail(&e))
 }
 
 /// What to do about an image reeval would build, on a cluster that must pull it.

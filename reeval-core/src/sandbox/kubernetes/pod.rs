@@ -134,6 +134,7 @@ pub(super) fn manifest(
             node_selector: (!config.node_selector.is_empty()).then(|| config.node_selector.clone()),
             tolerations: (!tolerations.is_empty()).then_some(tolerations),
             host_network: config.host_network.then_some(true),
+            node_name: config.node_name.clone(),
             security_context: Some(PodSecurityContext {
                 seccomp_profile: Some(SeccompProfile {
                     type_: "RuntimeDefault".into(),
