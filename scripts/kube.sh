@@ -135,17 +135,27 @@ start_etcd() {
 start_apiserver() {
   running "$DIR/apiserver.pid" && return 0
   log "starting kube-apiserver on 127.0.0.1:$API_PORT"
-  nohup "$CACHE/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
-    --tls-cert-file "$DIR/pki/server.pem" --tls-private-key-file "$DIR/pki/server-key.pem" \
-    --client-ca-file "$DIR/pki/ca.pem" --token-auth-file "$DIR/pki/tokens.csv" \
-    --service-account-key-file "$DIR/pki/sa.pub" --service-account-signing-key-file "$DIR/pki/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc \
-    --service-cluster-ip-range 10.216.0.0/24 \
-    --authorization-mode RBAC --disable-admission-plugins ServiceAccount \
-    --cert-dir "$DIR/pki/apiserver" \
-    >"$DIR/apiserver.log" 2>&1 &
+  # Workaround: the kubelet refuses a loopback node IP and reports the host's
+  # own address, where it does not listen (it listens on loopback only). So
+  # the API server reaches it by its Hostname address, which an /etc/hosts of
+  # the API server's own mount namespace resolves to 127.0.0.1.
+  { cat /etc/hosts; echo "127.0.0.1 $NODE"; } > "$DIR/hosts"
+  {
+    echo '#!/bin/sh'
+    echo 'set -e'
+    echo "mount --bind '$DIR/hosts' /etc/hosts"
+    echo "exec '$CACHE/kube-apiserver' \\"
+    echo "  --etcd-servers 'http://127.0.0.1:$ETCD_PORT' \\"
+    echo "  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port $API_PORT \\"
+    echo "  --tls-cert-file '$DIR/pki/server.pem' --tls-private-key-file '$DIR/pki/server-key.pem' \\"
+    echo "  --client-ca-file '$DIR/pki/ca.pem' --token-auth-file '$DIR/pki/tokens.csv' \\"
+    echo "  --service-account-key-file '$DIR/pki/sa.pub' --service-account-signing-key-file '$DIR/pki/sa.key' \\"
+    echo "  --service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range 10.216.0.0/24 \\"
+    echo "  --authorization-mode RBAC --disable-admission-plugins ServiceAccount \\"
+    echo "  --kubelet-preferred-address-types Hostname --cert-dir '$DIR/pki/apiserver'"
+  } > "$DIR/apiserver.sh"
+  chmod +x "$DIR/apiserver.sh"
+  nohup unshare -m --kill-child=SIGTERM "$DIR/apiserver.sh" >"$DIR/apiserver.log" 2>&1 &
   echo $! > "$DIR/apiserver.pid"
   wait_for kube-apiserver 300 kubectl --kubeconfig "$DIR/admin.kubeconfig" get --raw /readyz
 }
@@ -212,14 +222,10 @@ start_kubelet() {
   } > "$DIR/kubelet.sh"
   chmod +x "$DIR/kubelet.sh"
   log "starting the kubelet (node $NODE, port $KUBELET_PORT) in its own mount and PID namespaces"
-  nohup unshare -m -p -f --mount-proc "$DIR/kubelet.sh" >"$DIR/kubelet.log" 2>&1 &
+  nohup unshare -m -p -f --kill-child=SIGTERM --mount-proc "$DIR/kubelet.sh" >"$DIR/kubelet.log" 2>&1 &
   echo $! > "$DIR/kubelet.pid"
   local k="kubectl --kubeconfig $DIR/admin.kubeconfig"
   wait_for "node $NODE" 300 $k get node $NODE
-  # Workaround: the kubelet refuses a loopback node IP, so the node has no
-  # address and exec cannot reach it; set it on the node's status.
-  $k patch node $NODE --subresource=status --type=merge \
-    -p '{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":"'$NODE'"}]}}' >/dev/null
   wait_for "node $NODE Ready" 300 sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
 }
 
@@ -272,7 +278,7 @@ stop() {
   # The kubelet creates /var/lib/kubelet/device-plugins whatever its root dir is.
   if [ -f "$DIR/remove-var-lib-kubelet" ]; then rm -rf /var/lib/kubelet "$DIR/remove-var-lib-kubelet"; fi
   # The cluster's state goes; certificates and the daemon's images stay for the next start.
-  rm -rf "$DIR/etcd" "$DIR/kubelet"
+  rm -rf "$DIR/etcd" "$DIR/kubelet" || log "could not remove all of $DIR/kubelet"
   log "stopped"
 }
 
