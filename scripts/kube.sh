@@ -3,6 +3,7 @@
 # backend's tests, without ever touching the main Docker engine:
 #
 #   scripts/kube.sh build   # builds kube-apiserver and kubelet once per machine (cached)
+#   scripts/kube.sh have-binaries  # exit status: whether they are cached
 #   scripts/kube.sh start   # etcd, kube-apiserver, a second dockerd and a kubelet
 #   scripts/kube.sh env     # prints the variables that point the tests at it
 #   scripts/kube.sh stop    # stops what `start` started, by PID, and removes it
@@ -24,16 +25,20 @@ DEBIAN_SHA256=9b6e5fd41769d2b5badf2e73b274e3bcd90f85e13d06a1a4a845ccce018127d8
 
 log() { printf 'kube: %s\n' "$*" >&2; }
 
-have_binaries() { [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/kubelet" ]; }
+# The stamp names the build recipe: a cache built by an older recipe is rebuilt.
+STAMP=reflect2-1.0.2
+have_binaries() { [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/kubelet" ] && [ -f "$CACHE/$STAMP" ]; }
 
 build() {
   if have_binaries; then
     log "kube-apiserver and kubelet already cached in $CACHE"
     return 0
   fi
-  for tool in go rsync jq dpkg-source curl; do
-    command -v "$tool" >/dev/null || { log "missing $tool (apt-get install golang-go rsync jq dpkg-dev curl)"; exit 1; }
+  for tool in go rsync jq curl; do
+    command -v "$tool" >/dev/null || { log "missing $tool (apt-get install golang-go rsync jq curl golang-github-modern-go-reflect2-dev)"; exit 1; }
   done
+  local reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
+  [ -f "$reflect2/go_above_118.go" ] || { log "missing reflect2 1.0.2 (apt-get install golang-github-modern-go-reflect2-dev)"; exit 1; }
   local work=$CACHE/build
   mkdir -p "$work"
   cd "$work"
@@ -53,6 +58,12 @@ build() {
       case "$patch" in ''|'#'*) continue ;; esac
       patch -p1 -s <"debian/patches/$patch"
     done <debian/patches/series)
+    # The vendored reflect2 1.0.1 corrupts memory under Go >= 1.18 (map
+    # iteration; kube-apiserver died with SIGSEGV in json-iterator here):
+    # Debian's reflect2 1.0.2 is the fix, API-compatible.
+    rm -rf src/vendor/github.com/modern-go/reflect2
+    cp -r "$reflect2" src/vendor/github.com/modern-go/reflect2
+    rm -f src/vendor/github.com/modern-go/reflect2/go.mod
   fi
   cd src
   log "building kube-apiserver and kubelet (about 9 minutes of 2 cores)"
@@ -61,6 +72,7 @@ build() {
     KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean \
     nice -n 10 make WHAT="cmd/kube-apiserver cmd/kubelet"
   install -m 0755 _output/local/bin/linux/*/kube-apiserver _output/local/bin/linux/*/kubelet "$CACHE/"
+  touch "$CACHE/$STAMP"
   cd /
   rm -rf "$work"
   log "cached in $CACHE: $(ls "$CACHE" | tr '\n' ' ')"
@@ -79,6 +91,15 @@ D2=$DIR/dockerd
 DOCKER2="docker -H unix://$D2/docker.sock"
 
 running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+api() { # GET a path of the API server as the admin
+  curl -fsS --cacert "$DIR/pki/ca.pem" -H "Authorization: Bearer $(sed -n 1p "$DIR/pki/tokens.csv" | cut -d, -f1)" \
+    "https://127.0.0.1:$API_PORT$1"
+}
+
+node_ready() {
+  api "/api/v1/nodes/$NODE" | jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null
+}
 
 wait_for() { # what, tries of 0.2 s, command...
   local what=$1 tries=$2; shift 2
@@ -157,7 +178,7 @@ start_apiserver() {
   chmod +x "$DIR/apiserver.sh"
   nohup unshare -m --kill-child=SIGTERM "$DIR/apiserver.sh" >"$DIR/apiserver.log" 2>&1 &
   echo $! > "$DIR/apiserver.pid"
-  wait_for kube-apiserver 300 kubectl --kubeconfig "$DIR/admin.kubeconfig" get --raw /readyz
+  wait_for kube-apiserver 300 api /readyz
 }
 
 start_dockerd() {
@@ -224,15 +245,13 @@ start_kubelet() {
   log "starting the kubelet (node $NODE, port $KUBELET_PORT) in its own mount and PID namespaces"
   nohup unshare -m -p -f --kill-child=SIGTERM --mount-proc "$DIR/kubelet.sh" >"$DIR/kubelet.log" 2>&1 &
   echo $! > "$DIR/kubelet.pid"
-  local k="kubectl --kubeconfig $DIR/admin.kubeconfig"
-  wait_for "node $NODE" 300 $k get node $NODE
-  wait_for "node $NODE Ready" 300 sh -c "$k get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  wait_for "node $NODE Ready" 300 node_ready
 }
 
 start() {
   have_binaries || { log "no cached binaries in $CACHE: run $0 build first"; exit 1; }
-  for tool in etcd unshare nsenter jq openssl kubectl curl dockerd; do
-    command -v "$tool" >/dev/null || { log "missing $tool (apt-get install etcd-server util-linux jq openssl curl; kubectl)"; exit 1; }
+  for tool in etcd unshare nsenter jq openssl curl dockerd; do
+    command -v "$tool" >/dev/null || { log "missing $tool (apt-get install etcd-server util-linux jq openssl curl)"; exit 1; }
   done
   mkdir -p "$DIR"
   certs
@@ -284,6 +303,7 @@ stop() {
 
 case "${1:-}" in
   build) build ;;
+  have-binaries) have_binaries ;;
   start) start >&2; print_env ;;
   env) print_env ;;
   stop) stop ;;
