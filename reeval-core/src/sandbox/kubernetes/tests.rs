@@ -162,6 +162,18 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
             argv,
             stdin: Vec::new(),
         };
+        if request.target.contains("/portforward?") {
+            let key = header("sec-websocket-key");
+            let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+            let text = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+            );
+            reader.get_mut().write_all(text.as_bytes()).await.unwrap();
+            let ws = WebSocketStream::from_raw_socket(reader.into_inner(), Role::Server, None).await;
+            seen.lock().unwrap().push(request.clone());
+            echo_port(ws, &request).await;
+            return;
+        }
         if request.target.contains("/exec?") {
             let key = header("sec-websocket-key");
             let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
@@ -182,6 +194,25 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
             body.len()
         );
         if reader.get_mut().write_all(text.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A port-forward session whose pod side echoes what it gets: each channel
+/// first names its port (2 bytes, little endian), as the kubelet does.
+async fn echo_port(mut ws: WebSocketStream<TcpStream>, request: &Seen) {
+    let port: u16 = request.target.split("ports=").nth(1).and_then(|p| p.split('&').next()).and_then(|p| p.parse().ok()).unwrap();
+    for channel in [0u8, 1] {
+        let [lo, hi] = port.to_le_bytes();
+        let _ = ws.send(Message::Binary(Bytes::from(vec![channel, lo, hi]))).await;
+    }
+    while let Some(Ok(message)) = ws.next().await {
+        if let Message::Binary(frame) = message
+            && frame.first() == Some(&0)
+            && frame.len() > 1
+            && ws.send(Message::Binary(frame)).await.is_err()
+        {
             return;
         }
     }
@@ -552,6 +583,20 @@ async fn images_reeval_builds_need_a_registry_and_say_so() {
         .unwrap_err();
     assert!(matches!(e, SandboxError::ImageMissing { .. }), "{e}");
     assert!(e.to_string().contains("Image::from"), "{e}");
+}
+
+#[tokio::test]
+async fn serve_connects_through_the_port_forward_api() {
+    let api = FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) })).await;
+    let sandbox = sandbox(&api).await;
+    let mut stream = sandbox.connect_port(8080).await.unwrap().expect("Kubernetes forwards ports itself");
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut echoed = [0u8; 18];
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_exact(&mut echoed)).await.unwrap().unwrap();
+    assert_eq!(&echoed, b"GET / HTTP/1.0\r\n\r\n");
+    let forward = api.seen().into_iter().find(|s| s.target.contains("/portforward")).unwrap();
+    assert!(forward.target.starts_with(&format!("/api/v1/namespaces/evals/pods/{}/portforward?", sandbox.id())), "{}", forward.target);
+    assert!(forward.target.contains("ports=8080"), "{}", forward.target);
 }
 
 #[test]
