@@ -24,9 +24,13 @@ use reeval::{Backend, Eval, FailKind, Outcome, Record, TurnStatus};
 fn cluster() -> Option<String> {
     let Some(path) = std::env::var("REEVAL_TEST_KUBECONFIG").ok().filter(|p| !p.is_empty()) else {
         if std::env::var("REEVAL_REQUIRE_KUBE").is_ok_and(|v| v == "1") {
-            panic!("REEVAL_REQUIRE_KUBE=1 but REEVAL_TEST_KUBECONFIG is not set: run eval \"$(scripts/kube.sh start)\"");
+            panic!(
+                "REEVAL_REQUIRE_KUBE=1 but REEVAL_TEST_KUBECONFIG is not set: run eval \"$(scripts/kube.sh start)\""
+            );
         }
-        eprintln!("skipping: no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)");
+        eprintln!(
+            "skipping: no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+        );
         return None;
     };
     assert_eq!(
@@ -42,7 +46,9 @@ fn cluster() -> Option<String> {
 fn config() -> KubernetesConfig {
     KubernetesConfig {
         namespace: Some("default".into()),
-        node_name: Some(std::env::var("REEVAL_TEST_KUBE_NODE").unwrap_or_else(|_| "reeval-node".into())),
+        node_name: Some(
+            std::env::var("REEVAL_TEST_KUBE_NODE").unwrap_or_else(|_| "reeval-node".into()),
+        ),
         host_network: true,
         image_pull_policy: Some("Never".into()),
         requests: BTreeMap::from([("cpu".into(), "10m".into()), ("memory".into(), "32Mi".into())]),
@@ -86,7 +92,19 @@ async fn phases_run_in_order_and_a_turn_has_its_diff() {
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     assert_eq!(
         phases(r),
-        ["preflight", "image", "container", "env", "files", "setup", "snapshot", "harness", "turn", "check", "teardown"]
+        [
+            "preflight",
+            "image",
+            "container",
+            "env",
+            "files",
+            "setup",
+            "snapshot",
+            "harness",
+            "turn",
+            "check",
+            "teardown"
+        ]
     );
     assert!(r.phases.windows(2).all(|w| w[0].start_ms <= w[1].start_ms), "{:?}", r.phases);
     assert_eq!(r.turns[0].diff.paths(), ["out.txt"]);
@@ -113,7 +131,11 @@ async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
     assert_eq!(r.outcome, Outcome::Fail(FailKind::Timeout), "{:?}", r.message);
     assert_eq!(r.turns[0].status, TurnStatus::Aborted);
     assert_eq!(r.turns[0].diff.paths(), ["progress.txt"]);
-    assert!(r.turns[0].duration_ms < 10_000, "stopped within the grace: {}", r.turns[0].duration_ms);
+    assert!(
+        r.turns[0].duration_ms < 10_000,
+        "stopped within the grace: {}",
+        r.turns[0].duration_ms
+    );
     assert!(r.workspace_collected);
     assert_eq!(r.final_diff.as_ref().unwrap().paths(), ["progress.txt"]);
     no_pod_left(&report.run_id).await;
@@ -160,14 +182,21 @@ async fn exec_and_files_over_the_real_exec_protocol() {
         // Exit codes and both streams, from the Status on channel 3.
         let cmd = Command::new("sh").arg("-c").arg("echo out; echo err >&2; exit 3");
         let out = sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap();
-        assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "out\n", "err\n"));
+        assert_eq!(
+            (out.exit_code, out.stdout.as_str(), out.stderr.as_str()),
+            (3, "out\n", "err\n")
+        );
         // Stdin of several 1 MiB chunks, length-delimited: no EOF needed on v4.
         let input = vec![b'x'; 3 * (1 << 20) + 7];
         let cmd = Command::new("wc").arg("-c").stdin(input.clone());
         let out = sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap();
         assert_eq!(out.stdout.trim(), input.len().to_string());
         // The agent's uid, directory and environment, which the exec API has no fields for.
-        let cmd = Command::new("sh").arg("-c").arg("echo $(id -u) $PWD $GREETING").user("1000:1000").workdir("/tmp");
+        let cmd = Command::new("sh")
+            .arg("-c")
+            .arg("echo $(id -u) $PWD $GREETING")
+            .user("1000:1000")
+            .workdir("/tmp");
         let env = [("GREETING".to_string(), "hi".to_string())];
         let out = sandbox.exec(ExecRequest::plain(&cmd, &env)).await.unwrap();
         assert_eq!(out.stdout, "1000 /tmp hi\n");
@@ -176,7 +205,8 @@ async fn exec_and_files_over_the_real_exec_protocol() {
         let out = sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap();
         assert_eq!(out.stdout_bytes, 5_000_000);
         // Files in and out as tar over exec.
-        let tar = archive::tar_owned_by(&[("a.txt".into(), b"hello\n".to_vec(), 0o640)], 1000).unwrap();
+        let tar =
+            archive::tar_owned_by(&[("a.txt".into(), b"hello\n".to_vec(), 0o640)], 1000).unwrap();
         sandbox.upload("/workspace", tar).await.unwrap();
         let cmd = Command::new("stat").arg("-c").arg("%u %a").arg("/workspace/a.txt");
         assert_eq!(sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap().stdout, "1000 640\n");
@@ -208,12 +238,21 @@ async fn preflight_names_what_rbac_does_not_allow() {
     }
     let admin = backend().await.preflight().await;
     assert!(admin.missing.is_empty(), "{admin:?}");
-    let path = std::env::var("REEVAL_TEST_KUBECONFIG_LIMITED").expect("scripts/kube.sh env sets it");
-    let kubeconfig = reeval::sandbox::kubernetes::kubeconfig_from(&path).await.expect("limited kubeconfig");
+    let path =
+        std::env::var("REEVAL_TEST_KUBECONFIG_LIMITED").expect("scripts/kube.sh env sets it");
+    let kubeconfig =
+        reeval::sandbox::kubernetes::kubeconfig_from(&path).await.expect("limited kubeconfig");
     let limited = KubeBackend::with_config(kubeconfig, config()).unwrap().preflight().await;
     assert_eq!(limited.missing.len(), 1, "{limited:?}");
     let m = &limited.missing[0];
-    for what in ["create pods", "create pods/exec", "create pods/portforward", "create networkpolicies", "create secrets", "create services"] {
+    for what in [
+        "create pods",
+        "create pods/exec",
+        "create pods/portforward",
+        "create networkpolicies",
+        "create secrets",
+        "create services",
+    ] {
         assert!(m.contains(what), "{what} in {m}");
     }
 }

@@ -531,7 +531,10 @@ impl Settings {
                 })?,
         };
         // The backend: the variable over the file.
-        let backend = vars.get("REEVAL_BACKEND").map(|b| (b, true)).or(suite.backend.clone().map(|b| (b, false)));
+        let backend = vars
+            .get("REEVAL_BACKEND")
+            .map(|b| (b, true))
+            .or(suite.backend.clone().map(|b| (b, false)));
         s.kubernetes = match backend {
             None => None,
             Some((b, _)) if b.trim() == "docker" => None,

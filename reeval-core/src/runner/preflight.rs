@@ -232,8 +232,10 @@ async fn kubernetes(
     missing.extend(found.missing);
     for eval in evals {
         let Ok(env) = crate::attempt::build_environment(eval) else { continue };
-        if let Some(spec @ (crate::environment::ImageSpec::Dockerfile(_)
-        | crate::environment::ImageSpec::Install { .. })) = &env.image
+        if let Some(
+            spec @ (crate::environment::ImageSpec::Dockerfile(_)
+            | crate::environment::ImageSpec::Install { .. }),
+        ) = &env.image
             && let Err(e) = backend.ensure_image(spec, "").await
         {
             missing.push(format!("environment of eval {}: {e}", eval.name));

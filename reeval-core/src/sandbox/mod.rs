@@ -9,9 +9,9 @@ pub mod archive;
 pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+mod handle;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
-mod handle;
 pub(crate) mod procs;
 
 use std::collections::BTreeMap;

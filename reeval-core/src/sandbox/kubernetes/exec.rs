@@ -118,12 +118,17 @@ pub(super) fn outcome(status: Option<Status>, pod: &str) -> Result<Outcome, Sand
         }
     }
     let message = status.message.unwrap_or_default();
-    if message.contains("executable file not found") || message.contains("no such file or directory") {
+    if message.contains("executable file not found")
+        || message.contains("no such file or directory")
+    {
         return Ok(Outcome::NotFound(message));
     }
     Err(SandboxError::engine_says(
         format!("run a command in pod {pod}"),
-        format!("the exec ended without an exit code: {}", if message.is_empty() { "no message" } else { &message }),
+        format!(
+            "the exec ended without an exit code: {}",
+            if message.is_empty() { "no message" } else { &message }
+        ),
     ))
 }
 

@@ -82,10 +82,12 @@ impl KubeBackend {
         config: KubernetesConfig,
     ) -> Result<Self, SandboxError> {
         let server = kube_config.cluster_url.to_string();
-        let namespace = config.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
-        let client = kube::Client::try_from(kube_config).map_err(|e| SandboxError::EngineConfig {
-            message: format!("failed to build a Kubernetes client for {server}: {e}"),
-        })?;
+        let namespace =
+            config.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
+        let client =
+            kube::Client::try_from(kube_config).map_err(|e| SandboxError::EngineConfig {
+                message: format!("failed to build a Kubernetes client for {server}: {e}"),
+            })?;
         Ok(Self { client, namespace, config: Arc::new(config), server })
     }
 
@@ -102,8 +104,10 @@ impl KubeBackend {
     /// # Cancel safety
     /// Safe.
     pub async fn pods_of_run(&self, run_id: &str) -> Result<Vec<String>, SandboxError> {
-        let list = ListParams::default().labels(&format!("{LABEL_RUN}={}", pod::label_value(run_id)));
-        let pods = self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        let list =
+            ListParams::default().labels(&format!("{LABEL_RUN}={}", pod::label_value(run_id)));
+        let pods =
+            self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
         Ok(pods.items.into_iter().filter_map(|p| p.metadata.name).collect())
     }
 
@@ -187,12 +191,12 @@ impl Backend for KubeBackend {
         let owner = owner_label();
         // The policy first: the pod is never up without it.
         let policy = pod::deny_all_policy(&name, spec, &owner);
-        self.policies()
-            .create(&Default::default(), &policy)
-            .await
-            .map_err(|e| SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e))?;
+        self.policies().create(&Default::default(), &policy).await.map_err(|e| {
+            SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
+        })?;
         let manifest = pod::manifest(&name, spec, &self.config, &owner);
-        let sandbox = KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within());
+        let sandbox =
+            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within());
         if let Err(e) = self.pods().create(&Default::default(), &manifest).await {
             let _ = sandbox.destroy().await;
             return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));
@@ -207,14 +211,16 @@ impl Backend for KubeBackend {
         };
         let me = owner_label();
         let ours = |annotations: Option<&std::collections::BTreeMap<String, String>>| {
-            let owner = annotations.and_then(|a| a.get(LABEL_OWNER)).map(String::as_str).unwrap_or("");
+            let owner =
+                annotations.and_then(|a| a.get(LABEL_OWNER)).map(String::as_str).unwrap_or("");
             match scope {
                 Sweep::Orphans => owner_is_gone(owner),
                 Sweep::OwnRun(_) => owner == me,
             }
         };
         let list = ListParams::default().labels(&selector);
-        let pods = self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        let pods =
+            self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
         let mut removed = 0;
         for p in pods.items.iter().filter(|p| ours(p.metadata.annotations.as_ref())) {
             let Some(name) = p.metadata.name.as_deref() else { continue };
@@ -258,7 +264,9 @@ pub async fn kubeconfig_from(path: &str) -> Result<kube::Config, SandboxError> {
 /// What to do about an image reeval would build, on a cluster that must pull it.
 pub(crate) fn needs_registry_hint(registry: Option<&str>) -> String {
     let configured = match registry {
-        Some(r) => format!(" (`registry = \"{r}\"` is set, but pushing to it is not implemented yet)"),
+        Some(r) => {
+            format!(" (`registry = \"{r}\"` is set, but pushing to it is not implemented yet)")
+        }
         None => String::new(),
     };
     format!(

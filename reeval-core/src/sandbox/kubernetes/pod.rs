@@ -170,7 +170,10 @@ fn never_ready(pod: &Pod) -> Option<SandboxError> {
     if let Some(phase @ ("Failed" | "Succeeded")) = status.phase.as_deref() {
         return Some(SandboxError::engine_says(
             "start the pod",
-            format!("it ended ({phase}) before it was ready: {}", status.message.as_deref().unwrap_or("no message")),
+            format!(
+                "it ended ({phase}) before it was ready: {}",
+                status.message.as_deref().unwrap_or("no message")
+            ),
         ));
     }
     let image = pod
@@ -187,11 +190,16 @@ fn never_ready(pod: &Pod) -> Option<SandboxError> {
             "ErrImagePull" | "ImagePullBackOff" | "ErrImageNeverPull" | "InvalidImageName" => {
                 return Some(SandboxError::ImageMissing {
                     image,
-                    hint: format!("the cluster cannot pull it ({reason}: {message}); push it to a registry the cluster can pull from, or set image_pull_policy in [kubernetes]"),
+                    hint: format!(
+                        "the cluster cannot pull it ({reason}: {message}); push it to a registry the cluster can pull from, or set image_pull_policy in [kubernetes]"
+                    ),
                 });
             }
             "CreateContainerConfigError" | "CreateContainerError" | "RunContainerError" => {
-                return Some(SandboxError::engine_says("start the pod", format!("{reason}: {message}")));
+                return Some(SandboxError::engine_says(
+                    "start the pod",
+                    format!("{reason}: {message}"),
+                ));
             }
             _ => {}
         }
@@ -207,7 +215,11 @@ fn is_ready(pod: &Pod) -> bool {
 }
 
 /// Waits until the pod is Ready, or says why it never will be.
-pub(super) async fn wait_ready(pods: &Api<Pod>, name: &str, within: Duration) -> Result<(), SandboxError> {
+pub(super) async fn wait_ready(
+    pods: &Api<Pod>,
+    name: &str,
+    within: Duration,
+) -> Result<(), SandboxError> {
     let began = Instant::now();
     let mut every = Duration::from_millis(100);
     loop {
@@ -234,7 +246,11 @@ pub(super) async fn wait_ready(pods: &Api<Pod>, name: &str, within: Duration) ->
 }
 
 /// Deletes nothing; polls until the pod is gone (404), up to `within`.
-pub(super) async fn wait_gone(pods: &Api<Pod>, name: &str, within: Duration) -> Result<(), SandboxError> {
+pub(super) async fn wait_gone(
+    pods: &Api<Pod>,
+    name: &str,
+    within: Duration,
+) -> Result<(), SandboxError> {
     let began = Instant::now();
     loop {
         match pods.get_opt(name).await {
@@ -248,7 +264,9 @@ pub(super) async fn wait_gone(pods: &Api<Pod>, name: &str, within: Duration) -> 
                     format!("it was still there after {}s", within.as_secs()),
                 ));
             }
-            Err(e) => return Err(SandboxError::engine(format!("wait for pod {name} to be gone"), e)),
+            Err(e) => {
+                return Err(SandboxError::engine(format!("wait for pod {name} to be gone"), e));
+            }
         }
     }
 }

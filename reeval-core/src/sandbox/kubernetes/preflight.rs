@@ -71,7 +71,9 @@ pub(super) async fn check(client: &kube::Client, namespace: &str) -> Preflight {
                 Ok(answer) if answer.status.as_ref().is_some_and(|s| s.allowed) => {}
                 Ok(_) => denied.push(what),
                 Err(e) => {
-                    found.missing.push(format!("failed to ask the API server whether it allows {what}: {e}"));
+                    found.missing.push(format!(
+                        "failed to ask the API server whether it allows {what}: {e}"
+                    ));
                     return found;
                 }
             }

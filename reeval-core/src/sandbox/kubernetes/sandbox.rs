@@ -57,10 +57,19 @@ impl KubeSandbox {
     }
 
     /// A root command with no output kept but stderr, for housekeeping.
-    async fn root(&self, argv: Vec<String>, stdin: Option<&[u8]>) -> Result<(i64, String), SandboxError> {
+    async fn root(
+        &self,
+        argv: Vec<String>,
+        stdin: Option<&[u8]>,
+    ) -> Result<(i64, String), SandboxError> {
         let mut err = BoundedBuffer::new(4096);
         let code = self
-            .run(ExecSpec { argv, stdin, ..Default::default() }, None, &mut BoundedBuffer::new(0), &mut err)
+            .run(
+                ExecSpec { argv, stdin, ..Default::default() },
+                None,
+                &mut BoundedBuffer::new(0),
+                &mut err,
+            )
             .await?;
         Ok((code, err.into_string()))
     }
@@ -90,7 +99,10 @@ impl KubeSandbox {
                     };
                     return Err(SandboxError::engine_says(
                         format!("start pod {}", self.name),
-                        format!("exec did not work within {}s after Ready: {why}", EXEC_READY_WITHIN.as_secs()),
+                        format!(
+                            "exec did not work within {}s after Ready: {why}",
+                            EXEC_READY_WITHIN.as_secs()
+                        ),
                     ));
                 }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -162,9 +174,15 @@ impl Sandbox for KubeSandbox {
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
         // As root, so tar keeps the owners the archive names (as Docker's upload does).
-        let argv = vec!["tar".into(), "-x".into(), "-f".into(), "-".into(), "--no-overwrite-dir".into()];
+        let argv =
+            vec!["tar".into(), "-x".into(), "-f".into(), "-".into(), "--no-overwrite-dir".into()];
         let mut err = BoundedBuffer::new(4096);
-        let spec = ExecSpec { argv, workdir: Some(dir.to_string()), stdin: Some(&tar), ..Default::default() };
+        let spec = ExecSpec {
+            argv,
+            workdir: Some(dir.to_string()),
+            stdin: Some(&tar),
+            ..Default::default()
+        };
         match self.run(spec, None, &mut BoundedBuffer::new(0), &mut err).await? {
             0 => Ok(()),
             NO_SUCH_DIR => Err(SandboxError::NotFound { path: dir.to_string() }),
@@ -187,11 +205,10 @@ impl Sandbox for KubeSandbox {
         let argv = vec!["/bin/sh".into(), "-c".into(), script.into(), base.to_string()];
         let params = AttachParams::default().container(CONTAINER).stdout(true).stderr(true);
         let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
-        let mut attached = self
-            .pods
-            .exec(&self.name, spec.full_argv(), &params)
-            .await
-            .map_err(|e| SandboxError::engine(format!("start an exec in pod {}", self.name), e))?;
+        let mut attached =
+            self.pods.exec(&self.name, spec.full_argv(), &params).await.map_err(|e| {
+                SandboxError::engine(format!("start an exec in pod {}", self.name), e)
+            })?;
         let status = attached.take_status().expect("status taken once");
         let mut stdout = attached.stdout().expect("stdout requested");
         let mut stderr = attached.stderr().expect("stderr requested");
@@ -222,7 +239,9 @@ impl Sandbox for KubeSandbox {
         read?;
         match exec::outcome(status.await, &self.name)? {
             exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
-            exec::Outcome::Exited(NO_SUCH_DIR) => Err(SandboxError::NotFound { path: path.to_string() }),
+            exec::Outcome::Exited(NO_SUCH_DIR) => {
+                Err(SandboxError::NotFound { path: path.to_string() })
+            }
             exec::Outcome::Exited(code) => Err(SandboxError::engine_says(
                 format!("download {path}"),
                 format!("tar exited {code}: {}", err.into_string()),
@@ -234,36 +253,37 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
-        let params = AttachParams::default().container(CONTAINER).stdin(true).stdout(true).stderr(false);
-        let mut attached = self
-            .pods
-            .exec(&self.name, argv, &params)
-            .await
-            .map_err(|e| SandboxError::engine(format!("start a relay exec in pod {}", self.name), e))?;
+        let params =
+            AttachParams::default().container(CONTAINER).stdin(true).stdout(true).stderr(false);
+        let mut attached = self.pods.exec(&self.name, argv, &params).await.map_err(|e| {
+            SandboxError::engine(format!("start a relay exec in pod {}", self.name), e)
+        })?;
         let input = attached.stdin().expect("stdin requested");
         let stdout = attached.stdout().expect("stdout requested");
         // The stream owns the exec: dropping it closes the connection.
-        let output = futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
-            let mut buf = vec![0u8; 64 << 10];
-            match stdout.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(Bytes::from(buf)), (stdout, attached)))
+        let output =
+            futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+                let mut buf = vec![0u8; 64 << 10];
+                match stdout.read(&mut buf).await {
+                    Ok(0) => None,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Some((Ok(Bytes::from(buf)), (stdout, attached)))
+                    }
+                    Err(e) => Some((
+                        Err(SandboxError::engine("read relay output", e)),
+                        (stdout, attached),
+                    )),
                 }
-                Err(e) => Some((Err(SandboxError::engine("read relay output", e)), (stdout, attached))),
-            }
-        })
-        .boxed();
+            })
+            .boxed();
         Ok(ExecStream { input: Box::pin(input), output })
     }
 
     async fn connect_port(&self, port: u16) -> Result<Option<PortStream>, SandboxError> {
-        let mut forwarder = self
-            .pods
-            .portforward(&self.name, &[port])
-            .await
-            .map_err(|e| SandboxError::engine(format!("forward port {port} of pod {}", self.name), e))?;
+        let mut forwarder = self.pods.portforward(&self.name, &[port]).await.map_err(|e| {
+            SandboxError::engine(format!("forward port {port} of pod {}", self.name), e)
+        })?;
         let stream = forwarder.take_stream(port).expect("the port asked for");
         Ok(Some(Box::pin(Forwarded { stream, forwarder })))
     }
@@ -279,7 +299,10 @@ impl Sandbox for KubeSandbox {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
-                return Err(SandboxError::engine(format!("delete the NetworkPolicy of pod {}", self.name), e));
+                return Err(SandboxError::engine(
+                    format!("delete the NetworkPolicy of pod {}", self.name),
+                    e,
+                ));
             }
         }
         pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await

@@ -164,29 +164,35 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
         };
         if request.target.contains("/portforward?") {
             let key = header("sec-websocket-key");
-            let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+            let accept =
+                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
             let text = format!(
                 "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
             );
             reader.get_mut().write_all(text.as_bytes()).await.unwrap();
-            let ws = WebSocketStream::from_raw_socket(reader.into_inner(), Role::Server, None).await;
+            let ws =
+                WebSocketStream::from_raw_socket(reader.into_inner(), Role::Server, None).await;
             seen.lock().unwrap().push(request.clone());
             echo_port(ws, &request).await;
             return;
         }
         if request.target.contains("/exec?") {
             let key = header("sec-websocket-key");
-            let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+            let accept =
+                tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
             let text = format!(
                 "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
             );
             reader.get_mut().write_all(text.as_bytes()).await.unwrap();
-            let ws = WebSocketStream::from_raw_socket(reader.into_inner(), Role::Server, None).await;
+            let ws =
+                WebSocketStream::from_raw_socket(reader.into_inner(), Role::Server, None).await;
             run_session(ws, &answer, &mut request).await;
             seen.lock().unwrap().push(request);
             return;
         }
-        let Reply::Json(code, value) = answer(&request) else { panic!("an exec answer to {}", request.target) };
+        let Reply::Json(code, value) = answer(&request) else {
+            panic!("an exec answer to {}", request.target)
+        };
         seen.lock().unwrap().push(request);
         let body = value.to_string();
         let text = format!(
@@ -202,7 +208,13 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
 /// A port-forward session whose pod side echoes what it gets: each channel
 /// first names its port (2 bytes, little endian), as the kubelet does.
 async fn echo_port(mut ws: WebSocketStream<TcpStream>, request: &Seen) {
-    let port: u16 = request.target.split("ports=").nth(1).and_then(|p| p.split('&').next()).and_then(|p| p.parse().ok()).unwrap();
+    let port: u16 = request
+        .target
+        .split("ports=")
+        .nth(1)
+        .and_then(|p| p.split('&').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
     for channel in [0u8, 1] {
         let [lo, hi] = port.to_le_bytes();
         let _ = ws.send(Message::Binary(Bytes::from(vec![channel, lo, hi]))).await;
@@ -264,15 +276,20 @@ fn spec() -> SandboxSpec {
 }
 
 /// Answers creates by echoing, reads of the pod with a Ready pod, and execs with `exec`.
-fn cluster(exec: impl Fn(&Seen) -> Session + Send + Sync + 'static) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
+fn cluster(
+    exec: impl Fn(&Seen) -> Session + Send + Sync + 'static,
+) -> impl Fn(&Seen) -> Reply + Send + Sync + 'static {
     move |r: &Seen| {
         if r.target.contains("/exec?") {
             return Reply::Exec(exec(r));
         }
         match r.method.as_str() {
             "POST" => Reply::Json(201, r.body.clone()),
-            "GET" => Reply::Json(200, json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+            "GET" => Reply::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+            ),
             _ => Reply::Json(200, json!({"kind": "Status", "status": "Success"})),
         }
     }
@@ -284,7 +301,9 @@ async fn sandbox(api: &FakeApi) -> Arc<dyn Sandbox> {
 
 #[tokio::test]
 async fn the_pod_is_bare_unprivileged_limited_labelled_and_placed_as_configured() {
-    let api = FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) })).await;
+    let api =
+        FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) }))
+            .await;
     let config = KubernetesConfig {
         runtime_class: Some("gvisor".into()),
         node_selector: BTreeMap::from([("pool".into(), "evals".into())]),
@@ -302,12 +321,18 @@ async fn the_pod_is_bare_unprivileged_limited_labelled_and_placed_as_configured(
     // The policy before the pod: the pod is never up without it.
     assert_eq!(
         api.calls(),
-        ["POST /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies", "POST /api/v1/namespaces/evals/pods"]
+        [
+            "POST /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies",
+            "POST /api/v1/namespaces/evals/pods"
+        ]
     );
     let policy = &seen[0].body;
     assert_eq!(policy["spec"]["podSelector"]["matchLabels"]["dev.reeval.pod"], sandbox.id());
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
-    assert!(policy["spec"].get("egress").is_none() && policy["spec"].get("ingress").is_none(), "{policy}");
+    assert!(
+        policy["spec"].get("egress").is_none() && policy["spec"].get("ingress").is_none(),
+        "{policy}"
+    );
 
     let pod = &seen[1].body;
     let s = &pod["spec"];
@@ -315,7 +340,10 @@ async fn the_pod_is_bare_unprivileged_limited_labelled_and_placed_as_configured(
     assert_eq!(s["automountServiceAccountToken"], false);
     assert_eq!(s["runtimeClassName"], "gvisor");
     assert_eq!(s["nodeSelector"], json!({"pool": "evals"}));
-    assert_eq!(s["tolerations"][0], json!({"key": "dedicated", "operator": "Equal", "value": "evals", "effect": "NoSchedule"}));
+    assert_eq!(
+        s["tolerations"][0],
+        json!({"key": "dedicated", "operator": "Equal", "value": "evals", "effect": "NoSchedule"})
+    );
     assert!(s.get("hostNetwork").is_none());
     let c = &s["containers"][0];
     assert_eq!(c["image"], "registry.example/reeval/base:1");
@@ -328,7 +356,10 @@ async fn the_pod_is_bare_unprivileged_limited_labelled_and_placed_as_configured(
     assert_eq!(sc["privileged"], false);
     assert_eq!(sc["allowPrivilegeEscalation"], false);
     assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
-    assert_eq!(sc["capabilities"]["add"], json!(["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]));
+    assert_eq!(
+        sc["capabilities"]["add"],
+        json!(["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"])
+    );
     // Labels are valid label values; the exact ones (and the owner) are annotations.
     let labels = &pod["metadata"]["labels"];
     assert_eq!(labels[LABEL_RUN], "2026-12-03T13-11-42-77");
@@ -340,7 +371,9 @@ async fn the_pod_is_bare_unprivileged_limited_labelled_and_placed_as_configured(
 
 #[tokio::test]
 async fn requests_can_be_lower_than_limits_and_test_clusters_use_the_host_network() {
-    let api = FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) })).await;
+    let api =
+        FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) }))
+            .await;
     let config = KubernetesConfig {
         requests: BTreeMap::from([("cpu".into(), "50m".into())]),
         host_network: true,
@@ -349,7 +382,10 @@ async fn requests_can_be_lower_than_limits_and_test_clusters_use_the_host_networ
     api.backend(config).create(&spec()).await.unwrap();
     let pod = &api.seen()[1].body;
     assert_eq!(pod["spec"]["hostNetwork"], true);
-    assert_eq!(pod["spec"]["containers"][0]["resources"]["requests"], json!({"memory": "1073741824", "cpu": "50m"}));
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["requests"],
+        json!({"memory": "1073741824", "cpu": "50m"})
+    );
 }
 
 #[tokio::test]
@@ -361,26 +397,55 @@ async fn exec_gives_both_streams_and_the_exit_code_from_the_status() {
     }))
     .await;
     let sandbox = sandbox(&api).await;
-    let cmd = Command::new("sh").arg("-c").arg("echo out; echo err >&2; exit 3").workdir("/workspace").user("1000:1000");
+    let cmd = Command::new("sh")
+        .arg("-c")
+        .arg("echo out; echo err >&2; exit 3")
+        .workdir("/workspace")
+        .user("1000:1000");
     let env = [("CI".to_string(), "1".to_string())];
     let out = sandbox.exec(ExecRequest::plain(&cmd, &env)).await.unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "out\n", "err\n"));
     // The prologue carries what the exec API cannot: directory, no stdin, user, environment.
     let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
     assert!(exec.target.contains("container=sandbox"), "{}", exec.target);
-    assert!(exec.protocols.starts_with("v5.channel.k8s.io"), "v5 is offered first: {}", exec.protocols);
+    assert!(
+        exec.protocols.starts_with("v5.channel.k8s.io"),
+        "v5 is offered first: {}",
+        exec.protocols
+    );
     assert_eq!(exec.argv[..2], ["/bin/sh", "-c"]);
     assert_eq!(
         exec.argv[4..],
-        ["/workspace", "", "setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--", "env", "CI=1", "sh", "-c", "echo out; echo err >&2; exit 3"]
+        [
+            "/workspace",
+            "",
+            "setpriv",
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "--",
+            "env",
+            "CI=1",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3"
+        ]
     );
 
-    let ok = FakeApi::start(cluster(|_| Session { stdout: b"fine".to_vec(), stderr: vec![], status: exited(0) })).await;
+    let ok = FakeApi::start(cluster(|_| Session {
+        stdout: b"fine".to_vec(),
+        stderr: vec![],
+        status: exited(0),
+    }))
+    .await;
     let out = sandbox_exec(&ok, Command::new("true")).await.unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str()), (0, "fine"));
 }
 
-async fn sandbox_exec(api: &FakeApi, cmd: Command) -> Result<crate::exec::ExecOutput, SandboxError> {
+async fn sandbox_exec(
+    api: &FakeApi,
+    cmd: Command,
+) -> Result<crate::exec::ExecOutput, SandboxError> {
     sandbox(api).await.exec(ExecRequest::plain(&cmd, &[])).await
 }
 
@@ -402,7 +467,12 @@ async fn capture_is_bounded_and_the_total_is_counted() {
 
 #[tokio::test]
 async fn a_socket_closed_without_a_status_is_an_infra_error() {
-    let api = FakeApi::start(cluster(|_| Session { stdout: b"partial".to_vec(), stderr: vec![], status: None })).await;
+    let api = FakeApi::start(cluster(|_| Session {
+        stdout: b"partial".to_vec(),
+        stderr: vec![],
+        status: None,
+    }))
+    .await;
     let e = sandbox_exec(&api, Command::new("make")).await.unwrap_err();
     assert!(e.to_string().contains("closed without a status"), "{e}");
     let outcome = crate::outcome::classify(&crate::error::Error::from(e));
@@ -428,12 +498,17 @@ async fn stdin_is_length_delimited_and_sent_in_chunks_without_a_close() {
 
 #[tokio::test]
 async fn files_go_in_and_out_as_tar_over_exec() {
-    let file = archive::tar_of(&[("greet.py".into(), b"def greet(): pass\n".to_vec(), 0o644)]).unwrap();
+    let file =
+        archive::tar_of(&[("greet.py".into(), b"def greet(): pass\n".to_vec(), 0o644)]).unwrap();
     let sent = file.clone();
     let api = FakeApi::start(cluster(move |r| {
         let script = r.argv.join(" ");
         if script.contains("tar -x") {
-            Session { stdout: vec![], stderr: vec![], status: exited(if r.stdin == sent { 0 } else { 1 }) }
+            Session {
+                stdout: vec![],
+                stderr: vec![],
+                status: exited(if r.stdin == sent { 0 } else { 1 }),
+            }
         } else if r.argv.last().map(String::as_str) == Some("missing") {
             Session { stdout: vec![], stderr: vec![], status: exited(44) }
         } else {
@@ -508,7 +583,8 @@ async fn the_sweep_deletes_only_this_runners_pods_of_the_run() {
         }
     })
     .await;
-    let removed = api.backend(KubernetesConfig::default()).sweep(Sweep::OwnRun("run:1")).await.unwrap();
+    let removed =
+        api.backend(KubernetesConfig::default()).sweep(Sweep::OwnRun("run:1")).await.unwrap();
     assert_eq!(removed, 1);
     let calls = api.calls();
     assert_eq!(
@@ -520,7 +596,11 @@ async fn the_sweep_deletes_only_this_runners_pods_of_the_run() {
             "DELETE /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/mine",
         ]
     );
-    assert!(api.seen()[0].target.contains("labelSelector=dev.reeval.run=run-1"), "{}", api.seen()[0].target);
+    assert!(
+        api.seen()[0].target.contains("labelSelector=dev.reeval.run=run-1"),
+        "{}",
+        api.seen()[0].target
+    );
 }
 
 #[tokio::test]
@@ -573,12 +653,17 @@ async fn preflight_names_a_missing_namespace() {
 
 #[tokio::test]
 async fn images_reeval_builds_need_a_registry_and_say_so() {
-    let api = FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) })).await;
+    let api =
+        FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) }))
+            .await;
     let backend = api.backend(KubernetesConfig::default());
     let ready = backend.ensure_image(&ImageSpec::From("ghcr.io/x/y:1".into()), "").await.unwrap();
     assert_eq!(ready.reference, "ghcr.io/x/y:1");
     let e = backend
-        .ensure_image(&ImageSpec::Install { base: "debian:12".into(), steps: vec!["true".into()] }, "")
+        .ensure_image(
+            &ImageSpec::Install { base: "debian:12".into(), steps: vec!["true".into()] },
+            "",
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, SandboxError::ImageMissing { .. }), "{e}");
@@ -587,15 +672,27 @@ async fn images_reeval_builds_need_a_registry_and_say_so() {
 
 #[tokio::test]
 async fn serve_connects_through_the_port_forward_api() {
-    let api = FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) })).await;
+    let api =
+        FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) }))
+            .await;
     let sandbox = sandbox(&api).await;
-    let mut stream = sandbox.connect_port(8080).await.unwrap().expect("Kubernetes forwards ports itself");
+    let mut stream =
+        sandbox.connect_port(8080).await.unwrap().expect("Kubernetes forwards ports itself");
     stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
     let mut echoed = [0u8; 18];
-    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_exact(&mut echoed)).await.unwrap().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_exact(&mut echoed))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(&echoed, b"GET / HTTP/1.0\r\n\r\n");
     let forward = api.seen().into_iter().find(|s| s.target.contains("/portforward")).unwrap();
-    assert!(forward.target.starts_with(&format!("/api/v1/namespaces/evals/pods/{}/portforward?", sandbox.id())), "{}", forward.target);
+    assert!(
+        forward
+            .target
+            .starts_with(&format!("/api/v1/namespaces/evals/pods/{}/portforward?", sandbox.id())),
+        "{}",
+        forward.target
+    );
     assert!(forward.target.contains("ports=8080"), "{}", forward.target);
 }
 
@@ -612,9 +709,13 @@ fn a_status_without_an_exit_code_is_not_a_success() {
     let s = |v: Value| Some(serde_json::from_value::<Status>(v).unwrap());
     assert_eq!(exec::outcome(s(exited(0).unwrap()), "p").unwrap(), exec::Outcome::Exited(0));
     assert_eq!(exec::outcome(s(exited(137).unwrap()), "p").unwrap(), exec::Outcome::Exited(137));
-    let odd = s(json!({"status": "Failure", "reason": "InternalError", "message": "container not running"}));
+    let odd = s(
+        json!({"status": "Failure", "reason": "InternalError", "message": "container not running"}),
+    );
     assert!(exec::outcome(odd, "p").unwrap_err().to_string().contains("container not running"));
     assert!(exec::outcome(None, "p").is_err());
-    let missing = s(json!({"status": "Failure", "message": "exec: \"nope\": executable file not found in $PATH"}));
+    let missing = s(
+        json!({"status": "Failure", "message": "exec: \"nope\": executable file not found in $PATH"}),
+    );
     assert!(matches!(exec::outcome(missing, "p").unwrap(), exec::Outcome::NotFound(_)));
 }
