@@ -4,14 +4,22 @@
 # (a second dockerd over TLS and over SSH, and Podman), which it stops again.
 # Without root, `ip` or `dockerd`, the extra engines are skipped (the engine
 # tests say so; REEVAL_REQUIRE_ENGINES=1 makes that a failure).
+# Then the Kubernetes backend (feature `kubernetes`): its unit tests on a fake
+# API server always, and tests/kubernetes.rs against the real API server and
+# kubelet of scripts/kube.sh when its cached binaries are present
+# (`scripts/kube.sh build` makes them, once per machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-engines=0
+engines=0 kube=0
+cleanup() {
+  if [ "$engines" = 1 ]; then scripts/engines.sh stop; fi
+  if [ "$kube" = 1 ]; then scripts/kube.sh stop; fi
+}
+trap cleanup EXIT
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v dockerd >/dev/null; then
   eval "$(scripts/engines.sh start)"
   engines=1
-  trap 'scripts/engines.sh stop' EXIT
 elif [ "${REEVAL_REQUIRE_ENGINES:-}" = 1 ]; then
   echo "REEVAL_REQUIRE_ENGINES=1 but the extra engines cannot start here (they need root, ip and dockerd)" >&2
   exit 1
@@ -24,4 +32,18 @@ if [ "$engines" = 1 ]; then
     echo "== the lifecycle and environment suites on $host"
     DOCKER_HOST=$host cargo test --test lifecycle --test environment
   done
+fi
+
+echo "== the Kubernetes backend: unit tests on a fake API server"
+cargo test -p reeval-core --features kubernetes --lib sandbox::kubernetes
+if [ "$(id -u)" = 0 ] && scripts/kube.sh have-binaries; then
+  echo "== the Kubernetes backend against a real API server and kubelet (v1.20)"
+  kube=1
+  eval "$(scripts/kube.sh start)"
+  KUBECONFIG=$REEVAL_TEST_KUBECONFIG REEVAL_REQUIRE_KUBE=1 cargo test --features kubernetes --test kubernetes
+elif [ "${REEVAL_REQUIRE_KUBE:-}" = 1 ]; then
+  echo "REEVAL_REQUIRE_KUBE=1 but the test cluster cannot start here (root and scripts/kube.sh build needed)" >&2
+  exit 1
+else
+  echo "== skipping the Kubernetes backend against a real cluster: no cached binaries (scripts/kube.sh build)"
 fi

@@ -26,6 +26,8 @@
 //! | judge | | `REEVAL_JUDGE`, when the file names none | `judge` | none |
 //! | env files | | `REEVAL_ENV_FILE`, after the file's | `env_file` | none |
 //! | config file | | `REEVAL_CONFIG` | | `./reeval.toml` if present |
+//! | backend | | `REEVAL_BACKEND` (`docker`, `kubernetes`) | `backend`, `[kubernetes]` | docker |
+//! | Kubernetes namespace | | `REEVAL_KUBE_NAMESPACE` | `namespace` | the kubeconfig's |
 //! | git cache | | `REEVAL_CACHE_DIR` | | `<temp>/reeval-cache` |
 //! | run id | | `NEXTEST_RUN_ID` | | `<utc time>-<pid>-<nonce>` |
 //! | under nextest | | `NEXTEST` set | | no |
@@ -256,6 +258,9 @@ pub struct Settings {
     pub under_nextest: bool,
     /// Engines to spread attempts over (`REEVAL_ENGINES`, `engines` in `reeval.toml`); empty: the one of `DOCKER_HOST`.
     pub engines: Vec<crate::runner::pool::EngineSpec>,
+    /// The Kubernetes backend instead of Docker (`REEVAL_BACKEND=kubernetes`,
+    /// or `backend = "kubernetes"` in `reeval.toml`), with its settings.
+    pub kubernetes: Option<crate::runner::config::KubernetesConfig>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Retries of an infra error.
@@ -412,6 +417,7 @@ impl Settings {
             run_id: run_id_from(&env),
             under_nextest: (env)("NEXTEST").is_some(),
             engines: Vec::new(),
+            kubernetes: None,
             config_file: None,
             infra_retries: 2,
             min_pass_rate: None,
@@ -538,6 +544,31 @@ impl Settings {
                     })
                 })?,
         };
+        // The backend: the variable over the file.
+        let backend = vars
+            .get("REEVAL_BACKEND")
+            .map(|b| (b, true))
+            .or(suite.backend.clone().map(|b| (b, false)));
+        s.kubernetes = match backend {
+            None => None,
+            Some((b, _)) if b.trim() == "docker" => None,
+            Some((b, _)) if b.trim() == "kubernetes" => {
+                let mut k = suite.kubernetes.clone();
+                k.namespace = vars.get("REEVAL_KUBE_NAMESPACE").or(suite.namespace.clone());
+                Some(k)
+            }
+            Some((b, from_var)) => {
+                let expected = "`docker` or `kubernetes`";
+                return Err(if from_var {
+                    Vars::fail("REEVAL_BACKEND", &b, expected)
+                } else {
+                    SettingsError::Config(ConfigFileError {
+                        path: s.config_file.clone().unwrap_or_default(),
+                        message: format!("key `backend`: `{b}` is not {expected}"),
+                    })
+                });
+            }
+        };
         Ok(s)
     }
 
@@ -573,6 +604,7 @@ impl Settings {
             engines: self.engines.clone(),
             setup_cache: self.setup_cache,
             prestart: self.prestart,
+            kubernetes: self.kubernetes.clone(),
         }
     }
 }
@@ -638,6 +670,33 @@ mod tests {
             (c.run_id.as_str(), c.threads, c.trials, c.under_nextest, c.print),
             ("nextest-run", 5, Some(3), true, false)
         );
+    }
+
+    #[test]
+    fn the_backend_is_chosen_by_the_variable_over_the_file() {
+        assert_eq!(load(&[], &[]).unwrap().kubernetes, None);
+        let s = load(&[], &[("REEVAL_BACKEND", "kubernetes"), ("REEVAL_KUBE_NAMESPACE", "evals")])
+            .unwrap();
+        assert_eq!(s.kubernetes.as_ref().and_then(|k| k.namespace.as_deref()), Some("evals"));
+        assert_eq!(s.run_config().kubernetes, s.kubernetes);
+        let e = load(&[], &[("REEVAL_BACKEND", "k8s")]).unwrap_err().to_string();
+        assert!(e.contains("REEVAL_BACKEND") && e.contains("`docker` or `kubernetes`"), "{e}");
+
+        let path = config_file(
+            "kube",
+            "backend = \"kubernetes\"\nnamespace = \"from-file\"\n[kubernetes]\nruntime_class = \"gvisor\"\nnode_selector = { pool = \"evals\" }\n",
+        );
+        let config = path.to_str().unwrap();
+        let k = load(&[], &[("REEVAL_CONFIG", config)]).unwrap().kubernetes.expect("kubernetes");
+        assert_eq!(k.namespace.as_deref(), Some("from-file"));
+        assert_eq!(k.runtime_class.as_deref(), Some("gvisor"));
+        assert_eq!(k.node_selector.get("pool").map(String::as_str), Some("evals"));
+        // The variable wins: Docker after all.
+        let s = load(&[], &[("REEVAL_CONFIG", config), ("REEVAL_BACKEND", "docker")]).unwrap();
+        assert_eq!(s.kubernetes, None);
+        let bad = config_file("kube-typo", "[kubernetes]\nruntime_klass = \"x\"\n");
+        let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+        assert!(e.contains("runtime_klass"), "{e}");
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! [prices."my-model"]                     # US dollars per million tokens
 //! input = 1.0
 //! output = 2.0
+//!
+//! backend = "kubernetes"                  # or REEVAL_BACKEND=kubernetes (feature `kubernetes`)
+//! namespace = "evals"                     # where attempts' pods go
+//! [kubernetes]                            # optional: see `KubernetesConfig`
+//! runtime_class = "gvisor"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -55,6 +60,49 @@ pub struct SuiteConfig {
     /// Prices per model, over the built-in ones.
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, crate::prices::Price>,
+    /// Which engine runs sandboxes: `docker` (the default) or `kubernetes`.
+    pub backend: Option<String>,
+    /// The Kubernetes namespace of the attempts' pods (default: the kubeconfig's).
+    pub namespace: Option<String>,
+    /// The Kubernetes backend's other settings.
+    #[serde(default)]
+    pub kubernetes: KubernetesConfig,
+}
+
+/// How the Kubernetes backend places and shapes the attempts' pods
+/// (`[kubernetes]` in `reeval.toml`; `namespace` is a top-level key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesConfig {
+    /// The namespace; filled from the top-level `namespace` key (or
+    /// `REEVAL_KUBE_NAMESPACE`); `None`: the kubeconfig's, else `default`.
+    #[serde(skip)]
+    pub namespace: Option<String>,
+    /// `runtimeClassName` of every pod (`gvisor`, `kata`).
+    pub runtime_class: Option<String>,
+    /// `nodeSelector` of every pod.
+    #[serde(default)]
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// `tolerations` of every pod, as Kubernetes spells them (`key`, `operator`, `value`, `effect`).
+    #[serde(default)]
+    pub tolerations: Vec<std::collections::BTreeMap<String, String>>,
+    /// `imagePullPolicy` of the sandbox container: `IfNotPresent` (default), `Always` or `Never`.
+    pub image_pull_policy: Option<String>,
+    /// A registry the cluster pulls from, for images reeval builds (`Image::dockerfile`,
+    /// `Image::install`). Pushing there is not implemented yet: with or without it,
+    /// such images fail preflight with a message saying what to do.
+    pub registry: Option<String>,
+    /// Resource requests, when they should be below the limits (`cpu = "100m"`, `memory = "256Mi"`).
+    #[serde(default)]
+    pub requests: std::collections::BTreeMap<String, String>,
+    /// `nodeName` of every pod: for clusters without a scheduler (tests), or to pin a node.
+    pub node_name: Option<String>,
+    /// How long a pod may take to be Ready, in seconds (default 300).
+    pub ready_timeout_secs: Option<u64>,
+    /// Test clusters only: run pods on the node's network (`hostNetwork`), where
+    /// no CNI works. Such a pod is NOT isolated; attempts that need egress refuse to start.
+    #[serde(default)]
+    pub host_network: bool,
 }
 
 /// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).

@@ -228,3 +228,14 @@ async fn an_interrupted_turn_is_kept_as_interrupted() {
     assert_eq!(r.turns[0].status, TurnStatus::Interrupted);
     assert_eq!(backend.live(), 0, "torn down");
 }
+
+/// Without the feature, asking for Kubernetes stops the run in preflight and says what to build.
+#[cfg(not(feature = "kubernetes"))]
+#[tokio::test]
+async fn kubernetes_without_the_feature_is_a_preflight_miss() {
+    let config = RunConfig { kubernetes: Some(Default::default()), ..config() };
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("script", |_| Box::new(Script));
+    let e = Runner::new(config, harnesses).run(vec![flaky()]).await.unwrap_err().to_string();
+    assert!(e.contains("`kubernetes` feature"), "{e}");
+}

@@ -81,6 +81,8 @@ pub struct RunConfig {
     pub setup_cache: bool,
     /// Containers created ahead of their slot (`--prestart N`): fresh, never reused.
     pub prestart: usize,
+    /// The Kubernetes backend instead of Docker, with its settings (needs the feature `kubernetes`).
+    pub kubernetes: Option<config::KubernetesConfig>,
 }
 
 impl Default for RunConfig {

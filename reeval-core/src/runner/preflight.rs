@@ -144,9 +144,11 @@ pub(crate) async fn preflight(
             secrets.insert(cell_key(&eval.name, &spec), for_cell);
         }
     }
-    // The engines: the backend given, a pool, or the one DOCKER_HOST names.
+    // The engines: the backend given, a Kubernetes cluster, a pool, or the one DOCKER_HOST names.
     let pool = if let Some(b) = &runner.backend {
         Some(Pool::single(b.name().to_string(), b.clone()))
+    } else if let Some(config) = &runner.config.kubernetes {
+        kubernetes(runner, evals, config, &mut missing).await
     } else if !runner.config.engines.is_empty() {
         Pool::connect(&runner.config.engines).await.map_err(|misses| missing.extend(misses)).ok()
     } else {
@@ -204,6 +206,67 @@ pub(crate) async fn preflight(
         detail: format!("ok in {}ms · {}", began.elapsed().as_millis(), engines.join(", ")),
         engine,
     })
+}
+
+/// The Kubernetes backend: connected, its own checks (API, namespace, RBAC),
+/// and what it cannot run yet: images reeval builds (they need a registry) and egress.
+#[cfg(feature = "kubernetes")]
+async fn kubernetes(
+    runner: &Runner,
+    evals: &[Eval],
+    config: &crate::runner::config::KubernetesConfig,
+    missing: &mut Vec<String>,
+) -> Option<Pool> {
+    use crate::sandbox::kubernetes::KubeBackend;
+    let backend = match KubeBackend::connect(config.clone()).await {
+        Ok(b) => b,
+        Err(e) => {
+            missing.push(e.to_string());
+            return None;
+        }
+    };
+    let found = backend.preflight().await;
+    for warning in &found.warnings {
+        eprintln!("reeval: warning: {warning}");
+    }
+    missing.extend(found.missing);
+    for eval in evals {
+        let Ok(env) = crate::attempt::build_environment(eval) else { continue };
+        if let Some(
+            spec @ (crate::environment::ImageSpec::Dockerfile(_)
+            | crate::environment::ImageSpec::Install { .. }),
+        ) = &env.image
+            && let Err(e) = backend.ensure_image(spec, "").await
+        {
+            missing.push(format!("environment of eval {}: {e}", eval.name));
+        }
+        let harness_egress = runner
+            .harness_specs(eval)
+            .iter()
+            .filter_map(|spec| runner.harnesses.make(spec))
+            .any(|h| !h.egress().is_empty());
+        if env.wants_egress() || harness_egress {
+            missing.push(format!(
+                "eval {} needs egress (an allowlist, brokered secrets or a harness that calls a model), and the Kubernetes backend does not run the egress gateway yet: its pods get no network at all; run it on Docker",
+                eval.name
+            ));
+        }
+    }
+    let name = backend.ping().await.map(|i| i.host).unwrap_or_default();
+    Some(Pool::single(name, Arc::new(backend)))
+}
+
+#[cfg(not(feature = "kubernetes"))]
+async fn kubernetes(
+    _runner: &Runner,
+    _evals: &[Eval],
+    _config: &crate::runner::config::KubernetesConfig,
+    missing: &mut Vec<String>,
+) -> Option<Pool> {
+    missing.push(
+        "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] }".into(),
+    );
+    None
 }
 
 /// Where preflight looked for a secret, for the message naming one it did not find.

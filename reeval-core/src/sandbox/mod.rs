@@ -10,6 +10,8 @@ pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 mod handle;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub(crate) mod procs;
 
 use std::collections::BTreeMap;
@@ -546,6 +548,19 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Dropping the stream closes the attach; the process ends when its stdin closes.
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError>;
 
+    /// A connection to `port` inside the sandbox through the engine's own
+    /// port forwarding (Kubernetes' port-forward API), or `None` where the
+    /// engine has none and `Ctx::serve` relays through [`Sandbox::open_stream`].
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the stream closes the connection.
+    async fn connect_port(&self, _port: u16) -> Result<Option<PortStream>, SandboxError> {
+        Ok(None)
+    }
+
     /// Removes the sandbox and everything in it. Idempotent.
     ///
     /// # Errors
@@ -555,6 +570,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// A cancelled destroy may leave the sandbox, which the run's end sweep removes.
     async fn destroy(&self) -> Result<(), SandboxError>;
 }
+
+/// A byte stream to a port inside the sandbox (see [`Sandbox::connect_port`]).
+pub type PortStream = std::pin::Pin<Box<dyn PortIo>>;
+
+/// What a [`PortStream`] is: both directions of a connection.
+pub trait PortIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send> PortIo for T {}
 
 /// A process in the sandbox with its stdin and stdout attached.
 pub struct ExecStream {

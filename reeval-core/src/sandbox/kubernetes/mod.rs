@@ -1,0 +1,275 @@
+//! The Kubernetes backend (feature `kubernetes`), on kube-rs: one bare pod per
+//! attempt in a namespace of the cluster the kubeconfig (or the in-cluster
+//! service account) names, with a deny-all NetworkPolicy of its own. Commands
+//! run through the websocket exec API ([`exec`]), files go as tar over exec,
+//! `Ctx::serve` uses the port-forward API. Selected with
+//! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
+//!
+//! - [`pod`]: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
+//! - [`exec`]: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
+//! - [`sandbox`]: the [`Sandbox`] of one pod (exec, kill, files, port-forward, destroy).
+//! - [`preflight`]: the API answers, the namespace exists, RBAC allows what the backend does.
+
+mod exec;
+mod pod;
+mod preflight;
+mod sandbox;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, DeleteParams, ListParams};
+
+pub use preflight::Preflight;
+pub use sandbox::KubeSandbox;
+
+use super::docker::{owner_is_gone, owner_label};
+use super::{
+    Backend, Capabilities, EngineInfo, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN, NetworkSpec,
+    ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
+};
+use crate::environment::ImageSpec;
+use crate::runner::config::KubernetesConfig;
+
+/// A Kubernetes cluster and the namespace attempts run in, shared by every sandbox of a run.
+#[derive(Clone)]
+pub struct KubeBackend {
+    client: kube::Client,
+    namespace: String,
+    config: Arc<KubernetesConfig>,
+    /// Where the API server is, for preflight and the record.
+    server: String,
+}
+
+impl std::fmt::Debug for KubeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeBackend")
+            .field("server", &self.server)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeBackend {
+    /// Connects with the kubeconfig (`KUBECONFIG`, `~/.kube/config`) or the
+    /// in-cluster service account, as `kubectl` finds them. The namespace is
+    /// `config.namespace`, else the kubeconfig context's, else `default`.
+    ///
+    /// # Errors
+    /// [`SandboxError::EngineConfig`] when no usable configuration is found.
+    ///
+    /// # Cancel safety
+    /// Safe: nothing is created.
+    pub async fn connect(config: KubernetesConfig) -> Result<Self, SandboxError> {
+        let kube_config = kube::Config::infer().await.map_err(|e| SandboxError::EngineConfig {
+            message: format!(
+                "failed to find a Kubernetes configuration (KUBECONFIG, ~/.kube/config or the in-cluster service account): {e}"
+            ),
+        })?;
+        Self::with_config(kube_config, config)
+    }
+
+    /// Connects with an explicit client configuration (tests, embedders).
+    ///
+    /// # Errors
+    /// [`SandboxError::EngineConfig`] when the client cannot be built from it.
+    pub fn with_config(
+        kube_config: kube::Config,
+        config: KubernetesConfig,
+    ) -> Result<Self, SandboxError> {
+        let server = kube_config.cluster_url.to_string();
+        let namespace =
+            config.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
+        let client =
+            kube::Client::try_from(kube_config).map_err(|e| SandboxError::EngineConfig {
+                message: format!("failed to build a Kubernetes client for {server}: {e}"),
+            })?;
+        Ok(Self { client, namespace, config: Arc::new(config), server })
+    }
+
+    /// The namespace attempts run in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Names of the pods of run `run_id` in the namespace (any owner, any state).
+    ///
+    /// # Errors
+    /// An API error.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn pods_of_run(&self, run_id: &str) -> Result<Vec<String>, SandboxError> {
+        let list =
+            ListParams::default().labels(&format!("{LABEL_RUN}={}", pod::label_value(run_id)));
+        let pods =
+            self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        Ok(pods.items.into_iter().filter_map(|p| p.metadata.name).collect())
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn policies(&self) -> Api<NetworkPolicy> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Checks that the API answers, the namespace exists and RBAC allows what
+    /// the backend does; lists every miss, and warnings that do not stop a run.
+    ///
+    /// # Errors
+    /// None: misses are in the returned [`Preflight`].
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads (a `SelfSubjectAccessReview` creates nothing).
+    pub async fn preflight(&self) -> Preflight {
+        preflight::check(&self.client, &self.namespace).await
+    }
+}
+
+#[async_trait]
+impl Backend for KubeBackend {
+    fn name(&self) -> &str {
+        "kubernetes"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // No host directory can be mounted into a pod, and the kernel's OOM count is the node's.
+        Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
+    }
+
+    async fn ping(&self) -> Result<EngineInfo, SandboxError> {
+        let v = self.client.apiserver_version().await.map_err(|e| {
+            SandboxError::EngineUnreachable { message: format!("{}: {e}", self.server) }
+        })?;
+        Ok(EngineInfo {
+            name: "Kubernetes".into(),
+            version: v.git_version,
+            api_version: format!("{}.{}", v.major, v.minor),
+            host: format!("{} namespace {}", self.server, self.namespace),
+        })
+    }
+
+    async fn ensure_image(
+        &self,
+        spec: &ImageSpec,
+        _extra: &str,
+    ) -> Result<ReadyImage, SandboxError> {
+        match spec {
+            // The cluster pulls it (imagePullPolicy from the config); a pull that fails shows at start.
+            ImageSpec::From(reference) => Ok(ReadyImage {
+                reference: reference.clone(),
+                id: reference.clone(),
+                detail: format!(
+                    "{reference}, pulled by the cluster ({})",
+                    self.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
+                ),
+            }),
+            built => Err(SandboxError::ImageMissing {
+                image: match built {
+                    ImageSpec::Dockerfile(path) => path.display().to_string(),
+                    ImageSpec::Install { base, .. } => format!("{base} with install steps"),
+                    ImageSpec::From(_) => unreachable!(),
+                },
+                hint: needs_registry_hint(self.config.registry.as_deref()),
+            }),
+        }
+    }
+
+    async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        if !matches!(spec.network, NetworkSpec::None) {
+            return Err(SandboxError::EngineConfig {
+                message: "the Kubernetes backend gives a sandbox no network but its own deny-all policy; a gateway network cannot be joined".into(),
+            });
+        }
+        let name = pod::new_name();
+        let owner = owner_label();
+        // The policy first: the pod is never up without it.
+        let policy = pod::deny_all_policy(&name, spec, &owner);
+        self.policies().create(&Default::default(), &policy).await.map_err(|e| {
+            SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
+        })?;
+        let manifest = pod::manifest(&name, spec, &self.config, &owner);
+        let sandbox =
+            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within());
+        if let Err(e) = self.pods().create(&Default::default(), &manifest).await {
+            let _ = sandbox.destroy().await;
+            return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));
+        }
+        Ok(Arc::new(sandbox))
+    }
+
+    async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError> {
+        let selector = match scope {
+            Sweep::Orphans => LABEL_RUN.to_string(),
+            Sweep::OwnRun(run) => format!("{LABEL_RUN}={}", pod::label_value(run)),
+        };
+        let me = owner_label();
+        let ours = |annotations: Option<&std::collections::BTreeMap<String, String>>| {
+            let owner =
+                annotations.and_then(|a| a.get(LABEL_OWNER)).map(String::as_str).unwrap_or("");
+            match scope {
+                Sweep::Orphans => owner_is_gone(owner),
+                Sweep::OwnRun(_) => owner == me,
+            }
+        };
+        let list = ListParams::default().labels(&selector);
+        let pods =
+            self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        let mut removed = 0;
+        for p in pods.items.iter().filter(|p| ours(p.metadata.annotations.as_ref())) {
+            let Some(name) = p.metadata.name.as_deref() else { continue };
+            if self.pods().delete(name, &DeleteParams::default().grace_period(0)).await.is_ok() {
+                removed += 1;
+            }
+        }
+        // Policies go with their pods; a policy without a pod holds nothing, but is removed too.
+        if let Ok(policies) = self.policies().list(&list).await {
+            for p in policies.items.iter().filter(|p| ours(p.metadata.annotations.as_ref())) {
+                if let Some(name) = p.metadata.name.as_deref() {
+                    let _ = self.policies().delete(name, &DeleteParams::default()).await;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+impl KubeBackend {
+    fn ready_within(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.config.ready_timeout_secs.unwrap_or(300))
+    }
+}
+
+/// The client configuration of a kubeconfig file (its current context).
+///
+/// # Errors
+/// [`SandboxError::EngineConfig`] when it cannot be read or used.
+///
+/// # Cancel safety
+/// Safe.
+pub async fn kubeconfig_from(path: &str) -> Result<kube::Config, SandboxError> {
+    let fail = |e: &dyn std::fmt::Display| SandboxError::EngineConfig {
+        message: format!("failed to use the kubeconfig {path}: {e}"),
+    };
+    let file = kube::config::Kubeconfig::read_from(path).map_err(|e| fail(&e))?;
+    kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(|e| fail(&e))
+}
+
+/// What to do about an image reeval would build, on a cluster that must pull it.
+pub(crate) fn needs_registry_hint(registry: Option<&str>) -> String {
+    let configured = match registry {
+        Some(r) => {
+            format!(" (`registry = \"{r}\"` is set, but pushing to it is not implemented yet)")
+        }
+        None => String::new(),
+    };
+    format!(
+        "reeval builds this image, and a Kubernetes cluster can only pull images from a registry{configured}; build and push it yourself (docker build -t REGISTRY/NAME:TAG . && docker push REGISTRY/NAME:TAG) and use Image::from(\"REGISTRY/NAME:TAG\")"
+    )
+}
