@@ -16,6 +16,7 @@
 mod attempt;
 mod budget;
 pub mod capture;
+pub mod compare;
 pub mod diff;
 pub mod egress;
 pub mod environment;
@@ -28,6 +29,7 @@ pub mod judge;
 pub(crate) mod lifecycle;
 pub mod llm;
 pub mod matchers;
+pub mod oracle;
 pub mod outcome;
 pub mod phase;
 pub mod prices;

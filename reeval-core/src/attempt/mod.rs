@@ -48,6 +48,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) run_dir: PathBuf,
     pub(crate) eval: Eval,
     pub(crate) harness_spec: String,
+    /// The arm of a comparison, when the run compares.
+    pub(crate) arm: Option<String>,
     pub(crate) timeout: Duration,
     pub(crate) trial: u32,
     pub(crate) try_: u32,
@@ -132,6 +134,31 @@ pub(crate) struct Attempt {
     interrupt: CancellationToken,
     /// The record's turn that started and has not concluded, and when it started.
     turn_in_flight: Option<(usize, Instant)>,
+    /// Under `--harness oracle`: the eval's reference solution, until the first `send` runs it.
+    pub(super) oracle: Oracle,
+}
+
+/// The oracle of an attempt under `--harness oracle`.
+pub(super) enum Oracle {
+    /// Not the oracle harness.
+    None,
+    /// The solution, still to run at the first `send`.
+    Pending(crate::eval::EvalFn),
+    /// The eval names no solution.
+    Missing,
+    /// It ran.
+    Ran,
+}
+
+impl std::fmt::Debug for Oracle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Oracle::None => "None",
+            Oracle::Pending(_) => "Pending",
+            Oracle::Missing => "Missing",
+            Oracle::Ran => "Ran",
+        })
+    }
 }
 
 impl Attempt {
@@ -819,6 +846,7 @@ pub(crate) async fn run(
     };
     let mut record =
         Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+    record.arm = plan.arm.clone();
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
     record.tags = plan.eval.options.tags.clone();
     record.min_pass_rate = plan.eval.options.min_pass_rate;
@@ -858,6 +886,11 @@ pub(crate) async fn run(
         calls: calls::Calls::default(),
         interrupt: shutdown.clone(),
         turn_in_flight: None,
+        oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec)) {
+            (_, false) => Oracle::None,
+            (Some(solve), true) => Oracle::Pending(solve.clone()),
+            (None, true) => Oracle::Missing,
+        },
     };
     let mut ctx = Ctx { attempt };
 

@@ -178,10 +178,10 @@ pub(crate) enum EvalStatus {
 
 /// The status of an eval from the final tries of its trials.
 pub(crate) fn eval_status(finals: &[Record]) -> EvalStatus {
-    let mut cells: BTreeMap<&str, (u32, u32, Option<f64>)> = BTreeMap::new();
+    let mut cells: BTreeMap<(&str, Option<&str>), (u32, u32, Option<f64>)> = BTreeMap::new();
     let mut infra = false;
     for r in finals {
-        let cell = cells.entry(r.harness.as_str()).or_default();
+        let cell = cells.entry((r.harness.as_str(), r.arm.as_deref())).or_default();
         cell.2 = cell.2.or(r.min_pass_rate);
         match r.outcome {
             Outcome::Pass => cell.0 += 1,
@@ -241,7 +241,9 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
     let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
     format!(
         "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}; {by_k}{cost}\n",
-        c.eval, c.harness, c.passed
+        c.eval,
+        arm_label(&c.harness, c.arm.as_deref()),
+        c.passed
     )
 }
 
@@ -263,13 +265,15 @@ fn summary_text(
             let source = r.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
             out.push_str(&format!(
                 "---- {} #{} [{}] {outcome}/{kind}{source} ----\n",
-                r.eval, r.trial, r.harness
+                r.eval,
+                r.trial,
+                arm_label(&r.harness, r.arm.as_deref())
             ));
             // Tries that failed alike are one failure, said once.
             let tries: Vec<&Record> = report
                 .records
                 .iter()
-                .filter(|t| t.eval == r.eval && t.harness == r.harness && t.trial == r.trial)
+                .filter(|t| t.cell() == r.cell() && t.trial == r.trial)
                 .collect();
             out.push_str(r.message.as_deref().unwrap_or(""));
             out.push('\n');
@@ -328,7 +332,23 @@ fn summary_text(
     for c in &s.cells {
         out.push_str(&cell_line(c));
     }
+    for eval in &s.broken_evals {
+        out.push_str(&format!(
+            "reeval: BROKEN EVAL {eval}: its oracle (reference solution) does not pass, so the eval or its environment is broken\n"
+        ));
+    }
+    if let Some(comparison) = &s.comparison {
+        out.push_str(&crate::compare::render::table(comparison));
+    }
     out
+}
+
+/// `harness`, or `harness, arm` in a comparison whose arm is not the harness.
+pub(crate) fn arm_label(harness: &str, arm: Option<&str>) -> String {
+    match arm {
+        Some(arm) if arm != harness => format!("{harness}, {arm}"),
+        _ => harness.to_string(),
+    }
 }
 
 #[cfg(test)]

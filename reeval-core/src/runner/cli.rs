@@ -57,6 +57,12 @@ pub struct Args {
     pub junit: Option<PathBuf>,
     /// `--stream`: print the agent's events as they arrive.
     pub stream: bool,
+    /// `--compare control,with_skill`: the two arms of a comparison.
+    pub compare: Vec<String>,
+    /// `--vs b`: compare the harness of `--harness a` with `b`.
+    pub vs: Option<String>,
+    /// `--variant NAME`: run every eval with this variant.
+    pub variant: Option<String>,
 }
 
 /// A command line that cannot be understood (exit code 2).
@@ -95,6 +101,10 @@ reeval options (env twins for cargo-nextest):
       --resume <RUN_ID>      complete an interrupted run: recorded attempts are kept
       --junit <PATH>         write JUnit XML, one testcase per attempt (REEVAL_JUNIT)
       --stream               print the agent's events as they arrive  (REEVAL_STREAM=1)
+      --compare <A,B>        compare two arms (`control` and a #[reeval::variant]), paired
+                             by eval and trial, and give a verdict     (REEVAL_COMPARE=a,b)
+      --vs <SPEC>            with --harness <A>: compare harness A with this one
+      --variant <NAME>       run every eval with this variant        (REEVAL_VARIANT)
   -h, --help                 this text
 
 Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
@@ -210,6 +220,16 @@ impl Args {
                 }
                 Long("junit") => a.junit = Some(PathBuf::from(p.value().map_err(usage)?)),
                 Long("stream") => a.stream = true,
+                Long("compare") => {
+                    a.compare = text(&mut p, "--compare")?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
+                Long("vs") => a.vs = Some(text(&mut p, "--vs")?),
+                Long("variant") => a.variant = Some(text(&mut p, "--variant")?),
                 // Everything after `--` comes here too, even when it starts with `-`.
                 Value(filter) => a.filters.push(
                     filter

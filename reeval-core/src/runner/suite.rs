@@ -59,7 +59,15 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     };
     // The console reporter below prints libtest's lines; the runner adds no other.
     let mut config = RunConfig { print: false, ..settings.run_config() };
+    match settings.arms(&crate::compare::registered_variants()) {
+        Ok((arms, variant)) => (config.compare, config.variant) = (arms, variant),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    }
     let mut kept = Vec::new();
+    let mut previous_comparison = None;
     let mut only_cells = None;
     if let Some(run_id) = &args.resume {
         let run_dir = config.record_dir.join(run_id);
@@ -70,6 +78,10 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
                 return 2;
             }
         }
+        // A compare run resumed is a later look at its comparison.
+        previous_comparison = crate::runs::summaries(&run_dir)
+            .ok()
+            .and_then(|s| s.into_iter().find_map(|s| s.comparison));
         config.run_id = run_id.clone();
     }
     if args.rerun_failed {
@@ -124,6 +136,9 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     let mut runner = Runner::new(config, harnesses).resuming(kept);
     if let Some(cells) = only_cells {
         runner = runner.only_cells(cells);
+    }
+    if let Some(previous) = &previous_comparison {
+        runner = runner.comparing_after(previous);
     }
     crate::secrets::install_redacting_panic_hook();
     let code = runtime.block_on(async {
