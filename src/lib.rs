@@ -38,7 +38,8 @@ pub use reeval_core::{
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
-    compare, egress, environment, harness, prices, record, report, runner, runs, sandbox, stats, turn,
+    compare, egress, environment, harness, prices, record, report, runner, runs, sandbox, stats,
+    turn,
 };
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main, variant};

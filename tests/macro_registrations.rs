@@ -23,7 +23,14 @@ async fn every_option(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
-#[reeval::eval(judge = "openai:gpt-5", ignore, tags = "single", harness = "shell", trials = 1, timeout = "90s")]
+#[reeval::eval(
+    judge = "openai:gpt-5",
+    ignore,
+    tags = "single",
+    harness = "shell",
+    trials = 1,
+    timeout = "90s"
+)]
 pub async fn any_order_and_single_strings(_ctx: &mut reeval::Ctx) -> reeval::Result<()> {
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! reeval images build PATH     build a Dockerfile as an eval's `Image::dockerfile` would
 //! reeval images prune          remove reeval's built images (rebuilt on demand)
 //! reeval clean                 remove the sandboxes of runners that are gone
+//! reeval compare A B           the paired comparison of two recorded runs
 //! ```
 
 mod commands;
@@ -25,6 +26,11 @@ Commands:
   images build PATH     build the Dockerfile at PATH, tagged by its content digest
   images prune          remove reeval's built images (reeval/img:*); they are rebuilt on demand
   clean                 remove leftover sandboxes of runners that are gone (killed with SIGKILL)
+  compare RUN_A RUN_B   compare two recorded runs (A the control, B the treatment), paired by
+                        eval and trial: a table here, an HTML page and JSON figures written
+                        (RUN: a run directory or a run id under the record dir)
+      --out <FILE>      where the HTML page goes (default <record dir>/compare.<A>.vs.<B>.html;
+                        the JSON beside it)
 
 Options:
       --record-dir <DIR>  where runs are recorded (env REEVAL_RECORD_DIR;
@@ -40,6 +46,7 @@ enum Command {
     Runs,
     Images(ImagesCommand),
     Clean,
+    Compare { control: String, treatment: String, out: Option<PathBuf> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,11 +73,15 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
     let mut p = lexopt::Parser::from_args(argv);
     let mut words: Vec<String> = Vec::new();
     let mut record_dir = None;
+    let mut out = None;
     while let Some(arg) = p.next().map_err(|e| UsageError(e.to_string()))? {
         match arg {
             Short('h') | Long("help") => return Ok(None),
             Long("record-dir") => {
                 record_dir = Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
+            }
+            Long("out") => {
+                out = Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
             }
             Value(v) => {
                 words.push(v.into_string().map_err(|v| UsageError(format!("{v:?} is not UTF-8")))?)
@@ -87,9 +98,16 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
         ["images", "build", path] => Command::Images(ImagesCommand::Build(PathBuf::from(path))),
         ["images", "prune"] => Command::Images(ImagesCommand::Prune),
         ["clean"] => Command::Clean,
+        ["compare", a, b] => {
+            Command::Compare { control: a.to_string(), treatment: b.to_string(), out: out.take() }
+        }
+        ["compare", ..] => return Err(UsageError("compare takes two runs: RUN_A RUN_B".into())),
         [] => return Err(UsageError("a command is needed".into())),
         other => return Err(UsageError(format!("unknown command `{}`", other.join(" ")))),
     };
+    if out.is_some() {
+        return Err(UsageError("--out goes with compare".into()));
+    }
     Ok(Some(Cli { command, record_dir }))
 }
 
@@ -121,6 +139,9 @@ fn main() {
             Command::Images(ImagesCommand::Build(path)) => commands::images_build(&path).await,
             Command::Images(ImagesCommand::Prune) => commands::images_prune().await,
             Command::Clean => commands::clean().await,
+            Command::Compare { control, treatment, out } => {
+                commands::compare(&record_dir, &control, &treatment, out)
+            }
         }
     });
     if let Err(e) = done {
@@ -154,5 +175,15 @@ mod tests {
         assert!(args(&["--help"]).unwrap().is_none());
         assert!(args(&["frob"]).unwrap_err().to_string().contains("unknown command `frob`"));
         assert!(args(&[]).is_err());
+        assert_eq!(
+            args(&["compare", "a", "b", "--out", "c.html"]).unwrap().unwrap().command,
+            Command::Compare {
+                control: "a".into(),
+                treatment: "b".into(),
+                out: Some(PathBuf::from("c.html"))
+            }
+        );
+        assert!(args(&["compare", "a"]).is_err());
+        assert!(args(&["runs", "--out", "x"]).is_err());
     }
 }

@@ -60,9 +60,5 @@ impl Harness for OracleHarness {
 /// The evals whose oracle cell is below 100 %: the eval or its environment
 /// is broken (an infra error leaves the cell ungraded, and unflagged).
 pub fn broken_evals(cells: &[CellSummary]) -> Vec<String> {
-    cells
-        .iter()
-        .filter(|c| is_oracle(&c.harness) && c.failed > 0)
-        .map(|c| c.eval.clone())
-        .collect()
+    cells.iter().filter(|c| is_oracle(&c.harness) && c.failed > 0).map(|c| c.eval.clone()).collect()
 }

@@ -272,7 +272,12 @@ impl Record {
 
     /// The attempt's artifact directory name in the run directory.
     pub fn artifacts_dir_name(&self) -> String {
-        format!("{}.t{}.try{}", cell_stem(&self.eval, &self.harness, self.arm.as_deref()), self.trial, self.try_)
+        format!(
+            "{}.t{}.try{}",
+            cell_stem(&self.eval, &self.harness, self.arm.as_deref()),
+            self.trial,
+            self.try_
+        )
     }
 
     /// The record's cell: eval, harness, and arm in a comparison.
@@ -291,7 +296,6 @@ pub fn cell_stem(eval: &str, harness: &str, arm: Option<&str>) -> String {
         _ => format!("{}.{}", sanitize(eval), sanitize(harness)),
     }
 }
-
 
 /// A file-name-safe form of a name.
 pub fn sanitize(name: &str) -> String {

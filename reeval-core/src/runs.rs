@@ -265,13 +265,7 @@ pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> 
 
 /// The next try number of a trial in `run_dir`: one more than any recorded
 /// (nextest's `--retries` runs a test's process again into the same run).
-pub fn next_try(
-    run_dir: &Path,
-    eval: &str,
-    harness: &str,
-    arm: Option<&str>,
-    trial: u32,
-) -> u32 {
+pub fn next_try(run_dir: &Path, eval: &str, harness: &str, arm: Option<&str>, trial: u32) -> u32 {
     let stem = format!("{}.t{trial}.try", crate::record::cell_stem(eval, harness, arm));
     let highest = std::fs::read_dir(run_dir)
         .into_iter()

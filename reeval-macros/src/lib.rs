@@ -151,8 +151,11 @@ pub fn variant(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut out = expand::variant(&func);
     if !args.is_empty() {
         out.extend(
-            syn::Error::new(proc_macro2::Span::call_site(), "`#[reeval::variant]` takes no arguments")
-                .to_compile_error(),
+            syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "`#[reeval::variant]` takes no arguments",
+            )
+            .to_compile_error(),
         );
     }
     out.into()

@@ -176,9 +176,7 @@ pub struct Sides<'a> {
 /// The paired analysis of `sides` at `look`, with costs from `prices`.
 pub fn analyze(sides: Sides<'_>, prices: &PriceTable, look: &Look) -> Comparison {
     type Key = (String, Option<String>);
-    let key = |r: &Record| -> Key {
-        (r.eval.clone(), sides.by_harness.then(|| r.harness.clone()))
-    };
+    let key = |r: &Record| -> Key { (r.eval.clone(), sides.by_harness.then(|| r.harness.clone())) };
     let mut rows: BTreeMap<Key, [Vec<&Record>; 2]> = BTreeMap::new();
     for (side, records) in [sides.control.1, sides.treatment.1].into_iter().enumerate() {
         for r in records {
@@ -195,8 +193,15 @@ pub fn analyze(sides: Sides<'_>, prices: &PriceTable, look: &Look) -> Comparison
     let all_c: Vec<&Record> = sides.control.1.to_vec();
     let all_t: Vec<&Record> = sides.treatment.1.to_vec();
     let row_count = evals.len().max(1) as u32;
-    let overall =
-        row("overall".into(), None, [&all_c, &all_t], names, prices, look, (row_count, sides.by_harness));
+    let overall = row(
+        "overall".into(),
+        None,
+        [&all_c, &all_t],
+        names,
+        prices,
+        look,
+        (row_count, sides.by_harness),
+    );
     Comparison {
         control: names[0].to_string(),
         treatment: names[1].to_string(),
@@ -267,8 +272,10 @@ fn row(
     let pair_key = |(e, h, t): &(String, String, u32)| -> (String, Option<String>, u32) {
         (e.clone(), by_harness.then(|| h.clone()), *t)
     };
-    let c: BTreeMap<_, _> = finals(records[0]).into_iter().map(|(k, r)| (pair_key(&k), r)).collect();
-    let t: BTreeMap<_, _> = finals(records[1]).into_iter().map(|(k, r)| (pair_key(&k), r)).collect();
+    let c: BTreeMap<_, _> =
+        finals(records[0]).into_iter().map(|(k, r)| (pair_key(&k), r)).collect();
+    let t: BTreeMap<_, _> =
+        finals(records[1]).into_iter().map(|(k, r)| (pair_key(&k), r)).collect();
     let mut table = PairedTable::default();
     let mut excluded = Excluded::default();
     let mut unpaired = 0;

@@ -4,6 +4,7 @@
 //!   `#[reeval::variant]`, and how an arm changes an eval before it runs.
 //! - [`analysis`]: the paired analysis of recorded attempts (per eval and
 //!   overall), the same for a live run and for `reeval compare RUN_A RUN_B`.
+//! - [`recorded`]: `reeval compare RUN_A RUN_B`, the analysis of two recorded runs.
 //! - [`render`]: the terminal table and the HTML page of a comparison.
 //!
 //! A variant is a named change to an eval's environment (a skill, rules, a
@@ -11,6 +12,7 @@
 //! Comparing harnesses (`--harness a --vs b`) makes each harness an arm.
 
 pub mod analysis;
+pub mod recorded;
 pub mod render;
 
 use std::sync::Arc;
