@@ -60,4 +60,29 @@ async fn impossible_check(c: &mut Ctx) -> reeval::Result<()> {
     expect(c.exec("grep -q goodbye greeting.txt").await?).to_succeed()
 }
 
+/// Two turns: a text file, a binary file, an executable script, a file in a
+/// directory and a timestamp; then an append, a binary append, a deletion and
+/// a symlink. `FIXTURE_STRICT` adds a check the work does not meet (a regrade
+/// with a changed check).
+#[reeval::eval(timeout = "2m", harness = "shell", tags = ["replay"])]
+async fn two_turns(c: &mut Ctx) -> reeval::Result<()> {
+    c.send(concat!(
+        "printf 'one\\n' > notes.txt; printf '\\000\\001\\377\\376' > blob.bin; ",
+        "printf '#!/bin/sh\\necho ran\\n' > run.sh; chmod 755 run.sh; ",
+        "mkdir -p sub; echo gone > sub/old.txt; date +%s%N > stamp.txt"
+    ))
+    .await?;
+    c.send("printf 'two\\n' >> notes.txt; printf '\\000\\002' >> blob.bin; rm sub/old.txt; ln -s notes.txt link")
+        .await?;
+    expect(
+        c.exec("./run.sh && stat -c '%a %n' run.sh && sha256sum blob.bin notes.txt stamp.txt && test -L link")
+            .await?,
+    )
+    .to_succeed()?;
+    if std::env::var_os("FIXTURE_STRICT").is_some() {
+        expect(c.exec("grep -q three notes.txt").await?).to_succeed()?;
+    }
+    Ok(())
+}
+
 reeval::main!();

@@ -203,6 +203,11 @@ impl Snapshot {
         self.files.is_empty()
     }
 
+    /// The file (mode and bytes) or symlink at `path`, if any.
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        self.files.get(path).map(Arc::as_ref)
+    }
+
     /// Paths of the files, sorted.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.files.keys().map(String::as_str)

@@ -35,6 +35,7 @@ pub mod phase;
 pub mod prices;
 mod progress;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod runs;
@@ -43,6 +44,7 @@ pub mod secrets;
 pub mod settings;
 pub mod stats;
 pub mod turn;
+pub mod turn_archive;
 mod workspace;
 
 // The surface most code needs, by name; the modules above hold the rest.

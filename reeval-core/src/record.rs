@@ -224,6 +224,10 @@ pub struct Record {
     /// ran out, or where the eval panicked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// The recorded attempt this one re-graded (the replay harness): its
+    /// usage is copied from there, not summed again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regrade_of: Option<crate::replay::RegradeOf>,
     /// Whether the run was interrupted (Ctrl-C, SIGTERM) while this attempt ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
@@ -261,6 +265,7 @@ impl Record {
             tags: Vec::new(),
             min_pass_rate: None,
             location: None,
+            regrade_of: None,
             interrupted: false,
         }
     }

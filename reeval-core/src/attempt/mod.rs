@@ -382,7 +382,7 @@ impl Attempt {
         if self.ready().session {
             return Ok(());
         }
-        let Attempt { phases, harness, env, secrets, artifacts_dir, sandbox, .. } = self;
+        let Attempt { phases, harness, env, secrets, artifacts_dir, sandbox, record, .. } = self;
         let SandboxState::Ready(ready) = sandbox else {
             unreachable!("a session starts in a started sandbox")
         };
@@ -403,6 +403,7 @@ impl Attempt {
                         env,
                         secrets,
                         artifacts_dir,
+                        record,
                     )
                     .await
                 },
@@ -437,6 +438,7 @@ impl Attempt {
             record,
             turn_unsettled,
             interrupt,
+            redactor,
             ..
         } = self;
         let harness = harness.as_deref_mut().expect("checked above");
@@ -455,6 +457,7 @@ impl Attempt {
         let harness_name = record.harness.clone();
         let mut diff_ms = 0;
         let mut diff_failed = None;
+        let mut archived = Ok(());
         let (turn, error) = phases
             .run(
                 Phase::Turn,
@@ -484,6 +487,15 @@ impl Attempt {
                     // The turn's diff, even after an abort: the record must show the agent's work.
                     let began = Instant::now();
                     let (diff, now, failed) = lifecycle::turn::diff(&handle, ready.latest()).await;
+                    // The turn's changes, kept so that regrade and replay can rebuild them exactly.
+                    let changes = crate::turn_archive::TurnChanges::of(&diff, &now);
+                    archived = crate::turn_archive::record_turn(
+                        artifacts_dir,
+                        index,
+                        &changes,
+                        failed.as_deref(),
+                        redactor,
+                    );
                     ready.last = Some(now);
                     diff_ms = began.elapsed().as_millis() as u64;
                     diff_failed = failed;
@@ -496,6 +508,9 @@ impl Attempt {
         self.phases.count_as_diff(Phase::Turn, diff_ms);
         if let Some(e) = diff_failed {
             self.phases.log.event(format!("failed to diff the workspace after turn {index}: {e}"));
+        }
+        if let Err(e) = archived {
+            self.phases.log.event(format!("failed to archive turn {index}'s changes: {e}"));
         }
         if turn.status != TurnStatus::Completed {
             self.saw_oom_kill(&handle, &format!("turn {index}")).await;
@@ -944,7 +959,20 @@ pub(crate) async fn run(
             let _ = h.sandbox().destroy().await;
         }
     }
-    let (record, cause) = attempt.finish(ended, plan.timeout);
+    let (mut record, cause) = attempt.finish(ended, plan.timeout);
+    if crate::replay::is_replay(&plan.harness_spec) {
+        // A regrade names what it re-graded and carries the agent's usage as recorded, not summed again.
+        if let Ok(recorded) = crate::replay::find(
+            &plan.harness_spec,
+            &plan.run_dir,
+            &record.eval,
+            record.trial,
+            record.arm.as_deref(),
+        ) {
+            record.regrade_of = Some(recorded.regrade_of());
+            record.usage = recorded.record.usage.clone();
+        }
+    }
     // Everything downstream (reporters, an embedding program) gets the redacted record.
     Attempted { record: redactor.scrub(&record).unwrap_or(record), cause }
 }

@@ -63,6 +63,8 @@ pub struct Args {
     pub vs: Option<String>,
     /// `--variant NAME`: run every eval with this variant.
     pub variant: Option<String>,
+    /// `--regrade RUN`: re-run the checks and judge of RUN's attempts against their recorded work.
+    pub regrade: Option<String>,
 }
 
 /// A command line that cannot be understood (exit code 2).
@@ -105,6 +107,8 @@ reeval options (env twins for cargo-nextest):
                              by eval and trial, and give a verdict     (REEVAL_COMPARE=a,b)
       --vs <SPEC>            with --harness <A>: compare harness A with this one
       --variant <NAME>       run every eval with this variant        (REEVAL_VARIANT)
+      --regrade <RUN>        re-run checks and judge on RUN's recorded attempts, no agent:
+                             each send is answered from the record (harness replay:RUN)
   -h, --help                 this text
 
 Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
@@ -230,6 +234,7 @@ impl Args {
                 }
                 Long("vs") => a.vs = Some(text(&mut p, "--vs")?),
                 Long("variant") => a.variant = Some(text(&mut p, "--variant")?),
+                Long("regrade") => a.regrade = Some(text(&mut p, "--regrade")?),
                 // Everything after `--` comes here too, even when it starts with `-`.
                 Value(filter) => a.filters.push(
                     filter

@@ -131,7 +131,7 @@ impl RunReport {
     }
 }
 
-fn final_tries(records: &[Record]) -> Vec<&Record> {
+pub(crate) fn final_tries(records: &[Record]) -> Vec<&Record> {
     let mut last: BTreeMap<((String, String, Option<String>), u32), &Record> = BTreeMap::new();
     for r in records {
         let key = (r.cell(), r.trial);

@@ -84,6 +84,24 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
             .and_then(|s| s.into_iter().find_map(|s| s.comparison));
         config.run_id = run_id.clone();
     }
+    let mut regraded = None;
+    if let Some(run) = &args.regrade {
+        match crate::replay::regrade_plan(&config.record_dir, run) {
+            Ok(plan) => {
+                config.harnesses = plan.harnesses.clone();
+                config.trials = Some(plan.trials);
+                let before = to_run.len();
+                to_run.retain(|e| plan.cells.iter().any(|(eval, _)| *eval == e.name));
+                filtered_out += before - to_run.len();
+                only_cells = Some(plan.cells.clone());
+                regraded = Some(plan);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        }
+    }
     if args.rerun_failed {
         let cells = match crate::runs::latest(&config.record_dir)
             .and_then(|run| crate::runs::records(&run.path))
@@ -172,7 +190,12 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
                 );
                 130
             }
-            Ok(report) => report.exit_code(),
+            Ok(report) => {
+                if let Some(plan) = &regraded {
+                    eprint!("{}", crate::replay::regrade_delta(plan, &report.records));
+                }
+                report.exit_code()
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 2
