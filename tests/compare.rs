@@ -296,3 +296,94 @@ async fn the_oracle_passes_a_solvable_eval_and_flags_an_impossible_one() {
     assert!(stdout.contains("BROKEN EVAL impossible_check"), "{stdout}");
     assert!(!stdout.contains("BROKEN EVAL writes_a_greeting"), "{stdout}");
 }
+
+/// A run of `two_turns` recorded in a fresh directory: its run directory and record.
+fn recorded_two_turns(tag: &str) -> (PathBuf, Value) {
+    let dir = common::temp_dir(tag);
+    let out = run(suite().args(["--tag", "replay"]).arg("--record-dir").arg(&dir));
+    assert_eq!(out.status.code(), Some(0));
+    let run = the_run(&dir);
+    let record = json(&run.join("two_turns.shell.t1.try1.json"));
+    assert_eq!(record["outcome"], "pass");
+    (run, record)
+}
+
+/// The one record of `two_turns` in the run under `dir`.
+fn replayed_record(dir: &Path) -> Value {
+    let records = records(&the_run(dir));
+    assert_eq!(records.len(), 1);
+    records.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn a_regrade_with_a_changed_check_flips_a_pass_to_a_fail_without_the_agent() {
+    require_docker!();
+    let (recorded_run, recorded) = recorded_two_turns("regrade-recorded");
+    let dir = common::temp_dir("regrade");
+    let out = run(suite()
+        .env("FIXTURE_STRICT", "1")
+        .arg("--regrade")
+        .arg(&recorded_run)
+        .arg("--record-dir")
+        .arg(&dir));
+    assert_eq!(out.status.code(), Some(1), "the stricter check fails");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 verdicts changed, 0 up (to pass), 1 down (from pass); 0 unchanged"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("two_turns #1 [shell]: pass → fail"), "{stderr}");
+    let new = replayed_record(&dir);
+    assert_eq!(new["outcome"], "fail");
+    assert_eq!(new["regradeOf"]["run"], recorded["runId"]);
+    assert_eq!(new["regradeOf"]["attempt"], "two_turns.shell.t1.try1.json");
+    assert!(new["harness"].as_str().unwrap().starts_with("replay:"));
+    // No agent ran: the session is the replay's, and the first turn's script,
+    // which wrote the time in nanoseconds to stamp.txt, did not run again: the
+    // check hashing it prints what the recorded one printed.
+    let harness_phase = new["phases"].as_array().unwrap().iter().find(|p| p["phase"] == "harness");
+    assert_eq!(harness_phase.unwrap()["detail"], "replay ready");
+    assert_eq!(new["checks"][0]["stdoutTail"], recorded["checks"][0]["stdoutTail"]);
+    assert!(new["checks"][0]["stdoutTail"].as_str().unwrap().contains("stamp.txt"));
+    // The agent's usage is the recorded one, copied.
+    assert_eq!(new["usage"], recorded["usage"]);
+}
+
+#[tokio::test]
+async fn a_replay_of_two_turns_reproduces_both_diffs_byte_for_byte_and_refuses_an_incomplete_one() {
+    require_docker!();
+    let (recorded_run, recorded) = recorded_two_turns("replay-recorded");
+    let dir = common::temp_dir("replay");
+    let harness = format!("replay:{}", recorded_run.display());
+    let out =
+        run(suite().args(["--tag", "replay", "--harness", &harness]).arg("--record-dir").arg(&dir));
+    assert_eq!(out.status.code(), Some(0));
+    let new = replayed_record(&dir);
+    assert_eq!(new["outcome"], "pass");
+    let (old_turns, new_turns) =
+        (recorded["turns"].as_array().unwrap(), new["turns"].as_array().unwrap());
+    assert_eq!(new_turns.len(), 2);
+    for (i, (old, new)) in old_turns.iter().zip(new_turns).enumerate() {
+        // Files, kinds of change (a deletion in turn 2), binary flags and the patch, byte for byte.
+        assert_eq!(old["diff"], new["diff"], "turn {}", i + 1);
+        assert_eq!(old["finalMessage"], new["finalMessage"], "turn {}", i + 1);
+    }
+    assert_eq!(old_turns[0]["diff"]["files"][0]["binary"], true, "blob.bin is binary");
+    // The binary file's bytes, the script's mode, the symlink: the check's
+    // hashes and `stat` print the same.
+    let stdout = new["checks"][0]["stdoutTail"].as_str().unwrap();
+    assert!(stdout.starts_with("ran\n755 run.sh\n"), "{stdout}");
+    assert_eq!(new["checks"][0]["stdoutTail"], recorded["checks"][0]["stdoutTail"]);
+
+    // Without turn 2's changes the recorded workspace is incomplete: the replay refuses.
+    std::fs::remove_file(recorded_run.join("two_turns.shell.t1.try1/workspace/turn-2.tar"))
+        .unwrap();
+    let dir = common::temp_dir("replay-incomplete");
+    let out = run(suite().arg("--regrade").arg(&recorded_run).arg("--record-dir").arg(&dir));
+    assert_eq!(out.status.code(), Some(2), "a config error");
+    let refused = replayed_record(&dir);
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("the recorded workspace is incomplete"), "{message}");
+    assert!(message.contains("turn-2.tar is missing"), "{message}");
+    assert!(refused["turns"].as_array().unwrap().is_empty(), "no turn was answered");
+}
