@@ -387,3 +387,36 @@ async fn a_replay_of_two_turns_reproduces_both_diffs_byte_for_byte_and_refuses_a
     assert!(message.contains("turn-2.tar is missing"), "{message}");
     assert!(refused["turns"].as_array().unwrap().is_empty(), "no turn was answered");
 }
+
+#[tokio::test]
+async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence() {
+    require_docker!();
+    let dir = common::temp_dir("compare-resume");
+    let compare = ["--compare", "control,with_skill", "--tag", "compare"];
+    run(suite().args(compare).args(["--trials", "2"]).arg("--record-dir").arg(&dir));
+    let run_dir = the_run(&dir);
+    let first = json(&run_dir.join("summary.json"))["comparison"].clone();
+    assert_eq!(first["look"], 1);
+    assert_eq!(row(&first, "needs_the_skill")["pairs"], 2);
+
+    let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_string();
+    run(suite()
+        .args(compare)
+        .args(["--trials", "4", "--resume", &run_id])
+        .arg("--record-dir")
+        .arg(&dir));
+    let second = json(&run_dir.join("summary.json"))["comparison"].clone();
+    assert_eq!(second["look"], 2);
+    let r = row(&second, "needs_the_skill");
+    assert_eq!(r["pairs"], 4);
+    assert!(r["method"].as_str().unwrap().contains("confidence sequence"), "{r:#}");
+    // Tuned where the first look was (2 pairs), at α = 0.01: Howard et al.'s
+    // two-sided normal mixture with ρ = V / (2 ln(1/α) + ln(1 + 2 ln(1/α))),
+    // here with S = 4 (every pair favours the skill) and V = t = 4.
+    assert_eq!(r["plannedPairs"], 2);
+    let l = 2.0 * (1.0f64 / 0.01).ln();
+    let rho = 2.0 / (l + (1.0 + l).ln());
+    let half = ((4.0 + rho) * (((4.0 + rho) / rho).ln() + l)).sqrt() / 4.0;
+    assert_close(interval(&r["interval"]), [1.0 - half, 1.0], "the sequence at the second look");
+    assert!((r["confidence"].as_f64().unwrap() - 0.99).abs() < 1e-9);
+}

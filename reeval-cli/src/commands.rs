@@ -25,9 +25,18 @@ pub enum CommandError {
         #[source]
         source: std::io::Error,
     },
-    /// The comparison's page could not be rendered.
-    #[error("failed to render the comparison page: {0}")]
+    /// The comparison's page could not be rendered, or a run cannot be regraded.
+    #[error("{0}")]
     Render(String),
+    /// The suite binary could not be started.
+    #[error("failed to start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The engine's API failed.
     #[error("failed to {action}: {source}")]
     Api {
@@ -79,7 +88,7 @@ pub fn compare(
             .map_err(|source| CommandError::Write { path: parent.to_path_buf(), source })?;
     }
     let page = reeval_core::compare::render::html(&compared)
-        .map_err(|e| CommandError::Render(e.to_string()))?;
+        .map_err(|e| CommandError::Render(format!("failed to render the comparison page: {e}")))?;
     std::fs::write(&html, page)
         .map_err(|source| CommandError::Write { path: html.clone(), source })?;
     let json = html.with_extension("json");
@@ -93,6 +102,28 @@ pub fn compare(
 /// The last path segment of a run argument.
 fn c_name(run: &str) -> String {
     Path::new(run).file_name().map_or(run.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// `reeval regrade RUN`: runs the suite binary that recorded RUN (its
+/// summary's command line) again with `--regrade RUN`; its exit code.
+pub fn regrade(record_dir: &Path, run: &str) -> Result<i32, CommandError> {
+    let dir = run_dir(record_dir, run);
+    let summaries = reeval_core::runs::summaries(&dir)?;
+    let Some(program) = summaries.iter().find_map(|s| s.provenance.command.first().cloned()) else {
+        return Err(CommandError::Render(format!(
+            "failed to regrade {}: its summary names no suite binary; run the suite with --regrade {}",
+            dir.display(),
+            dir.display()
+        )));
+    };
+    let status = std::process::Command::new(&program)
+        .arg("--regrade")
+        .arg(&dir)
+        .arg("--record-dir")
+        .arg(record_dir)
+        .status()
+        .map_err(|source| CommandError::Spawn { program: program.clone(), source })?;
+    Ok(status.code().unwrap_or(1))
 }
 
 /// `reeval report [DIR]`.

@@ -9,6 +9,7 @@
 //! reeval images prune          remove reeval's built images (rebuilt on demand)
 //! reeval clean                 remove the sandboxes of runners that are gone
 //! reeval compare A B           the paired comparison of two recorded runs
+//! reeval regrade RUN           re-run RUN's checks and judge on its recorded work
 //! ```
 
 mod commands;
@@ -29,6 +30,9 @@ Commands:
   compare RUN_A RUN_B   compare two recorded runs (A the control, B the treatment), paired by
                         eval and trial: a table here, an HTML page and JSON figures written
                         (RUN: a run directory or a run id under the record dir)
+  regrade RUN           re-run the checks and judge of RUN's attempts against their recorded
+                        work, no agent: runs the suite binary that recorded RUN with --regrade RUN
+                        (exit code: the suite's)
       --out <FILE>      where the HTML page goes (default <record dir>/compare.<A>.vs.<B>.html;
                         the JSON beside it)
 
@@ -47,6 +51,7 @@ enum Command {
     Images(ImagesCommand),
     Clean,
     Compare { control: String, treatment: String, out: Option<PathBuf> },
+    Regrade(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +106,7 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
         ["compare", a, b] => {
             Command::Compare { control: a.to_string(), treatment: b.to_string(), out: out.take() }
         }
+        ["regrade", run] => Command::Regrade(run.to_string()),
         ["compare", ..] => return Err(UsageError("compare takes two runs: RUN_A RUN_B".into())),
         [] => return Err(UsageError("a command is needed".into())),
         other => return Err(UsageError(format!("unknown command `{}`", other.join(" ")))),
@@ -142,6 +148,10 @@ fn main() {
             Command::Compare { control, treatment, out } => {
                 commands::compare(&record_dir, &control, &treatment, out)
             }
+            Command::Regrade(run) => match commands::regrade(&record_dir, &run) {
+                Ok(code) => std::process::exit(code),
+                Err(e) => Err(e),
+            },
         }
     });
     if let Err(e) = done {
