@@ -739,6 +739,33 @@ mod tests {
     }
 
     #[test]
+    fn compare_reads_arms_from_the_flag_or_the_environment_and_vs_pairs_harnesses() {
+        let s = load(&["--compare", "control,with_skill"], &[]).unwrap();
+        assert_eq!(s.compare, Some(Comparing::Variants("control".into(), "with_skill".into())));
+        let s = load(&[], &[("REEVAL_COMPARE", "control, b")]).unwrap();
+        assert_eq!(s.compare, Some(Comparing::Variants("control".into(), "b".into())));
+        let s = load(&["--harness", "codex", "--vs", "claude-code"], &[]).unwrap();
+        assert_eq!(s.compare, Some(Comparing::Harnesses("codex".into(), "claude-code".into())));
+        assert_eq!(s.harnesses, ["codex", "claude-code"]);
+        for bad in [
+            &["--compare", "a,b,c"][..],
+            &["--vs", "b"],
+            &["--harness", "a", "--vs", "b", "--compare", "c,d"],
+            &["--compare", "control,b", "--variant", "b"],
+        ] {
+            assert!(matches!(load(bad, &[]), Err(SettingsError::Usage(_))), "{bad:?}");
+        }
+        // Variant names resolve among the suite's, and an unknown one is named.
+        let known = [crate::compare::Variant::new("with_skill", |env| env)];
+        let s = load(&["--compare", "control,with_skil"], &[]).unwrap();
+        let e = s.arms(&known).unwrap_err();
+        assert!(e.contains("`with_skil`") && e.contains("control, with_skill"), "{e}");
+        let s = load(&["--compare", "control,with_skill"], &[]).unwrap();
+        let (arms, _) = s.arms(&known).unwrap();
+        assert_eq!(arms.unwrap().names(), ["control".to_string(), "with_skill".to_string()]);
+    }
+
+    #[test]
     fn verbose_reads_the_usual_words() {
         // `yes` used to be silently off.
         for (word, on) in [

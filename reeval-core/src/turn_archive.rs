@@ -261,3 +261,59 @@ pub async fn apply(sandbox: &SandboxHandle, changes: &TurnChanges) -> Result<(),
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("reeval-archive-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_turn_reads_back_byte_for_byte_with_modes_links_and_deletions() {
+        let before = Snapshot::from_files([("gone.txt".to_string(), b"x".to_vec())]);
+        let mut written = BTreeMap::new();
+        written.insert("bin/blob".to_string(), Entry::File { mode: 0o755, bytes: vec![0, 255, 1] });
+        written.insert("link".to_string(), Entry::Symlink("bin/blob".into()));
+        let changes = TurnChanges { written, deleted: vec!["gone.txt".into()] };
+        let d = dir("roundtrip");
+        record_turn(&d, 1, &changes, None, &crate::secrets::Redactor::none()).unwrap();
+        let manifest = load(&d, 1).unwrap();
+        assert_eq!(read_turn(&d, &manifest, 1).unwrap(), changes);
+        // The diff of a snapshot pair yields the same kinds of change.
+        let after = Snapshot::from_files([("new.txt".to_string(), b"y".to_vec())]);
+        let of = TurnChanges::of(&before.diff(&after), &after);
+        assert_eq!(of.deleted, ["gone.txt"]);
+        assert!(of.written.contains_key("new.txt"));
+    }
+
+    #[test]
+    fn an_incomplete_archive_is_refused_with_what_is_missing() {
+        let d = dir("incomplete");
+        let none = load(&d, 2).unwrap_err().to_string();
+        assert!(none.contains("no archive of the agent's 2 turns"), "{none}");
+        let redactor = crate::secrets::Redactor::new(["s3cret-value"]);
+        record_turn(&d, 1, &TurnChanges::default(), Some("the listing failed"), &redactor).unwrap();
+        let failed = load(&d, 1).unwrap_err().to_string();
+        assert!(failed.contains("the diff after turn 1 failed: the listing failed"), "{failed}");
+        let mut secret = TurnChanges::default();
+        secret.written.insert(
+            "key.txt".into(),
+            Entry::File { mode: 0o644, bytes: b"token=s3cret-value".to_vec() },
+        );
+        record_turn(&d, 1, &secret, None, &redactor).unwrap();
+        let refused = load(&d, 1).unwrap_err().to_string();
+        assert!(refused.contains("key.txt holds a secret's value"), "{refused}");
+        let tar = std::fs::read(d.join(DIR).join("turn-1.tar")).unwrap();
+        assert!(
+            !tar.windows(11).any(|w| w == b"s3cret-valu"),
+            "the value never reaches the archive"
+        );
+        record_turn(&d, 1, &TurnChanges::default(), None, &redactor).unwrap();
+        let missing = load(&d, 2).unwrap_err().to_string();
+        assert!(missing.contains("turn 2 was not archived"), "{missing}");
+    }
+}
