@@ -34,7 +34,7 @@ async fn unchanged(c: &mut Ctx) -> reeval::Result<()> {
 #[reeval::eval(timeout = "2m", trials = 4, harness = "shell", tags = ["infra"])]
 async fn infra_in_one_arm(c: &mut Ctx) -> reeval::Result<()> {
     let r = c.record();
-    if r.arm.as_deref() == Some("flaky_platform") && r.trial % 2 == 0 {
+    if r.arm.as_deref() == Some("flaky_platform") && r.trial.is_multiple_of(2) {
         return Err(reeval::Error::infra("reach the fixture's service", "it is down on purpose"));
     }
     expect(c.exec("true").await?).to_succeed()

@@ -194,6 +194,10 @@ impl Eval {
     }
 }
 
+/// A registered eval or oracle function, boxed. Not public API: use the macro.
+#[doc(hidden)]
+pub type RegisteredFn = for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>;
+
 /// What `#[reeval::eval]` registers. Not public API: use the macro.
 #[doc(hidden)]
 #[derive(Debug)]
@@ -227,7 +231,7 @@ pub struct EvalRegistration {
     /// The function, boxed.
     pub run: for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>,
     /// `oracle = solve`: the reference solution, boxed.
-    pub oracle: Option<for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>>,
+    pub oracle: Option<RegisteredFn>,
 }
 
 inventory::collect!(EvalRegistration);

@@ -286,10 +286,13 @@ impl Record {
     }
 
     /// The record's cell: eval, harness, and arm in a comparison.
-    pub fn cell(&self) -> (String, String, Option<String>) {
+    pub fn cell(&self) -> CellKey {
         (self.eval.clone(), self.harness.clone(), self.arm.clone())
     }
 }
+
+/// A cell: eval, harness, and the arm of a comparison.
+pub type CellKey = (String, String, Option<String>);
 
 /// The start of the file names of a cell's records: `eval.harness`, and
 /// `eval.harness.arm` in a comparison whose arm is not the harness itself.

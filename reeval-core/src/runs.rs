@@ -247,8 +247,7 @@ pub fn failed_cells(records: &[Record]) -> Vec<(String, String)> {
 /// resumed: every try of a trial whose last try ended on its own (it was not
 /// interrupted, and is not an infra error that had retries left).
 pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> {
-    let mut trials: BTreeMap<((String, String, Option<String>), u32), Vec<Record>> =
-        BTreeMap::new();
+    let mut trials: BTreeMap<(crate::record::CellKey, u32), Vec<Record>> = BTreeMap::new();
     for r in records {
         trials.entry((r.cell(), r.trial)).or_default().push(r);
     }

@@ -130,9 +130,10 @@ impl ComparisonRow {
 
     /// The verdict in words, with what would decide "can't tell yet".
     pub fn verdict_text(&self) -> String {
+        let no_difference = self.difference == Some(0.0);
         match (self.verdict, self.difference, self.more_trials_per_eval) {
             (Verdict::CantTellYet, None, _) => "can't tell yet (no pairs)".to_string(),
-            (Verdict::CantTellYet, Some(d), _) if d == 0.0 => {
+            (Verdict::CantTellYet, _, _) if no_difference => {
                 "can't tell yet (no difference seen)".to_string()
             }
             (Verdict::CantTellYet, _, Some(n)) => {

@@ -178,7 +178,9 @@ pub(crate) enum EvalStatus {
 
 /// The status of an eval from the final tries of its trials.
 pub(crate) fn eval_status(finals: &[Record]) -> EvalStatus {
-    let mut cells: BTreeMap<(&str, Option<&str>), (u32, u32, Option<f64>)> = BTreeMap::new();
+    // (harness, arm) → passed, failed, min pass rate.
+    type Counts = (u32, u32, Option<f64>);
+    let mut cells: BTreeMap<(&str, Option<&str>), Counts> = BTreeMap::new();
     let mut infra = false;
     for r in finals {
         let cell = cells.entry((r.harness.as_str(), r.arm.as_deref())).or_default();

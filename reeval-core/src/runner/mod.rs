@@ -132,7 +132,7 @@ impl RunReport {
 }
 
 pub(crate) fn final_tries(records: &[Record]) -> Vec<&Record> {
-    let mut last: BTreeMap<((String, String, Option<String>), u32), &Record> = BTreeMap::new();
+    let mut last: BTreeMap<(crate::record::CellKey, u32), &Record> = BTreeMap::new();
     for r in records {
         let key = (r.cell(), r.trial);
         if last.get(&key).is_none_or(|prev| prev.try_ < r.try_) {
@@ -357,7 +357,7 @@ pub fn summarize_priced(
         run_id: run_id.to_string(),
         ..Default::default()
     };
-    let mut cells: BTreeMap<(String, String, Option<String>), CellSummary> = BTreeMap::new();
+    let mut cells: BTreeMap<crate::record::CellKey, CellSummary> = BTreeMap::new();
     for r in &finals {
         let cell = cells.entry(r.cell()).or_insert_with(|| CellSummary {
             eval: r.eval.clone(),
