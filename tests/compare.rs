@@ -400,13 +400,15 @@ async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence(
     assert_eq!(row(&first, "needs_the_skill")["pairs"], 2);
 
     let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_string();
+    // Resumed without naming the arms again: the run's own arms.
     run(suite()
-        .args(compare)
+        .args(["--tag", "compare"])
         .args(["--trials", "4", "--resume", &run_id])
         .arg("--record-dir")
         .arg(&dir));
     let second = json(&run_dir.join("summary.json"))["comparison"].clone();
     assert_eq!(second["look"], 2);
+    assert_eq!(records(&run_dir).len(), 16, "2 evals × 2 arms × 4 trials, the first 2 kept");
     let r = row(&second, "needs_the_skill");
     assert_eq!(r["pairs"], 4);
     assert!(r["method"].as_str().unwrap().contains("confidence sequence"), "{r:#}");

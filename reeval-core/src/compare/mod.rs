@@ -121,6 +121,26 @@ pub enum Arms {
 }
 
 impl Arms {
+    /// The arms a recorded comparison compared: harnesses when its records'
+    /// arms are their harnesses, else variants found among `known`.
+    ///
+    /// # Errors
+    /// A message naming a variant this suite no longer declares.
+    pub fn recorded(
+        previous: &Comparison,
+        records: &[crate::record::Record],
+        known: &[Variant],
+    ) -> Result<Arms, String> {
+        let by_harness = records.iter().any(|r| r.arm.as_deref() == Some(r.harness.as_str()));
+        if by_harness {
+            return Ok(Arms::Harnesses(previous.control.clone(), previous.treatment.clone()));
+        }
+        Ok(Arms::Variants(
+            find_variant(known, &previous.control)?,
+            find_variant(known, &previous.treatment)?,
+        ))
+    }
+
     /// The arms' names, baseline first.
     pub fn names(&self) -> [String; 2] {
         match self {

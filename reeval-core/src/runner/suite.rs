@@ -82,6 +82,25 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         previous_comparison = crate::runs::summaries(&run_dir)
             .ok()
             .and_then(|s| s.into_iter().find_map(|s| s.comparison));
+        // Resuming a comparison without naming its arms again compares the same arms.
+        if let Some(previous) = previous_comparison.as_ref().filter(|_| config.compare.is_none()) {
+            match crate::compare::Arms::recorded(
+                previous,
+                &kept,
+                &crate::compare::registered_variants(),
+            ) {
+                Ok(arms) => {
+                    if let crate::compare::Arms::Harnesses(a, b) = &arms {
+                        config.harnesses = vec![a.clone(), b.clone()];
+                    }
+                    config.compare = Some(arms);
+                }
+                Err(e) => {
+                    eprintln!("error: failed to resume run {run_id}: {e}");
+                    return 2;
+                }
+            }
+        }
         config.run_id = run_id.clone();
     }
     let mut regraded = None;
