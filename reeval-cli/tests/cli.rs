@@ -97,3 +97,52 @@ fn clean_and_images_talk_to_the_engine() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("reeval/base:latest"), "{}", text(&out.stdout));
 }
+
+/// A run of `outcomes` (one per trial of eval `e`) named `name`.
+fn run_of(record_dir: &Path, name: &str, outcomes: &[Outcome]) -> std::path::PathBuf {
+    let run = record_dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    let redactor = Redactor::new(Vec::<&str>::new());
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let mut r = Record::new(name, "e", "shell", i as u32 + 1, 1);
+        r.outcome = *outcome;
+        redactor.write_json(&run.join(r.file_name()), &r).unwrap();
+    }
+    run
+}
+
+#[test]
+fn compare_prints_the_table_and_writes_the_page_and_its_figures() {
+    let dir = std::env::temp_dir().join(format!("reeval-cli-compare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fail = Outcome::Fail(FailKind::Assertion);
+    run_of(&dir, "before", &[fail, fail, fail, fail, Outcome::Pass, Outcome::InfraError]);
+    run_of(&dir, "after", &[Outcome::Pass; 6]);
+
+    let out = reeval(&["compare", "before", "after"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("comparison: after vs before"), "{table}");
+    assert!(table.contains("1 pairs left out for infra errors (1 before, 0 after)"), "{table}");
+    let page = dir.join("compare.before.vs.after.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("e.shell.t6.try1.json") && html.contains("infra_error"),
+        "links and outcomes"
+    );
+    let figures: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(page.with_extension("json")).unwrap()).unwrap();
+    // 4 of 5 pairs favour `after`: Newcombe's interval lies above 0.
+    assert_eq!(figures["evals"][0]["table"]["onlyTreatment"], 4);
+    assert_eq!(figures["evals"][0]["verdict"], "helped");
+    assert_eq!(figures["overall"]["excluded"]["control"], 1);
+
+    let out = reeval(&["compare", "before", "missing"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("failed to read the run directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
