@@ -392,6 +392,33 @@ mod tests {
     }
 
     #[test]
+    fn a_change_that_breaks_an_eval_made_it_worse_and_a_small_one_needs_more_trials() {
+        let fail = Outcome::Fail(FailKind::Assertion);
+        let control: Vec<Record> =
+            (1..=10).map(|t| rec("e", "control", t, Outcome::Pass)).collect();
+        let treatment: Vec<Record> = (1..=10).map(|t| rec("e", "v", t, fail)).collect();
+        let (c, t): (Vec<&Record>, Vec<&Record>) =
+            (control.iter().collect(), treatment.iter().collect());
+        let sides = Sides { control: ("control", &c), treatment: ("v", &t), by_harness: true };
+        let row = &analyze(sides, &PriceTable::default(), &Look::default()).evals[0];
+        assert_eq!(row.verdict, Verdict::MadeItWorse);
+        assert_eq!(row.verdict_text(), "made it worse");
+
+        // 2 of 10 pairs favour the change, none the control: not enough yet.
+        let treatment: Vec<Record> =
+            (1..=10).map(|t| rec("e", "v", t, if t <= 2 { Outcome::Pass } else { fail })).collect();
+        let control: Vec<Record> = (1..=10).map(|t| rec("e", "control", t, fail)).collect();
+        let (c, t): (Vec<&Record>, Vec<&Record>) =
+            (control.iter().collect(), treatment.iter().collect());
+        let sides = Sides { control: ("control", &c), treatment: ("v", &t), by_harness: true };
+        let row = &analyze(sides, &PriceTable::default(), &Look::default()).evals[0];
+        assert_eq!(row.verdict, Verdict::CantTellYet);
+        // Connor: ψ = δ = 0.2, (2.0537·√0.2 + 0.8416·√(0.2 − 0.04))² / 0.04 = 39.4 → 40 pairs, 30 more.
+        assert_eq!(row.more_trials_per_eval, Some(30));
+        assert!(row.verdict_text().contains("~30 more trials per eval"), "{}", row.verdict_text());
+    }
+
+    #[test]
     fn a_later_look_uses_the_confidence_sequence_tuned_at_the_first() {
         let control: Vec<Record> =
             (1..=8).map(|t| rec("e", "control", t, Outcome::Fail(FailKind::Assertion))).collect();

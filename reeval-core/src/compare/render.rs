@@ -146,12 +146,8 @@ fn row_view(row: &ComparisonRow, overall: bool) -> RowView {
         },
         pairs: row.pairs,
         excluded: format!(
-            "{} ({} {}, {} {})",
-            row.excluded.pairs,
-            row.excluded.control,
-            row.control.arm,
-            row.excluded.treatment,
-            row.treatment.arm
+            "{} (control {}, treatment {})",
+            row.excluded.pairs, row.excluded.control, row.excluded.treatment
         ),
         time: row.differences.mean_ms.map_or("-".into(), |ms| format!("{:+.1}s", ms / 1000.0)),
         tokens: format!("{:+}", row.differences.tokens),
