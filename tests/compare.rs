@@ -422,3 +422,26 @@ async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence(
     assert_close(interval(&r["interval"]), [1.0 - half, 1.0], "the sequence at the second look");
     assert!((r["confidence"].as_f64().unwrap() - 0.99).abs() < 1e-9);
 }
+
+#[tokio::test]
+async fn harness_a_vs_b_makes_each_harness_an_arm() {
+    require_docker!();
+    let dir = common::temp_dir("compare-vs");
+    run(suite()
+        .args(["--harness", "shell", "--vs", "shell:alt", "--tag", "compare", "--trials", "1"])
+        .arg("--record-dir")
+        .arg(&dir));
+    let run = the_run(&dir);
+    let c = json(&run.join("summary.json"))["comparison"].clone();
+    assert_eq!(
+        (c["control"].as_str(), c["treatment"].as_str()),
+        (Some("shell"), Some("shell:alt"))
+    );
+    // Pairs across the two harnesses: one per eval, no harness in the row.
+    let r = row(&c, "needs_the_skill");
+    assert_eq!(r["pairs"], 1);
+    assert!(r.get("harness").is_none());
+    // Each record's arm is its harness, and its file name is the plain one.
+    let record = json(&run.join("unchanged.shell_alt.t1.try1.json"));
+    assert_eq!(record["arm"], "shell:alt");
+}
