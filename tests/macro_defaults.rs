@@ -8,7 +8,7 @@ async fn no_options_but_ignore(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
-#[reeval::eval(ignore)]
+#[reeval::eval(ignore,)]
 async fn trailing_comma(_: &mut reeval::Ctx) -> reeval::Result<()> {
     Ok(())
 }
