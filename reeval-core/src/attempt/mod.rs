@@ -840,6 +840,7 @@ impl AttemptPlan {
         crate::runner::events::AttemptId {
             eval: self.eval.name.clone(),
             harness: self.harness_spec.clone(),
+            arm: self.arm.clone(),
             trial: self.trial,
             try_: self.try_,
         }

@@ -76,7 +76,13 @@ impl Console {
     }
 
     fn prefix(id: &AttemptId) -> String {
-        format!("[{}#{} {}] {}", id.eval, id.trial, id.harness, clock())
+        format!(
+            "[{}#{} {}] {}",
+            id.eval,
+            id.trial,
+            arm_label(&id.harness, id.arm.as_deref()),
+            clock()
+        )
     }
 
     fn slow_attempts(&mut self) -> io::Result<()> {
@@ -118,6 +124,7 @@ impl Reporter for Console {
                 self.running.retain(|id, _| {
                     !(id.eval == record.eval
                         && id.harness == record.harness
+                        && id.arm == record.arm
                         && id.trial == record.trial
                         && id.try_ == record.try_)
                 });
@@ -421,7 +428,13 @@ mod tests {
     #[test]
     fn long_attempts_are_announced_every_period() {
         let mut console = Console::new(true, false).slow_after(Duration::from_secs(100));
-        let id = AttemptId { eval: "slow".into(), harness: "shell".into(), trial: 1, try_: 1 };
+        let id = AttemptId {
+            eval: "slow".into(),
+            harness: "shell".into(),
+            arm: None,
+            trial: 1,
+            try_: 1,
+        };
         console.event(&RunEvent::AttemptStarted(id.clone())).unwrap();
         // Started 2.5 periods ago, whatever the machine's load (no sleeping).
         let started = &mut console.running.get_mut(&id).unwrap().0;
