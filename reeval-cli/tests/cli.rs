@@ -146,3 +146,31 @@ fn compare_prints_the_table_and_writes_the_page_and_its_figures() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn regrade_runs_the_suite_binary_that_recorded_the_run_with_regrade() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("reeval-cli-regrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = recorded_run(&dir);
+    // A stand-in suite binary: it writes its arguments down and exits 3.
+    let suite = dir.join("suite.sh");
+    let args_file = dir.join("args.txt");
+    std::fs::write(&suite, format!("#!/bin/sh\necho \"$@\" > {}\nexit 3\n", args_file.display()))
+        .unwrap();
+    std::fs::set_permissions(&suite, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut summary = reeval_core::runner::summarize("run-a", &[]);
+    summary.provenance.command = vec![suite.display().to_string(), "--tag".into(), "x".into()];
+    std::fs::write(run.join("summary.json"), serde_json::to_vec(&summary).unwrap()).unwrap();
+
+    let out = reeval(&["regrade", "run-a"], &dir);
+    assert_eq!(out.status.code(), Some(3), "the suite's exit code: {}", text(&out.stderr));
+    let args = std::fs::read_to_string(&args_file).unwrap();
+    assert_eq!(args.trim(), format!("--regrade {} --record-dir {}", run.display(), dir.display()));
+
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    let out = reeval(&["regrade", "run-a"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("names no suite binary"), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
