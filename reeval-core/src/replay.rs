@@ -34,6 +34,71 @@ pub struct RegradeOf {
     pub attempt: String,
 }
 
+/// A recorded attempt that cannot be replayed, or a run that cannot be regraded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// `replay` without a run.
+    #[error("failed to replay: name the recorded run, like replay:RUN_ID")]
+    NoRun,
+    /// The recorded run cannot be read.
+    #[error("failed to replay run {run}: {source}")]
+    Run {
+        /// The run as named.
+        run: String,
+        /// Why it cannot be read.
+        #[source]
+        source: crate::runs::RunsError,
+    },
+    /// The run recorded no attempt of this eval and trial (with that harness, when named).
+    #[error("failed to replay run {run}: it recorded no attempt of {eval} trial {trial}{}", harness.as_ref().map(|h| format!(" with harness {h}")).unwrap_or_default())]
+    NoAttempt {
+        /// The run.
+        run: String,
+        /// The eval.
+        eval: String,
+        /// The trial.
+        trial: u32,
+        /// The harness named after `@`.
+        harness: Option<String>,
+    },
+    /// The run ran the eval with several harnesses and none was named.
+    #[error("failed to replay run {run}: {eval} ran with {}; name one, like replay:{run}@{}", harnesses.join(", "), harnesses[0])]
+    Ambiguous {
+        /// The run.
+        run: String,
+        /// The eval.
+        eval: String,
+        /// Its harnesses.
+        harnesses: Vec<String>,
+    },
+    /// The recorded attempt ended in an infra error.
+    #[error(
+        "failed to replay {attempt}: the recorded attempt ended in an infra error, so its workspace is not the agent's whole work"
+    )]
+    InfraError {
+        /// The recorded record's file.
+        attempt: String,
+    },
+    /// The archive of the recorded workspace is incomplete.
+    #[error("failed to replay {attempt}: the recorded workspace is incomplete: {source}")]
+    Incomplete {
+        /// The recorded record's file.
+        attempt: String,
+        /// What is missing.
+        #[source]
+        source: turn_archive::ArchiveError,
+    },
+    /// A run that cannot be regraded.
+    #[error("failed to regrade run {run}: {message}")]
+    Regrade {
+        /// The run.
+        run: String,
+        /// Why.
+        message: String,
+    },
+}
+
 /// Whether `spec` names the replay harness.
 pub fn is_replay(spec: &str) -> bool {
     crate::harness::split_spec(spec).0 == REPLAY
@@ -66,18 +131,16 @@ impl Recorded {
 /// `eval`'s `trial` in `arm`, from a run beside `current_run_dir` (the run directory of the attempt replaying it).
 ///
 /// # Errors
-/// A message saying what is missing: the run, an attempt of this eval and
-/// trial, a single harness to pick, or a complete archive of its workspace.
+/// A [`ReplayError`] saying what is missing: the run, an attempt of this
+/// eval and trial, a single harness to pick, or a complete archive of its workspace.
 pub fn find(
     spec: &str,
     current_run_dir: &Path,
     eval: &str,
     trial: u32,
     arm: Option<&str>,
-) -> Result<Recorded, String> {
-    let source = crate::harness::split_spec(spec)
-        .1
-        .ok_or_else(|| "failed to replay: name the recorded run, like replay:RUN_ID".to_string())?;
+) -> Result<Recorded, ReplayError> {
+    let source = crate::harness::split_spec(spec).1.ok_or(ReplayError::NoRun)?;
     let (run, harness) = match source.rsplit_once('@') {
         Some((run, harness)) => (run, Some(harness)),
         None => (source, None),
@@ -87,47 +150,42 @@ pub fn find(
     } else {
         current_run_dir.parent().unwrap_or(Path::new(".")).join(run)
     };
-    let records =
-        crate::runs::records(&run_dir).map_err(|e| format!("failed to replay run {run}: {e}"))?;
+    let records = crate::runs::records(&run_dir)
+        .map_err(|source| ReplayError::Run { run: run.to_string(), source })?;
     let mut of_trial: Vec<Record> = records
         .into_iter()
         .filter(|r| r.eval == eval && r.trial == trial && r.arm.as_deref() == arm)
         .filter(|r| harness.is_none_or(|h| r.harness == h))
         .collect();
-    let mut harnesses: Vec<&str> = of_trial.iter().map(|r| r.harness.as_str()).collect();
+    let mut harnesses: Vec<String> = of_trial.iter().map(|r| r.harness.clone()).collect();
     harnesses.sort_unstable();
     harnesses.dedup();
-    match harnesses.as_slice() {
-        [] => {
-            return Err(format!(
-                "failed to replay run {run}: it recorded no attempt of {eval} trial {trial}{}",
-                harness.map(|h| format!(" with harness {h}")).unwrap_or_default()
-            ));
+    match harnesses.len() {
+        0 => {
+            return Err(ReplayError::NoAttempt {
+                run: run.to_string(),
+                eval: eval.to_string(),
+                trial,
+                harness: harness.map(str::to_string),
+            });
         }
-        [_] => {}
-        many => {
-            return Err(format!(
-                "failed to replay run {run}: {eval} ran with {}; name one, like replay:{run}@{}",
-                many.join(", "),
-                many[0]
-            ));
+        1 => {}
+        _ => {
+            return Err(ReplayError::Ambiguous {
+                run: run.to_string(),
+                eval: eval.to_string(),
+                harnesses,
+            });
         }
     }
     of_trial.sort_by_key(|r| r.try_);
     let record = of_trial.pop().expect("one harness, so one record at least");
     if record.outcome == Outcome::InfraError || record.outcome == Outcome::Config {
-        return Err(format!(
-            "failed to replay {}: the recorded attempt ended in an infra error, so its workspace is not the agent's whole work",
-            record.file_name()
-        ));
+        return Err(ReplayError::InfraError { attempt: record.file_name() });
     }
     let attempt_dir = run_dir.join(record.artifacts_dir_name());
-    let manifest = turn_archive::load(&attempt_dir, record.turns.len()).map_err(|e| {
-        format!(
-            "failed to replay {}: the recorded workspace is incomplete: {e}",
-            record.file_name()
-        )
-    })?;
+    let manifest = turn_archive::load(&attempt_dir, record.turns.len())
+        .map_err(|source| ReplayError::Incomplete { attempt: record.file_name(), source })?;
     Ok(Recorded { run_dir, record, manifest })
 }
 
@@ -174,7 +232,7 @@ impl Harness for ReplayHarness {
             })?;
         self.recorded = Some(
             find(&self.spec, run_dir, &setup.eval, setup.trial, setup.arm.as_deref())
-                .map_err(config)?,
+                .map_err(|e| config(e.to_string()))?,
         );
         Ok(())
     }
@@ -228,19 +286,19 @@ pub struct RegradePlan {
 /// The regrade of `run` (a run id under `record_dir`, or a run directory).
 ///
 /// # Errors
-/// A message when the run cannot be read, holds no attempt, or compared arms
-/// (regrade those arm by arm: not supported yet).
-pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, String> {
+/// [`ReplayError::Run`] when the run cannot be read, [`ReplayError::Regrade`]
+/// when it holds no attempt or compared arms (not supported yet).
+pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayError> {
     let run_dir = if Path::new(run).is_dir() { PathBuf::from(run) } else { record_dir.join(run) };
-    let records =
-        crate::runs::records(&run_dir).map_err(|e| format!("failed to regrade run {run}: {e}"))?;
+    let records = crate::runs::records(&run_dir)
+        .map_err(|source| ReplayError::Run { run: run.to_string(), source })?;
+    let refuse =
+        |message: &str| ReplayError::Regrade { run: run.to_string(), message: message.into() };
     if records.is_empty() {
-        return Err(format!("failed to regrade run {run}: it recorded no attempt"));
+        return Err(refuse("it recorded no attempt"));
     }
     if records.iter().any(|r| r.arm.is_some()) {
-        return Err(format!(
-            "failed to regrade run {run}: it compared arms; regrading a comparison is not supported yet"
-        ));
+        return Err(refuse("it compared arms; regrading a comparison is not supported yet"));
     }
     // The replay names the run by its path, so the regrade may be recorded anywhere.
     let source = std::fs::canonicalize(&run_dir).unwrap_or(run_dir.clone());
