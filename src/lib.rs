@@ -39,11 +39,11 @@ pub use reeval_core::{
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
-    egress, environment, harness, prices, record, report, runner, runs, sandbox, setup_cache,
-    stats, turn,
+    compare, egress, environment, harness, prices, record, report, runner, runs, sandbox,
+    setup_cache, stats, turn,
 };
 pub use reeval_harness as harnesses;
-pub use reeval_macros::{eval, main};
+pub use reeval_macros::{eval, main, variant};
 
 /// What an eval file needs: `use reeval::prelude::*;`.
 pub mod prelude {
@@ -76,6 +76,7 @@ macro_rules! register_harness {
 pub mod __private {
     pub use futures_util::future::BoxFuture;
     pub use inventory;
+    pub use reeval_core::compare::VariantRegistration;
     pub use reeval_core::eval::EvalRegistration;
     pub use reeval_core::harness::HarnessRegistration;
 

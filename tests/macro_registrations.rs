@@ -1,5 +1,5 @@
 // Every option, none, and a `main` that reads back what the attribute registered.
-use reeval::__private::{EvalRegistration, inventory};
+use reeval::__private::{EvalRegistration, VariantRegistration, inventory};
 use reeval::prelude::*;
 
 mod envs {
@@ -23,9 +23,32 @@ async fn every_option(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
-#[reeval::eval(judge = "openai:gpt-5", ignore, tags = "single", harness = "shell", trials = 1, timeout = "90s")]
+#[reeval::eval(
+    judge = "openai:gpt-5",
+    ignore,
+    tags = "single",
+    harness = "shell",
+    trials = 1,
+    timeout = "90s"
+)]
 pub async fn any_order_and_single_strings(_ctx: &mut reeval::Ctx) -> reeval::Result<()> {
     Ok(())
+}
+
+async fn solve(c: &mut Ctx) -> reeval::Result<()> {
+    let _ = c;
+    Ok(())
+}
+
+#[reeval::eval(oracle = solve)]
+async fn with_an_oracle(c: &mut Ctx) -> reeval::Result<()> {
+    let _ = c;
+    Ok(())
+}
+
+#[reeval::variant]
+fn with_rules(env: Environment) -> Environment {
+    env.rules("Be brief.")
 }
 
 #[reeval::eval]
@@ -77,10 +100,18 @@ fn main() {
     assert!(r.environment.is_none() && r.judge.is_none() && !r.ignore);
 
     assert!(registration("in_a_module").module.ends_with("::nested"));
+    assert!(registration("with_an_oracle").oracle.is_some());
+    assert!(registration("bare").oracle.is_none());
+    let variant = inventory::iter::<VariantRegistration>
+        .into_iter()
+        .find(|v| v.name == "with_rules")
+        .expect("the variant is registered");
+    assert_eq!((variant.apply)(Environment::new()), Environment::new().rules("Be brief."));
 
     // The functions are left as written and can still be called directly.
     let _ = every_option;
     let _ = any_order_and_single_strings;
     let _ = bare;
     let _ = nested::in_a_module;
+    let _ = with_rules;
 }

@@ -16,6 +16,27 @@ pub enum CommandError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] reeval_core::SandboxError),
+    /// A file could not be written.
+    #[error("failed to write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The comparison's page could not be rendered, or a run cannot be regraded.
+    #[error("{0}")]
+    Render(String),
+    /// The suite binary could not be started.
+    #[error("failed to start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The engine's API failed.
     #[error("failed to {action}: {source}")]
     Api {
@@ -33,6 +54,76 @@ pub fn record_dir() -> PathBuf {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(reeval_core::runner::default_record_dir)
+}
+
+/// A run named on the command line: a directory, else a run id under `record_dir`.
+fn run_dir(record_dir: &Path, run: &str) -> PathBuf {
+    let path = PathBuf::from(run);
+    if path.is_dir() { path } else { record_dir.join(run) }
+}
+
+/// `reeval compare RUN_A RUN_B [--out FILE]`: prints the comparison's table
+/// and writes its HTML page (default `<record dir>/compare.<A>.vs.<B>.html`)
+/// and its figures as JSON beside it.
+pub fn compare(
+    record_dir: &Path,
+    control: &str,
+    treatment: &str,
+    out: Option<PathBuf>,
+) -> Result<(), CommandError> {
+    let (a, b) = (run_dir(record_dir, control), run_dir(record_dir, treatment));
+    let compared = reeval_core::compare::recorded::compare_runs(
+        &a,
+        &b,
+        &reeval_core::prices::PriceTable::default(),
+    )?;
+    let c = &compared.comparison;
+    print!("{}", reeval_core::compare::render::table(c));
+    let html = out.unwrap_or_else(|| {
+        let name = |s: &str| reeval_core::record::sanitize(&c_name(s));
+        record_dir.join(format!("compare.{}.vs.{}.html", name(control), name(treatment)))
+    });
+    if let Some(parent) = html.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|source| CommandError::Write { path: parent.to_path_buf(), source })?;
+    }
+    let page = reeval_core::compare::render::html(&compared)
+        .map_err(|e| CommandError::Render(format!("failed to render the comparison page: {e}")))?;
+    std::fs::write(&html, page)
+        .map_err(|source| CommandError::Write { path: html.clone(), source })?;
+    let json = html.with_extension("json");
+    let text = serde_json::to_vec_pretty(c).expect("a comparison serializes");
+    std::fs::write(&json, text)
+        .map_err(|source| CommandError::Write { path: json.clone(), source })?;
+    println!("wrote {} and {}", html.display(), json.display());
+    Ok(())
+}
+
+/// The last path segment of a run argument.
+fn c_name(run: &str) -> String {
+    Path::new(run).file_name().map_or(run.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// `reeval regrade RUN`: runs the suite binary that recorded RUN (its
+/// summary's command line) again with `--regrade RUN`; its exit code.
+pub fn regrade(record_dir: &Path, run: &str) -> Result<i32, CommandError> {
+    let dir = run_dir(record_dir, run);
+    let summaries = reeval_core::runs::summaries(&dir)?;
+    let Some(program) = summaries.iter().find_map(|s| s.provenance.command.first().cloned()) else {
+        return Err(CommandError::Render(format!(
+            "failed to regrade {}: its summary names no suite binary; run the suite with --regrade {}",
+            dir.display(),
+            dir.display()
+        )));
+    };
+    let status = std::process::Command::new(&program)
+        .arg("--regrade")
+        .arg(&dir)
+        .arg("--record-dir")
+        .arg(record_dir)
+        .status()
+        .map_err(|source| CommandError::Spawn { program: program.clone(), source })?;
+    Ok(status.code().unwrap_or(1))
 }
 
 /// `reeval report [DIR]`.

@@ -8,6 +8,8 @@
 //! reeval images build PATH     build a Dockerfile as an eval's `Image::dockerfile` would
 //! reeval images prune          remove reeval's built images and the setup cache (rebuilt on demand)
 //! reeval clean                 remove the sandboxes of runners that are gone
+//! reeval compare A B           the paired comparison of two recorded runs
+//! reeval regrade RUN           re-run RUN's checks and judge on its recorded work
 //! ```
 
 mod commands;
@@ -27,6 +29,14 @@ Commands:
                         (reeval/setup:*); they are rebuilt on demand. --run RUN_ID: only
                         the cached setups that run made
   clean                 remove leftover sandboxes of runners that are gone (killed with SIGKILL)
+  compare RUN_A RUN_B   compare two recorded runs (A the control, B the treatment), paired by
+                        eval and trial: a table here, an HTML page and JSON figures written
+                        (RUN: a run directory or a run id under the record dir)
+  regrade RUN           re-run the checks and judge of RUN's attempts against their recorded
+                        work, no agent: runs the suite binary that recorded RUN with --regrade RUN
+                        (exit code: the suite's)
+      --out <FILE>      where the HTML page goes (default <record dir>/compare.<A>.vs.<B>.html;
+                        the JSON beside it)
 
 Options:
       --record-dir <DIR>  where runs are recorded (env REEVAL_RECORD_DIR;
@@ -42,6 +52,8 @@ enum Command {
     Runs,
     Images(ImagesCommand),
     Clean,
+    Compare { control: String, treatment: String, out: Option<PathBuf> },
+    Regrade(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +81,7 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
     let mut words: Vec<String> = Vec::new();
     let mut record_dir = None;
     let mut run = None;
+    let mut out = None;
     while let Some(arg) = p.next().map_err(|e| UsageError(e.to_string()))? {
         match arg {
             Short('h') | Long("help") => return Ok(None),
@@ -82,6 +95,9 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
                         .to_string_lossy()
                         .into_owned(),
                 )
+            }
+            Long("out") => {
+                out = Some(PathBuf::from(p.value().map_err(|e| UsageError(e.to_string()))?))
             }
             Value(v) => {
                 words.push(v.into_string().map_err(|v| UsageError(format!("{v:?} is not UTF-8")))?)
@@ -98,9 +114,17 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
         ["images", "build", path] => Command::Images(ImagesCommand::Build(PathBuf::from(path))),
         ["images", "prune"] => Command::Images(ImagesCommand::Prune(run)),
         ["clean"] => Command::Clean,
+        ["compare", a, b] => {
+            Command::Compare { control: a.to_string(), treatment: b.to_string(), out: out.take() }
+        }
+        ["regrade", run] => Command::Regrade(run.to_string()),
+        ["compare", ..] => return Err(UsageError("compare takes two runs: RUN_A RUN_B".into())),
         [] => return Err(UsageError("a command is needed".into())),
         other => return Err(UsageError(format!("unknown command `{}`", other.join(" ")))),
     };
+    if out.is_some() {
+        return Err(UsageError("--out goes with compare".into()));
+    }
     Ok(Some(Cli { command, record_dir }))
 }
 
@@ -134,6 +158,13 @@ fn main() {
                 commands::images_prune(run.as_deref()).await
             }
             Command::Clean => commands::clean().await,
+            Command::Compare { control, treatment, out } => {
+                commands::compare(&record_dir, &control, &treatment, out)
+            }
+            Command::Regrade(run) => match commands::regrade(&record_dir, &run) {
+                Ok(code) => std::process::exit(code),
+                Err(e) => Err(e),
+            },
         }
     });
     if let Err(e) = done {
@@ -167,5 +198,15 @@ mod tests {
         assert!(args(&["--help"]).unwrap().is_none());
         assert!(args(&["frob"]).unwrap_err().to_string().contains("unknown command `frob`"));
         assert!(args(&[]).is_err());
+        assert_eq!(
+            args(&["compare", "a", "b", "--out", "c.html"]).unwrap().unwrap().command,
+            Command::Compare {
+                control: "a".into(),
+                treatment: "b".into(),
+                out: Some(PathBuf::from("c.html"))
+            }
+        );
+        assert!(args(&["compare", "a"]).is_err());
+        assert!(args(&["runs", "--out", "x"]).is_err());
     }
 }

@@ -97,3 +97,80 @@ fn clean_and_images_talk_to_the_engine() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("reeval/base:latest"), "{}", text(&out.stdout));
 }
+
+/// A run of `outcomes` (one per trial of eval `e`) named `name`.
+fn run_of(record_dir: &Path, name: &str, outcomes: &[Outcome]) -> std::path::PathBuf {
+    let run = record_dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    let redactor = Redactor::new(Vec::<&str>::new());
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let mut r = Record::new(name, "e", "shell", i as u32 + 1, 1);
+        r.outcome = *outcome;
+        redactor.write_json(&run.join(r.file_name()), &r).unwrap();
+    }
+    run
+}
+
+#[test]
+fn compare_prints_the_table_and_writes_the_page_and_its_figures() {
+    let dir = std::env::temp_dir().join(format!("reeval-cli-compare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fail = Outcome::Fail(FailKind::Assertion);
+    run_of(&dir, "before", &[fail, fail, fail, fail, Outcome::Pass, Outcome::InfraError]);
+    run_of(&dir, "after", &[Outcome::Pass; 6]);
+
+    let out = reeval(&["compare", "before", "after"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("comparison: after vs before"), "{table}");
+    assert!(table.contains("1 pairs left out for infra errors (1 before, 0 after)"), "{table}");
+    let page = dir.join("compare.before.vs.after.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("e.shell.t6.try1.json") && html.contains("infra_error"),
+        "links and outcomes"
+    );
+    let figures: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(page.with_extension("json")).unwrap()).unwrap();
+    // 4 of 5 pairs favour `after`: Newcombe's interval lies above 0.
+    assert_eq!(figures["evals"][0]["table"]["onlyTreatment"], 4);
+    assert_eq!(figures["evals"][0]["verdict"], "helped");
+    assert_eq!(figures["overall"]["excluded"]["control"], 1);
+
+    let out = reeval(&["compare", "before", "missing"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("failed to read the run directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn regrade_runs_the_suite_binary_that_recorded_the_run_with_regrade() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("reeval-cli-regrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = recorded_run(&dir);
+    // A stand-in suite binary: it writes its arguments down and exits 3.
+    let suite = dir.join("suite.sh");
+    let args_file = dir.join("args.txt");
+    std::fs::write(&suite, format!("#!/bin/sh\necho \"$@\" > {}\nexit 3\n", args_file.display()))
+        .unwrap();
+    std::fs::set_permissions(&suite, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut summary = reeval_core::runner::summarize("run-a", &[]);
+    summary.provenance.command = vec![suite.display().to_string(), "--tag".into(), "x".into()];
+    std::fs::write(run.join("summary.json"), serde_json::to_vec(&summary).unwrap()).unwrap();
+
+    let out = reeval(&["regrade", "run-a"], &dir);
+    assert_eq!(out.status.code(), Some(3), "the suite's exit code: {}", text(&out.stderr));
+    let args = std::fs::read_to_string(&args_file).unwrap();
+    assert_eq!(args.trim(), format!("--regrade {} --record-dir {}", run.display(), dir.display()));
+
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    let out = reeval(&["regrade", "run-a"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("names no suite binary"), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -368,6 +368,20 @@ impl Snapshot {
         self.files.is_empty()
     }
 
+    /// The file (mode and bytes) or symlink at `path`, if there is one and it
+    /// was read: a fifo, socket or device, or a file too large to read, has none.
+    pub fn entry(&self, path: &str) -> Option<&Entry> {
+        match self.files.get(path).map(Arc::as_ref) {
+            Some(Item::Read(entry)) => Some(entry),
+            _ => None,
+        }
+    }
+
+    /// Whether `path` is in the workspace, read or not.
+    pub fn contains(&self, path: &str) -> bool {
+        self.files.contains_key(path)
+    }
+
     /// Paths of the files, sorted.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.files.keys().map(String::as_str)

@@ -38,6 +38,9 @@ pub struct EvalOptions {
     /// The pass rate at which the eval's cells pass (`0.66`: 2 of 3 trials);
     /// without one, every trial must pass.
     pub min_pass_rate: Option<f64>,
+    /// The eval's reference solution (`oracle = solve`): `--harness oracle`
+    /// runs it at the first `send` in place of an agent.
+    pub oracle: Option<EvalFn>,
 }
 
 impl Default for EvalOptions {
@@ -52,6 +55,7 @@ impl Default for EvalOptions {
             judge: None,
             deadline: None,
             min_pass_rate: None,
+            oracle: None,
         }
     }
 }
@@ -68,6 +72,7 @@ impl fmt::Debug for EvalOptions {
             .field("judge", &self.judge)
             .field("deadline", &self.deadline)
             .field("min_pass_rate", &self.min_pass_rate)
+            .field("oracle", &self.oracle.is_some())
             .finish()
     }
 }
@@ -173,12 +178,25 @@ impl Eval {
         self
     }
 
+    /// Sets the reference solution that `--harness oracle` runs in place of an agent.
+    pub fn oracle<F>(mut self, f: F) -> Self
+    where
+        F: for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync + 'static,
+    {
+        self.options.oracle = Some(Arc::new(f));
+        self
+    }
+
     /// Where the eval is defined, for failure messages.
     pub fn location(mut self, file: &'static str, line: u32) -> Self {
         self.location = Some((file, line));
         self
     }
 }
+
+/// A registered eval or oracle function, boxed. Not public API: use the macro.
+#[doc(hidden)]
+pub type RegisteredFn = for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>;
 
 /// What `#[reeval::eval]` registers. Not public API: use the macro.
 #[doc(hidden)]
@@ -212,6 +230,8 @@ pub struct EvalRegistration {
     pub min_pass_rate: Option<f64>,
     /// The function, boxed.
     pub run: for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>,
+    /// `oracle = solve`: the reference solution, boxed.
+    pub oracle: Option<RegisteredFn>,
 }
 
 inventory::collect!(EvalRegistration);
@@ -247,6 +267,9 @@ impl EvalRegistration {
         eval.options.ignore = self.ignore;
         eval.options.judge = self.judge.map(str::to_string);
         eval.options.min_pass_rate = self.min_pass_rate;
+        if let Some(oracle) = self.oracle {
+            eval.options.oracle = Some(Arc::new(move |c| oracle(c)));
+        }
         eval
     }
 }

@@ -58,6 +58,12 @@ pub struct SessionSetup {
     pub mcp: Vec<crate::environment::McpServer>,
     /// The attempt's directory on the host for artifacts.
     pub artifacts_dir: Option<std::path::PathBuf>,
+    /// The eval the session is for.
+    pub eval: String,
+    /// The attempt's trial.
+    pub trial: u32,
+    /// The attempt's arm in a comparison.
+    pub arm: Option<String>,
 }
 
 impl fmt::Debug for SessionSetup {

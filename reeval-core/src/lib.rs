@@ -16,6 +16,7 @@
 mod attempt;
 mod budget;
 pub mod capture;
+pub mod compare;
 pub mod diff;
 pub mod egress;
 pub mod environment;
@@ -28,11 +29,13 @@ pub mod judge;
 pub(crate) mod lifecycle;
 pub mod llm;
 pub mod matchers;
+pub mod oracle;
 pub mod outcome;
 pub mod phase;
 pub mod prices;
 mod progress;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod runs;
@@ -42,6 +45,7 @@ pub mod settings;
 pub mod setup_cache;
 pub mod stats;
 pub mod turn;
+pub mod turn_archive;
 mod workspace;
 
 // The surface most code needs, by name; the modules above hold the rest.

@@ -165,6 +165,10 @@ pub struct Record {
     pub eval: String,
     /// The harness spec.
     pub harness: String,
+    /// The arm of a comparison this attempt ran in (`control`, a variant,
+    /// or the harness of `--harness a --vs b`); none outside a comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<String>,
     /// 1-based trial.
     pub trial: u32,
     /// 1-based try of this trial (infra errors are retried).
@@ -220,6 +224,10 @@ pub struct Record {
     /// ran out, or where the eval panicked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// The recorded attempt this one re-graded (the replay harness): its
+    /// usage is copied from there, not summed again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regrade_of: Option<crate::replay::RegradeOf>,
     /// Whether the run was interrupted (Ctrl-C, SIGTERM) while this attempt ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
@@ -233,6 +241,7 @@ impl Record {
             run_id: run_id.to_string(),
             eval: eval.to_string(),
             harness: harness.to_string(),
+            arm: None,
             trial,
             try_,
             outcome: Outcome::Pass,
@@ -256,30 +265,43 @@ impl Record {
             tags: Vec::new(),
             min_pass_rate: None,
             location: None,
+            regrade_of: None,
             interrupted: false,
         }
     }
 
     /// The file name of this record in the run directory.
     pub fn file_name(&self) -> String {
-        format!(
-            "{}.{}.t{}.try{}.json",
-            sanitize(&self.eval),
-            sanitize(&self.harness),
-            self.trial,
-            self.try_
-        )
+        format!("{}.json", self.artifacts_dir_name())
     }
 
     /// The attempt's artifact directory name in the run directory.
     pub fn artifacts_dir_name(&self) -> String {
         format!(
-            "{}.{}.t{}.try{}",
-            sanitize(&self.eval),
-            sanitize(&self.harness),
+            "{}.t{}.try{}",
+            cell_stem(&self.eval, &self.harness, self.arm.as_deref()),
             self.trial,
             self.try_
         )
+    }
+
+    /// The record's cell: eval, harness, and arm in a comparison.
+    pub fn cell(&self) -> CellKey {
+        (self.eval.clone(), self.harness.clone(), self.arm.clone())
+    }
+}
+
+/// A cell: eval, harness, and the arm of a comparison.
+pub type CellKey = (String, String, Option<String>);
+
+/// The start of the file names of a cell's records: `eval.harness`, and
+/// `eval.harness.arm` in a comparison whose arm is not the harness itself.
+pub fn cell_stem(eval: &str, harness: &str, arm: Option<&str>) -> String {
+    match arm {
+        Some(arm) if arm != harness => {
+            format!("{}.{}.{}", sanitize(eval), sanitize(harness), sanitize(arm))
+        }
+        _ => format!("{}.{}", sanitize(eval), sanitize(harness)),
     }
 }
 
@@ -299,6 +321,9 @@ pub struct CellSummary {
     pub eval: String,
     /// Harness spec.
     pub harness: String,
+    /// The arm of a comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<String>,
     /// Trials that passed.
     pub passed: u32,
     /// Trials that failed.
@@ -411,6 +436,12 @@ pub struct Summary {
     /// Start, end, command line, git state, versions.
     #[serde(default, flatten)]
     pub provenance: Provenance,
+    /// The paired analysis of a comparison run (`--compare`, `--vs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<crate::compare::Comparison>,
+    /// Oracle cells below 100 %: the eval or its environment is broken.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken_evals: Vec<String>,
 }
 
 pub use crate::stats::{pass_at_k, pass_pow_k};

@@ -247,9 +247,9 @@ pub fn failed_cells(records: &[Record]) -> Vec<(String, String)> {
 /// resumed: every try of a trial whose last try ended on its own (it was not
 /// interrupted, and is not an infra error that had retries left).
 pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> {
-    let mut trials: BTreeMap<(String, String, u32), Vec<Record>> = BTreeMap::new();
+    let mut trials: BTreeMap<(crate::record::CellKey, u32), Vec<Record>> = BTreeMap::new();
     for r in records {
-        trials.entry((r.eval.clone(), r.harness.clone(), r.trial)).or_default().push(r);
+        trials.entry((r.cell(), r.trial)).or_default().push(r);
     }
     trials
         .into_values()
@@ -264,12 +264,8 @@ pub fn finished_trials(records: Vec<Record>, infra_retries: u32) -> Vec<Record> 
 
 /// The next try number of a trial in `run_dir`: one more than any recorded
 /// (nextest's `--retries` runs a test's process again into the same run).
-pub fn next_try(run_dir: &Path, eval: &str, harness: &str, trial: u32) -> u32 {
-    let stem = format!(
-        "{}.{}.t{trial}.try",
-        crate::record::sanitize(eval),
-        crate::record::sanitize(harness)
-    );
+pub fn next_try(run_dir: &Path, eval: &str, harness: &str, arm: Option<&str>, trial: u32) -> u32 {
+    let stem = format!("{}.t{trial}.try", crate::record::cell_stem(eval, harness, arm));
     let highest = std::fs::read_dir(run_dir)
         .into_iter()
         .flatten()
@@ -336,8 +332,8 @@ mod tests {
         for r in [rec("a", 1, 1, Outcome::Pass), rec("b", 1, 1, Outcome::Fail(FailKind::Judge))] {
             redactor.write_json(&run.join(r.file_name()), &r).unwrap();
         }
-        assert_eq!(next_try(&run, "a", "shell", 1), 2);
-        assert_eq!(next_try(&run, "a", "shell", 2), 1);
+        assert_eq!(next_try(&run, "a", "shell", None, 1), 2);
+        assert_eq!(next_try(&run, "a", "shell", None, 2), 1);
         let report = rebuild(&run, &PriceTable::default(), &redactor).unwrap();
         assert_eq!((report.summary.passed, report.summary.exit_code), (1, 1));
         assert!(run.join("report.html").is_file());

@@ -75,6 +75,9 @@ pub enum SettingsError {
     /// `reeval.toml` (or `REEVAL_CONFIG`'s file) cannot be read.
     #[error(transparent)]
     Config(#[from] ConfigFileError),
+    /// Flags that do not go together.
+    #[error("failed to read the command line: {0}")]
+    Usage(String),
 }
 
 /// An env file that cannot be read (exit code 2, through preflight).
@@ -281,6 +284,19 @@ pub struct Settings {
     pub slow_after: Duration,
     /// Prices per model.
     pub prices: crate::prices::PriceTable,
+    /// The two arms of a comparison (`--compare`, `REEVAL_COMPARE`, or `--harness a --vs b`).
+    pub compare: Option<Comparing>,
+    /// A variant every eval runs with (`--variant`, `REEVAL_VARIANT`).
+    pub variant: Option<String>,
+}
+
+/// What a run compares, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Comparing {
+    /// Two variants (`control` is the one that changes nothing).
+    Variants(String, String),
+    /// Two harnesses.
+    Harnesses(String, String),
 }
 
 /// The process environment, as [`Settings::load`] takes it.
@@ -428,6 +444,8 @@ impl Settings {
             prestart: 0,
             slow_after: Duration::from_secs(60),
             prices: crate::prices::PriceTable::default(),
+            compare: None,
+            variant: None,
         }
     }
 
@@ -494,6 +512,12 @@ impl Settings {
                 .map_err(|problem| Vars::fail("REEVAL_JUDGE", spec, problem))?;
         }
 
+        let compare = match &args.compare {
+            list if !list.is_empty() => list.clone(),
+            _ => vars.get("REEVAL_COMPARE").map(|c| split_list(&c)).unwrap_or_default(),
+        };
+        let variant = args.variant.clone().or_else(|| vars.get("REEVAL_VARIANT"));
+
         s.verbose = args.verbose || verbose.unwrap_or(false);
         s.harnesses = if !args.harness.is_empty() {
             args.harness.clone()
@@ -524,6 +548,35 @@ impl Settings {
         }
         if let Some(n) = args.test_threads.or(threads).or(suite.concurrency) {
             s.test_threads = n;
+        }
+        s.variant = variant;
+        s.compare = match (&args.vs, compare.as_slice()) {
+            (Some(_), [_, ..]) => {
+                return Err(SettingsError::Usage("use --compare or --vs, not both".into()));
+            }
+            (Some(b), []) => match s.harnesses.as_slice() {
+                [a] => {
+                    let pair = Comparing::Harnesses(a.clone(), b.clone());
+                    s.harnesses = vec![a.clone(), b.clone()];
+                    Some(pair)
+                }
+                _ => {
+                    return Err(SettingsError::Usage(
+                        "--vs <B> needs exactly one --harness <A> to compare with".into(),
+                    ));
+                }
+            },
+            (None, [a, b]) => Some(Comparing::Variants(a.clone(), b.clone())),
+            (None, []) => None,
+            (None, other) => {
+                return Err(SettingsError::Usage(format!(
+                    "--compare takes two arms, like control,with_skill; got {}",
+                    other.join(",")
+                )));
+            }
+        };
+        if s.compare.is_some() && s.variant.is_some() {
+            return Err(SettingsError::Usage("use --compare or --variant, not both".into()));
         }
         // The suite's file names the judge and env file first, as it always has.
         s.judge = suite.judge.or(judge);
@@ -605,7 +658,33 @@ impl Settings {
             setup_cache: self.setup_cache,
             prestart: self.prestart,
             kubernetes: self.kubernetes.clone(),
+            compare: None,
+            variant: None,
         }
+    }
+
+    /// The arms of [`Settings::compare`] and the [`Settings::variant`], with
+    /// variant names resolved among `known` (the `#[reeval::variant]`s of the suite).
+    ///
+    /// # Errors
+    /// A message naming a variant that `known` lacks.
+    pub fn arms(
+        &self,
+        known: &[crate::compare::Variant],
+    ) -> Result<(Option<crate::compare::Arms>, Option<crate::compare::Variant>), String> {
+        use crate::compare::{Arms, find_variant};
+        let arms = match &self.compare {
+            None => None,
+            Some(Comparing::Harnesses(a, b)) => Some(Arms::Harnesses(a.clone(), b.clone())),
+            Some(Comparing::Variants(a, b)) => {
+                if a == b {
+                    return Err(format!("failed to compare `{a}` with itself: name two arms"));
+                }
+                Some(Arms::Variants(find_variant(known, a)?, find_variant(known, b)?))
+            }
+        };
+        let variant = self.variant.as_deref().map(|v| find_variant(known, v)).transpose()?;
+        Ok((arms, variant))
     }
 }
 
@@ -730,6 +809,33 @@ mod tests {
             PathBuf::from("/t/reeval/runs")
         );
         assert_eq!(load(&[], &[]).unwrap().config_file, None);
+    }
+
+    #[test]
+    fn compare_reads_arms_from_the_flag_or_the_environment_and_vs_pairs_harnesses() {
+        let s = load(&["--compare", "control,with_skill"], &[]).unwrap();
+        assert_eq!(s.compare, Some(Comparing::Variants("control".into(), "with_skill".into())));
+        let s = load(&[], &[("REEVAL_COMPARE", "control, b")]).unwrap();
+        assert_eq!(s.compare, Some(Comparing::Variants("control".into(), "b".into())));
+        let s = load(&["--harness", "codex", "--vs", "claude-code"], &[]).unwrap();
+        assert_eq!(s.compare, Some(Comparing::Harnesses("codex".into(), "claude-code".into())));
+        assert_eq!(s.harnesses, ["codex", "claude-code"]);
+        for bad in [
+            &["--compare", "a,b,c"][..],
+            &["--vs", "b"],
+            &["--harness", "a", "--vs", "b", "--compare", "c,d"],
+            &["--compare", "control,b", "--variant", "b"],
+        ] {
+            assert!(matches!(load(bad, &[]), Err(SettingsError::Usage(_))), "{bad:?}");
+        }
+        // Variant names resolve among the suite's, and an unknown one is named.
+        let known = [crate::compare::Variant::new("with_skill", |env| env)];
+        let s = load(&["--compare", "control,with_skil"], &[]).unwrap();
+        let e = s.arms(&known).unwrap_err();
+        assert!(e.contains("`with_skil`") && e.contains("control, with_skill"), "{e}");
+        let s = load(&["--compare", "control,with_skill"], &[]).unwrap();
+        let (arms, _) = s.arms(&known).unwrap();
+        assert_eq!(arms.unwrap().names(), ["control".to_string(), "with_skill".to_string()]);
     }
 
     #[test]

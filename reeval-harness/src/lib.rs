@@ -12,6 +12,11 @@ pub use shell::ShellHarness;
 /// Adds the built-in harnesses to `registry`.
 pub fn register_builtins(registry: &mut HarnessRegistry) {
     registry.register("shell", |_| Box::new(ShellHarness));
+    registry.register(reeval_core::replay::REPLAY, |m| {
+        Box::new(reeval_core::replay::ReplayHarness::new(m))
+    });
+    registry
+        .register(reeval_core::oracle::ORACLE, |_| Box::new(reeval_core::oracle::OracleHarness));
     registry.register("claude-code", |m| Box::new(cli::claude_code::harness(m)));
     registry.register("codex", |m| Box::new(cli::codex::harness(m)));
     registry.register("cursor", |m| Box::new(cli::cursor::harness(m)));

@@ -114,6 +114,24 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
     let call = quote_spanned! {name.span()=>
         ::std::boxed::Box::pin(#name(__reeval_ctx))
     };
+    let (oracle_fn, oracle) = match &options.oracle {
+        Some(path) => {
+            let call = quote_spanned! {path.span()=>
+                ::std::boxed::Box::pin(#path(__reeval_ctx))
+            };
+            (
+                quote! {
+                    fn __reeval_oracle<'a>(
+                        __reeval_ctx: &'a mut ::reeval::Ctx,
+                    ) -> ::reeval::__private::BoxFuture<'a, ::reeval::Result<()>> {
+                        #call
+                    }
+                },
+                quote!(::std::option::Option::Some(__reeval_oracle)),
+            )
+        }
+        None => (quote!(), quote!(::std::option::Option::None)),
+    };
 
     quote! {
         #func
@@ -124,6 +142,7 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
             ) -> ::reeval::__private::BoxFuture<'a, ::reeval::Result<()>> {
                 #call
             }
+            #oracle_fn
 
             ::reeval::__private::inventory::submit! {
                 ::reeval::__private::EvalRegistration {
@@ -141,9 +160,26 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
                     judge: #judge,
                     min_pass_rate: #min_pass_rate,
                     run: __reeval_run,
+                    oracle: #oracle,
                 }
             }
         };
+    }
+}
+
+/// `#[reeval::variant]`: the function unchanged, registered under its name.
+pub fn variant(func: &ItemFn) -> TokenStream {
+    let name = &func.sig.ident;
+    let name_str = name.to_string();
+    let name_str = name_str.strip_prefix("r#").unwrap_or(&name_str).to_string();
+    // Spanned on the name so that a function of the wrong type is reported there.
+    let apply = quote_spanned!(name.span()=> #name);
+    quote! {
+        #func
+
+        ::reeval::__private::inventory::submit! {
+            ::reeval::__private::VariantRegistration { name: #name_str, apply: #apply }
+        }
     }
 }
 

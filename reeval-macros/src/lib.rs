@@ -47,6 +47,7 @@ use syn::Item;
 /// | `tags = ["smoke", "python"]` | free-form tags (a single string is accepted too) | none |
 /// | `ignore` | skip the eval unless the run passes `--ignored` or `--include-ignored` | not ignored |
 /// | `judge = "anthropic:claude-sonnet-4-5"` | the judge model used by `Ctx::judge` in this eval | the run's default judge |
+/// | `oracle = solve` | the path of an `async fn(c: &mut Ctx) -> reeval::Result<()>` that solves the task in the sandbox; `--harness oracle` runs it in place of an agent's turns | none |
 ///
 /// Durations are checked at compile time: a bad one, an unknown or repeated option, or a value of
 /// the wrong type is a compile error pointing at the offending token.
@@ -118,6 +119,46 @@ fn not_a_fn() -> syn::Error {
         proc_macro2::Span::call_site(),
         "`#[reeval::eval]` applies to an `async fn name(c: &mut Ctx) -> reeval::Result<()>`",
     )
+}
+
+/// Registers a variant: a named change to an eval's environment, for comparisons.
+///
+/// The function must be `fn name(env: Environment) -> Environment`; its name is the
+/// variant's name. `--compare control,name` then runs every selected eval both
+/// without the change (`control`) and with it, paired by eval and trial, and
+/// gives a verdict; `--variant name` runs every eval with it.
+///
+/// ```ignore
+/// #[reeval::variant]
+/// fn with_skill(env: Environment) -> Environment {
+///     env.skill("skills/greet")
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn variant(args: TokenStream, item: TokenStream) -> TokenStream {
+    let func = match syn::parse::<Item>(item.clone()) {
+        Ok(Item::Fn(func)) => func,
+        Ok(_) | Err(_) => {
+            return with_error(
+                item,
+                syn::Error::new(
+                    proc_macro2::Span::call_site(),
+                    "`#[reeval::variant]` applies to a `fn name(env: Environment) -> Environment`",
+                ),
+            );
+        }
+    };
+    let mut out = expand::variant(&func);
+    if !args.is_empty() {
+        out.extend(
+            syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "`#[reeval::variant]` takes no arguments",
+            )
+            .to_compile_error(),
+        );
+    }
+    out.into()
 }
 
 /// The runner's `main` for a test target with `harness = false`.

@@ -18,6 +18,7 @@ const KEYS: &[&str] = &[
     "ignore",
     "judge",
     "min_pass_rate",
+    "oracle",
 ];
 
 /// The parsed arguments. `None` / empty means "not given": the runner applies its defaults.
@@ -41,6 +42,8 @@ pub struct EvalOptions {
     pub judge: Option<LitStr>,
     /// `min_pass_rate = 0.66`.
     pub min_pass_rate: Option<f64>,
+    /// `oracle = path::to::solve`: the eval's reference solution.
+    pub oracle: Option<ExprPath>,
 }
 
 /// Parses the attribute's argument tokens, failing on the first offending token.
@@ -83,6 +86,7 @@ pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
             }
             "tags" => options.tags = strings(&key, &value, "tags = [\"smoke\", \"python\"]")?,
             "environment" => options.environment = Some(environment(&value)?),
+            "oracle" => options.oracle = Some(oracle(&value)?),
             "min_pass_rate" => options.min_pass_rate = Some(rate(&value)?),
             "judge" => {
                 options.judge =
@@ -114,6 +118,7 @@ fn example(key: &str) -> &'static str {
         "trials" => "trials = 3",
         "harness" => "harness = \"shell\"",
         "environment" => "environment = my_environment",
+        "oracle" => "oracle = solve",
         "tags" => "tags = [\"smoke\"]",
         "judge" => "judge = \"anthropic:claude-sonnet-4-5\"",
         "min_pass_rate" => "min_pass_rate = 0.66",
@@ -250,6 +255,17 @@ fn strings(key: &str, value: &Expr, example: &str) -> syn::Result<Vec<LitStr>> {
     Ok(out)
 }
 
+/// `oracle = path`: a path to an `async fn(&mut Ctx) -> reeval::Result<()>`.
+fn oracle(value: &Expr) -> syn::Result<ExprPath> {
+    match value {
+        Expr::Path(path) => Ok(path.clone()),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "`oracle` expects the path of an `async fn(c: &mut Ctx) -> reeval::Result<()>`, like `oracle = solve`",
+        )),
+    }
+}
+
 /// `environment = path`: a path to a `fn() -> reeval::Environment`.
 fn environment(value: &Expr) -> syn::Result<ExprPath> {
     match value {
@@ -335,7 +351,7 @@ mod tests {
     fn unknown_key() {
         assert_eq!(
             err(quote!(timeout = "1m", foo = 1)),
-            "unknown eval option `foo`; expected one of: timeout, deadline, trials, harness, environment, tags, ignore, judge, min_pass_rate"
+            "unknown eval option `foo`; expected one of: timeout, deadline, trials, harness, environment, tags, ignore, judge, min_pass_rate, oracle"
         );
         assert!(err(quote!(a::b = 1)).starts_with("unknown eval option `a::b`"));
     }

@@ -65,9 +65,26 @@ impl Ctx {
         let at = Location::caller();
         let prompt: String = prompt.into();
         async move {
+            if let Err(e) = self.run_oracle().await {
+                return self.attempt.calls.ended(Err(e));
+            }
             self.attempt.calls.began("send", at);
             let result = self.attempt.send(prompt, TurnOptions::default()).await;
             self.attempt.calls.ended(result)
+        }
+    }
+
+    /// Under `--harness oracle`, the first `send` runs the eval's reference
+    /// solution first, so that the turn's diff is the solution's work.
+    async fn run_oracle(&mut self) -> Result<()> {
+        use super::Oracle;
+        match std::mem::replace(&mut self.attempt.oracle, Oracle::Ran) {
+            Oracle::Pending(solve) => solve(self).await,
+            Oracle::Missing => Err(crate::Error::Config(format!(
+                "failed to run the oracle: eval {} names no reference solution (add oracle = solve to #[reeval::eval])",
+                self.attempt.record().eval
+            ))),
+            Oracle::None | Oracle::Ran => Ok(()),
         }
     }
 
@@ -88,6 +105,9 @@ impl Ctx {
         let at = Location::caller();
         let prompt: String = prompt.into();
         async move {
+            if let Err(e) = self.run_oracle().await {
+                return self.attempt.calls.ended(Err(e));
+            }
             self.attempt.calls.began("send_with", at);
             let result = self.attempt.send(prompt, options).await;
             self.attempt.calls.ended(result)

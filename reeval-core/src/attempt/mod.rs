@@ -48,6 +48,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) run_dir: PathBuf,
     pub(crate) eval: Eval,
     pub(crate) harness_spec: String,
+    /// The arm of a comparison, when the run compares.
+    pub(crate) arm: Option<String>,
     pub(crate) timeout: Duration,
     pub(crate) trial: u32,
     pub(crate) try_: u32,
@@ -138,6 +140,31 @@ pub(crate) struct Attempt {
     setup_cache: bool,
     /// A container made ahead of the attempt's slot (`--prestart`) and its image, until used.
     prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
+    /// Under `--harness oracle`: the eval's reference solution, until the first `send` runs it.
+    pub(super) oracle: Oracle,
+}
+
+/// The oracle of an attempt under `--harness oracle`.
+pub(super) enum Oracle {
+    /// Not the oracle harness.
+    None,
+    /// The solution, still to run at the first `send`.
+    Pending(crate::eval::EvalFn),
+    /// The eval names no solution.
+    Missing,
+    /// It ran.
+    Ran,
+}
+
+impl std::fmt::Debug for Oracle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Oracle::None => "None",
+            Oracle::Pending(_) => "Pending",
+            Oracle::Missing => "Missing",
+            Oracle::Ran => "Ran",
+        })
+    }
 }
 
 impl Attempt {
@@ -458,7 +485,7 @@ impl Attempt {
         if self.ready().session {
             return Ok(());
         }
-        let Attempt { phases, harness, env, secrets, artifacts_dir, sandbox, .. } = self;
+        let Attempt { phases, harness, env, secrets, artifacts_dir, sandbox, record, .. } = self;
         let SandboxState::Ready(ready) = sandbox else {
             unreachable!("a session starts in a started sandbox")
         };
@@ -479,6 +506,7 @@ impl Attempt {
                         env,
                         secrets,
                         artifacts_dir,
+                        record,
                     )
                     .await
                 },
@@ -513,6 +541,7 @@ impl Attempt {
             record,
             turn_unsettled,
             interrupt,
+            redactor,
             ..
         } = self;
         let harness = harness.as_deref_mut().expect("checked above");
@@ -531,6 +560,7 @@ impl Attempt {
         let harness_name = record.harness.clone();
         let mut diff_ms = 0;
         let mut diff_failed = None;
+        let mut archived = Ok(());
         let (turn, error) = phases
             .run(
                 Phase::Turn,
@@ -560,6 +590,15 @@ impl Attempt {
                     // The turn's diff, even after an abort: the record must show the agent's work.
                     let began = Instant::now();
                     let (diff, now, failed) = lifecycle::turn::diff(&handle, ready.latest()).await;
+                    // The turn's changes, kept so that regrade and replay can rebuild them exactly.
+                    let changes = crate::turn_archive::TurnChanges::of(&diff, &now);
+                    archived = crate::turn_archive::record_turn(
+                        artifacts_dir,
+                        index,
+                        &changes,
+                        failed.as_deref(),
+                        redactor,
+                    );
                     ready.last = Some(now);
                     diff_ms = began.elapsed().as_millis() as u64;
                     diff_failed = failed;
@@ -572,6 +611,9 @@ impl Attempt {
         self.phases.count_as_diff(Phase::Turn, diff_ms);
         if let Some(e) = diff_failed {
             self.phases.log.event(format!("failed to diff the workspace after turn {index}: {e}"));
+        }
+        if let Err(e) = archived {
+            self.phases.log.event(format!("failed to archive turn {index}'s changes: {e}"));
         }
         if turn.status != TurnStatus::Completed {
             self.saw_oom_kill(&handle, &format!("turn {index}")).await;
@@ -906,6 +948,7 @@ impl AttemptPlan {
         crate::runner::events::AttemptId {
             eval: self.eval.name.clone(),
             harness: self.harness_spec.clone(),
+            arm: self.arm.clone(),
             trial: self.trial,
             try_: self.try_,
         }
@@ -928,6 +971,7 @@ pub(crate) async fn run(
     };
     let mut record =
         Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+    record.arm = plan.arm.clone();
     record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
     record.tags = plan.eval.options.tags.clone();
     record.min_pass_rate = plan.eval.options.min_pass_rate;
@@ -969,6 +1013,11 @@ pub(crate) async fn run(
         turn_in_flight: None,
         setup_cache: plan.setup_cache,
         prestarted,
+        oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec)) {
+            (_, false) => Oracle::None,
+            (Some(solve), true) => Oracle::Pending(solve.clone()),
+            (None, true) => Oracle::Missing,
+        },
     };
     let mut ctx = Ctx { attempt };
 
@@ -1025,7 +1074,20 @@ pub(crate) async fn run(
     };
     // A container made ahead that the attempt never used goes too.
     let to_destroy = to_destroy.or_else(|| attempt.prestarted.take().map(|(s, _)| s));
-    let (record, cause) = attempt.finish(ended, plan.timeout);
+    let (mut record, cause) = attempt.finish(ended, plan.timeout);
+    if crate::replay::is_replay(&plan.harness_spec) {
+        // A regrade names what it re-graded and carries the agent's usage as recorded, not summed again.
+        if let Ok(recorded) = crate::replay::find(
+            &plan.harness_spec,
+            &plan.run_dir,
+            &record.eval,
+            record.trial,
+            record.arm.as_deref(),
+        ) {
+            record.regrade_of = Some(recorded.regrade_of());
+            record.usage = recorded.record.usage.clone();
+        }
+    }
     // Everything downstream (reporters, an embedding program) gets the redacted record.
     Attempted { record: redactor.scrub(&record).unwrap_or(record), cause, to_destroy }
 }

@@ -17,6 +17,7 @@ pub(crate) async fn start(
     env: &Environment,
     secrets: &[Secret],
     artifacts_dir: &Path,
+    record: &crate::record::Record,
 ) -> Result<String> {
     let wanted = harness.credentials();
     // Only an in-process harness uses these values, on the host; a CLI's agent sees placeholders.
@@ -30,6 +31,9 @@ pub(crate) async fn start(
         skills: read_skills(&env.skills)?,
         mcp: env.mcp.clone(),
         artifacts_dir: Some(artifacts_dir.to_path_buf()),
+        eval: record.eval.clone(),
+        trial: record.trial,
+        arm: record.arm.clone(),
     };
     harness.start(agent, &setup).await?;
     let model = harness.model().map(|m| format!(" ({m})")).unwrap_or_default();

@@ -76,7 +76,13 @@ impl Console {
     }
 
     fn prefix(id: &AttemptId) -> String {
-        format!("[{}#{} {}] {}", id.eval, id.trial, id.harness, clock())
+        format!(
+            "[{}#{} {}] {}",
+            id.eval,
+            id.trial,
+            arm_label(&id.harness, id.arm.as_deref()),
+            clock()
+        )
     }
 
     fn slow_attempts(&mut self) -> io::Result<()> {
@@ -118,6 +124,7 @@ impl Reporter for Console {
                 self.running.retain(|id, _| {
                     !(id.eval == record.eval
                         && id.harness == record.harness
+                        && id.arm == record.arm
                         && id.trial == record.trial
                         && id.try_ == record.try_)
                 });
@@ -178,10 +185,12 @@ pub(crate) enum EvalStatus {
 
 /// The status of an eval from the final tries of its trials.
 pub(crate) fn eval_status(finals: &[Record]) -> EvalStatus {
-    let mut cells: BTreeMap<&str, (u32, u32, Option<f64>)> = BTreeMap::new();
+    // (harness, arm) → passed, failed, min pass rate.
+    type Counts = (u32, u32, Option<f64>);
+    let mut cells: BTreeMap<(&str, Option<&str>), Counts> = BTreeMap::new();
     let mut infra = false;
     for r in finals {
-        let cell = cells.entry(r.harness.as_str()).or_default();
+        let cell = cells.entry((r.harness.as_str(), r.arm.as_deref())).or_default();
         cell.2 = cell.2.or(r.min_pass_rate);
         match r.outcome {
             Outcome::Pass => cell.0 += 1,
@@ -241,7 +250,9 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
     let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
     format!(
         "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}; {by_k}{cost}\n",
-        c.eval, c.harness, c.passed
+        c.eval,
+        arm_label(&c.harness, c.arm.as_deref()),
+        c.passed
     )
 }
 
@@ -263,13 +274,15 @@ fn summary_text(
             let source = r.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
             out.push_str(&format!(
                 "---- {} #{} [{}] {outcome}/{kind}{source} ----\n",
-                r.eval, r.trial, r.harness
+                r.eval,
+                r.trial,
+                arm_label(&r.harness, r.arm.as_deref())
             ));
             // Tries that failed alike are one failure, said once.
             let tries: Vec<&Record> = report
                 .records
                 .iter()
-                .filter(|t| t.eval == r.eval && t.harness == r.harness && t.trial == r.trial)
+                .filter(|t| t.cell() == r.cell() && t.trial == r.trial)
                 .collect();
             out.push_str(r.message.as_deref().unwrap_or(""));
             out.push('\n');
@@ -328,7 +341,23 @@ fn summary_text(
     for c in &s.cells {
         out.push_str(&cell_line(c));
     }
+    for eval in &s.broken_evals {
+        out.push_str(&format!(
+            "reeval: BROKEN EVAL {eval}: its oracle (reference solution) does not pass, so the eval or its environment is broken\n"
+        ));
+    }
+    if let Some(comparison) = &s.comparison {
+        out.push_str(&crate::compare::render::table(comparison));
+    }
     out
+}
+
+/// `harness`, or `harness, arm` in a comparison whose arm is not the harness.
+pub(crate) fn arm_label(harness: &str, arm: Option<&str>) -> String {
+    match arm {
+        Some(arm) if arm != harness => format!("{harness}, {arm}"),
+        _ => harness.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -399,7 +428,13 @@ mod tests {
     #[test]
     fn long_attempts_are_announced_every_period() {
         let mut console = Console::new(true, false).slow_after(Duration::from_secs(100));
-        let id = AttemptId { eval: "slow".into(), harness: "shell".into(), trial: 1, try_: 1 };
+        let id = AttemptId {
+            eval: "slow".into(),
+            harness: "shell".into(),
+            arm: None,
+            trial: 1,
+            try_: 1,
+        };
         console.event(&RunEvent::AttemptStarted(id.clone())).unwrap();
         // Started 2.5 periods ago, whatever the machine's load (no sleeping).
         let started = &mut console.running.get_mut(&id).unwrap().0;

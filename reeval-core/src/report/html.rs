@@ -338,7 +338,7 @@ pub fn render_priced(
         .iter()
         .map(|c| CellView {
             eval: c.eval.clone(),
-            harness: c.harness.clone(),
+            harness: super::console::arm_label(&c.harness, c.arm.as_deref()),
             passed: c.passed,
             failed: c.failed,
             infra: c.infra,
@@ -362,7 +362,9 @@ pub fn render_priced(
     let mut groups: std::collections::BTreeMap<(String, String, u32), Vec<&Record>> =
         Default::default();
     for r in records {
-        groups.entry((r.eval.clone(), r.harness.clone(), r.trial)).or_default().push(r);
+        // A comparison's arms are apart: `harness, arm`.
+        let harness = super::console::arm_label(&r.harness, r.arm.as_deref());
+        groups.entry((r.eval.clone(), harness, r.trial)).or_default().push(r);
     }
     let mut attempts: Vec<AttemptView> = groups
         .into_iter()

@@ -49,7 +49,13 @@ pub fn render(report: &RunReport) -> Report {
                 .set_description(format!("{message}\nrecord: {record}"));
         }
         let mut case = TestCase::new(
-            format!("{} [{}] #{} try {}", r.eval, r.harness, r.trial, r.try_),
+            format!(
+                "{} [{}] #{} try {}",
+                r.eval,
+                super::console::arm_label(&r.harness, r.arm.as_deref()),
+                r.trial,
+                r.try_
+            ),
             status,
         );
         case.set_classname(r.eval.clone())

@@ -68,6 +68,7 @@ impl LibtestJson {
     fn attempt(&self, r: &Record) -> Value {
         json!({
             "harness": r.harness,
+            "arm": r.arm,
             "trial": r.trial,
             "try": r.try_,
             "outcome": r.outcome.as_str(),
@@ -134,7 +135,7 @@ impl Reporter for LibtestJson {
                             format!(
                                 "#{} [{}] {}: {}",
                                 r.trial,
-                                r.harness,
+                                super::console::arm_label(&r.harness, r.arm.as_deref()),
                                 r.outcome.kind().map(|k| k.as_str()).unwrap_or(""),
                                 r.message.as_deref().unwrap_or("")
                             )

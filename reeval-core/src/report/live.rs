@@ -126,7 +126,8 @@ mod tests {
     #[test]
     fn counts_follow_the_run() {
         let mut c = Counts::default();
-        let id = AttemptId { eval: "e".into(), harness: "shell".into(), trial: 1, try_: 1 };
+        let id =
+            AttemptId { eval: "e".into(), harness: "shell".into(), arm: None, trial: 1, try_: 1 };
         c.count(&RunEvent::Planned {
             run_id: "r".into(),
             run_dir: "/r".into(),

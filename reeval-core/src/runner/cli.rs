@@ -61,6 +61,14 @@ pub struct Args {
     pub no_setup_cache: bool,
     /// `--prestart N`: create up to N containers ahead of their slot.
     pub prestart: Option<usize>,
+    /// `--compare control,with_skill`: the two arms of a comparison.
+    pub compare: Vec<String>,
+    /// `--vs b`: compare the harness of `--harness a` with `b`.
+    pub vs: Option<String>,
+    /// `--variant NAME`: run every eval with this variant.
+    pub variant: Option<String>,
+    /// `--regrade RUN`: re-run the checks and judge of RUN's attempts against their recorded work.
+    pub regrade: Option<String>,
 }
 
 /// A command line that cannot be understood (exit code 2).
@@ -101,6 +109,12 @@ reeval options (env twins for cargo-nextest):
       --stream               print the agent's events as they arrive  (REEVAL_STREAM=1)
       --no-setup-cache       prepare every sandbox afresh  (REEVAL_SETUP_CACHE=0)
       --prestart <N>         create up to N containers ahead of their slot  (REEVAL_PRESTART)
+      --compare <A,B>        compare two arms (`control` and a #[reeval::variant]), paired
+                             by eval and trial, and give a verdict     (REEVAL_COMPARE=a,b)
+      --vs <SPEC>            with --harness <A>: compare harness A with this one
+      --variant <NAME>       run every eval with this variant        (REEVAL_VARIANT)
+      --regrade <RUN>        re-run checks and judge on RUN's recorded attempts, no agent:
+                             each send is answered from the record (harness replay:RUN)
   -h, --help                 this text
 
 Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
@@ -220,6 +234,17 @@ impl Args {
                 Long("prestart") => {
                     a.prestart = Some(number("--prestart", &text(&mut p, "--prestart")?)?)
                 }
+                Long("compare") => {
+                    a.compare = text(&mut p, "--compare")?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
+                Long("vs") => a.vs = Some(text(&mut p, "--vs")?),
+                Long("variant") => a.variant = Some(text(&mut p, "--variant")?),
+                Long("regrade") => a.regrade = Some(text(&mut p, "--regrade")?),
                 // Everything after `--` comes here too, even when it starts with `-`.
                 Value(filter) => a.filters.push(
                     filter

@@ -67,18 +67,28 @@ pub(crate) async fn dispatch(
     let mut harness_versions = BTreeMap::new();
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
-        let specs = runner.harness_specs(eval);
-        pending.insert(i, specs.len() * trials as usize);
-        for spec in specs {
-            if let Some(version) = runner.harnesses.make(&spec).and_then(|h| h.version()) {
-                harness_versions.insert(spec.clone(), version);
+        let cells = runner.arm_cells(eval);
+        pending.insert(i, cells.len() * trials as usize);
+        for cell in &cells {
+            if let Some(version) = runner.harnesses.make(&cell.spec).and_then(|h| h.version()) {
+                harness_versions.insert(cell.spec.clone(), version);
             }
-            for trial in 1..=trials {
+        }
+        // Trials outside, cells (harnesses, arms) inside: a comparison's arms
+        // take turns, so that a provider drifting over the run hits both alike.
+        for trial in 1..=trials {
+            for cell in &cells {
+                let (spec, arm) = (&cell.spec, cell.arm.as_deref());
                 // A resumed run keeps the trials it recorded.
                 let kept: Vec<Record> = runner
                     .kept
                     .iter()
-                    .filter(|r| r.eval == eval.name && r.harness == spec && r.trial == trial)
+                    .filter(|r| {
+                        r.eval == eval.name
+                            && r.harness == *spec
+                            && r.arm.as_deref() == arm
+                            && r.trial == trial
+                    })
                     .cloned()
                     .collect();
                 if !kept.is_empty() {
@@ -87,7 +97,7 @@ pub(crate) async fn dispatch(
                     *pending.get_mut(&i).expect("planned above") -= 1;
                     continue;
                 }
-                let mut planned = eval.clone();
+                let mut planned = cell.eval.clone();
                 if planned.options.judge.is_none() {
                     planned.options.judge = config.judge.clone();
                 }
@@ -96,12 +106,13 @@ pub(crate) async fn dispatch(
                 }
                 // A trial recorded before in this run (nextest's --retries runs the process
                 // again; --resume completes the run) is numbered on, never overwritten.
-                let try_ = crate::runs::next_try(&run_dir, &eval.name, &spec, trial);
+                let try_ = crate::runs::next_try(&run_dir, &eval.name, spec, arm, trial);
                 let plan = AttemptPlan {
                     run_id: config.run_id.clone(),
                     run_dir: run_dir.clone(),
                     eval: planned,
                     harness_spec: spec.clone(),
+                    arm: cell.arm.clone(),
                     timeout: config.timeout.unwrap_or(eval.options.timeout),
                     trial,
                     try_,
@@ -116,19 +127,19 @@ pub(crate) async fn dispatch(
                     pool: pool.clone(),
                     harnesses: runner.harnesses.clone(),
                     shutdown: runner.shutdown.clone(),
-                    secrets: secrets.get(&cell_key(&eval.name, &spec)).cloned().unwrap_or_default(),
+                    secrets: secrets.get(&cell_key(&eval.name, spec)).cloned().unwrap_or_default(),
                     retries: config.infra_retries,
                     events: tx.clone(),
                     teardowns: teardowns.clone(),
                     prestart: prestart.clone(),
                 };
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
-                tasks.insert(task.id(), (i, spec.clone(), trial));
+                tasks.insert(task.id(), (i, spec.clone(), cell.arm.clone(), trial));
             }
         }
     }
     let planned = set.len();
-    let cells: usize = evals.iter().map(|e| runner.harness_specs(e).len()).sum();
+    let cells: usize = evals.iter().map(|e| runner.arm_cells(e).len()).sum();
     report_all(
         reporters,
         &RunEvent::Planned {
@@ -163,8 +174,9 @@ pub(crate) async fn dispatch(
                     Ok((_, (i, records))) => (i, records),
                     Err(e) => {
                         // A bug of ours (the eval's panics are caught inside): still a record, never a silent gap.
-                        let (i, spec, trial) = tasks.remove(&e.id()).expect("every task is known");
+                        let (i, spec, arm, trial) = tasks.remove(&e.id()).expect("every task is known");
                         let mut r = Record::new(&config.run_id, &evals[i].name, &spec, trial, 1);
+                        r.arm = arm;
                         r.outcome = Outcome::InfraError;
                         r.message = Some(format!("failed to run the attempt: {e}"));
                         report_all(reporters, &RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Final });
@@ -196,6 +208,7 @@ pub(crate) async fn dispatch(
         let _ = engine.backend.sweep(Sweep::OwnRun(&config.run_id)).await;
     }
     let mut summary = summarize_priced(&config.run_id, &all, &config.prices);
+    summary.comparison = runner.comparison(&all);
     summary.provenance = super::provenance::of_run(started, engine, harness_versions);
     let report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
     for r in reporters.iter_mut() {
@@ -298,6 +311,7 @@ impl TrialRun {
                         plan.trial,
                         plan.try_,
                     );
+                    r.arm = plan.arm.clone();
                     r.outcome = Outcome::InfraError;
                     r.message = Some(e.to_string());
                     let _ = self.events.send(RunEvent::AttemptEnded {

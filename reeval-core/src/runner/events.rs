@@ -17,6 +17,8 @@ pub struct AttemptId {
     pub eval: String,
     /// The harness spec.
     pub harness: String,
+    /// The arm of a comparison.
+    pub arm: Option<String>,
     /// 1-based trial.
     pub trial: u32,
     /// 1-based try of this trial.

@@ -83,6 +83,10 @@ pub struct RunConfig {
     pub prestart: usize,
     /// The Kubernetes backend instead of Docker, with its settings (needs the feature `kubernetes`).
     pub kubernetes: Option<config::KubernetesConfig>,
+    /// Compare two arms (`--compare control,with_skill`, `--harness a --vs b`).
+    pub compare: Option<crate::compare::Arms>,
+    /// Run every eval with this variant (`--variant`); its records name it as their arm.
+    pub variant: Option<crate::compare::Variant>,
 }
 
 impl Default for RunConfig {
@@ -135,10 +139,10 @@ impl RunReport {
     }
 }
 
-fn final_tries(records: &[Record]) -> Vec<&Record> {
-    let mut last: BTreeMap<(String, String, u32), &Record> = BTreeMap::new();
+pub(crate) fn final_tries(records: &[Record]) -> Vec<&Record> {
+    let mut last: BTreeMap<(crate::record::CellKey, u32), &Record> = BTreeMap::new();
     for r in records {
-        let key = (r.eval.clone(), r.harness.clone(), r.trial);
+        let key = (r.cell(), r.trial);
         if last.get(&key).is_none_or(|prev| prev.try_ < r.try_) {
             last.insert(key, r);
         }
@@ -158,6 +162,17 @@ pub struct Runner {
     kept: Vec<Record>,
     /// Only these cells (eval, harness) run, when set (`--rerun-failed`).
     only_cells: Option<Vec<(String, String)>>,
+    /// Which look at a comparison this run is (`--resume` of a compare run looks again).
+    look: crate::compare::Look,
+}
+
+/// One cell of an eval as the run plans it: the harness, the arm of a
+/// comparison, and the eval with the arm's change applied.
+#[derive(Debug, Clone)]
+pub(crate) struct ArmCell {
+    pub(crate) spec: String,
+    pub(crate) arm: Option<String>,
+    pub(crate) eval: Eval,
 }
 
 impl Runner {
@@ -170,6 +185,7 @@ impl Runner {
             backend: None,
             kept: Vec::new(),
             only_cells: None,
+            look: crate::compare::Look::default(),
         }
     }
 
@@ -178,6 +194,65 @@ impl Runner {
     pub fn resuming(mut self, records: Vec<Record>) -> Self {
         self.kept = crate::runs::finished_trials(records, self.config.infra_retries);
         self
+    }
+
+    /// Makes this run a later look at the comparison `previous` recorded
+    /// (`--resume` of a compare run): its interval is then the confidence
+    /// sequence, valid however often trials are added and looked at.
+    pub fn comparing_after(mut self, previous: &crate::compare::Comparison) -> Self {
+        self.look = crate::compare::Look::after(previous);
+        self
+    }
+
+    /// The cells `eval` runs as: each harness, and in a comparison each arm.
+    pub(crate) fn arm_cells(&self, eval: &Eval) -> Vec<ArmCell> {
+        use crate::compare::Arms;
+        let specs = self.harness_specs(eval);
+        match (&self.config.compare, &self.config.variant) {
+            (Some(Arms::Variants(a, b)), _) => specs
+                .iter()
+                .flat_map(|spec| {
+                    [a, b].map(|v| ArmCell {
+                        spec: spec.clone(),
+                        arm: Some(v.name().to_string()),
+                        eval: v.apply_to(eval.clone()),
+                    })
+                })
+                .collect(),
+            (Some(Arms::Harnesses(..)), _) => specs
+                .into_iter()
+                .map(|spec| ArmCell { arm: Some(spec.clone()), spec, eval: eval.clone() })
+                .collect(),
+            (None, Some(v)) => specs
+                .into_iter()
+                .map(|spec| ArmCell {
+                    spec,
+                    arm: Some(v.name().to_string()),
+                    eval: v.apply_to(eval.clone()),
+                })
+                .collect(),
+            (None, None) => specs
+                .into_iter()
+                .map(|spec| ArmCell { spec, arm: None, eval: eval.clone() })
+                .collect(),
+        }
+    }
+
+    /// The paired analysis of a compare run's `records`; `None` outside a comparison.
+    pub(crate) fn comparison(&self, records: &[Record]) -> Option<crate::compare::Comparison> {
+        use crate::compare::{Arms, analysis};
+        let arms = self.config.compare.as_ref()?;
+        let [control, treatment] = arms.names();
+        let of = |name: &str| -> Vec<&Record> {
+            records.iter().filter(|r| r.arm.as_deref() == Some(name)).collect()
+        };
+        let (c, t) = (of(&control), of(&treatment));
+        let sides = analysis::Sides {
+            control: (&control, &c),
+            treatment: (&treatment, &t),
+            by_harness: matches!(arms, Arms::Variants(..)),
+        };
+        Some(analysis::analyze(sides, &self.config.prices, &self.look))
     }
 
     /// Runs only these cells (eval, harness) of the evals given to [`Runner::run`].
@@ -290,10 +365,13 @@ pub fn summarize_priced(
         run_id: run_id.to_string(),
         ..Default::default()
     };
-    let mut cells: BTreeMap<(String, String), CellSummary> = BTreeMap::new();
+    let mut cells: BTreeMap<crate::record::CellKey, CellSummary> = BTreeMap::new();
     for r in &finals {
-        let cell = cells.entry((r.eval.clone(), r.harness.clone())).or_insert_with(|| {
-            CellSummary { eval: r.eval.clone(), harness: r.harness.clone(), ..Default::default() }
+        let cell = cells.entry(r.cell()).or_insert_with(|| CellSummary {
+            eval: r.eval.clone(),
+            harness: r.harness.clone(),
+            arm: r.arm.clone(),
+            ..Default::default()
         });
         cell.min_pass_rate = cell.min_pass_rate.or(r.min_pass_rate);
         match r.outcome {
@@ -327,14 +405,17 @@ pub fn summarize_priced(
             })
             .collect();
         cell.ok = crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate);
-        let of_cell: Vec<&Record> =
-            records.iter().filter(|r| r.eval == cell.eval && r.harness == cell.harness).collect();
+        let of_cell: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.eval == cell.eval && r.harness == cell.harness && r.arm == cell.arm)
+            .collect();
         for r in &of_cell {
             cell.usage.add(&r.usage);
         }
         cell.cost_usd = prices.cost(of_cell.iter().copied());
     }
     s.cells = cells.into_values().collect();
+    s.broken_evals = crate::oracle::broken_evals(&s.cells);
     s.records = records.iter().map(Record::file_name).collect();
     for r in records {
         s.usage.add(&r.usage);

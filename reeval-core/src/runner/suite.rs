@@ -59,7 +59,15 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     };
     // The console reporter below prints libtest's lines; the runner adds no other.
     let mut config = RunConfig { print: false, ..settings.run_config() };
+    match settings.arms(&crate::compare::registered_variants()) {
+        Ok((arms, variant)) => (config.compare, config.variant) = (arms, variant),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    }
     let mut kept = Vec::new();
+    let mut previous_comparison = None;
     let mut only_cells = None;
     if let Some(run_id) = &args.resume {
         let run_dir = config.record_dir.join(run_id);
@@ -70,7 +78,48 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
                 return 2;
             }
         }
+        // A compare run resumed is a later look at its comparison.
+        previous_comparison = crate::runs::summaries(&run_dir)
+            .ok()
+            .and_then(|s| s.into_iter().find_map(|s| s.comparison));
+        // Resuming a comparison without naming its arms again compares the same arms.
+        if let Some(previous) = previous_comparison.as_ref().filter(|_| config.compare.is_none()) {
+            match crate::compare::Arms::recorded(
+                previous,
+                &kept,
+                &crate::compare::registered_variants(),
+            ) {
+                Ok(arms) => {
+                    if let crate::compare::Arms::Harnesses(a, b) = &arms {
+                        config.harnesses = vec![a.clone(), b.clone()];
+                    }
+                    config.compare = Some(arms);
+                }
+                Err(e) => {
+                    eprintln!("error: failed to resume run {run_id}: {e}");
+                    return 2;
+                }
+            }
+        }
         config.run_id = run_id.clone();
+    }
+    let mut regraded = None;
+    if let Some(run) = &args.regrade {
+        match crate::replay::regrade_plan(&config.record_dir, run) {
+            Ok(plan) => {
+                config.harnesses = plan.harnesses.clone();
+                config.trials = Some(plan.trials);
+                let before = to_run.len();
+                to_run.retain(|e| plan.cells.iter().any(|(eval, _)| *eval == e.name));
+                filtered_out += before - to_run.len();
+                only_cells = Some(plan.cells.clone());
+                regraded = Some(plan);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        }
     }
     if args.rerun_failed {
         let cells = match crate::runs::latest(&config.record_dir)
@@ -125,6 +174,9 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     if let Some(cells) = only_cells {
         runner = runner.only_cells(cells);
     }
+    if let Some(previous) = &previous_comparison {
+        runner = runner.comparing_after(previous);
+    }
     crate::secrets::install_redacting_panic_hook();
     let code = runtime.block_on(async {
         let shutdown = runner.shutdown_token();
@@ -157,7 +209,12 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
                 );
                 130
             }
-            Ok(report) => report.exit_code(),
+            Ok(report) => {
+                if let Some(plan) = &regraded {
+                    eprint!("{}", crate::replay::regrade_delta(plan, &report.records));
+                }
+                report.exit_code()
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 2

@@ -1,0 +1,247 @@
+//! How a comparison reads: a terminal table, and (for `reeval compare`) an HTML page.
+
+use super::analysis::{ArmFigures, Comparison, ComparisonRow};
+
+fn percent(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
+}
+
+fn interval(x: Option<[f64; 2]>) -> String {
+    x.map_or("-".into(), |[l, h]| format!("[{:.0}%, {:.0}%]", l * 100.0, h * 100.0))
+}
+
+fn signed_percent(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:+.0}%", x * 100.0))
+}
+
+fn arm(f: &ArmFigures) -> String {
+    format!(
+        "{}/{} {} {}",
+        f.passed,
+        f.passed + f.failed,
+        percent(f.pass_rate),
+        interval(f.pass_rate_interval)
+    )
+}
+
+fn line(row: &ComparisonRow) -> String {
+    let mut excluded = String::new();
+    if row.excluded.pairs > 0 {
+        excluded = format!(
+            "; {} pairs left out for infra errors ({} {}, {} {})",
+            row.excluded.pairs,
+            row.excluded.control,
+            row.control.arm,
+            row.excluded.treatment,
+            row.treatment.arm
+        );
+    }
+    let cost = match row.differences.cost_usd {
+        Some(c) => format!(", cost {c:+.4} USD"),
+        None => String::new(),
+    };
+    format!(
+        "  {:<32} {:<22} {:<22} {:>5} {:<13} {}\n  {:<32} {} pairs{excluded}; time {}, tokens {:+}{cost}\n",
+        row.label(),
+        arm(&row.control),
+        arm(&row.treatment),
+        signed_percent(row.difference),
+        interval(row.interval),
+        row.verdict_text(),
+        "",
+        row.pairs,
+        row.differences.mean_ms.map_or("-".into(), |ms| format!("{:+.1}s", ms / 1000.0)),
+        row.differences.tokens,
+    )
+}
+
+/// The comparison as a table for a terminal.
+pub fn table(c: &Comparison) -> String {
+    let mut out = format!(
+        "\ncomparison: {} vs {} (difference = {} − {}), look {}\n",
+        c.treatment, c.control, c.treatment, c.control, c.look
+    );
+    out.push_str(&format!(
+        "  {:<32} {:<22} {:<22} {:>5} {:<13} {}\n",
+        "eval", c.control, c.treatment, "diff", "interval", "verdict"
+    ));
+    for row in &c.evals {
+        out.push_str(&line(row));
+    }
+    out.push_str(&line(&c.overall));
+    out.push_str(&format!(
+        "  pass rates: 95% Wilson intervals; difference: {} at {:.0}%{}\n",
+        c.overall.method,
+        c.overall.confidence * 100.0,
+        if c.look > 1 {
+            " (a later look: valid however often trials are added)"
+        } else {
+            " (a resumed run's later looks use a confidence sequence)"
+        }
+    ));
+    out
+}
+
+/// One row of the HTML page's table.
+struct RowView {
+    label: String,
+    anchor: String,
+    overall: bool,
+    control: String,
+    treatment: String,
+    difference: String,
+    interval: String,
+    verdict: String,
+    verdict_class: &'static str,
+    pairs: u32,
+    excluded: String,
+    time: String,
+    tokens: String,
+    cost: String,
+}
+
+/// One trial of an eval, both arms side by side.
+struct TrialView {
+    trial: u32,
+    control: String,
+    control_class: &'static str,
+    control_href: String,
+    treatment: String,
+    treatment_class: &'static str,
+    treatment_href: String,
+}
+
+struct EvalView {
+    label: String,
+    anchor: String,
+    trials: Vec<TrialView>,
+}
+
+#[derive(askama::Template)]
+#[template(path = "compare.html")]
+struct ComparePage {
+    control: String,
+    treatment: String,
+    method: String,
+    confidence: String,
+    rows: Vec<RowView>,
+    evals: Vec<EvalView>,
+}
+
+fn row_view(row: &ComparisonRow, overall: bool) -> RowView {
+    use crate::stats::paired::Verdict;
+    RowView {
+        label: row.label(),
+        anchor: crate::record::sanitize(&row.label()),
+        overall,
+        control: arm(&row.control),
+        treatment: arm(&row.treatment),
+        difference: signed_percent(row.difference),
+        interval: interval(row.interval),
+        verdict: row.verdict_text(),
+        verdict_class: match row.verdict {
+            Verdict::Helped => "helped",
+            Verdict::MadeItWorse => "made_it_worse",
+            Verdict::CantTellYet => "cant_tell_yet",
+        },
+        pairs: row.pairs,
+        excluded: format!(
+            "{} (control {}, treatment {})",
+            row.excluded.pairs, row.excluded.control, row.excluded.treatment
+        ),
+        time: row.differences.mean_ms.map_or("-".into(), |ms| format!("{:+.1}s", ms / 1000.0)),
+        tokens: format!("{:+}", row.differences.tokens),
+        cost: row.differences.cost_usd.map_or("-".into(), |c| format!("{c:+.4} USD")),
+    }
+}
+
+/// The final try of each (eval, harness, trial) of `records`.
+fn final_of<'a>(
+    records: &'a [crate::record::Record],
+    row: &ComparisonRow,
+    trial: u32,
+) -> Option<&'a crate::record::Record> {
+    records
+        .iter()
+        .filter(|r| {
+            r.eval == row.eval
+                && r.trial == trial
+                && row.harness.as_ref().is_none_or(|h| *h == r.harness)
+        })
+        .max_by_key(|r| r.try_)
+}
+
+/// The HTML page of two recorded runs compared: the table of figures, then
+/// per eval both arms' outcomes side by side with links to their records.
+///
+/// # Errors
+/// An [`askama::Error`] when the page cannot be rendered.
+pub fn html(compared: &super::recorded::RecordedComparison) -> Result<String, askama::Error> {
+    use askama::Template;
+    let c = &compared.comparison;
+    let mut rows: Vec<RowView> = c.evals.iter().map(|r| row_view(r, false)).collect();
+    rows.push(row_view(&c.overall, true));
+    let (c_dir, c_records) = &compared.control;
+    let (t_dir, t_records) = &compared.treatment;
+    let href = |dir: &std::path::Path, r: &crate::record::Record| -> String {
+        let path = dir.join(r.file_name());
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        format!("file://{}", path.display())
+    };
+    let cell = |r: Option<&crate::record::Record>, dir: &std::path::Path| match r {
+        Some(r) => (
+            match r.outcome.kind() {
+                Some(kind) => format!("{} ({})", r.outcome.as_str(), kind.as_str()),
+                None => r.outcome.as_str().to_string(),
+            },
+            r.outcome.as_str(),
+            href(dir, r),
+        ),
+        None => (String::new(), "", String::new()),
+    };
+    let evals = c
+        .evals
+        .iter()
+        .map(|row| {
+            let mut trials: Vec<u32> = c_records
+                .iter()
+                .chain(t_records.iter())
+                .filter(|r| r.eval == row.eval)
+                .map(|r| r.trial)
+                .collect();
+            trials.sort_unstable();
+            trials.dedup();
+            EvalView {
+                label: row.label(),
+                anchor: crate::record::sanitize(&row.label()),
+                trials: trials
+                    .into_iter()
+                    .map(|trial| {
+                        let (control, control_class, control_href) =
+                            cell(final_of(c_records, row, trial), c_dir);
+                        let (treatment, treatment_class, treatment_href) =
+                            cell(final_of(t_records, row, trial), t_dir);
+                        TrialView {
+                            trial,
+                            control,
+                            control_class,
+                            control_href,
+                            treatment,
+                            treatment_class,
+                            treatment_href,
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    ComparePage {
+        control: c.control.clone(),
+        treatment: c.treatment.clone(),
+        method: c.overall.method.clone(),
+        confidence: format!("{:.0} %", c.overall.confidence * 100.0),
+        rows,
+        evals,
+    }
+    .render()
+}
