@@ -256,3 +256,26 @@ async fn preflight_names_what_rbac_does_not_allow() {
         assert!(m.contains(what), "{what} in {m}");
     }
 }
+
+#[tokio::test]
+async fn built_images_and_egress_stop_the_run_in_preflight_saying_what_to_do() {
+    if cluster().is_none() {
+        return;
+    }
+    let built = Eval::new("kube_built_image", |c| {
+        Box::pin(async move { c.exec("true").await.map(|_| ()) })
+    })
+    .environment(|| {
+        Environment::new().image(reeval::Image::install("reeval/base:latest", ["true"]))
+    });
+    let egress =
+        Eval::new("kube_egress", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }))
+            .environment(|| Environment::new().allow_egress("pypi.org"));
+    let e = runner("kube-preflight").run(vec![built, egress]).await.unwrap_err();
+    assert_eq!(e.missing.len(), 2, "{e}");
+    assert!(
+        e.missing[0].contains("kube_built_image") && e.missing[0].contains("Image::from"),
+        "{e}"
+    );
+    assert!(e.missing[1].contains("kube_egress") && e.missing[1].contains("egress"), "{e}");
+}

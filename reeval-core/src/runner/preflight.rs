@@ -232,20 +232,27 @@ async fn kubernetes(
     missing.extend(found.missing);
     for eval in evals {
         let Ok(env) = crate::attempt::build_environment(eval) else { continue };
-        if let Some(
-            spec @ (crate::environment::ImageSpec::Dockerfile(_)
-            | crate::environment::ImageSpec::Install { .. }),
-        ) = &env.image
-            && let Err(e) = backend.ensure_image(spec, "").await
-        {
-            missing.push(format!("environment of eval {}: {e}", eval.name));
-        }
-        let harness_egress = runner
+        let harnesses: Vec<_> = runner
             .harness_specs(eval)
             .iter()
             .filter_map(|spec| runner.harnesses.make(spec))
-            .any(|h| !h.egress().is_empty());
-        if env.wants_egress() || harness_egress {
+            .collect();
+        // The image each cell would use (the eval's, else its harness's): built ones need a registry.
+        let mut specs: Vec<_> = harnesses
+            .iter()
+            .map(|h| crate::lifecycle::image::spec(env.image.as_ref(), Some(h.as_ref())))
+            .collect();
+        specs.push(crate::lifecycle::image::spec(env.image.as_ref(), None));
+        specs.dedup();
+        for spec in specs.iter().filter(|s| !matches!(s, crate::environment::ImageSpec::From(_))) {
+            if let Err(e) = backend.ensure_image(spec, "").await {
+                let line = format!("environment of eval {}: {e}", eval.name);
+                if !missing.contains(&line) {
+                    missing.push(line);
+                }
+            }
+        }
+        if env.wants_egress() || harnesses.iter().any(|h| !h.egress().is_empty()) {
             missing.push(format!(
                 "eval {} needs egress (an allowlist, brokered secrets or a harness that calls a model), and the Kubernetes backend does not run the egress gateway yet: its pods get no network at all; run it on Docker",
                 eval.name

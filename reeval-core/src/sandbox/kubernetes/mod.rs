@@ -166,7 +166,7 @@ impl Backend for KubeBackend {
                 reference: reference.clone(),
                 id: reference.clone(),
                 detail: format!(
-                    "{reference}, pulled by the cluster ({})",
+                    "{reference}, left to the cluster (imagePullPolicy {})",
                     self.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
                 ),
             }),
