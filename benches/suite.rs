@@ -227,7 +227,9 @@ async fn main() {
             Box::pin(async move { expect(c.exec("cat ready.txt").await?).to_succeed() })
         })
         .environment(move || {
-            Environment::new().env("BENCH_NONCE", nonce.clone()).setup("sleep 20 && echo ok > ready.txt")
+            Environment::new()
+                .env("BENCH_NONCE", nonce.clone())
+                .setup("sleep 20 && echo ok > ready.txt")
         });
         let report = runner(&dir, 1, 2).run(vec![eval]).await.expect("preflight");
         let setup = |i: usize| {
