@@ -132,24 +132,25 @@ async fn the_slot_is_freed_before_destroy_ends_and_the_run_waits_for_every_destr
         // The record is final before the destroy: the workspace was collected.
         assert!(r.workspace_collected);
     }
-    let log = log.lock().unwrap();
-    assert_eq!(log.created.len(), 3);
-    // One slot: the next attempt's sandbox was created while the last one was still being destroyed.
-    for pair in log.created.windows(2) {
-        let (first, second) = (&pair[0], &pair[1]);
-        let destroyed = log.destroyed.iter().find(|(id, _)| *id == first.0).expect("destroyed");
-        assert!(
-            second.1 < destroyed.1,
-            "the slot waited for the destroy: sandbox {} was created {:?} after {} was gone",
-            second.0,
-            second.1 - destroyed.1,
-            first.0
-        );
+    {
+        let log = log.lock().unwrap();
+        assert_eq!(log.created.len(), 3);
+        // One slot: the next attempt's sandbox was created while the last one was still being destroyed.
+        for pair in log.created.windows(2) {
+            let (first, second) = (&pair[0], &pair[1]);
+            let destroyed = log.destroyed.iter().find(|(id, _)| *id == first.0).expect("destroyed");
+            assert!(
+                second.1 < destroyed.1,
+                "the slot waited for the destroy: sandbox {} was created {:?} after {} was gone",
+                second.0,
+                second.1 - destroyed.1,
+                first.0
+            );
+        }
+        // The run returned only after every destroy ended, and nothing is left.
+        assert_eq!(log.destroyed.len(), 3, "every sandbox was destroyed before the run returned");
+        assert!(log.destroyed.iter().all(|(_, at)| *at <= returned));
     }
-    // The run returned only after every destroy ended, and nothing is left.
-    assert_eq!(log.destroyed.len(), 3, "every sandbox was destroyed before the run returned");
-    assert!(log.destroyed.iter().all(|(_, at)| *at <= returned));
-    drop(log);
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }
 
@@ -185,10 +186,11 @@ async fn an_interruption_during_a_background_destroy_leaves_no_container() {
     let report = runner.run(vec![touches_the_sandbox("interrupted")]).await.expect("preflight");
     let live_when_interrupted = watcher.await.unwrap();
     assert!(live_when_interrupted >= 1, "the interruption came during a background destroy");
-    let log = log.lock().unwrap();
-    assert!(!log.destroyed.is_empty());
-    assert_eq!(log.destroyed.len(), log.created.len(), "every sandbox created was destroyed");
-    drop(log);
+    {
+        let log = log.lock().unwrap();
+        assert!(!log.destroyed.is_empty());
+        assert_eq!(log.destroyed.len(), log.created.len(), "every sandbox created was destroyed");
+    }
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing is left behind");
 }
 
