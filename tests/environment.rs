@@ -383,6 +383,8 @@ async fn files_rules_setup_and_context_summary() {
             record_dir: dir.join("runs"),
             infra_retries: 0,
             env_file: Some(file),
+            // A test's setup images must not outlive it.
+            setup_cache: false,
             ..RunConfig::default()
         },
         registry,
@@ -511,6 +513,7 @@ async fn an_in_process_harness_acts_with_the_agent_users_permissions() {
         RunConfig {
             record_dir: common::temp_dir("snoop"),
             infra_retries: 0,
+            setup_cache: false,
             ..RunConfig::default()
         },
         registry,

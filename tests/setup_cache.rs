@@ -124,9 +124,9 @@ async fn changing_any_input_misses_and_the_cache_can_be_turned_off() {
         c.threads = 1;
         c.setup_cache = true;
     })
-        .run(evals)
-        .await
-        .expect("preflight");
+    .run(evals)
+    .await
+    .expect("preflight");
     let by_name = |n: &str| report.records.iter().find(|r| r.eval == n).unwrap();
     let mut digests = Vec::new();
     for name in ["base", "other_step", "other_file", "one_more_step"] {

@@ -9,7 +9,11 @@ use reeval::prelude::*;
 use reeval::{Eval, Outcome, Record};
 
 fn container_detail(r: &Record) -> &str {
-    r.phases.iter().find(|p| p.phase.as_str() == "container").map(|p| p.detail.as_str()).unwrap_or("")
+    r.phases
+        .iter()
+        .find(|p| p.phase.as_str() == "container")
+        .map(|p| p.detail.as_str())
+        .unwrap_or("")
 }
 
 #[tokio::test]
@@ -46,5 +50,9 @@ async fn waiting_attempts_start_ahead_and_leave_nothing_behind() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), used, "no container served two attempts");
-    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "unused ones were destroyed too");
+    assert_eq!(
+        common::containers_of_run(&report.run_id).await,
+        0,
+        "unused ones were destroyed too"
+    );
 }

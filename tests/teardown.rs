@@ -132,24 +132,25 @@ async fn the_slot_is_freed_before_destroy_ends_and_the_run_waits_for_every_destr
         // The record is final before the destroy: the workspace was collected.
         assert!(r.workspace_collected);
     }
-    let log = log.lock().unwrap();
-    assert_eq!(log.created.len(), 3);
-    // One slot: the next attempt's sandbox was created while the last one was still being destroyed.
-    for pair in log.created.windows(2) {
-        let (first, second) = (&pair[0], &pair[1]);
-        let destroyed = log.destroyed.iter().find(|(id, _)| *id == first.0).expect("destroyed");
-        assert!(
-            second.1 < destroyed.1,
-            "the slot waited for the destroy: sandbox {} was created {:?} after {} was gone",
-            second.0,
-            second.1 - destroyed.1,
-            first.0
-        );
+    {
+        let log = log.lock().unwrap();
+        assert_eq!(log.created.len(), 3);
+        // One slot: the next attempt's sandbox was created while the last one was still being destroyed.
+        for pair in log.created.windows(2) {
+            let (first, second) = (&pair[0], &pair[1]);
+            let destroyed = log.destroyed.iter().find(|(id, _)| *id == first.0).expect("destroyed");
+            assert!(
+                second.1 < destroyed.1,
+                "the slot waited for the destroy: sandbox {} was created {:?} after {} was gone",
+                second.0,
+                second.1 - destroyed.1,
+                first.0
+            );
+        }
+        // The run returned only after every destroy ended, and nothing is left.
+        assert_eq!(log.destroyed.len(), 3, "every sandbox was destroyed before the run returned");
+        assert!(log.destroyed.iter().all(|(_, at)| *at <= returned));
     }
-    // The run returned only after every destroy ended, and nothing is left.
-    assert_eq!(log.destroyed.len(), 3, "every sandbox was destroyed before the run returned");
-    assert!(log.destroyed.iter().all(|(_, at)| *at <= returned));
-    drop(log);
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }
 
@@ -185,9 +186,77 @@ async fn an_interruption_during_a_background_destroy_leaves_no_container() {
     let report = runner.run(vec![touches_the_sandbox("interrupted")]).await.expect("preflight");
     let live_when_interrupted = watcher.await.unwrap();
     assert!(live_when_interrupted >= 1, "the interruption came during a background destroy");
-    let log = log.lock().unwrap();
-    assert!(!log.destroyed.is_empty());
-    assert_eq!(log.destroyed.len(), log.created.len(), "every sandbox created was destroyed");
-    drop(log);
+    {
+        let log = log.lock().unwrap();
+        assert!(!log.destroyed.is_empty());
+        assert_eq!(log.destroyed.len(), log.created.len(), "every sandbox created was destroyed");
+    }
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing is left behind");
+}
+
+/// Containers of this attempt (any state), by the attempt label.
+async fn containers_of_attempt(run_id: &str, attempt: &str) -> usize {
+    let docker = reeval::bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let filters = std::collections::HashMap::from([(
+        "label",
+        vec![format!("dev.reeval.run={run_id}"), format!("dev.reeval.attempt={attempt}")],
+    )]);
+    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker.list_containers(Some(opts)).await.unwrap().len()
+}
+
+#[tokio::test]
+async fn sigterm_to_the_suite_during_a_background_destroy_leaves_no_container() {
+    require_docker!();
+    let dir = common::temp_dir("teardown-sigterm");
+    let run_id = format!("teardown-sigterm-{}", std::process::id());
+    let mut child = std::process::Command::new(common::example_bin("fixture_suite"))
+        .args(["passes", "--exact", "--trials", "8", "--test-threads", "1", "--record-dir"])
+        .arg(&dir)
+        .env("NEXTEST_RUN_ID", &run_id)
+        .env_remove("NEXTEST")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // As soon as a trial's record is written its sandbox is destroyed in the
+    // background: catch one whose container still exists, and SIGTERM then.
+    let began = Instant::now();
+    let mut caught = None;
+    'trials: for trial in 1..=8 {
+        let attempt = format!("passes.shell.t{trial}.try1");
+        let record = dir.join(&run_id).join(format!("{attempt}.json"));
+        while !record.exists() {
+            assert!(began.elapsed() < Duration::from_secs(120), "no record of trial {trial}");
+            if child.try_wait().unwrap().is_some() {
+                break 'trials;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if containers_of_attempt(&run_id, &attempt).await > 0 {
+            let pid = child.id().to_string();
+            assert!(
+                std::process::Command::new("kill")
+                    .args(["-TERM", &pid])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+            caught = Some(attempt);
+            break;
+        }
+    }
+    let status = child.wait().unwrap();
+    let attempt =
+        caught.expect("SIGTERM came while a recorded attempt's sandbox was still being destroyed");
+    assert_eq!(status.code(), Some(130), "the run was interrupted");
+    assert_eq!(containers_of_attempt(&run_id, &attempt).await, 0);
+    assert_eq!(common::containers_of_run(&run_id).await, 0, "SIGTERM left nothing behind");
 }

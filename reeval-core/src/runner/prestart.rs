@@ -67,8 +67,9 @@ impl Prestart {
             return None;
         }
         let spec = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());
-        let image =
-            crate::lifecycle::image::ensure(backend.as_ref(), &spec, harness.as_deref()).await.ok()?;
+        let image = crate::lifecycle::image::ensure(backend.as_ref(), &spec, harness.as_deref())
+            .await
+            .ok()?;
         let attempt_id =
             Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_)
                 .artifacts_dir_name();
