@@ -34,13 +34,6 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap()
-}
-
 /// The one run directory under `dir`.
 fn the_run(dir: &Path) -> PathBuf {
     let runs: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -51,20 +44,6 @@ fn the_run(dir: &Path) -> PathBuf {
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs[0].clone()
-}
-
-fn records(run: &Path) -> Vec<Value> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(run)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy();
-            n.ends_with(".json") && !n.starts_with("summary")
-        })
-        .collect();
-    paths.sort();
-    paths.iter().map(|p| json(p)).collect()
 }
 
 /// The row of `eval` in a comparison.
@@ -134,7 +113,7 @@ async fn a_variant_that_adds_the_file_helps_one_eval_and_leaves_the_other_undeci
     let (out, run) = live_comparison(&dir);
     // The control arm fails needs_the_skill: a failing cell, as in any run.
     assert_eq!(out.status.code(), Some(1));
-    let summary = json(&run.join("summary.json"));
+    let summary = common::json(&run.join("summary.json"));
     let c = &summary["comparison"];
     assert_eq!(
         (c["control"].as_str(), c["treatment"].as_str()),
@@ -176,7 +155,7 @@ async fn a_variant_that_adds_the_file_helps_one_eval_and_leaves_the_other_undeci
     assert_eq!(overall["verdict"], "helped");
 
     // Records and cells name their arm; the arms take turns in time.
-    let records = records(&run);
+    let records = common::records(&run);
     assert_eq!(records.len(), 20);
     for r in &records {
         assert!(r["arm"] == "control" || r["arm"] == "with_skill", "{}", r["arm"]);
@@ -204,7 +183,7 @@ async fn infra_errors_in_one_arm_leave_their_pairs_out_and_are_counted() {
         .arg("--record-dir")
         .arg(&dir));
     assert_eq!(out.status.code(), Some(3), "infra errors and no fail");
-    let summary = json(&the_run(&dir).join("summary.json"));
+    let summary = common::json(&the_run(&dir).join("summary.json"));
     let r = row(&summary["comparison"], "infra_in_one_arm");
     // Trials 2 and 4 of flaky_platform are infra errors: 2 pairs left, 2 left out.
     assert_eq!(r["excluded"]["pairs"], 2, "{r:#}");
@@ -233,7 +212,7 @@ async fn comparing_two_recorded_runs_gives_the_live_comparisons_figures() {
     require_docker!();
     let live_dir = common::temp_dir("compare-live2");
     let (_, live_run) = live_comparison(&live_dir);
-    let live = json(&live_run.join("summary.json"))["comparison"].clone();
+    let live = common::json(&live_run.join("summary.json"))["comparison"].clone();
 
     // The same two arms as two runs of their own.
     let a_dir = common::temp_dir("compare-a");
@@ -284,8 +263,8 @@ async fn the_oracle_passes_a_solvable_eval_and_flags_an_impossible_one() {
         run(suite().args(["--harness", "oracle", "--tag", "oracle"]).arg("--record-dir").arg(&dir));
     assert_eq!(out.status.code(), Some(1));
     let run = the_run(&dir);
-    let summary = json(&run.join("summary.json"));
-    let outcome = |eval: &str| json(&run.join(format!("{eval}.oracle.t1.try1.json")));
+    let summary = common::json(&run.join("summary.json"));
+    let outcome = |eval: &str| common::json(&run.join(format!("{eval}.oracle.t1.try1.json")));
     let solved = outcome("writes_a_greeting");
     assert_eq!(solved["outcome"], "pass", "{solved:#}");
     // The solution's work is the first turn's diff, as an agent's would be.
@@ -303,14 +282,14 @@ fn recorded_two_turns(tag: &str) -> (PathBuf, Value) {
     let out = run(suite().args(["--tag", "replay"]).arg("--record-dir").arg(&dir));
     assert_eq!(out.status.code(), Some(0));
     let run = the_run(&dir);
-    let record = json(&run.join("two_turns.shell.t1.try1.json"));
+    let record = common::json(&run.join("two_turns.shell.t1.try1.json"));
     assert_eq!(record["outcome"], "pass");
     (run, record)
 }
 
 /// The one record of `two_turns` in the run under `dir`.
 fn replayed_record(dir: &Path) -> Value {
-    let records = records(&the_run(dir));
+    let records = common::records(&the_run(dir));
     assert_eq!(records.len(), 1);
     records.into_iter().next().unwrap()
 }
@@ -395,7 +374,7 @@ async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence(
     let compare = ["--compare", "control,with_skill", "--tag", "compare"];
     run(suite().args(compare).args(["--trials", "2"]).arg("--record-dir").arg(&dir));
     let run_dir = the_run(&dir);
-    let first = json(&run_dir.join("summary.json"))["comparison"].clone();
+    let first = common::json(&run_dir.join("summary.json"))["comparison"].clone();
     assert_eq!(first["look"], 1);
     assert_eq!(row(&first, "needs_the_skill")["pairs"], 2);
 
@@ -406,9 +385,9 @@ async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence(
         .args(["--trials", "4", "--resume", &run_id])
         .arg("--record-dir")
         .arg(&dir));
-    let second = json(&run_dir.join("summary.json"))["comparison"].clone();
+    let second = common::json(&run_dir.join("summary.json"))["comparison"].clone();
     assert_eq!(second["look"], 2);
-    assert_eq!(records(&run_dir).len(), 16, "2 evals × 2 arms × 4 trials, the first 2 kept");
+    assert_eq!(common::records(&run_dir).len(), 16, "2 evals × 2 arms × 4 trials, the first 2 kept");
     let r = row(&second, "needs_the_skill");
     assert_eq!(r["pairs"], 4);
     assert!(r["method"].as_str().unwrap().contains("confidence sequence"), "{r:#}");
@@ -432,7 +411,7 @@ async fn harness_a_vs_b_makes_each_harness_an_arm() {
         .arg("--record-dir")
         .arg(&dir));
     let run = the_run(&dir);
-    let c = json(&run.join("summary.json"))["comparison"].clone();
+    let c = common::json(&run.join("summary.json"))["comparison"].clone();
     assert_eq!(
         (c["control"].as_str(), c["treatment"].as_str()),
         (Some("shell"), Some("shell:alt"))
@@ -442,6 +421,6 @@ async fn harness_a_vs_b_makes_each_harness_an_arm() {
     assert_eq!(r["pairs"], 1);
     assert!(r.get("harness").is_none());
     // Each record's arm is its harness, and its file name is the plain one.
-    let record = json(&run.join("unchanged.shell_alt.t1.try1.json"));
+    let record = common::json(&run.join("unchanged.shell_alt.t1.try1.json"));
     assert_eq!(record["arm"], "shell:alt");
 }

@@ -34,13 +34,6 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap()
-}
-
 /// The run directories under `dir`, oldest first.
 fn runs(dir: &Path) -> Vec<PathBuf> {
     let mut runs: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
@@ -51,21 +44,6 @@ fn runs(dir: &Path) -> Vec<PathBuf> {
         .collect();
     runs.sort();
     runs.into_iter().map(|(_, p)| p).collect()
-}
-
-/// Record files of a run: (eval, harness, trial, try).
-fn records(run: &Path) -> Vec<Value> {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(run)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy();
-            n.ends_with(".json") && !n.starts_with("summary")
-        })
-        .collect();
-    names.sort();
-    names.iter().map(|p| json(p)).collect()
 }
 
 /// Whether a tool a test needs is here; missing, it fails the test under
@@ -104,7 +82,7 @@ async fn a_matrix_of_3_evals_2_harnesses_3_trials_and_its_outputs() {
         .arg(&dir));
     assert_eq!(out.status.code(), Some(1), "cells failed");
     let run_dir = runs(&dir).pop().expect("a run");
-    let summary = json(&run_dir.join("summary.json"));
+    let summary = common::json(&run_dir.join("summary.json"));
 
     // Figures computed by hand: (eval, harness, passed, failed, infra, pass@k, pass^k, ok).
     let third = 1.0 / 3.0;
@@ -309,7 +287,7 @@ for c in cases:
     assert_eq!(out.status.code(), Some(1));
     let rerun = runs(&dir).pop().unwrap();
     assert_ne!(rerun, run_dir);
-    let mut cells: Vec<(String, String)> = records(&rerun)
+    let mut cells: Vec<(String, String)> = common::records(&rerun)
         .iter()
         .map(|r| {
             (r["eval"].as_str().unwrap().to_string(), r["harness"].as_str().unwrap().to_string())
@@ -345,7 +323,7 @@ async fn a_min_pass_rate_and_tags_decide_what_runs_and_the_exit_code() {
     );
     assert!(stdout.contains("4 filtered out"), "{stdout}");
     assert!(stdout.contains("min 66%: met"), "{stdout}");
-    let summary = json(&runs(&dir).pop().unwrap().join("summary.json"));
+    let summary = common::json(&runs(&dir).pop().unwrap().join("summary.json"));
     assert!(
         summary["exitReason"].as_str().unwrap().contains("by reaching its min pass rate"),
         "{summary}"
@@ -392,7 +370,7 @@ async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_tur
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains(&format!("--resume {run_id}")), "{}", text(&out.stderr));
     assert_eq!(common::containers_of_run(&run_id).await, 0, "torn down");
-    let cut = json(&run_dir.join("resumable.shell.t3.try1.json"));
+    let cut = common::json(&run_dir.join("resumable.shell.t3.try1.json"));
     assert_eq!(cut["interrupted"], true);
     assert_eq!(cut["turns"].as_array().unwrap().len(), 1, "the turn in flight is kept: {cut}");
     assert_eq!(cut["turns"][0]["status"], "interrupted");
@@ -408,11 +386,11 @@ async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_tur
         .arg(&dir)
         .env("REEVAL_FIXTURE_QUICK", "1"));
     assert_eq!(out.status.code(), Some(0));
-    let summary = json(&run_dir.join("summary.json"));
+    let summary = common::json(&run_dir.join("summary.json"));
     assert_eq!(summary["passed"], 3, "{summary}");
     assert_eq!(summary["runId"], run_id.as_str());
     let files: Vec<String> =
-        records(&run_dir).iter().map(|r| format!("t{}.try{}", r["trial"], r["try"])).collect();
+        common::records(&run_dir).iter().map(|r| format!("t{}.try{}", r["trial"], r["try"])).collect();
     assert_eq!(
         files,
         ["t1.try1", "t2.try1", "t3.try1", "t3.try2"],
@@ -442,7 +420,7 @@ async fn a_stdout_closed_early_neither_aborts_nor_leaves_a_sandbox() {
     assert_eq!(out.status.code(), Some(141), "non-zero, as a SIGPIPE would be: {stderr}");
     assert!(!stderr.contains("failed to report"), "{stderr}");
     assert_eq!(common::containers_of_run(&run_id).await, 0);
-    assert_eq!(records(&dir.join(&run_id)).len(), 3, "every attempt recorded");
+    assert_eq!(common::records(&dir.join(&run_id)).len(), 3, "every attempt recorded");
 }
 
 #[test]
@@ -469,7 +447,7 @@ fn a_nextest_run_with_a_retry_has_one_summary_and_report_and_keeps_both_tries() 
     let runs = runs(&dir);
     assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
     let run = &runs[0];
-    let tries: Vec<String> = records(run)
+    let tries: Vec<String> = common::records(run)
         .iter()
         .map(|r| {
             format!(
@@ -493,7 +471,7 @@ fn a_nextest_run_with_a_retry_has_one_summary_and_report_and_keeps_both_tries() 
         ],
         "both tries of the retried eval are kept"
     );
-    let summary = json(&run.join("summary.json"));
+    let summary = common::json(&run.join("summary.json"));
     assert_eq!(summary["cells"].as_array().unwrap().len(), 5, "{summary}");
     assert_eq!(
         (summary["passed"].as_u64(), summary["exitCode"].as_i64()),

@@ -117,3 +117,26 @@ pub fn env_file(tag: &str, vars: &[(&str, &str)]) -> PathBuf {
     std::fs::write(&path, text).expect("write the env file");
     path
 }
+
+/// A JSON file, parsed (panics naming the file).
+pub fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+/// The attempt records of a run directory (every `.json` but the summary), by file name.
+pub fn records(run: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(run)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.ends_with(".json") && !n.starts_with("summary")
+        })
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| json(p)).collect()
+}

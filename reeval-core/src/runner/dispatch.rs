@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::events::{EventSink, RunEvent};
@@ -57,6 +57,8 @@ pub(crate) async fn dispatch(
 
     let ahead = ensure_images_ahead(runner, &evals, &pool);
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
+    let turnstile = Arc::new(Turnstile::default());
+    let mut next_ticket = 0;
     let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
     let prestart = Prestart::new(config.prestart);
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
@@ -124,6 +126,8 @@ pub(crate) async fn dispatch(
                 };
                 let trial_run = TrialRun {
                     slots: slots.clone(),
+                    turnstile: turnstile.clone(),
+                    ticket: next_ticket,
                     pool: pool.clone(),
                     harnesses: runner.harnesses.clone(),
                     shutdown: runner.shutdown.clone(),
@@ -133,6 +137,7 @@ pub(crate) async fn dispatch(
                     teardowns: teardowns.clone(),
                     prestart: prestart.clone(),
                 };
+                next_ticket += 1;
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
                 tasks.insert(task.id(), (i, spec.clone(), cell.arm.clone(), trial));
             }
@@ -266,10 +271,34 @@ fn report_all(reporters: &mut [Box<dyn Reporter>], event: &RunEvent) {
     }
 }
 
+/// Lets tasks through one at a time in ticket order: task `n` passes once
+/// `n` tasks have advanced it. Every planned task reaches its turn (none ends
+/// before its first slot), so no ticket is skipped.
+#[derive(Debug, Default)]
+struct Turnstile {
+    next: watch::Sender<u64>,
+}
+
+impl Turnstile {
+    async fn wait_for(&self, ticket: u64) {
+        let mut next = self.next.subscribe();
+        // The sender lives in self, so the channel cannot close while we wait.
+        let _ = next.wait_for(|n| *n >= ticket).await;
+    }
+
+    fn advance(&self) {
+        self.next.send_modify(|n| *n += 1);
+    }
+}
+
 /// One trial's tries: each waits for a slot, runs with a fresh sandbox, and
 /// the retry policy decides whether another try follows.
 struct TrialRun {
     slots: Arc<Semaphore>,
+    /// First tries queue for a slot in the order they were planned.
+    turnstile: Arc<Turnstile>,
+    /// This trial's place in that order.
+    ticket: u64,
     pool: Arc<super::pool::Pool>,
     harnesses: crate::harness::HarnessRegistry,
     shutdown: tokio_util::sync::CancellationToken,
@@ -295,7 +324,17 @@ impl TrialRun {
                 _ => None,
             };
             // Waiting for a slot spends no budget: the budget starts inside the attempt.
-            let slot = self.slots.acquire().await.expect("the semaphore is never closed");
+            // A first try queues in plan order (the runtime polls spawned tasks in
+            // an order of its own); a retry queues when it is decided.
+            let slot = if tried == 1 {
+                self.turnstile.wait_for(self.ticket).await;
+                let slot = self.slots.acquire().await;
+                self.turnstile.advance();
+                slot
+            } else {
+                self.slots.acquire().await
+            }
+            .expect("the semaphore is never closed");
             let prestarted = ahead.map(|a| a.into_sandbox());
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
