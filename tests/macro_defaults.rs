@@ -8,6 +8,8 @@ async fn no_options_but_ignore(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
+// rustfmt would drop the trailing comma this eval exists to test.
+#[rustfmt::skip]
 #[reeval::eval(ignore,)]
 async fn trailing_comma(_: &mut reeval::Ctx) -> reeval::Result<()> {
     Ok(())

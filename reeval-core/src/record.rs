@@ -233,6 +233,19 @@ pub struct Record {
     pub interrupted: bool,
 }
 
+/// A shell-harness record of run `run` with this outcome, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_record(
+    eval: &str,
+    trial: u32,
+    try_: u32,
+    outcome: crate::outcome::Outcome,
+) -> Record {
+    let mut r = Record::new("run", eval, "shell", trial, try_);
+    r.outcome = outcome;
+    r
+}
+
 impl Record {
     /// A fresh record for an attempt.
     pub fn new(run_id: &str, eval: &str, harness: &str, trial: u32, try_: u32) -> Self {

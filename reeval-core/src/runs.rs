@@ -283,11 +283,7 @@ mod tests {
     use super::*;
     use crate::outcome::FailKind;
 
-    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome) -> Record {
-        let mut r = Record::new("run", eval, "shell", trial, try_);
-        r.outcome = outcome;
-        r
-    }
+    use crate::record::test_record as rec;
 
     #[test]
     fn resuming_keeps_trials_that_ended_on_their_own() {

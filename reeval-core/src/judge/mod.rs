@@ -227,7 +227,7 @@ impl Judge {
     }
 }
 
-/// The verdicts of one [`Ctx::judge`] call, one per criterion.
+/// The verdicts of one [`Ctx::judge`](crate::Ctx::judge) call, one per criterion.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JudgeResult {
     /// One verdict per criterion, in order.

@@ -455,11 +455,7 @@ mod tests {
     use super::*;
     use crate::outcome::FailKind;
 
-    fn rec(eval: &str, trial: u32, try_: u32, outcome: Outcome) -> Record {
-        let mut r = Record::new("run", eval, "shell", trial, try_);
-        r.outcome = outcome;
-        r
-    }
+    use crate::record::test_record as rec;
 
     #[test]
     fn exit_codes_and_pass_rates_count_final_tries_only() {
