@@ -85,4 +85,42 @@ async fn two_turns(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
+/// The shell harness in an image of its own (with a marker file), so that a
+/// replay can be seen to run in the recorded harness's image.
+#[derive(Debug, Default)]
+struct ShellInOwnImage(reeval::harnesses::ShellHarness);
+
+#[reeval::async_trait]
+impl reeval::Harness for ShellInOwnImage {
+    fn name(&self) -> &str {
+        "shell-own-image"
+    }
+
+    fn reads_context_summary(&self) -> bool {
+        false
+    }
+
+    fn image(&self) -> Option<reeval::ImageSpec> {
+        Some(Image::install("reeval/base:latest", ["echo built > /opt/own-image-marker"]))
+    }
+
+    async fn turn(
+        &mut self,
+        sandbox: &reeval::SandboxHandle,
+        prompt: &str,
+        turn: &reeval::TurnContext,
+    ) -> Result<reeval::TurnReport, reeval::HarnessError> {
+        self.0.turn(sandbox, prompt, turn).await
+    }
+}
+
+reeval::register_harness!("shell-own-image", |_| Box::new(ShellInOwnImage::default()));
+
+/// Passes only in the harness's own image: a replay in the default image fails it.
+#[reeval::eval(timeout = "2m", harness = "shell-own-image", tags = ["replay-image"])]
+async fn in_the_harness_image(c: &mut Ctx) -> reeval::Result<()> {
+    c.send("echo hi > out.txt").await?;
+    expect(c.exec("test -f /opt/own-image-marker && grep -q hi out.txt").await?).to_succeed()
+}
+
 reeval::main!();

@@ -295,6 +295,25 @@ fn replayed_record(dir: &Path) -> Value {
 }
 
 #[tokio::test]
+async fn a_replay_runs_in_the_recorded_harness_image() {
+    require_docker!();
+    let dir = common::temp_dir("replay-image-recorded");
+    let out = run(suite().args(["--tag", "replay-image"]).arg("--record-dir").arg(&dir));
+    assert_eq!(out.status.code(), Some(0));
+    let recorded_run = the_run(&dir);
+    let recorded =
+        common::json(&recorded_run.join("in_the_harness_image.shell-own-image.t1.try1.json"));
+    assert_ne!(recorded["image"], "reeval/base:latest", "{recorded:#}");
+
+    let dir = common::temp_dir("replay-image");
+    let out = run(suite().arg("--regrade").arg(&recorded_run).arg("--record-dir").arg(&dir));
+    assert_eq!(out.status.code(), Some(0), "the check passes only in the harness's image");
+    let replayed = replayed_record(&dir);
+    assert_eq!(replayed["outcome"], "pass", "{replayed:#}");
+    assert_eq!(replayed["image"], recorded["image"]);
+}
+
+#[tokio::test]
 async fn a_regrade_with_a_changed_check_flips_a_pass_to_a_fail_without_the_agent() {
     require_docker!();
     let (recorded_run, recorded) = recorded_two_turns("regrade-recorded");

@@ -147,6 +147,12 @@ pub trait Harness: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The harness name the images it builds are keyed by: its own. (A
+    /// replay keys by the recorded harness's, so it finds that very image.)
+    fn image_key(&self) -> &str {
+        self.name()
+    }
+
     /// Whether the first prompt gets the context summary appended (an agent
     /// reads prose; the `shell` harness runs its prompt as a script and does not).
     fn reads_context_summary(&self) -> bool {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::environment::ImageSpec;
 use crate::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
 use crate::outcome::Outcome;
 use crate::record::Record;
@@ -189,11 +190,19 @@ pub fn find(
     Ok(Recorded { run_dir, record, manifest })
 }
 
+/// The harness `replay:RUN_ID@HARNESS` names as recorded (`HARNESS`), when it names one.
+pub fn recorded_harness(source: Option<&str>) -> Option<&str> {
+    source?.rsplit_once('@').map(|(_, harness)| harness).filter(|h| !h.is_empty())
+}
+
 /// The harness of `replay:RUN_ID`.
 #[derive(Debug)]
 pub struct ReplayHarness {
     spec: String,
     recorded: Option<Recorded>,
+    /// The recorded harness's own image and the name it is keyed by: the
+    /// checks then run with the tools the agent had.
+    image: Option<(ImageSpec, String)>,
 }
 
 impl ReplayHarness {
@@ -203,7 +212,15 @@ impl ReplayHarness {
             Some(s) => format!("{REPLAY}:{s}"),
             None => REPLAY.to_string(),
         };
-        Self { spec, recorded: None }
+        Self { spec, recorded: None, image: None }
+    }
+
+    /// Runs in the image of `recorded`, the harness that made the recorded
+    /// attempts ([`recorded_harness`]), when it has an image of its own.
+    #[must_use]
+    pub fn in_image_of(mut self, recorded: Option<&dyn Harness>) -> Self {
+        self.image = recorded.and_then(|h| Some((h.image()?, h.image_key().to_string())));
+        self
     }
 }
 
@@ -219,6 +236,14 @@ impl Harness for ReplayHarness {
 
     fn reads_context_summary(&self) -> bool {
         false
+    }
+
+    fn image(&self) -> Option<ImageSpec> {
+        self.image.as_ref().map(|(image, _)| image.clone())
+    }
+
+    fn image_key(&self) -> &str {
+        self.image.as_ref().map_or(REPLAY, |(_, key)| key)
     }
 
     async fn start(

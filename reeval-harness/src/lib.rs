@@ -13,7 +13,11 @@ pub use shell::ShellHarness;
 pub fn register_builtins(registry: &mut HarnessRegistry) {
     registry.register("shell", |_| Box::new(ShellHarness));
     registry.register(reeval_core::replay::REPLAY, |m| {
-        Box::new(reeval_core::replay::ReplayHarness::new(m))
+        // A replay runs in the recorded harness's image, so checks see the agent's tools.
+        let recorded = reeval_core::replay::recorded_harness(m)
+            .filter(|h| !reeval_core::replay::is_replay(h))
+            .and_then(|h| crate::registry().make(h));
+        Box::new(reeval_core::replay::ReplayHarness::new(m).in_image_of(recorded.as_deref()))
     });
     registry
         .register(reeval_core::oracle::ORACLE, |_| Box::new(reeval_core::oracle::OracleHarness));

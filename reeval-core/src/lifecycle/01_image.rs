@@ -20,6 +20,6 @@ pub(crate) async fn ensure(
     spec: &ImageSpec,
     harness: Option<&dyn Harness>,
 ) -> Result<ReadyImage> {
-    let harness_id = harness.map(|h| h.name().to_string()).unwrap_or_default();
+    let harness_id = harness.map(|h| h.image_key().to_string()).unwrap_or_default();
     Ok(backend.ensure_image(spec, &harness_id).await?)
 }
