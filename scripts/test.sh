@@ -11,6 +11,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# One run at a time per machine: the extra engines and the test cluster use
+# fixed names, ports and state under /tmp, so a second run would stop the
+# first one's engines. A second run waits for the first.
+exec 9>/tmp/reeval-test.lock
+if ! flock -n 9; then
+  echo "scripts/test.sh: another run is using this machine's test engines; waiting for it" >&2
+  flock 9
+fi
+
 engines=0 kube=0
 cleanup() {
   if [ "$engines" = 1 ]; then scripts/engines.sh stop; fi
