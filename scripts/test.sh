@@ -27,7 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v dockerd >/dev/null; then
-  eval "$(scripts/engines.sh start)"
+  eval "$(scripts/engines.sh start 9>&-)"  # the engines must not hold the lock
   engines=1
 elif [ "${REEVAL_REQUIRE_ENGINES:-}" = 1 ]; then
   echo "REEVAL_REQUIRE_ENGINES=1 but the extra engines cannot start here (they need root, ip and dockerd)" >&2
@@ -48,7 +48,7 @@ cargo test -p reeval-core --features kubernetes --lib sandbox::kubernetes
 if [ "$(id -u)" = 0 ] && scripts/kube.sh have-binaries; then
   echo "== the Kubernetes backend against a real API server and kubelet (v1.20)"
   kube=1
-  eval "$(scripts/kube.sh start)"
+  eval "$(scripts/kube.sh start 9>&-)"
   KUBECONFIG=$REEVAL_TEST_KUBECONFIG REEVAL_REQUIRE_KUBE=1 cargo test --features kubernetes --test kubernetes
 elif [ "${REEVAL_REQUIRE_KUBE:-}" = 1 ]; then
   echo "REEVAL_REQUIRE_KUBE=1 but the test cluster cannot start here (root and scripts/kube.sh build needed)" >&2
