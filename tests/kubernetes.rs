@@ -162,6 +162,67 @@ async fn teardown_after_a_panic_leaves_no_pod() {
     no_pod_left(&report.run_id).await;
 }
 
+const CHECK_SECRET: &str = "sk-kube-check-5e4d3c2b1a-never-in-argv";
+
+/// A checks-only secret reaches the check's environment only: not the exec
+/// request (the API server's URL and logs), not `/proc/*/cmdline`, which a
+/// process the agent left running reads while checks run, and not the agent.
+#[tokio::test]
+async fn a_checks_only_secret_is_seen_by_the_check_and_by_nothing_the_agent_can_read() {
+    if cluster().is_none() {
+        return;
+    }
+    let eval = Eval::new("kube_check_secret", |c| {
+        Box::pin(async move {
+            c.send("env > agent_env.txt").await?;
+            let agent_env = c.read_file("agent_env.txt").await?;
+            expect(agent_env.as_str()).to_contain("GREETING=hi")?;
+            expect(agent_env.as_str()).not().to_contain("REEVAL_T_CHECK_SECRET")?;
+            // A daemon of the agent's reads every command line and environment it can.
+            c.send(
+                "nohup sh -c 'while true; do for p in /proc/[0-9]*; do tr \"\\000\" \" \" < $p/cmdline; echo; cat $p/environ; done >> /tmp/seen.txt 2>/dev/null; sleep 0.05; done' >/dev/null 2>&1 &",
+            )
+            .await?;
+            // Checks that hold the secret for a while: one plain, one with stdin (a
+            // pipeline, so the prologue's shell lives beside the command).
+            let digest = c.exec("sleep 1.5; printf %s \"$REEVAL_T_CHECK_SECRET\" | sha256sum | cut -c1-64").await?;
+            expect(digest.stdout.trim()).to_equal(sha256_hex(CHECK_SECRET).as_str())?;
+            let piped = Command::new("sh")
+                .arg("-c")
+                .arg("cat >/dev/null; sleep 1.5; test -n \"$REEVAL_T_CHECK_SECRET\"")
+                .stdin(vec![b'x'; 1000]);
+            expect(c.exec(piped).await?).to_succeed()?;
+            let seen = c.exec("cat /tmp/seen.txt").await?.stdout;
+            expect(seen.as_str()).to_contain("sleep 1.5")?;
+            expect(seen.as_str()).to_contain("GREETING=hi")?;
+            expect(seen.as_str()).not().to_contain("REEVAL_T_CHECK_SECRET")?;
+            expect(seen.as_str()).not().to_contain("[redacted]")?;
+            Ok(())
+        })
+    })
+    .environment(|| {
+        Environment::new().secret_for_checks("REEVAL_T_CHECK_SECRET").env("GREETING", "hi")
+    });
+    let file = common::env_file("kube-secret", &[("REEVAL_T_CHECK_SECRET", CHECK_SECRET)]);
+    let records = common::temp_dir("kube-secret-runs");
+    let runner = common::runner_with("kube-secret", |c| {
+        c.kubernetes = Some(config());
+        c.env_file = Some(file);
+        c.record_dir = records.clone();
+    });
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let written = common::all_files_text(&records);
+    assert!(!written.contains(CHECK_SECRET), "the secret reached a file under the record directory");
+    no_pod_left(&report.run_id).await;
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[tokio::test]
 async fn exec_and_files_over_the_real_exec_protocol() {
     if cluster().is_none() {

@@ -13,7 +13,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, AttachParams, DeleteParams};
 use tokio::io::AsyncReadExt;
 
-use super::exec::{self, ExecSpec, NO_SUCH_DIR};
+use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::pod::{self, CONTAINER};
 use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
@@ -65,7 +65,11 @@ impl KubeSandbox {
         let mut err = BoundedBuffer::new(4096);
         let code = self
             .run(
-                ExecSpec { argv, stdin, ..Default::default() },
+                ExecSpec {
+                    argv,
+                    stdin: stdin.map_or(Stdin::None, Stdin::Bytes),
+                    ..Default::default()
+                },
                 None,
                 &mut BoundedBuffer::new(0),
                 &mut err,
@@ -143,7 +147,7 @@ impl Sandbox for KubeSandbox {
             env: all_env,
             workdir: cmd.workdir.clone(),
             user: cmd.user.clone(),
-            stdin: cmd.stdin.as_deref(),
+            stdin: cmd.stdin.as_deref().map_or(Stdin::None, Stdin::Bytes),
         };
         let run = self.run(spec, stdout.as_ref(), &mut out, &mut err);
         let (exit_code, timed_out) = match cmd.timeout {
@@ -180,7 +184,7 @@ impl Sandbox for KubeSandbox {
         let spec = ExecSpec {
             argv,
             workdir: Some(dir.to_string()),
-            stdin: Some(&tar),
+            stdin: Stdin::Bytes(&tar),
             ..Default::default()
         };
         match self.run(spec, None, &mut BoundedBuffer::new(0), &mut err).await? {
@@ -206,7 +210,7 @@ impl Sandbox for KubeSandbox {
         let params = AttachParams::default().container(CONTAINER).stdout(true).stderr(true);
         let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
         let mut attached =
-            self.pods.exec(&self.name, spec.full_argv(), &params).await.map_err(|e| {
+            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
                 SandboxError::engine(format!("start an exec in pod {}", self.name), e)
             })?;
         let status = attached.take_status().expect("status taken once");

@@ -29,8 +29,10 @@ struct Seen {
     body: Value,
     /// Offered websocket subprotocols, for upgrades.
     protocols: String,
-    /// For execs: the command's argv and the stdin it was sent.
+    /// For execs: the command's argv, the environment block at the head of
+    /// its stdin (the prologue's `$2` bytes), and the command's own stdin after it.
     argv: Vec<String>,
+    env_block: Vec<u8>,
     stdin: Vec<u8>,
 }
 
@@ -160,6 +162,7 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
             protocols: header("sec-websocket-protocol"),
             argv,
+            env_block: Vec::new(),
             stdin: Vec::new(),
         };
         if request.target.contains("/portforward?") {
@@ -230,18 +233,22 @@ async fn echo_port(mut ws: WebSocketStream<TcpStream>, request: &Seen) {
     }
 }
 
-/// Reads the stdin the prologue announced (its `$2`), then plays the session.
+/// Reads the stdin the prologue announced (its `$2` and `$3`), then plays the session.
 async fn run_session(mut ws: WebSocketStream<TcpStream>, answer: &Answer, request: &mut Seen) {
-    let expected: usize = request.argv.get(5).and_then(|n| n.parse().ok()).unwrap_or(0);
-    while request.stdin.len() < expected {
+    let length = |i: usize| request.argv.get(i).and_then(|n| n.parse::<usize>().ok()).unwrap_or(0);
+    let (block, expected) = (length(5), length(5) + length(6));
+    let mut got = Vec::new();
+    while got.len() < expected {
         match ws.next().await {
             Some(Ok(Message::Binary(frame))) if frame.first() == Some(&0) => {
-                request.stdin.extend_from_slice(&frame[1..])
+                got.extend_from_slice(&frame[1..])
             }
             Some(Ok(_)) => {}
             _ => return,
         }
     }
+    request.stdin = got.split_off(block);
+    request.env_block = got;
     let Reply::Exec(session) = answer(request) else { panic!("a JSON answer to an exec") };
     // Output in several frames, as a server sends it.
     for (channel, bytes) in [(1u8, &session.stdout), (2u8, &session.stderr)] {
@@ -405,7 +412,7 @@ async fn exec_gives_both_streams_and_the_exit_code_from_the_status() {
     let env = [("CI".to_string(), "1".to_string())];
     let out = sandbox.exec(ExecRequest::plain(&cmd, &env)).await.unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "out\n", "err\n"));
-    // The prologue carries what the exec API cannot: directory, no stdin, user, environment.
+    // The prologue carries what the exec API cannot: directory, environment (on stdin), no stdin, user.
     let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
     assert!(exec.target.contains("container=sandbox"), "{}", exec.target);
     assert!(
@@ -418,14 +425,13 @@ async fn exec_gives_both_streams_and_the_exit_code_from_the_status() {
         exec.argv[4..],
         [
             "/workspace",
+            "14", // `export 'CI=1'` and a newline
             "",
             "setpriv",
             "--reuid=1000",
             "--regid=1000",
             "--clear-groups",
             "--",
-            "env",
-            "CI=1",
             "sh",
             "-c",
             "echo out; echo err >&2; exit 3"
@@ -491,9 +497,65 @@ async fn stdin_is_length_delimited_and_sent_in_chunks_without_a_close() {
     let out = sandbox_exec(&api, Command::new("wc").arg("-c").stdin(input.clone())).await.unwrap();
     assert_eq!(out.stdout, input.len().to_string());
     let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
-    assert_eq!(exec.argv[5], input.len().to_string());
+    assert_eq!(exec.argv[6], input.len().to_string());
     assert!(exec.target.contains("stdin=true"));
     assert_eq!(exec.stdin, input);
+}
+
+#[tokio::test]
+async fn the_environment_goes_on_stdin_and_never_into_the_request() {
+    let api = FakeApi::start(cluster(|_| Session {
+        stdout: vec![],
+        stderr: vec![],
+        status: exited(0),
+    }))
+    .await;
+    let secret = "s3cr3t-'value' with $(rm -rf /) and\nnewline";
+    let env = [("API_TOKEN".to_string(), secret.to_string())];
+    let cmd = Command::new("cat").stdin(b"payload".to_vec());
+    sandbox(&api).await.exec(ExecRequest::plain(&cmd, &env)).await.unwrap();
+    let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
+    // Not in the URL (the API server's logs), not in any argv (`/proc/*/cmdline`).
+    assert!(!exec.target.contains("s3cr3t"), "{}", exec.target);
+    assert!(exec.argv.iter().all(|a| !a.contains("s3cr3t") && !a.contains("API_TOKEN")));
+    // On stdin, single-quoted for the prologue's `eval`, ahead of the command's own stdin.
+    let block = String::from_utf8(exec.env_block.clone()).unwrap();
+    assert_eq!(block, format!("export 'API_TOKEN={}'\n", secret.replace('\'', r"'\''")));
+    assert_eq!(exec.argv[5], block.len().to_string());
+    assert_eq!(exec.stdin, b"payload");
+    // A name a shell cannot export is refused before anything is sent, its value unnamed.
+    let bad = [("NOT-A-NAME".to_string(), "hidden".to_string())];
+    let e = sandbox(&api).await.exec(ExecRequest::plain(&cmd, &bad)).await.unwrap_err();
+    assert!(e.to_string().contains("NOT-A-NAME") && !e.to_string().contains("hidden"), "{e}");
+}
+
+/// The prologue as the pod's `sh` runs it: the block is read, `eval`ed and
+/// exported, the command gets the rest of stdin, and no value is in any argv.
+#[test]
+fn the_prologue_exports_the_block_and_passes_the_rest_of_stdin() {
+    let secret = "it's \"q\" $(touch /tmp/pwned) `x`\nline2";
+    let spec = super::exec::ExecSpec {
+        argv: vec!["sh".into(), "-c".into(), "printf '%s|' \"$TOKEN\"; cat; cat /proc/$$/cmdline | tr '\\0' ' '".into()],
+        env: vec![("TOKEN".into(), secret.into())],
+        stdin: super::exec::Stdin::Bytes(b"rest"),
+        ..Default::default()
+    };
+    let argv = spec.full_argv().unwrap();
+    let mut input = spec.env_block().unwrap();
+    input.extend_from_slice(b"rest");
+    let mut child = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    assert!(out.starts_with(&format!("{secret}|rest")), "{out}");
+    assert!(!out[secret.len()..].contains("line2"), "a value in a cmdline: {out}");
+    assert!(!std::path::Path::new("/tmp/pwned").exists());
 }
 
 #[tokio::test]
@@ -522,7 +584,7 @@ async fn files_go_in_and_out_as_tar_over_exec() {
     assert_eq!(archive::single_file(&down, "greet.py").unwrap(), b"def greet(): pass\n");
     let execs: Vec<Seen> = api.seen().into_iter().filter(|s| s.target.contains("/exec?")).collect();
     assert_eq!(execs[0].argv[4], "/workspace", "unpacked in the directory");
-    assert_eq!(execs[0].argv[6..], ["tar", "-x", "-f", "-", "--no-overwrite-dir"]);
+    assert_eq!(execs[0].argv[7..], ["tar", "-x", "-f", "-", "--no-overwrite-dir"]);
     assert_eq!(execs[1].argv[4], "/workspace", "packed from the parent");
     assert_eq!(execs[1].argv.last().unwrap(), "greet.py");
     // Over the limit: an archive error, not a truncated archive.
