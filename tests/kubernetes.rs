@@ -193,9 +193,11 @@ async fn a_checks_only_secret_is_seen_by_the_check_and_by_nothing_the_agent_can_
                 .stdin(vec![b'x'; 1000]);
             expect(c.exec(piped).await?).to_succeed()?;
             let seen = c.exec("cat /tmp/seen.txt").await?.stdout;
+            // It saw the checks' command lines (which name the variable) and environments it may read.
             expect(seen.as_str()).to_contain("sleep 1.5")?;
             expect(seen.as_str()).to_contain("GREETING=hi")?;
-            expect(seen.as_str()).not().to_contain("REEVAL_T_CHECK_SECRET")?;
+            expect(seen.as_str()).not().to_contain("REEVAL_T_CHECK_SECRET=")?;
+            expect(seen.as_str()).not().to_contain(CHECK_SECRET)?;
             expect(seen.as_str()).not().to_contain("[redacted]")?;
             Ok(())
         })
