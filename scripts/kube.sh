@@ -246,6 +246,14 @@ start_kubelet() {
   nohup unshare -m -p -f --kill-child=SIGTERM --mount-proc "$DIR/kubelet.sh" >"$DIR/kubelet.log" 2>&1 &
   echo $! > "$DIR/kubelet.pid"
   wait_for "node $NODE Ready" 300 node_ready
+  # Pods on the node's network (hostNetwork) report the node's address as their IP,
+  # but live in $NETNS, which has only lo: give lo that address, so that they reach
+  # each other there as on a real node (the egress tests' sandbox -> gateway pod).
+  local node_ip
+  node_ip=$(api "/api/v1/nodes/$NODE" | jq -r '.status.addresses[] | select(.type == "InternalIP") | .address')
+  if [ -n "$node_ip" ] && ! ip netns exec "$NETNS" ip -4 addr show dev lo | grep -qw "$node_ip"; then
+    ip netns exec "$NETNS" ip addr add "$node_ip/32" dev lo
+  fi
 }
 
 start() {

@@ -9,6 +9,9 @@
 //! Run with `cargo test --features kubernetes --test kubernetes`.
 
 mod common;
+#[path = "../reeval-gateway/tests/common/mod.rs"]
+#[allow(unused_imports, dead_code)]
+mod upstreams;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -340,5 +343,165 @@ async fn built_images_and_egress_stop_the_run_in_preflight_saying_what_to_do() {
         e.missing[0].contains("kube_built_image") && e.missing[0].contains("Image::from"),
         "{e}"
     );
-    assert!(e.missing[1].contains("kube_egress") && e.missing[1].contains("egress"), "{e}");
+    // Egress needs isolation the host network cannot give: refused unless a test cluster says so.
+    assert!(
+        e.missing[1].contains("kube_egress") && e.missing[1].contains("unisolated_egress"),
+        "{e}"
+    );
+}
+
+/// A port on 127.0.0.1 of the test cluster's network namespace (where its
+/// pods live, on the node's network) forwarded to `to` on this host's
+/// loopback: socat in the netns to a unix socket, socat here from it to `to`.
+/// So an upstream of the test's is reachable from the gateway pod. Ended on drop.
+struct NetnsBridge {
+    addr: std::net::SocketAddr,
+    children: Vec<std::process::Child>,
+    socket: std::path::PathBuf,
+}
+
+impl NetnsBridge {
+    fn to(to: std::net::SocketAddr) -> Self {
+        // A port free here is almost surely free in the netns, which has only lo.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let socket = common::temp_dir("kube-bridge").join("upstream.sock");
+        let spawn = |argv: &[String]| {
+            std::process::Command::new(&argv[0]).args(&argv[1..]).spawn().expect("socat (apt-get install socat)")
+        };
+        let host = spawn(&[
+            "socat".into(),
+            format!("UNIX-LISTEN:{},fork", socket.display()),
+            format!("TCP:{to}"),
+        ]);
+        let netns = spawn(&[
+            "ip".into(), "netns".into(), "exec".into(), "reeval-kube".into(), "socat".into(),
+            format!("TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr"),
+            format!("UNIX-CONNECT:{}", socket.display()),
+        ]);
+        let bridge = Self {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            children: vec![host, netns],
+            socket,
+        };
+        let listening = || {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", "reeval-kube", "ss", "-Hltn", &format!("sport = :{port}")])
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty())
+        };
+        let began = std::time::Instant::now();
+        while !(listening() && bridge.socket.exists()) {
+            assert!(began.elapsed() < Duration::from_secs(10), "the bridge did not come up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bridge
+    }
+}
+
+impl Drop for NetnsBridge {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+const GATEWAY_KEY: &str = "sk-ant-kube-REAL-0123456789abcdef";
+const GATEWAY_PLACEHOLDER: &str = "reeval-placeholder-ANTHROPIC_API_KEY";
+
+/// Egress through the run's gateway pod: an allowed host reached, a brokered
+/// placeholder swapped for the real key on the bound host only (TLS
+/// intercepted with the run's CA), a host off the allowlist refused, every
+/// request in the record, and the gateway's pod, Services and Secret gone
+/// after the run. The test cluster's pods share the node's network, so
+/// isolation is not enforced there (`unisolated_egress`): the gateway phase says so.
+#[tokio::test]
+async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
+    if cluster().is_none() {
+        return;
+    }
+    use reeval::egress::{Broker, EgressSettings};
+    use upstreams::{Behaviour, TestPki, upstream};
+    let pki = TestPki::new();
+    let plain = upstream(None, Behaviour::Echo).await;
+    let api = upstream(Some(pki.server_config(&["api.anthropic.com"])), Behaviour::Echo).await;
+    let (plain_in_netns, api_in_netns) = (NetnsBridge::to(plain.addr), NetnsBridge::to(api.addr));
+    let agent = r#"
+        curl -s -m 10 http://plain.test/plain -H "x-api-key: $ANTHROPIC_API_KEY" > plain.txt
+        curl -s -m 10 https://api.anthropic.com/v1/messages -H "x-api-key: $ANTHROPIC_API_KEY" > api.txt
+        curl -s -m 10 http://refused.test/refused > refused.txt
+        env > /tmp/agent-env.txt
+        true
+    "#;
+    let eval = Eval::new("kube_egress_gateway", move |c| {
+        Box::pin(async move {
+            c.send(agent).await?;
+            expect(c.read_file("plain.txt").await?).to_equal("hello from upstream")?;
+            expect(c.read_file("api.txt").await?).to_equal("hello from upstream")?;
+            expect(c.read_file("refused.txt").await?).to_contain("not on this sandbox's allowlist")?;
+            let env = c.read_file("/tmp/agent-env.txt").await?;
+            expect(env.as_str()).to_contain(GATEWAY_PLACEHOLDER)?;
+            expect(env.as_str()).not().to_contain(GATEWAY_KEY)?;
+            Ok(())
+        })
+    })
+    .environment(|| {
+        Environment::new()
+            .secret("ANTHROPIC_API_KEY")
+            .broker("ANTHROPIC_API_KEY", Broker::header("api.anthropic.com", "x-api-key"))
+            .allow_egress("api.anthropic.com")
+            .allow_egress("plain.test")
+    });
+    let file = common::env_file("kube-egress", &[("ANTHROPIC_API_KEY", GATEWAY_KEY)]);
+    let records = common::temp_dir("kube-egress-runs");
+    let egress = EgressSettings {
+        extra_roots_pem: vec![pki.ca_pem.clone()],
+        resolve: vec![
+            ("plain.test".to_string(), plain_in_netns.addr),
+            ("refused.test".to_string(), plain_in_netns.addr),
+            ("api.anthropic.com".to_string(), api_in_netns.addr),
+        ],
+        ..EgressSettings::default()
+    };
+    let runner = common::runner_with("kube-egress", |c| {
+        c.kubernetes = Some(KubernetesConfig {
+            unisolated_egress: true,
+            // No kube-proxy here: ClusterIPs do not route, the pod's IP does.
+            gateway_address: reeval::runner::config::GatewayAddress::PodIp,
+            ..config()
+        });
+        c.env_file = Some(file);
+        c.record_dir = records.clone();
+        c.egress = egress;
+    });
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}\negress: {:#?}", r.message, r.egress);
+    let gateway = r.phases.iter().find(|p| p.phase == "gateway").expect("a gateway phase");
+    let detail = &gateway.detail;
+    assert!(detail.contains("gateway pod") && detail.contains("NOT enforced"), "{detail}");
+
+    // The real key went to the bound host only; the placeholder elsewhere.
+    let header = |seen: &[upstreams::Seen], name: &str| {
+        seen.iter().find_map(|s| s.headers.get(name)?.to_str().ok().map(str::to_string))
+    };
+    assert_eq!(header(&api.seen(), "x-api-key").as_deref(), Some(GATEWAY_KEY));
+    assert_eq!(header(&plain.seen(), "x-api-key").as_deref(), Some(GATEWAY_PLACEHOLDER));
+    assert!(plain.seen().iter().all(|s| !s.uri.contains("refused")), "a refusal is never dialled");
+
+    // Every request is in the record, the refusal too.
+    let route = |host: &str| {
+        r.egress.iter().find(|e| e.host == host).map(|e| (e.route.as_str(), e.allowed, e.status))
+    };
+    assert_eq!(route("plain.test"), Some(("http", true, 200)));
+    assert_eq!(route("api.anthropic.com"), Some(("intercept", true, 200)));
+    assert_eq!(route("refused.test"), Some(("http", false, 403)));
+    let written = common::all_files_text(&records);
+    assert!(!written.contains(GATEWAY_KEY), "the key reached a file the run wrote");
+
+    // The gateway pod, its Secret and the attempt's Service went with the run.
+    let left = backend().await.leftovers_of_run(&report.run_id).await.expect("list");
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -100,9 +100,37 @@ pub struct KubernetesConfig {
     /// How long a pod may take to be Ready, in seconds (default 300).
     pub ready_timeout_secs: Option<u64>,
     /// Test clusters only: run pods on the node's network (`hostNetwork`), where
-    /// no CNI works. Such a pod is NOT isolated; attempts that need egress refuse to start.
+    /// no CNI works. Such a pod is NOT isolated; attempts that need egress refuse to
+    /// start unless `unisolated_egress` is set too.
     #[serde(default)]
     pub host_network: bool,
+    /// Test clusters only, with `host_network`: run attempts that need egress
+    /// although nothing isolates their pods (no NetworkPolicy applies to a pod on
+    /// the node's network). The relay's probes still run; what they reach is
+    /// reported in the gateway phase instead of failing the attempt, and preflight warns.
+    #[serde(default)]
+    pub unisolated_egress: bool,
+    /// How a sandbox's relay reaches the run's gateway pod: through the
+    /// attempt's Service (`service`, the default), or at the gateway pod's own
+    /// address (`pod-ip`), for clusters where no service proxy routes ClusterIPs.
+    #[serde(default)]
+    pub gateway_address: GatewayAddress,
+    /// The image of the run's gateway pod, which must hold a C library for the
+    /// `reeval-gateway` binary. Default: with a `registry`, the gateway image
+    /// reeval builds and pushes there; without one, `reeval/base:latest`, into
+    /// which the binary is copied when the pod starts.
+    pub gateway_image: Option<String>,
+}
+
+/// How a sandbox on Kubernetes reaches its gateway (see [`KubernetesConfig::gateway_address`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GatewayAddress {
+    /// The ClusterIP of the attempt's Service.
+    #[default]
+    Service,
+    /// The gateway pod's IP.
+    PodIp,
 }
 
 /// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).

@@ -9,6 +9,7 @@ pub mod archive;
 pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+pub(crate) mod gateway_stream;
 mod handle;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
@@ -165,6 +166,14 @@ pub enum NetworkSpec {
         /// The network's name.
         network: String,
     },
+    /// Kubernetes: a NetworkPolicy that denies everything but egress to the
+    /// pods with these labels (the run's gateway pod) on this TCP port.
+    PodGateway {
+        /// The gateway pod's labels.
+        pod_labels: BTreeMap<String, String>,
+        /// The port of this attempt's gateway process.
+        port: u16,
+    },
 }
 
 /// A gateway the backend runs next to a sandbox, for engines where a socket of
@@ -221,6 +230,19 @@ pub trait GatewayContainer: Send + Sync + fmt::Debug {
         &self,
         within: std::time::Duration,
     ) -> Result<reeval_gateway::relay::RelayReport, SandboxError>;
+
+    /// Where it runs, for the gateway phase's detail.
+    fn place(&self) -> &'static str {
+        "a container next to the sandbox"
+    }
+
+    /// `None` where the engine enforces the sandbox's isolation; otherwise
+    /// why it does not (a Kubernetes test cluster on the host network): the
+    /// relay's probes still run, and what they reach is reported instead of
+    /// failing the attempt.
+    fn unenforced(&self) -> Option<String> {
+        None
+    }
 
     /// Stops the gateway and removes it and the network; what went out.
     ///

@@ -216,6 +216,11 @@ impl Backend for DockerBackend {
                 (Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())]), "none".to_string())
             }
             NetworkSpec::Internal { network } => (None, network.clone()),
+            NetworkSpec::PodGateway { .. } => {
+                return Err(SandboxError::EngineConfig {
+                    message: "failed to create a container: a Kubernetes gateway policy was asked of the Docker backend".into(),
+                });
+            }
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),

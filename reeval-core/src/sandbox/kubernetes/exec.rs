@@ -273,3 +273,75 @@ pub(super) async fn run(
         }
     }
 }
+
+/// A command started with its stdin left open after the environment block.
+pub(super) struct Opened {
+    /// Its stdin.
+    pub(super) input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    /// Its stdout; the stream owns the exec: dropping it closes the connection.
+    pub(super) stdout: futures_util::stream::BoxStream<'static, Bytes>,
+    /// The last 4 KiB of its stderr, as it comes.
+    pub(super) stderr: std::sync::Arc<std::sync::Mutex<BoundedBuffer>>,
+}
+
+/// Starts a long-lived command (a gateway process) whose stdin is a stream
+/// ([`Stdin::Stream`]): the environment block is written first, the rest is the caller's.
+/// Its stderr is read as it comes (so that it never stalls the connection), its tail kept.
+///
+/// # Errors
+/// [`SandboxError`] when the exec cannot start or the block cannot be written.
+///
+/// # Cancel safety
+/// Dropping the future, or the returned streams, closes the connection; the
+/// process goes on in the pod until it is killed or the pod is deleted.
+pub(super) async fn open(
+    pods: &Api<Pod>,
+    pod: &str,
+    spec: ExecSpec<'_>,
+) -> Result<Opened, SandboxError> {
+    use futures_util::StreamExt;
+    let block = spec.env_block()?;
+    let spec = ExecSpec { stdin: Stdin::Stream, ..spec };
+    let params = AttachParams {
+        container: Some(CONTAINER.into()),
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        tty: false,
+        max_stdin_buf_size: Some(STDIN_CHUNK),
+        max_stdout_buf_size: Some(64 << 10),
+        max_stderr_buf_size: Some(64 << 10),
+    };
+    let mut attached = pods
+        .exec(pod, spec.full_argv()?, &params)
+        .await
+        .map_err(|e| SandboxError::engine(format!("start an exec in pod {pod}"), e))?;
+    let mut input = attached.stdin().expect("stdin requested");
+    input
+        .write_all(&block)
+        .await
+        .map_err(|e| SandboxError::engine(format!("write to an exec in pod {pod}"), e))?;
+    let stdout = attached.stdout().expect("stdout requested");
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(BoundedBuffer::new(4096)));
+    if let Some(mut stderr) = attached.stderr() {
+        let tail = tail.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+                tail.lock().expect("stderr lock").push(&buf[..n]);
+            }
+        });
+    }
+    let stdout = futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+        let mut buf = vec![0u8; 64 << 10];
+        match stdout.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Bytes::from(buf), (stdout, attached)))
+            }
+        }
+    })
+    .boxed();
+    Ok(Opened { input: Box::pin(input), stdout, stderr: tail })
+}

@@ -2,35 +2,40 @@
 //! attempt in a namespace of the cluster the kubeconfig (or the in-cluster
 //! service account) names, with a deny-all NetworkPolicy of its own. Commands
 //! run through the websocket exec API ([`exec`]), files go as tar over exec,
-//! `Ctx::serve` uses the port-forward API. Selected with
+//! `Ctx::serve` uses the port-forward API; egress goes through the run's
+//! gateway pod ([`gateway`]). Selected with
 //! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
 //!
 //! - [`pod`]: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
 //! - [`exec`]: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
 //! - [`sandbox`]: the [`Sandbox`] of one pod (exec, kill, files, port-forward, destroy).
 //! - [`preflight`]: the API answers, the namespace exists, RBAC allows what the backend does.
+//! - [`gateway`]: the run's gateway pod, its Secret, and each attempt's gateway process and Service.
 
 mod exec;
+mod gateway;
 mod pod;
 mod preflight;
 mod sandbox;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams};
+use secrecy::SecretString;
 
 pub use preflight::Preflight;
 pub use sandbox::KubeSandbox;
 
 use super::docker::{owner_is_gone, owner_label};
 use super::{
-    Backend, Capabilities, EngineInfo, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN, NetworkSpec,
-    ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
+    Backend, Capabilities, EngineInfo, GatewayContainer, GatewayRequest, HELPER_TOOLS, LABEL_OWNER,
+    LABEL_RUN, NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
 use crate::environment::ImageSpec;
 use crate::runner::config::KubernetesConfig;
@@ -43,6 +48,11 @@ pub struct KubeBackend {
     config: Arc<KubernetesConfig>,
     /// Where the API server is, for preflight and the record.
     server: String,
+    /// Real values of the secrets the run brokers, by the gateway's variable
+    /// name (`REEVAL_GW_SECRET_<NAME>`): they go into the run's gateway Secret.
+    credentials: Arc<BTreeMap<String, SecretString>>,
+    /// The gateway pod of each run, started by its first attempt that needs egress.
+    gateways: Arc<tokio::sync::Mutex<BTreeMap<String, Arc<gateway::RunGateway>>>>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -88,7 +98,20 @@ impl KubeBackend {
             kube::Client::try_from(kube_config).map_err(|e| SandboxError::EngineConfig {
                 message: format!("failed to build a Kubernetes client for {server}: {e}"),
             })?;
-        Ok(Self { client, namespace, config: Arc::new(config), server })
+        Ok(Self {
+            client,
+            namespace,
+            config: Arc::new(config),
+            server,
+            credentials: Arc::default(),
+            gateways: Arc::default(),
+        })
+    }
+
+    /// The real values of the secrets this run brokers, by the gateway's
+    /// variable name: the run's gateway pod gets them from its Secret (preflight sets them).
+    pub fn set_gateway_credentials(&mut self, credentials: BTreeMap<String, SecretString>) {
+        self.credentials = Arc::new(credentials);
     }
 
     /// The namespace attempts run in.
@@ -111,12 +134,67 @@ impl KubeBackend {
         Ok(pods.items.into_iter().filter_map(|p| p.metadata.name).collect())
     }
 
+    /// Everything of run `run_id` left in the namespace (any owner, any
+    /// state), as `kind/name`: pods, NetworkPolicies, Services, Secrets.
+    ///
+    /// # Errors
+    /// An API error.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn leftovers_of_run(&self, run_id: &str) -> Result<Vec<String>, SandboxError> {
+        let list =
+            ListParams::default().labels(&format!("{LABEL_RUN}={}", pod::label_value(run_id)));
+        let fail = |what: &str, e| SandboxError::engine(format!("list {what}"), e);
+        let names = |kind: &str, metas: Vec<Option<String>>| {
+            metas.into_iter().flatten().map(|n| format!("{kind}/{n}")).collect::<Vec<_>>()
+        };
+        let mut found = self.pods_of_run(run_id).await?.into_iter().map(|n| format!("pod/{n}")).collect::<Vec<_>>();
+        let policies = self.policies().list(&list).await.map_err(|e| fail("NetworkPolicies", e))?;
+        found.extend(names("networkpolicy", policies.items.into_iter().map(|p| p.metadata.name).collect()));
+        let services = self.services().list(&list).await.map_err(|e| fail("Services", e))?;
+        found.extend(names("service", services.items.into_iter().map(|p| p.metadata.name).collect()));
+        let secrets = self.secrets().list(&list).await.map_err(|e| fail("Secrets", e))?;
+        found.extend(names("secret", secrets.items.into_iter().map(|p| p.metadata.name).collect()));
+        Ok(found)
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     fn policies(&self) -> Api<NetworkPolicy> {
         Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn services(&self) -> Api<Service> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The gateway pod of the run `request` belongs to, started on first use.
+    async fn run_gateway(
+        &self,
+        request: &GatewayRequest,
+    ) -> Result<Arc<gateway::RunGateway>, SandboxError> {
+        let run = request.labels.get(LABEL_RUN).cloned().unwrap_or_default();
+        // Held while the first attempt starts it: the others wait for the same pod.
+        let mut gateways = self.gateways.lock().await;
+        if let Some(found) = gateways.get(&run) {
+            return Ok(found.clone());
+        }
+        // Its variables: every secret the run brokers, and this attempt's (an embedder's run).
+        let mut credentials = (*self.credentials).clone();
+        for (env, value) in &request.env {
+            credentials.entry(env.clone()).or_insert_with(|| value.clone());
+        }
+        let image = self.config.gateway_image.clone().unwrap_or_else(|| request.base_image.clone());
+        let started = Arc::new(gateway::start_run(self, request, &credentials, &image, false).await?);
+        gateways.insert(run, started.clone());
+        Ok(started)
     }
 
     /// Checks that the API answers, the namespace exists and RBAC allows what
@@ -182,15 +260,15 @@ impl Backend for KubeBackend {
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
-        if !matches!(spec.network, NetworkSpec::None) {
+        if !matches!(spec.network, NetworkSpec::None | NetworkSpec::PodGateway { .. }) {
             return Err(SandboxError::EngineConfig {
-                message: "the Kubernetes backend gives a sandbox no network but its own deny-all policy; a gateway network cannot be joined".into(),
+                message: "failed to create a pod: the Kubernetes backend gives a sandbox no network but its own policy, which lets it reach the run's gateway pod at most".into(),
             });
         }
         let name = pod::new_name();
         let owner = owner_label();
         // The policy first: the pod is never up without it.
-        let policy = pod::deny_all_policy(&name, spec, &owner);
+        let policy = pod::policy(&name, spec, &owner);
         self.policies().create(&Default::default(), &policy).await.map_err(|e| {
             SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
         })?;
@@ -202,6 +280,14 @@ impl Backend for KubeBackend {
             return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));
         }
         Ok(Arc::new(sandbox))
+    }
+
+    async fn start_gateway(
+        &self,
+        request: &GatewayRequest,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        let run = self.run_gateway(request).await?;
+        Ok(Box::new(gateway::KubeGateway::start(self, run, request).await?))
     }
 
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError> {
@@ -228,7 +314,8 @@ impl Backend for KubeBackend {
                 removed += 1;
             }
         }
-        // Policies go with their pods; a policy without a pod holds nothing, but is removed too.
+        // Policies go with their pods; a policy without a pod holds nothing, but is removed
+        // too, as are gateways' Services and Secrets (credentials: they must not outlive the run).
         if let Ok(policies) = self.policies().list(&list).await {
             for p in policies.items.iter().filter(|p| ours(p.metadata.annotations.as_ref())) {
                 if let Some(name) = p.metadata.name.as_deref() {
@@ -236,12 +323,29 @@ impl Backend for KubeBackend {
                 }
             }
         }
+        if let Ok(services) = self.services().list(&list).await {
+            for s in services.items.iter().filter(|s| ours(s.metadata.annotations.as_ref())) {
+                if let Some(name) = s.metadata.name.as_deref() {
+                    let _ = self.services().delete(name, &DeleteParams::default()).await;
+                }
+            }
+        }
+        if let Ok(secrets) = self.secrets().list(&list).await {
+            for s in secrets.items.iter().filter(|s| ours(s.metadata.annotations.as_ref())) {
+                if let Some(name) = s.metadata.name.as_deref() {
+                    let _ = self.secrets().delete(name, &DeleteParams::default()).await;
+                }
+            }
+        }
+        if let Sweep::OwnRun(run) = scope {
+            self.gateways.lock().await.remove(run);
+        }
         Ok(removed)
     }
 }
 
 impl KubeBackend {
-    fn ready_within(&self) -> std::time::Duration {
+    pub(super) fn ready_within(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.config.ready_timeout_secs.unwrap_or(300))
     }
 }

@@ -34,6 +34,8 @@ pub struct KubeSandbox {
     name: String,
     ready_within: Duration,
     next_pid: AtomicU64,
+    /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
+    started: tokio::sync::OnceCell<()>,
 }
 
 impl KubeSandbox {
@@ -43,7 +45,29 @@ impl KubeSandbox {
         name: String,
         ready_within: Duration,
     ) -> Self {
-        Self { pods, policies, name, ready_within, next_pid: AtomicU64::new(0) }
+        Self {
+            pods,
+            policies,
+            name,
+            ready_within,
+            next_pid: AtomicU64::new(0),
+            started: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The pod's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pods API of its namespace.
+    pub(super) fn pods(&self) -> &Api<Pod> {
+        &self.pods
+    }
+
+    /// A fresh pid file for a killable process.
+    pub(super) fn pid_file(&self) -> String {
+        format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed))
     }
 
     async fn run(
@@ -79,7 +103,7 @@ impl KubeSandbox {
     }
 
     /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
-    async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
+    pub(super) async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
         let argv = vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -123,8 +147,13 @@ impl Sandbox for KubeSandbox {
 
     async fn start(&self) -> Result<(), SandboxError> {
         // The pod was created (and so started) by `create`: wait until it can be used.
-        pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
-        self.wait_exec().await
+        self.started
+            .get_or_try_init(|| async {
+                pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
+                self.wait_exec().await
+            })
+            .await
+            .map(|_| ())
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
@@ -132,7 +161,7 @@ impl Sandbox for KubeSandbox {
         let started = Instant::now();
         // As on Docker: a timed command is killable too, and its timeout kills its tree.
         let killable = group == ProcessGroup::Killable || cmd.timeout.is_some();
-        let pid_file = format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed));
+        let pid_file = self.pid_file();
         let mut argv = Vec::with_capacity(cmd.argv.len() + 4);
         if killable {
             argv.extend(["/bin/sh".to_string(), "-c".into(), PID_WRAPPER.into(), pid_file.clone()]);
@@ -177,6 +206,8 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
+        // Files may go in before the attempt starts the sandbox (the relay): the pod must be up.
+        self.start().await?;
         // As root, so tar keeps the owners the archive names (as Docker's upload does).
         let argv =
             vec!["tar".into(), "-x".into(), "-f".into(), "-".into(), "--no-overwrite-dir".into()];
