@@ -582,7 +582,10 @@ async fn files_go_in_and_out_as_tar_over_exec() {
     sandbox.upload("/workspace", file.clone()).await.unwrap();
     let down = sandbox.download("/workspace/greet.py", 1 << 20).await.unwrap();
     assert_eq!(archive::single_file(&down, "greet.py").unwrap(), b"def greet(): pass\n");
+    // The first upload waits until the pod works (`exec true`): files may go in before start.
     let execs: Vec<Seen> = api.seen().into_iter().filter(|s| s.target.contains("/exec?")).collect();
+    assert_eq!(execs[0].argv.last().map(String::as_str), Some("true"));
+    let execs = &execs[1..];
     assert_eq!(execs[0].argv[4], "/workspace", "unpacked in the directory");
     assert_eq!(execs[0].argv[7..], ["tar", "-x", "-f", "-", "--no-overwrite-dir"]);
     assert_eq!(execs[1].argv[4], "/workspace", "packed from the parent");
@@ -631,16 +634,28 @@ async fn teardown_deletes_the_pod_now_and_its_policy_and_waits_until_it_is_gone(
 }
 
 #[tokio::test]
-async fn the_sweep_deletes_only_this_runners_pods_of_the_run() {
+async fn the_sweep_deletes_only_this_runners_pods_policies_services_and_secrets_of_the_run() {
     let api = FakeApi::start(move |r: &Seen| {
-        let pod = |name: &str, owner: &str| {
+        let item = |name: &str, owner: &str| {
             json!({"metadata": {"name": name, "annotations": {LABEL_OWNER: owner}}})
         };
+        let list = |kind: &str, items: Vec<Value>| {
+            Reply::Json(200, json!({"apiVersion": "v1", "kind": kind, "metadata": {}, "items": items}))
+        };
         match r.method.as_str() {
-            "GET" if r.target.contains("/pods") => Reply::Json(200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
-                "items": [pod("mine", &owner_label()), pod("theirs", "other-host:1:1")]})),
-            "GET" => Reply::Json(200, json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicyList", "metadata": {},
-                "items": [pod("mine", &owner_label())]})),
+            "GET" if r.target.contains("/pods") => list(
+                "PodList",
+                vec![item("mine", &owner_label()), item("theirs", "other-host:1:1")],
+            ),
+            "GET" if r.target.contains("/services") => list(
+                "ServiceList",
+                vec![item("reeval-gw-1-20000", &owner_label()), item("their-svc", "other-host:1:1")],
+            ),
+            "GET" if r.target.contains("/secrets") => list(
+                "SecretList",
+                vec![item("reeval-gw-1", &owner_label()), item("their-secret", "other-host:1:1")],
+            ),
+            "GET" => list("NetworkPolicyList", vec![item("mine", &owner_label())]),
             _ => Reply::Json(200, json!({"kind": "Status", "status": "Success"})),
         }
     })
@@ -656,13 +671,119 @@ async fn the_sweep_deletes_only_this_runners_pods_of_the_run() {
             "DELETE /api/v1/namespaces/evals/pods/mine",
             "GET /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies",
             "DELETE /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/mine",
+            // The run's gateway: its attempts' Services, and the Secret with its credentials.
+            "GET /api/v1/namespaces/evals/services",
+            "DELETE /api/v1/namespaces/evals/services/reeval-gw-1-20000",
+            "GET /api/v1/namespaces/evals/secrets",
+            "DELETE /api/v1/namespaces/evals/secrets/reeval-gw-1",
         ]
     );
-    assert!(
-        api.seen()[0].target.contains("labelSelector=dev.reeval.run=run-1"),
-        "{}",
-        api.seen()[0].target
+    for seen in api.seen().iter().filter(|s| s.method == "GET") {
+        assert!(seen.target.contains("labelSelector=dev.reeval.run=run-1"), "{}", seen.target);
+    }
+}
+
+/// The run's gateway: a Secret with the CA and the brokered values under the
+/// gateway pod's variable names; a pod that gets them as variables and
+/// nothing else of the host; a Service per attempt selecting that pod on the
+/// attempt's port; and the attempt pod's policy, which lets it reach only that.
+#[test]
+fn the_gateway_pod_its_secret_service_and_the_attempts_policy() {
+    let request = crate::sandbox::GatewayRequest {
+        labels: BTreeMap::from([
+            (LABEL_RUN.to_string(), "run:1".to_string()),
+            (crate::sandbox::LABEL_ATTEMPT.to_string(), "a-1".to_string()),
+        ]),
+        binary: Arc::new(Vec::new()),
+        base_image: "reeval/base:latest".into(),
+        files: Vec::new(),
+        env: Vec::new(),
+        command: Vec::new(),
+        port: 3128,
+    };
+    let labels = gateway::run_labels(&request, "reeval-gw-1");
+    assert!(!labels.contains_key(crate::sandbox::LABEL_ATTEMPT), "the run's, not an attempt's");
+    assert_eq!(labels[gateway::LABEL_GATEWAY], "reeval-gw-1");
+    let credentials = BTreeMap::from([(
+        "REEVAL_GW_SECRET_API_KEY".to_string(),
+        secrecy::SecretString::from("real-value"),
+    )]);
+
+    let secret = gateway::secret("reeval-gw-1", &labels, "me:1:2", (b"CERT", b"KEY"), &credentials);
+    let secret = serde_json::to_value(&secret).unwrap();
+    assert_eq!(secret["metadata"]["labels"][LABEL_RUN], "run-1");
+    assert_eq!(secret["metadata"]["annotations"][LABEL_OWNER], "me:1:2");
+    let data = secret["data"].as_object().unwrap();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        ["REEVAL_GW_CA_CERT", "REEVAL_GW_CA_KEY", "REEVAL_GW_SECRET_API_KEY"]
     );
+    // base64 of "real-value"
+    assert_eq!(data["REEVAL_GW_SECRET_API_KEY"], "cmVhbC12YWx1ZQ==");
+
+    let names: Vec<String> = credentials.keys().cloned().collect();
+    let pod = gateway::gateway_pod(
+        "reeval-gw-1",
+        "reeval/gateway:1",
+        &labels,
+        "me:1:2",
+        &KubernetesConfig::default(),
+        &names,
+    );
+    let pod = serde_json::to_value(&pod).unwrap();
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "reeval/gateway:1");
+    assert_eq!(container["command"], json!(["sleep", "infinity"]));
+    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
+    assert_eq!(pod["metadata"]["labels"][gateway::LABEL_GATEWAY], "reeval-gw-1");
+    assert!(pod["spec"]["volumes"].is_null(), "nothing of the host is mounted");
+    let env = container["env"].as_array().unwrap();
+    let from: Vec<(&str, &str, &str)> = env
+        .iter()
+        .map(|e| {
+            let r = &e["valueFrom"]["secretKeyRef"];
+            (e["name"].as_str().unwrap(), r["name"].as_str().unwrap(), r["key"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        from,
+        [
+            ("REEVAL_GW_CA_CERT", "reeval-gw-1", "REEVAL_GW_CA_CERT"),
+            ("REEVAL_GW_CA_KEY", "reeval-gw-1", "REEVAL_GW_CA_KEY"),
+            ("REEVAL_GW_SECRET_API_KEY", "reeval-gw-1", "REEVAL_GW_SECRET_API_KEY"),
+        ]
+    );
+    assert!(env.iter().all(|e| e.get("value").is_none()), "no value in the pod spec");
+
+    let service = gateway::service("reeval-gw-1-20000", "reeval-gw-1", &request.labels, "me:1:2", 20000);
+    let service = serde_json::to_value(&service).unwrap();
+    assert_eq!(service["spec"]["selector"], json!({gateway::LABEL_GATEWAY: "reeval-gw-1"}));
+    assert_eq!(service["spec"]["ports"], json!([{"name": "proxy", "port": 20000, "targetPort": 20000, "protocol": "TCP"}]));
+    assert_eq!(service["metadata"]["labels"][crate::sandbox::LABEL_ATTEMPT], "a-1");
+
+    // The attempt's pod: its policy allows egress to the gateway pods on its port, nothing else.
+    let mut spec = spec();
+    spec.network = crate::sandbox::NetworkSpec::PodGateway {
+        pod_labels: BTreeMap::from([(gateway::LABEL_GATEWAY.to_string(), "reeval-gw-1".to_string())]),
+        port: 20000,
+    };
+    spec.main_process = Some(vec!["/run/reeval/reeval-relay".into(), "supervise".into()]);
+    let policy = serde_json::to_value(pod::policy("reeval-abc", &spec, "me:1:2")).unwrap();
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert!(policy["spec"]["ingress"].is_null(), "nothing in");
+    assert_eq!(
+        policy["spec"]["egress"],
+        json!([{"to": [{"podSelector": {"matchLabels": {gateway::LABEL_GATEWAY: "reeval-gw-1"}}}],
+                "ports": [{"protocol": "TCP", "port": 20000}]}])
+    );
+    let none = serde_json::to_value(pod::policy("reeval-abc", &self::spec(), "me:1:2")).unwrap();
+    assert!(none["spec"]["egress"].is_null(), "without a gateway: nothing out");
+    // Its relay is copied in after the pod started: the main process waits until it runs.
+    let manifest = serde_json::to_value(pod::manifest("reeval-abc", &spec, &KubernetesConfig::default(), "me:1:2")).unwrap();
+    let command: Vec<String> = serde_json::from_value(manifest["spec"]["containers"][0]["command"].clone()).unwrap();
+    assert_eq!(command[..2], ["/bin/sh", "-c"]);
+    assert_eq!(command[3..], ["/run/reeval/reeval-relay", "supervise"]);
 }
 
 #[tokio::test]
