@@ -505,3 +505,105 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
     let left = backend().await.leftovers_of_run(&report.run_id).await.expect("list");
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Images reeval builds go to the registry the cluster pulls from: built on
+/// the local engine, pushed (the gateway's image too), pulled by the node
+/// (which has neither image of its own), and not pushed again when the
+/// registry has the tag. `scripts/kube.sh start` runs the registry.
+#[tokio::test]
+async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
+    if cluster().is_none() {
+        return;
+    }
+    let registry = std::env::var("REEVAL_TEST_KUBE_REGISTRY").expect("scripts/kube.sh env sets it");
+    // A step whose output is in the image only: the pod can only have it by pulling that image.
+    let stamp = format!("built-{}", std::process::id());
+    let install = reeval::Image::install("reeval/base:latest", [format!("echo {stamp} > /built.txt")]);
+    let built = {
+        let (stamp, install) = (stamp.clone(), install.clone());
+        move || {
+            let stamp = stamp.clone();
+            Eval::new("kube_built_image_pushed", move |c| {
+                let stamp = stamp.clone();
+                Box::pin(async move {
+                    expect(c.exec("cat /built.txt").await?.stdout).to_equal(format!("{stamp}\n"))?;
+                    Ok(())
+                })
+            })
+            .environment({
+                let install = install.clone();
+                move || Environment::new().image(install.clone())
+            })
+        }
+    };
+    // An eval with egress: its run's gateway pod runs from the pushed gateway image.
+    let egress = Eval::new("kube_gateway_image_pushed", |c| {
+        Box::pin(async move {
+            // The gateway answers (checks have no egress of their own): it is up, from that image.
+            let refused = c.exec("curl -s -m 10 http://refused.test/").await?;
+            expect(refused.stdout).to_contain("reeval egress gateway: host refused.test")?;
+            Ok(())
+        })
+    })
+    .environment(|| Environment::new().allow_egress("allowed.test"));
+    let with_registry = |c: &mut reeval::RunConfig| {
+        c.kubernetes = Some(KubernetesConfig {
+            registry: Some(registry.clone()),
+            // The node pulls what it does not have.
+            image_pull_policy: None,
+            unisolated_egress: true,
+            gateway_address: reeval::runner::config::GatewayAddress::PodIp,
+            ..config()
+        })
+    };
+    let report = common::runner_with("kube-registry", with_registry)
+        .run(vec![built(), egress])
+        .await
+        .expect("preflight passes with a registry");
+    let image_detail = |r: &Record| {
+        r.phases.iter().find(|p| p.phase == "image").map(|p| p.detail.clone()).unwrap_or_default()
+    };
+    let find = |records: &[Record], name: &str| {
+        records.iter().find(|r| r.eval == name).cloned().expect("a record")
+    };
+    let r = find(&report.records, "kube_built_image_pushed");
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let detail = image_detail(&r);
+    assert!(detail.contains(&format!("pushed in {registry} as {registry}/")), "{detail}");
+    let g = find(&report.records, "kube_gateway_image_pushed");
+    assert_eq!(g.outcome, Outcome::Pass, "{:?}", g.message);
+    assert!(backend().await.leftovers_of_run(&report.run_id).await.unwrap().is_empty());
+
+    // The registry has both: the environment's image and the gateway's.
+    let catalog = reqwest::get(format!("http://{registry}/v2/_catalog"))
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .expect("the registry answers")
+        .text()
+        .await
+        .unwrap();
+    assert!(catalog.contains("reeval/gateway"), "{catalog}");
+    let pushed = detail.rsplit(" as ").next().and_then(|s| s.split(' ').next()).unwrap().to_string();
+    let repo = pushed.trim_start_matches(&format!("{registry}/")).rsplit_once(':').unwrap().0.to_string();
+    assert!(catalog.contains(&repo), "{repo} in {catalog}");
+
+    // A second run finds the tag there and pushes nothing.
+    let again = common::runner_with("kube-registry-again", with_registry)
+        .run(vec![built()])
+        .await
+        .expect("preflight");
+    let r = &again.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert!(image_detail(r).contains(&format!("already in {registry}")), "{}", image_detail(r));
+
+    // The local engine keeps its build cache, not the registry's tags of it.
+    let docker = reeval::bollard::Docker::connect_with_local_defaults().unwrap();
+    let filters = std::collections::HashMap::from([("reference", vec![format!("{registry}/reeval/*")])]);
+    let tagged = docker
+        .list_images(Some(reeval::bollard::query_parameters::ListImagesOptionsBuilder::default().filters(&filters).build()))
+        .await
+        .unwrap();
+    for tag in tagged.iter().flat_map(|i| i.repo_tags.iter()).filter(|t| t.starts_with(&registry)) {
+        let _ = docker.remove_image(tag, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None).await;
+    }
+}

@@ -88,9 +88,11 @@ pub struct KubernetesConfig {
     pub tolerations: Vec<std::collections::BTreeMap<String, String>>,
     /// `imagePullPolicy` of the sandbox container: `IfNotPresent` (default), `Always` or `Never`.
     pub image_pull_policy: Option<String>,
-    /// A registry the cluster pulls from, for images reeval builds (`Image::dockerfile`,
-    /// `Image::install`). Pushing there is not implemented yet: with or without it,
-    /// such images fail preflight with a message saying what to do.
+    /// A registry the cluster pulls from (`host[:port][/path]`), for images reeval
+    /// builds (`Image::dockerfile`, `Image::install`, harness images, the gateway
+    /// image): built on the local Docker engine, tagged `<registry>/reeval/…:<digest>`
+    /// and pushed there (skipped when the registry has that tag), with the Docker
+    /// config's credentials. Without it, such images fail preflight saying what to do.
     pub registry: Option<String>,
     /// Resource requests, when they should be below the limits (`cpu = "100m"`, `memory = "256Mi"`).
     #[serde(default)]

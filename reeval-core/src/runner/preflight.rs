@@ -247,8 +247,8 @@ async fn kubernetes(
             .collect();
         images.push(crate::lifecycle::image::spec(env.image.as_ref(), None));
         images.dedup();
-        for spec in images.iter().filter(|s| !matches!(s, crate::environment::ImageSpec::From(_))) {
-            if let Err(e) = backend.ensure_image(spec, "").await {
+        for spec in &images {
+            if let Err(e) = backend.check_image(spec) {
                 let line = format!("environment of eval {}: {e}", eval.name);
                 if !missing.contains(&line) {
                     missing.push(line);

@@ -115,7 +115,7 @@ pub(super) async fn start(
 }
 
 /// `reeval/gateway:<digest>`, built on this engine from the binary and its base image.
-async fn ensure_image(
+pub(crate) async fn ensure_image(
     backend: &DockerBackend,
     request: &GatewayRequest,
 ) -> Result<String, SandboxError> {

@@ -5,6 +5,8 @@
 mod container;
 mod gateway;
 
+pub(crate) use gateway::ensure_image as ensure_gateway_image;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

@@ -11,11 +11,13 @@
 //! - [`sandbox`]: the [`Sandbox`] of one pod (exec, kill, files, port-forward, destroy).
 //! - [`preflight`]: the API answers, the namespace exists, RBAC allows what the backend does.
 //! - [`gateway`]: the run's gateway pod, its Secret, and each attempt's gateway process and Service.
+//! - [`registry`]: images reeval builds, pushed from the local Docker engine to `registry`.
 
 mod exec;
 mod gateway;
 mod pod;
 mod preflight;
+mod registry;
 mod sandbox;
 #[cfg(test)]
 mod tests;
@@ -53,6 +55,8 @@ pub struct KubeBackend {
     credentials: Arc<BTreeMap<String, SecretString>>,
     /// The gateway pod of each run, started by its first attempt that needs egress.
     gateways: Arc<tokio::sync::Mutex<BTreeMap<String, Arc<gateway::RunGateway>>>>,
+    /// The local Docker engine that builds and pushes images (with a `registry`), once needed.
+    local: Arc<tokio::sync::OnceCell<super::DockerBackend>>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -105,6 +109,7 @@ impl KubeBackend {
             server,
             credentials: Arc::default(),
             gateways: Arc::default(),
+            local: Arc::default(),
         })
     }
 
@@ -191,8 +196,19 @@ impl KubeBackend {
         for (env, value) in &request.env {
             credentials.entry(env.clone()).or_insert_with(|| value.clone());
         }
-        let image = self.config.gateway_image.clone().unwrap_or_else(|| request.base_image.clone());
-        let started = Arc::new(gateway::start_run(self, request, &credentials, &image, false).await?);
+        // The gateway image: the configured one, else built and pushed, else the base with the binary copied in.
+        let (image, binary_in_image) = match (&self.config.gateway_image, &self.config.registry) {
+            (Some(image), _) => (image.clone(), false),
+            (None, Some(registry)) => {
+                let local = self.local().await?;
+                let built = super::docker::ensure_gateway_image(local, request).await?;
+                (registry::push(local.client(), registry, &built).await?.0, true)
+            }
+            (None, None) => (request.base_image.clone(), false),
+        };
+        let started = Arc::new(
+            gateway::start_run(self, request, &credentials, &image, binary_in_image).await?,
+        );
         gateways.insert(run, started.clone());
         Ok(started)
     }
@@ -236,27 +252,36 @@ impl Backend for KubeBackend {
     async fn ensure_image(
         &self,
         spec: &ImageSpec,
-        _extra: &str,
+        extra: &str,
     ) -> Result<ReadyImage, SandboxError> {
-        match spec {
+        if let ImageSpec::From(reference) = spec {
             // The cluster pulls it (imagePullPolicy from the config); a pull that fails shows at start.
-            ImageSpec::From(reference) => Ok(ReadyImage {
+            return Ok(ReadyImage {
                 reference: reference.clone(),
                 id: reference.clone(),
                 detail: format!(
                     "{reference}, left to the cluster (imagePullPolicy {})",
                     self.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
                 ),
-            }),
-            built => Err(SandboxError::ImageMissing {
-                image: match built {
-                    ImageSpec::Dockerfile(path) => path.display().to_string(),
-                    ImageSpec::Install { base, .. } => format!("{base} with install steps"),
-                    ImageSpec::From(_) => unreachable!(),
-                },
-                hint: needs_registry_hint(self.config.registry.as_deref()),
-            }),
+            });
         }
+        self.check_image(spec)?;
+        let registry = self.config.registry.as_deref().expect("checked: a registry is set");
+        // Built on the local engine as on the Docker backend, then pushed where the cluster pulls.
+        let began = std::time::Instant::now();
+        let local = self.local().await?;
+        let built = local.ensure_image(spec, extra).await?;
+        let (name, pushed) = registry::push(local.client(), registry, &built.reference).await?;
+        let how = if pushed { "pushed" } else { "already" };
+        Ok(ReadyImage {
+            detail: format!(
+                "{}; {how} in {registry} as {name} ({}ms)",
+                built.detail,
+                began.elapsed().as_millis()
+            ),
+            reference: name,
+            id: built.id,
+        })
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
@@ -345,6 +370,30 @@ impl Backend for KubeBackend {
 }
 
 impl KubeBackend {
+    /// Whether the cluster can get `spec`'s image: one reeval builds needs a
+    /// `registry` to be pushed to. Nothing is built (preflight asks this).
+    ///
+    /// # Errors
+    /// [`SandboxError::ImageMissing`] saying what to configure.
+    pub fn check_image(&self, spec: &ImageSpec) -> Result<(), SandboxError> {
+        if matches!(spec, ImageSpec::From(_)) || self.config.registry.is_some() {
+            return Ok(());
+        }
+        Err(SandboxError::ImageMissing {
+            image: match spec {
+                ImageSpec::Dockerfile(path) => path.display().to_string(),
+                ImageSpec::Install { base, .. } => format!("{base} with install steps"),
+                ImageSpec::From(reference) => reference.clone(),
+            },
+            hint: needs_registry_hint(),
+        })
+    }
+
+    /// The local Docker engine that builds and pushes images.
+    async fn local(&self) -> Result<&super::DockerBackend, SandboxError> {
+        self.local.get_or_try_init(super::DockerBackend::connect).await
+    }
+
     pub(super) fn ready_within(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.config.ready_timeout_secs.unwrap_or(300))
     }
@@ -366,14 +415,6 @@ pub async fn kubeconfig_from(path: &str) -> Result<kube::Config, SandboxError> {
 }
 
 /// What to do about an image reeval would build, on a cluster that must pull it.
-pub(crate) fn needs_registry_hint(registry: Option<&str>) -> String {
-    let configured = match registry {
-        Some(r) => {
-            format!(" (`registry = \"{r}\"` is set, but pushing to it is not implemented yet)")
-        }
-        None => String::new(),
-    };
-    format!(
-        "reeval builds this image, and a Kubernetes cluster can only pull images from a registry{configured}; build and push it yourself (docker build -t REGISTRY/NAME:TAG . && docker push REGISTRY/NAME:TAG) and use Image::from(\"REGISTRY/NAME:TAG\")"
-    )
+pub(crate) fn needs_registry_hint() -> String {
+    "reeval builds this image, and a Kubernetes cluster can only pull images from a registry: set `registry = \"HOST[:PORT][/PATH]\"` in [kubernetes] of reeval.toml (reeval builds it on the local Docker engine and pushes it there, with the credentials of `docker login`), or build and push it yourself (docker build -t REGISTRY/NAME:TAG . && docker push REGISTRY/NAME:TAG) and use Image::from(\"REGISTRY/NAME:TAG\")".into()
 }
