@@ -225,21 +225,21 @@ pub(super) async fn start_run(
             )])?;
             sandbox.upload("/", tar).await?;
         }
-        let status = backend
+        let found = backend
             .pods()
             .get_status(&name)
             .await
-            .map_err(|e| SandboxError::engine(format!("read the status of pod {name}"), e))?
-            .status
-            .unwrap_or_default();
+            .map_err(|e| SandboxError::engine(format!("read the status of pod {name}"), e))?;
+        let node = found.spec.and_then(|s| s.node_name);
+        let status = found.status.unwrap_or_default();
         let pod_ip = status.pod_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok()).ok_or_else(
             || SandboxError::engine_says(format!("start the gateway pod {name}"), "it has no IP"),
         )?;
         let host_ip = status.host_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok());
-        Ok::<_, SandboxError>((pod_ip, host_ip))
+        Ok::<_, SandboxError>((pod_ip, host_ip, node))
     }
     .await;
-    let (pod_ip, host_ip) = match started {
+    let (pod_ip, host_ip, node) = match started {
         Ok(found) => found,
         Err(e) => {
             let _ = sandbox.destroy().await;
@@ -247,7 +247,7 @@ pub(super) async fn start_run(
             return Err(e);
         }
     };
-    let probes = probes(backend, host_ip).await;
+    let probes = probes(backend, host_ip, node.as_deref()).await;
     Ok(RunGateway {
         pod: sandbox,
         pod_ip,
@@ -259,7 +259,11 @@ pub(super) async fn start_run(
 
 /// What a sandbox must not reach besides the outside: the API server, the
 /// kubelet of its node, the cluster DNS. What cannot be read (RBAC) is left out.
-async fn probes(backend: &super::KubeBackend, host_ip: Option<IpAddr>) -> Vec<SocketAddr> {
+async fn probes(
+    backend: &super::KubeBackend,
+    host_ip: Option<IpAddr>,
+    node: Option<&str>,
+) -> Vec<SocketAddr> {
     let mut found = Vec::new();
     if let Some((host, port)) = host_and_port(&backend.server)
         && let Ok(addrs) = tokio::net::lookup_host((host.as_str(), port)).await
@@ -267,7 +271,8 @@ async fn probes(backend: &super::KubeBackend, host_ip: Option<IpAddr>) -> Vec<So
         found.extend(addrs.filter(SocketAddr::is_ipv4).take(1));
     }
     if let Some(ip) = host_ip {
-        let port = match &backend.config.node_name {
+        // The gateway pod's node: the sandboxes' nodes are alike, or the same.
+        let port = match node {
             Some(node) => Api::<Node>::all(backend.client.clone())
                 .get(node)
                 .await

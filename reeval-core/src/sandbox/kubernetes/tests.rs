@@ -850,7 +850,12 @@ async fn images_reeval_builds_need_a_registry_and_say_so() {
         .await
         .unwrap_err();
     assert!(matches!(e, SandboxError::ImageMissing { .. }), "{e}");
-    assert!(e.to_string().contains("Image::from"), "{e}");
+    assert!(e.to_string().contains("Image::from") && e.to_string().contains("registry ="), "{e}");
+    // With a registry, preflight lets it through (it is built and pushed in the image phase).
+    let install = ImageSpec::Install { base: "debian:12".into(), steps: vec!["true".into()] };
+    assert!(backend.check_image(&install).is_err());
+    let with = api.backend(KubernetesConfig { registry: Some("127.0.0.1:5000".into()), ..Default::default() });
+    assert!(with.check_image(&install).is_ok());
 }
 
 #[tokio::test]
