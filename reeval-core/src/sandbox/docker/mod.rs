@@ -5,6 +5,8 @@
 mod container;
 mod gateway;
 
+// The Kubernetes backend builds the gateway image here too, to push it.
+#[cfg(feature = "kubernetes")]
 pub(crate) use gateway::ensure_image as ensure_gateway_image;
 
 use std::collections::{BTreeMap, HashMap};
