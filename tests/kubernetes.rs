@@ -10,7 +10,7 @@
 
 mod common;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod upstreams;
 
 use std::collections::BTreeMap;
@@ -219,7 +219,10 @@ async fn a_checks_only_secret_is_seen_by_the_check_and_by_nothing_the_agent_can_
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     let written = common::all_files_text(&records);
-    assert!(!written.contains(CHECK_SECRET), "the secret reached a file under the record directory");
+    assert!(
+        !written.contains(CHECK_SECRET),
+        "the secret reached a file under the record directory"
+    );
     no_pod_left(&report.run_id).await;
 }
 
@@ -366,7 +369,10 @@ impl NetnsBridge {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let socket = common::temp_dir("kube-bridge").join("upstream.sock");
         let spawn = |argv: &[String]| {
-            std::process::Command::new(&argv[0]).args(&argv[1..]).spawn().expect("socat (apt-get install socat)")
+            std::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .spawn()
+                .expect("socat (apt-get install socat)")
         };
         let host = spawn(&[
             "socat".into(),
@@ -374,7 +380,11 @@ impl NetnsBridge {
             format!("TCP:{to}"),
         ]);
         let netns = spawn(&[
-            "ip".into(), "netns".into(), "exec".into(), "reeval-kube".into(), "socat".into(),
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            "reeval-kube".into(),
+            "socat".into(),
             format!("TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr"),
             format!("UNIX-CONNECT:{}", socket.display()),
         ]);
@@ -440,7 +450,8 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
             c.send(agent).await?;
             expect(c.read_file("plain.txt").await?).to_equal("hello from upstream")?;
             expect(c.read_file("api.txt").await?).to_equal("hello from upstream")?;
-            expect(c.read_file("refused.txt").await?).to_contain("not on this sandbox's allowlist")?;
+            expect(c.read_file("refused.txt").await?)
+                .to_contain("not on this sandbox's allowlist")?;
             let env = c.read_file("/tmp/agent-env.txt").await?;
             expect(env.as_str()).to_contain(GATEWAY_PLACEHOLDER)?;
             expect(env.as_str()).not().to_contain(GATEWAY_KEY)?;
@@ -518,7 +529,8 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
     let registry = std::env::var("REEVAL_TEST_KUBE_REGISTRY").expect("scripts/kube.sh env sets it");
     // A step whose output is in the image only: the pod can only have it by pulling that image.
     let stamp = format!("built-{}", std::process::id());
-    let install = reeval::Image::install("reeval/base:latest", [format!("echo {stamp} > /built.txt")]);
+    let install =
+        reeval::Image::install("reeval/base:latest", [format!("echo {stamp} > /built.txt")]);
     let built = {
         let (stamp, install) = (stamp.clone(), install.clone());
         move || {
@@ -526,7 +538,8 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
             Eval::new("kube_built_image_pushed", move |c| {
                 let stamp = stamp.clone();
                 Box::pin(async move {
-                    expect(c.exec("cat /built.txt").await?.stdout).to_equal(format!("{stamp}\n"))?;
+                    expect(c.exec("cat /built.txt").await?.stdout)
+                        .to_equal(format!("{stamp}\n"))?;
                     Ok(())
                 })
             })
@@ -583,8 +596,10 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
         .await
         .unwrap();
     assert!(catalog.contains("reeval/gateway"), "{catalog}");
-    let pushed = detail.rsplit(" as ").next().and_then(|s| s.split(' ').next()).unwrap().to_string();
-    let repo = pushed.trim_start_matches(&format!("{registry}/")).rsplit_once(':').unwrap().0.to_string();
+    let pushed =
+        detail.rsplit(" as ").next().and_then(|s| s.split(' ').next()).unwrap().to_string();
+    let repo =
+        pushed.trim_start_matches(&format!("{registry}/")).rsplit_once(':').unwrap().0.to_string();
     assert!(catalog.contains(&repo), "{repo} in {catalog}");
 
     // A second run finds the tag there and pushes nothing.
@@ -598,12 +613,19 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
 
     // The local engine keeps its build cache, not the registry's tags of it.
     let docker = reeval::bollard::Docker::connect_with_local_defaults().unwrap();
-    let filters = std::collections::HashMap::from([("reference", vec![format!("{registry}/reeval/*")])]);
+    let filters =
+        std::collections::HashMap::from([("reference", vec![format!("{registry}/reeval/*")])]);
     let tagged = docker
-        .list_images(Some(reeval::bollard::query_parameters::ListImagesOptionsBuilder::default().filters(&filters).build()))
+        .list_images(Some(
+            reeval::bollard::query_parameters::ListImagesOptionsBuilder::default()
+                .filters(&filters)
+                .build(),
+        ))
         .await
         .unwrap();
     for tag in tagged.iter().flat_map(|i| i.repo_tags.iter()).filter(|t| t.starts_with(&registry)) {
-        let _ = docker.remove_image(tag, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None).await;
+        let _ = docker
+            .remove_image(tag, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None)
+            .await;
     }
 }

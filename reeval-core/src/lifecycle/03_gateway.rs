@@ -512,9 +512,13 @@ impl AttemptEgress {
         if let Some(why) = &unenforced {
             let mut found: Vec<String> =
                 report.tcp.iter().filter(|t| t.connected).map(|t| t.addr.clone()).collect();
-            found.extend(report.dns.iter().filter(|d| d.answered).map(|d| {
-                format!("a DNS server ({})", d.by.as_deref().unwrap_or("?"))
-            }));
+            found.extend(
+                report
+                    .dns
+                    .iter()
+                    .filter(|d| d.answered)
+                    .map(|d| format!("a DNS server ({})", d.by.as_deref().unwrap_or("?"))),
+            );
             let reached = if found.is_empty() {
                 " (the probes reached nothing)".into()
             } else {

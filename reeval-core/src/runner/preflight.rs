@@ -238,8 +238,10 @@ async fn kubernetes(
     for eval in evals {
         let Ok(env) = crate::attempt::build_environment(eval) else { continue };
         let specs = runner.harness_specs(eval);
-        let harnesses: Vec<_> =
-            specs.iter().filter_map(|spec| runner.harnesses.make(spec).map(|h| (spec, h))).collect();
+        let harnesses: Vec<_> = specs
+            .iter()
+            .filter_map(|spec| runner.harnesses.make(spec).map(|h| (spec, h)))
+            .collect();
         // The image each cell would use (the eval's, else its harness's): built ones need a registry.
         let mut images: Vec<_> = harnesses
             .iter()
@@ -255,7 +257,8 @@ async fn kubernetes(
                 }
             }
         }
-        let needs_egress = env.wants_egress() || harnesses.iter().any(|(_, h)| !h.egress().is_empty());
+        let needs_egress =
+            env.wants_egress() || harnesses.iter().any(|(_, h)| !h.egress().is_empty());
         if needs_egress && config.host_network && !config.unisolated_egress {
             missing.push(format!(
                 "eval {} needs egress, and its pods would run on the node's network (host_network = true), where no NetworkPolicy applies, so the gateway could not be their only way out; run it on a cluster without host_network (test clusters only: unisolated_egress = true runs it anyway, isolation not enforced)",

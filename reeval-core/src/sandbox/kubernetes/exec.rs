@@ -332,16 +332,17 @@ pub(super) async fn open(
             }
         });
     }
-    let stdout = futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
-        let mut buf = vec![0u8; 64 << 10];
-        match stdout.read(&mut buf).await {
-            Ok(0) | Err(_) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Bytes::from(buf), (stdout, attached)))
+    let stdout =
+        futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+            let mut buf = vec![0u8; 64 << 10];
+            match stdout.read(&mut buf).await {
+                Ok(0) | Err(_) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Bytes::from(buf), (stdout, attached)))
+                }
             }
-        }
-    })
-    .boxed();
+        })
+        .boxed();
     Ok(Opened { input: Box::pin(input), stdout, stderr: tail })
 }

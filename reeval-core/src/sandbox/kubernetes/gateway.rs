@@ -201,17 +201,14 @@ pub(super) async fn start_run(
     };
     let secret = secret(&name, &labels, &owner, (cert, key), credentials);
     let secrets: Api<Secret> = Api::namespaced(backend.client.clone(), &backend.namespace);
-    secrets.create(&PostParams::default(), &secret).await.map_err(|e| {
-        SandboxError::engine(format!("create the gateway's Secret {name}"), e)
-    })?;
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| SandboxError::engine(format!("create the gateway's Secret {name}"), e))?;
     let names: Vec<String> = credentials.keys().cloned().collect();
     let manifest = gateway_pod(&name, image, &labels, &owner, &backend.config, &names);
-    let sandbox = KubeSandbox::new(
-        backend.pods(),
-        backend.policies(),
-        name.clone(),
-        backend.ready_within(),
-    );
+    let sandbox =
+        KubeSandbox::new(backend.pods(), backend.policies(), name.clone(), backend.ready_within());
     let started = async {
         backend.pods().create(&PostParams::default(), &manifest).await.map_err(|e| {
             SandboxError::engine(format!("create the gateway pod {name} from {image}"), e)
@@ -232,9 +229,10 @@ pub(super) async fn start_run(
             .map_err(|e| SandboxError::engine(format!("read the status of pod {name}"), e))?;
         let node = found.spec.and_then(|s| s.node_name);
         let status = found.status.unwrap_or_default();
-        let pod_ip = status.pod_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok()).ok_or_else(
-            || SandboxError::engine_says(format!("start the gateway pod {name}"), "it has no IP"),
-        )?;
+        let pod_ip =
+            status.pod_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok()).ok_or_else(|| {
+                SandboxError::engine_says(format!("start the gateway pod {name}"), "it has no IP")
+            })?;
         let host_ip = status.host_ip.as_deref().and_then(|ip| ip.parse::<IpAddr>().ok());
         Ok::<_, SandboxError>((pod_ip, host_ip, node))
     }
@@ -356,10 +354,9 @@ impl KubeGateway {
         })?;
         let upstream_ip = match backend.config.gateway_address {
             GatewayAddress::PodIp => Some(run.pod_ip),
-            GatewayAddress::Service => created
-                .spec
-                .and_then(|s| s.cluster_ip)
-                .and_then(|ip| ip.parse::<IpAddr>().ok()),
+            GatewayAddress::Service => {
+                created.spec.and_then(|s| s.cluster_ip).and_then(|ip| ip.parse::<IpAddr>().ok())
+            }
         };
         let unenforced = backend.config.host_network.then(|| {
             "its pods run on the node's network (host_network = true), where no NetworkPolicy applies".to_string()
@@ -405,7 +402,9 @@ impl KubeGateway {
         }
         let Some(config) = config else {
             return Err(SandboxError::EngineConfig {
-                message: "failed to start the attempt's gateway: the request holds no configuration".into(),
+                message:
+                    "failed to start the attempt's gateway: the request holds no configuration"
+                        .into(),
             });
         };
         let config = self.config(config)?;

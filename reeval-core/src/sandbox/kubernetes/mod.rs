@@ -154,11 +154,22 @@ impl KubeBackend {
         let names = |kind: &str, metas: Vec<Option<String>>| {
             metas.into_iter().flatten().map(|n| format!("{kind}/{n}")).collect::<Vec<_>>()
         };
-        let mut found = self.pods_of_run(run_id).await?.into_iter().map(|n| format!("pod/{n}")).collect::<Vec<_>>();
+        let mut found = self
+            .pods_of_run(run_id)
+            .await?
+            .into_iter()
+            .map(|n| format!("pod/{n}"))
+            .collect::<Vec<_>>();
         let policies = self.policies().list(&list).await.map_err(|e| fail("NetworkPolicies", e))?;
-        found.extend(names("networkpolicy", policies.items.into_iter().map(|p| p.metadata.name).collect()));
+        found.extend(names(
+            "networkpolicy",
+            policies.items.into_iter().map(|p| p.metadata.name).collect(),
+        ));
         let services = self.services().list(&list).await.map_err(|e| fail("Services", e))?;
-        found.extend(names("service", services.items.into_iter().map(|p| p.metadata.name).collect()));
+        found.extend(names(
+            "service",
+            services.items.into_iter().map(|p| p.metadata.name).collect(),
+        ));
         let secrets = self.secrets().list(&list).await.map_err(|e| fail("Secrets", e))?;
         found.extend(names("secret", secrets.items.into_iter().map(|p| p.metadata.name).collect()));
         Ok(found)

@@ -92,8 +92,7 @@ pub(super) fn credentials_in(config: &serde_json::Value, host: &str) -> Option<D
         found.username = Some(user.to_string());
         found.password = Some(password.to_string());
     }
-    found.identitytoken =
-        entry.get("identitytoken").and_then(|t| t.as_str()).map(str::to_string);
+    found.identitytoken = entry.get("identitytoken").and_then(|t| t.as_str()).map(str::to_string);
     (found.username.is_some() || found.identitytoken.is_some()).then_some(found)
 }
 
@@ -103,16 +102,28 @@ mod tests {
 
     #[test]
     fn names_and_credentials() {
-        assert_eq!(pushed_name("127.0.0.1:5000/", "reeval/img:ab12"), "127.0.0.1:5000/reeval/img:ab12");
-        assert_eq!(split_tag("127.0.0.1:5000/reeval/img:ab12"), ("127.0.0.1:5000/reeval/img", "ab12"));
+        assert_eq!(
+            pushed_name("127.0.0.1:5000/", "reeval/img:ab12"),
+            "127.0.0.1:5000/reeval/img:ab12"
+        );
+        assert_eq!(
+            split_tag("127.0.0.1:5000/reeval/img:ab12"),
+            ("127.0.0.1:5000/reeval/img", "ab12")
+        );
         assert_eq!(split_tag("127.0.0.1:5000/reeval/img"), ("127.0.0.1:5000/reeval/img", "latest"));
         let config = serde_json::json!({"auths": {
             "https://registry.example.com": {"auth": "dXNlcjpwYXNz"},
             "other.example.com": {"identitytoken": "tok"},
         }});
         let found = credentials_in(&config, "registry.example.com").unwrap();
-        assert_eq!((found.username.as_deref(), found.password.as_deref()), (Some("user"), Some("pass")));
-        assert_eq!(credentials_in(&config, "other.example.com").unwrap().identitytoken.as_deref(), Some("tok"));
+        assert_eq!(
+            (found.username.as_deref(), found.password.as_deref()),
+            (Some("user"), Some("pass"))
+        );
+        assert_eq!(
+            credentials_in(&config, "other.example.com").unwrap().identitytoken.as_deref(),
+            Some("tok")
+        );
         assert!(credentials_in(&config, "nowhere.example.com").is_none());
     }
 }

@@ -103,7 +103,11 @@ impl KubeSandbox {
     }
 
     /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
-    pub(super) async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
+    pub(super) async fn kill_matching(
+        &self,
+        pid_files: &str,
+        signal: Signal,
+    ) -> Result<(), SandboxError> {
         let argv = vec![
             "/bin/sh".into(),
             "-c".into(),

@@ -504,12 +504,9 @@ async fn stdin_is_length_delimited_and_sent_in_chunks_without_a_close() {
 
 #[tokio::test]
 async fn the_environment_goes_on_stdin_and_never_into_the_request() {
-    let api = FakeApi::start(cluster(|_| Session {
-        stdout: vec![],
-        stderr: vec![],
-        status: exited(0),
-    }))
-    .await;
+    let api =
+        FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) }))
+            .await;
     let secret = "s3cr3t-'value' with $(rm -rf /) and\nnewline";
     let env = [("API_TOKEN".to_string(), secret.to_string())];
     let cmd = Command::new("cat").stdin(b"payload".to_vec());
@@ -535,7 +532,11 @@ async fn the_environment_goes_on_stdin_and_never_into_the_request() {
 fn the_prologue_exports_the_block_and_passes_the_rest_of_stdin() {
     let secret = "it's \"q\" $(touch /tmp/pwned) `x`\nline2";
     let spec = super::exec::ExecSpec {
-        argv: vec!["sh".into(), "-c".into(), "printf '%s|' \"$TOKEN\"; cat; cat /proc/$$/cmdline | tr '\\0' ' '".into()],
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "printf '%s|' \"$TOKEN\"; cat; cat /proc/$$/cmdline | tr '\\0' ' '".into(),
+        ],
         env: vec![("TOKEN".into(), secret.into())],
         stdin: super::exec::Stdin::Bytes(b"rest"),
         ..Default::default()
@@ -756,16 +757,23 @@ fn the_gateway_pod_its_secret_service_and_the_attempts_policy() {
     );
     assert!(env.iter().all(|e| e.get("value").is_none()), "no value in the pod spec");
 
-    let service = gateway::service("reeval-gw-1-20000", "reeval-gw-1", &request.labels, "me:1:2", 20000);
+    let service =
+        gateway::service("reeval-gw-1-20000", "reeval-gw-1", &request.labels, "me:1:2", 20000);
     let service = serde_json::to_value(&service).unwrap();
     assert_eq!(service["spec"]["selector"], json!({gateway::LABEL_GATEWAY: "reeval-gw-1"}));
-    assert_eq!(service["spec"]["ports"], json!([{"name": "proxy", "port": 20000, "targetPort": 20000, "protocol": "TCP"}]));
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "proxy", "port": 20000, "targetPort": 20000, "protocol": "TCP"}])
+    );
     assert_eq!(service["metadata"]["labels"][crate::sandbox::LABEL_ATTEMPT], "a-1");
 
     // The attempt's pod: its policy allows egress to the gateway pods on its port, nothing else.
     let mut spec = spec();
     spec.network = crate::sandbox::NetworkSpec::PodGateway {
-        pod_labels: BTreeMap::from([(gateway::LABEL_GATEWAY.to_string(), "reeval-gw-1".to_string())]),
+        pod_labels: BTreeMap::from([(
+            gateway::LABEL_GATEWAY.to_string(),
+            "reeval-gw-1".to_string(),
+        )]),
         port: 20000,
     };
     spec.main_process = Some(vec!["/run/reeval/reeval-relay".into(), "supervise".into()]);
@@ -780,8 +788,15 @@ fn the_gateway_pod_its_secret_service_and_the_attempts_policy() {
     let none = serde_json::to_value(pod::policy("reeval-abc", &self::spec(), "me:1:2")).unwrap();
     assert!(none["spec"]["egress"].is_null(), "without a gateway: nothing out");
     // Its relay is copied in after the pod started: the main process waits until it runs.
-    let manifest = serde_json::to_value(pod::manifest("reeval-abc", &spec, &KubernetesConfig::default(), "me:1:2")).unwrap();
-    let command: Vec<String> = serde_json::from_value(manifest["spec"]["containers"][0]["command"].clone()).unwrap();
+    let manifest = serde_json::to_value(pod::manifest(
+        "reeval-abc",
+        &spec,
+        &KubernetesConfig::default(),
+        "me:1:2",
+    ))
+    .unwrap();
+    let command: Vec<String> =
+        serde_json::from_value(manifest["spec"]["containers"][0]["command"].clone()).unwrap();
     assert_eq!(command[..2], ["/bin/sh", "-c"]);
     assert_eq!(command[3..], ["/run/reeval/reeval-relay", "supervise"]);
 }
@@ -854,7 +869,10 @@ async fn images_reeval_builds_need_a_registry_and_say_so() {
     // With a registry, preflight lets it through (it is built and pushed in the image phase).
     let install = ImageSpec::Install { base: "debian:12".into(), steps: vec!["true".into()] };
     assert!(backend.check_image(&install).is_err());
-    let with = api.backend(KubernetesConfig { registry: Some("127.0.0.1:5000".into()), ..Default::default() });
+    let with = api.backend(KubernetesConfig {
+        registry: Some("127.0.0.1:5000".into()),
+        ..Default::default()
+    });
     assert!(with.check_image(&install).is_ok());
 }
 
