@@ -418,6 +418,11 @@ impl Drop for NetnsBridge {
     }
 }
 
+/// The test cluster's pods share the node's network, so two sandboxes' relays
+/// would share 127.0.0.1:3128: a runner lets one such pod live at a time, and
+/// the tests that run egress evals (each with a runner of its own) take turns.
+static HOST_NETWORK_EGRESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const GATEWAY_KEY: &str = "sk-ant-kube-REAL-0123456789abcdef";
 const GATEWAY_PLACEHOLDER: &str = "reeval-placeholder-ANTHROPIC_API_KEY";
 
@@ -432,6 +437,7 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
     if cluster().is_none() {
         return;
     }
+    let _turn = HOST_NETWORK_EGRESS.lock().await;
     use reeval::egress::{Broker, EgressSettings};
     use upstreams::{Behaviour, TestPki, upstream};
     let pki = TestPki::new();
@@ -526,6 +532,7 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
     if cluster().is_none() {
         return;
     }
+    let _turn = HOST_NETWORK_EGRESS.lock().await;
     let registry = std::env::var("REEVAL_TEST_KUBE_REGISTRY").expect("scripts/kube.sh env sets it");
     // A step whose output is in the image only: the pod can only have it by pulling that image.
     let stamp = format!("built-{}", std::process::id());

@@ -57,6 +57,9 @@ pub struct KubeBackend {
     gateways: Arc<tokio::sync::Mutex<BTreeMap<String, Arc<gateway::RunGateway>>>>,
     /// The local Docker engine that builds and pushes images (with a `registry`), once needed.
     local: Arc<tokio::sync::OnceCell<super::DockerBackend>>,
+    /// On the node's network (`host_network`) every sandbox's relay would listen on the
+    /// same 127.0.0.1:3128: one pod with a relay at a time there, until it is gone.
+    host_network_egress: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -110,6 +113,7 @@ impl KubeBackend {
             credentials: Arc::default(),
             gateways: Arc::default(),
             local: Arc::default(),
+            host_network_egress: Arc::new(tokio::sync::Semaphore::new(1)),
         })
     }
 
@@ -309,8 +313,14 @@ impl Backend for KubeBackend {
             SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
         })?;
         let manifest = pod::manifest(&name, spec, &self.config, &owner);
-        let sandbox =
+        let mut sandbox =
             KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within());
+        if self.config.host_network && matches!(spec.network, NetworkSpec::PodGateway { .. }) {
+            let slot = self.host_network_egress.clone().acquire_owned().await.map_err(|e| {
+                SandboxError::engine("wait for the node network's one relay port", e)
+            })?;
+            sandbox.hold_until_gone(slot);
+        }
         if let Err(e) = self.pods().create(&Default::default(), &manifest).await {
             let _ = sandbox.destroy().await;
             return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));

@@ -36,6 +36,8 @@ pub struct KubeSandbox {
     next_pid: AtomicU64,
     /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
     started: tokio::sync::OnceCell<()>,
+    /// Something to let go of once the pod is gone (the node network's relay port).
+    held: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 impl KubeSandbox {
@@ -52,7 +54,13 @@ impl KubeSandbox {
             ready_within,
             next_pid: AtomicU64::new(0),
             started: tokio::sync::OnceCell::new(),
+            held: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Keeps `permit` until [`Sandbox::destroy`] saw the pod gone (or this is dropped).
+    pub(super) fn hold_until_gone(&mut self, permit: tokio::sync::OwnedSemaphorePermit) {
+        *self.held.get_mut().expect("held lock") = Some(permit);
     }
 
     /// The pod's name.
@@ -344,7 +352,9 @@ impl Sandbox for KubeSandbox {
                 ));
             }
         }
-        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await
+        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        self.held.lock().expect("held lock").take();
+        Ok(())
     }
 }
 
