@@ -630,7 +630,14 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
         ))
         .await
         .unwrap();
-    for tag in tagged.iter().flat_map(|i| i.repo_tags.iter()).filter(|t| t.starts_with(&registry)) {
+    // Nor this test's own image, built for its stamp (the gateway image is a cache like any other).
+    let local = pushed.trim_start_matches(&format!("{registry}/")).to_string();
+    for tag in tagged
+        .iter()
+        .flat_map(|i| i.repo_tags.iter())
+        .filter(|t| t.starts_with(&registry))
+        .chain([&local])
+    {
         let _ = docker
             .remove_image(tag, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None)
             .await;
