@@ -177,9 +177,10 @@ pub enum NetworkSpec {
 }
 
 /// A gateway the backend runs next to a sandbox, for engines where a socket of
-/// this host cannot be mounted into the sandbox (remote engines): a container
-/// running the `reeval-gateway` binary, on the sandbox's internal network and
-/// on a normal one. See `lifecycle/03_gateway.rs`.
+/// this host cannot be mounted into the sandbox: the `reeval-gateway` binary
+/// in a container on the sandbox's internal network and on a normal one (a
+/// remote Docker engine), or as a process in the run's gateway pod
+/// (Kubernetes). See `lifecycle/03_gateway.rs`.
 #[derive(Debug, Clone)]
 pub struct GatewayRequest {
     /// Labels (run, attempt); the backend adds its owner label.
@@ -198,7 +199,7 @@ pub struct GatewayRequest {
     pub port: u16,
 }
 
-/// A running gateway container (see [`Backend::start_gateway`]).
+/// A running gateway container or process, attached (see [`Backend::start_gateway`]).
 #[async_trait]
 pub trait GatewayContainer: Send + Sync + fmt::Debug {
     /// The network the sandbox joins.
@@ -435,8 +436,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
         })
     }
 
-    /// Starts a gateway container next to a sandbox (engines where
-    /// [`Capabilities::gateway_socket`] is false).
+    /// Starts a gateway container (or, on Kubernetes, a process in the run's
+    /// gateway pod) for a sandbox (engines where [`Capabilities::gateway_socket`] is false).
     ///
     /// # Errors
     /// [`SandboxError`] when the engine cannot (the default: this backend has no such thing).
