@@ -451,7 +451,16 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
         env > /tmp/agent-env.txt
         true
     "#;
+    // `server: 'https://127.0.0.1:PORT'` of the test kubeconfig.
+    let kubeconfig = std::fs::read_to_string(cluster().unwrap()).unwrap();
+    let api_server = kubeconfig
+        .split("https://")
+        .nth(1)
+        .and_then(|rest| rest.split(['\'', '"', ' ', ',', '}']).next())
+        .expect("the API server in the kubeconfig")
+        .to_string();
     let eval = Eval::new("kube_egress_gateway", move |c| {
+        let api_server = api_server.clone();
         Box::pin(async move {
             c.send(agent).await?;
             expect(c.read_file("plain.txt").await?).to_equal("hello from upstream")?;
@@ -461,6 +470,12 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
             let env = c.read_file("/tmp/agent-env.txt").await?;
             expect(env.as_str()).to_contain(GATEWAY_PLACEHOLDER)?;
             expect(env.as_str()).not().to_contain(GATEWAY_KEY)?;
+            // The relay (the pod's main process) probed the API server, the node's kubelet
+            // (its port from the node's status), outside addresses and DNS.
+            let relay = c.exec("tr '\\0' ' ' < /proc/1/cmdline").await?.stdout;
+            for probe in [api_server.as_str(), ":20250", "1.1.1.1:443", "8.8.8.8:53", "--dns"] {
+                expect(relay.as_str()).to_contain(probe)?;
+            }
             Ok(())
         })
     })
