@@ -4,7 +4,7 @@
 #
 #   scripts/kube.sh build   # builds kube-apiserver and kubelet once per machine (cached)
 #   scripts/kube.sh have-binaries  # exit status: whether they are cached
-#   scripts/kube.sh start   # etcd, kube-apiserver, a second dockerd and a kubelet
+#   scripts/kube.sh start   # etcd, kube-apiserver, a second dockerd, a kubelet and a registry
 #   scripts/kube.sh env     # prints the variables that point the tests at it
 #   scripts/kube.sh stop    # stops what `start` started, by PID, and removes it
 #
@@ -83,6 +83,7 @@ build() {
 ETCD_PORT=${REEVAL_KUBE_ETCD_PORT:-23790}
 API_PORT=${REEVAL_KUBE_API_PORT:-26443}
 KUBELET_PORT=${REEVAL_KUBE_KUBELET_PORT:-20250}
+REGISTRY_PORT=${REEVAL_KUBE_REGISTRY_PORT:-25000}
 NETNS=reeval-kube
 NODE=reeval-node
 IMAGE=reeval/base:latest
@@ -246,6 +247,48 @@ start_kubelet() {
   nohup unshare -m -p -f --kill-child=SIGTERM --mount-proc "$DIR/kubelet.sh" >"$DIR/kubelet.log" 2>&1 &
   echo $! > "$DIR/kubelet.pid"
   wait_for "node $NODE Ready" 300 node_ready
+  # Pods on the node's network (hostNetwork) report the node's address as their IP,
+  # but live in $NETNS, which has only lo: give lo that address, so that they reach
+  # each other there as on a real node (the egress tests' sandbox -> gateway pod).
+  local node_ip
+  node_ip=$(api "/api/v1/nodes/$NODE" | jq -r '.status.addresses[] | select(.type == "InternalIP") | .address')
+  if [ -n "$node_ip" ] && ! ip netns exec "$NETNS" ip -4 addr show dev lo | grep -qw "$node_ip"; then
+    ip netns exec "$NETNS" ip addr add "$node_ip/32" dev lo
+  fi
+}
+
+# A registry for images reeval builds and pushes (Debian's docker-registry) on
+# 127.0.0.1:$REGISTRY_PORT, where the main engine pushes to it over HTTP (it
+# treats 127.0.0.0/8 as insecure by default). The node's dockerd lives in
+# $NETNS, whose 127.0.0.1 is its own: socat listens on the same port there and
+# forwards through a unix socket to socat here, so one name works for both.
+start_registry() {
+  command -v docker-registry >/dev/null && command -v socat >/dev/null \
+    || { log "missing docker-registry or socat (apt-get install docker-registry socat)"; exit 1; }
+  if ! running "$DIR/registry.pid"; then
+    mkdir -p "$DIR/registry/data"
+    {
+      echo "version: 0.1"
+      echo "storage: {filesystem: {rootdirectory: '$DIR/registry/data'}, delete: {enabled: true}}"
+      echo "http: {addr: '127.0.0.1:$REGISTRY_PORT'}"
+      echo "log: {level: warn}"
+    } > "$DIR/registry/config.yml"
+    log "starting a registry on 127.0.0.1:$REGISTRY_PORT"
+    nohup docker-registry serve "$DIR/registry/config.yml" >"$DIR/registry.log" 2>&1 &
+    echo $! > "$DIR/registry.pid"
+    wait_for "the registry" 100 curl -fsS "http://127.0.0.1:$REGISTRY_PORT/v2/"
+  fi
+  if ! running "$DIR/registry-socat-host.pid"; then
+    rm -f "$DIR/registry.sock"
+    nohup socat "UNIX-LISTEN:$DIR/registry.sock,fork" "TCP:127.0.0.1:$REGISTRY_PORT" >/dev/null 2>&1 &
+    echo $! > "$DIR/registry-socat-host.pid"
+  fi
+  if ! running "$DIR/registry-socat-netns.pid"; then
+    nohup ip netns exec "$NETNS" socat "TCP-LISTEN:$REGISTRY_PORT,bind=127.0.0.1,fork,reuseaddr" \
+      "UNIX-CONNECT:$DIR/registry.sock" >/dev/null 2>&1 &
+    echo $! > "$DIR/registry-socat-netns.pid"
+  fi
+  wait_for "the registry in $NETNS" 100 ip netns exec "$NETNS" curl -fsS "http://127.0.0.1:$REGISTRY_PORT/v2/"
 }
 
 start() {
@@ -261,6 +304,7 @@ start() {
   start_apiserver
   start_dockerd
   start_kubelet
+  start_registry
   log "ready: KUBECONFIG=$DIR/admin.kubeconfig (node $NODE)"
 }
 
@@ -268,6 +312,7 @@ print_env() {
   echo "export REEVAL_TEST_KUBECONFIG=$DIR/admin.kubeconfig"
   echo "export REEVAL_TEST_KUBECONFIG_LIMITED=$DIR/limited.kubeconfig"
   echo "export REEVAL_TEST_KUBE_NODE=$NODE"
+  echo "export REEVAL_TEST_KUBE_REGISTRY=127.0.0.1:$REGISTRY_PORT"
 }
 
 stop_pid() {
@@ -284,6 +329,10 @@ stop_pid() {
 }
 
 stop() {
+  stop_pid "$DIR/registry-socat-netns.pid"
+  stop_pid "$DIR/registry-socat-host.pid"
+  stop_pid "$DIR/registry.pid"
+  rm -rf "$DIR/registry" "$DIR/registry.sock"
   stop_pid "$DIR/kubelet.pid"
   # The pods' containers, so that their shims go with the daemon.
   if [ -S "$D2/docker.sock" ]; then

@@ -53,20 +53,6 @@ fn sha256_hex(s: &str) -> String {
     Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Every byte of every file under `dir`.
-fn all_files_text(dir: &Path) -> String {
-    let mut out = String::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = entry.path();
-        if p.is_dir() {
-            out.push_str(&all_files_text(&p));
-        } else {
-            out.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
-        }
-    }
-    out
-}
-
 #[tokio::test]
 async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
     require_docker!();
@@ -130,7 +116,7 @@ async fn the_agent_sees_placeholders_and_only_checks_see_checks_secrets() {
         find("secret_isolation").message
     );
     assert!(find("secret_leaks_are_redacted").outcome.is_fail());
-    let written = all_files_text(&records);
+    let written = common::all_files_text(&records);
     assert!(written.contains("[redacted]"), "the leaks were written, redacted");
     assert!(
         !written.contains(CHECK_SECRET) && !written.contains(AGENT_SECRET),

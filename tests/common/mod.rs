@@ -140,3 +140,17 @@ pub fn records(run: &std::path::Path) -> Vec<serde_json::Value> {
     paths.sort();
     paths.iter().map(|p| json(p)).collect()
 }
+
+/// Every byte of every file under `dir`, as text (to look for what must not be written).
+pub fn all_files_text(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.push_str(&all_files_text(&p));
+        } else {
+            out.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+        }
+    }
+    out
+}

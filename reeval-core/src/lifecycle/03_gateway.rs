@@ -468,7 +468,8 @@ async fn prepare_container(
     if let Some(at) = main_process.iter().position(|a| a == relay::SANDBOX_SOCKET_PATH) {
         main_process[at] = container.upstream();
     }
-    let mut sandbox_files = vec![(relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755)];
+    // The relay last: a pod whose main process waits for it then finds the CA complete.
+    let mut sandbox_files = Vec::new();
     if plan.intercept {
         sandbox_files.push((
             relay::SANDBOX_CA_SOURCE.to_string(),
@@ -476,6 +477,7 @@ async fn prepare_container(
             0o644,
         ));
     }
+    sandbox_files.push((relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755));
     let network = container.network();
     Ok((
         AttemptEgress { route: Route::Container { container, probes: host_probes }, plan },
@@ -486,6 +488,10 @@ async fn prepare_container(
 impl AttemptEgress {
     /// After the container started: the relay's report, checked. The phase's detail.
     pub(crate) async fn verify(&self) -> Result<String> {
+        let unenforced = match &self.route {
+            Route::Container { container, .. } => container.unenforced(),
+            Route::Socket { .. } => None,
+        };
         let (report, leaks, hosts) = match &self.route {
             Route::Socket { gateway, run, canary_before, .. } => {
                 let report = gateway
@@ -502,23 +508,56 @@ impl AttemptEgress {
                 (container.isolation(REPORT_WITHIN).await?, 0, *probes)
             }
         };
+        // Where nothing enforces isolation (a test cluster), what the probes reached is told, not fatal.
+        if let Some(why) = &unenforced {
+            let mut found: Vec<String> =
+                report.tcp.iter().filter(|t| t.connected).map(|t| t.addr.clone()).collect();
+            found.extend(
+                report
+                    .dns
+                    .iter()
+                    .filter(|d| d.answered)
+                    .map(|d| format!("a DNS server ({})", d.by.as_deref().unwrap_or("?"))),
+            );
+            let reached = if found.is_empty() {
+                " (the probes reached nothing)".into()
+            } else {
+                format!(" (the probes reached {})", found.join(", "))
+            };
+            let mut checked = report.clone();
+            checked.tcp.clear();
+            checked.dns = None;
+            if let Some(problem) = isolation_problem(&checked, leaks, self.plan.intercept) {
+                return Err(Error::infra("verify the sandbox's isolation", problem));
+            }
+            return Ok(format!(
+                "started ({}){} · allows {} hosts · isolation NOT enforced: {why}{reached}",
+                self.place(),
+                brokers_detail(&self.plan),
+                self.plan.hosts
+            ));
+        }
         if let Some(why) = isolation_problem(&report, leaks, self.plan.intercept) {
             return Err(Error::infra("verify the sandbox's isolation", why));
         }
-        let brokers = if self.plan.brokered.is_empty() {
-            String::new()
-        } else {
-            format!(" · brokers {}", self.plan.brokered.join(", "))
-        };
+        let brokers = brokers_detail(&self.plan);
         let place = match self.route {
-            Route::Socket { .. } => "",
-            Route::Container { .. } => " (a container next to the sandbox)",
+            Route::Socket { .. } => String::new(),
+            Route::Container { .. } => format!(" ({})", self.place()),
         };
         Ok(format!(
             "started{place}{brokers} · allows {} hosts · isolation verified: {hosts} host addresses, {} outside addresses and DNS unreachable",
             self.plan.hosts,
             OUTSIDE.len()
         ))
+    }
+
+    /// Where the gateway runs, for the phase's detail.
+    fn place(&self) -> &'static str {
+        match &self.route {
+            Route::Socket { .. } => "in this process",
+            Route::Container { container, .. } => container.place(),
+        }
     }
 
     async fn switch(&self, policy: &Policy) -> Result<()> {
@@ -570,6 +609,15 @@ impl AttemptEgress {
         let refused = entries.iter().filter(|e| !e.allowed).count();
         let summary = format!("egress: {} requests, {refused} refused", entries.len());
         (entries.into_iter().map(|e| record(e, attempt_started_unix_ms)).collect(), summary)
+    }
+}
+
+/// ` · brokers NAME for host, …`, or nothing.
+fn brokers_detail(plan: &Plan) -> String {
+    if plan.brokered.is_empty() {
+        String::new()
+    } else {
+        format!(" · brokers {}", plan.brokered.join(", "))
     }
 }
 

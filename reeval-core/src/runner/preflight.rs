@@ -148,7 +148,7 @@ pub(crate) async fn preflight(
     let pool = if let Some(b) = &runner.backend {
         Some(Pool::single(b.name().to_string(), b.clone()))
     } else if let Some(config) = &runner.config.kubernetes {
-        kubernetes(runner, evals, config, &mut missing).await
+        kubernetes(runner, evals, config, &secrets, &mut missing).await
     } else if !runner.config.engines.is_empty() {
         Pool::connect(&runner.config.engines).await.map_err(|misses| missing.extend(misses)).ok()
     } else {
@@ -209,16 +209,19 @@ pub(crate) async fn preflight(
 }
 
 /// The Kubernetes backend: connected, its own checks (API, namespace, RBAC),
-/// and what it cannot run yet: images reeval builds (they need a registry) and egress.
+/// what it cannot run (images reeval builds, without a registry; egress from
+/// pods on the host network, unless a test cluster says so), and the secrets
+/// the run brokers, which its gateway pod gets.
 #[cfg(feature = "kubernetes")]
 async fn kubernetes(
     runner: &Runner,
     evals: &[Eval],
     config: &crate::runner::config::KubernetesConfig,
+    secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {
     use crate::sandbox::kubernetes::KubeBackend;
-    let backend = match KubeBackend::connect(config.clone()).await {
+    let mut backend = match KubeBackend::connect(config.clone()).await {
         Ok(b) => b,
         Err(e) => {
             missing.push(e.to_string());
@@ -230,35 +233,59 @@ async fn kubernetes(
         eprintln!("reeval: warning: {warning}");
     }
     missing.extend(found.missing);
+    let mut credentials = BTreeMap::new();
+    let mut unisolated = false;
     for eval in evals {
         let Ok(env) = crate::attempt::build_environment(eval) else { continue };
-        let harnesses: Vec<_> = runner
-            .harness_specs(eval)
+        let specs = runner.harness_specs(eval);
+        let harnesses: Vec<_> = specs
             .iter()
-            .filter_map(|spec| runner.harnesses.make(spec))
+            .filter_map(|spec| runner.harnesses.make(spec).map(|h| (spec, h)))
             .collect();
         // The image each cell would use (the eval's, else its harness's): built ones need a registry.
-        let mut specs: Vec<_> = harnesses
+        let mut images: Vec<_> = harnesses
             .iter()
-            .map(|h| crate::lifecycle::image::spec(env.image.as_ref(), Some(h.as_ref())))
+            .map(|(_, h)| crate::lifecycle::image::spec(env.image.as_ref(), Some(h.as_ref())))
             .collect();
-        specs.push(crate::lifecycle::image::spec(env.image.as_ref(), None));
-        specs.dedup();
-        for spec in specs.iter().filter(|s| !matches!(s, crate::environment::ImageSpec::From(_))) {
-            if let Err(e) = backend.ensure_image(spec, "").await {
+        images.push(crate::lifecycle::image::spec(env.image.as_ref(), None));
+        images.dedup();
+        for spec in &images {
+            if let Err(e) = backend.check_image(spec) {
                 let line = format!("environment of eval {}: {e}", eval.name);
                 if !missing.contains(&line) {
                     missing.push(line);
                 }
             }
         }
-        if env.wants_egress() || harnesses.iter().any(|h| !h.egress().is_empty()) {
+        let needs_egress =
+            env.wants_egress() || harnesses.iter().any(|(_, h)| !h.egress().is_empty());
+        if needs_egress && config.host_network && !config.unisolated_egress {
             missing.push(format!(
-                "eval {} needs egress (an allowlist, brokered secrets or a harness that calls a model), and the Kubernetes backend does not run the egress gateway yet: its pods get no network at all; run it on Docker",
+                "eval {} needs egress, and its pods would run on the node's network (host_network = true), where no NetworkPolicy applies, so the gateway could not be their only way out; run it on a cluster without host_network (test clusters only: unisolated_egress = true runs it anyway, isolation not enforced)",
                 eval.name
             ));
         }
+        unisolated |= needs_egress && config.host_network && config.unisolated_egress;
+        // The secrets the run brokers: their real values go into the gateway pod's Secret.
+        for (spec, h) in &harnesses {
+            let Some(cell) = secrets.get(&cell_key(&eval.name, spec)) else { continue };
+            let brokers = h.egress().brokers.into_iter().chain(env.brokers.iter().cloned());
+            for (name, _) in brokers {
+                if let Some(secret) = cell.iter().find(|s| s.name == name) {
+                    credentials.insert(
+                        crate::egress::secret_env(&name),
+                        secrecy::SecretString::from(secret.value.expose_secret().to_string()),
+                    );
+                }
+            }
+        }
     }
+    if unisolated {
+        eprintln!(
+            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only"
+        );
+    }
+    backend.set_gateway_credentials(credentials);
     let name = backend.ping().await.map(|i| i.host).unwrap_or_default();
     Some(Pool::single(name, Arc::new(backend)))
 }
@@ -268,6 +295,7 @@ async fn kubernetes(
     _runner: &Runner,
     _evals: &[Eval],
     _config: &crate::runner::config::KubernetesConfig,
+    _secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {
     missing.push(

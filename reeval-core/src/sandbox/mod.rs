@@ -9,6 +9,7 @@ pub mod archive;
 pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+pub(crate) mod gateway_stream;
 mod handle;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
@@ -165,12 +166,21 @@ pub enum NetworkSpec {
         /// The network's name.
         network: String,
     },
+    /// Kubernetes: a NetworkPolicy that denies everything but egress to the
+    /// pods with these labels (the run's gateway pod) on this TCP port.
+    PodGateway {
+        /// The gateway pod's labels.
+        pod_labels: BTreeMap<String, String>,
+        /// The port of this attempt's gateway process.
+        port: u16,
+    },
 }
 
 /// A gateway the backend runs next to a sandbox, for engines where a socket of
-/// this host cannot be mounted into the sandbox (remote engines): a container
-/// running the `reeval-gateway` binary, on the sandbox's internal network and
-/// on a normal one. See `lifecycle/03_gateway.rs`.
+/// this host cannot be mounted into the sandbox: the `reeval-gateway` binary
+/// in a container on the sandbox's internal network and on a normal one (a
+/// remote Docker engine), or as a process in the run's gateway pod
+/// (Kubernetes). See `lifecycle/03_gateway.rs`.
 #[derive(Debug, Clone)]
 pub struct GatewayRequest {
     /// Labels (run, attempt); the backend adds its owner label.
@@ -189,7 +199,7 @@ pub struct GatewayRequest {
     pub port: u16,
 }
 
-/// A running gateway container (see [`Backend::start_gateway`]).
+/// A running gateway container or process, attached (see [`Backend::start_gateway`]).
 #[async_trait]
 pub trait GatewayContainer: Send + Sync + fmt::Debug {
     /// The network the sandbox joins.
@@ -221,6 +231,19 @@ pub trait GatewayContainer: Send + Sync + fmt::Debug {
         &self,
         within: std::time::Duration,
     ) -> Result<reeval_gateway::relay::RelayReport, SandboxError>;
+
+    /// Where it runs, for the gateway phase's detail.
+    fn place(&self) -> &'static str {
+        "a container next to the sandbox"
+    }
+
+    /// `None` where the engine enforces the sandbox's isolation; otherwise
+    /// why it does not (a Kubernetes test cluster on the host network): the
+    /// relay's probes still run, and what they reach is reported instead of
+    /// failing the attempt.
+    fn unenforced(&self) -> Option<String> {
+        None
+    }
 
     /// Stops the gateway and removes it and the network; what went out.
     ///
@@ -413,8 +436,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
         })
     }
 
-    /// Starts a gateway container next to a sandbox (engines where
-    /// [`Capabilities::gateway_socket`] is false).
+    /// Starts a gateway container (or, on Kubernetes, a process in the run's
+    /// gateway pod) for a sandbox (engines where [`Capabilities::gateway_socket`] is false).
     ///
     /// # Errors
     /// [`SandboxError`] when the engine cannot (the default: this backend has no such thing).

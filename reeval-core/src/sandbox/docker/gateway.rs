@@ -28,18 +28,15 @@ use reeval_gateway::EgressEntry;
 use reeval_gateway::relay::RelayReport;
 use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
-use tokio::sync::watch;
 
 use super::{DockerBackend, LABEL_OWNER, LABEL_RUN, owner_is_gone, owner_label, remove_container};
+use crate::sandbox::gateway_stream::GatewayStream;
 use crate::sandbox::{GatewayContainer, GatewayRequest, NetworkSpec, SandboxError, Sweep, archive};
 
 /// The name the sandbox finds its gateway by on their network.
 pub const GATEWAY_ALIAS: &str = "reeval-gateway";
 /// Ports of the engine's host a sandbox is probed against (something usually listens on some).
 const HOST_PORTS: [u16; 4] = [22, 80, 2375, 2376];
-/// How long the gateway gets to acknowledge a policy.
-const ACK_WITHIN: Duration = Duration::from_secs(15);
 
 /// Starts the gateway container and its network.
 pub(super) async fn start(
@@ -118,7 +115,7 @@ pub(super) async fn start(
 }
 
 /// `reeval/gateway:<digest>`, built on this engine from the binary and its base image.
-async fn ensure_image(
+pub(crate) async fn ensure_image(
     backend: &DockerBackend,
     request: &GatewayRequest,
 ) -> Result<String, SandboxError> {
@@ -151,17 +148,6 @@ fn short_hash(parts: &[&[u8]]) -> u64 {
     u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
 }
 
-/// What the gateway said, as the reader task collected it.
-#[derive(Debug, Default)]
-struct Heard {
-    entries: Vec<EgressEntry>,
-    isolation: Option<RelayReport>,
-    applied: u64,
-    rejected: Option<String>,
-    /// The stream ended (the gateway exited).
-    ended: bool,
-}
-
 /// A gateway container, attached.
 struct DockerGateway {
     docker: bollard::Docker,
@@ -170,10 +156,7 @@ struct DockerGateway {
     network_name: String,
     ip: Mutex<Option<IpAddr>>,
     probes: Mutex<Vec<SocketAddr>>,
-    input: tokio::sync::Mutex<Option<std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>>>,
-    heard: watch::Sender<Heard>,
-    sent: std::sync::atomic::AtomicU64,
-    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    stream: GatewayStream,
 }
 
 impl std::fmt::Debug for DockerGateway {
@@ -194,10 +177,7 @@ impl DockerGateway {
             network_name,
             ip: Mutex::new(None),
             probes: Mutex::new(Vec::new()),
-            input: tokio::sync::Mutex::new(None),
-            heard: watch::channel(Heard::default()).0,
-            sent: Default::default(),
-            reader: Mutex::new(None),
+            stream: GatewayStream::default(),
         }
     }
 
@@ -247,22 +227,18 @@ impl DockerGateway {
             )
             .await
             .map_err(|e| SandboxError::engine("attach to the gateway", e))?;
-        *self.input.lock().await = Some(attached.input);
-        let heard = self.heard.clone();
-        let mut output = attached.output;
-        let reader = tokio::spawn(async move {
-            let mut pending = Vec::new();
-            while let Some(Ok(chunk)) = output.next().await {
-                let LogOutput::StdOut { message } = chunk else { continue };
-                pending.extend_from_slice(&message);
-                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=end).collect();
-                    heard.send_modify(|h| hear(h, &line));
-                }
-            }
-            heard.send_modify(|h| h.ended = true);
-        });
-        *self.reader.lock().expect("reader lock") = Some(reader);
+        // Only its stdout carries lines for us.
+        let stdout = attached
+            .output
+            .take_while(|chunk| std::future::ready(chunk.is_ok()))
+            .filter_map(|chunk| {
+                std::future::ready(match chunk {
+                    Ok(LogOutput::StdOut { message }) => Some(message),
+                    _ => None,
+                })
+            })
+            .boxed();
+        self.stream.attach(attached.input, stdout).await;
         self.docker
             .start_container(&self.id, None)
             .await
@@ -296,22 +272,6 @@ impl DockerGateway {
     }
 }
 
-/// One line of the gateway's stdout: an egress record, the isolation report, or an acknowledgement.
-fn hear(heard: &mut Heard, line: &[u8]) {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else { return };
-    if let Some(report) = value.get("isolation") {
-        if heard.isolation.is_none() {
-            heard.isolation = serde_json::from_value(report.clone()).ok();
-        }
-    } else if let Some(n) = value.get("policyApplied").and_then(|n| n.as_u64()) {
-        heard.applied = n;
-    } else if let Some(why) = value.get("policyRejected") {
-        heard.rejected = Some(why.to_string());
-    } else if let Ok(entry) = serde_json::from_value::<EgressEntry>(value) {
-        heard.entries.push(entry);
-    }
-}
-
 #[async_trait]
 impl GatewayContainer for DockerGateway {
     fn network(&self) -> NetworkSpec {
@@ -338,65 +298,21 @@ impl GatewayContainer for DockerGateway {
     }
 
     async fn set_policy(&self, policy: &str) -> Result<(), SandboxError> {
-        let n = self.sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        {
-            let mut input = self.input.lock().await;
-            let Some(input) = input.as_mut() else {
-                return Err(SandboxError::engine_says(
-                    "switch the gateway's policy",
-                    "it is not attached",
-                ));
-            };
-            let line = format!("{}\n", policy.replace('\n', " "));
-            input
-                .write_all(line.as_bytes())
-                .await
-                .map_err(|e| SandboxError::engine("switch the gateway's policy", e))?;
-            input
-                .flush()
-                .await
-                .map_err(|e| SandboxError::engine("switch the gateway's policy", e))?;
-        }
-        let mut rx = self.heard.subscribe();
-        let acked = tokio::time::timeout(
-            ACK_WITHIN,
-            rx.wait_for(|h| h.applied >= n || h.rejected.is_some() || h.ended),
-        )
-        .await;
-        let heard = self.heard.borrow();
-        match (acked, &heard.rejected) {
-            (_, Some(why)) => Err(SandboxError::engine_says("switch the gateway's policy", why)),
-            (Ok(Ok(_)), None) if heard.applied >= n => Ok(()),
-            _ => Err(SandboxError::engine_says(
-                "switch the gateway's policy",
-                "the gateway did not acknowledge it",
-            )),
-        }
+        self.stream.set_policy(policy).await
     }
 
     async fn isolation(&self, within: Duration) -> Result<RelayReport, SandboxError> {
-        let mut rx = self.heard.subscribe();
-        let _ =
-            tokio::time::timeout(within, rx.wait_for(|h| h.isolation.is_some() || h.ended)).await;
-        self.heard.borrow().isolation.clone().ok_or_else(|| {
-            SandboxError::engine_says(
-                "verify the sandbox's isolation",
-                format!("its relay sent the gateway no report within {within:?}"),
-            )
-        })
+        self.stream.isolation(within).await
     }
 
     async fn close(&self) -> Vec<EgressEntry> {
         // SIGTERM: the gateway closes its connections and prints what they completed.
         let term = KillContainerOptionsBuilder::default().signal("SIGTERM").build();
         let _ = self.docker.kill_container(&self.id, Some(term)).await;
-        let reader = self.reader.lock().expect("reader lock").take();
-        if let Some(reader) = reader {
-            let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
-        }
+        let entries = self.stream.finish(Duration::from_secs(10)).await;
         let _ = remove_container(&self.docker, &self.id).await;
         let _ = self.docker.remove_network(&self.network_id).await;
-        std::mem::take(&mut self.heard.send_replace(Heard::default()).entries)
+        entries
     }
 }
 
@@ -430,22 +346,4 @@ pub(super) async fn sweep_networks(backend: &DockerBackend, scope: Sweep<'_>) ->
         }
     }
     removed
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_gateways_lines_are_told_apart() {
-        let mut h = Heard::default();
-        hear(&mut h, br#"{"policyApplied":2}"#);
-        hear(&mut h, br#"{"isolation":{"tcp":[],"listening":true}}"#);
-        hear(&mut h, br#"{"atUnixMs":1,"host":"a.test","port":443,"method":"CONNECT","path":"","status":403,"bytesUp":0,"bytesDown":0,"durationMs":0,"allowed":false,"route":"tunnel"}"#);
-        hear(&mut h, b"not json");
-        assert_eq!(h.applied, 2);
-        assert_eq!(h.isolation.as_ref().and_then(|r| r.listening), Some(true));
-        assert_eq!(h.entries.len(), 1);
-        assert!(!h.entries[0].allowed);
-    }
 }

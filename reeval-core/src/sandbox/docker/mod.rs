@@ -5,6 +5,10 @@
 mod container;
 mod gateway;
 
+// The Kubernetes backend builds the gateway image here too, to push it.
+#[cfg(feature = "kubernetes")]
+pub(crate) use gateway::ensure_image as ensure_gateway_image;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -216,6 +220,11 @@ impl Backend for DockerBackend {
                 (Some(vec![format!("{}:{sandbox_dir}:ro", host_dir.display())]), "none".to_string())
             }
             NetworkSpec::Internal { network } => (None, network.clone()),
+            NetworkSpec::PodGateway { .. } => {
+                return Err(SandboxError::EngineConfig {
+                    message: "failed to create a container: a Kubernetes gateway policy was asked of the Docker backend".into(),
+                });
+            }
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),

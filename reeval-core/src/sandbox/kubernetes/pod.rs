@@ -9,13 +9,16 @@ use k8s_openapi::api::core::v1::{
     Capabilities, Container, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
     SeccompProfile, SecurityContext, Toleration,
 };
-use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 
 use crate::runner::config::KubernetesConfig;
-use crate::sandbox::{LABEL_OWNER, SandboxError, SandboxSpec};
+use crate::sandbox::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
 
 /// The container of the pod that commands run in.
 pub(super) const CONTAINER: &str = "sandbox";
@@ -51,12 +54,15 @@ pub(crate) fn label_value(value: &str) -> String {
     mapped.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
 }
 
-fn metadata(name: &str, spec: &SandboxSpec, owner: &str) -> ObjectMeta {
-    let mut labels: BTreeMap<String, String> =
-        spec.labels.iter().map(|(k, v)| (k.clone(), label_value(v))).collect();
-    labels.insert(LABEL_POD.into(), name.into());
+/// Name, labels (valid label values, and the object's own name under
+/// [`LABEL_POD`]) and annotations (the exact values, and the owner) of
+/// anything the backend creates.
+pub(super) fn metadata(name: &str, labels: &BTreeMap<String, String>, owner: &str) -> ObjectMeta {
     // Exact values (a run id or owner with `:`), for the sweep.
-    let mut annotations = spec.labels.clone();
+    let mut annotations = labels.clone();
+    let mut labels: BTreeMap<String, String> =
+        labels.iter().map(|(k, v)| (k.clone(), label_value(v))).collect();
+    labels.insert(LABEL_POD.into(), name.into());
     annotations.insert(LABEL_OWNER.into(), owner.into());
     ObjectMeta {
         name: Some(name.into()),
@@ -89,9 +95,11 @@ pub(super) fn manifest(
         image_pull_policy: Some(
             config.image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into()),
         ),
-        command: Some(
-            spec.main_process.clone().unwrap_or_else(|| vec!["sleep".into(), "infinity".into()]),
-        ),
+        command: Some(match (&spec.main_process, &spec.network) {
+            (Some(main), NetworkSpec::PodGateway { .. }) => waiting_for(main),
+            (Some(main), _) => main.clone(),
+            (None, _) => vec!["sleep".into(), "infinity".into()],
+        }),
         working_dir: Some(spec.workdir.clone()),
         resources: Some(ResourceRequirements {
             limits: Some(limits),
@@ -123,7 +131,7 @@ pub(super) fn manifest(
         })
         .collect::<Vec<_>>();
     Pod {
-        metadata: metadata(name, spec, owner),
+        metadata: metadata(name, &spec.labels, owner),
         spec: Some(PodSpec {
             containers: vec![container],
             restart_policy: Some("Never".into()),
@@ -148,10 +156,28 @@ pub(super) fn manifest(
     }
 }
 
-/// A NetworkPolicy that selects only this pod and allows nothing in or out.
-pub(super) fn deny_all_policy(name: &str, spec: &SandboxSpec, owner: &str) -> NetworkPolicy {
+/// A NetworkPolicy that selects only this pod and allows nothing in, and
+/// nothing out but, with a gateway, TCP to the gateway pods on the attempt's port.
+pub(super) fn policy(name: &str, spec: &SandboxSpec, owner: &str) -> NetworkPolicy {
+    let egress = match &spec.network {
+        NetworkSpec::PodGateway { pod_labels, port } => Some(vec![NetworkPolicyEgressRule {
+            to: Some(vec![NetworkPolicyPeer {
+                pod_selector: Some(LabelSelector {
+                    match_labels: Some(pod_labels.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ports: Some(vec![NetworkPolicyPort {
+                protocol: Some("TCP".into()),
+                port: Some(IntOrString::Int((*port).into())),
+                ..Default::default()
+            }]),
+        }]),
+        _ => None,
+    };
     NetworkPolicy {
-        metadata: metadata(name, spec, owner),
+        metadata: metadata(name, &spec.labels, owner),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(LabelSelector {
                 match_labels: Some(BTreeMap::from([(LABEL_POD.to_string(), name.to_string())])),
@@ -159,9 +185,23 @@ pub(super) fn deny_all_policy(name: &str, spec: &SandboxSpec, owner: &str) -> Ne
             }),
             policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
             ingress: None,
-            egress: None,
+            egress,
         }),
     }
+}
+
+/// The main process of a sandbox whose relay is copied in after the pod
+/// started (nothing can be mounted from this host): wait until it runs (a
+/// file still being written cannot be executed: 126), then become it. The
+/// relay comes last in the archive, after the CA it installs.
+pub(super) fn waiting_for(main_process: &[String]) -> Vec<String> {
+    let mut argv = vec![
+        "/bin/sh".to_string(),
+        "-c".into(),
+        r#"while :; do if [ -x "$0" ]; then "$0" >/dev/null 2>&1; [ $? -lt 126 ] && break; fi; sleep 0.1; done; exec "$0" "$@""#.into(),
+    ];
+    argv.extend(main_process.iter().cloned());
+    argv
 }
 
 /// Why a pod will never become Ready, if its status says so.

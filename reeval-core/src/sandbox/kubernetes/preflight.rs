@@ -16,8 +16,8 @@ pub(super) const NEEDED: &[(&str, &str, &str, &[&str])] = &[
     ("", "pods", "exec", &["create", "get"]),
     ("", "pods", "portforward", &["create", "get"]),
     ("networking.k8s.io", "networkpolicies", "", &["create", "list", "delete"]),
-    ("", "secrets", "", &["create", "delete"]),
-    ("", "services", "", &["create", "delete"]),
+    ("", "secrets", "", &["create", "list", "delete"]),
+    ("", "services", "", &["create", "list", "delete"]),
 ];
 
 /// What preflight found.

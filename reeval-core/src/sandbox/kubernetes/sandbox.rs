@@ -13,7 +13,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, AttachParams, DeleteParams};
 use tokio::io::AsyncReadExt;
 
-use super::exec::{self, ExecSpec, NO_SUCH_DIR};
+use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::pod::{self, CONTAINER};
 use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
@@ -34,6 +34,10 @@ pub struct KubeSandbox {
     name: String,
     ready_within: Duration,
     next_pid: AtomicU64,
+    /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
+    started: tokio::sync::OnceCell<()>,
+    /// Something to let go of once the pod is gone (the node network's relay port).
+    held: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 impl KubeSandbox {
@@ -43,7 +47,35 @@ impl KubeSandbox {
         name: String,
         ready_within: Duration,
     ) -> Self {
-        Self { pods, policies, name, ready_within, next_pid: AtomicU64::new(0) }
+        Self {
+            pods,
+            policies,
+            name,
+            ready_within,
+            next_pid: AtomicU64::new(0),
+            started: tokio::sync::OnceCell::new(),
+            held: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Keeps `permit` until [`Sandbox::destroy`] saw the pod gone (or this is dropped).
+    pub(super) fn hold_until_gone(&mut self, permit: tokio::sync::OwnedSemaphorePermit) {
+        *self.held.get_mut().expect("held lock") = Some(permit);
+    }
+
+    /// The pod's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pods API of its namespace.
+    pub(super) fn pods(&self) -> &Api<Pod> {
+        &self.pods
+    }
+
+    /// A fresh pid file for a killable process.
+    pub(super) fn pid_file(&self) -> String {
+        format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed))
     }
 
     async fn run(
@@ -65,7 +97,11 @@ impl KubeSandbox {
         let mut err = BoundedBuffer::new(4096);
         let code = self
             .run(
-                ExecSpec { argv, stdin, ..Default::default() },
+                ExecSpec {
+                    argv,
+                    stdin: stdin.map_or(Stdin::None, Stdin::Bytes),
+                    ..Default::default()
+                },
                 None,
                 &mut BoundedBuffer::new(0),
                 &mut err,
@@ -75,7 +111,11 @@ impl KubeSandbox {
     }
 
     /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
-    async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
+    pub(super) async fn kill_matching(
+        &self,
+        pid_files: &str,
+        signal: Signal,
+    ) -> Result<(), SandboxError> {
         let argv = vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -119,8 +159,13 @@ impl Sandbox for KubeSandbox {
 
     async fn start(&self) -> Result<(), SandboxError> {
         // The pod was created (and so started) by `create`: wait until it can be used.
-        pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
-        self.wait_exec().await
+        self.started
+            .get_or_try_init(|| async {
+                pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
+                self.wait_exec().await
+            })
+            .await
+            .map(|_| ())
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
@@ -128,7 +173,7 @@ impl Sandbox for KubeSandbox {
         let started = Instant::now();
         // As on Docker: a timed command is killable too, and its timeout kills its tree.
         let killable = group == ProcessGroup::Killable || cmd.timeout.is_some();
-        let pid_file = format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed));
+        let pid_file = self.pid_file();
         let mut argv = Vec::with_capacity(cmd.argv.len() + 4);
         if killable {
             argv.extend(["/bin/sh".to_string(), "-c".into(), PID_WRAPPER.into(), pid_file.clone()]);
@@ -143,7 +188,7 @@ impl Sandbox for KubeSandbox {
             env: all_env,
             workdir: cmd.workdir.clone(),
             user: cmd.user.clone(),
-            stdin: cmd.stdin.as_deref(),
+            stdin: cmd.stdin.as_deref().map_or(Stdin::None, Stdin::Bytes),
         };
         let run = self.run(spec, stdout.as_ref(), &mut out, &mut err);
         let (exit_code, timed_out) = match cmd.timeout {
@@ -173,6 +218,8 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
+        // Files may go in before the attempt starts the sandbox (the relay): the pod must be up.
+        self.start().await?;
         // As root, so tar keeps the owners the archive names (as Docker's upload does).
         let argv =
             vec!["tar".into(), "-x".into(), "-f".into(), "-".into(), "--no-overwrite-dir".into()];
@@ -180,7 +227,7 @@ impl Sandbox for KubeSandbox {
         let spec = ExecSpec {
             argv,
             workdir: Some(dir.to_string()),
-            stdin: Some(&tar),
+            stdin: Stdin::Bytes(&tar),
             ..Default::default()
         };
         match self.run(spec, None, &mut BoundedBuffer::new(0), &mut err).await? {
@@ -206,7 +253,7 @@ impl Sandbox for KubeSandbox {
         let params = AttachParams::default().container(CONTAINER).stdout(true).stderr(true);
         let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
         let mut attached =
-            self.pods.exec(&self.name, spec.full_argv(), &params).await.map_err(|e| {
+            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
                 SandboxError::engine(format!("start an exec in pod {}", self.name), e)
             })?;
         let status = attached.take_status().expect("status taken once");
@@ -305,7 +352,9 @@ impl Sandbox for KubeSandbox {
                 ));
             }
         }
-        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await
+        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        self.held.lock().expect("held lock").take();
+        Ok(())
     }
 }
 

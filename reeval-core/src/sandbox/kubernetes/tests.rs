@@ -29,8 +29,10 @@ struct Seen {
     body: Value,
     /// Offered websocket subprotocols, for upgrades.
     protocols: String,
-    /// For execs: the command's argv and the stdin it was sent.
+    /// For execs: the command's argv, the environment block at the head of
+    /// its stdin (the prologue's `$2` bytes), and the command's own stdin after it.
     argv: Vec<String>,
+    env_block: Vec<u8>,
     stdin: Vec<u8>,
 }
 
@@ -160,6 +162,7 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
             protocols: header("sec-websocket-protocol"),
             argv,
+            env_block: Vec::new(),
             stdin: Vec::new(),
         };
         if request.target.contains("/portforward?") {
@@ -230,18 +233,22 @@ async fn echo_port(mut ws: WebSocketStream<TcpStream>, request: &Seen) {
     }
 }
 
-/// Reads the stdin the prologue announced (its `$2`), then plays the session.
+/// Reads the stdin the prologue announced (its `$2` and `$3`), then plays the session.
 async fn run_session(mut ws: WebSocketStream<TcpStream>, answer: &Answer, request: &mut Seen) {
-    let expected: usize = request.argv.get(5).and_then(|n| n.parse().ok()).unwrap_or(0);
-    while request.stdin.len() < expected {
+    let length = |i: usize| request.argv.get(i).and_then(|n| n.parse::<usize>().ok()).unwrap_or(0);
+    let (block, expected) = (length(5), length(5) + length(6));
+    let mut got = Vec::new();
+    while got.len() < expected {
         match ws.next().await {
             Some(Ok(Message::Binary(frame))) if frame.first() == Some(&0) => {
-                request.stdin.extend_from_slice(&frame[1..])
+                got.extend_from_slice(&frame[1..])
             }
             Some(Ok(_)) => {}
             _ => return,
         }
     }
+    request.stdin = got.split_off(block);
+    request.env_block = got;
     let Reply::Exec(session) = answer(request) else { panic!("a JSON answer to an exec") };
     // Output in several frames, as a server sends it.
     for (channel, bytes) in [(1u8, &session.stdout), (2u8, &session.stderr)] {
@@ -405,7 +412,7 @@ async fn exec_gives_both_streams_and_the_exit_code_from_the_status() {
     let env = [("CI".to_string(), "1".to_string())];
     let out = sandbox.exec(ExecRequest::plain(&cmd, &env)).await.unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "out\n", "err\n"));
-    // The prologue carries what the exec API cannot: directory, no stdin, user, environment.
+    // The prologue carries what the exec API cannot: directory, environment (on stdin), no stdin, user.
     let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
     assert!(exec.target.contains("container=sandbox"), "{}", exec.target);
     assert!(
@@ -418,14 +425,13 @@ async fn exec_gives_both_streams_and_the_exit_code_from_the_status() {
         exec.argv[4..],
         [
             "/workspace",
+            "14", // `export 'CI=1'` and a newline
             "",
             "setpriv",
             "--reuid=1000",
             "--regid=1000",
             "--clear-groups",
             "--",
-            "env",
-            "CI=1",
             "sh",
             "-c",
             "echo out; echo err >&2; exit 3"
@@ -491,9 +497,66 @@ async fn stdin_is_length_delimited_and_sent_in_chunks_without_a_close() {
     let out = sandbox_exec(&api, Command::new("wc").arg("-c").stdin(input.clone())).await.unwrap();
     assert_eq!(out.stdout, input.len().to_string());
     let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
-    assert_eq!(exec.argv[5], input.len().to_string());
+    assert_eq!(exec.argv[6], input.len().to_string());
     assert!(exec.target.contains("stdin=true"));
     assert_eq!(exec.stdin, input);
+}
+
+#[tokio::test]
+async fn the_environment_goes_on_stdin_and_never_into_the_request() {
+    let api =
+        FakeApi::start(cluster(|_| Session { stdout: vec![], stderr: vec![], status: exited(0) }))
+            .await;
+    let secret = "s3cr3t-'value' with $(rm -rf /) and\nnewline";
+    let env = [("API_TOKEN".to_string(), secret.to_string())];
+    let cmd = Command::new("cat").stdin(b"payload".to_vec());
+    sandbox(&api).await.exec(ExecRequest::plain(&cmd, &env)).await.unwrap();
+    let exec = api.seen().into_iter().find(|s| s.target.contains("/exec?")).unwrap();
+    // Not in the URL (the API server's logs), not in any argv (`/proc/*/cmdline`).
+    assert!(!exec.target.contains("s3cr3t"), "{}", exec.target);
+    assert!(exec.argv.iter().all(|a| !a.contains("s3cr3t") && !a.contains("API_TOKEN")));
+    // On stdin, single-quoted for the prologue's `eval`, ahead of the command's own stdin.
+    let block = String::from_utf8(exec.env_block.clone()).unwrap();
+    assert_eq!(block, format!("export 'API_TOKEN={}'\n", secret.replace('\'', r"'\''")));
+    assert_eq!(exec.argv[5], block.len().to_string());
+    assert_eq!(exec.stdin, b"payload");
+    // A name a shell cannot export is refused before anything is sent, its value unnamed.
+    let bad = [("NOT-A-NAME".to_string(), "hidden".to_string())];
+    let e = sandbox(&api).await.exec(ExecRequest::plain(&cmd, &bad)).await.unwrap_err();
+    assert!(e.to_string().contains("NOT-A-NAME") && !e.to_string().contains("hidden"), "{e}");
+}
+
+/// The prologue as the pod's `sh` runs it: the block is read, `eval`ed and
+/// exported, the command gets the rest of stdin, and no value is in any argv.
+#[test]
+fn the_prologue_exports_the_block_and_passes_the_rest_of_stdin() {
+    let secret = "it's \"q\" $(touch /tmp/pwned) `x`\nline2";
+    let spec = super::exec::ExecSpec {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "printf '%s|' \"$TOKEN\"; cat; cat /proc/$$/cmdline | tr '\\0' ' '".into(),
+        ],
+        env: vec![("TOKEN".into(), secret.into())],
+        stdin: super::exec::Stdin::Bytes(b"rest"),
+        ..Default::default()
+    };
+    let argv = spec.full_argv().unwrap();
+    let mut input = spec.env_block().unwrap();
+    input.extend_from_slice(b"rest");
+    let mut child = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let out = String::from_utf8(out.stdout).unwrap();
+    assert!(out.starts_with(&format!("{secret}|rest")), "{out}");
+    assert!(!out[secret.len()..].contains("line2"), "a value in a cmdline: {out}");
+    assert!(!std::path::Path::new("/tmp/pwned").exists());
 }
 
 #[tokio::test]
@@ -520,9 +583,12 @@ async fn files_go_in_and_out_as_tar_over_exec() {
     sandbox.upload("/workspace", file.clone()).await.unwrap();
     let down = sandbox.download("/workspace/greet.py", 1 << 20).await.unwrap();
     assert_eq!(archive::single_file(&down, "greet.py").unwrap(), b"def greet(): pass\n");
+    // The first upload waits until the pod works (`exec true`): files may go in before start.
     let execs: Vec<Seen> = api.seen().into_iter().filter(|s| s.target.contains("/exec?")).collect();
+    assert_eq!(execs[0].argv.last().map(String::as_str), Some("true"));
+    let execs = &execs[1..];
     assert_eq!(execs[0].argv[4], "/workspace", "unpacked in the directory");
-    assert_eq!(execs[0].argv[6..], ["tar", "-x", "-f", "-", "--no-overwrite-dir"]);
+    assert_eq!(execs[0].argv[7..], ["tar", "-x", "-f", "-", "--no-overwrite-dir"]);
     assert_eq!(execs[1].argv[4], "/workspace", "packed from the parent");
     assert_eq!(execs[1].argv.last().unwrap(), "greet.py");
     // Over the limit: an archive error, not a truncated archive.
@@ -569,16 +635,28 @@ async fn teardown_deletes_the_pod_now_and_its_policy_and_waits_until_it_is_gone(
 }
 
 #[tokio::test]
-async fn the_sweep_deletes_only_this_runners_pods_of_the_run() {
+async fn the_sweep_deletes_only_this_runners_pods_policies_services_and_secrets_of_the_run() {
     let api = FakeApi::start(move |r: &Seen| {
-        let pod = |name: &str, owner: &str| {
+        let item = |name: &str, owner: &str| {
             json!({"metadata": {"name": name, "annotations": {LABEL_OWNER: owner}}})
         };
+        let list = |kind: &str, items: Vec<Value>| {
+            Reply::Json(200, json!({"apiVersion": "v1", "kind": kind, "metadata": {}, "items": items}))
+        };
         match r.method.as_str() {
-            "GET" if r.target.contains("/pods") => Reply::Json(200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
-                "items": [pod("mine", &owner_label()), pod("theirs", "other-host:1:1")]})),
-            "GET" => Reply::Json(200, json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicyList", "metadata": {},
-                "items": [pod("mine", &owner_label())]})),
+            "GET" if r.target.contains("/pods") => list(
+                "PodList",
+                vec![item("mine", &owner_label()), item("theirs", "other-host:1:1")],
+            ),
+            "GET" if r.target.contains("/services") => list(
+                "ServiceList",
+                vec![item("reeval-gw-1-20000", &owner_label()), item("their-svc", "other-host:1:1")],
+            ),
+            "GET" if r.target.contains("/secrets") => list(
+                "SecretList",
+                vec![item("reeval-gw-1", &owner_label()), item("their-secret", "other-host:1:1")],
+            ),
+            "GET" => list("NetworkPolicyList", vec![item("mine", &owner_label())]),
             _ => Reply::Json(200, json!({"kind": "Status", "status": "Success"})),
         }
     })
@@ -594,13 +672,133 @@ async fn the_sweep_deletes_only_this_runners_pods_of_the_run() {
             "DELETE /api/v1/namespaces/evals/pods/mine",
             "GET /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies",
             "DELETE /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/mine",
+            // The run's gateway: its attempts' Services, and the Secret with its credentials.
+            "GET /api/v1/namespaces/evals/services",
+            "DELETE /api/v1/namespaces/evals/services/reeval-gw-1-20000",
+            "GET /api/v1/namespaces/evals/secrets",
+            "DELETE /api/v1/namespaces/evals/secrets/reeval-gw-1",
         ]
     );
-    assert!(
-        api.seen()[0].target.contains("labelSelector=dev.reeval.run=run-1"),
-        "{}",
-        api.seen()[0].target
+    for seen in api.seen().iter().filter(|s| s.method == "GET") {
+        assert!(seen.target.contains("labelSelector=dev.reeval.run=run-1"), "{}", seen.target);
+    }
+}
+
+/// The run's gateway: a Secret with the CA and the brokered values under the
+/// gateway pod's variable names; a pod that gets them as variables and
+/// nothing else of the host; a Service per attempt selecting that pod on the
+/// attempt's port; and the attempt pod's policy, which lets it reach only that.
+#[test]
+fn the_gateway_pod_its_secret_service_and_the_attempts_policy() {
+    let request = crate::sandbox::GatewayRequest {
+        labels: BTreeMap::from([
+            (LABEL_RUN.to_string(), "run:1".to_string()),
+            (crate::sandbox::LABEL_ATTEMPT.to_string(), "a-1".to_string()),
+        ]),
+        binary: Arc::new(Vec::new()),
+        base_image: "reeval/base:latest".into(),
+        files: Vec::new(),
+        env: Vec::new(),
+        command: Vec::new(),
+        port: 3128,
+    };
+    let labels = gateway::run_labels(&request, "reeval-gw-1");
+    assert!(!labels.contains_key(crate::sandbox::LABEL_ATTEMPT), "the run's, not an attempt's");
+    assert_eq!(labels[gateway::LABEL_GATEWAY], "reeval-gw-1");
+    let credentials = BTreeMap::from([(
+        "REEVAL_GW_SECRET_API_KEY".to_string(),
+        secrecy::SecretString::from("real-value"),
+    )]);
+
+    let secret = gateway::secret("reeval-gw-1", &labels, "me:1:2", (b"CERT", b"KEY"), &credentials);
+    let secret = serde_json::to_value(&secret).unwrap();
+    assert_eq!(secret["metadata"]["labels"][LABEL_RUN], "run-1");
+    assert_eq!(secret["metadata"]["annotations"][LABEL_OWNER], "me:1:2");
+    let data = secret["data"].as_object().unwrap();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        ["REEVAL_GW_CA_CERT", "REEVAL_GW_CA_KEY", "REEVAL_GW_SECRET_API_KEY"]
     );
+    // base64 of "real-value"
+    assert_eq!(data["REEVAL_GW_SECRET_API_KEY"], "cmVhbC12YWx1ZQ==");
+
+    let names: Vec<String> = credentials.keys().cloned().collect();
+    let pod = gateway::gateway_pod(
+        "reeval-gw-1",
+        "reeval/gateway:1",
+        &labels,
+        "me:1:2",
+        &KubernetesConfig::default(),
+        &names,
+    );
+    let pod = serde_json::to_value(&pod).unwrap();
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "reeval/gateway:1");
+    assert_eq!(container["command"], json!(["sleep", "infinity"]));
+    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
+    assert_eq!(pod["metadata"]["labels"][gateway::LABEL_GATEWAY], "reeval-gw-1");
+    assert!(pod["spec"]["volumes"].is_null(), "nothing of the host is mounted");
+    let env = container["env"].as_array().unwrap();
+    let from: Vec<(&str, &str, &str)> = env
+        .iter()
+        .map(|e| {
+            let r = &e["valueFrom"]["secretKeyRef"];
+            (e["name"].as_str().unwrap(), r["name"].as_str().unwrap(), r["key"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        from,
+        [
+            ("REEVAL_GW_CA_CERT", "reeval-gw-1", "REEVAL_GW_CA_CERT"),
+            ("REEVAL_GW_CA_KEY", "reeval-gw-1", "REEVAL_GW_CA_KEY"),
+            ("REEVAL_GW_SECRET_API_KEY", "reeval-gw-1", "REEVAL_GW_SECRET_API_KEY"),
+        ]
+    );
+    assert!(env.iter().all(|e| e.get("value").is_none()), "no value in the pod spec");
+
+    let service =
+        gateway::service("reeval-gw-1-20000", "reeval-gw-1", &request.labels, "me:1:2", 20000);
+    let service = serde_json::to_value(&service).unwrap();
+    assert_eq!(service["spec"]["selector"], json!({gateway::LABEL_GATEWAY: "reeval-gw-1"}));
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "proxy", "port": 20000, "targetPort": 20000, "protocol": "TCP"}])
+    );
+    assert_eq!(service["metadata"]["labels"][crate::sandbox::LABEL_ATTEMPT], "a-1");
+
+    // The attempt's pod: its policy allows egress to the gateway pods on its port, nothing else.
+    let mut spec = spec();
+    spec.network = crate::sandbox::NetworkSpec::PodGateway {
+        pod_labels: BTreeMap::from([(
+            gateway::LABEL_GATEWAY.to_string(),
+            "reeval-gw-1".to_string(),
+        )]),
+        port: 20000,
+    };
+    spec.main_process = Some(vec!["/run/reeval/reeval-relay".into(), "supervise".into()]);
+    let policy = serde_json::to_value(pod::policy("reeval-abc", &spec, "me:1:2")).unwrap();
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert!(policy["spec"]["ingress"].is_null(), "nothing in");
+    assert_eq!(
+        policy["spec"]["egress"],
+        json!([{"to": [{"podSelector": {"matchLabels": {gateway::LABEL_GATEWAY: "reeval-gw-1"}}}],
+                "ports": [{"protocol": "TCP", "port": 20000}]}])
+    );
+    let none = serde_json::to_value(pod::policy("reeval-abc", &self::spec(), "me:1:2")).unwrap();
+    assert!(none["spec"]["egress"].is_null(), "without a gateway: nothing out");
+    // Its relay is copied in after the pod started: the main process waits until it runs.
+    let manifest = serde_json::to_value(pod::manifest(
+        "reeval-abc",
+        &spec,
+        &KubernetesConfig::default(),
+        "me:1:2",
+    ))
+    .unwrap();
+    let command: Vec<String> =
+        serde_json::from_value(manifest["spec"]["containers"][0]["command"].clone()).unwrap();
+    assert_eq!(command[..2], ["/bin/sh", "-c"]);
+    assert_eq!(command[3..], ["/run/reeval/reeval-relay", "supervise"]);
 }
 
 #[tokio::test]
@@ -667,7 +865,15 @@ async fn images_reeval_builds_need_a_registry_and_say_so() {
         .await
         .unwrap_err();
     assert!(matches!(e, SandboxError::ImageMissing { .. }), "{e}");
-    assert!(e.to_string().contains("Image::from"), "{e}");
+    assert!(e.to_string().contains("Image::from") && e.to_string().contains("registry ="), "{e}");
+    // With a registry, preflight lets it through (it is built and pushed in the image phase).
+    let install = ImageSpec::Install { base: "debian:12".into(), steps: vec!["true".into()] };
+    assert!(backend.check_image(&install).is_err());
+    let with = api.backend(KubernetesConfig {
+        registry: Some("127.0.0.1:5000".into()),
+        ..Default::default()
+    });
+    assert!(with.check_image(&install).is_ok());
 }
 
 #[tokio::test]
