@@ -244,7 +244,8 @@ async fn exec_in(id: &str, argv: &[&str]) -> Option<i64> {
         ..Default::default()
     };
     let exec = docker.create_exec(id, options).await.ok()?;
-    if let Ok(StartExecResults::Attached { mut output, .. }) = docker.start_exec(&exec.id, None).await
+    if let Ok(StartExecResults::Attached { mut output, .. }) =
+        docker.start_exec(&exec.id, None).await
     {
         use futures_util::StreamExt;
         while output.next().await.is_some() {}

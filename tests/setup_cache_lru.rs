@@ -18,8 +18,10 @@ use reeval::{Eval, Outcome, Record};
 
 fn cached(name: &str, nonce: &str, step: &str) -> Eval {
     let env = Environment::new().env("CACHE_LRU_NONCE", nonce).setup(step.to_string());
-    Eval::new(name, |c| Box::pin(async move { expect(c.exec("cat built.txt").await?).to_succeed() }))
-        .environment(move || env.clone())
+    Eval::new(name, |c| {
+        Box::pin(async move { expect(c.exec("cat built.txt").await?).to_succeed() })
+    })
+    .environment(move || env.clone())
 }
 
 fn detail<'a>(r: &'a Record, phase: &str) -> &'a str {
@@ -53,8 +55,9 @@ fn filled(r: &Record) -> String {
 /// Every cached setup on the engine: reference → size.
 async fn cached_images(docker: &reeval::bollard::Docker) -> HashMap<String, u64> {
     let filters = HashMap::from([("label", vec!["dev.reeval.setup"])]);
-    let options =
-        reeval::bollard::query_parameters::ListImagesOptionsBuilder::default().filters(&filters).build();
+    let options = reeval::bollard::query_parameters::ListImagesOptionsBuilder::default()
+        .filters(&filters)
+        .build();
     let mut all = HashMap::new();
     for image in docker.list_images(Some(options)).await.expect("list images") {
         for tag in image.repo_tags.iter().filter(|t| t.starts_with("reeval/setup:")) {
@@ -87,8 +90,10 @@ async fn past_the_cap_the_least_recently_used_setup_is_evicted_and_the_others_ke
     let (ref_a, ref_b) = (format!("reeval/setup:{digest_a}"), format!("reeval/setup:{digest_b}"));
     for other in before.keys().filter(|r| **r != ref_a && **r != ref_b) {
         let (repo, tag) = other.split_once(':').expect("repo:tag");
-        let options =
-            reeval::bollard::query_parameters::TagImageOptionsBuilder::default().repo(repo).tag(tag).build();
+        let options = reeval::bollard::query_parameters::TagImageOptionsBuilder::default()
+            .repo(repo)
+            .tag(tag)
+            .build();
         let _ = docker.tag_image(other, Some(options)).await;
     }
     let total: u64 = before.values().sum();

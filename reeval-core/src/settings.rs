@@ -364,12 +364,9 @@ impl Vars<'_> {
             .iter()
             .find_map(|(unit, shift)| t.strip_suffix(unit).map(|n| (n.trim(), *shift)))
             .unwrap_or((t, 0));
-        number
-            .parse::<u64>()
-            .ok()
-            .and_then(|n| n.checked_mul(1 << shift))
-            .map(Some)
-            .ok_or_else(|| Self::fail(name, &v, "expected bytes, or a whole number of KiB, MiB or GiB"))
+        number.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << shift)).map(Some).ok_or_else(
+            || Self::fail(name, &v, "expected bytes, or a whole number of KiB, MiB or GiB"),
+        )
     }
 
     /// A rate between 0 and 1.
@@ -890,7 +887,8 @@ mod tests {
 
     #[test]
     fn the_setup_caches_cap_reads_bytes_or_a_unit() {
-        let cap = |v: &str| load(&[], &[("REEVAL_SETUP_CACHE_MAX", v)]).map(|s| s.setup_cache_max_bytes);
+        let cap =
+            |v: &str| load(&[], &[("REEVAL_SETUP_CACHE_MAX", v)]).map(|s| s.setup_cache_max_bytes);
         assert_eq!(load(&[], &[]).unwrap().setup_cache_max_bytes, 20 << 30);
         assert_eq!(cap("1048576").unwrap(), 1 << 20);
         assert_eq!(cap("500 MiB").unwrap(), 500 << 20);

@@ -46,7 +46,7 @@ pub(crate) async fn collect(
     if *baseline == untouched && *last == untouched {
         // Prints the workspace's first entry other than `.git`, and stops there.
         let first = Command::new("find")
-            .args([".", "-mindepth", "1", "-maxdepth", "1", "!", "-name", ".git", "-print", "-quit"])
+            .args(". -mindepth 1 -maxdepth 1 ! -name .git -print -quit".split(' '))
             .user("0");
         let out = handle.exec(first).await?;
         if out.success() && out.stdout.is_empty() {

@@ -61,11 +61,8 @@ pub(crate) async fn dispatch(
     let turnstile = Arc::new(Turnstile::default());
     let mut next_ticket = 0;
     let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
-    let fills = Arc::new(SetupFills::new(
-        MAX_FILLS,
-        config.setup_cache_max_bytes,
-        runner.shutdown.clone(),
-    ));
+    let fills =
+        Arc::new(SetupFills::new(MAX_FILLS, config.setup_cache_max_bytes, runner.shutdown.clone()));
     let prestart = Prestart::new(config.prestart);
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();

@@ -95,9 +95,14 @@ impl SetupFills {
             return Ok(());
         }
         let harness = harnesses.make(&plan.harness_spec);
-        let ForCache { sandbox, prepared } =
-            attempt::prepare_for_cache(plan, backend.clone(), harness, secrets, self.shutdown.clone())
-                .await;
+        let ForCache { sandbox, prepared } = attempt::prepare_for_cache(
+            plan,
+            backend.clone(),
+            harness,
+            secrets,
+            self.shutdown.clone(),
+        )
+        .await;
         let committed = match (&prepared, &sandbox) {
             (Ok((made, _)), _) if made != digest => {
                 Err(format!("its inputs gave another key ({made}) when prepared again"))
@@ -106,7 +111,9 @@ impl SetupFills {
                 let commit = backend.commit_setup(sandbox.id(), digest, labels, self.max_bytes);
                 match tokio::time::timeout(COMMIT_LIMIT, commit).await {
                     Ok(r) => r.map_err(|e| e.to_string()),
-                    Err(_) => Err(format!("the commit took longer than {}s", COMMIT_LIMIT.as_secs())),
+                    Err(_) => {
+                        Err(format!("the commit took longer than {}s", COMMIT_LIMIT.as_secs()))
+                    }
                 }
             }
             (Ok(_), None) => Err("no sandbox was prepared".into()),
