@@ -1,7 +1,11 @@
-//! The setup cache against the real Docker engine: a hit gives the same
-//! snapshot, diff and check results as a miss; a setup a secret could reach
+//! The setup cache against the real Docker engine: a miss ends without
+//! waiting for its setup's commit (a fill in the background commits a sandbox
+//! of its own, and the run waits for it); a later run hits, with the same
+//! snapshot, diff and check results as the miss; a setup a secret could reach
 //! is not cached (unless the eval says so); changing any input misses; the
-//! cache survives across runs and `reeval images prune` removes it.
+//! cache survives across runs and `reeval images prune` removes it; an
+//! interruption during a fill's commit leaves no container and no image
+//! that is not whole.
 //!
 //! Every eval here carries a variable unique to this test process, so its
 //! key is its own and nothing cached by another run is hit. Images are
@@ -39,8 +43,17 @@ fn detail<'a>(r: &'a Record, phase: &str) -> &'a str {
     r.phases.iter().find(|p| p.phase.as_str() == phase).map(|p| p.detail.as_str()).unwrap_or("")
 }
 
+/// The digest a miss asked to be filled in the background.
 fn cached_as(r: &Record) -> Option<&str> {
-    detail(r, "snapshot").split("setup cached as ").nth(1)
+    detail(r, "snapshot")
+        .split("setup cache miss, ")
+        .nth(1)?
+        .strip_suffix(" is filled in the background")
+}
+
+async fn image_exists(digest: &str) -> bool {
+    let docker = DockerBackend::connect().await.expect("the engine answers");
+    docker.image_id(&format!("reeval/setup:{digest}")).await.expect("inspect").is_some()
 }
 
 fn hit(r: &Record) -> Option<&str> {
@@ -56,23 +69,56 @@ async fn prune(run_id: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_hit_behaves_like_a_miss_survives_the_run_and_is_pruned() {
+async fn a_miss_ends_before_its_fill_and_a_later_run_hits_the_same_workspace() {
     require_docker!();
     let nonce = nonce();
     let env = environment(&nonce, "sleep 2 && echo prepared > built.txt", "given\n");
-    // One run, two trials one after the other: a miss that caches, then a hit.
+    // The miss: its record is final while the fill still prepares and commits.
+    let dir = common::temp_dir("setup-cache-a");
     let first = common::runner_with("setup-cache-a", |c| {
+        c.record_dir = dir.clone();
         c.threads = 1;
-        c.trials = Some(2);
+        c.trials = Some(1);
         c.setup_cache = true;
     });
-    let report = first.run(vec![prepared("cached_setup", env.clone())]).await.expect("preflight");
-    let (miss, hit1) = (&report.records[0], &report.records[1]);
-    for r in [miss, hit1] {
-        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-    }
-    let digest = cached_as(miss).expect("the miss cached its setup").to_string();
+    let run = {
+        let (first, env) = (first.clone(), env.clone());
+        tokio::spawn(async move { first.run(vec![prepared("cached_setup", env)]).await })
+    };
+    let record_file = |dir: &std::path::Path| {
+        std::fs::read_dir(dir).ok()?.flatten().find_map(|run| {
+            let file = run.path().join("cached_setup.shell.t1.try1.json");
+            file.exists().then_some(file)
+        })
+    };
+    let began = std::time::Instant::now();
+    let written = loop {
+        if let Some(file) = record_file(&dir) {
+            break file;
+        }
+        assert!(began.elapsed() < std::time::Duration::from_secs(120), "no record");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let recorded: Record =
+        serde_json::from_slice(&std::fs::read(&written).unwrap()).expect("a record");
+    let digest = cached_as(&recorded).expect("the miss asked for a fill").to_string();
+    assert!(
+        !image_exists(&digest).await,
+        "the miss's record was written before its setup's image existed"
+    );
+    let report = run.await.unwrap().expect("preflight");
+    let miss = &report.records[0];
+    assert_eq!(miss.outcome, Outcome::Pass, "{:?}", miss.message);
     assert_eq!(hit(miss), None);
+    assert!(image_exists(&digest).await, "the run waited for its fill");
+    // The fill's sandbox is gone too.
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0);
+
+    // A later run hits: the same snapshot, the same diffs, the same check results.
+    let second = common::runner_with("setup-cache-b", |c| c.setup_cache = true);
+    let again = second.run(vec![prepared("cached_setup", env.clone())]).await.expect("preflight");
+    let hit1 = &again.records[0];
+    assert_eq!(hit1.outcome, Outcome::Pass, "{:?}", hit1.message);
     assert_eq!(hit(hit1), Some(digest.as_str()), "{:?}", hit1.phases);
     // A hit skips workspace, files and setup steps, and spends no time on them.
     let names: Vec<&str> = hit1.phases.iter().map(|p| p.phase.as_str()).collect();
@@ -85,19 +131,12 @@ async fn a_hit_behaves_like_a_miss_survives_the_run_and_is_pruned() {
         setup_ms(miss),
         setup_ms(hit1)
     );
-    // The same snapshot, the same diffs, the same check results.
     assert_eq!(detail(miss, "snapshot").split(';').next(), Some(detail(hit1, "snapshot")));
     assert_eq!(miss.turns[0].diff, hit1.turns[0].diff);
     assert_eq!(miss.final_diff, hit1.final_diff);
     assert_eq!(miss.checks[0].stdout_tail, "prepared\nmore\ngiven\n");
     assert_eq!(miss.checks[0].stdout_tail, hit1.checks[0].stdout_tail);
     assert_eq!(miss.checks[0].exit_code, hit1.checks[0].exit_code);
-
-    // A later run hits the same image.
-    let second = common::runner_with("setup-cache-b", |c| c.setup_cache = true);
-    let again = second.run(vec![prepared("cached_setup", env.clone())]).await.expect("preflight");
-    assert_eq!(hit(&again.records[0]), Some(digest.as_str()));
-    assert_eq!(again.records[0].turns[0].diff, miss.turns[0].diff);
 
     // `reeval images prune` (here for the run that made it) removes it; the next run misses.
     assert_eq!(prune(&report.run_id).await, [format!("reeval/setup:{digest}")]);
@@ -191,4 +230,81 @@ async fn a_setup_a_secret_could_reach_is_not_cached_unless_the_eval_says_so() {
     assert_eq!(included.outcome, Outcome::Pass, "{:?}", included.message);
     assert!(cached_as(included).is_some(), "{:?}", included.phases);
     prune(&report.run_id).await;
+}
+
+/// Runs `argv` in container `id`; its exit code.
+async fn exec_in(id: &str, argv: &[&str]) -> Option<i64> {
+    use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
+    let docker = DockerBackend::connect().await.expect("the engine answers");
+    let docker = docker.client();
+    let options = CreateExecOptions::<String> {
+        cmd: Some(argv.iter().map(|a| a.to_string()).collect()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        ..Default::default()
+    };
+    let exec = docker.create_exec(id, options).await.ok()?;
+    if let Ok(StartExecResults::Attached { mut output, .. }) =
+        docker.start_exec(&exec.id, None).await
+    {
+        use futures_util::StreamExt;
+        while output.next().await.is_some() {}
+    }
+    docker.inspect_exec(&exec.id).await.ok()?.exit_code
+}
+
+#[tokio::test]
+async fn an_interruption_during_a_fills_commit_leaves_no_container_and_no_half_image() {
+    require_docker!();
+    let nonce = nonce();
+    // Enough files that the commit takes seconds here; built.txt is the setup's last file.
+    let step = "mkdir many && (cd many && seq 1 3000 | xargs touch) && echo prepared > built.txt";
+    let env = environment(&nonce, step, "given\n");
+    let run_id = format!("setup-cache-interrupted-{}", std::process::id());
+    let runner = common::runner_with("setup-cache-interrupted", |c| {
+        c.run_id = run_id.clone();
+        c.threads = 1;
+        c.trials = Some(1);
+        c.setup_cache = true;
+    });
+    let shutdown = runner.shutdown_token();
+    let run = {
+        let env = env.clone();
+        tokio::spawn(async move { runner.run(vec![prepared("interrupted_fill", env)]).await })
+    };
+    // The fill's sandbox is try 0 of the trial; once its setup is done, its commit follows.
+    let docker = DockerBackend::connect().await.expect("the engine answers");
+    let began = std::time::Instant::now();
+    'found: loop {
+        assert!(began.elapsed() < std::time::Duration::from_secs(180), "no fill was seen");
+        let fills = docker
+            .containers_labelled("dev.reeval.attempt", Some("interrupted_fill.shell.t1.try0"))
+            .await
+            .expect("list containers");
+        for (id, _) in fills {
+            if exec_in(&id, &["test", "-f", "/workspace/built.txt"]).await == Some(0) {
+                break 'found;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // What the suite's SIGTERM and Ctrl-C handler does.
+    shutdown.cancel();
+    let report = run.await.unwrap().expect("preflight");
+    let digest = cached_as(&report.records[0]).expect("the miss asked for a fill").to_string();
+    assert_eq!(common::containers_of_run(&run_id).await, 0, "no container is left");
+    // The engine tags an image only once its commit is whole: if there is one, a
+    // later run hits it and finds everything the setup made.
+    if image_exists(&digest).await {
+        let later = common::runner_with("setup-cache-after-interrupt", |c| c.setup_cache = true)
+            .run(vec![prepared("interrupted_fill", env)])
+            .await
+            .expect("preflight");
+        let r = &later.records[0];
+        assert_eq!(hit(r), Some(digest.as_str()), "{:?}", r.phases);
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+        assert_eq!(r.checks[0].stdout_tail, "prepared\nmore\ngiven\n");
+    }
+    prune(&run_id).await;
 }

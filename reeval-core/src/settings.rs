@@ -20,6 +20,7 @@
 //! | JUnit file | `--junit` | `REEVAL_JUNIT` | | none |
 //! | stream agent events | `--stream` | `REEVAL_STREAM` (a yes/no word) | | off |
 //! | setup cache | `--no-setup-cache` | `REEVAL_SETUP_CACHE` (a yes/no word) | | on |
+//! | setup cache's size cap | | `REEVAL_SETUP_CACHE_MAX` (bytes, or with `KiB`, `MiB`, `GiB`) | | 20 GiB |
 //! | start ahead | `--prestart N` | `REEVAL_PRESTART` | `prestart` | 0 |
 //! | slow-attempt notice | | `REEVAL_SLOW_AFTER` | | 60s, repeated |
 //! | prices | | | `[prices.<model>]` | built-in list prices |
@@ -278,6 +279,8 @@ pub struct Settings {
     pub stream: bool,
     /// Whether prepared sandboxes are cached (see `crate::setup_cache`).
     pub setup_cache: bool,
+    /// The setup cache's size cap in bytes.
+    pub setup_cache_max_bytes: u64,
     /// Containers created ahead of their slot.
     pub prestart: usize,
     /// After how long a running attempt is announced (and again after each further period).
@@ -351,6 +354,19 @@ impl Vars<'_> {
     fn whole<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, SettingsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
         v.trim().parse::<T>().map(Some).map_err(|_| Self::fail(name, &v, "expected a whole number"))
+    }
+
+    /// A size: whole bytes, or a whole number of `KiB`, `MiB` or `GiB`.
+    fn bytes(&self, name: &str) -> Result<Option<u64>, SettingsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        let t = v.trim();
+        let (number, shift) = [("GiB", 30), ("MiB", 20), ("KiB", 10)]
+            .iter()
+            .find_map(|(unit, shift)| t.strip_suffix(unit).map(|n| (n.trim(), *shift)))
+            .unwrap_or((t, 0));
+        number.parse::<u64>().ok().and_then(|n| n.checked_mul(1 << shift)).map(Some).ok_or_else(
+            || Self::fail(name, &v, "expected bytes, or a whole number of KiB, MiB or GiB"),
+        )
     }
 
     /// A rate between 0 and 1.
@@ -441,6 +457,7 @@ impl Settings {
             junit: None,
             stream: false,
             setup_cache: true,
+            setup_cache_max_bytes: crate::setup_cache::DEFAULT_MAX_BYTES,
             prestart: 0,
             slow_after: Duration::from_secs(60),
             prices: crate::prices::PriceTable::default(),
@@ -500,6 +517,7 @@ impl Settings {
         let junit = vars.get("REEVAL_JUNIT").map(PathBuf::from);
         let stream = vars.flag("REEVAL_STREAM")?;
         let setup_cache = vars.flag("REEVAL_SETUP_CACHE")?;
+        let setup_cache_max = vars.bytes("REEVAL_SETUP_CACHE_MAX")?;
         let prestart = vars.whole::<usize>("REEVAL_PRESTART")?;
         let slow_after = vars.duration("REEVAL_SLOW_AFTER")?;
         let trials = vars.count::<u32>("REEVAL_TRIALS")?;
@@ -538,6 +556,9 @@ impl Settings {
         s.junit = args.junit.clone().or(junit);
         s.stream = args.stream || stream.unwrap_or(false);
         s.setup_cache = !args.no_setup_cache && setup_cache.unwrap_or(true);
+        if let Some(max) = setup_cache_max {
+            s.setup_cache_max_bytes = max;
+        }
         s.prestart = args.prestart.or(prestart).or(suite.prestart).unwrap_or(0);
         if let Some(d) = slow_after {
             s.slow_after = d;
@@ -656,6 +677,7 @@ impl Settings {
             egress: Default::default(),
             engines: self.engines.clone(),
             setup_cache: self.setup_cache,
+            setup_cache_max_bytes: self.setup_cache_max_bytes,
             prestart: self.prestart,
             kubernetes: self.kubernetes.clone(),
             compare: None,
@@ -861,6 +883,18 @@ mod tests {
         }
         // The flag wins over a falsy variable.
         assert!(load(&["-v"], &[("REEVAL_VERBOSE", "0")]).unwrap().verbose);
+    }
+
+    #[test]
+    fn the_setup_caches_cap_reads_bytes_or_a_unit() {
+        let cap =
+            |v: &str| load(&[], &[("REEVAL_SETUP_CACHE_MAX", v)]).map(|s| s.setup_cache_max_bytes);
+        assert_eq!(load(&[], &[]).unwrap().setup_cache_max_bytes, 20 << 30);
+        assert_eq!(cap("1048576").unwrap(), 1 << 20);
+        assert_eq!(cap("500 MiB").unwrap(), 500 << 20);
+        assert_eq!(cap("2GiB").unwrap(), 2 << 30);
+        let e = cap("lots").unwrap_err().to_string();
+        assert!(e.contains("REEVAL_SETUP_CACHE_MAX") && e.contains("lots"), "{e}");
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! The setup cache. After the setup steps and the snapshot, the prepared
-//! sandbox is committed as an image `reeval/setup:<digest>`, keyed by a
+//! The setup cache. A prepared sandbox (after the setup steps) is committed
+//! as an image `reeval/setup:<digest>`, keyed by a
 //! digest of everything that went into it: the base image's id, the
 //! workspace's source and revision, the files, rules and setup steps, the
 //! variables, the setup's network, the harness and reeval's version. A later
 //! attempt with the same key (in this run or a later one) starts from that
 //! image and skips the workspace, files and setup phases; its record's setup
 //! phase says `setup cache hit <digest>`. The snapshot is still read from
-//! the sandbox, so the agent and every diff see the same workspace.
+//! the sandbox, so the agent and every diff see the same workspace. An
+//! attempt that misses is not committed: a fill in the background prepares
+//! and commits a sandbox of its own (`runner/setup_fill.rs`).
 //!
 //! A setup that could receive a secret value (the egress gateway brokers a
 //! secret while it runs) is not cached unless the environment says

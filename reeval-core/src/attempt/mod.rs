@@ -8,6 +8,7 @@
 
 mod calls;
 mod ctx;
+mod fill;
 mod phases;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -21,6 +22,7 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 pub use ctx::Ctx;
+pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
 pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 
 use crate::budget::Budget;
@@ -63,6 +65,8 @@ pub(crate) struct AttemptPlan {
     pub(crate) egress: Arc<lifecycle::gateway::RunEgress>,
     /// Whether the run caches prepared sandboxes (`--no-setup-cache` turns it off).
     pub(crate) setup_cache: bool,
+    /// Where a miss of the setup cache asks for it to be filled in the background.
+    pub(crate) ask_fill: Option<AskFill>,
 }
 
 /// Where the sandbox is.
@@ -140,8 +144,22 @@ pub(crate) struct Attempt {
     setup_cache: bool,
     /// A container made ahead of the attempt's slot (`--prestart`) and its image, until used.
     prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
+    /// What the sandbox is for: an eval, or the setup cache.
+    purpose: Purpose,
+    /// The setup cache's key, once the sandbox prepared a setup the cache may keep and
+    /// does not hold yet (a miss).
+    cache_digest: Option<String>,
     /// Under `--harness oracle`: the eval's reference solution, until the first `send` runs it.
     pub(super) oracle: Oracle,
+}
+
+/// What an attempt's sandbox is prepared for.
+#[derive(Debug, Clone)]
+enum Purpose {
+    /// An eval: on a setup cache miss, a fill is asked for (when the run fills).
+    Eval(Option<AskFill>),
+    /// Filling the setup cache (`fill.rs`): prepared, never snapshotted, then committed.
+    Fill,
 }
 
 /// The oracle of an attempt under `--harness oracle`.
@@ -270,7 +288,11 @@ impl Attempt {
             .unwrap_or_else(|| "AGENTS.md".into());
         // A prepared sandbox of the same inputs, cached by an earlier attempt, replaces
         // the workspace, files and setup phases.
-        let cache_digest = self.setup_cache_digest(&image.id, &rules_file, egress_plan.as_ref());
+        let cache_digest = if backend.caches_setups() {
+            self.setup_cache_digest(&image.id, &rules_file, egress_plan.as_ref())
+        } else {
+            None
+        };
         let cache_hit = match &cache_digest {
             Some(digest) => backend.find_setup(digest).await.ok().flatten(),
             None => None,
@@ -412,9 +434,17 @@ impl Attempt {
         let own_image =
             self.env.image.is_some() || self.harness.as_ref().is_some_and(|h| h.image().is_some());
         let written = self.env.prepares_workspace() || own_image;
-        let commit_as = cache_digest.as_deref().filter(|_| !hit);
-        let labels = lifecycle::container::labels(&self.record.run_id, &attempt_id);
-        let (baseline, cached) = self
+        // A miss is cached by a fill in the background (`runner/setup_fill.rs`), from a
+        // sandbox of its own: committing this one while the eval acts in it would cache
+        // the agent's changes, and waiting for the commit here would put it on the
+        // attempt's critical path.
+        let fill = match (&self.purpose, cache_digest.as_deref().filter(|_| !hit)) {
+            (Purpose::Eval(Some(ask)), Some(digest)) => Some((ask.clone(), digest.to_string())),
+            _ => None,
+        };
+        let for_cache = matches!(self.purpose, Purpose::Fill);
+        self.cache_digest = cache_digest.filter(|_| !hit);
+        let baseline = self
             .phases
             .run(
                 Phase::Snapshot,
@@ -424,26 +454,20 @@ impl Attempt {
                         // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
                         lifecycle::snapshot::prepare_agent_user(&handle).await?;
                     }
-                    let snapshot = lifecycle::snapshot::take(&handle, written).await?;
-                    let cached = match commit_as {
-                        Some(digest) => Some(
-                            backend
-                                .commit_setup(handle.sandbox().id(), digest, &labels)
-                                .await
-                                .map(|()| digest.to_string()),
-                        ),
-                        None => None,
-                    };
-                    Ok((snapshot, cached))
+                    // A sandbox for the cache is committed, never diffed.
+                    lifecycle::snapshot::take(&handle, written && !for_cache).await
                 },
-                |(s, cached)| match cached {
-                    Some(Ok(digest)) => format!("{} files; setup cached as {digest}", s.len()),
-                    _ => format!("{} files", s.len()),
+                |s| match &fill {
+                    Some((_, digest)) => format!(
+                        "{} files; setup cache miss, {digest} is filled in the background",
+                        s.len()
+                    ),
+                    None => format!("{} files", s.len()),
                 },
             )
             .await?;
-        if let Some(Err(e)) = cached {
-            self.phases.log.event(format!("failed to cache the setup: {e}"));
+        if let Some((ask, digest)) = fill {
+            ask.ask(&digest);
         }
         Ok(Ready { handle, baseline, last: None, agent_user: written, session: false })
     }
@@ -955,6 +979,73 @@ impl AttemptPlan {
     }
 }
 
+impl Attempt {
+    /// A fresh attempt of `plan`, its sandbox not started, its clock not running.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        plan: &AttemptPlan,
+        env: Environment,
+        backend: Option<Arc<dyn Backend>>,
+        harness: Option<Box<dyn Harness>>,
+        secrets: Vec<Secret>,
+        shutdown: &CancellationToken,
+        deadline: Option<Instant>,
+        purpose: Purpose,
+    ) -> Self {
+        let mut record =
+            Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
+        record.arm = plan.arm.clone();
+        record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
+        record.tags = plan.eval.options.tags.clone();
+        record.min_pass_rate = plan.eval.options.min_pass_rate;
+        calls::remember_panic_locations();
+        let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
+        let redactor = plan.redactor.clone();
+        let log = PhaseLog::new(plan.id(), redactor.clone(), plan.events.clone());
+        let budget = Budget::new(plan.timeout);
+        let mut phases = Phases::new(log, budget, deadline);
+        // Preflight ran once for the whole run, before anything started.
+        let started = phases.log.started();
+        phases.record(Phase::Preflight, started, plan.preflight.clone());
+        Attempt {
+            env,
+            backend,
+            harness,
+            secrets,
+            redactor,
+            artifacts_dir,
+            judge_spec: plan.eval.options.judge.clone(),
+            phases,
+            sandbox: SandboxState::NotStarted,
+            record,
+            soft_failures: Vec::new(),
+            captures: Vec::new(),
+            forwards: Vec::new(),
+            oom_kills_seen: 0,
+            turn_unsettled: TurnUnsettled::default(),
+            run_egress: plan.egress.clone(),
+            egress: None,
+            started_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            calls: calls::Calls::default(),
+            interrupt: shutdown.clone(),
+            turn_in_flight: None,
+            setup_cache: plan.setup_cache,
+            prestarted: None,
+            purpose,
+            cache_digest: None,
+            oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec))
+            {
+                (_, false) => Oracle::None,
+                (Some(solve), true) => Oracle::Pending(solve.clone()),
+                (None, true) => Oracle::Missing,
+            },
+        }
+    }
+}
+
 /// Runs one attempt to its record. Never panics on the eval's account.
 pub(crate) async fn run(
     plan: AttemptPlan,
@@ -969,56 +1060,12 @@ pub(crate) async fn run(
         Ok(env) => (env, None),
         Err(panic) => (Environment::default(), Some(panic)),
     };
-    let mut record =
-        Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
-    record.arm = plan.arm.clone();
-    record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
-    record.tags = plan.eval.options.tags.clone();
-    record.min_pass_rate = plan.eval.options.min_pass_rate;
-    calls::remember_panic_locations();
-    let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
-    let redactor = plan.redactor.clone();
-    let log = PhaseLog::new(plan.id(), redactor.clone(), plan.events.clone());
-    let budget = Budget::new(plan.timeout);
     let deadline = plan.eval.options.deadline.map(|d| Instant::now() + d);
-    let mut phases = Phases::new(log, budget.clone(), deadline);
-    // Preflight ran once for the whole run, before anything started.
-    let started = phases.log.started();
-    phases.record(Phase::Preflight, started, plan.preflight.clone());
-    let turn_unsettled = TurnUnsettled::default();
-    let attempt = Attempt {
-        env,
-        backend,
-        harness,
-        secrets,
-        redactor: redactor.clone(),
-        artifacts_dir,
-        judge_spec: plan.eval.options.judge.clone(),
-        phases,
-        sandbox: SandboxState::NotStarted,
-        record,
-        soft_failures: Vec::new(),
-        captures: Vec::new(),
-        forwards: Vec::new(),
-        oom_kills_seen: 0,
-        turn_unsettled: turn_unsettled.clone(),
-        run_egress: plan.egress.clone(),
-        egress: None,
-        started_unix_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-        calls: calls::Calls::default(),
-        interrupt: shutdown.clone(),
-        turn_in_flight: None,
-        setup_cache: plan.setup_cache,
-        prestarted,
-        oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec)) {
-            (_, false) => Oracle::None,
-            (Some(solve), true) => Oracle::Pending(solve.clone()),
-            (None, true) => Oracle::Missing,
-        },
-    };
+    let purpose = Purpose::Eval(plan.ask_fill.clone());
+    let attempt = Attempt::new(&plan, env, backend, harness, secrets, &shutdown, deadline, purpose);
+    let attempt = Attempt { prestarted, ..attempt };
+    let (budget, turn_unsettled) = (attempt.phases.budget.clone(), attempt.turn_unsettled.clone());
+    let redactor = attempt.redactor.clone();
     let mut ctx = Ctx { attempt };
 
     let signal = budget.signal();

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
 use super::prestart::Prestart;
+use super::setup_fill::{FillFrom, MAX_FILLS, SetupFills};
 use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunReport, Runner, final_tries, summarize_priced};
 use crate::attempt::{self, AttemptPlan};
@@ -60,6 +61,8 @@ pub(crate) async fn dispatch(
     let turnstile = Arc::new(Turnstile::default());
     let mut next_ticket = 0;
     let teardowns = Arc::new(Teardowns::new(MAX_DESTROYS));
+    let fills =
+        Arc::new(SetupFills::new(MAX_FILLS, config.setup_cache_max_bytes, runner.shutdown.clone()));
     let prestart = Prestart::new(config.prestart);
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
@@ -123,6 +126,7 @@ pub(crate) async fn dispatch(
                     redactor: redactor.clone(),
                     egress: egress.clone(),
                     setup_cache: config.setup_cache,
+                    ask_fill: None,
                 };
                 let trial_run = TrialRun {
                     slots: slots.clone(),
@@ -135,6 +139,7 @@ pub(crate) async fn dispatch(
                     retries: config.infra_retries,
                     events: tx.clone(),
                     teardowns: teardowns.clone(),
+                    fills: fills.clone(),
                     prestart: prestart.clone(),
                 };
                 next_ticket += 1;
@@ -207,6 +212,8 @@ pub(crate) async fn dispatch(
     // Every sandbox destroyed in the background is gone before the run ends,
     // also when it was interrupted.
     teardowns.wait_all().await;
+    // The setup cache's fills too: a later run may then hit what this one prepared.
+    fills.wait_all().await;
     // Sandboxes whose attempt lost track of them (a create cut short, an engine
     // that went away and came back) go now, not at the next run.
     for engine in pool.engines() {
@@ -306,6 +313,7 @@ struct TrialRun {
     retries: u32,
     events: EventSink,
     teardowns: Arc<Teardowns>,
+    fills: Arc<SetupFills>,
     prestart: Prestart,
 }
 
@@ -363,8 +371,19 @@ impl TrialRun {
             };
             let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
             let harness = self.harnesses.make(&plan.harness_spec);
+            // A miss of the setup cache is filled in the background, on this attempt's engine.
+            let mut attempt_plan = plan.clone();
+            let from = FillFrom {
+                plan: plan.clone(),
+                backend: engine.engine.backend.clone(),
+                harnesses: self.harnesses.clone(),
+                secrets: self.secrets.clone(),
+            };
+            let fills = self.fills.clone();
+            attempt_plan.ask_fill =
+                Some(attempt::AskFill::new(move |digest| fills.fill(digest, from.clone())));
             let mut done = attempt::run(
-                plan.clone(),
+                attempt_plan,
                 Some(engine.engine.backend.clone()),
                 harness,
                 self.secrets.clone(),

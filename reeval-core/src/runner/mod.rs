@@ -14,6 +14,7 @@ pub mod pool;
 mod preflight;
 mod prestart;
 mod provenance;
+mod setup_fill;
 mod suite;
 mod teardown;
 
@@ -79,6 +80,9 @@ pub struct RunConfig {
     pub engines: Vec<pool::EngineSpec>,
     /// Whether prepared sandboxes are cached as images (`--no-setup-cache` turns it off).
     pub setup_cache: bool,
+    /// The setup cache's size cap in bytes (`REEVAL_SETUP_CACHE_MAX`): past it, the least
+    /// recently used cached setups are removed after each commit.
+    pub setup_cache_max_bytes: u64,
     /// Containers created ahead of their slot (`--prestart N`): fresh, never reused.
     pub prestart: usize,
     /// The Kubernetes backend instead of Docker, with its settings (needs the feature `kubernetes`).

@@ -405,6 +405,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Safe: what is not removed now is removed by a later sweep.
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
 
+    /// Whether this engine keeps a setup cache ([`Backend::find_setup`],
+    /// [`Backend::commit_setup`]); without one, no attempt looks it up or fills it.
+    fn caches_setups(&self) -> bool {
+        false
+    }
+
     /// The image of the cached setup `digest`, if this engine holds it (see
     /// `crate::setup_cache`); a found image is marked as just used.
     ///
@@ -418,7 +424,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
 
     /// Commits the prepared sandbox `sandbox_id` as the cached setup
-    /// `digest`, with these labels, and keeps the cache under its size cap.
+    /// `digest`, with these labels, then evicts the least recently used
+    /// cached setups while the cache holds more than `max_bytes`.
     ///
     /// # Errors
     /// [`SandboxError`] when the engine cannot (the default: this backend has no cache).
@@ -430,6 +437,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
         _sandbox_id: &str,
         _digest: &str,
         _labels: &BTreeMap<String, String>,
+        _max_bytes: u64,
     ) -> Result<(), SandboxError> {
         Err(SandboxError::EngineConfig {
             message: format!("the {} backend has no setup cache", self.name()),

@@ -196,6 +196,10 @@ impl Backend for DockerBackend {
         crate::image::ensure(self, spec, extra).await
     }
 
+    fn caches_setups(&self) -> bool {
+        true
+    }
+
     async fn find_setup(&self, digest: &str) -> Result<Option<String>, SandboxError> {
         let found = crate::setup_cache::find(self.client(), digest).await?;
         Ok(found.then(|| crate::setup_cache::reference(digest)))
@@ -206,9 +210,9 @@ impl Backend for DockerBackend {
         sandbox_id: &str,
         digest: &str,
         labels: &BTreeMap<String, String>,
+        max_bytes: u64,
     ) -> Result<(), SandboxError> {
-        let max = crate::setup_cache::DEFAULT_MAX_BYTES;
-        crate::setup_cache::commit(self.client(), sandbox_id, digest, labels, max).await
+        crate::setup_cache::commit(self.client(), sandbox_id, digest, labels, max_bytes).await
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {

@@ -1,0 +1,102 @@
+//! A sandbox prepared for the setup cache rather than for an eval: the same
+//! start phases as an attempt (image, container, gateway, workspace, files,
+//! setup, the agent user), from the same inputs, so the image committed from
+//! it is what the attempt that missed the cache prepared. It is never
+//! snapshotted, runs no eval and writes no record; the run's fills
+//! (`runner/setup_fill.rs`) commit and remove it.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Attempt, AttemptPlan, Purpose, build_environment};
+use crate::error::{Error, Result};
+use crate::harness::Harness;
+use crate::sandbox::{Backend, Sandbox};
+use crate::secrets::Secret;
+
+/// Asks the run to fill the setup cache for a digest, in the background.
+#[derive(Clone)]
+pub(crate) struct AskFill(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl AskFill {
+    pub(crate) fn new(ask: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(ask))
+    }
+
+    pub(crate) fn ask(&self, digest: &str) {
+        (self.0)(digest)
+    }
+}
+
+impl std::fmt::Debug for AskFill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AskFill")
+    }
+}
+
+/// A sandbox prepared for the cache.
+#[derive(Debug)]
+pub(crate) struct ForCache {
+    /// The container, whatever happened: the caller removes it.
+    pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    /// Its key, and the labels its image gets; or why it could not be prepared.
+    pub(crate) prepared: Result<(String, std::collections::BTreeMap<String, String>)>,
+}
+
+/// Prepares a sandbox of `plan`'s eval for the setup cache. Its container is
+/// labelled as try 0 of the plan's trial, so it is never taken for the
+/// attempt's own; its `setup.log` goes to a directory of its own, removed after.
+///
+/// # Errors
+/// In [`ForCache::prepared`]: a start phase failed, the inputs may not be
+/// cached after all, or `shutdown` fired first.
+///
+/// # Cancel safety
+/// Cancelling it may leave a labelled container to the run's end sweep; fire
+/// `shutdown` instead, which stops it and still returns the container.
+pub(crate) async fn prepare_for_cache(
+    mut plan: AttemptPlan,
+    backend: Arc<dyn Backend>,
+    harness: Option<Box<dyn Harness>>,
+    secrets: Vec<Secret>,
+    shutdown: CancellationToken,
+) -> ForCache {
+    let env = match build_environment(&plan.eval) {
+        Ok(env) => env,
+        Err(panic) => {
+            let e = Error::other(format!("failed to build the environment: {panic}"));
+            return ForCache { sandbox: None, prepared: Err(e) };
+        }
+    };
+    plan.try_ = 0;
+    plan.events = None;
+    let mut attempt =
+        Attempt::new(&plan, env, Some(backend), harness, secrets, &shutdown, None, Purpose::Fill);
+    let scratch = std::env::temp_dir().join(format!(
+        "reeval-fill-{}-{}",
+        std::process::id(),
+        attempt.record.artifacts_dir_name()
+    ));
+    attempt.artifacts_dir = scratch.clone();
+    let started = tokio::select! {
+        r = attempt.sandbox() => r.map(|_| ()),
+        _ = shutdown.cancelled() => Err(Error::infra("prepare the setup cache", "the run was interrupted")),
+    };
+    if let Some(egress) = attempt.egress.take() {
+        let _ = egress.close(attempt.started_unix_ms).await;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let sandbox = attempt.handle().map(|h| h.sandbox().clone());
+    let prepared = started.and_then(|()| {
+        let digest = attempt.cache_digest.clone().ok_or_else(|| {
+            Error::infra("prepare the setup cache", "its inputs may not be cached")
+        })?;
+        let labels = crate::lifecycle::container::labels(
+            &attempt.record.run_id,
+            &attempt.record.artifacts_dir_name(),
+        );
+        Ok((digest, labels))
+    });
+    ForCache { sandbox, prepared }
+}

@@ -1,0 +1,149 @@
+//! Filling the setup cache off the critical path. An attempt that misses the
+//! cache prepares its own sandbox as before and does not commit it: a commit
+//! reads the whole container filesystem (seconds for a small setup, over two
+//! minutes for 100,000 files on fuse-overlayfs), and committing the
+//! attempt's own container while its eval acts in it would cache the
+//! agent's changes. The miss asks for a fill instead: here, in the
+//! background, a sandbox of its own is prepared from the same inputs
+//! (`attempt::prepare_for_cache`), committed as `reeval/setup:<digest>` and
+//! removed. One fill per digest per run, a bounded number at once. The run
+//! waits for every fill before it ends. An interruption (Ctrl-C, SIGTERM)
+//! abandons a fill still preparing (its container is removed at once); a
+//! commit already running is waited for, bounded, because the engine
+//! finishes it anyway: the image it tags is whole, and no container is left.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::attempt::{self, AttemptPlan, ForCache};
+use crate::harness::HarnessRegistry;
+use crate::sandbox::Backend;
+use crate::secrets::Secret;
+
+/// Fills running at once, at most: each prepares a sandbox and commits it.
+pub(crate) const MAX_FILLS: usize = 2;
+/// How long one commit may take before the fill gives up waiting for it.
+const COMMIT_LIMIT: Duration = Duration::from_secs(600);
+
+/// The run's background fills.
+#[derive(Debug)]
+pub(crate) struct SetupFills {
+    limit: Arc<Semaphore>,
+    running: Mutex<JoinSet<()>>,
+    /// Digests asked for in this run: each is filled once.
+    asked: Mutex<HashSet<String>>,
+    shutdown: CancellationToken,
+    /// The cache's size cap, kept after each commit.
+    max_bytes: u64,
+}
+
+/// What a fill needs besides its digest: the attempt's plan and where it ran.
+#[derive(Debug, Clone)]
+pub(crate) struct FillFrom {
+    pub(crate) plan: AttemptPlan,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) harnesses: HarnessRegistry,
+    pub(crate) secrets: Vec<Secret>,
+}
+
+impl SetupFills {
+    pub(crate) fn new(max_at_once: usize, max_bytes: u64, shutdown: CancellationToken) -> Self {
+        Self {
+            limit: Arc::new(Semaphore::new(max_at_once.max(1))),
+            running: Mutex::new(JoinSet::new()),
+            asked: Mutex::new(HashSet::new()),
+            shutdown,
+            max_bytes,
+        }
+    }
+
+    /// Fills the cache for `digest` in the background, unless this run
+    /// already did or does; a failure is said on stderr (later attempts then
+    /// prepare their own sandboxes, as on any miss).
+    pub(crate) fn fill(self: &Arc<Self>, digest: &str, from: FillFrom) {
+        if !self.asked.lock().expect("never poisoned").insert(digest.to_string()) {
+            return;
+        }
+        let (fills, digest) = (self.clone(), digest.to_string());
+        let mut running = self.running.lock().expect("never poisoned: no panics under the lock");
+        running.spawn(async move {
+            let shutdown = fills.shutdown.clone();
+            let _permit = tokio::select! {
+                permit = fills.limit.clone().acquire_owned() => permit.expect("never closed"),
+                _ = shutdown.cancelled() => return,
+            };
+            if let Err(why) = fills.run(&digest, from).await
+                && !shutdown.is_cancelled()
+            {
+                eprintln!(
+                    "reeval: failed to fill the setup cache with {digest}: {why}; \
+                     later attempts prepare their own sandboxes"
+                );
+            }
+        });
+    }
+
+    async fn run(&self, digest: &str, from: FillFrom) -> Result<(), String> {
+        let FillFrom { plan, backend, harnesses, secrets } = from;
+        // Another process may have filled it meanwhile.
+        if let Ok(Some(_)) = backend.find_setup(digest).await {
+            return Ok(());
+        }
+        let harness = harnesses.make(&plan.harness_spec);
+        let ForCache { sandbox, prepared } = attempt::prepare_for_cache(
+            plan,
+            backend.clone(),
+            harness,
+            secrets,
+            self.shutdown.clone(),
+        )
+        .await;
+        let committed = match (&prepared, &sandbox) {
+            (Ok((made, _)), _) if made != digest => {
+                Err(format!("its inputs gave another key ({made}) when prepared again"))
+            }
+            (Ok((_, labels)), Some(sandbox)) => {
+                let commit = backend.commit_setup(sandbox.id(), digest, labels, self.max_bytes);
+                match tokio::time::timeout(COMMIT_LIMIT, commit).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => {
+                        Err(format!("the commit took longer than {}s", COMMIT_LIMIT.as_secs()))
+                    }
+                }
+            }
+            (Ok(_), None) => Err("no sandbox was prepared".into()),
+            (Err(e), _) => Err(e.to_string()),
+        };
+        if let Some(sandbox) = sandbox
+            && let Err(e) = crate::lifecycle::teardown::destroy(&*sandbox).await
+        {
+            eprintln!(
+                "reeval: failed to remove the setup cache's sandbox {}: {e}; the run's end sweep removes it",
+                sandbox.id()
+            );
+        }
+        committed
+    }
+
+    /// Waits until every fill asked for so far has ended.
+    ///
+    /// # Cancel safety
+    /// Dropping it aborts the fills it was waiting for; their containers are
+    /// left to the run's end sweep, or the next run's.
+    pub(crate) async fn wait_all(&self) {
+        loop {
+            let mut set = std::mem::take(
+                &mut *self.running.lock().expect("never poisoned: no panics under the lock"),
+            );
+            if set.is_empty() {
+                return;
+            }
+            while set.join_next().await.is_some() {}
+        }
+    }
+}
