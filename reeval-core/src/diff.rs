@@ -57,6 +57,8 @@ pub struct Snapshot {
     files: Arc<Files>,
     /// The id of this snapshot's listing inside the sandbox, when it has one.
     listing: Option<String>,
+    /// The helper session that can compare with it, once one was started.
+    session: helper::Shared,
 }
 
 /// How a file changed.
@@ -189,27 +191,46 @@ impl Snapshot {
     }
 
     /// The workspace now, reading only what changed since `self`: the
-    /// helper lists and compares inside the sandbox, and one exec returns
-    /// what changed with the content of the changed files (the first one in
-    /// a sandbox also installs the helper). Falls back to reading the whole
-    /// workspace as an archive when the helper cannot run there (a sandbox
-    /// of another architecture, or without `sh`, `/proc` or a writable
-    /// `/var/lib`).
+    /// helper lists and compares inside the sandbox and returns what changed
+    /// with the content of the changed files. The first listing in a sandbox
+    /// installs the helper with its one exec, the second starts a session
+    /// with the helper alongside its exec, and the later ones ask that
+    /// session (no exec). Falls back to reading the whole workspace as an
+    /// archive when the helper cannot run there (a sandbox of another
+    /// architecture, or without `sh`, `/proc` or a writable `/var/lib`).
     ///
     /// # Errors
     /// [`SandboxError`] when the workspace cannot be read.
     ///
     /// # Cancel safety
-    /// Safe: nothing in the workspace changes (the listing is written outside it).
+    /// Safe: nothing in the workspace changes (the listing is written
+    /// outside it); a cancelled refresh ends the helper session, and later
+    /// refreshes use one exec each.
     pub async fn refresh(&self, sandbox: &SandboxHandle) -> Result<Self, SandboxError> {
         let id = format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed));
+        let since = self.listing.as_deref();
+        if let Some(session) = &self.session.0
+            && let Some(answer) = session.ask(since, &id).await
+            && let Some(parsed) = helper::parse(&answer)
+        {
+            return Ok(self.apply(parsed, id, self.session.clone()));
+        }
         // A snapshot with a listing was made by the helper in this sandbox: it is there.
         let install = self.listing.is_none();
-        let since = self.listing.as_deref();
-        let (out, answer) =
-            helper::run(sandbox, since, &id, install, FILE_LIMIT, SNAPSHOT_LIMIT).await?;
+        let ran = helper::run(sandbox, since, &id, install, FILE_LIMIT, SNAPSHOT_LIMIT);
+        // A failed session is not started again.
+        let session = async {
+            match (&self.session.0, install) {
+                (None, false) => {
+                    helper::Shared(Some(helper::Session::start(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT).await))
+                }
+                _ => self.session.clone(),
+            }
+        };
+        let (ran, session) = tokio::join!(ran, session);
+        let (out, answer) = ran?;
         match (out.exit_code == 0).then(|| helper::parse(&answer)).flatten() {
-            Some(answer) => Ok(self.apply(answer, id)),
+            Some(parsed) => Ok(self.apply(parsed, id, session)),
             None => {
                 let tar = sandbox.sandbox().download(sandbox.workspace(), SNAPSHOT_LIMIT).await?;
                 Self::from_tar(&tar)
@@ -218,12 +239,12 @@ impl Snapshot {
     }
 
     /// `self` with the changes the helper reported.
-    fn apply(&self, answer: helper::Answer<'_>, id: String) -> Self {
+    fn apply(&self, answer: helper::Answer<'_>, id: String, session: helper::Shared) -> Self {
         let listing = answer.stored.then_some(id);
         // Without the earlier listing, the changes are the whole workspace: start from nothing.
         let mut files = if answer.since { self.files.clone() } else { Arc::default() };
         if answer.changes.is_empty() {
-            return Self { files, listing };
+            return Self { files, listing, session };
         }
         let map = Arc::make_mut(&mut files);
         for change in answer.changes {
@@ -250,7 +271,7 @@ impl Snapshot {
                 }
             }
         }
-        Self { files, listing }
+        Self { files, listing, session }
     }
 
     /// Parses a `download` of the workspace directory.
@@ -262,7 +283,7 @@ impl Snapshot {
             .into_iter()
             .map(|(p, e)| (p.into(), Arc::new(Item::Read(e))))
             .collect();
-        Ok(Self { files: Arc::new(files), listing: None })
+        Ok(Self { files: Arc::new(files), ..Self::default() })
     }
 
     /// A snapshot of these files (for tests and in-memory workspaces).
@@ -271,7 +292,7 @@ impl Snapshot {
             .into_iter()
             .map(|(p, b)| (p.into(), Arc::new(Item::Read(Entry::File { mode: 0o644, bytes: b }))))
             .collect();
-        Self { files: Arc::new(files), listing: None }
+        Self { files: Arc::new(files), ..Self::default() }
     }
 
     /// Whether `self` and `other` hold the same files (listings aside).
@@ -546,7 +567,7 @@ mod tests {
             ],
             true,
         );
-        let after = before.apply(helper::parse(&reply).expect("parses"), "id".into());
+        let after = before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
         assert_eq!(after.listing.as_deref(), Some("id"));
         let d = before.diff(&after);
         let got: Vec<_> = d
@@ -580,7 +601,7 @@ mod tests {
         // The helper says it had no earlier listing to compare with.
         let reply =
             helper::answer(&[(b"kept.txt", Some((version(b'f', 2, 1), Some(b"k\n"))))], false);
-        let after = before.apply(helper::parse(&reply).expect("parses"), "id".into());
+        let after = before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
         assert_eq!(after.paths().collect::<Vec<_>>(), ["kept.txt"]);
         assert_eq!(before.diff(&after).paths(), ["gone.txt"]);
     }
@@ -588,7 +609,7 @@ mod tests {
     #[test]
     fn a_refresh_that_found_nothing_keeps_the_same_files() {
         let before = snap(&[("a", b"1")]);
-        let after = before.apply(helper::parse(&helper::answer(&[], true)).unwrap(), "id".into());
+        let after = before.apply(helper::parse(&helper::answer(&[], true)).unwrap(), "id".into(), Default::default());
         assert!(Arc::ptr_eq(&before.files, &after.files));
         assert!(before.diff(&after).is_empty());
     }

@@ -1,18 +1,24 @@
 //! `reeval-diff`, the in-sandbox helper that lists the workspace and
 //! compares it with the listing of the last diff in one process (its source
 //! is `reeval-core/diff-helper/`, built static by the build script and
-//! embedded here). A sandbox gets it with its first listing: that exec
-//! carries the binary on stdin and a short script puts it in
-//! [`HELPER_DIR`] (root's own, mode 700) before running it; later diffs
-//! run it directly, one exec each. A trivial attempt that never lists the
-//! workspace never pays for it.
+//! embedded here).
+//!
+//! A sandbox gets it with its first listing: that exec carries the binary on
+//! stdin and a short script puts it in [`HELPER_DIR`] (root's own, mode 700)
+//! before running it, so a trivial attempt, which lists its workspace once
+//! (at teardown), pays one exec as before. The second listing runs it with
+//! one exec again and, alongside, starts a [`Session`]: the helper kept
+//! running (`reeval-diff serve`), asked over its stdin, so every later diff
+//! costs no exec at all.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
+use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
 
 use crate::exec::{Command, ExecOutput};
-use crate::sandbox::{SandboxError, SandboxHandle};
+use crate::sandbox::{ExecStream, SandboxError, SandboxHandle};
 
 // The helper's listing format: the one codec of a version, shared with it.
 #[path = "../../diff-helper/listing.rs"]
@@ -107,6 +113,91 @@ async fn exec_collecting(
     }
     Ok((out, bytes))
 }
+
+/// A helper kept running in a sandbox (`reeval-diff serve`), asked for each
+/// listing over its stdin. Once it fails it stays gone (it is not restarted:
+/// a sandbox where it cannot run lists with one exec each time).
+pub(super) struct Session {
+    /// `None` once it failed, or while it is asked.
+    stream: tokio::sync::Mutex<Option<ExecStream>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Session")
+    }
+}
+
+impl Session {
+    /// Starts the helper's session in `sandbox` (as the image's user, in the
+    /// workspace). A session that could not start is a failed one.
+    ///
+    /// # Cancel safety
+    /// Safe: a cancelled start leaves at most a helper waiting for requests
+    /// that never come, which ends with the sandbox.
+    pub(super) async fn start(sandbox: &SandboxHandle, file_limit: u64, budget: u64) -> Arc<Self> {
+        let argv = vec![
+            HELPER_PATH.clone(),
+            "serve".into(),
+            sandbox.workspace().into(),
+            file_limit.to_string(),
+            budget.to_string(),
+        ];
+        let stream = sandbox.sandbox().open_stream(argv).await.ok();
+        Arc::new(Session { stream: tokio::sync::Mutex::new(stream) })
+    }
+
+    /// The helper's answer for the listing `since` compared with the
+    /// workspace now, stored as `id`; `None` when the session failed (now or before).
+    ///
+    /// # Cancel safety
+    /// A cancelled ask ends the session (a half-read answer must not be read
+    /// as the next one); later listings use one exec each.
+    pub(super) async fn ask(&self, since: Option<&str>, id: &str) -> Option<Vec<u8>> {
+        let mut held = self.stream.lock().await;
+        // Out of the slot while asked: if this is cancelled, the stream is dropped with it.
+        let mut stream = held.take()?;
+        let request = format!("{} {id}\n", since.unwrap_or("none"));
+        stream.input.write_all(request.as_bytes()).await.ok()?;
+        stream.input.flush().await.ok()?;
+        let mut raw: Vec<u8> = Vec::new();
+        let mut answer = Vec::new();
+        let mut at = 0;
+        loop {
+            // Every whole chunk read so far; an empty one ends the answer.
+            while let Some(len) = raw.get(at..at + 4) {
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                if len == 0 {
+                    if at + 4 != raw.len() {
+                        return None; // more than one answer: the session is out of step
+                    }
+                    *held = Some(stream);
+                    return Some(answer);
+                }
+                let Some(chunk) = raw.get(at + 4..at + 4 + len) else { break };
+                answer.extend_from_slice(chunk);
+                at += 4 + len;
+            }
+            raw.drain(..at);
+            at = 0;
+            raw.extend_from_slice(&stream.output.next().await?.ok()?);
+        }
+    }
+}
+
+/// The session a snapshot's listing was made with, handed on to the
+/// snapshots refreshed from it. Where a snapshot's helper runs is not part of
+/// what the snapshot is: every two compare equal.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Shared(pub Option<Arc<Session>>);
+
+impl PartialEq for Shared {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Shared {}
 
 /// What the helper's answer says changed.
 #[derive(Debug, Default)]
