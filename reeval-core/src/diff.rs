@@ -231,11 +231,26 @@ impl Snapshot {
         let (out, answer) = ran?;
         match (out.exit_code == 0).then(|| helper::parse(&answer)).flatten() {
             Some(parsed) => Ok(self.apply(parsed, id, session)),
-            None => {
-                let tar = sandbox.sandbox().download(sandbox.workspace(), SNAPSHOT_LIMIT).await?;
-                Self::from_tar(&tar)
-            }
+            None => Self::download(sandbox).await,
         }
+    }
+
+    /// The whole workspace as one archive from the engine: no exec, no
+    /// listing kept (so the next refresh reads everything again).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when it cannot be read, or is over [`SNAPSHOT_LIMIT`].
+    ///
+    /// # Cancel safety
+    /// Safe: nothing in the workspace changes.
+    pub async fn download(sandbox: &SandboxHandle) -> Result<Self, SandboxError> {
+        let tar = sandbox.sandbox().download(sandbox.workspace(), SNAPSHOT_LIMIT).await?;
+        Self::from_tar(&tar)
+    }
+
+    /// Whether the sandbox keeps a listing of this snapshot (a refresh then reads only changes).
+    pub fn is_listed(&self) -> bool {
+        self.listing.is_some()
     }
 
     /// `self` with the changes the helper reported.
