@@ -330,13 +330,17 @@ fn content(
     }
     let fits = version.size <= file_limit
         && budget
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(version.size))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(version.size)
+            })
             .is_ok();
     if !fits {
         return Ok(Content::NotCaptured);
     }
     if version.kind == b'l' {
-        return Ok(Content::Read(std::fs::read_link(beneath(dir, name))?.into_os_string().into_vec()));
+        return Ok(Content::Read(
+            std::fs::read_link(beneath(dir, name))?.into_os_string().into_vec(),
+        ));
     }
     let file = OpenOptions::new()
         .read(true)
@@ -369,7 +373,8 @@ mod tests {
 
     impl Scratch {
         fn new(name: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!("reeval-walk-{name}-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("reeval-walk-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(dir.join("ws")).unwrap();
             Scratch(dir)
@@ -394,7 +399,11 @@ mod tests {
     /// Walks `ws` against `old` (a stored listing's bytes): the changes by
     /// path (`+` new or changed with what was read, `-` gone) and the new
     /// listing, checked to hold every directory walked.
-    fn changes(ws: &Path, old: Option<&[u8]>, threads: usize) -> (BTreeMap<String, String>, Vec<u8>) {
+    fn changes(
+        ws: &Path,
+        old: Option<&[u8]>,
+        threads: usize,
+    ) -> (BTreeMap<String, String>, Vec<u8>) {
         let old = old.map(|b| Listing::parse(b).expect("a listing"));
         let options = Options { old: old.as_ref(), threads, file_limit: 100, budget: 1 << 20 };
         let mut got = BTreeMap::new();
@@ -410,7 +419,9 @@ mod tests {
                     Found::New { path, version, content } => {
                         let content = match content {
                             Content::None => String::new(),
-                            Content::NotCaptured => format!(" not captured, {} bytes", version.size),
+                            Content::NotCaptured => {
+                                format!(" not captured, {} bytes", version.size)
+                            }
                             Content::Read(b) => format!(" {}", String::from_utf8_lossy(&b)),
                         };
                         (path, format!("+{}{content}", version.kind as char))
@@ -477,7 +488,8 @@ mod tests {
         assert_eq!(first.len(), 53);
         let (none, again) = changes(&ws, Some(&listing), 4);
         assert!(none.is_empty(), "{none:?}");
-        let dirs = Listing::parse(&again).unwrap().dirs().map(|(p, _)| p.to_vec()).collect::<Vec<_>>();
+        let dirs =
+            Listing::parse(&again).unwrap().dirs().map(|(p, _)| p.to_vec()).collect::<Vec<_>>();
         // The top, d0 to d4, gone, becomes-file.
         assert_eq!(dirs.len(), 8, "{dirs:?}");
 

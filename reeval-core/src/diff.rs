@@ -221,9 +221,9 @@ impl Snapshot {
         // A failed session is not started again.
         let session = async {
             match (&self.session.0, install) {
-                (None, false) => {
-                    helper::Shared(Some(helper::Session::start(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT).await))
-                }
+                (None, false) => helper::Shared(Some(
+                    helper::Session::start(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT).await,
+                )),
                 _ => self.session.clone(),
             }
         };
@@ -582,7 +582,8 @@ mod tests {
             ],
             true,
         );
-        let after = before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
+        let after =
+            before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
         assert_eq!(after.listing.as_deref(), Some("id"));
         let d = before.diff(&after);
         let got: Vec<_> = d
@@ -616,7 +617,8 @@ mod tests {
         // The helper says it had no earlier listing to compare with.
         let reply =
             helper::answer(&[(b"kept.txt", Some((version(b'f', 2, 1), Some(b"k\n"))))], false);
-        let after = before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
+        let after =
+            before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
         assert_eq!(after.paths().collect::<Vec<_>>(), ["kept.txt"]);
         assert_eq!(before.diff(&after).paths(), ["gone.txt"]);
     }
@@ -624,7 +626,11 @@ mod tests {
     #[test]
     fn a_refresh_that_found_nothing_keeps_the_same_files() {
         let before = snap(&[("a", b"1")]);
-        let after = before.apply(helper::parse(&helper::answer(&[], true)).unwrap(), "id".into(), Default::default());
+        let after = before.apply(
+            helper::parse(&helper::answer(&[], true)).unwrap(),
+            "id".into(),
+            Default::default(),
+        );
         assert!(Arc::ptr_eq(&before.files, &after.files));
         assert!(before.diff(&after).is_empty());
     }

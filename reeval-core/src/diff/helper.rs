@@ -268,12 +268,13 @@ pub(super) fn parse(answer: &[u8]) -> Option<Answer<'_>> {
     }
 }
 
+/// A path, and its new version with its content (`None` for not captured), or `None` when gone.
 #[cfg(test)]
+pub(super) type TestChange<'a> = (&'a [u8], Option<(Version, Option<&'a [u8]>)>);
+
 /// An answer as the helper writes it.
-pub(super) fn answer(
-    changes: &[(&[u8], Option<(Version, Option<&[u8]>)>)],
-    since: bool,
-) -> Vec<u8> {
+#[cfg(test)]
+pub(super) fn answer(changes: &[TestChange<'_>], since: bool) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     for (path, new) in changes {
         match new {
@@ -368,7 +369,8 @@ mod tests {
     fn the_helper_is_named_by_its_content_in_roots_directory() {
         assert!(HELPER_BINARY.len() > 1000, "the build script embeds the helper");
         assert!(HELPER_BINARY.starts_with(b"\x7fELF"));
-        let name = HELPER_PATH.strip_prefix("/var/lib/reeval-diff/reeval-diff-").expect("in its dir");
+        let name =
+            HELPER_PATH.strip_prefix("/var/lib/reeval-diff/reeval-diff-").expect("in its dir");
         assert_eq!(name.len(), 12);
     }
 }
