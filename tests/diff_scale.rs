@@ -2,7 +2,9 @@
 //! 100,000-file workspace with a name that is not UTF-8, a symlink pointing
 //! out of the workspace, a fifo, a socket and a 2 GiB sparse file. The
 //! change lists are exact, no link is followed, and the file too large to
-//! read is named with its size instead of failing the attempt.
+//! read is named with its size instead of failing the attempt. And an agent
+//! that swaps directories for symlinks while diffs run never makes one read
+//! outside the workspace.
 
 mod common;
 
@@ -97,4 +99,51 @@ fn kind(f: &reeval::FileChange) -> &'static str {
         reeval::FileKind::Socket => "socket",
         reeval::FileKind::Device => "device",
     }
+}
+
+/// Swaps `d` and `d/sub` for symlinks to /etc and back, as fast as it can,
+/// in the background, until /tmp/stop-swaps appears.
+const SWAPPER: &str = r#"setsid sh -c 'while [ ! -e /tmp/stop-swaps ]; do
+  mv d d.x && ln -s /etc d && rm d && mv d.x d
+  mv d/sub d/sub.x && ln -s /etc d/sub && rm d/sub && mv d/sub.x d/sub
+done; touch /tmp/swaps-stopped' >/dev/null 2>&1 < /dev/null &"#;
+
+/// Stops the swapper, waits for it, and replaces the directory with a link to /etc.
+const SETTLE: &str = "touch /tmp/stop-swaps; while [ ! -e /tmp/swaps-stopped ]; do sleep 0.1; done; \
+                      rm -rf d d.x; ln -s /etc d";
+
+#[tokio::test]
+async fn an_agent_swapping_directories_for_links_while_diffs_run_never_makes_them_read_outside() {
+    require_docker!();
+    let eval = Eval::new("diff_swaps", |c| {
+        Box::pin(async move {
+            c.send("mkdir -p d/sub && for i in $(seq 50); do echo inside > d/sub/f$i; done; ln -s /etc planted").await?;
+            c.send(SWAPPER).await?;
+            // Diffs while the agent's process swaps: each one's walk races it.
+            for _ in 0..30 {
+                let diff = c.diff().await?;
+                for f in &diff.files {
+                    let outside = ["passwd", "shadow", "hostname", "os-release"];
+                    expect(outside.iter().any(|o| f.path.contains(o))).to_equal(false)?;
+                }
+                expect(diff.patch.contains("root:x:0:0")).to_equal(false)?;
+            }
+            // Settled: the directory replaced by a link is a link, its files are gone.
+            c.send(SETTLE).await?;
+            Ok(())
+        })
+    });
+    let report = common::runner("diffswaps").run(vec![eval]).await.expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let first = &r.turns[0].diff;
+    assert_eq!(first.files.len(), 51, "{:?}", first.paths());
+    let planted = first.files.iter().find(|f| f.path == "planted").expect("the planted link");
+    assert_eq!(planted.kind, reeval::FileKind::Symlink);
+    assert!(first.patch.contains("+-> /etc"), "{}", first.patch);
+    let last = r.final_diff.as_ref().unwrap();
+    assert_eq!(last.paths(), ["d", "planted"], "{}", last.patch);
+    assert!(last.files.iter().all(|f| f.kind == reeval::FileKind::Symlink));
+    assert!(!last.patch.contains("root:x:0:0"), "{}", last.patch);
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }

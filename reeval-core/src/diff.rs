@@ -1,67 +1,36 @@
 //! Workspace snapshots and the diffs between them (unified, via `similar`).
 //!
-//! A snapshot's listing stays inside the sandbox: each refresh lists the
-//! workspace there (type, mode, size, mtime, ctime and raw name of every
-//! entry, `.git` left out), compares it with the listing of the snapshot it
-//! starts from, and sends back only what changed, with an archive of the
-//! changed files in the same exec. So a diff of a 100,000-file workspace
-//! with five changes moves five files. Names are kept byte for byte (a name
-//! that is not UTF-8 is shown with `\xNN` escapes), symlinks are recorded
-//! as links and never followed, fifos, sockets and devices are named by
-//! kind, and a file over [`FILE_LIMIT`] is named with its size and marked
-//! not captured instead of being read.
+//! A snapshot's listing stays inside the sandbox: each refresh runs the
+//! static helper `reeval-diff` there ([`helper`]), which walks the workspace
+//! (type, mode, size, mtime, ctime and raw name of every entry, `.git` left
+//! out), compares it with the listing of the snapshot it starts from, and
+//! sends back only what changed, with the content of the changed files, in
+//! one exec. So a diff of a 100,000-file workspace with five changes moves
+//! five files. Names are kept byte for byte (a name that is not UTF-8 is
+//! shown with `\xNN` escapes), symlinks are recorded as links and never
+//! followed (the helper opens nothing by a path the agent could change
+//! while it walks), fifos, sockets and devices are named by kind, and a file
+//! over [`FILE_LIMIT`] is named with its size and marked not captured
+//! instead of being read.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
 
-use crate::exec::Command;
 use crate::sandbox::archive::Entry;
 use crate::sandbox::{SandboxError, SandboxHandle};
 
+mod helper;
+
 /// The most a snapshot reads in one go; files past it are marked not captured.
 pub const SNAPSHOT_LIMIT: u64 = 2 << 30;
-/// A file larger than this is named with its size and marked not captured
-/// (the listing helper compares decimal digits: fewer than 9, so under 100 MB).
+/// A file larger than this is named with its size and marked not captured.
 pub const FILE_LIMIT: u64 = 99_999_999;
 /// A patch longer than this is cut, with a notice.
 pub const PATCH_LIMIT: usize = 512 * 1024;
-
-/// Lists the workspace (`$2` names the new listing), compares it with the
-/// listing `$1`, prints a header (the changed records' length, and 1 when
-/// `$1` was there to compare with, else 0), the records (`comm`'s two
-/// columns: old versions, then tab-prefixed new versions) and a tar of the
-/// new versions of changed files and symlinks under [`FILE_LIMIT`]. GNU find,
-/// sort, comm, sed and tar. The listings live in a directory made by root and
-/// readable by root only, so the agent cannot change what a diff compares
-/// against: in `/dev/shm` (memory, faster to write), else in `/var/lib`;
-/// the script exits 3 when neither is root's own. The newest four listings
-/// and the one compared with are kept.
-const COMPARE: &str = r#"set -e
-ours() { [ -O "$1" ] && [ ! -L "$1" ]; }
-d=/dev/shm/reeval-diff
-mkdir -p -m 700 "$d" 2>/dev/null || true
-if ! ours "$d"; then
-  d=/var/lib/reeval-diff
-  mkdir -p -m 700 "$d"
-  ours "$d" || exit 3
-fi
-old="$d/$1"; since=1
-[ -f "$old" ] || { old=/dev/null; since=0; }
-find . -path ./.git -prune -o ! -type d -printf '%y %m %s %T@ %C@ %P\0' | LC_ALL=C sort -z > "$d/$2"
-LC_ALL=C comm -z -3 "$old" "$d/$2" > "$d/$2.changes"
-echo "$(wc -c < "$d/$2.changes") $since"
-cat "$d/$2.changes"
-status=0
-LC_ALL=C sed -zn 's|^\t[fl] [0-7]* [0-9]\{1,8\} [^ ]* [^ ]* |./|p' "$d/$2.changes" \
-  | tar --null --verbatim-files-from --no-recursion --hard-dereference -cf - -T - || status=$?
-rm -f "$d/$2.changes"
-ls -t "$d" | tail -n +5 | while read -r f; do [ "$f" = "$1" ] || rm -f "$d/$f"; done
-exit $status"#;
 
 /// Listing ids, unique within this process (the sandbox is the attempt's own).
 static NEXT_LISTING: AtomicU64 = AtomicU64::new(1);
@@ -77,13 +46,19 @@ enum Item {
     NotCaptured { size: u64, version: String },
 }
 
+/// Paths in the workspace and what a snapshot knows of each.
+type Files = BTreeMap<Arc<str>, Arc<Item>>;
+
 /// The workspace's files at one moment, `.git` internals excluded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
-    /// Shared entries: a refresh reuses unchanged files without copying them.
-    files: BTreeMap<String, Arc<Item>>,
+    /// Shared: a snapshot is cloned without copying its map, and a refresh
+    /// that found nothing changed keeps the same one.
+    files: Arc<Files>,
     /// The id of this snapshot's listing inside the sandbox, when it has one.
     listing: Option<String>,
+    /// The helper session that can compare with it, once one was started.
+    session: helper::Shared,
 }
 
 /// How a file changed.
@@ -194,30 +169,6 @@ fn shown_name(raw: &[u8]) -> String {
     out
 }
 
-/// One record of the in-sandbox listing: `<type> <mode> <size> <mtime> <ctime> <name>`.
-struct Listed<'a> {
-    kind: u8,
-    mode: u32,
-    size: u64,
-    /// Everything but the name: what identifies a version.
-    version: &'a [u8],
-    name: &'a [u8],
-}
-
-fn parse_record(record: &[u8]) -> Option<Listed<'_>> {
-    let mut spaces = record.iter().enumerate().filter(|(_, b)| **b == b' ').map(|(i, _)| i);
-    let (a, b, c, _, e) =
-        (spaces.next()?, spaces.next()?, spaces.next()?, spaces.next()?, spaces.next()?);
-    let field = |from: usize, to: usize| std::str::from_utf8(&record[from..to]).ok();
-    Some(Listed {
-        kind: *record.first()?,
-        mode: u32::from_str_radix(field(a + 1, b)?, 8).ok()?,
-        size: field(b + 1, c)?.parse().ok()?,
-        version: &record[..e],
-        name: &record[e + 1..],
-    })
-}
-
 fn special_kind(kind: u8) -> FileKind {
     match kind {
         b'p' => FileKind::Fifo,
@@ -240,94 +191,102 @@ impl Snapshot {
     }
 
     /// The workspace now, reading only what changed since `self`: the
-    /// listing and the comparison run inside the sandbox, and one exec
-    /// returns the changed records with an archive of the changed files.
-    /// Falls back to reading everything when the image lacks GNU find,
-    /// sort, comm, sed and tar, or the sandbox's user is not root.
+    /// helper lists and compares inside the sandbox and returns what changed
+    /// with the content of the changed files. The first listing in a sandbox
+    /// installs the helper with its one exec, the second starts a session
+    /// with the helper alongside its exec, and the later ones ask that
+    /// session (no exec). Falls back to reading the whole workspace as an
+    /// archive when the helper cannot run there (a sandbox of another
+    /// architecture, or without `sh`, `/proc` or a writable `/var/lib`).
     ///
     /// # Errors
     /// [`SandboxError`] when the workspace cannot be read.
     ///
     /// # Cancel safety
-    /// Safe: nothing in the workspace changes (the listing is written outside it).
+    /// Safe: nothing in the workspace changes (the listing is written
+    /// outside it); a cancelled refresh ends the helper session, and later
+    /// refreshes use one exec each.
     pub async fn refresh(&self, sandbox: &SandboxHandle) -> Result<Self, SandboxError> {
         let id = format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed));
-        let since = self.listing.clone().unwrap_or_else(|| "none".into());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let cmd = Command::new("sh").args(["-c", COMPARE, "sh", &since, &id]).user("0");
-        let out = sandbox.exec_streaming(cmd, tx).await?;
-        let mut bytes = Vec::new();
-        while let Ok(chunk) = rx.try_recv() {
-            bytes.extend_from_slice(&chunk);
+        let since = self.listing.as_deref();
+        if let Some(session) = &self.session.0
+            && let Some(answer) = session.ask(since, &id).await
+            && let Some(parsed) = helper::parse(&answer)
+        {
+            return Ok(self.apply(parsed, id, self.session.clone()));
         }
-        // tar exits 1 when a file changed or vanished while it was read; worse means no usable answer.
-        let parsed = (out.exit_code <= 1).then(|| self.apply(&bytes, id)).flatten();
-        match parsed {
-            Some(snapshot) => snapshot,
-            None => {
-                let tar = sandbox.sandbox().download(sandbox.workspace(), SNAPSHOT_LIMIT).await?;
-                Self::from_tar(&tar)
+        // A snapshot with a listing was made by the helper in this sandbox: it is there.
+        let install = self.listing.is_none();
+        let ran = helper::run(sandbox, since, &id, install, FILE_LIMIT, SNAPSHOT_LIMIT);
+        // A failed session is not started again.
+        let session = async {
+            match (&self.session.0, install) {
+                (None, false) => helper::Shared(Some(
+                    helper::Session::start(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT).await,
+                )),
+                _ => self.session.clone(),
             }
+        };
+        let (ran, session) = tokio::join!(ran, session);
+        let (out, answer) = ran?;
+        match (out.exit_code == 0).then(|| helper::parse(&answer)).flatten() {
+            Some(parsed) => Ok(self.apply(parsed, id, session)),
+            None => Self::download(sandbox).await,
         }
     }
 
-    /// `self` with the changes the compare script reported; `None` when its answer does not parse.
-    fn apply(&self, answer: &[u8], id: String) -> Option<Result<Self, SandboxError>> {
-        let newline = answer.iter().position(|b| *b == b'\n')?;
-        let header = std::str::from_utf8(&answer[..newline]).ok()?;
-        let (len, since) = header.trim().split_once(' ')?;
-        let len: usize = len.trim().parse().ok()?;
-        // Without the earlier listing, the records are the whole workspace: start from nothing.
-        let files_before = match since {
-            "1" => self.files.clone(),
-            _ => BTreeMap::new(),
-        };
-        let records = answer.get(newline + 1..newline + 1 + len)?;
-        let tar = &answer[newline + 1 + len..];
-        // Old versions (gone or replaced) first, then the new versions.
-        let mut gone = BTreeSet::new();
-        let mut new: BTreeMap<String, Listed<'_>> = BTreeMap::new();
-        for record in records.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-            let (is_new, record) = match record.strip_prefix(b"\t") {
-                Some(r) => (true, r),
-                None => (false, record),
-            };
-            let listed = parse_record(record)?;
-            let name = shown_name(listed.name);
-            if is_new {
-                new.insert(name, listed);
-            } else {
-                gone.insert(name);
+    /// The whole workspace as one archive from the engine: no exec, no
+    /// listing kept (so the next refresh reads everything again).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when it cannot be read, or is over [`SNAPSHOT_LIMIT`].
+    ///
+    /// # Cancel safety
+    /// Safe: nothing in the workspace changes.
+    pub async fn download(sandbox: &SandboxHandle) -> Result<Self, SandboxError> {
+        let tar = sandbox.sandbox().download(sandbox.workspace(), SNAPSHOT_LIMIT).await?;
+        Self::from_tar(&tar)
+    }
+
+    /// Whether the sandbox keeps a listing of this snapshot (a refresh then reads only changes).
+    pub fn is_listed(&self) -> bool {
+        self.listing.is_some()
+    }
+
+    /// `self` with the changes the helper reported.
+    fn apply(&self, answer: helper::Answer<'_>, id: String, session: helper::Shared) -> Self {
+        let listing = answer.stored.then_some(id);
+        // Without the earlier listing, the changes are the whole workspace: start from nothing.
+        let mut files = if answer.since { self.files.clone() } else { Arc::default() };
+        if answer.changes.is_empty() {
+            return Self { files, listing, session };
+        }
+        let map = Arc::make_mut(&mut files);
+        for change in answer.changes {
+            match change {
+                helper::Changed::Gone { path } => {
+                    map.remove(shown_name(path).as_str());
+                }
+                helper::Changed::New { path, version, content, .. } => {
+                    let item = match (version.kind, content) {
+                        (b'f', Some(bytes)) => {
+                            Item::Read(Entry::File { mode: version.mode, bytes: bytes.to_vec() })
+                        }
+                        (b'l', Some(target)) => Item::Read(Entry::Symlink(shown_name(target))),
+                        (b'f' | b'l', None) => Item::NotCaptured {
+                            size: version.size,
+                            version: format!(
+                                "{}.{:09} {}.{:09}",
+                                version.mtime.0, version.mtime.1, version.ctime.0, version.ctime.1
+                            ),
+                        },
+                        (kind, _) => Item::Special { kind: special_kind(kind), mode: version.mode },
+                    };
+                    map.insert(shown_name(path).into(), Arc::new(item));
+                }
             }
         }
-        let mut files = files_before;
-        for name in gone.iter().filter(|n| !new.contains_key(*n)) {
-            files.remove(name);
-        }
-        // What the archive should hold: the small files and links the script read.
-        let mut wanted = BTreeSet::new();
-        let mut budget = SNAPSHOT_LIMIT;
-        for (name, listed) in &new {
-            let item = match listed.kind {
-                b'f' | b'l' if listed.size <= FILE_LIMIT && listed.size <= budget => {
-                    budget -= listed.size;
-                    wanted.insert(name.clone());
-                    files.remove(name);
-                    continue;
-                }
-                b'f' | b'l' => Item::NotCaptured {
-                    size: listed.size,
-                    version: String::from_utf8_lossy(listed.version).into_owned(),
-                },
-                kind => Item::Special { kind: special_kind(kind), mode: listed.mode },
-            };
-            files.insert(name.clone(), Arc::new(item));
-        }
-        // A file listed but gone before tar read it is gone: it is not in the archive.
-        if let Err(e) = read_archive(tar, &wanted, &mut files) {
-            return Some(Err(e));
-        }
-        Some(Ok(Self { files, listing: Some(id) }))
+        Self { files, listing, session }
     }
 
     /// Parses a `download` of the workspace directory.
@@ -337,20 +296,18 @@ impl Snapshot {
     pub fn from_tar(tar: &[u8]) -> Result<Self, SandboxError> {
         let files = crate::sandbox::archive::read_tree(tar, is_git_internal)?
             .into_iter()
-            .map(|(p, e)| (p, Arc::new(Item::Read(e))))
+            .map(|(p, e)| (p.into(), Arc::new(Item::Read(e))))
             .collect();
-        Ok(Self { files, listing: None })
+        Ok(Self { files: Arc::new(files), ..Self::default() })
     }
 
     /// A snapshot of these files (for tests and in-memory workspaces).
     pub fn from_files<I: IntoIterator<Item = (String, Vec<u8>)>>(files: I) -> Self {
-        Self {
-            files: files
-                .into_iter()
-                .map(|(p, b)| (p, Arc::new(Item::Read(Entry::File { mode: 0o644, bytes: b }))))
-                .collect(),
-            listing: None,
-        }
+        let files = files
+            .into_iter()
+            .map(|(p, b)| (p.into(), Arc::new(Item::Read(Entry::File { mode: 0o644, bytes: b }))))
+            .collect();
+        Self { files: Arc::new(files), ..Self::default() }
     }
 
     /// Whether `self` and `other` hold the same files (listings aside).
@@ -384,12 +341,15 @@ impl Snapshot {
 
     /// Paths of the files, sorted.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
-        self.files.keys().map(String::as_str)
+        self.files.keys().map(|p| &**p)
     }
 
     /// The diff from `self` (earlier) to `later`.
     pub fn diff(&self, later: &Snapshot) -> Diff {
         let mut diff = Diff::default();
+        if Arc::ptr_eq(&self.files, &later.files) {
+            return diff;
+        }
         let mut patch = String::new();
         // Both maps are sorted: walk them together.
         let mut old = self.files.iter().peekable();
@@ -445,7 +405,7 @@ impl Snapshot {
                 _ => None,
             };
             diff.files.push(FileChange {
-                path: path.clone(),
+                path: path.to_string(),
                 change,
                 binary,
                 kind: kind_of(shown),
@@ -470,49 +430,6 @@ impl Snapshot {
         diff.patch = patch;
         diff
     }
-}
-
-/// Reads the archive of changed files into `files`: only the names asked
-/// for, each once; symlinks as links. Untrusted: parsed, never unpacked.
-fn read_archive(
-    tar: &[u8],
-    wanted: &BTreeSet<String>,
-    files: &mut BTreeMap<String, Arc<Item>>,
-) -> Result<(), SandboxError> {
-    let bad = |e: std::io::Error| SandboxError::Archive { message: e.to_string() };
-    if wanted.is_empty() {
-        return Ok(());
-    }
-    let mut archive = tar::Archive::new(tar);
-    for entry in archive.entries().map_err(bad)? {
-        let mut entry = entry.map_err(bad)?;
-        let raw = entry.path_bytes();
-        let name = shown_name(raw.strip_prefix(b"./").unwrap_or(&raw));
-        if !wanted.contains(&name) || files.contains_key(&name) {
-            continue;
-        }
-        let header = entry.header();
-        let kind = header.entry_type();
-        let item = if kind.is_file() {
-            let mode = header.mode().unwrap_or(0o644);
-            let size = entry.size();
-            if size > FILE_LIMIT {
-                // It grew after it was listed.
-                Item::NotCaptured { size, version: String::new() }
-            } else {
-                let mut bytes = Vec::with_capacity(size as usize);
-                entry.read_to_end(&mut bytes).map_err(bad)?;
-                Item::Read(Entry::File { mode, bytes })
-            }
-        } else if kind.is_symlink() {
-            let target = entry.link_name_bytes().map(|t| shown_name(&t)).unwrap_or_default();
-            Item::Read(Entry::Symlink(target))
-        } else {
-            continue;
-        };
-        files.insert(name, Arc::new(item));
-    }
-    Ok(())
 }
 
 fn read_entry(item: Option<&Item>) -> Option<&Entry> {
@@ -646,41 +563,28 @@ mod tests {
         assert!(d.patch.contains("[patch truncated"));
     }
 
-    /// What the compare script prints: the records' length, the records, a tar.
-    fn answer(records: &[&[u8]], files: &[(&[u8], &[u8])]) -> Vec<u8> {
-        use std::os::unix::ffi::OsStrExt;
-        let records: Vec<u8> = records.iter().flat_map(|r| r.iter().copied().chain([0])).collect();
-        let mut b = tar::Builder::new(Vec::new());
-        for (name, bytes) in files {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(bytes.len() as u64);
-            h.set_mode(0o644);
-            h.set_entry_type(tar::EntryType::Regular);
-            b.append_data(&mut h, std::ffi::OsStr::from_bytes(name), *bytes).unwrap();
-        }
-        let tar = b.into_inner().unwrap();
-        let mut out = format!("{} 1\n", records.len()).into_bytes();
-        out.extend(records);
-        out.extend(tar);
-        out
+    fn version(kind: u8, size: u64, mtime: i64) -> helper::Version {
+        helper::Version { kind, mode: 0o644, size, mtime: (mtime, 0), ctime: (mtime, 0) }
     }
 
     #[test]
-    fn changed_records_become_the_next_snapshot() {
+    fn changes_the_helper_reports_become_the_next_snapshot() {
         let before = snap(&[("gone.txt", b"x\n"), ("keep.txt", b"k\n"), ("edit.txt", b"1\n")]);
-        let reply = answer(
+        let reply = helper::answer(
             &[
-                b"f 644 2 1.0 1.0 gone.txt",
-                b"f 644 2 1.0 1.0 edit.txt",
-                b"\tf 644 2 2.0 2.0 edit.txt",
-                b"\tp 644 0 2.0 2.0 pipe",
-                b"\ts 755 0 2.0 2.0 sock",
-                b"\tf 644 2147483648 2.0 2.0 huge.bin",
-                b"\tf 644 3 2.0 2.0 caf\xe9.txt",
+                (b"gone.txt", None),
+                (b"edit.txt", Some((version(b'f', 2, 2), Some(b"2\n")))),
+                (b"pipe", Some((version(b'p', 0, 2), None))),
+                (b"sock", Some((version(b's', 0, 2), None))),
+                (b"huge.bin", Some((version(b'f', 2 << 30, 2), None))),
+                (b"caf\xe9.txt", Some((version(b'f', 3, 2), Some(b"no\n")))),
+                (b"link", Some((version(b'l', 11, 2), Some(b"/etc/passwd")))),
             ],
-            &[(b"edit.txt", b"2\n"), (b"caf\xe9.txt", b"no\n")],
+            true,
         );
-        let after = before.apply(&reply, "id".into()).expect("parses").expect("reads");
+        let after =
+            before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
+        assert_eq!(after.listing.as_deref(), Some("id"));
         let d = before.diff(&after);
         let got: Vec<_> = d
             .files
@@ -694,6 +598,7 @@ mod tests {
                 ("edit.txt", Change::Modified, FileKind::File, None, false),
                 ("gone.txt", Change::Deleted, FileKind::File, None, false),
                 ("huge.bin", Change::Added, FileKind::File, Some(2 << 30), true),
+                ("link", Change::Added, FileKind::Symlink, None, false),
                 ("pipe", Change::Added, FileKind::Fifo, None, false),
                 ("sock", Change::Added, FileKind::Socket, None, false),
             ],
@@ -702,19 +607,32 @@ mod tests {
         );
         assert!(d.patch.contains("+2"), "{}", d.patch);
         assert!(d.patch.contains("2147483648 bytes"), "{}", d.patch);
-        assert!(before.apply(b"garbage", "id".into()).is_none(), "an unreadable answer falls back");
+        assert!(d.patch.contains("+-> /etc/passwd"), "{}", d.patch);
+        assert_eq!(after.entry("keep.txt"), before.entry("keep.txt"));
     }
 
     #[test]
-    fn without_the_earlier_listing_the_records_are_the_whole_workspace() {
+    fn without_the_earlier_listing_the_changes_are_the_whole_workspace() {
         let before = snap(&[("gone.txt", b"x\n"), ("kept.txt", b"k\n")]);
-        let mut reply = answer(&[b"\tf 644 2 2.0 2.0 kept.txt"], &[(b"kept.txt", b"k\n")]);
-        // The script says it had no earlier listing to compare with.
-        let header_end = reply.iter().position(|b| *b == b'\n').unwrap();
-        reply[header_end - 1] = b'0';
-        let after = before.apply(&reply, "id".into()).expect("parses").expect("reads");
+        // The helper says it had no earlier listing to compare with.
+        let reply =
+            helper::answer(&[(b"kept.txt", Some((version(b'f', 2, 1), Some(b"k\n"))))], false);
+        let after =
+            before.apply(helper::parse(&reply).expect("parses"), "id".into(), Default::default());
         assert_eq!(after.paths().collect::<Vec<_>>(), ["kept.txt"]);
         assert_eq!(before.diff(&after).paths(), ["gone.txt"]);
+    }
+
+    #[test]
+    fn a_refresh_that_found_nothing_keeps_the_same_files() {
+        let before = snap(&[("a", b"1")]);
+        let after = before.apply(
+            helper::parse(&helper::answer(&[], true)).unwrap(),
+            "id".into(),
+            Default::default(),
+        );
+        assert!(Arc::ptr_eq(&before.files, &after.files));
+        assert!(before.diff(&after).is_empty());
     }
 
     #[test]

@@ -34,26 +34,22 @@ pub(crate) async fn kill_turns(sandbox: &dyn Sandbox) {
 }
 
 /// The diff from the snapshot to the final workspace (read incrementally from `last`).
+/// A workspace never listed (empty at the start, and no turn or diff since)
+/// is read as one archive: one engine call, no exec and no diff helper to
+/// put in place, which a trivial attempt would pay for nothing. The helper
+/// reads it when that fails (a file too large for an archive).
 pub(crate) async fn collect(
     handle: &SandboxHandle,
     baseline: &Snapshot,
     last: &Snapshot,
 ) -> Result<Diff, SandboxError> {
-    // A workspace that started empty and was never read since (no workspace, files or
-    // setup, no turn, no diff) is often still empty, as after checks alone: then one
-    // `find` that stops at the first entry says so, for a fraction of the listing's time.
-    let untouched = Snapshot::default();
-    if *baseline == untouched && *last == untouched {
-        // Prints the workspace's first entry other than `.git`, and stops there.
-        let first = Command::new("find")
-            .args(". -mindepth 1 -maxdepth 1 ! -name .git -print -quit".split(' '))
-            .user("0");
-        let out = handle.exec(first).await?;
-        if out.success() && out.stdout.is_empty() {
-            return Ok(baseline.diff(&untouched));
-        }
-    }
-    let now = last.refresh(handle).await?;
+    let now = match last.is_listed() {
+        true => last.refresh(handle).await?,
+        false => match Snapshot::download(handle).await {
+            Ok(now) => now,
+            Err(_) => last.refresh(handle).await?,
+        },
+    };
     Ok(baseline.diff(&now))
 }
 

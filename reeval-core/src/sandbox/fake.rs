@@ -291,9 +291,9 @@ impl FakeSandbox {
     /// reeval's own housekeeping, answered by the fake itself.
     fn housekeeping(&self, exec: &FakeExec) -> Option<(FakeReply, Option<Vec<u8>>)> {
         let line = exec.line();
-        if line.starts_with("find ") || line.contains("find . -path ./.git") {
-            // No listing: snapshots read the whole workspace by archive.
-            return Some((FakeReply::fail(127, "find: not found"), None));
+        if line.contains("/reeval-diff") {
+            // No diff helper: snapshots read the whole workspace by archive.
+            return Some((FakeReply::fail(127, "reeval-diff: not found"), None));
         }
         if line.contains("/sys/fs/cgroup") {
             return Some((FakeReply::fail(1, ""), None));

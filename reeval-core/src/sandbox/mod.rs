@@ -302,18 +302,9 @@ pub const HELPER_TOOLS: &[HelperTool] = &[
         without: "turns and timed commands cannot run",
     },
     HelperTool {
-        program: "find",
-        used_by: "incremental diffs (a listing of the workspace)",
-        without: "every diff reads the whole workspace",
-    },
-    HelperTool {
-        program: "tar",
-        used_by: "incremental diffs (an archive of the changed files)",
-        without: "every diff reads the whole workspace",
-    },
-    HelperTool {
-        program: "comm",
-        used_by: "incremental diffs (listings compared in the sandbox, with GNU sort and sed)",
+        program: "cat",
+        used_by: "incremental diffs (the first one puts the static reeval-diff helper in \
+                  /var/lib/reeval-diff, with sh, mkdir, chmod and mv)",
         without: "every diff reads the whole workspace",
     },
     HelperTool {

@@ -1,0 +1,376 @@
+//! `reeval-diff`, the in-sandbox helper that lists the workspace and
+//! compares it with the listing of the last diff in one process (its source
+//! is `reeval-core/diff-helper/`, built static by the build script and
+//! embedded here).
+//!
+//! A sandbox gets it with its first listing: that exec carries the binary on
+//! stdin and a short script puts it in [`HELPER_DIR`] (root's own, mode 700)
+//! before running it, so a trivial attempt, which lists its workspace once
+//! (at teardown), pays one exec as before. The second listing runs it with
+//! one exec again and, alongside, starts a [`Session`]: the helper kept
+//! running (`reeval-diff serve`), asked over its stdin, so every later diff
+//! costs no exec at all.
+
+use std::sync::{Arc, LazyLock};
+
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use crate::exec::{Command, ExecOutput};
+use crate::sandbox::{ExecStream, SandboxError, SandboxHandle};
+
+// The helper's listing format: the one codec of a version, shared with it.
+#[path = "../../diff-helper/listing.rs"]
+#[allow(dead_code, reason = "the helper's own module: reeval-core uses its version codec")]
+mod listing;
+
+// The helper's walk, compiled here only for its tests (they need Linux's /proc).
+#[cfg(all(test, target_os = "linux"))]
+#[path = "../../diff-helper/walk.rs"]
+mod walk;
+
+pub(super) use listing::Version;
+
+/// The helper executable for the host target (x86_64 Linux, static).
+pub const HELPER_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reeval-diff"));
+
+/// Where the helper is kept in a sandbox: root's own directory, writable by root only.
+pub const HELPER_DIR: &str = "/var/lib/reeval-diff";
+
+/// The helper's path in a sandbox, named by its content so that a sandbox
+/// started from an image that kept an older helper (a setup cache) never runs it.
+static HELPER_PATH: LazyLock<String> = LazyLock::new(|| {
+    let digest = Sha256::digest(HELPER_BINARY);
+    let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{HELPER_DIR}/reeval-diff-{short}")
+});
+
+/// Puts the helper (on stdin) at `$1` and runs it with the other arguments.
+/// The directory must be root's own and not a link; only root may write it.
+const INSTALL: &str = r#"set -e
+h=$1; shift
+d=${h%/*}
+mkdir -p -m 700 "$d"
+[ -O "$d" ] && [ ! -L "$d" ] || { echo "$d is not root's own" >&2; exit 3; }
+chmod 700 "$d"
+cat > "$h.tmp"
+chmod 700 "$h.tmp"
+mv -f "$h.tmp" "$h"
+exec "$h" "$@""#;
+
+/// Exit statuses of an exec whose program is missing (a sandbox that has no helper yet).
+const NOT_FOUND: [i64; 2] = [126, 127];
+
+/// Runs the helper: the listing `since` (`None`: there is none) compared with
+/// the workspace now, stored as `id`. Installs it first when `install`, or
+/// when the sandbox turns out not to have it. The raw answer and how the exec ended.
+///
+/// # Errors
+/// [`SandboxError`] when the engine fails.
+///
+/// # Cancel safety
+/// Safe: the workspace is only read; a cancelled run may leave a listing behind,
+/// which later runs prune.
+pub(super) async fn run(
+    sandbox: &SandboxHandle,
+    since: Option<&str>,
+    id: &str,
+    install: bool,
+    file_limit: u64,
+    budget: u64,
+) -> Result<(ExecOutput, Vec<u8>), SandboxError> {
+    let args = [
+        since.unwrap_or("none").to_string(),
+        id.to_string(),
+        file_limit.to_string(),
+        budget.to_string(),
+    ];
+    if !install {
+        let direct = Command::new(HELPER_PATH.as_str()).args(args.clone()).user("0");
+        let ran = exec_collecting(sandbox, direct).await?;
+        if !NOT_FOUND.contains(&ran.0.exit_code) {
+            return Ok(ran);
+        }
+    }
+    let installing = Command::new("sh")
+        .args(["-c", INSTALL, "sh", HELPER_PATH.as_str()])
+        .args(args)
+        .user("0")
+        .stdin(HELPER_BINARY);
+    exec_collecting(sandbox, installing).await
+}
+
+async fn exec_collecting(
+    sandbox: &SandboxHandle,
+    cmd: Command,
+) -> Result<(ExecOutput, Vec<u8>), SandboxError> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let out = sandbox.exec_streaming(cmd, tx).await?;
+    let mut bytes = Vec::new();
+    while let Ok(chunk) = rx.try_recv() {
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((out, bytes))
+}
+
+/// A helper kept running in a sandbox (`reeval-diff serve`), asked for each
+/// listing over its stdin. Once it fails it stays gone (it is not restarted:
+/// a sandbox where it cannot run lists with one exec each time).
+pub(super) struct Session {
+    /// `None` once it failed, or while it is asked.
+    stream: tokio::sync::Mutex<Option<ExecStream>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Session")
+    }
+}
+
+impl Session {
+    /// Starts the helper's session in `sandbox` (as the image's user, in the
+    /// workspace). A session that could not start is a failed one.
+    ///
+    /// # Cancel safety
+    /// Safe: a cancelled start leaves at most a helper waiting for requests
+    /// that never come, which ends with the sandbox.
+    pub(super) async fn start(sandbox: &SandboxHandle, file_limit: u64, budget: u64) -> Arc<Self> {
+        let argv = vec![
+            HELPER_PATH.clone(),
+            "serve".into(),
+            sandbox.workspace().into(),
+            file_limit.to_string(),
+            budget.to_string(),
+        ];
+        let stream = sandbox.sandbox().open_stream(argv).await.ok();
+        Arc::new(Session { stream: tokio::sync::Mutex::new(stream) })
+    }
+
+    /// The helper's answer for the listing `since` compared with the
+    /// workspace now, stored as `id`; `None` when the session failed (now or before).
+    ///
+    /// # Cancel safety
+    /// A cancelled ask ends the session (a half-read answer must not be read
+    /// as the next one); later listings use one exec each.
+    pub(super) async fn ask(&self, since: Option<&str>, id: &str) -> Option<Vec<u8>> {
+        let mut held = self.stream.lock().await;
+        // Out of the slot while asked: if this is cancelled, the stream is dropped with it.
+        let mut stream = held.take()?;
+        let request = format!("{} {id}\n", since.unwrap_or("none"));
+        stream.input.write_all(request.as_bytes()).await.ok()?;
+        stream.input.flush().await.ok()?;
+        let mut raw: Vec<u8> = Vec::new();
+        let mut answer = Vec::new();
+        let mut at = 0;
+        loop {
+            // Every whole chunk read so far; an empty one ends the answer.
+            while let Some(len) = raw.get(at..at + 4) {
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                if len == 0 {
+                    if at + 4 != raw.len() {
+                        return None; // more than one answer: the session is out of step
+                    }
+                    *held = Some(stream);
+                    return Some(answer);
+                }
+                let Some(chunk) = raw.get(at + 4..at + 4 + len) else { break };
+                answer.extend_from_slice(chunk);
+                at += 4 + len;
+            }
+            raw.drain(..at);
+            at = 0;
+            raw.extend_from_slice(&stream.output.next().await?.ok()?);
+        }
+    }
+}
+
+/// The session a snapshot's listing was made with, handed on to the
+/// snapshots refreshed from it. Where a snapshot's helper runs is not part of
+/// what the snapshot is: every two compare equal.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Shared(pub Option<Arc<Session>>);
+
+impl PartialEq for Shared {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Shared {}
+
+/// What the helper's answer says changed.
+#[derive(Debug, Default)]
+pub(super) struct Answer<'a> {
+    /// Whether it compared with the listing asked for; if not, `changes`
+    /// are the whole workspace.
+    pub since: bool,
+    /// Whether the new listing is stored, so the next diff can start from it.
+    pub stored: bool,
+    pub changes: Vec<Changed<'a>>,
+}
+
+/// One change in the helper's answer, named by its raw path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Changed<'a> {
+    /// New or different; `content` is `None` for fifos, sockets and
+    /// devices, and for files too large to capture (see `not_captured`).
+    New { path: &'a [u8], version: Version, content: Option<&'a [u8]>, not_captured: bool },
+    /// Gone.
+    Gone { path: &'a [u8] },
+}
+
+const MAGIC: &[u8] = b"reeval-diff 1\n";
+
+/// Parses the helper's answer (see diff-helper/main.rs); `None` when it is
+/// not a whole one (then the workspace is read another way).
+pub(super) fn parse(answer: &[u8]) -> Option<Answer<'_>> {
+    let mut at = MAGIC.len();
+    if answer.get(..at)? != MAGIC {
+        return None;
+    }
+    let take = |at: &mut usize, n: usize| -> Option<&[u8]> {
+        let bytes = answer.get(*at..*at + n)?;
+        *at += n;
+        Some(bytes)
+    };
+    let counted = |at: &mut usize| -> Option<&[u8]> {
+        let len = u32::from_le_bytes(take(at, 4)?.try_into().ok()?) as usize;
+        take(at, len)
+    };
+    let mut changes = Vec::new();
+    loop {
+        match *take(&mut at, 1)?.first()? {
+            b'+' => {
+                let version = Version::decode(take(&mut at, Version::LEN)?)?;
+                let path = counted(&mut at)?;
+                let (content, not_captured) = match *take(&mut at, 1)?.first()? {
+                    0 => (None, false),
+                    1 => {
+                        let len = u64::from_le_bytes(take(&mut at, 8)?.try_into().ok()?);
+                        (Some(take(&mut at, usize::try_from(len).ok()?)?), false)
+                    }
+                    2 => (None, true),
+                    _ => return None,
+                };
+                changes.push(Changed::New { path, version, content, not_captured });
+            }
+            b'-' => changes.push(Changed::Gone { path: counted(&mut at)? }),
+            b'.' => {
+                let end = take(&mut at, 2)?;
+                if at != answer.len() {
+                    return None;
+                }
+                return Some(Answer { since: end[0] == 1, stored: end[1] == 1, changes });
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// A path, and its new version with its content (`None` for not captured), or `None` when gone.
+#[cfg(test)]
+pub(super) type TestChange<'a> = (&'a [u8], Option<(Version, Option<&'a [u8]>)>);
+
+/// An answer as the helper writes it.
+#[cfg(test)]
+pub(super) fn answer(changes: &[TestChange<'_>], since: bool) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    for (path, new) in changes {
+        match new {
+            Some((version, content)) => {
+                out.push(b'+');
+                version.encode(&mut out);
+                out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+                out.extend_from_slice(path);
+                match content {
+                    None if matches!(version.kind, b'f' | b'l') => out.push(2),
+                    None => out.push(0),
+                    Some(bytes) => {
+                        out.push(1);
+                        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+                        out.extend_from_slice(bytes);
+                    }
+                }
+            }
+            None => {
+                out.push(b'-');
+                out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+                out.extend_from_slice(path);
+            }
+        }
+    }
+    out.extend_from_slice(&[b'.', since as u8, 1]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(kind: u8, size: u64) -> Version {
+        Version { kind, mode: 0o644, size, mtime: (1, 2), ctime: (3, 4) }
+    }
+
+    #[test]
+    fn an_answer_parses_back_byte_for_byte() {
+        let bytes = answer(
+            &[
+                (b"caf\xe9.txt", Some((version(b'f', 3), Some(b"abc")))),
+                (b"huge", Some((version(b'f', 1 << 31), None))),
+                (b"pipe", Some((version(b'p', 0), None))),
+                (b"gone", None),
+            ],
+            true,
+        );
+        let parsed = parse(&bytes).expect("parses");
+        assert!(parsed.since && parsed.stored);
+        assert_eq!(
+            parsed.changes,
+            [
+                Changed::New {
+                    path: b"caf\xe9.txt",
+                    version: version(b'f', 3),
+                    content: Some(b"abc"),
+                    not_captured: false
+                },
+                Changed::New {
+                    path: b"huge",
+                    version: version(b'f', 1 << 31),
+                    content: None,
+                    not_captured: true
+                },
+                Changed::New {
+                    path: b"pipe",
+                    version: version(b'p', 0),
+                    content: None,
+                    not_captured: false
+                },
+                Changed::Gone { path: b"gone" },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cut_or_foreign_answer_is_not_one() {
+        let bytes = answer(&[(b"a", Some((version(b'f', 1), Some(b"x")))), (b"b", None)], false);
+        assert!(parse(&bytes).is_some());
+        for cut in 0..bytes.len() {
+            assert!(parse(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(parse(&longer).is_none());
+        assert!(parse(b"garbage").is_none());
+        assert!(parse(b"OCI runtime exec failed: no such file").is_none());
+    }
+
+    #[test]
+    fn the_helper_is_named_by_its_content_in_roots_directory() {
+        assert!(HELPER_BINARY.len() > 1000, "the build script embeds the helper");
+        assert!(HELPER_BINARY.starts_with(b"\x7fELF"));
+        let name =
+            HELPER_PATH.strip_prefix("/var/lib/reeval-diff/reeval-diff-").expect("in its dir");
+        assert_eq!(name.len(), 12);
+    }
+}
