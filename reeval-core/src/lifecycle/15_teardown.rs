@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use crate::diff::{Diff, Snapshot};
-use crate::exec::Command;
 use crate::harness::Harness;
 use crate::sandbox::{Sandbox, SandboxError, SandboxHandle, Signal};
 
