@@ -406,7 +406,11 @@ async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence(
         .arg(&dir));
     let second = common::json(&run_dir.join("summary.json"))["comparison"].clone();
     assert_eq!(second["look"], 2);
-    assert_eq!(common::records(&run_dir).len(), 16, "2 evals × 2 arms × 4 trials, the first 2 kept");
+    assert_eq!(
+        common::records(&run_dir).len(),
+        16,
+        "2 evals × 2 arms × 4 trials, the first 2 kept"
+    );
     let r = row(&second, "needs_the_skill");
     assert_eq!(r["pairs"], 4);
     assert!(r["method"].as_str().unwrap().contains("confidence sequence"), "{r:#}");

@@ -102,7 +102,13 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
             Some(std::net::Ipv4Addr::from(u32::from(net) + 1).to_string())
         })
         .expect("the bridge's gateway or subnet");
-    let engine_ip = url.split_once("://").map_or(url.as_str(), |(_, a)| a).rsplit_once(':').unwrap().0.to_string();
+    let engine_ip = url
+        .split_once("://")
+        .map_or(url.as_str(), |(_, a)| a)
+        .rsplit_once(':')
+        .unwrap()
+        .0
+        .to_string();
     // The host as the engine's network sees it (the test's upstream listens there).
     let host_ip = "10.214.0.1";
     let (port, hits) = upstream().await;

@@ -162,7 +162,9 @@ async fn images_are_built_once_by_content_digest_and_reused() {
     assert!(built <= 1 && built + hits == 3, "three concurrent attempts build once: {details:?}");
     let ids: std::collections::BTreeSet<&str> = details
         .iter()
-        .map(|d| d.split_once("(sha256:").and_then(|(_, r)| r.split_once(')')).expect("an image id").0)
+        .map(|d| {
+            d.split_once("(sha256:").and_then(|(_, r)| r.split_once(')')).expect("an image id").0
+        })
         .collect();
     assert_eq!(ids.len(), 1, "one image for all three attempts: {details:?}");
     let again = common::runner("images2").run(vec![eval.trials(1)]).await.unwrap();

@@ -389,8 +389,10 @@ async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_tur
     let summary = common::json(&run_dir.join("summary.json"));
     assert_eq!(summary["passed"], 3, "{summary}");
     assert_eq!(summary["runId"], run_id.as_str());
-    let files: Vec<String> =
-        common::records(&run_dir).iter().map(|r| format!("t{}.try{}", r["trial"], r["try"])).collect();
+    let files: Vec<String> = common::records(&run_dir)
+        .iter()
+        .map(|r| format!("t{}.try{}", r["trial"], r["try"]))
+        .collect();
     assert_eq!(
         files,
         ["t1.try1", "t2.try1", "t3.try1", "t3.try2"],

@@ -319,11 +319,8 @@ impl Attempt {
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
                     if let Some(sandbox) = ahead {
                         record.container = Some(sandbox.id().to_string());
-                        let handle = SandboxHandle::new(
-                            sandbox,
-                            crate::environment::WORKSPACE,
-                            variables,
-                        );
+                        let handle =
+                            SandboxHandle::new(sandbox, crate::environment::WORKSPACE, variables);
                         *state = SandboxState::Starting { handle: Some(handle.clone()) };
                         return Ok(handle);
                     }
