@@ -8,66 +8,14 @@
 //!    being once per run).
 //! 3. `Ctx::diff` on a 10,000-file workspace with five changed files.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use reeval::bollard::Docker;
-use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
-use reeval::bollard::models::{ContainerCreateBody, HostConfig};
-use reeval::bollard::query_parameters::RemoveContainerOptionsBuilder;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, RunConfig, Runner};
 
-const IMAGE: &str = "reeval/base:latest";
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-async fn raw_cycle(docker: &Docker) -> Duration {
-    let began = Instant::now();
-    let body = ContainerCreateBody {
-        image: Some(IMAGE.into()),
-        cmd: Some(vec!["sleep".into(), "infinity".into()]),
-        labels: Some(HashMap::from([("dev.reeval.bench".to_string(), "raw".to_string())])),
-        host_config: Some(HostConfig {
-            network_mode: Some("none".into()),
-            init: Some(true),
-            memory: Some(4 << 30),
-            nano_cpus: Some(2_000_000_000),
-            pids_limit: Some(1024),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let id = docker.create_container(None, body).await.expect("create").id;
-    docker.start_container(&id, None).await.expect("start");
-    let exec = docker
-        .create_exec(
-            &id,
-            CreateExecOptions::<String> {
-                cmd: Some(vec!["true".into()]),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("create exec");
-    if let StartExecResults::Attached { mut output, .. } =
-        docker.start_exec(&exec.id, None).await.expect("start exec")
-    {
-        while output.next().await.is_some() {}
-    }
-    assert_eq!(docker.inspect_exec(&exec.id).await.expect("inspect").exit_code, Some(0));
-    docker
-        .remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build()))
-        .await
-        .expect("remove");
-    began.elapsed()
-}
+mod common;
+use common::{median, raw_cycle};
 
 fn runner(dir: &std::path::Path) -> Runner {
     Runner::new(
