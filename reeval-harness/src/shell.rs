@@ -35,15 +35,18 @@ impl Harness for ShellHarness {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
         let exec = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx);
         // The script's output, a line at a time as it arrives (`--stream`).
+        // Chunks are dropped as soon as they are read: a queued chunk holds the
+        // engine stream's whole read buffer, and a script may print megabytes.
         let stream = async {
+            if turn.events.is_none() {
+                while rx.recv().await.is_some() {}
+                return;
+            }
             let mut pending: Vec<u8> = Vec::new();
             while let Some(chunk) = rx.recv().await {
-                pending.extend_from_slice(&chunk);
-                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=end).collect();
-                    let text = String::from_utf8_lossy(&line).trim_end().to_string();
-                    turn.report(AgentEvent::Message { text });
-                }
+                complete_lines(&mut pending, &chunk, |text| {
+                    turn.report(AgentEvent::Message { text })
+                });
             }
             if !pending.is_empty() {
                 turn.report(AgentEvent::Message { text: String::from_utf8_lossy(&pending).into() });
@@ -71,5 +74,37 @@ impl Harness for ShellHarness {
             events: u64::from(!never_started),
             ..TurnReport::default()
         })
+    }
+}
+
+/// Appends `chunk` to `pending` and hands over each line it completes, without
+/// its line end; one drain per chunk, not one per line (a chunk may hold
+/// thousands).
+fn complete_lines(pending: &mut Vec<u8>, chunk: &[u8], mut line: impl FnMut(String)) {
+    pending.extend_from_slice(chunk);
+    let mut start = 0;
+    while let Some(end) = pending[start..].iter().position(|b| *b == b'\n') {
+        line(String::from_utf8_lossy(&pending[start..start + end]).trim_end().to_string());
+        start += end + 1;
+    }
+    pending.drain(..start);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::complete_lines;
+
+    #[test]
+    fn lines_split_across_chunks_come_out_whole_and_in_order() {
+        let mut pending = Vec::new();
+        let mut lines = Vec::new();
+        for chunk in [&b"a\nb"[..], b"c\r\n\nd", b"", b"e\nf\ng\n"] {
+            complete_lines(&mut pending, chunk, |l| lines.push(l));
+        }
+        assert_eq!(lines, ["a", "bc", "", "de", "f", "g"]);
+        assert!(pending.is_empty());
+        complete_lines(&mut pending, b"no end", |l| lines.push(l));
+        assert_eq!(pending, b"no end");
+        assert_eq!(lines.len(), 6);
     }
 }
