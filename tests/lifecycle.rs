@@ -232,6 +232,27 @@ async fn exec_captures_bounded_output_and_files_round_trip() {
 }
 
 #[tokio::test]
+async fn a_turn_printing_megabytes_keeps_the_end_of_its_output_as_final_message() {
+    require_docker!();
+    // 5 MB, then a last line: the turn's stdout is streamed and kept as head
+    // and tail (128 KiB), and the shell harness's final message is its last 64 KiB.
+    let eval = Eval::new("chatty", |c| {
+        Box::pin(async move {
+            let turn = c
+                .send("head -c 5000000 /dev/zero | tr '\\0' 'a'; echo; seq 1 20000 | tail -n 3000; echo LAST")
+                .await?;
+            let message = turn.final_message.unwrap_or_default();
+            expect(message.ends_with("19999\n20000\nLAST")).to_equal(true)?;
+            expect(message.len() <= 64 * 1024 && message.len() > 14_000).to_equal(true)?;
+            expect(message.contains("\n17001\n17002\n")).to_equal(true)?;
+            Ok(())
+        })
+    });
+    let (r, _, _) = run_one("chatty", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+}
+
+#[tokio::test]
 async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
     require_docker!();
     let eval = Eval::new("matcher_message", |c| {

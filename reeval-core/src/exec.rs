@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 /// How much of a stream is kept: the first and the last half of this many bytes.
 pub const CAPTURE_LIMIT: usize = 1024 * 1024;
+/// How much of a stdout that also went to a stream (a harness's turn) an exec
+/// returns: the stream had every byte, so the capture keeps the first and
+/// last 64 KiB, and sixteen chatty turns at once do not hold 16 MiB.
+pub const STREAMED_CAPTURE_LIMIT: usize = 128 * 1024;
 
 /// A command to run as an argv (no shell involved).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +142,8 @@ pub struct ExecOutput {
     pub command: String,
     /// Exit code; `-1` when the command was killed by its timeout.
     pub exit_code: i64,
-    /// Standard output (head and tail when it exceeded the capture limit).
+    /// Standard output (head and tail when it exceeded the capture limit:
+    /// [`CAPTURE_LIMIT`], or [`STREAMED_CAPTURE_LIMIT`] when it was also streamed).
     pub stdout: String,
     /// Standard error (head and tail when it exceeded the capture limit).
     pub stderr: String,
@@ -195,6 +200,13 @@ impl BoundedBuffer {
     /// A buffer keeping at most `limit` bytes.
     pub fn new(limit: usize) -> Self {
         Self { limit, head: Vec::new(), tail: std::collections::VecDeque::new(), total: 0 }
+    }
+
+    /// The stdout and stderr buffers of one exec; `streamed` when its stdout
+    /// also goes to a stream.
+    pub(crate) fn for_exec(streamed: bool) -> (Self, Self) {
+        let out = if streamed { STREAMED_CAPTURE_LIMIT } else { CAPTURE_LIMIT };
+        (Self::new(out), Self::new(CAPTURE_LIMIT))
     }
 
     /// Appends a chunk.

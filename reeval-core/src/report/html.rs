@@ -212,6 +212,24 @@ fn ticks(total_ms: u64) -> Vec<(String, String)> {
         .collect()
 }
 
+/// How much of a turn's final message the page shows: its end. The record
+/// keeps all the harness kept (the shell harness: 64 KiB), and the page of a
+/// run of many chatty attempts stays small, in the browser and in the runner.
+const PAGE_MESSAGE_LIMIT: usize = 4 * 1024;
+
+/// The end of an already redacted message (cut after redaction, so that a
+/// secret's value is never cut in two and left half unmasked).
+fn message_end(redacted: String) -> String {
+    if redacted.len() <= PAGE_MESSAGE_LIMIT {
+        return redacted;
+    }
+    let kept = crate::exec::tail(&redacted, PAGE_MESSAGE_LIMIT);
+    format!(
+        "[… {} bytes before this are in the attempt's record …]\n{kept}",
+        redacted.len() - kept.len()
+    )
+}
+
 fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) -> TryView {
     let total = r.timings.total_ms.max(1) as f64;
     let mut artifacts: Vec<(String, String)> = r
@@ -251,7 +269,7 @@ fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) ->
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
-                final_message: redact(t.final_message.as_deref().unwrap_or("")),
+                final_message: message_end(redact(t.final_message.as_deref().unwrap_or(""))),
                 error: redact(t.error.as_deref().unwrap_or("")),
                 model: t.model.clone().unwrap_or_default(),
                 duration_ms: t.duration_ms,
@@ -470,6 +488,19 @@ mod tests {
             !html.contains("http://") && !html.contains("https://"),
             "nothing from the network"
         );
+    }
+
+    #[test]
+    fn a_long_final_message_shows_its_redacted_end_on_the_page() {
+        // The secret straddles the page's cut: redaction comes first, so no half of it shows.
+        let secret = "sk-live-0123456789abcdef";
+        let long =
+            format!("{}{secret}{}THE END", "a".repeat(5000), "b".repeat(PAGE_MESSAGE_LIMIT - 20));
+        let shown = message_end(crate::secrets::Redactor::new([secret]).redact(&long).into_owned());
+        assert!(shown.ends_with("THE END") && shown.starts_with("[… "), "{shown:.80}");
+        assert!(shown.len() < PAGE_MESSAGE_LIMIT + 80);
+        assert!(!shown.contains("0123456789") && !shown.contains("abcdef"), "{shown:.200}");
+        assert_eq!(message_end("short".into()), "short");
     }
 
     #[test]

@@ -67,8 +67,10 @@ pub(crate) async fn dispatch(
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
-    let mut results: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
-    let mut all = Vec::new();
+    // Each eval's records, as indices into `all` (one copy of each record:
+    // a run of many attempts with long final messages holds them all).
+    let mut results: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut all: Vec<Record> = Vec::new();
     let mut harness_versions = BTreeMap::new();
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
@@ -97,8 +99,8 @@ pub(crate) async fn dispatch(
                     .cloned()
                     .collect();
                 if !kept.is_empty() {
-                    all.extend(kept.iter().cloned());
-                    results.entry(i).or_default().extend(kept);
+                    results.entry(i).or_default().extend(all.len()..all.len() + kept.len());
+                    all.extend(kept);
                     *pending.get_mut(&i).expect("planned above") -= 1;
                     continue;
                 }
@@ -164,7 +166,8 @@ pub(crate) async fn dispatch(
     // Evals whose every trial a resumed run kept are done already.
     for (&i, left) in &pending {
         if *left == 0 {
-            let finals = final_tries(&results[&i]).into_iter().cloned().collect();
+            let finals =
+                final_tries(results[&i].iter().map(|&k| &all[k])).into_iter().cloned().collect();
             report_all(reporters, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
         }
     }
@@ -197,12 +200,12 @@ pub(crate) async fn dispatch(
                 while let Ok(event) = rx.try_recv() {
                     report_all(reporters, &event);
                 }
-                all.extend(records.iter().cloned());
-                results.entry(i).or_default().extend(records);
+                results.entry(i).or_default().extend(all.len()..all.len() + records.len());
+                all.extend(records);
                 let left = pending.get_mut(&i).expect("known eval");
                 *left -= 1;
                 if *left == 0 {
-                    let finals = final_tries(&results[&i]).into_iter().cloned().collect();
+                    let finals = final_tries(results[&i].iter().map(|&k| &all[k])).into_iter().cloned().collect();
                     report_all(reporters, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
                 }
             }

@@ -143,7 +143,7 @@ impl RunReport {
     }
 }
 
-pub(crate) fn final_tries(records: &[Record]) -> Vec<&Record> {
+pub(crate) fn final_tries<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<&'a Record> {
     let mut last: BTreeMap<(crate::record::CellKey, u32), &Record> = BTreeMap::new();
     for r in records {
         let key = (r.cell(), r.trial);

@@ -142,6 +142,8 @@ impl SandboxHandle {
     }
 
     /// Runs an agent's turn: a killable process tree whose stdout also streams to `stdout`.
+    /// The returned stdout keeps the first and last 64 KiB
+    /// ([`crate::exec::STREAMED_CAPTURE_LIMIT`]); the stream has every byte.
     ///
     /// # Errors
     /// As [`SandboxHandle::exec`].

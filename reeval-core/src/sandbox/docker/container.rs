@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::{Flavor, is_not_found, remove_container};
-use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, ExecOutput};
+use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
 use crate::sandbox::{ExecRequest, ExecStream, ProcessGroup, Sandbox, SandboxError, Signal};
 
@@ -235,8 +235,7 @@ impl Sandbox for DockerSandbox {
         argv.extend(cmd.argv.iter().cloned());
         let mut env = env.to_vec();
         env.extend(cmd.env.iter().cloned());
-        let mut out = BoundedBuffer::new(CAPTURE_LIMIT);
-        let mut err = BoundedBuffer::new(CAPTURE_LIMIT);
+        let (mut out, mut err) = BoundedBuffer::for_exec(stdout.is_some());
         let spec = ExecSpec {
             argv,
             env: &env,

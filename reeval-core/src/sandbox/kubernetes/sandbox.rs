@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::pod::{self, CONTAINER};
-use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, ExecOutput};
+use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
 use crate::sandbox::{
     ExecRequest, ExecStream, PortStream, ProcessGroup, Sandbox, SandboxError, Signal,
@@ -181,8 +181,7 @@ impl Sandbox for KubeSandbox {
         argv.extend(cmd.argv.iter().cloned());
         let mut all_env = env.to_vec();
         all_env.extend(cmd.env.iter().cloned());
-        let mut out = BoundedBuffer::new(CAPTURE_LIMIT);
-        let mut err = BoundedBuffer::new(CAPTURE_LIMIT);
+        let (mut out, mut err) = BoundedBuffer::for_exec(stdout.is_some());
         let spec = ExecSpec {
             argv,
             env: all_env,
