@@ -4,6 +4,7 @@
 //! prints and writes is a reporter ([`crate::report`]) on its event stream
 //! ([`events`]).
 
+mod background;
 pub mod cli;
 pub mod config;
 mod dispatch;

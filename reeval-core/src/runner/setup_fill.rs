@@ -16,10 +16,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::background::Background;
 use crate::attempt::{self, AttemptPlan, ForCache};
 use crate::harness::HarnessRegistry;
 use crate::sandbox::Backend;
@@ -33,8 +32,7 @@ const COMMIT_LIMIT: Duration = Duration::from_secs(600);
 /// The run's background fills.
 #[derive(Debug)]
 pub(crate) struct SetupFills {
-    limit: Arc<Semaphore>,
-    running: Mutex<JoinSet<()>>,
+    tasks: Background,
     /// Digests asked for in this run: each is filled once.
     asked: Mutex<HashSet<String>>,
     shutdown: CancellationToken,
@@ -54,8 +52,7 @@ pub(crate) struct FillFrom {
 impl SetupFills {
     pub(crate) fn new(max_at_once: usize, max_bytes: u64, shutdown: CancellationToken) -> Self {
         Self {
-            limit: Arc::new(Semaphore::new(max_at_once.max(1))),
-            running: Mutex::new(JoinSet::new()),
+            tasks: Background::new(max_at_once),
             asked: Mutex::new(HashSet::new()),
             shutdown,
             max_bytes,
@@ -70,13 +67,8 @@ impl SetupFills {
             return;
         }
         let (fills, digest) = (self.clone(), digest.to_string());
-        let mut running = self.running.lock().expect("never poisoned: no panics under the lock");
-        running.spawn(async move {
-            let shutdown = fills.shutdown.clone();
-            let _permit = tokio::select! {
-                permit = fills.limit.clone().acquire_owned() => permit.expect("never closed"),
-                _ = shutdown.cancelled() => return,
-            };
+        let shutdown = self.shutdown.clone();
+        self.tasks.spawn(shutdown.clone(), async move {
             if let Err(why) = fills.run(&digest, from).await
                 && !shutdown.is_cancelled()
             {
@@ -136,14 +128,6 @@ impl SetupFills {
     /// Dropping it aborts the fills it was waiting for; their containers are
     /// left to the run's end sweep, or the next run's.
     pub(crate) async fn wait_all(&self) {
-        loop {
-            let mut set = std::mem::take(
-                &mut *self.running.lock().expect("never poisoned: no panics under the lock"),
-            );
-            if set.is_empty() {
-                return;
-            }
-            while set.join_next().await.is_some() {}
-        }
+        self.tasks.wait_all().await;
     }
 }

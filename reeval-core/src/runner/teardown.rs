@@ -5,12 +5,12 @@
 //! waits for every one before it ends, also when it was interrupted: a
 //! Ctrl-C or SIGTERM still leaves nothing behind.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
+use super::background::Background;
 use crate::sandbox::Sandbox;
 
 /// Destroys running at once, at most.
@@ -22,25 +22,19 @@ const DESTROY_LIMIT: Duration = Duration::from_secs(300);
 /// The run's background destroys.
 #[derive(Debug)]
 pub(crate) struct Teardowns {
-    limit: Arc<Semaphore>,
-    running: Mutex<JoinSet<()>>,
+    tasks: Background,
 }
 
 impl Teardowns {
     pub(crate) fn new(max_at_once: usize) -> Self {
-        Self {
-            limit: Arc::new(Semaphore::new(max_at_once.max(1))),
-            running: Mutex::new(JoinSet::new()),
-        }
+        Self { tasks: Background::new(max_at_once) }
     }
 
     /// Destroys `sandbox` in the background; a failure is said on stderr and
     /// left to the run's end sweep (which removes every sandbox of the run).
     pub(crate) fn destroy(&self, sandbox: Arc<dyn Sandbox>) {
-        let limit = self.limit.clone();
-        let mut running = self.running.lock().expect("never poisoned: no panics under the lock");
-        running.spawn(async move {
-            let _permit = limit.acquire_owned().await.expect("the semaphore is never closed");
+        // Never cancelled: Ctrl-C still tears everything down.
+        self.tasks.spawn(CancellationToken::new(), async move {
             let outcome =
                 tokio::time::timeout(DESTROY_LIMIT, crate::lifecycle::teardown::destroy(&*sandbox))
                     .await;
@@ -62,14 +56,6 @@ impl Teardowns {
     /// Dropping it aborts the destroys it was waiting for; their sandboxes
     /// are left to the next run's sweep.
     pub(crate) async fn wait_all(&self) {
-        loop {
-            let mut set = std::mem::take(
-                &mut *self.running.lock().expect("never poisoned: no panics under the lock"),
-            );
-            if set.is_empty() {
-                return;
-            }
-            while set.join_next().await.is_some() {}
-        }
+        self.tasks.wait_all().await;
     }
 }
