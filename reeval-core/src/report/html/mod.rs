@@ -1,10 +1,21 @@
-//! The run's self-contained HTML report (askama; no script, no font or
-//! style from the network, every text escaped): the run's provenance and
-//! figures, its cells with their statistics and cost, then its attempts,
-//! failures first, each with its tries grouped under it, a timeline of its
-//! phases (a time axis, labels and a legend) and, a click away, its turns
-//! (with each turn's diff rendered as a diff), checks, verdicts, egress,
-//! artifacts (`setup.log`, captures, linked), usage and cost.
+//! The run's self-contained HTML report (askama; its style and script are
+//! inlined, nothing is fetched from the network, every text escaped), made
+//! to read a whole suite: the run's figures and provenance, then one group
+//! per eval (collapsed: the eval's cells and their statistics on one line),
+//! inside it the cells' figures and the eval's attempts, each with its tries,
+//! a timeline of its phases and, in the order they ran, its turns (with each
+//! turn's diff), checks and judge calls ([`steps`]), then egress, artifacts
+//! and events. An in-page script filters attempts by outcome, kind and a
+//! search, from the controls or the URL's fragment (`#outcome=fail&q=readme`,
+//! `#attempt=<id>` opens one attempt alone), so a view can be linked.
+
+#[cfg(test)]
+mod screenshot_tests;
+mod steps;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
 
 use askama::Template;
 
@@ -13,18 +24,27 @@ use crate::prices::PriceTable;
 use crate::record::{Record, Summary};
 use crate::runner::RunReport;
 use crate::secrets::Redactor;
+use steps::StepView;
+
+/// The page's style and script, inlined into it.
+const STYLE: &str = include_str!("style.css");
+const SCRIPT: &str = include_str!("script.js");
 
 struct CellView {
-    eval: String,
     harness: String,
     passed: u32,
     failed: u32,
     infra: u32,
+    /// Trials with a final try.
+    total: u32,
     rate: String,
     interval: String,
     threshold: String,
     ok: bool,
-    by_k: Vec<(u32, String, String)>,
+    /// `1.00 · 0.90 · 0.67` for k = 1, 2, 3 (the title says which is which).
+    at_k: String,
+    pow_k: String,
+    k_title: String,
     tokens: String,
     cost: String,
 }
@@ -37,60 +57,17 @@ struct BarView {
     detail: String,
 }
 
-struct DiffLine {
-    class: &'static str,
-    text: String,
-}
-
-struct ToolView {
-    name: String,
-    input: String,
-    result: String,
-}
-
-struct TurnView {
-    index: usize,
-    prompt: String,
-    status: String,
-    final_message: String,
-    error: String,
-    model: String,
-    duration_ms: u64,
-    tools: Vec<ToolView>,
-    files: Vec<String>,
-    diff: Vec<DiffLine>,
-}
-
-struct CheckView {
-    command: String,
-    exit_code: i64,
-    duration_ms: u64,
-    stdout: String,
-    stderr: String,
-}
-
-struct VerdictView {
-    criterion: String,
-    score: String,
-    threshold: String,
-    pass: bool,
-    reasoning: String,
-    error: String,
-}
-
 struct TryView {
     title: String,
     outcome: &'static str,
     kind: &'static str,
     message: String,
     location: String,
-    total_ms: u64,
+    total: String,
     record_file: String,
     ticks: Vec<(String, String)>,
     bars: Vec<BarView>,
-    turns: Vec<TurnView>,
-    checks: Vec<CheckView>,
-    verdicts: Vec<VerdictView>,
+    steps: Vec<StepView>,
     egress: Vec<crate::record::EgressRecord>,
     artifacts: Vec<(String, String)>,
     usage: String,
@@ -103,7 +80,20 @@ struct AttemptView {
     title: String,
     outcome: &'static str,
     kind: &'static str,
+    /// The last try's message, first line.
+    headline: String,
+    /// Lowercase text the page's search looks in.
+    search: String,
     tries: Vec<TryView>,
+}
+
+struct EvalView {
+    id: String,
+    name: String,
+    /// `pass` when every cell passes, else `fail`.
+    status: &'static str,
+    cells: Vec<CellView>,
+    attempts: Vec<AttemptView>,
 }
 
 #[derive(Template)]
@@ -118,8 +108,11 @@ struct ReportPage {
     exit_reason: String,
     provenance: Vec<(String, String)>,
     legend: Vec<&'static str>,
-    cells: Vec<CellView>,
-    attempts: Vec<AttemptView>,
+    kinds: Vec<&'static str>,
+    attempts: usize,
+    evals: Vec<EvalView>,
+    style: &'static str,
+    script: &'static str,
 }
 
 /// Every phase a timeline can show, in lifecycle order (the legend).
@@ -173,26 +166,6 @@ fn outcome_class(o: Outcome) -> &'static str {
     }
 }
 
-fn diff_lines(patch: &str) -> Vec<DiffLine> {
-    patch
-        .lines()
-        .map(|l| DiffLine {
-            class: if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") {
-                "d-file"
-            } else if l.starts_with("@@") {
-                "d-hunk"
-            } else if l.starts_with('+') {
-                "d-add"
-            } else if l.starts_with('-') {
-                "d-del"
-            } else {
-                "d-ctx"
-            },
-            text: l.to_string(),
-        })
-        .collect()
-}
-
 /// Time-axis ticks for a timeline of `total_ms`: about five round steps.
 fn ticks(total_ms: u64) -> Vec<(String, String)> {
     let total = total_ms.max(1);
@@ -230,7 +203,8 @@ fn message_end(redacted: String) -> String {
     )
 }
 
-fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) -> TryView {
+fn try_view(r: &Record, prices: &PriceTable, redactor: &Redactor) -> TryView {
+    let redact = |s: &str| redactor.redact(s).into_owned();
     let total = r.timings.total_ms.max(1) as f64;
     let mut artifacts: Vec<(String, String)> = r
         .artifacts
@@ -244,7 +218,7 @@ fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) ->
         kind: r.outcome.kind().map(|k| k.as_str()).unwrap_or(""),
         message: redact(r.message.as_deref().unwrap_or_default()),
         location: r.location.clone().unwrap_or_default(),
-        total_ms: r.timings.total_ms,
+        total: format!("{:.2}s", r.timings.total_ms as f64 / 1000.0),
         record_file: r.file_name(),
         ticks: ticks(r.timings.total_ms),
         bars: r
@@ -258,65 +232,9 @@ fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) ->
                 detail: redact(&p.detail),
             })
             .collect(),
-        turns: r
-            .turns
-            .iter()
-            .enumerate()
-            .map(|(i, t)| TurnView {
-                index: i + 1,
-                prompt: redact(&t.prompt),
-                status: serde_json::to_value(t.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                final_message: message_end(redact(t.final_message.as_deref().unwrap_or(""))),
-                error: redact(t.error.as_deref().unwrap_or("")),
-                model: t.model.clone().unwrap_or_default(),
-                duration_ms: t.duration_ms,
-                tools: t
-                    .tool_calls
-                    .iter()
-                    .map(|c| ToolView {
-                        name: c.name.clone(),
-                        input: redact(&c.input.to_string()),
-                        result: redact(
-                            c.error.as_deref().or(c.result.as_deref()).unwrap_or_default(),
-                        ),
-                    })
-                    .collect(),
-                files: t
-                    .diff
-                    .files
-                    .iter()
-                    .map(|f| format!("{} ({:?})", f.path, f.change).to_lowercase())
-                    .collect(),
-                diff: diff_lines(&redact(&t.diff.patch)),
-            })
-            .collect(),
-        checks: r
-            .checks
-            .iter()
-            .map(|c| CheckView {
-                command: redact(&c.command),
-                exit_code: c.exit_code,
-                duration_ms: c.duration_ms,
-                stdout: redact(&c.stdout_tail),
-                stderr: redact(&c.stderr_tail),
-            })
-            .collect(),
-        verdicts: r
-            .verdicts
-            .iter()
-            .map(|v| VerdictView {
-                criterion: redact(&v.criterion),
-                score: format!("{:.2}", v.score),
-                threshold: format!("{:.2}", v.threshold),
-                pass: v.pass,
-                reasoning: redact(&v.reasoning),
-                error: redact(v.error.as_deref().unwrap_or("")),
-            })
-            .collect(),
-        egress: Vec::new(),
+        steps: steps::steps(r, &redact),
+        // Hosts and paths only, never a header or body value; redacted all the same.
+        egress: redactor.scrub(&r.egress).unwrap_or_default(),
         artifacts,
         usage: usage_text(&r.usage),
         cost: cost_text(prices.cost([r])),
@@ -325,6 +243,61 @@ fn try_view(r: &Record, prices: &PriceTable, redact: &dyn Fn(&str) -> String) ->
             .iter()
             .map(|e| format!("{} ms: {}", e.at_ms, redact(&e.message)))
             .collect(),
+    }
+}
+
+fn cell_view(c: &crate::record::CellSummary) -> CellView {
+    let join = |f: &dyn Fn(&crate::record::AtK) -> f64| {
+        c.by_k.iter().map(|a| format!("{:.2}", f(a))).collect::<Vec<_>>().join(" · ")
+    };
+    CellView {
+        harness: super::console::arm_label(&c.harness, c.arm.as_deref()),
+        passed: c.passed,
+        failed: c.failed,
+        infra: c.infra,
+        total: c.passed + c.failed + c.infra,
+        rate: c.pass_rate.map(pct).unwrap_or_else(|| "n/a".into()),
+        interval: c
+            .pass_rate_interval
+            .map(|[lo, hi]| format!("{}–{}", pct(lo), pct(hi)))
+            .unwrap_or_else(|| "n/a".into()),
+        threshold: c.min_pass_rate.map(pct).unwrap_or_else(|| "all".into()),
+        ok: c.ok,
+        at_k: join(&|a| a.pass_at_k),
+        pow_k: join(&|a| a.pass_pow_k),
+        k_title: match c.by_k.last() {
+            Some(last) => format!("k = 1 … {}", last.k),
+            None => String::new(),
+        },
+        tokens: usage_text(&c.usage),
+        cost: cost_text(c.cost_usd),
+    }
+}
+
+/// An attempt: a trial's tries, the last one deciding.
+fn attempt_view(
+    eval: &str,
+    harness: &str,
+    trial: u32,
+    mut tries: Vec<&Record>,
+    prices: &PriceTable,
+    redactor: &Redactor,
+) -> AttemptView {
+    tries.sort_by_key(|r| r.try_);
+    let last = *tries.last().expect("a group has a try");
+    let outcome = outcome_class(last.outcome);
+    let kind = last.outcome.kind().map(|k| k.as_str()).unwrap_or("");
+    let message = redactor.redact(last.message.as_deref().unwrap_or_default()).into_owned();
+    let headline: String = message.lines().next().unwrap_or_default().chars().take(200).collect();
+    let title = format!("{eval} #{trial} [{harness}]");
+    AttemptView {
+        id: crate::record::sanitize(&format!("{eval}-{harness}-{trial}")),
+        search: format!("{title} {outcome} {kind} {message}").to_lowercase(),
+        title,
+        outcome,
+        kind,
+        headline,
+        tries: tries.iter().map(|r| try_view(r, prices, redactor)).collect(),
     }
 }
 
@@ -351,67 +324,50 @@ pub fn render_priced(
     prices: &PriceTable,
 ) -> Result<String, askama::Error> {
     let redact = |s: &str| redactor.redact(s).into_owned();
-    let cells = summary
-        .cells
-        .iter()
-        .map(|c| CellView {
-            eval: c.eval.clone(),
-            harness: super::console::arm_label(&c.harness, c.arm.as_deref()),
-            passed: c.passed,
-            failed: c.failed,
-            infra: c.infra,
-            rate: c.pass_rate.map(pct).unwrap_or_else(|| "n/a".into()),
-            interval: c
-                .pass_rate_interval
-                .map(|[lo, hi]| format!("{}–{}", pct(lo), pct(hi)))
-                .unwrap_or_else(|| "n/a".into()),
-            threshold: c.min_pass_rate.map(pct).unwrap_or_else(|| "all".into()),
-            ok: c.ok,
-            by_k: c
-                .by_k
-                .iter()
-                .map(|a| (a.k, format!("{:.2}", a.pass_at_k), format!("{:.2}", a.pass_pow_k)))
-                .collect(),
-            tokens: usage_text(&c.usage),
-            cost: cost_text(c.cost_usd),
-        })
-        .collect();
-    // Attempts: each trial with its tries under it, failures first, then by name.
-    let mut groups: std::collections::BTreeMap<(String, String, u32), Vec<&Record>> =
-        Default::default();
+    // One group per eval: its cells, then its attempts (each trial with its tries).
+    let mut evals: BTreeMap<&str, EvalView> = BTreeMap::new();
+    let group = |name: &str| EvalView {
+        id: crate::record::sanitize(name),
+        name: name.to_string(),
+        status: "pass",
+        cells: Vec::new(),
+        attempts: Vec::new(),
+    };
+    for c in &summary.cells {
+        let e = evals.entry(&c.eval).or_insert_with(|| group(&c.eval));
+        if !c.ok {
+            e.status = "fail";
+        }
+        e.cells.push(cell_view(c));
+    }
+    let mut trials: BTreeMap<(&str, String, u32), Vec<&Record>> = BTreeMap::new();
     for r in records {
         // A comparison's arms are apart: `harness, arm`.
         let harness = super::console::arm_label(&r.harness, r.arm.as_deref());
-        groups.entry((r.eval.clone(), harness, r.trial)).or_default().push(r);
+        trials.entry((&r.eval, harness, r.trial)).or_default().push(r);
     }
-    let mut attempts: Vec<AttemptView> = groups
-        .into_iter()
-        .map(|((eval, harness, trial), mut tries)| {
-            tries.sort_by_key(|r| r.try_);
-            let last = *tries.last().expect("a group has a try");
-            AttemptView {
-                id: crate::record::sanitize(&format!("{eval}-{harness}-{trial}")),
-                title: format!("{eval} #{trial} [{harness}]"),
-                outcome: outcome_class(last.outcome),
-                kind: last.outcome.kind().map(|k| k.as_str()).unwrap_or(""),
-                tries: tries
-                    .iter()
-                    .map(|r| {
-                        let mut view = try_view(r, prices, &redact);
-                        // Hosts and paths only, never a header or body value; redacted all the same.
-                        view.egress = redactor.scrub(&r.egress).unwrap_or_default();
-                        view
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
+    let attempts = trials.len();
+    let mut kinds: Vec<&'static str> = Vec::new();
+    for ((eval, harness, trial), tries) in trials {
+        let a = attempt_view(eval, &harness, trial, tries, prices, redactor);
+        if !a.kind.is_empty() && !kinds.contains(&a.kind) {
+            kinds.push(a.kind);
+        }
+        evals.entry(eval).or_insert_with(|| group(eval)).attempts.push(a);
+    }
+    kinds.sort();
+    // Failures first: evals whose cells fail, and in each, failed attempts before infra errors and passes.
     let rank = |o: &str| match o {
         "fail" => 0,
         "infra_error" => 1,
         _ => 2,
     };
-    attempts.sort_by(|a, b| rank(a.outcome).cmp(&rank(b.outcome)).then(a.title.cmp(&b.title)));
+    let mut evals: Vec<EvalView> = evals.into_values().collect();
+    for e in &mut evals {
+        e.attempts
+            .sort_by(|a, b| rank(a.outcome).cmp(&rank(b.outcome)).then(a.title.cmp(&b.title)));
+    }
+    evals.sort_by(|a, b| rank(a.status).cmp(&rank(b.status)).then(a.name.cmp(&b.name)));
     let p = &summary.provenance;
     let mut provenance = vec![
         ("started".to_string(), p.started_at.clone().unwrap_or_default()),
@@ -452,87 +408,13 @@ pub fn render_priced(
         exit_reason: summary.exit_reason.clone(),
         provenance,
         legend: PHASES.to_vec(),
-        cells,
+        kinds,
         attempts,
+        evals,
+        style: STYLE,
+        script: SCRIPT,
     }
     .render()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn report_escapes_and_shows_phases() {
-        let mut r = Record::new("run-1", "evil<script>", "shell", 1, 1);
-        r.timings.total_ms = 100;
-        r.message = Some("<b>not bold</b>".into());
-        r.phases.push(crate::record::PhaseRecord {
-            phase: crate::Phase::Turn,
-            start_ms: 10,
-            duration_ms: 50,
-            detail: "1 completed".into(),
-        });
-        let summary = crate::runner::summarize("run-1", std::slice::from_ref(&r));
-        let html = render(&summary, &[r], &crate::secrets::Redactor::new(["not bold"])).unwrap();
-        assert!(
-            html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"),
-            "{html}"
-        );
-        assert!(!html.contains("not bold") && html.contains("[redacted]"));
-        assert!(
-            html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""),
-            "{html}"
-        );
-        assert!(
-            !html.contains("http://") && !html.contains("https://"),
-            "nothing from the network"
-        );
-    }
-
-    #[test]
-    fn a_long_final_message_shows_its_redacted_end_on_the_page() {
-        // The secret straddles the page's cut: redaction comes first, so no half of it shows.
-        let secret = "sk-live-0123456789abcdef";
-        let long =
-            format!("{}{secret}{}THE END", "a".repeat(5000), "b".repeat(PAGE_MESSAGE_LIMIT - 20));
-        let shown = message_end(crate::secrets::Redactor::new([secret]).redact(&long).into_owned());
-        assert!(shown.ends_with("THE END") && shown.starts_with("[… "), "{shown:.80}");
-        assert!(shown.len() < PAGE_MESSAGE_LIMIT + 80);
-        assert!(!shown.contains("0123456789") && !shown.contains("abcdef"), "{shown:.200}");
-        assert_eq!(message_end("short".into()), "short");
-    }
-
-    #[test]
-    fn failures_come_first_and_tries_are_grouped() {
-        let mut pass = Record::new("run", "a_passes", "shell", 1, 1);
-        pass.outcome = Outcome::Pass;
-        let mut tries = Vec::new();
-        for t in 1..=2 {
-            let mut r = Record::new("run", "z_fails", "shell", 1, t);
-            r.outcome =
-                if t == 1 { Outcome::InfraError } else { Outcome::Fail(crate::FailKind::Judge) };
-            tries.push(r);
-        }
-        let records = [pass, tries[0].clone(), tries[1].clone()];
-        let summary = crate::runner::summarize("run", &records);
-        let html = render(&summary, &records, &Redactor::new(Vec::<&str>::new())).unwrap();
-        let fail = html.find("z_fails #1 [shell]").unwrap();
-        let ok = html.find("a_passes #1 [shell]").unwrap();
-        assert!(fail < ok, "the failing attempt comes first");
-        assert_eq!(html.matches("z_fails #1 [shell]").count(), 1, "one attempt, its tries inside");
-        assert!(html.contains("try 1") && html.contains("try 2"));
-    }
-
-    #[test]
-    fn ticks_are_round() {
-        let t = ticks(4_500);
-        assert_eq!(
-            t.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(),
-            ["0s", "1s", "2s", "3s", "4s"]
-        );
-        assert_eq!(ticks(80)[1].1, "20ms");
-    }
 }
 
 /// Writes the run's `report.html` when it ends.
