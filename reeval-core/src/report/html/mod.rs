@@ -94,6 +94,8 @@ struct EvalView {
     status: &'static str,
     cells: Vec<CellView>,
     attempts: Vec<AttemptView>,
+    /// Its first failing attempt's message, first line (empty when all passed).
+    headline: String,
 }
 
 #[derive(Template)]
@@ -332,6 +334,7 @@ pub fn render_priced(
         status: "pass",
         cells: Vec::new(),
         attempts: Vec::new(),
+        headline: String::new(),
     };
     for c in &summary.cells {
         let e = evals.entry(&c.eval).or_insert_with(|| group(&c.eval));
@@ -366,6 +369,9 @@ pub fn render_priced(
     for e in &mut evals {
         e.attempts
             .sort_by(|a, b| rank(a.outcome).cmp(&rank(b.outcome)).then(a.title.cmp(&b.title)));
+        if let Some(a) = e.attempts.iter().find(|a| a.outcome != "pass") {
+            e.headline = a.headline.clone();
+        }
     }
     evals.sort_by(|a, b| rank(a.status).cmp(&rank(b.status)).then(a.name.cmp(&b.name)));
     let p = &summary.provenance;
