@@ -26,7 +26,7 @@ use crate::runner::RunReport;
 use crate::secrets::Redactor;
 use steps::StepView;
 
-/// The page's style and script, inlined into it.
+/// The page's style and script, inlined into it (the template is `page.html`, beside them).
 const STYLE: &str = include_str!("style.css");
 const SCRIPT: &str = include_str!("script.js");
 
@@ -99,7 +99,7 @@ struct EvalView {
 }
 
 #[derive(Template)]
-#[template(path = "report.html")]
+#[template(path = "page.html")]
 struct ReportPage {
     run_id: String,
     passed: u32,
