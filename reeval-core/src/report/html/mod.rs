@@ -60,7 +60,8 @@ struct BarView {
 struct TryView {
     title: String,
     outcome: &'static str,
-    kind: &'static str,
+    /// `fail/assertion`, `infra error`: the outcome as the page says it.
+    label: String,
     message: String,
     location: String,
     total: String,
@@ -78,8 +79,11 @@ struct TryView {
 struct AttemptView {
     id: String,
     title: String,
+    /// Its harness and trial, the order within an outcome.
+    order: (String, u32),
     outcome: &'static str,
     kind: &'static str,
+    label: String,
     /// The last try's message, first line.
     headline: String,
     /// Lowercase text the page's search looks in.
@@ -160,6 +164,15 @@ fn cost_text(cost: Option<f64>) -> String {
     cost.map(|c| format!("${c:.4}")).unwrap_or_else(|| "unknown".into())
 }
 
+fn outcome_label(o: Outcome) -> String {
+    match o {
+        Outcome::Pass => "pass".into(),
+        Outcome::Fail(kind) => format!("fail/{}", crate::outcome::Kind::from(kind).as_str()),
+        Outcome::InfraError => "infra error".into(),
+        Outcome::Config => "config error".into(),
+    }
+}
+
 fn outcome_class(o: Outcome) -> &'static str {
     match o {
         Outcome::Pass => "pass",
@@ -217,7 +230,7 @@ fn try_view(r: &Record, prices: &PriceTable, redactor: &Redactor) -> TryView {
     TryView {
         title: format!("try {}", r.try_),
         outcome: outcome_class(r.outcome),
-        kind: r.outcome.kind().map(|k| k.as_str()).unwrap_or(""),
+        label: outcome_label(r.outcome),
         message: redact(r.message.as_deref().unwrap_or_default()),
         location: r.location.clone().unwrap_or_default(),
         total: format!("{:.2}s", r.timings.total_ms as f64 / 1000.0),
@@ -296,8 +309,10 @@ fn attempt_view(
         id: crate::record::sanitize(&format!("{eval}-{harness}-{trial}")),
         search: format!("{title} {outcome} {kind} {message}").to_lowercase(),
         title,
+        order: (harness.to_string(), trial),
         outcome,
         kind,
+        label: outcome_label(last.outcome),
         headline,
         tries: tries.iter().map(|r| try_view(r, prices, redactor)).collect(),
     }
@@ -368,7 +383,7 @@ pub fn render_priced(
     let mut evals: Vec<EvalView> = evals.into_values().collect();
     for e in &mut evals {
         e.attempts
-            .sort_by(|a, b| rank(a.outcome).cmp(&rank(b.outcome)).then(a.title.cmp(&b.title)));
+            .sort_by(|a, b| rank(a.outcome).cmp(&rank(b.outcome)).then(a.order.cmp(&b.order)));
         if let Some(a) = e.attempts.iter().find(|a| a.outcome != "pass") {
             e.headline = a.headline.clone();
         }
