@@ -181,9 +181,11 @@ async fn a_30_eval_run_reads_well_in_chromium() {
     let check = opened.find("check `exit 1` exited 1 in ").expect("the check");
     assert!(turn < check, "in the order they ran");
     assert!(!opened[..check].contains("exited 143"), "not the harness's exit");
-    // Paths as written.
-    let readme =
-        browse(chromium, &format!("{url}#attempt=adds_readme_01-script-1"), &["--dump-dom"]);
-    assert!(readme.contains("README.md (added)"), "the path byte for byte");
+    // A passing attempt opened alone: its turn's files as written, and its diff.
+    let readme = format!("{url}#attempt=adds_readme_01-script-1");
+    screenshot(chromium, &readme, &run_dir.join("report-diff.png"), 800);
+    let dom = browse(chromium, &readme, &["--dump-dom"]);
+    assert!(dom.contains("<code>README.md (added)</code>"), "the path byte for byte");
+    assert!(dom.contains("<span class=\"d-add\">+# Project</span>"), "the diff");
     eprintln!("screenshots in {}", run_dir.display());
 }

@@ -48,7 +48,8 @@
         if (show) { shown++; any = true; }
         if (focus) {
           a.open = show;
-          if (show) a.querySelectorAll(".step.s-bad > details").forEach(function (d) { d.open = true; });
+          // One attempt alone is opened whole: its tries' steps too.
+          if (show) a.querySelectorAll(".step > details").forEach(function (d) { d.open = true; });
         }
       });
       e.hidden = !any;
@@ -84,6 +85,13 @@
     evals.forEach(function (e) { e.open = false; });
   });
   window.addEventListener("hashchange", function () { read(); apply(); });
+  // "/" goes to the search, as on most sites.
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "/" && document.activeElement !== q) {
+      e.preventDefault();
+      q.focus();
+    }
+  });
   read();
   apply();
 })();
