@@ -103,7 +103,7 @@ fn shown_attempts(dom: &str) -> Vec<String> {
         .filter_map(|rest| {
             let tag = &rest[..rest.find('>').expect("a tag ends")];
             let id = tag.split("id=\"attempt-").nth(1)?.split('"').next()?;
-            (!tag.contains(" hidden")).then(|| id.to_string())
+            (!tag.contains(" hidden=\"\"")).then(|| id.to_string())
         })
         .collect()
 }
@@ -112,7 +112,7 @@ fn shown_attempts(dom: &str) -> Vec<String> {
 fn open_evals(dom: &str) -> usize {
     dom.split("<details class=\"eval\"")
         .skip(1)
-        .filter(|rest| rest[..rest.find('>').expect("a tag ends")].contains(" open"))
+        .filter(|rest| rest[..rest.find('>').expect("a tag ends")].contains(" open=\"\""))
         .count()
 }
 
