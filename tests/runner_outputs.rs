@@ -669,6 +669,10 @@ fn a_terminal_gets_a_progress_display_that_never_garbles_the_lines() {
                 .to_string()
         })
         .collect();
+    // The running attempts under it, each with its trial, harness, phase and time.
+    let running =
+        regex::Regex::new(r"  flaky_but_ok#[123] shell +(image|container|check) +[0-9]+s").unwrap();
+    assert!(running.is_match(&screen), "a running attempt named: {screen}");
     for expected in ["running 1 test", "test flaky_but_ok ... ok"] {
         assert!(shown.iter().any(|l| l == expected), "`{expected}` whole on its line: {shown:#?}");
     }
