@@ -40,6 +40,14 @@ pub enum RunsError {
         /// What does not parse.
         message: String,
     },
+    /// A file that is not whole JSON: cut short, never to be trusted.
+    #[error("failed to read {}: not a whole JSON file ({message})", path.display())]
+    Partial {
+        /// The file.
+        path: PathBuf,
+        /// Where it stops making sense.
+        message: String,
+    },
     /// No run was found.
     #[error("failed to find a run in {}: {why}", dir.display())]
     NoRun {
@@ -115,7 +123,10 @@ pub fn latest(record_dir: &Path) -> Result<RunDir, RunsError> {
     })
 }
 
-/// Every attempt's record in `run_dir`, in file-name order.
+/// Every attempt's record in `run_dir`, in file-name order. A file cut
+/// short (not whole JSON: a disk that filled up under an older reeval, or a
+/// copy in progress) is skipped with a warning on stderr, never trusted;
+/// temporary files (`*.json.tmp`) are not read.
 ///
 /// # Errors
 /// [`RunsError::Io`] when the directory cannot be read, and
@@ -131,7 +142,23 @@ pub fn records(run_dir: &Path) -> Result<Vec<Record>, RunsError> {
         })
         .collect();
     paths.sort();
-    paths.iter().map(|p| read_json(p)).collect()
+    read_whole(&paths)
+}
+
+/// The files of `paths` that are whole JSON, a file cut short skipped with a warning.
+fn read_whole<T: serde::de::DeserializeOwned>(paths: &[PathBuf]) -> Result<Vec<T>, RunsError> {
+    let mut read = Vec::new();
+    for path in paths {
+        match read_json(path) {
+            Ok(r) => read.push(r),
+            Err(RunsError::Partial { path, message }) => crate::report::say(&format!(
+                "reeval: warning: skipped {}: not a whole JSON file ({message}); what it held counts as not recorded\n",
+                path.display()
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(read)
 }
 
 /// The summaries written into `run_dir`: the per-process ones under nextest, else `summary.json`.
@@ -150,13 +177,18 @@ pub fn summaries(run_dir: &Path) -> Result<Vec<Summary>, RunsError> {
         paths.iter().filter(|p| !p.ends_with("summary.json")).collect();
     let chosen: Vec<&PathBuf> =
         if per_process.is_empty() { paths.iter().collect() } else { per_process };
-    chosen.into_iter().map(|p| read_json(p)).collect()
+    read_whole(&chosen.into_iter().cloned().collect::<Vec<_>>())
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunsError> {
+    use serde_json::error::Category;
     let bytes = std::fs::read(path).map_err(io("read", path))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| RunsError::NotARecord { path: path.to_path_buf(), message: e.to_string() })
+    serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
+        Category::Eof | Category::Syntax => {
+            RunsError::Partial { path: path.to_path_buf(), message: e.to_string() }
+        }
+        _ => RunsError::NotARecord { path: path.to_path_buf(), message: e.to_string() },
+    })
 }
 
 /// One provenance over several processes' summaries: the earliest start, the
@@ -229,7 +261,7 @@ pub fn write_summary_and_report(
     let html =
         crate::report::html::render_priced(&report.summary, &report.records, redactor, prices)
             .map_err(|e| io("render", &path)(std::io::Error::other(e)))?;
-    std::fs::write(&path, html).map_err(io("write", &path))
+    crate::secrets::write_atomically(&path, html.as_bytes()).map_err(io("write", &path))
 }
 
 /// The cells (eval, harness) of `records` that failed or had an infra error.
@@ -238,7 +270,7 @@ pub fn failed_cells(records: &[Record]) -> Vec<(String, String)> {
     summary
         .cells
         .iter()
-        .filter(|c| !c.ok || c.infra > 0)
+        .filter(|c| c.ok != Some(true) || c.infra > 0)
         .map(|c| (c.eval.clone(), c.harness.clone()))
         .collect()
 }
@@ -335,6 +367,11 @@ mod tests {
         assert!(run.join("report.html").is_file());
         assert_eq!(failed_cells(&report.records), [("b".to_string(), "shell".to_string())]);
         assert_eq!(latest(&dir).unwrap().id, "run-1");
+        // A record cut short (an empty file, half an object) is skipped, not trusted.
+        std::fs::write(run.join("c.shell.t1.try1.json"), "").unwrap();
+        std::fs::write(run.join("d.shell.t1.try1.json"), "{\"schemaVersion\": 1, \"ev").unwrap();
+        std::fs::write(run.join("e.shell.t1.try1.json.tmp"), "{").unwrap();
+        assert_eq!(records(&run).unwrap().len(), 2);
         std::fs::write(run.join("junk.json"), "[]").unwrap();
         let e = records(&run).unwrap_err().to_string();
         assert!(e.starts_with("failed to read") && e.contains("junk.json"), "{e}");

@@ -682,6 +682,7 @@ impl Settings {
             kubernetes: self.kubernetes.clone(),
             compare: None,
             variant: None,
+            suite: None,
         }
     }
 

@@ -234,7 +234,13 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
     let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
     let threshold = c
         .min_pass_rate
-        .map(|m| format!(", min {:.0}%: {}", m * 100.0, if c.ok { "met" } else { "not met" }))
+        .map(|m| {
+            format!(
+                ", min {:.0}%: {}",
+                m * 100.0,
+                if c.ok == Some(true) { "met" } else { "not met" }
+            )
+        })
         .unwrap_or_default();
     let by_k = if c.by_k.is_empty() {
         "pass@k n/a (nothing graded)".to_string()

@@ -24,6 +24,8 @@ struct CellView {
     interval: String,
     threshold: String,
     ok: bool,
+    /// False for a cell of infra and config errors only: neither passes nor fails.
+    graded: bool,
     by_k: Vec<(u32, String, String)>,
     tokens: String,
     cost: String,
@@ -366,7 +368,8 @@ pub fn render_priced(
                 .map(|[lo, hi]| format!("{}–{}", pct(lo), pct(hi)))
                 .unwrap_or_else(|| "n/a".into()),
             threshold: c.min_pass_rate.map(pct).unwrap_or_else(|| "all".into()),
-            ok: c.ok,
+            ok: c.ok == Some(true),
+            graded: c.ok.is_some(),
             by_k: c
                 .by_k
                 .iter()
@@ -564,6 +567,8 @@ impl super::Reporter for HtmlReport {
     fn finish(&mut self, report: &RunReport) -> std::io::Result<()> {
         let html = render_priced(&report.summary, &report.records, &self.redactor, &self.prices)
             .map_err(std::io::Error::other)?;
-        std::fs::write(&self.path, html)
+        crate::secrets::write_atomically(&self.path, html.as_bytes()).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("failed to write {}: {e}", self.path.display()))
+        })
     }
 }

@@ -80,7 +80,7 @@ impl Reporter for Junit {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(&self.path, xml).map_err(|e| {
+        crate::secrets::write_atomically(&self.path, xml.as_bytes()).map_err(|e| {
             io::Error::new(e.kind(), format!("failed to write {}: {e}", self.path.display()))
         })
     }

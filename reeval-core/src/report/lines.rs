@@ -16,6 +16,14 @@ pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(Ordering::SeqCst)
 }
 
+/// Writes `text` to stderr, best effort: a closed stderr (a hung-up terminal)
+/// loses it rather than ending the run, as `eprintln!` would by panicking.
+pub fn say(text: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
+
 /// Prints whole lines without garbling the progress display.
 #[derive(Debug, Default, Clone)]
 pub struct Lines {

@@ -15,6 +15,8 @@ pub mod pool;
 mod preflight;
 mod prestart;
 mod provenance;
+#[cfg(test)]
+mod records_tests;
 mod setup_fill;
 mod suite;
 mod teardown;
@@ -29,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
-use crate::record::{AtK, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
+use crate::record::{AtK, CellStatus, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
 use crate::report::{Console, HtmlReport, JsonFiles, Reporter};
 use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
@@ -92,6 +94,8 @@ pub struct RunConfig {
     pub compare: Option<crate::compare::Arms>,
     /// Run every eval with this variant (`--variant`); its records name it as their arm.
     pub variant: Option<crate::compare::Variant>,
+    /// The suite binary running, recorded in the summary (set by [`main`]).
+    pub suite: Option<crate::record::SuiteIdentity>,
 }
 
 impl Default for RunConfig {
@@ -332,12 +336,13 @@ impl Runner {
                     .combining(self.config.prices.clone()),
             )]
         } else {
+            // The report before the summary: the summary then says whether the report was written.
             vec![
-                Box::new(JsonFiles::new(run_dir.clone(), "summary.json", ready.redactor.clone())),
                 Box::new(
                     HtmlReport::new(run_dir.join("report.html"), ready.redactor.clone())
                         .priced(self.config.prices.clone()),
                 ),
+                Box::new(JsonFiles::new(run_dir.clone(), "summary.json", ready.redactor.clone())),
             ]
         };
         if extra.is_empty() && (self.config.print || self.config.verbose) {
@@ -409,7 +414,14 @@ pub fn summarize_priced(
                 pass_pow_k: pass_pow_k(n, cell.passed, k),
             })
             .collect();
-        cell.ok = crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate);
+        // A cell of infra and config errors only was not graded: neither passed nor failed.
+        (cell.ok, cell.status) = if n == 0 {
+            (None, CellStatus::NoGradedAttempts)
+        } else if crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate) {
+            (Some(true), CellStatus::Passed)
+        } else {
+            (Some(false), CellStatus::Failed)
+        };
         let of_cell: Vec<&Record> = records
             .iter()
             .filter(|r| r.eval == cell.eval && r.harness == cell.harness && r.arm == cell.arm)
@@ -426,8 +438,10 @@ pub fn summarize_priced(
         s.usage.add(&r.usage);
     }
     s.cost_usd = prices.cost(records);
-    let failing = s.cells.iter().filter(|c| !c.ok).count();
-    let by_threshold = s.cells.iter().filter(|c| c.ok && c.failed > 0).count();
+    let failing = s.cells.iter().filter(|c| c.status == CellStatus::Failed).count();
+    let ungraded = s.cells.iter().filter(|c| c.status == CellStatus::NoGradedAttempts).count();
+    let by_threshold =
+        s.cells.iter().filter(|c| c.status == CellStatus::Passed && c.failed > 0).count();
     let cells_word = |n: usize| if n == 1 { "cell" } else { "cells" };
     (s.exit_code, s.exit_reason) = if finals.iter().any(|r| r.outcome == Outcome::Config) {
         (2, "a config error stopped an attempt".to_string())
@@ -440,7 +454,11 @@ pub fn summarize_priced(
             ),
         )
     } else if s.infra > 0 {
-        (3, format!("{} infra errors and no failing cell", s.infra))
+        let ungraded = match ungraded {
+            0 => String::new(),
+            n => format!(" ({n} {} with no graded attempt)", cells_word(n)),
+        };
+        (3, format!("{} infra errors and no failing cell{ungraded}", s.infra))
     } else if by_threshold > 0 {
         (
             0,
@@ -453,6 +471,42 @@ pub fn summarize_priced(
         (0, "every cell passed".to_string())
     };
     s
+}
+
+/// The exit code of an interrupted run (SIGINT, SIGTERM, SIGHUP, SIGQUIT): as a shell reports SIGINT.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// The summary's exit code and reason once the run is over: an interrupted run
+/// exits [`EXIT_INTERRUPTED`] (as the process does), and a run that could not
+/// write a record, its summary or a report is not a success (exit 3 where it
+/// would have been 0), its reason naming the first file lost.
+pub(crate) fn settle_exit(s: &mut Summary, interrupted: bool, lost: &[String]) {
+    if s.write_errors.len() < lost.len() {
+        s.write_errors = lost.to_vec();
+    }
+    if interrupted && s.exit_code != EXIT_INTERRUPTED {
+        s.exit_code = EXIT_INTERRUPTED;
+        s.exit_reason = format!(
+            "interrupted; complete the run with --resume {} (had it ended now: {})",
+            s.run_id, s.exit_reason
+        );
+    }
+    if let Some(first) = lost.first() {
+        let more = match lost.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        let said = format!("{} files of the run could not be written", lost.len());
+        if s.exit_reason.contains(&said) {
+            return;
+        }
+        if s.exit_code == 0 {
+            s.exit_code = 3;
+            s.exit_reason = format!("{said}: {first}{more}");
+        } else {
+            s.exit_reason = format!("{}; and {said}: {first}{more}", s.exit_reason);
+        }
+    }
 }
 
 #[cfg(test)]
