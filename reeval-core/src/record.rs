@@ -414,8 +414,12 @@ pub struct Provenance {
     pub ended_at: Option<String>,
     /// From start to end.
     pub duration_ms: Option<u64>,
-    /// The command line (program and arguments).
+    /// The command line (program and arguments). For a run of several
+    /// processes (cargo-nextest), what they all had in common; each one's is in `commands`.
     pub command: Vec<String>,
+    /// Each process's command line, in a run of several processes (cargo-nextest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<Vec<String>>,
     /// The suite's git commit and whether its tree was dirty.
     pub git: Option<GitState>,
     /// reeval's version.

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use crate::outcome::Outcome;
 use crate::prices::PriceTable;
-use crate::record::{Provenance, Record, Summary};
+use crate::record::{Provenance, Record, SuiteIdentity, Summary};
 use crate::runner::RunReport;
 use crate::secrets::Redactor;
 
@@ -123,6 +123,64 @@ pub fn latest(record_dir: &Path) -> Result<RunDir, RunsError> {
     })
 }
 
+/// Whether `run_dir` is a run of the suite binary `suite`: its summary names
+/// that binary, or (a run killed before its summary, or recorded by an older
+/// reeval) every eval its records name is one `suite` knows.
+///
+/// # Errors
+/// Why it is not, in words: another binary's run, unknown evals, nothing recorded.
+pub fn belongs_to(run_dir: &Path, suite: &SuiteIdentity) -> Result<(), String> {
+    let recorded = summaries(run_dir).ok().and_then(|s| s.into_iter().find_map(|s| s.suite));
+    if let Some(recorded) = recorded {
+        return if recorded.binary == suite.binary {
+            Ok(())
+        } else {
+            Err(format!(
+                "it is a run of the suite binary `{}`, not of this one (`{}`)",
+                recorded.binary, suite.binary
+            ))
+        };
+    }
+    let records = records(run_dir).map_err(|e| e.to_string())?;
+    if records.is_empty() {
+        return Err("it holds no record".into());
+    }
+    let mut unknown: Vec<&str> = records
+        .iter()
+        .map(|r| r.eval.as_str())
+        .filter(|e| !suite.evals.iter().any(|k| k == e))
+        .collect();
+    unknown.dedup();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "its records name evals that the suite binary `{}` does not have: {}",
+            suite.binary,
+            unknown.join(", ")
+        ))
+    }
+}
+
+/// The newest run under `record_dir` of the suite binary `suite` (see [`belongs_to`]).
+///
+/// # Errors
+/// [`RunsError::NoRun`] saying how many runs of other binaries there are; [`RunsError::Io`].
+pub fn latest_of(record_dir: &Path, suite: &SuiteIdentity) -> Result<RunDir, RunsError> {
+    let runs = list(record_dir)?;
+    let others = runs.len();
+    runs.into_iter().rev().find(|run| belongs_to(&run.path, suite).is_ok()).ok_or_else(|| {
+        RunsError::NoRun {
+            dir: record_dir.to_path_buf(),
+            why: format!(
+                "no run of the suite binary `{}` is recorded there ({others} {} of other suite binaries)",
+                suite.binary,
+                if others == 1 { "run" } else { "runs" }
+            ),
+        }
+    })
+}
+
 /// Every attempt's record in `run_dir`, in file-name order. A file cut
 /// short (not whole JSON: a disk that filled up under an older reeval, or a
 /// copy in progress) is skipped with a warning on stderr, never trusted;
@@ -192,10 +250,18 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunsError
 }
 
 /// One provenance over several processes' summaries: the earliest start, the
-/// latest end, the first command line, git state and engine, every harness version.
+/// latest end, the arguments every command line had (each process's in
+/// `commands`), the first git state and engine, every harness version.
 pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Provenance {
     let mut merged = Provenance::default();
+    let mut commands: Vec<Vec<String>> = Vec::new();
     for s in summaries {
+        commands.extend(
+            std::iter::once(&s.provenance.command)
+                .chain(&s.provenance.commands)
+                .filter(|c| !c.is_empty())
+                .cloned(),
+        );
         let p = &s.provenance;
         merged.started_at = match (merged.started_at.take(), &p.started_at) {
             (Some(a), Some(b)) => Some(a.min(b.clone())),
@@ -205,9 +271,6 @@ pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) ->
             (Some(a), Some(b)) => Some(a.max(b.clone())),
             (a, b) => a.or(b.clone()),
         };
-        if merged.command.is_empty() {
-            merged.command = p.command.clone();
-        }
         merged.git = merged.git.take().or(p.git.clone());
         if merged.reeval_version.is_empty() {
             merged.reeval_version = p.reeval_version.clone();
@@ -216,6 +279,17 @@ pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) ->
         for (h, v) in &p.harness_versions {
             merged.harness_versions.entry(h.clone()).or_insert_with(|| v.clone());
         }
+    }
+    commands.sort();
+    commands.dedup();
+    merged.command = match commands.first() {
+        Some(first) => {
+            first.iter().filter(|arg| commands.iter().all(|c| c.contains(arg))).cloned().collect()
+        }
+        None => Vec::new(),
+    };
+    if commands.len() > 1 {
+        merged.commands = commands;
     }
     let at = |t: &Option<String>| t.as_deref().and_then(|t| humantime::parse_rfc3339_weak(t).ok());
     if let (Some(start), Some(end)) = (at(&merged.started_at), at(&merged.ended_at)) {
@@ -238,7 +312,13 @@ pub fn rebuild(
     let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let records = records(run_dir)?;
     let mut summary = crate::runner::summarize_priced(&run_id, &records, prices);
-    summary.provenance = merge_provenance(&summaries(run_dir)?);
+    let per_process = summaries(run_dir)?;
+    summary.provenance = merge_provenance(&per_process);
+    summary.suite = per_process.iter().find_map(|s| s.suite.clone());
+    // What a process could not write, or that was interrupted, stays said in the whole run's summary.
+    let lost: Vec<String> = per_process.iter().flat_map(|s| s.write_errors.clone()).collect();
+    let interrupted = per_process.iter().any(|s| s.exit_code == crate::runner::EXIT_INTERRUPTED);
+    crate::runner::settle_exit(&mut summary, interrupted, &lost);
     let report = RunReport { run_id, run_dir: run_dir.to_path_buf(), records, summary };
     write_summary_and_report(&report, "summary.json", "report.html", redactor, prices)?;
     Ok(report)

@@ -231,7 +231,11 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
         }
         _ => "n/a".into(),
     };
-    let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
+    let infra = match (c.infra, c.ok) {
+        (0, _) => String::new(),
+        (n, None) => format!(", {n} infra: no graded attempt, neither passed nor failed"),
+        (n, Some(_)) => format!(", {n} infra"),
+    };
     let threshold = c
         .min_pass_rate
         .map(|m| {

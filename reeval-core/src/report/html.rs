@@ -567,8 +567,14 @@ impl super::Reporter for HtmlReport {
     fn finish(&mut self, report: &RunReport) -> std::io::Result<()> {
         let html = render_priced(&report.summary, &report.records, &self.redactor, &self.prices)
             .map_err(std::io::Error::other)?;
-        crate::secrets::write_atomically(&self.path, html.as_bytes()).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("failed to write {}: {e}", self.path.display()))
-        })
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty());
+        dir.map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| crate::secrets::write_atomically(&self.path, html.as_bytes()))
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("failed to write {}: {e}", self.path.display()),
+                )
+            })
     }
 }

@@ -49,10 +49,10 @@ pub(crate) async fn dispatch(
         if let Ok(n) = engine.backend.sweep(Sweep::Orphans).await
             && n > 0
         {
-            eprintln!(
-                "reeval: removed {n} containers left on {} by runs that were killed",
+            crate::report::say(&format!(
+                "reeval: removed {n} containers left on {} by runs that were killed\n",
                 engine.name
-            );
+            ));
         }
     }
 
