@@ -428,6 +428,27 @@ mod tests {
     }
 
     #[test]
+    fn a_merged_provenance_has_the_command_every_process_shared_and_each_ones() {
+        // Before the fix the merged summary's command was the first process's (`--exact a`).
+        let of = |args: &[&str]| Summary {
+            provenance: Provenance {
+                command: args.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let merged = merge_provenance(&[
+            of(&["suite", "--exact", "a", "--nocapture"]),
+            of(&["suite", "--exact", "b", "--nocapture"]),
+        ]);
+        assert_eq!(merged.command, ["suite", "--exact", "--nocapture"]);
+        assert_eq!(merged.commands.len(), 2);
+        assert_eq!(merged.commands[1], ["suite", "--exact", "b", "--nocapture"]);
+        let one = merge_provenance(&[of(&["suite", "x"])]);
+        assert_eq!((one.command.len(), one.commands.len()), (2, 0));
+    }
+
+    #[test]
     fn runs_are_read_back_and_tries_are_numbered_on() {
         let dir = std::env::temp_dir().join(format!(
             "reeval-runs-{}-{}",

@@ -239,3 +239,27 @@ async fn kubernetes_without_the_feature_is_a_preflight_miss() {
     let e = Runner::new(config, harnesses).run(vec![flaky()]).await.unwrap_err().to_string();
     assert!(e.contains("`kubernetes` feature"), "{e}");
 }
+
+#[tokio::test]
+async fn an_unknown_harness_is_named_once_with_the_nearest_known_one() {
+    // Before the fix: "harness `scirpt` of eval flaky is not known", once per eval, no suggestion.
+    let backend = scripted();
+    let named = RunConfig { harnesses: vec!["scirpt".into()], ..config() };
+    let two = vec![flaky(), Eval::new("other", |_c| Box::pin(async { Ok(()) }))];
+    let e = runner(&backend, named).run(two).await.unwrap_err();
+    assert_eq!(e.missing.len(), 1, "{e}");
+    assert!(
+        e.missing[0].starts_with("harness `scirpt` (from --harness")
+            && e.missing[0].contains("did you mean `script`? known: script"),
+        "{e}"
+    );
+    let own = Eval::new("own", |_c| Box::pin(async { Ok(()) })).harness("shcript:model");
+    let e = runner(&backend, config()).run(vec![own]).await.unwrap_err().to_string();
+    assert!(
+        e.contains("harness `shcript:model` of eval own") && e.contains("did you mean `script`")
+    );
+    let far = Eval::new("far", |_c| Box::pin(async { Ok(()) })).harness("claude-code");
+    let e = runner(&backend, config()).run(vec![far]).await.unwrap_err().to_string();
+    assert!(e.contains("is not known; known: script") && !e.contains("did you mean"), "{e}");
+    assert_eq!(backend.created(), 0, "nothing started");
+}

@@ -125,10 +125,20 @@ pub(crate) async fn preflight(
             // A harness credential is a secret like any other: the agent sees a placeholder.
             let mut for_cell = resolved.clone();
             match runner.harnesses.make(&spec) {
+                // Named by the run (--harness, REEVAL_HARNESS, reeval.toml): said once, not per eval.
+                None if runner.config.harnesses.contains(&spec) => {
+                    let line = format!(
+                        "harness `{spec}` (from --harness, REEVAL_HARNESS or `harness` in reeval.toml) is not known; {}",
+                        runner.harnesses.unknown(&spec)
+                    );
+                    if !missing.contains(&line) {
+                        missing.push(line);
+                    }
+                }
                 None => missing.push(format!(
-                    "harness `{spec}` of eval {} is not known; known: {}",
+                    "harness `{spec}` of eval {} (its `harness = …`) is not known; {}",
                     eval.name,
-                    runner.harnesses.names().collect::<Vec<_>>().join(", ")
+                    runner.harnesses.unknown(&spec)
                 )),
                 Some(h) => {
                     for cred in h.credentials() {
