@@ -318,7 +318,8 @@ pub fn rebuild(
     // What a process could not write, or that was interrupted, stays said in the whole run's summary.
     let lost: Vec<String> = per_process.iter().flat_map(|s| s.write_errors.clone()).collect();
     let interrupted = per_process.iter().any(|s| s.exit_code == crate::runner::EXIT_INTERRUPTED);
-    crate::runner::settle_exit(&mut summary, interrupted, &lost);
+    let counted = (summary.exit_code, summary.exit_reason.clone());
+    crate::runner::settle_exit(&mut summary, &counted, interrupted, &lost);
     let report = RunReport { run_id, run_dir: run_dir.to_path_buf(), records, summary };
     write_summary_and_report(&report, "summary.json", "report.html", redactor, prices)?;
     Ok(report)

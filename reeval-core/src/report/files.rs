@@ -68,8 +68,11 @@ impl Reporter for JsonFiles {
                 )
             })?;
         if let Some(prices) = &self.combine {
-            let lock = std::fs::File::create(self.run_dir.join(".reeval.lock"))?;
-            lock.lock()?;
+            let path = self.run_dir.join(".reeval.lock");
+            let lock =
+                std::fs::File::create(&path).and_then(|f| f.lock().map(|()| f)).map_err(|e| {
+                    io::Error::new(e.kind(), format!("failed to lock {}: {e}", path.display()))
+                })?;
             crate::runs::rebuild(&self.run_dir, prices, &self.redactor)
                 .map_err(io::Error::other)?;
         }

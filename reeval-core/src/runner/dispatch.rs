@@ -234,7 +234,8 @@ pub(crate) async fn dispatch(
     summary.provenance = super::provenance::of_run(started, engine, harness_versions);
     summary.suite = config.suite.clone();
     let interrupted = runner.shutdown.is_cancelled();
-    super::settle_exit(&mut summary, interrupted, &lost);
+    let counted = (summary.exit_code, summary.exit_reason.clone());
+    super::settle_exit(&mut summary, &counted, interrupted, &lost);
     let mut report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
     // The files first (report.html before the summary, which then knows whether it was
     // written), the console last: each hears of what the ones before it failed to write.
@@ -242,7 +243,7 @@ pub(crate) async fn dispatch(
         if let Err(e) = r.finish(&report) {
             crate::report::say(&format!("reeval: {e}\n"));
             lost.push(e.to_string());
-            super::settle_exit(&mut report.summary, interrupted, &lost);
+            super::settle_exit(&mut report.summary, &counted, interrupted, &lost);
         }
     }
     report

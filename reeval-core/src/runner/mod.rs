@@ -476,37 +476,38 @@ pub fn summarize_priced(
 /// The exit code of an interrupted run (SIGINT, SIGTERM, SIGHUP, SIGQUIT): as a shell reports SIGINT.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
-/// The summary's exit code and reason once the run is over: an interrupted run
-/// exits [`EXIT_INTERRUPTED`] (as the process does), and a run that could not
-/// write a record, its summary or a report is not a success (exit 3 where it
-/// would have been 0), its reason naming the first file lost.
-pub(crate) fn settle_exit(s: &mut Summary, interrupted: bool, lost: &[String]) {
-    if s.write_errors.len() < lost.len() {
-        s.write_errors = lost.to_vec();
+/// The summary's exit code and reason once the run is over, from `counted`
+/// (what [`summarize_priced`] made of the outcomes): a run that could not
+/// write a record, its summary or a report (`lost`) is not a success (exit 3
+/// where it would have been 0), its reason naming the first file lost; an
+/// interrupted run exits [`EXIT_INTERRUPTED`], as the process does.
+pub(crate) fn settle_exit(
+    s: &mut Summary,
+    counted: &(i32, String),
+    interrupted: bool,
+    lost: &[String],
+) {
+    let (mut code, mut reason) = counted.clone();
+    if let Some(first) = lost.first() {
+        let said = match lost.len() {
+            1 => format!("a file of the run could not be written: {first}"),
+            n => format!("{n} files of the run could not be written, the first: {first}"),
+        };
+        if code == 0 {
+            (code, reason) = (3, said);
+        } else {
+            reason = format!("{reason}; and {said}");
+        }
     }
-    if interrupted && s.exit_code != EXIT_INTERRUPTED {
-        s.exit_code = EXIT_INTERRUPTED;
-        s.exit_reason = format!(
-            "interrupted; complete the run with --resume {} (had it ended now: {})",
-            s.run_id, s.exit_reason
+    if interrupted {
+        code = EXIT_INTERRUPTED;
+        reason = format!(
+            "interrupted; complete the run with --resume {} (had it ended now: {reason})",
+            s.run_id
         );
     }
-    if let Some(first) = lost.first() {
-        let more = match lost.len() {
-            1 => String::new(),
-            n => format!(" (and {} more)", n - 1),
-        };
-        let said = format!("{} files of the run could not be written", lost.len());
-        if s.exit_reason.contains(&said) {
-            return;
-        }
-        if s.exit_code == 0 {
-            s.exit_code = 3;
-            s.exit_reason = format!("{said}: {first}{more}");
-        } else {
-            s.exit_reason = format!("{}; and {said}: {first}{more}", s.exit_reason);
-        }
-    }
+    s.write_errors = lost.to_vec();
+    (s.exit_code, s.exit_reason) = (code, reason);
 }
 
 #[cfg(test)]

@@ -105,7 +105,13 @@ async fn a_record_disk_that_fills_up_fails_the_run_naming_the_path_and_the_attem
     assert!(report.records.iter().all(|r| r.outcome == crate::outcome::Outcome::Pass));
     let s = &report.summary;
     assert_eq!(s.exit_code, 3, "{}", s.exit_reason);
-    assert!(s.exit_reason.contains("could not be written"), "{}", s.exit_reason);
+    assert!(
+        s.exit_reason.starts_with(
+            "5 files of the run could not be written, the first: failed to write the record"
+        ),
+        "{}",
+        s.exit_reason
+    );
     let second = report.run_dir.join("passes.script.t2.try1.json");
     assert!(
         s.write_errors.iter().any(|e| e.contains(&second.display().to_string())
