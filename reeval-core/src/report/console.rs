@@ -395,10 +395,15 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(text.contains("reeval: 1 attempt passed, 0 failed, 1 infra error;"), "{text}");
-        assert!(text.contains("1 infra errors and no failing cell (exit 3)"), "{text}");
+        assert!(
+            text.contains(
+                "1 infra errors and no failing cell (1 cell with no graded attempt) (exit 3)"
+            ),
+            "{text}"
+        );
         // An infra-only cell has nothing graded: no empty `pass@k ;`.
         assert!(
-            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra; pass@k n/a (nothing graded)"),
+            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra: no graded attempt, neither passed nor failed; pass@k n/a (nothing graded)"),
             "{text}"
         );
         assert!(
