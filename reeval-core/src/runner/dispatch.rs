@@ -236,6 +236,10 @@ pub(crate) async fn dispatch(
     let interrupted = runner.shutdown.is_cancelled();
     let counted = (summary.exit_code, summary.exit_reason.clone());
     super::settle_exit(&mut summary, &counted, interrupted, &lost);
+    if !lost.is_empty() {
+        // The summary lists the records that are there, not those a full disk lost.
+        summary.records.retain(|f| run_dir.join(f).is_file());
+    }
     let mut report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
     // The files first (report.html before the summary, which then knows whether it was
     // written), the console last: each hears of what the ones before it failed to write.

@@ -137,7 +137,9 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The process exit code: 0 all passed, 1 any fail, 3 infra errors and no fail.
+    /// The process exit code: 0 all passed, 1 any fail, 3 infra errors (or a
+    /// file of the run that could not be written) and no fail, 2 a config
+    /// error, 130 interrupted (see [`RunReport::summary`]'s `exit_reason`).
     pub fn exit_code(&self) -> i32 {
         self.summary.exit_code
     }

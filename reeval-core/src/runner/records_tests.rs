@@ -125,6 +125,7 @@ async fn a_record_disk_that_fills_up_fails_the_run_naming_the_path_and_the_attem
         "the summary could not be written either: {:?}",
         s.write_errors
     );
+    assert_eq!(s.records, ["passes.script.t1.try1.json"], "only the record that is there");
     let left = files(&fs.0);
     assert!(!left.iter().any(|p| p.to_string_lossy().ends_with(".tmp")), "{left:?}");
     let json: Vec<&PathBuf> =
