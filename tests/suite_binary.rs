@@ -398,3 +398,34 @@ fn sighup_and_sigquit_tear_down_and_record_as_sigterm_does() {
         assert_eq!(summary["exitCode"], 130, "the summary says what the process exits with");
     }
 }
+
+#[test]
+fn under_nohup_a_hang_up_is_still_ignored() {
+    // Handling SIGHUP must not override `nohup`, which starts the run ignoring it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if !rt.block_on(common::docker_ready()) {
+        return;
+    }
+    let dir = common::temp_dir("nohup");
+    let run_id = format!("nohup-{}", std::process::id());
+    let mut child = Command::new("nohup")
+        .arg(common::example_bin("fixture_suite"))
+        .args(["--ignored", "hangs", "--exact", "--record-dir"])
+        .arg(&dir)
+        .env_remove("NEXTEST")
+        .env("NEXTEST_RUN_ID", &run_id)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_container(&run_id);
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(child.try_wait().unwrap().is_none(), "the hang-up was ignored");
+    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 1, "the attempt runs on");
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 0);
+}

@@ -69,7 +69,7 @@ impl Reporter for JsonFiles {
             })?;
         if let Some(prices) = &self.combine {
             let path = self.run_dir.join(".reeval.lock");
-            let lock =
+            let _lock =
                 std::fs::File::create(&path).and_then(|f| f.lock().map(|()| f)).map_err(|e| {
                     io::Error::new(e.kind(), format!("failed to lock {}: {e}", path.display()))
                 })?;

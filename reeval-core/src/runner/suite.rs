@@ -251,9 +251,14 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
 /// Waits for a signal that ends the run and names it: SIGINT, SIGTERM, SIGHUP (the
 /// terminal closed: a dropped SSH session, `tmux kill-session`) or SIGQUIT. Each is
 /// handled alike: attempts are interrupted, sandboxes torn down, records written.
+/// A signal the process was started ignoring (`nohup` ignores SIGHUP) stays ignored.
 async fn termination() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
+    let ignored = ignored_signals();
     let wait = |kind: SignalKind, name: &'static str| async move {
+        if ignored & (1 << (kind.as_raw_value() - 1)) != 0 {
+            return std::future::pending().await;
+        }
         match signal(kind) {
             Ok(mut s) => {
                 s.recv().await;
@@ -268,6 +273,17 @@ async fn termination() -> &'static str {
         name = wait(SignalKind::hangup(), "hung up (SIGHUP)") => name,
         name = wait(SignalKind::quit(), "quit (SIGQUIT)") => name,
     }
+}
+
+/// The signals this process was started ignoring, as the kernel's mask (bit
+/// `n - 1` for signal `n`), from `/proc/self/status`; none where it cannot say.
+fn ignored_signals() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .unwrap_or(0)
 }
 
 /// Why a run selected no eval, in the words of the flags that did it.
