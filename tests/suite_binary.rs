@@ -429,3 +429,75 @@ fn under_nohup_a_hang_up_is_still_ignored() {
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert_eq!(rt.block_on(common::containers_of_run(&run_id)), 0);
 }
+
+/// A tmpfs of `size` on a fresh directory, unmounted when dropped (also on a panic).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = common::temp_dir("tmpfs");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(mounted, "mount a tmpfs on {} (needs root)", dir.display());
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[tokio::test]
+async fn a_record_disk_that_fills_up_mid_run_is_no_green() {
+    // Before the fix: "every cell passed (exit 0)", empty `*.json.tmp` files, no
+    // summary, and "failed to report an event: No space left on device".
+    require_docker!();
+    let fs = Tmpfs::mount("1100k");
+    let run_id = format!("fulldisk-{}", std::process::id());
+    let run_dir = fs.0.join(&run_id);
+    let child = suite()
+        .args(["passes", "--exact", "--trials", "4", "--test-threads", "1", "--record-dir"])
+        .arg(&fs.0)
+        .env("NEXTEST_RUN_ID", &run_id)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Fill the disk once the first record is there.
+    let began = Instant::now();
+    while !run_dir.join("passes.shell.t1.try1.json").is_file() {
+        assert!(began.elapsed() < Duration::from_secs(120), "no first record");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(fs.0.join("filler")).unwrap();
+        while f.write_all(&[0u8; 16 * 1024]).is_ok() {}
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(!stdout.contains("every cell passed"), "{stdout}");
+    assert!(stdout.contains("could not be written") && stdout.contains("(exit 3)"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "failed to write the record {}",
+            run_dir.join("passes.shell.t4.try1.json").display()
+        )) && stderr.contains("of attempt passes#4 [shell] try 1: No space left on device"),
+        "{stderr}"
+    );
+    for f in std::fs::read_dir(&run_dir).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".tmp"), "{name} left behind");
+        if name.ends_with(".json") {
+            let bytes = std::fs::read(f.path()).unwrap();
+            assert!(serde_json::from_slice::<serde_json::Value>(&bytes).is_ok(), "{name} is cut");
+        }
+    }
+    assert_eq!(common::containers_of_run(&run_id).await, 0);
+}
