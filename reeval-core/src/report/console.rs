@@ -241,10 +241,20 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
         }
         _ => "n/a".into(),
     };
-    let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
+    let infra = match (c.infra, c.ok) {
+        (0, _) => String::new(),
+        (n, None) => format!(", {n} infra: no graded attempt, neither passed nor failed"),
+        (n, Some(_)) => format!(", {n} infra"),
+    };
     let threshold = c
         .min_pass_rate
-        .map(|m| format!(", min {:.0}%: {}", m * 100.0, if c.ok { "met" } else { "not met" }))
+        .map(|m| {
+            format!(
+                ", min {:.0}%: {}",
+                m * 100.0,
+                if c.ok == Some(true) { "met" } else { "not met" }
+            )
+        })
         .unwrap_or_default();
     let by_k = if c.by_k.is_empty() {
         "pass@k n/a (nothing graded)".to_string()
@@ -395,10 +405,15 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(text.contains("reeval: 1 attempt passed, 0 failed, 1 infra error;"), "{text}");
-        assert!(text.contains("1 infra errors and no failing cell (exit 3)"), "{text}");
+        assert!(
+            text.contains(
+                "1 infra errors and no failing cell (1 cell with no graded attempt) (exit 3)"
+            ),
+            "{text}"
+        );
         // An infra-only cell has nothing graded: no empty `pass@k ;`.
         assert!(
-            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra; pass@k n/a (nothing graded)"),
+            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra: no graded attempt, neither passed nor failed; pass@k n/a (nothing graded)"),
             "{text}"
         );
         assert!(

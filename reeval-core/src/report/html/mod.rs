@@ -41,6 +41,8 @@ struct CellView {
     interval: String,
     threshold: String,
     ok: bool,
+    /// False for a cell of infra and config errors only: neither passes nor fails.
+    graded: bool,
     /// `1.00 · 0.90 · 0.67` for k = 1, 2, 3 (the title says which is which).
     at_k: String,
     pow_k: String,
@@ -277,7 +279,8 @@ fn cell_view(c: &crate::record::CellSummary) -> CellView {
             .map(|[lo, hi]| format!("{}–{}", pct(lo), pct(hi)))
             .unwrap_or_else(|| "n/a".into()),
         threshold: c.min_pass_rate.map(pct).unwrap_or_else(|| "all".into()),
-        ok: c.ok,
+        ok: c.ok == Some(true),
+        graded: c.ok.is_some(),
         at_k: join(&|a| a.pass_at_k),
         pow_k: join(&|a| a.pass_pow_k),
         k_title: match c.by_k.last() {
@@ -353,8 +356,14 @@ pub fn render_priced(
     };
     for c in &summary.cells {
         let e = evals.entry(&c.eval).or_insert_with(|| group(&c.eval));
-        if !c.ok {
-            e.status = "fail";
+        match c.ok {
+            Some(false) => e.status = "fail",
+            // A cell of infra errors only: the eval is not green unless another cell passed.
+            None if e.status == "pass" && e.cells.iter().all(|c| !c.graded) => {
+                e.status = "infra_error"
+            }
+            Some(true) if e.status == "infra_error" => e.status = "pass",
+            _ => {}
         }
         e.cells.push(cell_view(c));
     }
@@ -467,6 +476,14 @@ impl super::Reporter for HtmlReport {
     fn finish(&mut self, report: &RunReport) -> std::io::Result<()> {
         let html = render_priced(&report.summary, &report.records, &self.redactor, &self.prices)
             .map_err(std::io::Error::other)?;
-        std::fs::write(&self.path, html)
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty());
+        dir.map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| crate::secrets::write_atomically(&self.path, html.as_bytes()))
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("failed to write {}: {e}", self.path.display()),
+                )
+            })
     }
 }
