@@ -51,7 +51,7 @@ const fn usage(
     cache_write: Option<u64>,
     reasoning: Option<u64>,
 ) -> Usage {
-    Usage { input, output, cache_read, cache_write, reasoning }
+    Usage { input, output, cache_read, cache_write, reasoning, partial: false }
 }
 
 static CLAUDE: Cli = Cli {

@@ -192,6 +192,7 @@ impl EventParser for Parser {
                         cache_read: cached,
                         cache_write: None,
                         reasoning: None,
+                        partial: false,
                     };
                 }
                 if string(ev, "status") == Some("error") {
@@ -241,7 +242,8 @@ mod tests {
                 output: Some(300),
                 cache_read: Some(800),
                 cache_write: None,
-                reasoning: None
+                reasoning: None,
+                partial: false,
             }
         );
         assert_eq!(t.file_edits[0].path, "hello.py");

@@ -211,6 +211,7 @@ impl EventParser for Parser {
                         cache_read: count(cache, "read"),
                         cache_write: count(cache, "write"),
                         reasoning: count(t, "reasoning"),
+                        partial: false,
                     });
                 }
             }
@@ -267,7 +268,8 @@ mod tests {
                 output: Some(70),
                 cache_read: Some(120),
                 cache_write: Some(5),
-                reasoning: Some(10)
+                reasoning: Some(10),
+                partial: false,
             }
         );
         assert_eq!(t.final_message.as_deref(), Some("Done."));
