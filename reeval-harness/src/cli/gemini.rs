@@ -75,6 +75,8 @@ impl CliAgent for Gemini {
             // Headless runs cannot show the auth dialog.
             "security": { "auth": { "selectedType": "gemini-api-key" } },
             "general": { "disableAutoUpdate": true },
+            // Only the model API: no usage statistics to Google's telemetry hosts.
+            "privacy": { "usageStatisticsEnabled": false },
             "mcpServers": servers,
         });
         if !setup.skills.is_empty() {

@@ -94,6 +94,8 @@ impl CliAgent for Opencode {
             ("XDG_STATE_HOME".into(), format!("{home}/state")),
             ("XDG_CACHE_HOME".into(), format!("{home}/cache")),
             ("OPENCODE_DISABLE_AUTOUPDATE".into(), "true".into()),
+            // Only the model API: the model list bundled with the CLI, not models.dev.
+            ("OPENCODE_DISABLE_MODELS_FETCH".into(), "true".into()),
         ]
     }
 
