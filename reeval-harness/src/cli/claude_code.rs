@@ -19,9 +19,11 @@ use reeval_core::egress::HarnessEgress;
 /// from the `claude-agent-sdk` 0.2.189 wheel).
 pub const VERSION: &str = "2.1.332";
 
-/// How often Claude Code retries a failed API request itself: once, for a
-/// blip; anything that persists reaches reeval's classification in seconds.
-pub const MAX_RETRIES: &str = "1";
+/// How often Claude Code retries a failed API request itself: never. A 429,
+/// 529 or 401 reaches reeval's classification in seconds (Claude Code's own
+/// ten retries took about 3 minutes, and it retries a rejected key too);
+/// reeval's retry policy decides what is tried again.
+pub const MAX_RETRIES: &str = "0";
 
 /// Claude Code's specifics.
 #[derive(Debug, Clone, Copy, Default)]
