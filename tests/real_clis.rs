@@ -506,3 +506,84 @@ async fn codex_without_its_code_mode_helper_records_the_clis_notice() {
     let notice = t.error.as_deref().unwrap_or_default();
     assert!(notice.contains("codex-code-mode-host"), "the record says why: {}", show(&r));
 }
+
+// ---------------------------------------------------------------- cut short
+
+const HUNG: Billed = Billed { input: 33, output: 0, cache_read: 0, cache_write: 700, reasoning: 0 };
+
+/// A turn limit of `secs`, and the turn it cut short.
+async fn cut_short(c: &mut reeval::Ctx, prompt: &str, secs: u64) -> reeval::Result<reeval::Turn> {
+    c.send_with(prompt, TurnOptions { timeout: Some(std::time::Duration::from_secs(secs)) }).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_cut_short_keeps_partial_usage_and_a_cut_stream_is_infra() {
+    require_docker!();
+    let provider = Provider::start(|_, req| {
+        let prompt = req.body["messages"].to_string();
+        let started =
+            anthropic::message_start("msg_h", &[anthropic::text("Working on it...")], HUNG);
+        if prompt.contains("HANG") { Answer::SseStall(started) } else { Answer::SseCut(started) }
+    })
+    .await;
+    let hang = Eval::new("claude_real_hang", |c| {
+        Box::pin(async move {
+            let t = cut_short(c, "HANG here", 8).await?;
+            expect(t.status).to_equal(TurnStatus::TimedOut)?;
+            Ok(())
+        })
+    })
+    .harness("claude-code:sonnet")
+    .environment(claude_env);
+    let (r, _) = run_one(&provider, "real-claude-hang", hang).await;
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::TimedOut, "{}", show(&r));
+    // Killed before `result`: the message_start snapshot, said to be partial.
+    assert!(t.usage.partial, "{}", show(&r));
+    assert_eq!((t.usage.input, t.usage.cache_write), (Some(HUNG.input), Some(HUNG.cache_write)));
+
+    let (r, _) = run_one(
+        &provider,
+        "real-claude-cut",
+        sends("claude_real_cut", "CUT here").harness("claude-code:sonnet").environment(claude_env),
+    )
+    .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::InfraError,
+        "a stream cut mid-way is the platform's: {}",
+        show(&r)
+    );
+    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_cut_short_keeps_partial_usage() {
+    require_docker!();
+    let provider = Provider::start(|_, req| {
+        if req.body["generate"] == false {
+            return responses::response("resp_warm", CODEX_MODEL, &[], Billed::default());
+        }
+        let started = responses::response_start(
+            "resp_h",
+            CODEX_MODEL,
+            &[responses::message("Working on it...")],
+        );
+        Answer::SseStall(started)
+    })
+    .await;
+    let hang = Eval::new("codex_real_hang", |c| {
+        Box::pin(async move {
+            let t = cut_short(c, "HANG here", 8).await?;
+            expect(t.status).to_equal(TurnStatus::TimedOut)?;
+            Ok(())
+        })
+    })
+    .harness(format!("codex:{CODEX_MODEL}"))
+    .environment(codex_env);
+    let (r, _) = run_one(&provider, "real-codex-hang", hang).await;
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::TimedOut, "{}", show(&r));
+    // Codex reports usage only with turn.completed: none came, and the record says so.
+    assert!(t.usage.partial, "{}", show(&r));
+}

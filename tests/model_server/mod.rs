@@ -55,6 +55,8 @@ pub enum Answer {
     Sse(Vec<Value>),
     /// The first bytes of an SSE answer, then the connection is cut (no end of body).
     SseCut(Vec<Value>),
+    /// The first events of an SSE answer, then nothing more, ever (a model that hangs mid-answer).
+    SseStall(Vec<Value>),
 }
 
 impl Answer {
@@ -217,6 +219,15 @@ async fn handle(
             (500, Vec::new(), full("hung"), "application/json")
         }
         Answer::Sse(events) => (200, Vec::new(), full(sse_text(&events)), "text/event-stream"),
+        Answer::SseStall(events) => {
+            let first: Result<hyper::body::Frame<Bytes>, std::io::Error> =
+                Ok(hyper::body::Frame::data(Bytes::from(sse_text(&events))));
+            let stream = futures_util::StreamExt::chain(
+                futures_util::stream::iter([first]),
+                futures_util::stream::pending(),
+            );
+            (200, Vec::new(), http_body_util::StreamBody::new(stream).boxed(), "text/event-stream")
+        }
         Answer::SseCut(events) => {
             // Chunked, and the stream fails after the events: hyper ends the connection mid-body.
             let first: Result<hyper::body::Frame<Bytes>, std::io::Error> =
@@ -272,9 +283,12 @@ fn upgrade(
                 body: serde_json::from_str(text.as_str()).unwrap_or(Value::Null),
             };
             let n = record(&recorded, request.clone());
-            let Answer::Sse(events) = script(n, &request) else {
-                let _ = ws.close(None).await;
-                return;
+            let events = match script(n, &request) {
+                Answer::Sse(events) | Answer::SseStall(events) => events,
+                _ => {
+                    let _ = ws.close(None).await;
+                    return;
+                }
             };
             for event in events {
                 if ws.send(Message::text(event.to_string())).await.is_err() {

@@ -75,6 +75,13 @@ pub mod anthropic {
         Answer::Sse(events)
     }
 
+    /// The events of [`message`] up to its first block's end: what a model
+    /// that hangs mid-answer has sent (for [`Answer::SseStall`] or [`Answer::SseCut`]).
+    pub fn message_start(id: &str, blocks: &[Value], billed: Billed) -> Vec<Value> {
+        let Answer::Sse(events) = message(id, blocks, billed) else { unreachable!() };
+        events.into_iter().take(4).collect()
+    }
+
     /// A `tool_use` block.
     pub fn tool_use(id: &str, name: &str, input: Value) -> Value {
         json!({"type": "tool_use", "id": id, "name": name, "input": input})
@@ -109,6 +116,15 @@ pub mod responses {
                       "output_tokens_details": {"reasoning_tokens": billed.reasoning},
                       "total_tokens": billed.input + billed.cache_read + billed.output}}}));
         Answer::Sse(events)
+    }
+
+    /// The events of [`response`] before its `response.completed`.
+    pub fn response_start(id: &str, model: &str, items: &[Value]) -> Vec<Value> {
+        let Answer::Sse(mut events) = response(id, model, items, Billed::default()) else {
+            unreachable!()
+        };
+        events.pop();
+        events
     }
 
     /// Codex's `apply_patch` (a freeform custom tool) adding `path` with `lines`.
