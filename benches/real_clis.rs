@@ -15,7 +15,7 @@
 #[path = "../tests/model_server/mod.rs"]
 mod model_server;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod upstreams;
 
 use std::time::{Duration, Instant};

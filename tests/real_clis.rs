@@ -14,7 +14,7 @@
 mod common;
 mod model_server;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod upstreams;
 
 use std::sync::OnceLock;
@@ -329,8 +329,7 @@ fn last_user_text(body: &Value) -> String {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|i| i["role"] == "user")
-        .last()
+        .rfind(|i| i["role"] == "user")
         .map(|i| i["content"].to_string())
         .unwrap_or_default()
 }
