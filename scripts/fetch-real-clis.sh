@@ -4,7 +4,7 @@
 # image per CLI on the current reeval base image. Everything is cached by
 # version: the wheels and the unpacked binaries under $REEVAL_CLI_CACHE
 # (default /var/cache/reeval-clis/<cli>-<version>/), the images by tag
-# (reeval/real-<cli>:<version>-<base hash>). A second run is a no-op.
+# (reeval/real-<cli>:<version>-<base hash>[-<recipe>]). A second run is a no-op.
 #
 # The wheels are fetched on the host: containers reach PyPI only through a
 # TLS-intercepting path their pip does not trust.
@@ -62,7 +62,8 @@ image() {
   local dir=$CACHE/$1 tag=$2 dockerfile=$3
   if ! docker image inspect "$tag" >/dev/null 2>&1; then
     echo "building $tag" >&2
-    printf '%s\n' "$dockerfile" | docker build --quiet -t "$tag" -f - "$dir" >/dev/null
+    printf '%s\n' "$dockerfile" | docker build --quiet -t "$tag" -f - "$dir" >/dev/null 2>&1 ||
+      { echo "failed to build $tag" >&2; printf '%s\n' "$dockerfile" | docker build -t "$tag" -f - "$dir" >&2; exit 1; }
   fi
   echo "$tag"
 }
@@ -75,6 +76,9 @@ fetch "codex-$CODEX_VERSION" openai-codex-cli-bin "$CODEX_VERSION" \
 image "claude-code-$CLAUDE_VERSION" "reeval/real-claude-code:$CLAUDE_VERSION-$BASE" \
   "FROM reeval/base:$BASE
 COPY claude /usr/local/bin/claude"
-image "codex-$CODEX_VERSION" "reeval/real-codex:$CODEX_VERSION-$BASE" \
+# As the codex harness's own image does: the bundled model catalog baked in
+# (reeval-harness/src/cli/codex.rs, BAKED_CATALOG). The tag's last part is this recipe's version.
+image "codex-$CODEX_VERSION" "reeval/real-codex:$CODEX_VERSION-$BASE-2" \
   "FROM reeval/base:$BASE
-COPY codex codex-code-mode-host rg /usr/local/bin/"
+COPY codex codex-code-mode-host rg /usr/local/bin/
+RUN mkdir -p /usr/local/share/reeval && CODEX_HOME=\$(mktemp -d) codex debug models --bundled > /usr/local/share/reeval/codex-models.json"

@@ -23,6 +23,9 @@ use reeval_core::egress::HarnessEgress;
 /// `openai-codex-cli-bin` wheel of the same version).
 pub const VERSION: &str = "0.163.0";
 
+/// Where the harness's image keeps the model catalog of the Codex it installed.
+pub const BAKED_CATALOG: &str = "/usr/local/share/reeval/codex-models.json";
+
 /// Codex's specifics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Codex;
@@ -90,7 +93,12 @@ impl CliAgent for Codex {
     }
 
     fn install_steps(&self) -> Vec<String> {
-        super::npm_install_steps("@openai/codex", VERSION)
+        let mut steps = super::npm_install_steps("@openai/codex", VERSION);
+        // Its bundled model catalog, so sessions skip both chatgpt.com and a dump at start.
+        steps.push(format!(
+            "mkdir -p $(dirname {BAKED_CATALOG}) && CODEX_HOME=$(mktemp -d) codex debug models --bundled > {BAKED_CATALOG}"
+        ));
+        steps
     }
 
     fn credentials(&self, _model: Option<&str>) -> Vec<String> {
@@ -128,24 +136,27 @@ impl CliAgent for Codex {
         home: &str,
         setup: &SessionSetup,
     ) {
-        // The catalog of the installed release: `codex debug models --bundled`, written by the CLI itself.
-        let catalog = format!("{home}/models.json");
-        let dump = Command::new("sh")
-            .arg("-c")
-            .arg(r#""$0" debug models --bundled > "$1" && test -s "$1""#)
-            .arg(program)
-            .arg(&catalog)
-            .env("CODEX_HOME", home);
-        match sandbox.exec(dump).await {
-            Ok(out) if out.success() => {
-                let config = config_toml(&setup.mcp, Some(&catalog));
-                let _ = sandbox
-                    .write_file(&format!("{home}/config.toml"), config.as_bytes(), 0o600)
-                    .await;
+        // The catalog of the installed release: baked into the harness's image
+        // at install, else `codex debug models --bundled`, written by the CLI itself.
+        let baked = sandbox.read_file(BAKED_CATALOG).await.is_ok_and(|b| !b.is_empty());
+        let catalog = if baked {
+            BAKED_CATALOG.to_string()
+        } else {
+            let catalog = format!("{home}/models.json");
+            let dump = Command::new("sh")
+                .arg("-c")
+                .arg(r#""$0" debug models --bundled > "$1" && test -s "$1""#)
+                .arg(program)
+                .arg(&catalog)
+                .env("CODEX_HOME", home);
+            match sandbox.exec(dump).await {
+                Ok(out) if out.success() => catalog,
+                // An older or stand-in CLI without the command: it keeps its own catalog lookup.
+                _ => return,
             }
-            // An older or stand-in CLI without the command: it keeps its own catalog lookup.
-            _ => {}
-        }
+        };
+        let config = config_toml(&setup.mcp, Some(&catalog));
+        let _ = sandbox.write_file(&format!("{home}/config.toml"), config.as_bytes(), 0o600).await;
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
@@ -172,7 +183,18 @@ impl CliAgent for Codex {
         selected.map(str::to_string)
     }
 
-    async fn after_turn(&self, sandbox: &SandboxHandle, home: &str, turn: &mut TurnBuilder) {
+    async fn after_turn(
+        &self,
+        sandbox: &SandboxHandle,
+        home: &str,
+        selected_model: Option<&str>,
+        turn: &mut TurnBuilder,
+    ) {
+        // The rollout would only repeat what is known: the model asked for
+        // (`--model` is the slug sent to the API) and the stream's reasoning count.
+        if selected_model.is_some() && turn.usage.reasoning.is_some() {
+            return;
+        }
         let Some(thread) = turn
             .session_id
             .clone()

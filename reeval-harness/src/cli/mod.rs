@@ -145,11 +145,19 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Reads more of the turn from the config home once the stream ended (a
-    /// session file). Best effort: what cannot be read is left out.
+    /// session file), knowing the model the harness selected, if any. Best
+    /// effort: what cannot be read is left out.
     ///
     /// # Cancel safety
     /// Reads only; a dropped call changes nothing in the sandbox.
-    async fn after_turn(&self, _sandbox: &SandboxHandle, _home: &str, _turn: &mut TurnBuilder) {}
+    async fn after_turn(
+        &self,
+        _sandbox: &SandboxHandle,
+        _home: &str,
+        _selected_model: Option<&str>,
+        _turn: &mut TurnBuilder,
+    ) {
+    }
 }
 
 /// A harness that runs an agent CLI in the sandbox, one process per turn.
@@ -312,7 +320,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         let (out, ()) = tokio::join!(exec, read);
         parser.finish(&mut built);
         let out = out?;
-        self.agent.after_turn(sandbox, &self.home, &mut built).await;
+        self.agent.after_turn(sandbox, &self.home, self.model.as_deref(), &mut built).await;
         if let Some(id) = &built.session_id {
             self.session = Some(id.clone());
         }
