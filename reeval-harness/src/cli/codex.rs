@@ -137,23 +137,22 @@ impl CliAgent for Codex {
         setup: &SessionSetup,
     ) {
         // The catalog of the installed release: baked into the harness's image
-        // at install, else `codex debug models --bundled`, written by the CLI itself.
-        let baked = sandbox.read_file(BAKED_CATALOG).await.is_ok_and(|b| !b.is_empty());
-        let catalog = if baked {
-            BAKED_CATALOG.to_string()
-        } else {
-            let catalog = format!("{home}/models.json");
-            let dump = Command::new("sh")
-                .arg("-c")
-                .arg(r#""$0" debug models --bundled > "$1" && test -s "$1""#)
-                .arg(program)
-                .arg(&catalog)
-                .env("CODEX_HOME", home);
-            match sandbox.exec(dump).await {
-                Ok(out) if out.success() => catalog,
-                // An older or stand-in CLI without the command: it keeps its own catalog lookup.
-                _ => return,
+        // at install, else `codex debug models --bundled`, written by the CLI
+        // itself. One exec either way; it prints the file to use.
+        let dumped = format!("{home}/models.json");
+        let find = Command::new("sh")
+            .arg("-c")
+            .arg(r#"if test -s "$2"; then echo "$2"; else "$0" debug models --bundled > "$1" && test -s "$1" && echo "$1"; fi"#)
+            .arg(program)
+            .arg(&dumped)
+            .arg(BAKED_CATALOG)
+            .env("CODEX_HOME", home);
+        let catalog = match sandbox.exec(find).await {
+            Ok(out) if out.success() && !out.stdout.trim().is_empty() => {
+                out.stdout.trim().to_string()
             }
+            // An older or stand-in CLI without the command: it keeps its own catalog lookup.
+            _ => return,
         };
         let config = config_toml(&setup.mcp, Some(&catalog));
         let _ = sandbox.write_file(&format!("{home}/config.toml"), config.as_bytes(), 0o600).await;
