@@ -51,7 +51,7 @@ const fn usage(
     cache_write: Option<u64>,
     reasoning: Option<u64>,
 ) -> Usage {
-    Usage { input, output, cache_read, cache_write, reasoning }
+    Usage { input, output, cache_read, cache_write, reasoning, partial: false }
 }
 
 static CLAUDE: Cli = Cli {
@@ -60,7 +60,7 @@ static CLAUDE: Cli = Cli {
     bin: "/usr/local/bin/claude",
     script: include_bytes!("standins/claude.py"),
     model: "claude-sonnet-4-5-20250929",
-    // The last usage per message id, summed over ids (not over events).
+    // The result's totals; each assistant event's snapshot has output 1.
     usage: usage(Some(7), Some(32), Some(100), Some(100), None),
     rules_file: "CLAUDE.md",
     mcp: true,
@@ -71,7 +71,8 @@ static CODEX: Cli = Cli {
     bin: "/usr/local/bin/codex",
     script: include_bytes!("standins/codex.py"),
     model: "gpt-5",
-    // input_tokens 1200 include 1000 cached; reasoning comes from the rollout file.
+    // input_tokens 1200 include 1000 cached. The stand-in reports the thread's running
+    // totals, as codex does: the second turn is recorded with its own share.
     usage: usage(Some(200), Some(50), Some(1000), None, Some(30)),
     rules_file: "AGENTS.md",
     mcp: true,
@@ -320,6 +321,10 @@ async fn check(cli: &'static Cli) {
     // Rejected credentials are the run's configuration.
     let r = record(&report, &eval_name(cli, "auth"));
     assert_eq!(r.outcome, Outcome::Config, "{}", show(r));
+    // Claude Code names API errors' messages `<synthetic>`: never a turn's model.
+    for r in &report.records {
+        assert!(r.turns.iter().all(|t| t.model.as_deref() != Some("<synthetic>")), "{}", show(r));
+    }
 
     // A per-turn limit times the turn out and the eval goes on; the budget aborts the next.
     let r = record(&report, &eval_name(cli, "stall"));
@@ -334,6 +339,10 @@ async fn check(cli: &'static Cli) {
         // The stream ended with the killed process: what was parsed is kept.
         assert_eq!(t.final_message.as_deref(), Some("Working on it..."), "{}", show(r));
         assert_eq!(t.model.as_deref(), Some(cli.model), "{}", show(r));
+        // Killed before the CLI reported its totals: the record says the figure is partial.
+        if matches!(cli.name, "claude-code" | "codex") {
+            assert!(t.usage.partial, "{}", show(r));
+        }
     }
 
     // No event before the budget ran out: infra, with the measured time.
@@ -384,6 +393,29 @@ async fn opencode_against_its_stand_in() {
 async fn pi_against_its_stand_in() {
     require_docker!();
     check(&PI).await;
+}
+
+/// Codex's non-fatal error items (code mode unavailable) reach the record of a turn that completed anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_keeps_a_non_fatal_error_notice() {
+    require_docker!();
+    let env = env_file("clis-codex-notice");
+    let runner = common::runner_with("codex-notice", |c| c.env_file = Some(env));
+    let e = Eval::new("codex_notice", |c| {
+        Box::pin(async move {
+            c.send("SCENARIO:notice").await?;
+            Ok(())
+        })
+    })
+    .harness(CODEX.spec)
+    .environment(|| environment(&CODEX));
+    let report = runner.run(vec![e]).await.expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{r:?}");
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::Completed, "{r:?}");
+    assert!(t.tool_calls.is_empty(), "{r:?}");
+    assert!(t.error.as_deref().unwrap_or_default().contains("codex-code-mode-host"), "{r:?}");
 }
 
 /// pi has no MCP support: asking for a server is a configuration error, not a silent drop.

@@ -65,6 +65,7 @@ impl P {
                 cache_read: Some(100),
                 cache_write: Some(0),
                 reasoning: None,
+                partial: false,
             },
             P::OpenAi => Usage {
                 input: Some(712),
@@ -72,6 +73,7 @@ impl P {
                 cache_read: Some(100),
                 cache_write: None,
                 reasoning: Some(7),
+                partial: false,
             },
         }
     }

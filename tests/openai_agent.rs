@@ -100,7 +100,8 @@ async fn completes_a_multi_step_task_over_two_turns() {
             output: Some(40 * 3),
             cache_read: Some(300),
             cache_write: None,
-            reasoning: Some(21)
+            reasoning: Some(21),
+            partial: false,
         }
     );
 

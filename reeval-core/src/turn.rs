@@ -35,6 +35,10 @@ pub struct Usage {
     pub cache_write: Option<u64>,
     /// Reasoning tokens, where reported separately.
     pub reasoning: Option<u64>,
+    /// The figures fall short of what was billed: the turn was cut short
+    /// (timed out, killed, crashed) before its CLI reported the totals.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 impl Usage {
@@ -52,10 +56,12 @@ impl Usage {
             cache_read: cached,
             cache_write: None,
             reasoning: u["completion_tokens_details"]["reasoning_tokens"].as_u64(),
+            partial: false,
         }
     }
 
-    /// Adds `other` into `self`; a figure stays `None` only if both are `None`.
+    /// Adds `other` into `self`; a figure stays `None` only if both are `None`,
+    /// and the sum is partial if either is.
     pub fn add(&mut self, other: &Usage) {
         fn sum(a: &mut Option<u64>, b: Option<u64>) {
             *a = match (*a, b) {
@@ -68,6 +74,7 @@ impl Usage {
         sum(&mut self.cache_read, other.cache_read);
         sum(&mut self.cache_write, other.cache_write);
         sum(&mut self.reasoning, other.reasoning);
+        self.partial |= other.partial;
     }
 }
 
@@ -123,7 +130,8 @@ pub struct TurnReport {
     pub usage: Usage,
     /// The model that served the turn, when reported.
     pub model: Option<String>,
-    /// The error the agent or its CLI reported, when the turn failed.
+    /// The error the agent or its CLI reported: why the turn failed, or a
+    /// non-fatal error notice of a turn that completed anyway.
     pub error: Option<String>,
     /// Who is to blame when the turn failed (default: the agent).
     pub error_class: Option<crate::harness::ErrorClass>,

@@ -247,7 +247,18 @@ impl AsyncRead for UpstreamStream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             UpstreamStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            UpstreamStream::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                // The upstream closed TCP without a TLS close_notify (many
+                // servers do): its side has ended, so an end of stream, as
+                // over plain HTTP. hyper's framing still tells a complete
+                // body (Content-Length, chunked) from a cut one; only a body
+                // delimited by the close needs this to end cleanly, where
+                // the error made the relayed stream look broken.
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            },
         }
     }
 }

@@ -316,7 +316,8 @@ mod tests {
                 output: Some(20),
                 cache_read: Some(30),
                 cache_write: None,
-                reasoning: Some(5)
+                reasoning: Some(5),
+                partial: false,
             }
         );
         assert_eq!(

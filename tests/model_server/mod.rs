@@ -1,7 +1,12 @@
 //! A model server on loopback that speaks the Anthropic Messages and OpenAI
-//! chat completions wire formats: it answers from a script and records every
-//! request, so tests can check what a client sent and how it took each answer.
+//! chat completions wire formats, and the streamed ones real agent CLIs use
+//! (Anthropic Messages SSE, OpenAI Responses SSE and over WebSocket, see
+//! [`streams`]): it answers from a script and records every request, so tests
+//! can check what a client sent and how it took each answer. Plain HTTP, or
+//! TLS for a provider's host name (reached through reeval's gateway).
 #![allow(dead_code, reason = "each test binary uses a different subset")]
+
+pub mod streams;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -45,6 +50,13 @@ pub enum Answer {
     Raw { status: u16, body: String },
     /// Nothing for this long, then a 500.
     Hang(Duration),
+    /// 200 `text/event-stream`: each JSON event as `event: <its type>` and `data:`
+    /// (over a WebSocket: one text message per event).
+    Sse(Vec<Value>),
+    /// The first bytes of an SSE answer, then the connection is cut (no end of body).
+    SseCut(Vec<Value>),
+    /// The first events of an SSE answer, then nothing more, ever (a model that hangs mid-answer).
+    SseStall(Vec<Value>),
 }
 
 impl Answer {
@@ -56,10 +68,22 @@ impl Answer {
 
 type Script = Arc<dyn Fn(usize, &Recorded) -> Answer + Send + Sync>;
 
+/// How the server listens.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Serve TLS with this config (a leaf for the provider's host), else plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Accept `Upgrade: websocket` (each text message a request, answered with
+    /// the events of an [`Answer::Sse`]); else such a request gets a 404.
+    pub websocket: bool,
+}
+
 /// The server; stops when dropped.
 pub struct ModelServer {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS).
     pub url: String,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
     requests: Arc<Mutex<Vec<Recorded>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -75,24 +99,52 @@ impl ModelServer {
     pub async fn start(
         script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
     ) -> Self {
+        Self::start_with(Options::default(), script).await
+    }
+
+    /// Starts a server as [`ModelServer::start`] does, listening as `options` say.
+    pub async fn start_with(
+        options: Options,
+        script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let url = format!("http://{}", listener.local_addr().expect("local addr"));
+        let addr = listener.local_addr().expect("local addr");
+        let scheme = if options.tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{addr}");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let script: Script = Arc::new(script);
         let recorded = requests.clone();
+        let acceptor = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+        let websocket = options.websocket;
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
-                let (script, recorded) = (script.clone(), recorded.clone());
+                let (script, recorded, acceptor) =
+                    (script.clone(), recorded.clone(), acceptor.clone());
                 tokio::spawn(async move {
-                    let service =
-                        service_fn(move |req| handle(req, script.clone(), recorded.clone()));
-                    let _ =
-                        http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let service = service_fn(move |req| {
+                        handle(req, script.clone(), recorded.clone(), websocket)
+                    });
+                    let http = http1::Builder::new();
+                    match acceptor {
+                        Some(acceptor) => {
+                            let Ok(tls) = acceptor.accept(stream).await else { return };
+                            let _ = http
+                                .serve_connection(TokioIo::new(tls), service)
+                                .with_upgrades()
+                                .await;
+                        }
+                        None => {
+                            let _ = http
+                                .serve_connection(TokioIo::new(stream), service)
+                                .with_upgrades()
+                                .await;
+                        }
+                    }
                 });
             }
         });
-        Self { url, requests, task }
+        Self { url, addr, requests, task }
     }
 
     /// Starts a server giving `answers` in order, then 500s.
@@ -112,18 +164,42 @@ impl ModelServer {
     }
 }
 
+type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).map_err(|never| match never {}).boxed()
+}
+
+/// `event: <type>` / `data: <json>` for each event.
+pub fn sse_text(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("message")))
+        .collect()
+}
+
+fn record(recorded: &Mutex<Vec<Recorded>>, request: Recorded) -> usize {
+    let mut all = recorded.lock().unwrap();
+    all.push(request);
+    all.len() - 1
+}
+
 async fn handle(
     req: Request<Incoming>,
     script: Script,
     recorded: Arc<Mutex<Vec<Recorded>>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+    websocket: bool,
+) -> Result<Response<Body>, Infallible> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
-    let headers = req
+    let headers: BTreeMap<String, String> = req
         .headers()
         .iter()
         .map(|(k, v)| (k.as_str().to_lowercase(), v.to_str().unwrap_or("").to_string()))
         .collect();
+    if headers.get("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
+        return Ok(upgrade(req, path, headers, script, recorded, websocket));
+    }
     let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let request = Recorded {
         method,
@@ -131,26 +207,103 @@ async fn handle(
         headers,
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     };
-    let n = {
-        let mut all = recorded.lock().unwrap();
-        all.push(request.clone());
-        all.len() - 1
-    };
+    let n = record(&recorded, request.clone());
     let answer = script(n, &request);
-    let (status, headers, body) = match answer {
-        Answer::Json { status, headers, body } => (status, headers, body.to_string()),
-        Answer::Raw { status, body } => (status, Vec::new(), body),
+    let (status, headers, body, content_type) = match answer {
+        Answer::Json { status, headers, body } => {
+            (status, headers, full(body.to_string()), "application/json")
+        }
+        Answer::Raw { status, body } => (status, Vec::new(), full(body), "application/json"),
         Answer::Hang(d) => {
             tokio::time::sleep(d).await;
-            (500, Vec::new(), "hung".to_string())
+            (500, Vec::new(), full("hung"), "application/json")
+        }
+        Answer::Sse(events) => (200, Vec::new(), full(sse_text(&events)), "text/event-stream"),
+        Answer::SseStall(events) => {
+            let first: Result<hyper::body::Frame<Bytes>, std::io::Error> =
+                Ok(hyper::body::Frame::data(Bytes::from(sse_text(&events))));
+            let stream = futures_util::StreamExt::chain(
+                futures_util::stream::iter([first]),
+                futures_util::stream::pending(),
+            );
+            (200, Vec::new(), http_body_util::StreamBody::new(stream).boxed(), "text/event-stream")
+        }
+        Answer::SseCut(events) => {
+            // Chunked, and the stream fails after the events: hyper ends the connection mid-body.
+            let first: Result<hyper::body::Frame<Bytes>, std::io::Error> =
+                Ok(hyper::body::Frame::data(Bytes::from(sse_text(&events))));
+            let cut = Err(std::io::Error::other("cut by the script"));
+            let stream = futures_util::stream::iter([first, cut]);
+            (200, Vec::new(), http_body_util::StreamBody::new(stream).boxed(), "text/event-stream")
         }
     };
-    let mut response =
-        Response::builder().status(status).header("content-type", "application/json");
+    let mut response = Response::builder().status(status).header("content-type", content_type);
     for (k, v) in headers {
         response = response.header(k, v);
     }
-    Ok(response.body(Full::new(Bytes::from(body))).expect("a valid response"))
+    Ok(response.body(body).expect("a valid response"))
+}
+
+/// Answers a WebSocket upgrade: 101, then each text message is a request
+/// (recorded with method `WS`) whose [`Answer::Sse`] events go back as text
+/// messages; any other answer closes the socket. Without `websocket`, a 404.
+fn upgrade(
+    mut req: Request<Incoming>,
+    path: String,
+    headers: BTreeMap<String, String>,
+    script: Script,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+    websocket: bool,
+) -> Response<Body> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    let key = headers.get("sec-websocket-key").cloned();
+    let (true, Some(key)) = (websocket, key) else {
+        record(&recorded, Recorded { method: "GET".into(), path, headers, body: Value::Null });
+        return Response::builder().status(404).body(full("no websocket here")).expect("valid");
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else { return };
+        let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            None,
+        )
+        .await;
+        while let Some(Ok(message)) = ws.next().await {
+            let Message::Text(text) = message else { continue };
+            let request = Recorded {
+                method: "WS".into(),
+                path: path.clone(),
+                headers: headers.clone(),
+                body: serde_json::from_str(text.as_str()).unwrap_or(Value::Null),
+            };
+            let n = record(&recorded, request.clone());
+            let events = match script(n, &request) {
+                Answer::Sse(events) | Answer::SseStall(events) => events,
+                _ => {
+                    let _ = ws.close(None).await;
+                    return;
+                }
+            };
+            for event in events {
+                if ws.send(Message::text(event.to_string())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    Response::builder()
+        .status(101)
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-accept", accept)
+        .body(full(Bytes::new()))
+        .expect("a valid response")
 }
 
 /// Answers in the Anthropic Messages format.

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Stand-in for Claude Code (`claude`) in print mode with `--output-format stream-json`.
 
-Replays Claude Code's stream-json events (system/init, assistant messages that
-repeat usage per message id, user tool results, result). Sessions live in
+Replays Claude Code's stream-json events as 2.1.332 prints them: system/init,
+one `assistant` event per content block, each carrying its message's
+`message_start` usage snapshot (output 1), user tool results, and the result,
+the only event with the invocation's totals. API errors come as an assistant
+message of the model `<synthetic>`, then an error result with a numeric status. Sessions live in
 $CLAUDE_CONFIG_DIR/projects/<cwd>/<session_id>.jsonl; `--resume <id>` needs one.
 """
 
@@ -60,16 +63,26 @@ if scene == "hang":
 key = os.environ.get("ANTHROPIC_API_KEY")
 emit({"type": "system", "subtype": "init", "cwd": os.getcwd(), "session_id": session, "tools": ["Bash", "Read", "Write", "Edit"],
       "mcp_servers": [{"name": n, "status": "connected"} for n in mcp], "model": model, "permissionMode": "bypassPermissions",
-      "apiKeySource": "ANTHROPIC_API_KEY" if key else "none", "slash_commands": [], "skills": skills, "claude_code_version": "2.1.328", "uuid": new_id()})
+      "apiKeySource": "ANTHROPIC_API_KEY" if key else "none", "slash_commands": [], "skills": skills, "claude_code_version": "2.1.332", "uuid": new_id()})
 
 
 def usage(inp, cw, cr, out):
     return {"input_tokens": inp, "cache_creation_input_tokens": cw, "cache_read_input_tokens": cr, "output_tokens": out, "service_tier": "standard"}
 
 
-def assistant(mid, content, u):
-    emit({"type": "assistant", "message": {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
+def snapshot(inp, cw, cr):
+    """The usage of a message's `message_start`, which every block of it repeats."""
+    return usage(inp, cw, cr, 1)
+
+
+def assistant(mid, content, u, of=None):
+    emit({"type": "assistant", "message": {"id": mid, "type": "message", "role": "assistant", "model": of or model, "content": content,
                                            "stop_reason": None, "usage": u}, "parent_tool_use_id": None, "session_id": session})
+
+
+def api_error(text):
+    """What an API error looks like before its result: a message no model wrote."""
+    assistant(new_id(), [{"type": "text", "text": text}], usage(0, 0, 0, 0), of="<synthetic>")
 
 
 def tool_result(tid, text, is_error=False, extra=None):
@@ -81,9 +94,10 @@ def tool_result(tid, text, is_error=False, extra=None):
 
 
 def result(text, u, is_error=False, status=None, code=0):
+    of = "<synthetic>" if is_error else model
     ev = {"type": "result", "subtype": "success", "is_error": is_error, "duration_ms": 1200, "duration_api_ms": 1100, "num_turns": 3,
           "result": text, "stop_reason": "end_turn", "session_id": session, "total_cost_usd": 0.0123, "usage": u,
-          "modelUsage": {model: {"inputTokens": u["input_tokens"], "outputTokens": u["output_tokens"], "costUSD": 0.0123}},
+          "modelUsage": {of: {"inputTokens": u["input_tokens"], "outputTokens": u["output_tokens"], "costUSD": 0.0123}},
           "permission_denials": [], "uuid": new_id()}
     if status:
         ev["api_error_status"] = status
@@ -97,30 +111,33 @@ if not key:
 if scene == "edit":
     log_line("[standin] a log line that is not JSON")
     emit({"type": "standin_future_event", "payload": {"anything": [1, 2, 3]}})
-    assistant("msg_a", [{"type": "text", "text": "I'll create hello.py."}], usage(3, 100, 0, 5))
+    assistant("msg_a", [{"type": "text", "text": "I'll create hello.py."}], snapshot(3, 100, 0))
     kind, path, content = edit_hello()
-    assistant("msg_a", [{"type": "tool_use", "id": "toolu_w", "name": "Write", "input": {"file_path": path, "content": content}}], usage(3, 100, 0, 12))
+    assistant("msg_a", [{"type": "tool_use", "id": "toolu_w", "name": "Write", "input": {"file_path": path, "content": content}}], snapshot(3, 100, 0))
     if kind == "add":
         tool_result("toolu_w", "File created successfully at: %s" % path, extra={"type": "create", "filePath": path})
     else:
         tool_result("toolu_w", "The file %s has been updated successfully." % path, extra={"type": "update", "filePath": path})
-    assistant("msg_b", [{"type": "text", "text": summary(session, resumed)}], usage(4, 0, 100, 20))
+    assistant("msg_b", [{"type": "text", "text": summary(session, resumed)}], snapshot(4, 0, 100))
+    # The invocation's totals (a resumed turn's cover that turn only).
     result(summary(session, resumed), usage(7, 100, 100, 32))
 elif scene == "tool_error":
-    assistant("msg_a", [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "cat missing.txt"}}], usage(2, 0, 0, 8))
+    assistant("msg_a", [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "cat missing.txt"}}], snapshot(2, 0, 0))
     tool_result("toolu_1", "cat: missing.txt: No such file or directory", is_error=True)
-    assistant("msg_b", [{"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "ls"}}], usage(2, 0, 0, 6))
+    assistant("msg_b", [{"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "ls"}}], snapshot(2, 0, 0))
     tool_result("toolu_2", "\n".join(listdir(os.getcwd())))
-    assistant("msg_c", [{"type": "text", "text": "Recovered from a failed tool call."}], usage(2, 0, 0, 7))
+    assistant("msg_c", [{"type": "text", "text": "Recovered from a failed tool call."}], snapshot(2, 0, 0))
     result("Recovered from a failed tool call.", usage(6, 0, 0, 21))
 elif scene == "rate_limit":
     emit({"type": "rate_limit_event", "rate_limit_info": {"status": "rejected", "resetsAt": 1767225600, "rateLimitType": "five_hour"}, "session_id": session})
-    result('API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}',
-           usage(0, 0, 0, 0), is_error=True, code=1)
+    text = 'API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}'
+    api_error(text)
+    result(text, usage(0, 0, 0, 0), is_error=True, status=429, code=1)
 elif scene == "auth":
-    result("Invalid API key · Fix external API key", usage(0, 0, 0, 0), is_error=True, status="401", code=1)
+    api_error("Invalid API key · Fix external API key")
+    result("Invalid API key · Fix external API key", usage(0, 0, 0, 0), is_error=True, status=401, code=1)
 elif scene == "stall":
-    assistant("msg_a", [{"type": "text", "text": "Working on it..."}], usage(1, 0, 0, 3))
+    assistant("msg_a", [{"type": "text", "text": "Working on it..."}], snapshot(1, 0, 0))
     hang()
 elif scene == "echo":
     path = echo_prompt(prompt)

@@ -4,6 +4,9 @@
 Replays `codex exec --json` ThreadEvents (thread.started, turn.*, item.*) and
 keeps a rollout file in $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<id>.jsonl
 with turn_context (model) and token_count (reasoning) entries, as codex does.
+As codex 0.163.0 does, `turn.completed.usage` is the thread's running total
+(a resumed turn's includes every earlier turn), and a tool that cannot start
+(code mode without its helper) is a non-fatal `item.completed` of type `error`.
 """
 
 import glob
@@ -64,13 +67,14 @@ else:
     with open(rollout, "w") as f:
         f.write(json.dumps({"type": "session_meta", "payload": {"id": thread, "cwd": os.getcwd(), "originator": "codex_exec"}}) + "\n")
 
-previous_reasoning = 0
+TOTALS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "cache_write_input_tokens", "total_tokens")
+previous = dict.fromkeys(TOTALS, 0)
 with open(rollout) as f:
     for line in f:
         entry = json.loads(line)
         info = entry.get("payload", {}).get("info") if entry.get("type") == "event_msg" else None
         if info:
-            previous_reasoning = info["total_token_usage"]["reasoning_output_tokens"]
+            previous = {k: info["total_token_usage"].get(k, 0) for k in TOTALS}
 
 
 def rollout_append(*entries):
@@ -104,13 +108,14 @@ def fail(message):
 
 
 def complete(text, reasoning):
-    total = previous_reasoning + reasoning
+    last = {"input_tokens": 1200, "cached_input_tokens": 1000, "output_tokens": 50, "reasoning_output_tokens": reasoning,
+            "cache_write_input_tokens": 0, "total_tokens": 1250}
+    total = {k: previous[k] + last[k] for k in TOTALS}
     rollout_append({"type": "event_msg", "payload": {"type": "token_count", "info": None, "rate_limits": {}}},
-                   {"type": "event_msg", "payload": {"type": "token_count", "info": {
-                       "total_token_usage": {"input_tokens": 1200, "cached_input_tokens": 1000, "output_tokens": 50, "reasoning_output_tokens": total, "total_tokens": 1250},
-                       "last_token_usage": {"input_tokens": 1200, "cached_input_tokens": 1000, "output_tokens": 50, "reasoning_output_tokens": reasoning, "total_tokens": 1250}}}})
+                   {"type": "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage": total, "last_token_usage": last}}})
     emit({"type": "item.completed", "item": {"id": "item_9", "type": "agent_message", "text": text}})
-    emit({"type": "turn.completed", "usage": {"input_tokens": 1200, "cached_input_tokens": 1000, "output_tokens": 50}})
+    # The thread's totals, earlier turns included.
+    emit({"type": "turn.completed", "usage": {k: total[k] for k in TOTALS if k != "total_tokens"}})
     sys.exit(0)
 
 
@@ -151,6 +156,11 @@ elif scene == "echo":
     complete("echoed", 1)
 elif scene == "config":
     complete(config_report(mcp.keys(), skills), 1)
+elif scene == "notice":
+    # Code mode without codex-code-mode-host: the tool fails closed, the turn completes without it.
+    emit({"type": "item.completed", "item": {"id": "item_0", "type": "error",
+                                             "message": "Code Mode is unavailable: install codex-code-mode-host next to the codex binary"}})
+    complete("I could not run any tool.", 1)
 elif scene == "api":
     # No base URL: HTTPS to the API through the proxy, the key as a bearer token.
     key = os.environ.get("CODEX_API_KEY") or os.environ.get("OPENAI_API_KEY")

@@ -98,6 +98,7 @@ fn usage(u: &Value) -> Usage {
         cache_read: u["cache_read_input_tokens"].as_u64(),
         cache_write: u["cache_creation_input_tokens"].as_u64(),
         reasoning: None,
+        partial: false,
     }
 }
 
@@ -125,7 +126,8 @@ mod tests {
                 output: Some(64),
                 cache_read: Some(7),
                 cache_write: Some(3),
-                reasoning: None
+                reasoning: None,
+                partial: false,
             }
         );
     }

@@ -148,7 +148,8 @@ mod tests {
                 output: Some(40),
                 cache_read: Some(12),
                 cache_write: None,
-                reasoning: Some(5)
+                reasoning: Some(5),
+                partial: false,
             }
         );
     }

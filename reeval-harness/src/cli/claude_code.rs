@@ -15,8 +15,15 @@ use super::report::{count, status_of, string, text_of};
 use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
 use reeval_core::egress::HarnessEgress;
 
-/// The pinned npm release of Claude Code.
-pub const VERSION: &str = "2.1.328";
+/// The pinned npm release of Claude Code (the one the real-CLI tests run,
+/// from the `claude-agent-sdk` 0.2.189 wheel).
+pub const VERSION: &str = "2.1.332";
+
+/// How often Claude Code retries a failed API request itself: never. A 429,
+/// 529 or 401 reaches reeval's classification in seconds (Claude Code's own
+/// ten retries took about 3 minutes, and it retries a rejected key too);
+/// reeval's retry policy decides what is tried again.
+pub const MAX_RETRIES: &str = "0";
 
 /// Claude Code's specifics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,8 +72,12 @@ impl CliAgent for ClaudeCode {
             ("CLAUDE_CONFIG_DIR".into(), home.into()),
             // Tells Claude Code it is in a sandbox, so bypassPermissions is allowed (also as root).
             ("IS_SANDBOX".into(), "1".into()),
+            // Only the model API: no bootstrap, telemetry or update calls past the allowlist.
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()),
             ("DISABLE_AUTOUPDATER".into(), "1".into()),
+            // Claude Code retries 429, 529 and 401 ten times (about 3 minutes)
+            // by default; reeval's retry policy decides instead.
+            ("CLAUDE_CODE_MAX_RETRIES".into(), MAX_RETRIES.into()),
         ]
     }
 
@@ -104,12 +115,26 @@ impl CliAgent for ClaudeCode {
     }
 }
 
-/// Reads `stream-json`: usage is repeated per message id, so the last per id counts.
+/// Reads `stream-json`. The turn's usage is the final `result` event's
+/// (per invocation, so a resumed turn's is its own): each `assistant` event
+/// is one content block carrying its message's `message_start` snapshot, whose
+/// `output_tokens` is a token or two. Only a turn cut short before `result`
+/// falls back to the last snapshot per message id, marked partial.
 #[derive(Debug, Default)]
 struct Parser {
     usage_by_message: BTreeMap<String, Usage>,
     result_usage: Option<Usage>,
     last_text: Option<String>,
+}
+
+/// The model name Claude Code reports on an API error, for a message no model wrote.
+const SYNTHETIC_MODEL: &str = "<synthetic>";
+
+/// `name` as the turn's model, unless it is no real model.
+fn set_model(turn: &mut TurnBuilder, name: Option<&str>) {
+    if let Some(m) = name.filter(|m| !m.is_empty() && *m != SYNTHETIC_MODEL) {
+        turn.model = Some(m.to_string());
+    }
 }
 
 fn usage_of(u: &Value) -> Usage {
@@ -119,6 +144,7 @@ fn usage_of(u: &Value) -> Usage {
         cache_read: count(u, "cache_read_input_tokens"),
         cache_write: count(u, "cache_creation_input_tokens"),
         reasoning: None,
+        partial: false,
     }
 }
 
@@ -129,15 +155,11 @@ impl EventParser for Parser {
         }
         match string(ev, "type") {
             Some("system") if string(ev, "subtype") == Some("init") => {
-                if let Some(m) = string(ev, "model") {
-                    turn.model = Some(m.to_string());
-                }
+                set_model(turn, string(ev, "model"));
             }
             Some("assistant") => {
                 let Some(msg) = ev.get("message") else { return };
-                if let Some(m) = string(msg, "model") {
-                    turn.model = Some(m.to_string());
-                }
+                set_model(turn, string(msg, "model"));
                 if let (Some(id), Some(u)) = (string(msg, "id"), msg.get("usage")) {
                     self.usage_by_message.insert(id.to_string(), usage_of(u));
                 }
@@ -199,13 +221,11 @@ impl EventParser for Parser {
                 if let Some(u) = ev.get("usage") {
                     self.result_usage = Some(usage_of(u));
                 }
-                if turn.model.is_none()
-                    && let Some(m) = ev
-                        .get("modelUsage")
-                        .and_then(Value::as_object)
-                        .and_then(|m| m.keys().next())
-                {
-                    turn.model = Some(m.clone());
+                if turn.model.is_none() {
+                    let models = ev.get("modelUsage").and_then(Value::as_object);
+                    let real =
+                        models.into_iter().flat_map(|m| m.keys()).find(|m| *m != SYNTHETIC_MODEL);
+                    set_model(turn, real.map(String::as_str));
                 }
                 let subtype = string(ev, "subtype").unwrap_or("success");
                 let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(false)
@@ -225,17 +245,18 @@ impl EventParser for Parser {
     }
 
     fn finish(&mut self, turn: &mut TurnBuilder) {
-        if self.usage_by_message.is_empty() {
-            if let Some(u) = self.result_usage.take() {
-                turn.usage = u;
+        turn.usage = match self.result_usage.take() {
+            Some(u) => u,
+            None => {
+                // Cut short before `result`: the snapshots are all there is.
+                let mut best = Usage::default();
+                for u in self.usage_by_message.values() {
+                    best.add(u);
+                }
+                best.partial = true;
+                best
             }
-        } else {
-            let mut total = Usage::default();
-            for u in self.usage_by_message.values() {
-                total.add(u);
-            }
-            turn.usage = total;
-        }
+        };
         if turn.final_message.is_none() && turn.failure.is_none() {
             turn.final_message = self.last_text.take();
         }
@@ -259,38 +280,96 @@ mod tests {
         t
     }
 
+    /// One block per `assistant` event, each with its message's `message_start`
+    /// snapshot (output 1), as Claude Code 2.1.332 prints them.
+    const BLOCKS: &[&str] = &[
+        r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-4-5"}"#,
+        r#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":1}},"session_id":"s1"}"#,
+        r#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/workspace/a.py","content":"x"}}],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":1}},"session_id":"s1"}"#,
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"File created successfully at: /workspace/a.py","is_error":false}]},"session_id":"s1"}"#,
+        r#"{"type":"assistant","message":{"id":"m2","model":"claude-sonnet-4-5","content":[{"type":"text","text":"done"}],"usage":{"input_tokens":4,"cache_creation_input_tokens":0,"cache_read_input_tokens":100,"output_tokens":1}},"session_id":"s1"}"#,
+        r#"{"type":"brand_new_event","x":1}"#,
+    ];
+
     #[test]
-    fn keeps_the_last_usage_per_message_and_sums_messages() {
-        let t = parse(&[
-            r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-4-5"}"#,
-            r#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":5}}}"#,
-            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/workspace/a.py","content":"x"}}],"usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":0,"output_tokens":12}}}"#,
-            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"File created successfully at: /workspace/a.py","is_error":false}]}}"#,
-            r#"{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"done"}],"usage":{"input_tokens":4,"cache_creation_input_tokens":0,"cache_read_input_tokens":100,"output_tokens":20}}}"#,
-            r#"{"type":"brand_new_event","x":1}"#,
-            r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s1","usage":{"input_tokens":999}}"#,
-        ]);
+    fn usage_is_the_results_not_the_snapshots() {
+        let mut lines = BLOCKS.to_vec();
+        lines.push(r#"{"type":"result","subtype":"success","is_error":false,"result":"Done.","session_id":"s1","usage":{"input_tokens":7,"cache_creation_input_tokens":100,"cache_read_input_tokens":100,"output_tokens":23}}"#);
+        let t = parse(&lines);
         assert_eq!(
             t.usage,
             Usage {
                 input: Some(7),
-                output: Some(32),
+                output: Some(23),
                 cache_read: Some(100),
                 cache_write: Some(100),
-                reasoning: None
+                reasoning: None,
+                partial: false,
             }
         );
+        assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
         assert_eq!(t.final_message.as_deref(), Some("Done."));
         assert_eq!(t.session_id.as_deref(), Some("s1"));
+        assert_eq!(t.tool_calls.len(), 1);
         assert_eq!(t.file_edits[0].path, "a.py");
         assert_eq!(t.file_edits[0].kind, EditKind::Add);
         assert_eq!(t.events, 7);
     }
 
     #[test]
+    fn a_turn_cut_short_before_result_has_partial_usage() {
+        let t = parse(BLOCKS);
+        // The last snapshot per message, summed: the best figure there is, and said to be partial.
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: Some(7),
+                output: Some(2),
+                cache_read: Some(100),
+                cache_write: Some(100),
+                reasoning: None,
+                partial: true,
+            }
+        );
+        assert_eq!(t.final_message.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn the_synthetic_model_of_an_api_error_is_never_the_turns() {
+        let t = parse(&[
+            r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-4-5"}"#,
+            r#"{"type":"assistant","message":{"id":"e1","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"}],"usage":{"input_tokens":0,"output_tokens":0}},"session_id":"s1","error":"unknown"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"API Error: 529 Overloaded","session_id":"s1","usage":{"input_tokens":0,"output_tokens":0},"modelUsage":{}}"#,
+        ]);
+        assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(t.failure.expect("failure").status, Some(529));
+        // No real model anywhere: none, rather than `<synthetic>`.
+        let t = parse(&[
+            r#"{"type":"assistant","message":{"id":"e1","model":"<synthetic>","content":[{"type":"text","text":"API Error: 401"}]}}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Invalid API key","modelUsage":{"<synthetic>":{"inputTokens":0}}}"#,
+        ]);
+        assert_eq!(t.model, None);
+    }
+
+    #[test]
+    fn provider_errors_are_left_to_reeval_and_the_only_egress_is_the_api() {
+        let env = ClaudeCode.env("/h", &[]);
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CLAUDE_CODE_MAX_RETRIES"), Some(MAX_RETRIES));
+        assert_eq!(get("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"), Some("1"));
+    }
+
+    #[test]
     fn an_error_result_is_a_failure_with_its_status() {
         let t = parse(&[
             r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":"401","result":"Not logged in"}"#,
+        ]);
+        let f = t.failure.expect("failure");
+        assert_eq!(f.status, Some(401));
+        assert_eq!(f.message, "Not logged in");
+        // 2.1.332 prints the status as a number.
+        let t = parse(&[
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Not logged in"}"#,
         ]);
         let f = t.failure.expect("failure");
         assert_eq!(f.status, Some(401));

@@ -14,11 +14,17 @@ use reeval_core::turn::{EditKind, Usage};
 use serde_json::{Value, json};
 
 use super::report::{count, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{
+    CliAgent, CliHarness, EventParser, Invocation, SessionFile, SessionTotal, TurnBuilder,
+};
 use reeval_core::egress::HarnessEgress;
 
-/// The pinned npm release of Codex.
-pub const VERSION: &str = "0.169.0";
+/// The pinned npm release of Codex (the one the real-CLI tests run, from the
+/// `openai-codex-cli-bin` wheel of the same version).
+pub const VERSION: &str = "0.163.0";
+
+/// Where the harness's image keeps the model catalog of the Codex it installed.
+pub const BAKED_CATALOG: &str = "/usr/local/share/reeval/codex-models.json";
 
 /// Codex's specifics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,8 +43,17 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-fn config_toml(servers: &[McpServer]) -> String {
+/// `config.toml`: no startup calls past the allowlist (each refused one costs
+/// seconds of retries): the model catalog from a file (`catalog`, the CLI's
+/// bundled one) instead of chatgpt.com, no plugin marketplace, no telemetry;
+/// then the MCP servers.
+fn config_toml(servers: &[McpServer], catalog: Option<&str>) -> String {
     let mut out = String::from("# Written by reeval for this attempt.\n");
+    if let Some(path) = catalog {
+        out.push_str(&format!("model_catalog_json = {}\n", toml_str(path)));
+    }
+    out.push_str("\n[features]\nplugins = false\nremote_plugin = false\n");
+    out.push_str("\n[analytics]\nenabled = false\n");
     for s in servers {
         out.push_str(&format!("\n[mcp_servers.{}]\n", toml_str(s.name())));
         match s {
@@ -78,7 +93,12 @@ impl CliAgent for Codex {
     }
 
     fn install_steps(&self) -> Vec<String> {
-        super::npm_install_steps("@openai/codex", VERSION)
+        let mut steps = super::npm_install_steps("@openai/codex", VERSION);
+        // Its bundled model catalog, so sessions skip both chatgpt.com and a dump at start.
+        steps.push(format!(
+            "mkdir -p $(dirname {BAKED_CATALOG}) && CODEX_HOME=$(mktemp -d) codex debug models --bundled > {BAKED_CATALOG}"
+        ));
+        steps
     }
 
     fn credentials(&self, _model: Option<&str>) -> Vec<String> {
@@ -100,10 +120,42 @@ impl CliAgent for Codex {
     }
 
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
-        let mut files =
-            vec![(format!("{home}/config.toml"), config_toml(&setup.mcp).into_bytes(), 0o600)];
+        let mut files = vec![(
+            format!("{home}/config.toml"),
+            config_toml(&setup.mcp, None).into_bytes(),
+            0o600,
+        )];
         files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
         Ok(files)
+    }
+
+    async fn prepare(
+        &self,
+        sandbox: &SandboxHandle,
+        program: &str,
+        home: &str,
+        setup: &SessionSetup,
+    ) {
+        // The catalog of the installed release: baked into the harness's image
+        // at install, else `codex debug models --bundled`, written by the CLI
+        // itself. One exec either way; it prints the file to use.
+        let dumped = format!("{home}/models.json");
+        let find = Command::new("sh")
+            .arg("-c")
+            .arg(r#"if test -s "$2"; then echo "$2"; else "$0" debug models --bundled > "$1" && test -s "$1" && echo "$1"; fi"#)
+            .arg(program)
+            .arg(&dumped)
+            .arg(BAKED_CATALOG)
+            .env("CODEX_HOME", home);
+        let catalog = match sandbox.exec(find).await {
+            Ok(out) if out.success() && !out.stdout.trim().is_empty() => {
+                out.stdout.trim().to_string()
+            }
+            // An older or stand-in CLI without the command: it keeps its own catalog lookup.
+            _ => return,
+        };
+        let config = config_toml(&setup.mcp, Some(&catalog));
+        let _ = sandbox.write_file(&format!("{home}/config.toml"), config.as_bytes(), 0o600).await;
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
@@ -130,7 +182,18 @@ impl CliAgent for Codex {
         selected.map(str::to_string)
     }
 
-    async fn after_turn(&self, sandbox: &SandboxHandle, home: &str, turn: &mut TurnBuilder) {
+    async fn after_turn(
+        &self,
+        sandbox: &SandboxHandle,
+        home: &str,
+        selected_model: Option<&str>,
+        turn: &mut TurnBuilder,
+    ) {
+        // The rollout would only repeat what is known: the model asked for
+        // (`--model` is the slug sent to the API) and the stream's reasoning count.
+        if selected_model.is_some() && turn.usage.reasoning.is_some() {
+            return;
+        }
         let Some(thread) = turn
             .session_id
             .clone()
@@ -196,9 +259,55 @@ struct Parser {
     last_message: Option<String>,
     /// An `error` event not followed by a completed turn.
     pending_error: Option<String>,
+    /// Whether `turn.completed` (which carries the usage) arrived.
+    completed: bool,
+}
+
+/// `turn.completed.usage` as reported: totals over the whole thread.
+fn thread_usage(u: &Value) -> Usage {
+    let cached = count(u, "cached_input_tokens");
+    Usage {
+        // input_tokens include the cached ones.
+        input: count(u, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0))),
+        output: count(u, "output_tokens"),
+        cache_read: cached,
+        cache_write: None,
+        reasoning: count(u, "reasoning_output_tokens"),
+        partial: false,
+    }
+}
+
+/// What `now` adds to `before`, figure by figure.
+fn growth(now: &Usage, before: &Usage) -> Usage {
+    let minus = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+    Usage {
+        input: minus(now.input, before.input),
+        output: minus(now.output, before.output),
+        cache_read: minus(now.cache_read, before.cache_read),
+        cache_write: minus(now.cache_write, before.cache_write),
+        reasoning: minus(now.reasoning, before.reasoning),
+        partial: false,
+    }
 }
 
 impl Parser {
+    /// This turn's usage from the thread's totals: what they grew by since
+    /// the previous turn of the same thread (a resumed turn's totals include
+    /// every earlier turn).
+    fn turn_usage(&mut self, u: &Value, turn: &mut TurnBuilder) {
+        let total = thread_usage(u);
+        let Some(thread) = turn.session_id.clone() else {
+            turn.usage = total;
+            return;
+        };
+        let before = turn.session_total.take().filter(|t| t.session == thread);
+        turn.usage = match &before {
+            Some(before) => growth(&total, &before.usage),
+            None => total.clone(),
+        };
+        turn.session_total = Some(SessionTotal { session: thread, usage: total });
+    }
+
     fn item(&mut self, item: &Value, completed: bool, turn: &mut TurnBuilder) {
         let id = string(item, "id").unwrap_or_default();
         let status = string(item, "status").unwrap_or_default();
@@ -272,6 +381,12 @@ impl Parser {
                     turn.tool_finished(id, &name, result, error);
                 }
             }
+            // Non-fatal: the turn goes on (e.g. code mode could not start its helper).
+            Some("error") if completed => {
+                if let Some(m) = string(item, "message").filter(|m| !m.trim().is_empty()) {
+                    turn.notices.push(m.to_string());
+                }
+            }
             Some("web_search") => {
                 turn.tool_started(
                     Some(id),
@@ -307,18 +422,9 @@ impl EventParser for Parser {
             }
             Some("turn.completed") => {
                 self.pending_error = None;
+                self.completed = true;
                 if let Some(u) = ev.get("usage") {
-                    let cached = count(u, "cached_input_tokens");
-                    // input_tokens include the cached ones.
-                    let input =
-                        count(u, "input_tokens").map(|i| i.saturating_sub(cached.unwrap_or(0)));
-                    turn.usage.add(&Usage {
-                        input,
-                        output: count(u, "output_tokens"),
-                        cache_read: cached,
-                        cache_write: None,
-                        reasoning: None,
-                    });
+                    self.turn_usage(u, turn);
                 }
             }
             Some("turn.failed") => {
@@ -339,6 +445,8 @@ impl EventParser for Parser {
     }
 
     fn finish(&mut self, turn: &mut TurnBuilder) {
+        // Usage comes only with `turn.completed`: without it the figure is what little there is.
+        turn.usage.partial |= !self.completed;
         if let Some(m) = self.pending_error.take() {
             turn.fail(m, None);
         }
@@ -381,7 +489,8 @@ mod tests {
                 output: Some(50),
                 cache_read: Some(1000),
                 cache_write: None,
-                reasoning: None
+                reasoning: None,
+                partial: false,
             }
         );
         assert_eq!(t.tool_calls.len(), 2);
@@ -389,6 +498,96 @@ mod tests {
         assert_eq!(t.file_edits[0].path, "hello.py");
         assert_eq!(t.final_message.as_deref(), Some("Done."));
         assert!(t.failure.is_none());
+    }
+
+    /// Runs `lines` as one turn after a turn that left `before` as the thread's total.
+    fn parse_after(before: Option<SessionTotal>, lines: &[&str]) -> TurnBuilder {
+        let mut p = Parser::default();
+        let mut t = TurnBuilder::new("/workspace");
+        t.session_total = before;
+        for l in lines {
+            if let Some(ev) = super::super::ndjson::parse_event(l) {
+                p.event(&ev, &mut t);
+            }
+        }
+        p.finish(&mut t);
+        t
+    }
+
+    fn counts(input: u64, output: u64, cached: u64, reasoning: u64) -> Usage {
+        Usage {
+            input: Some(input),
+            output: Some(output),
+            cache_read: Some(cached),
+            cache_write: None,
+            reasoning: Some(reasoning),
+            partial: false,
+        }
+    }
+
+    #[test]
+    fn a_resumed_turns_usage_is_its_own_not_the_threads() {
+        // codex 0.163.0 reports totals over the thread on every turn.
+        let first = parse_after(
+            None,
+            &[
+                r#"{"type":"thread.started","thread_id":"th-1"}"#,
+                r#"{"type":"turn.started"}"#,
+                r#"{"type":"turn.completed","usage":{"input_tokens":1216,"cached_input_tokens":800,"output_tokens":100,"reasoning_output_tokens":20,"cache_write_input_tokens":0}}"#,
+            ],
+        );
+        assert_eq!(first.usage, counts(416, 100, 800, 20));
+        let second = parse_after(
+            first.session_total.clone(),
+            &[
+                r#"{"type":"thread.started","thread_id":"th-1"}"#,
+                r#"{"type":"turn.started"}"#,
+                r#"{"type":"turn.completed","usage":{"input_tokens":1827,"cached_input_tokens":1200,"output_tokens":150,"reasoning_output_tokens":32,"cache_write_input_tokens":0}}"#,
+            ],
+        );
+        // 611 input (400 of them cached), 50 output: not 1827 / 150 / 1200.
+        assert_eq!(second.usage, counts(211, 50, 400, 12));
+        assert_eq!(
+            second.session_total.as_ref().map(|t| (t.session.as_str(), t.usage.clone())),
+            Some(("th-1", counts(627, 150, 1200, 32)))
+        );
+        // A new thread starts from zero.
+        let other = parse_after(
+            second.session_total,
+            &[
+                r#"{"type":"thread.started","thread_id":"th-2"}"#,
+                r#"{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5,"reasoning_output_tokens":0}}"#,
+            ],
+        );
+        assert_eq!(other.usage, counts(10, 5, 0, 0));
+    }
+
+    #[test]
+    fn a_turn_cut_short_before_turn_completed_has_partial_usage() {
+        let t = parse(&[
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"item.started","item":{"id":"i1","type":"command_execution","command":"/bin/bash -lc 'sleep 600'","status":"in_progress"}}"#,
+        ]);
+        assert!(t.usage.partial);
+        assert_eq!(t.usage.output, None);
+    }
+
+    #[test]
+    fn a_non_fatal_error_item_is_a_notice_of_the_turn() {
+        let t = parse(&[
+            r#"{"type":"thread.started","thread_id":"th-1"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Code Mode is unavailable: install codex-code-mode-host beside codex"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"I could not run the tool."}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":0,"output_tokens":10}}"#,
+        ]);
+        assert!(t.failure.is_none());
+        assert_eq!(
+            t.notices,
+            vec!["Code Mode is unavailable: install codex-code-mode-host beside codex"]
+        );
+        assert!(t.tool_calls.is_empty());
     }
 
     #[test]
@@ -426,10 +625,15 @@ mod tests {
 
     #[test]
     fn mcp_servers_go_to_config_toml() {
-        let toml = config_toml(&[
-            McpServer::stdio("fs", ["npx", "-y", "a \"b\""]),
-            McpServer::http("api", "https://x/mcp"),
-        ]);
+        let toml = config_toml(
+            &[
+                McpServer::stdio("fs", ["npx", "-y", "a \"b\""]),
+                McpServer::http("api", "https://x/mcp"),
+            ],
+            Some("/h/models.json"),
+        );
+        // Top-level keys before any table.
+        assert!(toml.contains("\nmodel_catalog_json = \"/h/models.json\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n"), "{toml}");
         assert!(
             toml.contains(
                 "[mcp_servers.\"fs\"]\ncommand = \"npx\"\nargs = [\"-y\", \"a \\\"b\\\"\"]"

@@ -196,6 +196,7 @@ impl EventParser for Parser {
                         cache_read: count(u, "cacheReadTokens"),
                         cache_write: count(u, "cacheWriteTokens"),
                         reasoning: None,
+                        partial: false,
                     };
                 }
                 let text = string(ev, "result");

@@ -75,6 +75,8 @@ impl CliAgent for Gemini {
             // Headless runs cannot show the auth dialog.
             "security": { "auth": { "selectedType": "gemini-api-key" } },
             "general": { "disableAutoUpdate": true },
+            // Only the model API: no usage statistics to Google's telemetry hosts.
+            "privacy": { "usageStatisticsEnabled": false },
             "mcpServers": servers,
         });
         if !setup.skills.is_empty() {
@@ -192,6 +194,7 @@ impl EventParser for Parser {
                         cache_read: cached,
                         cache_write: None,
                         reasoning: None,
+                        partial: false,
                     };
                 }
                 if string(ev, "status") == Some("error") {
@@ -241,7 +244,8 @@ mod tests {
                 output: Some(300),
                 cache_read: Some(800),
                 cache_write: None,
-                reasoning: None
+                reasoning: None,
+                partial: false,
             }
         );
         assert_eq!(t.file_edits[0].path, "hello.py");

@@ -36,7 +36,7 @@ use reeval_core::{Command, ImageSpec};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-pub use report::{Failure, TurnBuilder};
+pub use report::{Failure, SessionTotal, TurnBuilder};
 
 /// Where each CLI's config home lives in the sandbox: `<root>/<harness name>`.
 pub const AGENT_HOME_ROOT: &str = "/tmp/reeval-agent";
@@ -70,7 +70,8 @@ pub trait EventParser: Send {
     /// Reads one JSON event. Unknown types and fields are skipped.
     fn event(&mut self, event: &Value, turn: &mut TurnBuilder);
 
-    /// Called once when the stream ended (finished or killed).
+    /// Called once when the stream ended (finished or killed). A parser whose
+    /// CLI never reported the turn's totals marks `turn.usage` partial.
     fn finish(&mut self, _turn: &mut TurnBuilder) {}
 }
 
@@ -112,6 +113,21 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     /// A message when the setup asks for something this CLI cannot do; the run is misconfigured.
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String>;
 
+    /// Prepares what depends on the CLI as installed, by running it in the
+    /// sandbox after [`CliAgent::session_files`] are written (Codex writes its
+    /// bundled model catalog). Best effort: the CLI runs without it.
+    ///
+    /// # Cancel safety
+    /// A dropped call may leave a file half written in the config home.
+    async fn prepare(
+        &self,
+        _sandbox: &SandboxHandle,
+        _program: &str,
+        _home: &str,
+        _setup: &SessionSetup,
+    ) {
+    }
+
     /// One turn's command.
     fn command(&self, inv: &Invocation<'_>) -> Command;
 
@@ -129,11 +145,19 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Reads more of the turn from the config home once the stream ended (a
-    /// session file). Best effort: what cannot be read is left out.
+    /// session file), knowing the model the harness selected, if any. Best
+    /// effort: what cannot be read is left out.
     ///
     /// # Cancel safety
     /// Reads only; a dropped call changes nothing in the sandbox.
-    async fn after_turn(&self, _sandbox: &SandboxHandle, _home: &str, _turn: &mut TurnBuilder) {}
+    async fn after_turn(
+        &self,
+        _sandbox: &SandboxHandle,
+        _home: &str,
+        _selected_model: Option<&str>,
+        _turn: &mut TurnBuilder,
+    ) {
+    }
 }
 
 /// A harness that runs an agent CLI in the sandbox, one process per turn.
@@ -144,6 +168,7 @@ pub struct CliHarness<A: CliAgent> {
     model: Option<String>,
     home: String,
     session: Option<String>,
+    session_total: Option<SessionTotal>,
     mcp: bool,
     artifacts_dir: Option<PathBuf>,
 }
@@ -158,6 +183,7 @@ impl<A: CliAgent> CliHarness<A> {
             model: model.map(str::to_string),
             home,
             session: None,
+            session_total: None,
             mcp: false,
             artifacts_dir: None,
         }
@@ -248,6 +274,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         for (path, bytes, mode) in files {
             sandbox.write_file(&path, &bytes, mode).await?;
         }
+        self.agent.prepare(sandbox, &self.program, &self.home, setup).await;
         Ok(())
     }
 
@@ -272,6 +299,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         let mut transcript = self.transcript(turn.index);
         let mut parser = self.agent.parser();
         let mut built = TurnBuilder::new(sandbox.workspace());
+        built.session_total = self.session_total.clone();
 
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let exec = sandbox.exec_turn(cmd, tx);
@@ -292,9 +320,12 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         let (out, ()) = tokio::join!(exec, read);
         parser.finish(&mut built);
         let out = out?;
-        self.agent.after_turn(sandbox, &self.home, &mut built).await;
+        self.agent.after_turn(sandbox, &self.home, self.model.as_deref(), &mut built).await;
         if let Some(id) = &built.session_id {
             self.session = Some(id.clone());
+        }
+        if built.session_total.is_some() {
+            self.session_total = built.session_total.take();
         }
 
         let failure = built.failure.take();
@@ -313,7 +344,10 @@ impl<A: CliAgent> Harness for CliHarness<A> {
                 failure.as_ref(),
                 stderr,
             );
-            (Some(message), Some(class))
+            (Some(with_notices(message, &built.notices)), Some(class))
+        } else if !built.notices.is_empty() {
+            // Completed anyway: the record still says what went wrong on the way.
+            (Some(built.notices.join("\n")), None)
         } else {
             (None, None)
         };
@@ -347,6 +381,14 @@ impl<A: CliAgent> Harness for CliHarness<A> {
             self.failed(format!("failed to write {}: {e}", path.display()), ErrorClass::Infra)
         })
     }
+}
+
+/// A failure's message, followed by the non-fatal errors the CLI reported before it.
+fn with_notices(message: String, notices: &[String]) -> String {
+    if notices.is_empty() {
+        return message;
+    }
+    format!("{message}\n(the CLI also reported: {})", notices.join("; "))
 }
 
 /// Reads one line of the CLI's stream into `turn`, and reports what it added

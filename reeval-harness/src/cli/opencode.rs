@@ -94,6 +94,8 @@ impl CliAgent for Opencode {
             ("XDG_STATE_HOME".into(), format!("{home}/state")),
             ("XDG_CACHE_HOME".into(), format!("{home}/cache")),
             ("OPENCODE_DISABLE_AUTOUPDATE".into(), "true".into()),
+            // Only the model API: the model list bundled with the CLI, not models.dev.
+            ("OPENCODE_DISABLE_MODELS_FETCH".into(), "true".into()),
         ]
     }
 
@@ -211,6 +213,7 @@ impl EventParser for Parser {
                         cache_read: count(cache, "read"),
                         cache_write: count(cache, "write"),
                         reasoning: count(t, "reasoning"),
+                        partial: false,
                     });
                 }
             }
@@ -267,7 +270,8 @@ mod tests {
                 output: Some(70),
                 cache_read: Some(120),
                 cache_write: Some(5),
-                reasoning: Some(10)
+                reasoning: Some(10),
+                partial: false,
             }
         );
         assert_eq!(t.final_message.as_deref(), Some("Done."));

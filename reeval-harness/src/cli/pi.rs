@@ -146,6 +146,7 @@ impl EventParser for Parser {
                         cache_read: count(u, "cacheRead"),
                         cache_write: count(u, "cacheWrite"),
                         reasoning: None,
+                        partial: false,
                     });
                 }
                 if let Some(m) = string(msg, "model") {
@@ -212,7 +213,8 @@ mod tests {
                 output: Some(55),
                 cache_read: Some(140),
                 cache_write: Some(10),
-                reasoning: None
+                reasoning: None,
+                partial: false,
             }
         );
         assert_eq!(t.final_message.as_deref(), Some("Done."));

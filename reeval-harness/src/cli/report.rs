@@ -15,6 +15,15 @@ pub struct Failure {
     pub status: Option<u16>,
 }
 
+/// A session's running usage total, as a CLI that reports cumulative usage last reported it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionTotal {
+    /// The session (thread) the total belongs to.
+    pub session: String,
+    /// The total over every turn of that session so far.
+    pub usage: Usage,
+}
+
 /// A turn as far as its events go.
 #[derive(Debug, Default)]
 pub struct TurnBuilder {
@@ -35,6 +44,13 @@ pub struct TurnBuilder {
     pub session_id: Option<String>,
     /// The first fatal error the CLI reported.
     pub failure: Option<Failure>,
+    /// Non-fatal errors the CLI reported (a tool it could not start): the
+    /// record shows them when the turn completes anyway.
+    pub notices: Vec<String>,
+    /// The session's running usage total as the CLI last reported it, for a
+    /// CLI that reports totals over the whole session (Codex): set before the
+    /// turn to the previous turn's, so the parser can take this turn's share.
+    pub session_total: Option<SessionTotal>,
     /// JSON events parsed.
     pub events: u64,
 }

@@ -1,0 +1,225 @@
+//! What reeval adds to a trivial attempt of the real Claude Code and Codex
+//! (`cargo bench --bench real_clis`; needs Docker, the base image and the
+//! images of `scripts/fetch-real-clis.sh`, which it runs; `REEVAL_BENCH_N`
+//! attempts per arm, default 5). Target: at most 0.5 s more per attempt.
+//!
+//! For each CLI, arms interleaved, against the same scripted model server
+//! (one turn, answered "Hello."):
+//! 1. the CLI run directly: `docker run --rm --network host` of the same image,
+//!    talking plain HTTP to the server on loopback (Codex with the same
+//!    startup config the harness writes), timed whole;
+//! 2. a reeval attempt of an eval that sends one prompt: sandbox, gateway with
+//!    the key brokered, TLS to the server, harness session setup, the turn,
+//!    diff and teardown, timed from the attempt's start to its record.
+
+#[path = "../tests/model_server/mod.rs"]
+mod model_server;
+#[path = "../reeval-gateway/tests/common/mod.rs"]
+#[allow(unused_imports)]
+mod upstreams;
+
+use std::time::{Duration, Instant};
+
+use model_server::streams::{Billed, anthropic, responses};
+use model_server::{Answer, ModelServer, Options, Recorded};
+use reeval::egress::EgressSettings;
+use reeval::prelude::*;
+use reeval::{Eval, Outcome, RunConfig, Runner};
+
+const CODEX_MODEL: &str = "gpt-5.5";
+
+fn hello(_: usize, req: &Recorded) -> Answer {
+    let billed = Billed { input: 10, output: 2, ..Billed::default() };
+    if req.path.contains("messages") {
+        anthropic::message("msg_1", &[anthropic::text("Hello.")], billed)
+    } else if req.body["generate"] == false {
+        responses::response("resp_warm", CODEX_MODEL, &[], Billed::default())
+    } else {
+        responses::response("resp_1", CODEX_MODEL, &[responses::message("Hello.")], billed)
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The images' tags as the fetch script prints them.
+fn images() -> (String, String) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new(format!("{root}/scripts/fetch-real-clis.sh"))
+        .output()
+        .expect("run scripts/fetch-real-clis.sh");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tags = String::from_utf8_lossy(&out.stdout).to_string();
+    let tag = |p: &str| tags.lines().find(|l| l.starts_with(p)).expect("a tag").to_string();
+    (tag("reeval/real-claude-code:"), tag("reeval/real-codex:"))
+}
+
+async fn direct(args: &[String]) -> Duration {
+    let began = Instant::now();
+    let out = tokio::process::Command::new("docker")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("docker run");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Hello."),
+        "the direct run failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    began.elapsed()
+}
+
+async fn under_reeval(runner: &Runner, harness: &str, image: &str) -> Duration {
+    let image = image.to_string();
+    let eval = Eval::new("hello", |c| {
+        Box::pin(async move {
+            let t = c.send("Say hello.").await?;
+            expect(t.final_message.unwrap_or_default()).to_equal("Hello.")?;
+            Ok(())
+        })
+    })
+    .harness(harness)
+    .environment(move || Environment::new().image(Image::from(image.as_str())));
+    let report = runner.run(vec![eval]).await.expect("preflight");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert!(r.egress.iter().all(|e| e.allowed), "a refused request: {:?}", r.egress);
+    Duration::from_millis(r.timings.total_ms)
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let n: usize = std::env::var("REEVAL_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let (claude_image, codex_image) = images();
+    let plain = ModelServer::start_with(Options { tls: None, websocket: true }, hello).await;
+    let pki = upstreams::TestPki::new();
+    let tls = pki.server_config(&["api.anthropic.com", "api.openai.com"]);
+    let secure = ModelServer::start_with(Options { tls: Some(tls), websocket: true }, hello).await;
+
+    let dir = std::env::temp_dir().join(format!("reeval-bench-clis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let env = dir.join("bench.env");
+    std::fs::write(&env, "ANTHROPIC_API_KEY=sk-ant-bench\nOPENAI_API_KEY=sk-bench\n").expect("env");
+    let runner = Runner::new(
+        RunConfig {
+            record_dir: dir.join("runs"),
+            threads: 1,
+            infra_retries: 0,
+            env_file: Some(env),
+            egress: EgressSettings {
+                extra_roots_pem: vec![pki.ca_pem.clone()],
+                resolve: vec![
+                    ("api.anthropic.com".into(), secure.addr),
+                    ("api.openai.com".into(), secure.addr),
+                ],
+                ..EgressSettings::default()
+            },
+            ..RunConfig::default()
+        },
+        reeval::harness_registry(),
+    );
+
+    // Codex's home for the direct run: the startup config the harness writes, the base URL to loopback.
+    let home = dir.join("codex-home");
+    std::fs::create_dir_all(&home).expect("codex home");
+    let catalog = std::process::Command::new("docker")
+        .args([
+            "run",
+            "--rm",
+            "-e",
+            "CODEX_HOME=/tmp",
+            &codex_image,
+            "codex",
+            "debug",
+            "models",
+            "--bundled",
+        ])
+        .output()
+        .expect("codex debug models");
+    std::fs::write(home.join("models.json"), &catalog.stdout).expect("catalog");
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model_catalog_json = \"/codex-home/models.json\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            plain.url
+        ),
+    )
+    .expect("config");
+
+    let run = |image: &str, env: &[(&str, String)], argv: &[&str]| {
+        let mut args: Vec<String> =
+            ["run", "--rm", "--network", "host", "-w", "/workspace"].map(String::from).to_vec();
+        for (k, v) in env {
+            args.push("-e".into());
+            args.push(format!("{k}={v}"));
+        }
+        if image.contains("codex") {
+            args.push("-v".into());
+            args.push(format!("{}:/codex-home", home.display()));
+        }
+        args.push(image.to_string());
+        args.extend(argv.iter().map(|a| a.to_string()));
+        args
+    };
+    let claude_direct = run(
+        &claude_image,
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-bench".into()),
+            ("ANTHROPIC_BASE_URL", plain.url.clone()),
+            ("IS_SANDBOX", "1".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+        ],
+        &[
+            "sh",
+            "-c",
+            "echo 'Say hello.' | claude --print --output-format stream-json --verbose --permission-mode bypassPermissions --model sonnet",
+        ],
+    );
+    let codex_direct = run(
+        &codex_image,
+        &[("OPENAI_API_KEY", "sk-bench".into()), ("CODEX_HOME", "/codex-home".into())],
+        &[
+            "codex",
+            "exec",
+            "--json",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check",
+            "--model",
+            CODEX_MODEL,
+            "--",
+            "Say hello.",
+        ],
+    );
+
+    for (name, harness, image, argv) in [
+        ("claude-code", "claude-code:sonnet".to_string(), &claude_image, &claude_direct),
+        ("codex", format!("codex:{CODEX_MODEL}"), &codex_image, &codex_direct),
+    ] {
+        // Warm both paths once (page cache, image layers).
+        direct(argv).await;
+        under_reeval(&runner, &harness, image).await;
+        let (mut raw, mut ours) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            raw.push(direct(argv).await);
+            ours.push(under_reeval(&runner, &harness, image).await);
+        }
+        let (raw, ours) = (median(raw), median(ours));
+        println!("{name}: attempts {n} per arm");
+        println!("  docker run directly: median {:.0} ms", raw.as_secs_f64() * 1e3);
+        println!("  under reeval:        median {:.0} ms", ours.as_secs_f64() * 1e3);
+        println!(
+            "  reeval adds {:+.0} ms, ratio {:.2} (target: at most +500 ms)",
+            (ours.as_secs_f64() - raw.as_secs_f64()) * 1e3,
+            ours.as_secs_f64() / raw.as_secs_f64()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

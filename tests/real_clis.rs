@@ -1,0 +1,588 @@
+//! The real Claude Code (2.1.332) and Codex (0.163.0) under reeval, in real
+//! containers, through reeval's real gateway, against a scripted model server.
+//!
+//! The binaries come from their PyPI wheels (`scripts/fetch-real-clis.sh`
+//! fetches them once per version and builds one image per CLI on the base
+//! image). The model server listens with TLS for `api.anthropic.com` and
+//! `api.openai.com` on loopback; the gateway reaches it through its test-only
+//! `resolve` mapping and trusts the test CA, so the sandbox reaches the
+//! "provider" exactly as it would the real one: Claude Code by its base URL,
+//! Codex by interception, the key brokered on the way. Each test scripts the
+//! model's side from what each request holds, and checks the record against
+//! what the server billed.
+
+mod common;
+mod model_server;
+#[path = "../reeval-gateway/tests/common/mod.rs"]
+#[allow(unused_imports)]
+mod upstreams;
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use model_server::streams::{Billed, anthropic, responses};
+use model_server::{Answer, ModelServer, Options, Recorded};
+use reeval::egress::EgressSettings;
+use reeval::prelude::*;
+use reeval::{EditKind, Eval, Outcome, Record, RunReport, TurnStatus, Usage};
+use serde_json::{Value, json};
+
+const ANTHROPIC_KEY: &str = "sk-ant-real-clis-REAL-0123456789abcdef";
+const OPENAI_KEY: &str = "sk-openai-real-clis-REAL-0123456789abcdef";
+
+/// The test images' tags, as `scripts/fetch-real-clis.sh` printed them (built once per version).
+struct Images {
+    claude: String,
+    codex: String,
+}
+
+fn images() -> &'static Images {
+    static IMAGES: OnceLock<Images> = OnceLock::new();
+    IMAGES.get_or_init(|| {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = std::process::Command::new(format!("{root}/scripts/fetch-real-clis.sh"))
+            .output()
+            .expect("run scripts/fetch-real-clis.sh");
+        assert!(
+            out.status.success(),
+            "scripts/fetch-real-clis.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tags = String::from_utf8_lossy(&out.stdout);
+        let tag = |prefix: &str| {
+            tags.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} image in {tags:?}"))
+                .to_string()
+        };
+        Images { claude: tag("reeval/real-claude-code:"), codex: tag("reeval/real-codex:") }
+    })
+}
+
+/// The scripted provider: TLS for both API hosts on loopback, and the
+/// gateway settings that route those hosts to it.
+struct Provider {
+    server: ModelServer,
+    ca_pem: String,
+}
+
+impl Provider {
+    async fn start(script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static) -> Self {
+        Self::start_with(true, script).await
+    }
+
+    /// A provider that offers Codex's WebSocket transport or not.
+    async fn start_with(
+        websocket: bool,
+        script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
+    ) -> Self {
+        let pki = upstreams::TestPki::new();
+        let tls = pki.server_config(&["api.anthropic.com", "api.openai.com"]);
+        let server = ModelServer::start_with(Options { tls: Some(tls), websocket }, script).await;
+        Self { server, ca_pem: pki.ca_pem.clone() }
+    }
+
+    fn runner(&self, tag: &str) -> reeval::Runner {
+        let env = common::env_file(
+            tag,
+            &[("ANTHROPIC_API_KEY", ANTHROPIC_KEY), ("OPENAI_API_KEY", OPENAI_KEY)],
+        );
+        let egress = EgressSettings {
+            extra_roots_pem: vec![self.ca_pem.clone()],
+            resolve: vec![
+                ("api.anthropic.com".into(), self.server.addr),
+                ("api.openai.com".into(), self.server.addr),
+            ],
+            ..EgressSettings::default()
+        };
+        common::runner_with(tag, |c| {
+            c.env_file = Some(env);
+            c.egress = egress;
+        })
+    }
+
+    /// The model requests (not the WebSocket handshakes Codex tries first).
+    fn model_requests(&self) -> Vec<Recorded> {
+        self.server.requests().into_iter().filter(|r| r.method != "GET").collect()
+    }
+}
+
+fn usage_of(b: Billed, reasoning: Option<u64>) -> Usage {
+    Usage {
+        input: Some(b.input),
+        output: Some(b.output),
+        cache_read: Some(b.cache_read),
+        cache_write: if reasoning.is_some() { None } else { Some(b.cache_write) },
+        reasoning,
+        partial: false,
+    }
+}
+
+/// An eval that sends one prompt.
+fn sends(name: &str, prompt: &'static str) -> Eval {
+    Eval::new(name, move |c| {
+        Box::pin(async move {
+            c.send(prompt).await?;
+            Ok(())
+        })
+    })
+}
+
+fn show(r: &Record) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_default()
+}
+
+async fn run_one(provider: &Provider, tag: &str, eval: Eval) -> (Record, RunReport) {
+    let report = provider.runner(tag).run(vec![eval]).await.expect("preflight passes");
+    assert_eq!(report.records.len(), 1, "one attempt (no retries)");
+    (report.records[0].clone(), report)
+}
+
+/// What every normal real-CLI run shows: no refused request, no key in the record.
+fn egress_is_the_model_api_only(r: &Record, host: &str) {
+    let refused: Vec<_> = r.egress.iter().filter(|e| !e.allowed).collect();
+    assert!(refused.is_empty(), "refused: {refused:?}");
+    assert!(r.egress.iter().all(|e| e.host == host), "{:?}", r.egress);
+    assert!(!r.egress.is_empty(), "the model API was reached through the gateway");
+    let text = show(r);
+    assert!(!text.contains(ANTHROPIC_KEY) && !text.contains(OPENAI_KEY), "a key in the record");
+}
+
+// ---------------------------------------------------------------- Claude Code
+
+/// The last user message's content of a Messages request.
+fn last_user(body: &Value) -> &Value {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| &m["content"])
+        .unwrap_or(&Value::Null)
+}
+
+fn has_tool_result(content: &Value) -> bool {
+    content.as_array().is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+}
+
+const CLAUDE_WRITE: Billed =
+    Billed { input: 40, output: 23, cache_read: 0, cache_write: 1500, reasoning: 0 };
+const CLAUDE_WROTE: Billed =
+    Billed { input: 9, output: 11, cache_read: 1500, cache_write: 60, reasoning: 0 };
+const CLAUDE_RUN: Billed =
+    Billed { input: 7, output: 31, cache_read: 1560, cache_write: 80, reasoning: 0 };
+const CLAUDE_RAN: Billed =
+    Billed { input: 5, output: 13, cache_read: 1640, cache_write: 40, reasoning: 0 };
+
+/// A model that writes hello.py on "create", runs it on "run", and says it is done after a tool result.
+fn claude_model(_: usize, req: &Recorded) -> Answer {
+    let content = last_user(&req.body);
+    let prompt = content.to_string();
+    if has_tool_result(content) {
+        if prompt.contains("hello.py") && !prompt.contains("out.txt") {
+            anthropic::message("msg_wrote", &[anthropic::text("Created hello.py.")], CLAUDE_WROTE)
+        } else {
+            anthropic::message("msg_ran", &[anthropic::text("Ran it.")], CLAUDE_RAN)
+        }
+    } else if prompt.contains("Run hello.py") {
+        let run = json!({"command": "python3 hello.py > out.txt", "description": "Run hello.py"});
+        anthropic::message("msg_run", &[anthropic::tool_use("toolu_run", "Bash", run)], CLAUDE_RUN)
+    } else {
+        let write = json!({"file_path": "/workspace/hello.py", "content": "print('hello')\n"});
+        anthropic::message(
+            "msg_write",
+            &[anthropic::text("Writing it."), anthropic::tool_use("toolu_w", "Write", write)],
+            CLAUDE_WRITE,
+        )
+    }
+}
+
+fn claude_env() -> Environment {
+    Environment::new().image(Image::from(images().claude.as_str()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
+    require_docker!();
+    let provider = Provider::start(claude_model).await;
+    let eval = Eval::new("claude_real_two_turns", |c| {
+        Box::pin(async move {
+            let env = c.exec("printenv ANTHROPIC_API_KEY").await?;
+            expect(env.stdout.contains("placeholder")).to_equal(true)?;
+            c.send("Create hello.py that prints hello.").await?;
+            c.send("Run hello.py into out.txt.").await?;
+            expect(c.read_file("out.txt").await?).to_equal("hello\n")?;
+            Ok(())
+        })
+    })
+    .harness("claude-code:sonnet")
+    .environment(claude_env);
+    let (r, _) = run_one(&provider, "real-claude-turns", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
+    let (first, second) = (&r.turns[0], &r.turns[1]);
+    assert_eq!(first.status, TurnStatus::Completed);
+    assert_eq!(first.model.as_deref(), Some(anthropic::MODEL), "{}", show(&r));
+    assert_eq!(
+        first.usage,
+        usage_of(Billed::sum(&[CLAUDE_WRITE, CLAUDE_WROTE]), None),
+        "{}",
+        show(&r)
+    );
+    assert_eq!(
+        second.usage,
+        usage_of(Billed::sum(&[CLAUDE_RUN, CLAUDE_RAN]), None),
+        "{}",
+        show(&r)
+    );
+    assert_eq!(first.tool_calls.len(), 1, "{}", show(&r));
+    assert_eq!(first.tool_calls[0].name, "Write");
+    assert!(first.tool_calls[0].error.is_none(), "{}", show(&r));
+    assert_eq!(
+        first.file_edits,
+        vec![reeval::FileEdit { path: "hello.py".into(), kind: EditKind::Add }]
+    );
+    assert!(first.diff.patch.contains("+print('hello')"), "{}", first.diff.patch);
+    assert_eq!(first.final_message.as_deref(), Some("Created hello.py."));
+    assert_eq!(second.tool_calls[0].name, "Bash");
+    assert_eq!(second.diff.paths(), vec!["out.txt"]);
+    egress_is_the_model_api_only(&r, "api.anthropic.com");
+
+    let requests = provider.model_requests();
+    assert_eq!(requests.len(), 4, "two requests per turn: {requests:?}");
+    for req in &requests {
+        assert_eq!(req.header("x-api-key"), Some(ANTHROPIC_KEY), "the upstream gets the real key");
+    }
+    // The resumed turn's first request carries the first turn's conversation.
+    let resumed = requests[2].body["messages"].to_string();
+    assert!(resumed.contains("Create hello.py") && resumed.contains("toolu_w"), "{resumed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
+    require_docker!();
+    let provider = Provider::start(|n, req| {
+        let overloaded = req.body.to_string().contains("OVERLOAD");
+        match (overloaded, n) {
+            (true, 0) => anthropic_error(429, "rate_limit_error"),
+            (true, _) => anthropic_error(529, "overloaded_error"),
+            (false, _) => anthropic_error(401, "authentication_error"),
+        }
+    })
+    .await;
+    let started = Instant::now();
+    let (r, _) = run_one(
+        &provider,
+        "real-claude-overload",
+        sends("claude_real_overload", "OVERLOAD please")
+            .harness("claude-code:sonnet")
+            .environment(claude_env),
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::InfraError, "{}", show(&r));
+    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+    assert_ne!(r.turns[0].model.as_deref(), Some("<synthetic>"));
+    let (r, _) = run_one(
+        &provider,
+        "real-claude-401",
+        sends("claude_real_401", "hello").harness("claude-code:sonnet").environment(claude_env),
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Config, "{}", show(&r));
+    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+    let rejected = provider
+        .model_requests()
+        .iter()
+        .filter(|q| !q.body.to_string().contains("OVERLOAD"))
+        .count();
+    assert_eq!(rejected, 1, "a rejected key is not retried");
+    eprintln!("claude-code errors: both runs in {:.1}s", started.elapsed().as_secs_f64());
+}
+
+fn anthropic_error(status: u16, kind: &str) -> Answer {
+    Answer::Json {
+        status,
+        headers: Vec::new(),
+        body: json!({"type": "error", "error": {"type": kind, "message": format!("scripted {status}")}}),
+    }
+}
+
+// ---------------------------------------------------------------- Codex
+
+/// The model Codex is run with in most tests: the catalog's model without code mode.
+const CODEX_MODEL: &str = "gpt-5.5";
+
+const CODEX_WRITE: Billed =
+    Billed { input: 416, output: 100, cache_read: 800, cache_write: 0, reasoning: 20 };
+const CODEX_WROTE: Billed =
+    Billed { input: 211, output: 50, cache_read: 400, cache_write: 0, reasoning: 12 };
+const CODEX_RUN: Billed =
+    Billed { input: 120, output: 40, cache_read: 1200, cache_write: 0, reasoning: 8 };
+const CODEX_RAN: Billed =
+    Billed { input: 60, output: 15, cache_read: 1300, cache_write: 0, reasoning: 4 };
+
+/// The last input item of a Responses request.
+fn last_input(body: &Value) -> &Value {
+    body["input"].as_array().and_then(|i| i.last()).unwrap_or(&Value::Null)
+}
+
+/// The text of the last user message in a Responses request.
+fn last_user_text(body: &Value) -> String {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rfind(|i| i["role"] == "user")
+        .map(|i| i["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// Codex over its WebSocket first sends a warm-up (`generate: false`), then
+/// each request holds only what is new since `previous_response_id`: the
+/// answer follows the user's latest words, or the tool call whose output came back.
+fn codex_model(_: usize, req: &Recorded) -> Answer {
+    if req.body["generate"] == false {
+        return responses::response("resp_warm", CODEX_MODEL, &[], Billed::default());
+    }
+    let last = last_input(&req.body);
+    let (id, items, billed) = match (last["call_id"].as_str(), last_user_text(&req.body)) {
+        (Some("call_w"), _) => {
+            ("resp_wrote", vec![responses::message("Created hello.py.")], CODEX_WROTE)
+        }
+        (Some(_), _) => ("resp_ran", vec![responses::message("Ran it.")], CODEX_RAN),
+        (None, prompt) if prompt.contains("Run hello.py") => (
+            "resp_run",
+            vec![responses::exec_command("call_r", "python3 hello.py > out.txt")],
+            CODEX_RUN,
+        ),
+        (None, _) => (
+            "resp_write",
+            vec![responses::add_file("call_w", "hello.py", &["print('hello')"])],
+            CODEX_WRITE,
+        ),
+    };
+    responses::response(id, CODEX_MODEL, &items, billed)
+}
+
+fn codex_env() -> Environment {
+    Environment::new().image(Image::from(images().codex.as_str()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
+    require_docker!();
+    let provider = Provider::start(codex_model).await;
+    let eval = Eval::new("codex_real_two_turns", |c| {
+        Box::pin(async move {
+            let env = c.exec("printenv OPENAI_API_KEY").await?;
+            expect(env.stdout.contains("placeholder")).to_equal(true)?;
+            c.send("Create hello.py that prints hello.").await?;
+            c.send("Run hello.py into out.txt.").await?;
+            expect(c.read_file("out.txt").await?).to_equal("hello\n")?;
+            Ok(())
+        })
+    })
+    .harness(format!("codex:{CODEX_MODEL}"))
+    .environment(codex_env);
+    let (r, _) = run_one(&provider, "real-codex-turns", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
+    let (first, second) = (&r.turns[0], &r.turns[1]);
+    let own = |parts: &[Billed]| {
+        let b = Billed::sum(parts);
+        usage_of(b, Some(b.reasoning))
+    };
+    assert_eq!(first.model.as_deref(), Some(CODEX_MODEL), "{}", show(&r));
+    assert_eq!(first.usage, own(&[CODEX_WRITE, CODEX_WROTE]), "{}", show(&r));
+    // Codex reports the thread's totals: the resumed turn is recorded with its own share.
+    assert_eq!(second.usage, own(&[CODEX_RUN, CODEX_RAN]), "{}", show(&r));
+    assert_eq!(first.tool_calls.len(), 1, "{}", show(&r));
+    assert_eq!(first.tool_calls[0].name, "file_change");
+    assert_eq!(
+        first.file_edits,
+        vec![reeval::FileEdit { path: "hello.py".into(), kind: EditKind::Add }]
+    );
+    assert!(first.diff.patch.contains("+print('hello')"), "{}", first.diff.patch);
+    assert_eq!(first.final_message.as_deref(), Some("Created hello.py."));
+    assert_eq!(second.tool_calls[0].name, "command_execution");
+    assert_eq!(second.diff.paths(), vec!["out.txt"]);
+    egress_is_the_model_api_only(&r, "api.openai.com");
+
+    // Over the WebSocket: a warm-up, then two requests per turn.
+    let requests: Vec<Recorded> =
+        provider.model_requests().into_iter().filter(|q| q.body["generate"] != false).collect();
+    assert_eq!(requests.len(), 4, "two requests per turn: {requests:?}");
+    assert!(requests.iter().all(|q| q.method == "WS"), "Codex's first transport: {requests:?}");
+    for req in &provider.model_requests() {
+        let bearer = format!("Bearer {OPENAI_KEY}");
+        assert_eq!(
+            req.header("authorization"),
+            Some(bearer.as_str()),
+            "the upstream gets the real key"
+        );
+    }
+    // A new process resumes: its first request carries the first turn's conversation.
+    let resumed = requests[2].body["input"].to_string();
+    assert!(resumed.contains("Created hello.py."), "the resumed turn carries the first: {resumed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
+    require_docker!();
+    // Errors over HTTP: Codex tries its WebSocket five times (about 6 s), then POSTs.
+    let overloads = std::sync::atomic::AtomicUsize::new(0);
+    let provider = Provider::start_with(false, move |_, req| {
+        let overloaded = req.body.to_string().contains("OVERLOAD");
+        let first = overloaded && overloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        let status = match (overloaded, first) {
+            (true, true) => 429,
+            (true, false) => 529,
+            (false, _) => 401,
+        };
+        Answer::Json {
+            status,
+            headers: Vec::new(),
+            body: json!({"error": {"message": format!("scripted {status}"), "type": "x", "param": null, "code": null}}),
+        }
+    })
+    .await;
+    let (r, _) = run_one(
+        &provider,
+        "real-codex-overload",
+        sends("codex_real_overload", "OVERLOAD please")
+            .harness(format!("codex:{CODEX_MODEL}"))
+            .environment(codex_env),
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::InfraError, "{}", show(&r));
+    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+    let (r, _) = run_one(
+        &provider,
+        "real-codex-401",
+        sends("codex_real_401", "hello")
+            .harness(format!("codex:{CODEX_MODEL}"))
+            .environment(codex_env),
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Config, "{}", show(&r));
+    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+    let statuses: Vec<u16> = r.egress.iter().map(|e| e.status).collect();
+    eprintln!("codex 401: {} ms, upstream statuses {statuses:?}", r.turns[0].duration_ms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_without_its_code_mode_helper_records_the_clis_notice() {
+    require_docker!();
+    // The default model runs in code mode: its one tool is `exec` (JavaScript).
+    let provider = Provider::start(|_, req| {
+        let last = last_input(&req.body);
+        if last["type"] == "custom_tool_call_output" {
+            responses::response(
+                "resp_2",
+                "gpt-6.1-sol",
+                &[responses::message("Done.")],
+                Billed::default(),
+            )
+        } else {
+            let code = "await tools.exec_command({cmd: 'echo hi > hi.txt'});";
+            responses::response(
+                "resp_1",
+                "gpt-6.1-sol",
+                &[responses::code_exec("call_x", code)],
+                Billed::default(),
+            )
+        }
+    })
+    .await;
+    let eval = Eval::new("codex_real_no_code_mode", |c| {
+        Box::pin(async move {
+            c.send("Write hi.txt.").await?;
+            Ok(())
+        })
+    })
+    .harness("codex")
+    .environment(|| codex_env().setup("rm /usr/local/bin/codex-code-mode-host"));
+    let (r, _) = run_one(&provider, "real-codex-no-code-mode", eval).await;
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::Completed, "{}", show(&r));
+    assert!(t.diff.paths().is_empty(), "{}", show(&r));
+    let notice = t.error.as_deref().unwrap_or_default();
+    assert!(notice.contains("codex-code-mode-host"), "the record says why: {}", show(&r));
+}
+
+// ---------------------------------------------------------------- cut short
+
+const HUNG: Billed = Billed { input: 33, output: 0, cache_read: 0, cache_write: 700, reasoning: 0 };
+
+/// A turn limit of `secs`, and the turn it cut short.
+async fn cut_short(c: &mut reeval::Ctx, prompt: &str, secs: u64) -> reeval::Result<reeval::Turn> {
+    c.send_with(prompt, TurnOptions { timeout: Some(std::time::Duration::from_secs(secs)) }).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_cut_short_keeps_partial_usage_and_a_cut_stream_is_infra() {
+    require_docker!();
+    let provider = Provider::start(|_, req| {
+        let prompt = req.body["messages"].to_string();
+        let started =
+            anthropic::message_start("msg_h", &[anthropic::text("Working on it...")], HUNG);
+        if prompt.contains("HANG") { Answer::SseStall(started) } else { Answer::SseCut(started) }
+    })
+    .await;
+    let hang = Eval::new("claude_real_hang", |c| {
+        Box::pin(async move {
+            let t = cut_short(c, "HANG here", 8).await?;
+            expect(t.status).to_equal(TurnStatus::TimedOut)?;
+            Ok(())
+        })
+    })
+    .harness("claude-code:sonnet")
+    .environment(claude_env);
+    let (r, _) = run_one(&provider, "real-claude-hang", hang).await;
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::TimedOut, "{}", show(&r));
+    // Killed before `result`: the message_start snapshot, said to be partial.
+    assert!(t.usage.partial, "{}", show(&r));
+    assert_eq!((t.usage.input, t.usage.cache_write), (Some(HUNG.input), Some(HUNG.cache_write)));
+
+    let (r, _) = run_one(
+        &provider,
+        "real-claude-cut",
+        sends("claude_real_cut", "CUT here").harness("claude-code:sonnet").environment(claude_env),
+    )
+    .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::InfraError,
+        "a stream cut mid-way is the platform's: {}",
+        show(&r)
+    );
+    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_cut_short_keeps_partial_usage() {
+    require_docker!();
+    let provider = Provider::start(|_, req| {
+        if req.body["generate"] == false {
+            return responses::response("resp_warm", CODEX_MODEL, &[], Billed::default());
+        }
+        let started = responses::response_start(
+            "resp_h",
+            CODEX_MODEL,
+            &[responses::message("Working on it...")],
+        );
+        Answer::SseStall(started)
+    })
+    .await;
+    let hang = Eval::new("codex_real_hang", |c| {
+        Box::pin(async move {
+            let t = cut_short(c, "HANG here", 8).await?;
+            expect(t.status).to_equal(TurnStatus::TimedOut)?;
+            Ok(())
+        })
+    })
+    .harness(format!("codex:{CODEX_MODEL}"))
+    .environment(codex_env);
+    let (r, _) = run_one(&provider, "real-codex-hang", hang).await;
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::TimedOut, "{}", show(&r));
+    // Codex reports usage only with turn.completed: none came, and the record says so.
+    assert!(t.usage.partial, "{}", show(&r));
+}
