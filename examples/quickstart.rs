@@ -23,7 +23,6 @@ fn project() -> Environment {
     Environment::new()
         .file("app.py", "def add(a, b):\n    return a + b\n")
         .rules("Keep functions small and tested.")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
         .setup("python3 -c 'import app; assert app.add(1, 2) == 3'")
 }
 
@@ -36,7 +35,8 @@ async fn edits_over_two_turns(c: &mut Ctx) -> reeval::Result<()> {
     expect(c.exec("python3 test_app.py").await?).to_succeed()?;
 
     let diff = c.diff().await?;
-    // Files, rules and setup are in the snapshot: only the turns' work shows.
+    // Files, rules and setup are in the snapshot, and the `__pycache__` the check
+    // wrote is the check's (on its record): only the turns' work shows.
     expect(diff.paths().join(",")).to_equal("app.py,test_app.py")?;
     expect(diff.patch).to_contain("+def sub(a, b):")?;
     Ok(())

@@ -396,3 +396,35 @@ async fn a_harness_that_cannot_start_is_an_infra_error() {
     );
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 }
+
+#[tokio::test]
+async fn what_a_check_writes_is_the_checks_not_the_agents() {
+    require_docker!();
+    let eval = Eval::new("check_writes", |c| {
+        Box::pin(async move {
+            c.send("echo 'X = 1' > mod.py").await?;
+            // Importing the agent's module writes __pycache__ into the workspace.
+            expect(c.exec("python3 -c 'import mod' && echo checked >> notes.txt").await?)
+                .to_succeed()?;
+            expect(c.diff().await?.paths()).to_equal(vec!["mod.py"])?;
+            // The agent then edits a file the check also changed: that is the agent's.
+            c.send("echo agent >> notes.txt").await?;
+            expect(c.diff().await?.paths()).to_equal(vec!["mod.py", "notes.txt"])?;
+            Ok(())
+        })
+    })
+    .environment(|| Environment::new().file("notes.txt", "given\n"));
+    let (r, _, _) = run_one("checkwrites", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let checked = r.checks[0].changes.as_ref().expect("the check's changes are on its record");
+    assert!(
+        checked.paths().iter().any(|p| p.starts_with("__pycache__/mod.") && p.ends_with(".pyc")),
+        "{:?}",
+        checked.paths()
+    );
+    assert!(checked.paths().contains(&"notes.txt"), "{:?}", checked.paths());
+    assert!(checked.patch.contains("+checked"), "{}", checked.patch);
+    assert_eq!(r.turns[1].diff.paths(), ["notes.txt"], "the check's writes are in no turn");
+    assert!(r.turns[1].diff.patch.contains(" checked\n+agent"), "{}", r.turns[1].diff.patch);
+    assert_eq!(r.final_diff.as_ref().expect("final diff").paths(), ["mod.py", "notes.txt"]);
+}
