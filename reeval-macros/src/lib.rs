@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod expand;
+mod judge_scan;
 mod options;
 
 use proc_macro::TokenStream;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::config_stops::ConfigStops;
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
 use super::prestart::Prestart;
@@ -64,6 +65,7 @@ pub(crate) async fn dispatch(
     let fills =
         Arc::new(SetupFills::new(MAX_FILLS, config.setup_cache_max_bytes, runner.shutdown.clone()));
     let prestart = Prestart::new(config.prestart);
+    let config_stops = Arc::new(ConfigStops::default());
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
@@ -143,6 +145,7 @@ pub(crate) async fn dispatch(
                     teardowns: teardowns.clone(),
                     fills: fills.clone(),
                     prestart: prestart.clone(),
+                    config_stops: config_stops.clone(),
                 };
                 next_ticket += 1;
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
@@ -318,6 +321,8 @@ struct TrialRun {
     teardowns: Arc<Teardowns>,
     fills: Arc<SetupFills>,
     prestart: Prestart,
+    /// Cells that found a config error: their remaining attempts do not run.
+    config_stops: Arc<ConfigStops>,
 }
 
 impl TrialRun {
@@ -347,6 +352,17 @@ impl TrialRun {
             }
             .expect("the semaphore is never closed");
             let prestarted = ahead.map(|a| a.into_sandbox());
+            if let Some(r) = self.config_stops.stopped(&plan) {
+                if let Some((sandbox, _)) = prestarted {
+                    self.teardowns.destroy(sandbox);
+                }
+                let _ = self.events.send(RunEvent::AttemptEnded {
+                    record: Box::new(r.clone()),
+                    retry: Retry::Final,
+                });
+                records.push(r);
+                return records;
+            }
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
                 Ok(slot) => slot,
@@ -405,6 +421,7 @@ impl TrialRun {
                 self.pool.check(&engine.engine).await;
             }
             drop(engine);
+            self.config_stops.remember(&done.record);
             let retry = crate::outcome::retry(
                 done.record.outcome,
                 done.cause.as_ref(),
