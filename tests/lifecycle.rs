@@ -428,3 +428,42 @@ async fn what_a_check_writes_is_the_checks_not_the_agents() {
     assert!(r.turns[1].diff.patch.contains(" checked\n+agent"), "{}", r.turns[1].diff.patch);
     assert_eq!(r.final_diff.as_ref().expect("final diff").paths(), ["mod.py", "notes.txt"]);
 }
+
+#[tokio::test]
+async fn a_replay_has_the_agents_commits_as_commits() {
+    require_docker!();
+    const ID: &str = "-c user.email=e@example.com -c user.name=n";
+    let eval = |harness: String| {
+        Eval::new("commits", |c| {
+            Box::pin(async move {
+                c.send(format!("echo 2 >> a.txt && git {ID} commit -qam 'agent: second line'"))
+                    .await?;
+                let log = c.exec("git log --format=%s").await?;
+                expect(log.stdout).to_equal("agent: second line\nsetup\n".to_string())?;
+                expect(c.exec("git status --porcelain").await?.stdout).to_equal(String::new())?;
+                Ok(())
+            })
+        })
+        .environment(|| {
+            Environment::new()
+                .file("a.txt", "1\n")
+                .setup(format!("git init -q -b main && git add -A && git {ID} commit -qm setup"))
+        })
+        .harness(harness)
+    };
+    let (recorded, _, recorded_run) = run_one("commits", eval("shell".into())).await;
+    assert_eq!(recorded.outcome, Outcome::Pass, "{:?}", recorded.message);
+    assert!(recorded.artifacts.contains(&"workspace/commits.bundle".to_string()));
+    let manifest = common::json(
+        &recorded_run.join(recorded.artifacts_dir_name()).join("workspace/manifest.json"),
+    );
+    assert_eq!(manifest["commits"]["count"], 1, "{manifest}");
+    assert_eq!(manifest["commits"]["head"], "refs/heads/main", "{manifest}");
+
+    // The replay (what regrade runs): the setup's commit is made again (another
+    // hash), the agent's files are applied, and its commit is there as a commit.
+    let (replayed, _, _) =
+        run_one("commits-replay", eval(format!("replay:{}", recorded_run.display()))).await;
+    assert_eq!(replayed.outcome, Outcome::Pass, "{:?}", replayed.message);
+    assert_eq!(replayed.checks[0].stdout_tail, recorded.checks[0].stdout_tail);
+}

@@ -100,6 +100,9 @@ pub(crate) struct Ready {
     session: bool,
     /// Whether the eval wrote a file (`write_file`) since the workspace was last listed.
     eval_wrote: bool,
+    /// Whether the workspace may be a git repository whose refs were noted
+    /// (a cached setup's is not known): teardown then keeps the agent's commits.
+    git_repo: bool,
 }
 
 impl Ready {
@@ -447,6 +450,7 @@ impl Attempt {
         };
         let for_cache = matches!(self.purpose, Purpose::Fill);
         self.cache_digest = cache_digest.filter(|_| !hit);
+        let mut git_repo = hit;
         let baseline = self
             .phases
             .run(
@@ -455,7 +459,7 @@ impl Attempt {
                     // A cached sandbox was prepared before it was committed.
                     if written && !hit {
                         // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
-                        lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                        git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
                     }
                     // A sandbox for the cache is committed, never diffed.
                     lifecycle::snapshot::take(&handle, written && !for_cache).await
@@ -479,6 +483,7 @@ impl Attempt {
             agent_user: written,
             session: false,
             eval_wrote: false,
+            git_repo,
         })
     }
 
@@ -531,7 +536,7 @@ impl Attempt {
                 Phase::Harness,
                 async {
                     if !ready.agent_user {
-                        lifecycle::snapshot::prepare_agent_user(handle).await?;
+                        ready.git_repo = lifecycle::snapshot::prepare_agent_user(handle).await?;
                         ready.agent_user = true;
                     }
                     lifecycle::harness::start(
@@ -856,6 +861,15 @@ impl Attempt {
                         record.workspace_collected = true;
                     }
                     Err(e) => events.push(format!("failed to collect the final workspace: {e}")),
+                }
+                // The agent's commits, for a replay to have them as commits.
+                if ready.git_repo {
+                    events.extend(crate::git_archive::capture(&handle, artifacts_dir).await);
+                    let bundle =
+                        format!("{}/{}", crate::turn_archive::DIR, crate::git_archive::BUNDLE);
+                    if artifacts_dir.join(&bundle).is_file() {
+                        record.artifacts.push(bundle);
+                    }
                 }
                 diff_ms = began.elapsed().as_millis() as u64;
             }
