@@ -467,3 +467,28 @@ async fn a_replay_has_the_agents_commits_as_commits() {
     assert_eq!(replayed.outcome, Outcome::Pass, "{:?}", replayed.message);
     assert_eq!(replayed.checks[0].stdout_tail, recorded.checks[0].stdout_tail);
 }
+
+#[tokio::test]
+async fn the_default_image_has_what_the_readmes_first_eval_checks_with() {
+    require_docker!();
+    // The README's first eval, its prompt done by a script: the default image has
+    // pytest, `python` and pip, and pytest's caches are not the agent's diff.
+    let eval = Eval::new("readme_first_eval", |c| {
+        Box::pin(async move {
+            c.send("printf 'def sub(a, b):\\n    return a - b\\n' >> app.py && printf 'from app import sub\\n\\n\\ndef test_sub():\\n    assert sub(3, 1) == 2\\n' > test_app.py").await?;
+            expect(c.exec("python3 -m pytest -q").await?).to_succeed()?;
+            expect(c.exec("python -m pytest -q && pip --version").await?).to_succeed()?;
+            expect(c.read_file("app.py").await?).to_contain("def sub")?;
+            expect(c.diff().await?.paths().join(",")).to_equal("app.py,test_app.py".to_string())?;
+            Ok(())
+        })
+    })
+    .environment(|| {
+        Environment::new()
+            .file("app.py", "def add(a, b):\n    return a + b\n")
+            .rules("Keep functions small and tested.")
+            .setup("python3 -c 'import app'")
+    });
+    let (r, _, _) = run_one("readme-first", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+}
