@@ -21,7 +21,8 @@ impl Attempt {
     /// (`write_file`) are listed now, so they are not taken for the check's.
     /// Costs nothing when the eval wrote nothing.
     pub(super) async fn before_check(&mut self, handle: &SandboxHandle) {
-        if !self.ready().eval_wrote {
+        // The oracle's solution writing and then running a script is all the turn's work.
+        if !self.ready().eval_wrote || matches!(self.oracle, Oracle::Solving) {
             return;
         }
         let before = self.ready().latest();

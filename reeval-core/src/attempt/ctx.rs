@@ -206,7 +206,8 @@ impl Ctx {
         }
     }
 
-    /// The workspace diff since the snapshot (files, rules and setup excluded).
+    /// The workspace diff since the snapshot (files, rules and setup excluded),
+    /// without what checks wrote (each check's own changes are on its record).
     ///
     /// # Errors
     /// A sandbox error, or [`Error::Timeout`].
