@@ -13,7 +13,7 @@
 //! changes stay in the turn's diff.
 
 use super::{Attempt, Oracle, SandboxState};
-use crate::diff::Diff;
+use crate::diff::{Diff, Snapshot};
 use crate::sandbox::SandboxHandle;
 
 impl Attempt {
@@ -53,7 +53,7 @@ impl Attempt {
             return None;
         }
         let before = ready.latest();
-        let now = match self.phases.diff(async { Ok(before.refresh(handle).await?) }).await {
+        let now = match self.phases.diff(read(handle, &before)).await {
             Ok(now) => now,
             Err(e) => {
                 self.phases
@@ -70,4 +70,16 @@ impl Attempt {
         ready.last = Some(now);
         (!changes.is_empty()).then_some(changes)
     }
+}
+
+/// The workspace now, read from `before`. A workspace never listed (empty at
+/// the start, no turn or diff since: an eval of checks alone) is read as one
+/// archive, as teardown reads it: no helper to put in place for it.
+async fn read(handle: &SandboxHandle, before: &Snapshot) -> crate::error::Result<Snapshot> {
+    if !before.is_listed()
+        && let Ok(now) = Snapshot::download(handle).await
+    {
+        return Ok(now);
+    }
+    Ok(before.refresh(handle).await?)
 }
