@@ -334,7 +334,10 @@ impl TrialRun {
             tried += 1;
             // An attempt that will wait for its slot may have its container made meanwhile.
             let ahead = match self.pool.only_engine() {
-                Some(backend) if self.slots.available_permits() == 0 => {
+                Some(backend)
+                    if self.slots.available_permits() == 0
+                        && self.config_stops.stopped(&plan).is_none() =>
+                {
                     self.prestart.create(&plan, &backend, &self.harnesses, &self.secrets).await
                 }
                 _ => None,
