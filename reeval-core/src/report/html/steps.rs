@@ -170,7 +170,7 @@ fn check_step(c: &CheckRecord, at: String, redact: &dyn Fn(&str) -> String) -> S
     let more = if command.lines().count() > 1 { " …" } else { "" };
     let oom = if c.oom_killed { " (killed: out of memory)" } else { "" };
     let wrote = c.changes.as_ref().map_or(String::new(), |d| {
-        format!(" · changed {} files (the check's own, not in the agent's diff)", d.files.len())
+        format!(" · changed {} (the check's own, not in the agent's diff)", files(d.files.len()))
     });
     StepView {
         kind: "check",
@@ -232,4 +232,8 @@ fn diff_lines(patch: &str) -> Vec<DiffLine> {
             text: l.to_string(),
         })
         .collect()
+}
+
+fn files(n: usize) -> String {
+    if n == 1 { "1 file".into() } else { format!("{n} files") }
 }
