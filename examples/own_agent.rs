@@ -46,7 +46,7 @@ impl Harness for ScriptedAgent {
             sandbox.write_file(path, content.as_bytes(), 0o644).await?;
             report.tool_calls.push(ToolCall {
                 name: "write_file".into(),
-                input: serde_json::json!({ "path": path }),
+                input: reeval::serde_json::json!({ "path": path }),
                 result: Some(format!("wrote {} bytes", content.len())),
                 error: None,
             });
@@ -55,7 +55,7 @@ impl Harness for ScriptedAgent {
         let out = sandbox.exec("python3 -B test_greet.py").await?;
         report.tool_calls.push(ToolCall {
             name: "bash".into(),
-            input: serde_json::json!({ "command": "python3 -B test_greet.py" }),
+            input: reeval::serde_json::json!({ "command": "python3 -B test_greet.py" }),
             result: Some(out.stdout.clone()),
             error: (!out.success()).then(|| format!("exit code {}", out.exit_code)),
         });

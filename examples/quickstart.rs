@@ -23,8 +23,20 @@ fn project() -> Environment {
     Environment::new()
         .file("app.py", "def add(a, b):\n    return a + b\n")
         .rules("Keep functions small and tested.")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
         .setup("python3 -c 'import app; assert app.add(1, 2) == 3'")
+}
+
+/// The README's first eval, with the `shell` harness: the prompt is the
+/// script an agent would run to do the task, and the checks are the same
+/// (`python -m pytest` runs in the default image, `reeval/base`).
+#[reeval::eval(timeout = "2m", harness = "shell", environment = project)]
+async fn adds_a_tested_sub_function(c: &mut Ctx) -> reeval::Result<()> {
+    c.send("printf 'def sub(a, b):\\n    return a - b\\n' >> app.py && printf 'from app import sub\\n\\n\\ndef test_sub():\\n    assert sub(3, 1) == 2\\n' > test_app.py").await?;
+    expect(c.exec("python -m pytest -q").await?).to_succeed()?;
+    expect(c.read_file("app.py").await?).to_contain("def sub")?;
+    // pytest's caches are the check's own (on its record), not the agent's work.
+    expect(c.diff().await?.paths().join(",")).to_equal("app.py,test_app.py")?;
+    Ok(())
 }
 
 /// Two turns edit a project the environment provides; the diff shows only the agent's work.
@@ -36,7 +48,8 @@ async fn edits_over_two_turns(c: &mut Ctx) -> reeval::Result<()> {
     expect(c.exec("python3 test_app.py").await?).to_succeed()?;
 
     let diff = c.diff().await?;
-    // Files, rules and setup are in the snapshot: only the turns' work shows.
+    // Files, rules and setup are in the snapshot, and the `__pycache__` the check
+    // wrote is the check's (on its record): only the turns' work shows.
     expect(diff.paths().join(",")).to_equal("app.py,test_app.py")?;
     expect(diff.patch).to_contain("+def sub(a, b):")?;
     Ok(())

@@ -7,8 +7,12 @@ set -euo pipefail
 
 SUITE=bookworm
 MIRROR=${REEVAL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PACKAGES=bash,coreutils,git,python3,ca-certificates,curl,procps,util-linux,findutils,diffutils,less
-RECIPE="v1 $SUITE $PACKAGES"
+# What a team's first checks use: git, the usual shell tools, and Python 3 with
+# pip and pytest (`python -m pytest -q` as in the README's first eval; `python`
+# is python3).
+PACKAGES=bash,coreutils,git,python3,python3-pip,python3-pytest,python-is-python3,ca-certificates,curl,procps,util-linux,findutils,diffutils,less
+# v2: pip may install into the sandbox's Python (its EXTERNALLY-MANAGED marker is removed).
+RECIPE="v2 $SUITE $PACKAGES"
 HASH=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 TAG="reeval/base:$HASH"
 
@@ -31,6 +35,8 @@ debootstrap --variant=minbase --include="$PACKAGES" --cache-dir="$CACHE" \
 rm -rf "$WORK"/root/var/cache/apt/archives/*.deb "$WORK"/root/var/lib/apt/lists/* \
   "$WORK"/root/usr/share/doc/* "$WORK"/root/usr/share/man/* "$WORK"/root/usr/share/locale/* \
   "$WORK"/root/usr/share/info/*
+# A sandbox is thrown away after each attempt: `pip install` there needs no virtualenv.
+rm -f "$WORK"/root/usr/lib/python3*/EXTERNALLY-MANAGED
 mkdir -p "$WORK/root/workspace"
 tar --numeric-owner -C "$WORK/root" -cf "$WORK/rootfs.tar" .
 docker import \

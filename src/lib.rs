@@ -44,6 +44,10 @@ pub use reeval_core::{
 };
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main, variant};
+/// The JSON library reeval's records and tool calls use (a harness of your own
+/// builds tool-call inputs with `reeval::serde_json::json!`), so a suite needs no
+/// dependency of its own for it.
+pub use serde_json;
 
 /// What an eval file needs: `use reeval::prelude::*;`.
 pub mod prelude {

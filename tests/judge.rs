@@ -682,3 +682,113 @@ async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     let text = std::fs::read_to_string(report.run_dir.join(r.file_name())).unwrap();
     assert!(!text.contains("sk-ant-from-the-suite-file"));
 }
+
+/// Asks a judge whose model no one chose (see the two tests below).
+#[reeval::eval(timeout = "2m", harness = "shell")]
+async fn asks_an_unchosen_judge(c: &mut Ctx) -> reeval::Result<()> {
+    c.send(AGENT).await?;
+    c.judge(CRITERION).await?;
+    Ok(())
+}
+
+fn no_judge_chosen_anywhere() -> bool {
+    // The judge falls back to the process's REEVAL_JUDGE; these tests need it unset.
+    let unset = std::env::var("REEVAL_JUDGE").is_err();
+    if !unset {
+        eprintln!("skipping: REEVAL_JUDGE is set in the test's environment");
+    }
+    unset
+}
+
+#[tokio::test]
+async fn a_judge_no_one_chose_is_found_before_any_agent_runs() {
+    require_docker!();
+    if !no_judge_chosen_anywhere() {
+        return;
+    }
+    let eval = reeval::__private::inventory::iter::<reeval::__private::EvalRegistration>
+        .into_iter()
+        .find(|r| r.name == "asks_an_unchosen_judge")
+        .expect("registered")
+        .to_eval();
+    let dir = common::temp_dir("unchosen-judge");
+    let runner = common::runner_with("unchosen-judge", |c| c.record_dir = dir.clone());
+    let by_hand = Eval::new("judged_by_hand", |c| {
+        Box::pin(async move {
+            c.judge(CRITERION).await?;
+            Ok(())
+        })
+    })
+    .uses_judge(true);
+    let e = runner.run(vec![eval, by_hand]).await.expect_err("preflight stops the run");
+    let line = e
+        .missing
+        .iter()
+        .find(|m| m.contains("no judge model is chosen"))
+        .unwrap_or_else(|| panic!("{:?}", e.missing));
+    // Both evals are named, the macro's (it saw `c.judge`) and the builder's, with how to choose one.
+    assert!(line.contains("asks_an_unchosen_judge") && line.contains("judged_by_hand"), "{line}");
+    assert!(line.contains("REEVAL_JUDGE") && line.contains("reeval.toml"), "{line}");
+    // Nothing started: no run directory, so no record.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no run directory");
+}
+
+#[tokio::test]
+async fn a_config_error_mid_run_stops_its_cell_and_keeps_the_failures_seen() {
+    require_docker!();
+    if !no_judge_chosen_anywhere() {
+        return;
+    }
+    // Built by hand without saying it uses a judge: the miss is found when it runs.
+    let unjudged = Eval::new("unjudged", |c| {
+        Box::pin(async move {
+            c.send(AGENT).await?;
+            c.judge(CRITERION).await?;
+            Ok(())
+        })
+    })
+    .harness("shell")
+    .trials(3);
+    let failing = Eval::new("fails_its_check", |c| {
+        Box::pin(async move {
+            c.send(AGENT).await?;
+            expect(c.exec("grep -q Goodbye greet.py").await?).to_succeed()
+        })
+    })
+    .harness("shell")
+    .trials(2);
+    let report = common::runner_with("config-stop", |c| c.threads = 1)
+        .run(vec![unjudged, failing])
+        .await
+        .expect("preflight passes");
+    let of = |eval: &str| -> Vec<&Record> {
+        let mut rs: Vec<&Record> = report.records.iter().filter(|r| r.eval == eval).collect();
+        rs.sort_by_key(|r| r.trial);
+        rs
+    };
+    let unjudged = of("unjudged");
+    assert_eq!(unjudged.len(), 3, "every trial has a record");
+    assert!(unjudged.iter().all(|r| r.outcome == Outcome::Config), "{unjudged:?}");
+    let first = unjudged[0].message.as_deref().unwrap();
+    assert!(first.contains("failed to choose a judge model"), "{first}");
+    assert!(unjudged[0].container.is_some() && unjudged[0].turns.len() == 1);
+    for r in &unjudged[1..] {
+        // No agent ran again, and no sandbox was made, for an error it would meet again.
+        assert!(r.container.is_none() && r.turns.is_empty(), "{r:?}");
+        let m = r.message.as_deref().unwrap();
+        assert!(m.starts_with("not run:") && m.contains("trial 1 try 1"), "{m}");
+        assert!(report.run_dir.join(r.file_name()).exists(), "its record is written");
+    }
+    // The other eval's failures are all there, and the summary says both.
+    let failing = of("fails_its_check");
+    assert_eq!(failing.len(), 2);
+    assert!(failing.iter().all(|r| r.outcome == Outcome::Fail(FailKind::Assertion)));
+    let s = &report.summary;
+    assert_eq!(s.failed.get("assertion"), Some(&2), "{s:?}");
+    assert_eq!(s.exit_code, 2);
+    assert!(
+        s.exit_reason.contains("3 attempts") && s.exit_reason.contains("1 cell failed too"),
+        "{}",
+        s.exit_reason
+    );
+}

@@ -396,3 +396,99 @@ async fn a_harness_that_cannot_start_is_an_infra_error() {
     );
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 }
+
+#[tokio::test]
+async fn what_a_check_writes_is_the_checks_not_the_agents() {
+    require_docker!();
+    let eval = Eval::new("check_writes", |c| {
+        Box::pin(async move {
+            c.send("echo 'X = 1' > mod.py").await?;
+            // Importing the agent's module writes __pycache__ into the workspace.
+            expect(c.exec("python3 -c 'import mod' && echo checked >> notes.txt").await?)
+                .to_succeed()?;
+            expect(c.diff().await?.paths()).to_equal(vec!["mod.py"])?;
+            // The agent then edits a file the check also changed: that is the agent's.
+            c.send("echo agent >> notes.txt").await?;
+            expect(c.diff().await?.paths()).to_equal(vec!["mod.py", "notes.txt"])?;
+            Ok(())
+        })
+    })
+    .environment(|| Environment::new().file("notes.txt", "given\n"));
+    let (r, _, _) = run_one("checkwrites", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let checked = r.checks[0].changes.as_ref().expect("the check's changes are on its record");
+    assert!(
+        checked.paths().iter().any(|p| p.starts_with("__pycache__/mod.") && p.ends_with(".pyc")),
+        "{:?}",
+        checked.paths()
+    );
+    assert!(checked.paths().contains(&"notes.txt"), "{:?}", checked.paths());
+    assert!(checked.patch.contains("+checked"), "{}", checked.patch);
+    assert_eq!(r.turns[1].diff.paths(), ["notes.txt"], "the check's writes are in no turn");
+    assert!(r.turns[1].diff.patch.contains(" checked\n+agent"), "{}", r.turns[1].diff.patch);
+    assert_eq!(r.final_diff.as_ref().expect("final diff").paths(), ["mod.py", "notes.txt"]);
+}
+
+#[tokio::test]
+async fn a_replay_has_the_agents_commits_as_commits() {
+    require_docker!();
+    const ID: &str = "-c user.email=e@example.com -c user.name=n";
+    let eval = |harness: String| {
+        Eval::new("commits", |c| {
+            Box::pin(async move {
+                c.send(format!("echo 2 >> a.txt && git {ID} commit -qam 'agent: second line'"))
+                    .await?;
+                let log = c.exec("git log --format=%s").await?;
+                expect(log.stdout).to_equal("agent: second line\nsetup\n".to_string())?;
+                expect(c.exec("git status --porcelain").await?.stdout).to_equal(String::new())?;
+                Ok(())
+            })
+        })
+        .environment(|| {
+            Environment::new()
+                .file("a.txt", "1\n")
+                .setup(format!("git init -q -b main && git add -A && git {ID} commit -qm setup"))
+        })
+        .harness(harness)
+    };
+    let (recorded, _, recorded_run) = run_one("commits", eval("shell".into())).await;
+    assert_eq!(recorded.outcome, Outcome::Pass, "{:?}", recorded.message);
+    assert!(recorded.artifacts.contains(&"workspace/commits.bundle".to_string()));
+    let manifest = common::json(
+        &recorded_run.join(recorded.artifacts_dir_name()).join("workspace/manifest.json"),
+    );
+    assert_eq!(manifest["commits"]["count"], 1, "{manifest}");
+    assert_eq!(manifest["commits"]["head"], "refs/heads/main", "{manifest}");
+
+    // The replay (what regrade runs): the setup's commit is made again (another
+    // hash), the agent's files are applied, and its commit is there as a commit.
+    let (replayed, _, _) =
+        run_one("commits-replay", eval(format!("replay:{}", recorded_run.display()))).await;
+    assert_eq!(replayed.outcome, Outcome::Pass, "{:?}", replayed.message);
+    assert_eq!(replayed.checks[0].stdout_tail, recorded.checks[0].stdout_tail);
+}
+
+#[tokio::test]
+async fn the_default_image_has_what_the_readmes_first_eval_checks_with() {
+    require_docker!();
+    // The README's first eval, its prompt done by a script: the default image has
+    // pytest, `python` and pip, and pytest's caches are not the agent's diff.
+    let eval = Eval::new("readme_first_eval", |c| {
+        Box::pin(async move {
+            c.send("printf 'def sub(a, b):\\n    return a - b\\n' >> app.py && printf 'from app import sub\\n\\n\\ndef test_sub():\\n    assert sub(3, 1) == 2\\n' > test_app.py").await?;
+            expect(c.exec("python3 -m pytest -q").await?).to_succeed()?;
+            expect(c.exec("python -m pytest -q && pip --version").await?).to_succeed()?;
+            expect(c.read_file("app.py").await?).to_contain("def sub")?;
+            expect(c.diff().await?.paths().join(",")).to_equal("app.py,test_app.py".to_string())?;
+            Ok(())
+        })
+    })
+    .environment(|| {
+        Environment::new()
+            .file("app.py", "def add(a, b):\n    return a + b\n")
+            .rules("Keep functions small and tested.")
+            .setup("python3 -c 'import app'")
+    });
+    let (r, _, _) = run_one("readme-first", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+}

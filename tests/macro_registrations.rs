@@ -57,6 +57,19 @@ async fn bare(c: &mut Ctx) -> reeval::Result<()> {
     Ok(())
 }
 
+#[reeval::eval]
+async fn asks_a_judge(c: &mut Ctx) -> reeval::Result<()> {
+    c.send("Write greet.py").await?;
+    c.judge("greet.py greets by name").await?;
+    Ok(())
+}
+
+#[reeval::eval]
+async fn names_its_judges_model(c: &mut Ctx) -> reeval::Result<()> {
+    c.judge(Judge::new().criterion("tidy").model("openai:gpt-4.1")).await?;
+    Ok(())
+}
+
 mod nested {
     #[reeval::eval]
     pub async fn in_a_module(_: &mut reeval::Ctx) -> reeval::Result<()> {
@@ -102,6 +115,11 @@ fn main() {
     assert!(registration("in_a_module").module.ends_with("::nested"));
     assert!(registration("with_an_oracle").oracle.is_some());
     assert!(registration("bare").oracle.is_none());
+    // The macro sees a judge asked for in the body; one whose model the body names needs none chosen.
+    assert!(registration("asks_a_judge").uses_judge);
+    assert!(!registration("bare").uses_judge && !registration("every_option").uses_judge);
+    assert!(!registration("names_its_judges_model").uses_judge);
+    assert!(registration("asks_a_judge").to_eval().options().uses_judge);
     let variant = inventory::iter::<VariantRegistration>
         .into_iter()
         .find(|v| v.name == "with_rules")
@@ -112,6 +130,7 @@ fn main() {
     let _ = every_option;
     let _ = any_order_and_single_strings;
     let _ = bare;
+    let _ = (asks_a_judge, names_its_judges_model);
     let _ = nested::in_a_module;
     let _ = with_rules;
 }

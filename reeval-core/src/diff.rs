@@ -310,6 +310,34 @@ impl Snapshot {
         Self { files: Arc::new(files), ..Self::default() }
     }
 
+    /// `self`, the snapshot the agent's diffs start from, moved past what
+    /// someone else changed between `before` and `after` (a check: see
+    /// `attempt/checks.rs`), so those changes are not the agent's. A path in
+    /// `changed` takes `after`'s version, unless the agent had already changed
+    /// it since `self` (then `self`'s version stays, and the agent's change
+    /// still shows). A later change by the agent to a path moved here shows
+    /// as a change from `after`'s version. The result has no listing of its
+    /// own: diffs are read from the latest snapshot, never from it.
+    pub fn absorb(&self, before: &Snapshot, after: &Snapshot, changed: &Diff) -> Snapshot {
+        let mut files = self.files.clone();
+        let map = Arc::make_mut(&mut files);
+        for change in &changed.files {
+            let path = change.path.as_str();
+            if self.files.get(path) != before.files.get(path) {
+                continue; // the agent's own change: keep it visible
+            }
+            match after.files.get(path) {
+                Some(item) => {
+                    map.insert(path.into(), item.clone());
+                }
+                None => {
+                    map.remove(path);
+                }
+            }
+        }
+        Self { files, listing: None, session: self.session.clone() }
+    }
+
     /// Whether `self` and `other` hold the same files (listings aside).
     pub fn same_files(&self, other: &Snapshot) -> bool {
         self.files == other.files
@@ -633,6 +661,28 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&before.files, &after.files));
         assert!(before.diff(&after).is_empty());
+    }
+
+    #[test]
+    fn a_checks_changes_are_absorbed_and_the_agents_stay_visible() {
+        let baseline = snap(&[("src.py", b"v1\n"), ("notes.txt", b"n\n")]);
+        // The agent edited src.py; then a check wrote a .pyc, touched notes.txt and src.py.
+        let before = snap(&[("src.py", b"v2\n"), ("notes.txt", b"n\n")]);
+        let after =
+            snap(&[("src.py", b"v2 formatted\n"), ("notes.txt", b"n2\n"), ("x.pyc", b"\0")]);
+        let check = before.diff(&after);
+        let moved = baseline.absorb(&before, &after, &check);
+        assert!(moved.listing.is_none());
+        // What the check alone did is gone from the agent's diff; the agent's edit stays.
+        assert_eq!(moved.diff(&after).paths(), ["src.py"]);
+        // The agent later edits a file the check touched: that shows.
+        let later =
+            snap(&[("src.py", b"v2 formatted\n"), ("notes.txt", b"agent\n"), ("x.pyc", b"\0")]);
+        assert_eq!(moved.diff(&later).paths(), ["notes.txt", "src.py"]);
+        // A check deleting a file the agent never touched is not the agent's deletion.
+        let gone = snap(&[("src.py", b"v2\n")]);
+        let moved = baseline.absorb(&before, &gone, &before.diff(&gone));
+        assert_eq!(moved.diff(&gone).paths(), ["src.py"]);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct EvalOptions {
     /// The eval's reference solution (`oracle = solve`): `--harness oracle`
     /// runs it at the first `send` in place of an agent.
     pub oracle: Option<EvalFn>,
+    /// Whether the eval asks a judge (`c.judge(..)`): preflight then requires
+    /// a judge model and its key before any agent runs. `#[reeval::eval]` sees
+    /// it in the body; an eval built by hand says so with [`Eval::uses_judge`].
+    pub uses_judge: bool,
 }
 
 impl Default for EvalOptions {
@@ -56,6 +60,7 @@ impl Default for EvalOptions {
             deadline: None,
             min_pass_rate: None,
             oracle: None,
+            uses_judge: false,
         }
     }
 }
@@ -73,6 +78,7 @@ impl fmt::Debug for EvalOptions {
             .field("deadline", &self.deadline)
             .field("min_pass_rate", &self.min_pass_rate)
             .field("oracle", &self.oracle.is_some())
+            .field("uses_judge", &self.uses_judge)
             .finish()
     }
 }
@@ -166,6 +172,13 @@ impl Eval {
         self
     }
 
+    /// Says the eval asks a judge (`c.judge(..)`), so that preflight requires a
+    /// judge model and its key before any agent runs (`#[reeval::eval]` sees it itself).
+    pub fn uses_judge(mut self, uses: bool) -> Self {
+        self.options.uses_judge = uses;
+        self
+    }
+
     /// Sets a whole-attempt ceiling (image build and setup included).
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.options.deadline = Some(deadline);
@@ -228,6 +241,8 @@ pub struct EvalRegistration {
     pub judge: Option<&'static str>,
     /// `min_pass_rate = 0.66`.
     pub min_pass_rate: Option<f64>,
+    /// Whether the body calls `.judge(..)` (the macro reads its tokens).
+    pub uses_judge: bool,
     /// The function, boxed.
     pub run: for<'a> fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>>,
     /// `oracle = solve`: the reference solution, boxed.
@@ -267,6 +282,7 @@ impl EvalRegistration {
         eval.options.ignore = self.ignore;
         eval.options.judge = self.judge.map(str::to_string);
         eval.options.min_pass_rate = self.min_pass_rate;
+        eval.options.uses_judge = self.uses_judge;
         if let Some(oracle) = self.oracle {
             eval.options.oracle = Some(Arc::new(move |c| oracle(c)));
         }

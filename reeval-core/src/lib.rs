@@ -23,6 +23,7 @@ pub mod environment;
 pub mod error;
 pub mod eval;
 pub mod exec;
+pub mod git_archive;
 pub mod harness;
 pub(crate) mod image;
 pub mod judge;

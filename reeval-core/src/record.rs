@@ -54,6 +54,11 @@ pub struct CheckRecord {
     /// Whether the sandbox's OOM killer killed a process during the check.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oom_killed: bool,
+    /// What the check changed in the workspace (a `__pycache__` its import
+    /// wrote, a file a formatter rewrote), when it changed anything. These
+    /// changes are the check's: they are in no turn's diff, nor the final diff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::diff::Diff>,
 }
 
 /// One judge verdict on one criterion.

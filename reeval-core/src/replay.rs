@@ -279,6 +279,14 @@ impl Harness for ReplayHarness {
         let changes = turn_archive::read_turn(&recorded.attempt_dir(), &recorded.manifest, index)
             .map_err(|e| config(format!("failed to replay turn {index}: {e}")))?;
         turn_archive::apply(sandbox, &changes).await?;
+        // After the last turn's files, the agent's commits as commits (see `git_archive`).
+        if index as usize == recorded.record.turns.len()
+            && let Some(commits) = &recorded.manifest.commits
+        {
+            crate::git_archive::apply(sandbox, &recorded.attempt_dir(), commits)
+                .await
+                .map_err(|e| config(format!("failed to replay the agent's commits: {e}")))?;
+        }
         Ok(TurnReport {
             status: answer.status,
             final_message: answer.final_message.clone(),
@@ -343,7 +351,7 @@ pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayE
 /// What a regrade changed: verdicts up (fail → pass) and down (pass → fail), one line each.
 pub fn regrade_delta(plan: &RegradePlan, records: &[Record]) -> String {
     let finals = crate::runner::final_tries(records);
-    let (mut up, mut down, mut same) = (Vec::new(), Vec::new(), 0);
+    let (mut up, mut down, mut unknown, mut same) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for new in finals {
         let Some(of) = &new.regrade_of else { continue };
         let Some(old) = plan.recorded.iter().find(|r| r.file_name() == of.attempt) else {
@@ -359,18 +367,88 @@ pub fn regrade_delta(plan: &RegradePlan, records: &[Record]) -> String {
         );
         match (old.outcome == Outcome::Pass, new.outcome == Outcome::Pass) {
             (false, true) => up.push(line),
+            // A replay without the agent's commits cannot say the agent's work got worse.
+            (true, false) if let Some(why) = commits_not_replayed(plan, old) => {
+                unknown.push(format!("{}    (not compared: {why})\n", line.trim_end()))
+            }
             (true, false) => down.push(line),
             _ => same += 1,
         }
     }
     let mut out = format!(
-        "reeval: regrade of {}: {} verdicts changed, {} up (to pass), {} down (from pass); {same} unchanged\n",
+        "reeval: regrade of {}: {} verdicts changed, {} up (to pass), {} down (from pass); {same} unchanged{}\n",
         plan.run_dir.display(),
         up.len() + down.len(),
         up.len(),
-        down.len()
+        down.len(),
+        match unknown.len() {
+            0 => String::new(),
+            n => format!("; {n} not compared (the agent's commits were not replayed)"),
+        }
     );
     out.extend(up);
     out.extend(down);
+    out.extend(unknown);
     out
+}
+
+/// Why the recorded attempt's commits were not replayed, when it made some that were not kept.
+fn commits_not_replayed(plan: &RegradePlan, old: &Record) -> Option<String> {
+    let dir = plan.run_dir.join(old.artifacts_dir_name());
+    let commits = turn_archive::load(&dir, old.turns.len()).ok()?.commits?;
+    if commits.bundle.is_some() {
+        return None;
+    }
+    Some(format!(
+        "the agent made {} commits, which were not kept: {}",
+        commits.count,
+        commits.not_kept.as_deref().unwrap_or("no bundle")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::FailKind;
+
+    #[test]
+    fn a_pass_lost_without_the_agents_commits_is_not_counted_as_a_regression() {
+        let run_dir = std::env::temp_dir().join(format!("reeval-regrade-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&run_dir);
+        let plan_of = |recorded: Vec<Record>| RegradePlan {
+            run_dir: run_dir.clone(),
+            harnesses: Vec::new(),
+            cells: Vec::new(),
+            trials: 1,
+            recorded,
+        };
+        let mut old = Record::new("old", "commits", "shell", 1, 1);
+        old.outcome = Outcome::Pass;
+        let mut new = Record::new("new", "commits", "replay:old@shell", 1, 1);
+        new.outcome = Outcome::Fail(FailKind::Assertion);
+        new.regrade_of = Some(RegradeOf { run: "old".into(), attempt: old.file_name() });
+        let plan = plan_of(vec![old.clone()]);
+        // Commits that were kept are replayed: a pass lost is a regression.
+        let kept = crate::git_archive::Commits {
+            count: 2,
+            head: "refs/heads/main".into(),
+            bundle: Some(crate::git_archive::BUNDLE.into()),
+            not_kept: None,
+        };
+        let attempt_dir = run_dir.join(old.artifacts_dir_name());
+        turn_archive::record_commits(&attempt_dir, kept.clone()).unwrap();
+        let delta = regrade_delta(&plan, std::slice::from_ref(&new));
+        assert!(delta.contains("1 down (from pass); 0 unchanged\n"), "{delta}");
+        // Commits that were not kept: the replay cannot say.
+        let lost = crate::git_archive::Commits {
+            bundle: None,
+            not_kept: Some("the repository's bundle is 99999999 bytes".into()),
+            ..kept
+        };
+        turn_archive::record_commits(&attempt_dir, lost).unwrap();
+        let delta = regrade_delta(&plan, &[new]);
+        assert!(delta.contains("0 down (from pass); 0 unchanged; 1 not compared"), "{delta}");
+        assert!(delta.contains("not compared: the agent made 2 commits, which were not kept: the repository's bundle is 99999999 bytes"), "{delta}");
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
 }

@@ -30,6 +30,10 @@ const MANIFEST: &str = "manifest.json";
 pub struct Manifest {
     /// Every turn, in order.
     pub turns: Vec<TurnArchive>,
+    /// The agent's commits, when the workspace was a repository and the agent
+    /// moved its refs ([`crate::git_archive`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits: Option<crate::git_archive::Commits>,
 }
 
 /// One turn's changes.
@@ -155,6 +159,34 @@ pub fn record_turn(
         deleted: changes.deleted.clone(),
         incomplete: failed,
     });
+    let path = dir.join(MANIFEST);
+    let text = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+    std::fs::write(&path, text).map_err(io("write", &path))
+}
+
+/// Keeps `bytes` as `name` in the archive under `attempt_dir` (the agent's commits' bundle).
+///
+/// # Errors
+/// An [`ArchiveError`] when it cannot be written.
+pub(crate) fn keep_file(attempt_dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArchiveError> {
+    let dir = attempt_dir.join(DIR);
+    std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).map_err(io("write", &path))
+}
+
+/// Says in the manifest under `attempt_dir` what became of the agent's commits.
+///
+/// # Errors
+/// An [`ArchiveError`] when the manifest cannot be written.
+pub(crate) fn record_commits(
+    attempt_dir: &Path,
+    commits: crate::git_archive::Commits,
+) -> Result<(), ArchiveError> {
+    let dir = attempt_dir.join(DIR);
+    std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+    let mut manifest = load_manifest(&dir).unwrap_or_default();
+    manifest.commits = Some(commits);
     let path = dir.join(MANIFEST);
     let text = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
     std::fs::write(&path, text).map_err(io("write", &path))

@@ -1,7 +1,7 @@
 //! Code generation for `#[reeval::eval]` and `reeval::main!()`, and the checks on the eval's signature.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, ReturnType, Signature, Type};
 
@@ -109,6 +109,7 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
     let ignore = options.ignore;
     let judge = option(options.judge.as_ref().map(|judge| quote!(#judge)));
     let min_pass_rate = option(options.min_pass_rate.map(|rate| quote!(#rate)));
+    let uses_judge = crate::judge_scan::uses_judge(func.block.to_token_stream());
 
     // Spanned on the function's name so that a non-`Send` future or a wrong return type is reported there.
     let call = quote_spanned! {name.span()=>
@@ -159,6 +160,7 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
                     ignore: #ignore,
                     judge: #judge,
                     min_pass_rate: #min_pass_rate,
+                    uses_judge: #uses_judge,
                     run: __reeval_run,
                     oracle: #oracle,
                 }

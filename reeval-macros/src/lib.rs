@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod expand;
+mod judge_scan;
 mod options;
 
 use proc_macro::TokenStream;
@@ -47,7 +48,7 @@ use syn::Item;
 /// | `environment = my_env` | the path of a `fn() -> reeval::Environment` that describes the sandbox | the default environment |
 /// | `tags = ["smoke", "python"]` | free-form tags (a single string is accepted too) | none |
 /// | `ignore` | skip the eval unless the run passes `--ignored` or `--include-ignored` | not ignored |
-/// | `judge = "anthropic:claude-sonnet-4-5"` | the judge model used by `Ctx::judge` in this eval | the run's default judge |
+/// | `judge = "anthropic:claude-sonnet-4-5"` | the judge model used by `Ctx::judge` in this eval; when the body calls `.judge(..)` and no judge is chosen (here, in `reeval.toml` or `REEVAL_JUDGE`), preflight stops the run before any agent runs | the run's default judge |
 /// | `oracle = solve` | the path of an `async fn(c: &mut Ctx) -> reeval::Result<()>` that solves the task in the sandbox; `--harness oracle` runs it in place of an agent's turns | none |
 ///
 /// Durations are checked at compile time: a bad one, an unknown or repeated option, or a value of

@@ -79,12 +79,18 @@ impl Ctx {
     async fn run_oracle(&mut self) -> Result<()> {
         use super::Oracle;
         match std::mem::replace(&mut self.attempt.oracle, Oracle::Ran) {
-            Oracle::Pending(solve) => solve(self).await,
+            Oracle::Pending(solve) => {
+                // The solution's own checks are its work, not a check's (`checks.rs`).
+                self.attempt.oracle = Oracle::Solving;
+                let solved = solve(self).await;
+                self.attempt.oracle = Oracle::Ran;
+                solved
+            }
             Oracle::Missing => Err(crate::Error::Config(format!(
                 "failed to run the oracle: eval {} names no reference solution (add oracle = solve to #[reeval::eval])",
                 self.attempt.record().eval
             ))),
-            Oracle::None | Oracle::Ran => Ok(()),
+            Oracle::None | Oracle::Solving | Oracle::Ran => Ok(()),
         }
     }
 
@@ -200,7 +206,8 @@ impl Ctx {
         }
     }
 
-    /// The workspace diff since the snapshot (files, rules and setup excluded).
+    /// The workspace diff since the snapshot (files, rules and setup excluded),
+    /// without what checks wrote (each check's own changes are on its record).
     ///
     /// # Errors
     /// A sandbox error, or [`Error::Timeout`].

@@ -7,6 +7,7 @@
 //! classification, the record written.
 
 mod calls;
+mod checks;
 mod ctx;
 mod fill;
 mod phases;
@@ -38,7 +39,7 @@ use crate::lifecycle;
 use crate::outcome::{Conclusion, Ended, conclude};
 use crate::phase::Phase;
 use crate::progress::PhaseLog;
-use crate::record::Record;
+use crate::record::{CheckRecord, Record};
 use crate::sandbox::{Backend, SandboxHandle};
 use crate::secrets::{Redactor, Secret};
 use crate::turn::{Turn, TurnOptions, TurnStatus};
@@ -97,6 +98,11 @@ pub(crate) struct Ready {
     agent_user: bool,
     /// Whether the harness's session started (on the first turn).
     session: bool,
+    /// Whether the eval wrote a file (`write_file`) since the workspace was last listed.
+    eval_wrote: bool,
+    /// Whether the workspace may be a git repository whose refs were noted
+    /// (a cached setup's is not known): teardown then keeps the agent's commits.
+    git_repo: bool,
 }
 
 impl Ready {
@@ -170,6 +176,8 @@ pub(super) enum Oracle {
     Pending(crate::eval::EvalFn),
     /// The eval names no solution.
     Missing,
+    /// The solution is running.
+    Solving,
     /// It ran.
     Ran,
 }
@@ -180,6 +188,7 @@ impl std::fmt::Debug for Oracle {
             Oracle::None => "None",
             Oracle::Pending(_) => "Pending",
             Oracle::Missing => "Missing",
+            Oracle::Solving => "Solving",
             Oracle::Ran => "Ran",
         })
     }
@@ -441,6 +450,7 @@ impl Attempt {
         };
         let for_cache = matches!(self.purpose, Purpose::Fill);
         self.cache_digest = cache_digest.filter(|_| !hit);
+        let mut git_repo = hit;
         let baseline = self
             .phases
             .run(
@@ -449,7 +459,7 @@ impl Attempt {
                     // A cached sandbox was prepared before it was committed.
                     if written && !hit {
                         // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
-                        lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                        git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
                     }
                     // A sandbox for the cache is committed, never diffed.
                     lifecycle::snapshot::take(&handle, written && !for_cache).await
@@ -466,7 +476,15 @@ impl Attempt {
         if let Some((ask, digest)) = fill {
             ask.ask(&digest);
         }
-        Ok(Ready { handle, baseline, last: None, agent_user: written, session: false })
+        Ok(Ready {
+            handle,
+            baseline,
+            last: None,
+            agent_user: written,
+            session: false,
+            eval_wrote: false,
+            git_repo,
+        })
     }
 
     /// The setup cache's key for this attempt, when its prepared sandbox may be cached.
@@ -518,7 +536,7 @@ impl Attempt {
                 Phase::Harness,
                 async {
                     if !ready.agent_user {
-                        lifecycle::snapshot::prepare_agent_user(handle).await?;
+                        ready.git_repo = lifecycle::snapshot::prepare_agent_user(handle).await?;
                         ready.agent_user = true;
                     }
                     lifecycle::harness::start(
@@ -621,6 +639,7 @@ impl Attempt {
                         redactor,
                     );
                     ready.last = Some(now);
+                    ready.eval_wrote = false;
                     diff_ms = began.elapsed().as_millis() as u64;
                     diff_failed = failed;
                     turn.diff = diff;
@@ -651,6 +670,7 @@ impl Attempt {
     /// A check in the sandbox.
     pub(crate) async fn exec(&mut self, cmd: Command) -> Result<ExecOutput> {
         let handle = self.sandbox().await?;
+        self.before_check(&handle).await;
         // A check reaches what checks may, and only now are checks-only secrets swapped.
         if let Some(egress) = &self.egress {
             egress.for_check().await.map_err(|e| e.in_phase(Phase::Check))?;
@@ -670,7 +690,11 @@ impl Attempt {
                     &format!("check `{}`", lifecycle::check::one_line(&out.command)),
                 )
                 .await;
-        self.record.checks.push(lifecycle::check::record(&out, oom_killed));
+        // What the check wrote is its own, not the agent's (`checks.rs`).
+        let changes = self.after_check(&handle, &lifecycle::check::one_line(&out.command)).await;
+        self.record
+            .checks
+            .push(CheckRecord { changes, ..lifecycle::check::record(&out, oom_killed) });
         Ok(out)
     }
 
@@ -685,6 +709,7 @@ impl Attempt {
         let handle = self.sandbox().await?;
         // Until the agent user is set up, its setup hands the workspace over.
         let writer = if self.ready().agent_user { handle.as_agent() } else { handle };
+        self.ready().eval_wrote = true;
         self.phases
             .within_budget(async { Ok(writer.write_file(path, content, 0o644).await?) })
             .await
@@ -700,6 +725,7 @@ impl Attempt {
         let now = self.phases.diff(async { Ok(before.refresh(&handle).await?) }).await?;
         let diff = baseline.diff(&now);
         self.ready().last = Some(now);
+        self.ready().eval_wrote = false;
         Ok(diff)
     }
 
@@ -835,6 +861,15 @@ impl Attempt {
                         record.workspace_collected = true;
                     }
                     Err(e) => events.push(format!("failed to collect the final workspace: {e}")),
+                }
+                // The agent's commits, for a replay to have them as commits.
+                if ready.git_repo {
+                    events.extend(crate::git_archive::capture(&handle, artifacts_dir).await);
+                    let bundle =
+                        format!("{}/{}", crate::turn_archive::DIR, crate::git_archive::BUNDLE);
+                    if artifacts_dir.join(&bundle).is_file() {
+                        record.artifacts.push(bundle);
+                    }
                 }
                 diff_ms = began.elapsed().as_millis() as u64;
             }

@@ -12,14 +12,19 @@ const AGENT_USER_SETUP: &str = "mkdir -p /home/agent && chown -R 1000:1000 /home
     && { command -v git >/dev/null 2>&1 && git config --system --add safe.directory '*' || true; }";
 
 /// The agent's user: its home, the workspace and what the environment put in
-/// it are its own; root's git may read its repository. Once per attempt,
-/// before the agent's first action.
-pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<()> {
-    let out = handle.exec(Command::shell(AGENT_USER_SETUP)).await?;
+/// it are its own; root's git may read its repository, whose refs are noted
+/// (`crate::git_archive`). Once per attempt, before the agent's first action.
+/// Whether the workspace is a git repository.
+pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
+    let script = format!(
+        "{AGENT_USER_SETUP} && {} && {{ [ ! -d .git ] || echo git-repository; }}",
+        crate::git_archive::note_base()
+    );
+    let out = handle.exec(Command::shell(script)).await?;
     if !out.success() {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
     }
-    Ok(())
+    Ok(out.stdout.lines().any(|l| l == "git-repository"))
 }
 
 /// Reads the workspace. An untouched workspace has nothing to read.

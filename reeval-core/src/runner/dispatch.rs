@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::config_stops::ConfigStops;
 use super::events::{EventSink, RunEvent};
 use super::preflight::{Preflighted, cell_key};
 use super::prestart::Prestart;
@@ -64,6 +65,7 @@ pub(crate) async fn dispatch(
     let fills =
         Arc::new(SetupFills::new(MAX_FILLS, config.setup_cache_max_bytes, runner.shutdown.clone()));
     let prestart = Prestart::new(config.prestart);
+    let config_stops = Arc::new(ConfigStops::default());
     let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
@@ -145,6 +147,7 @@ pub(crate) async fn dispatch(
                     teardowns: teardowns.clone(),
                     fills: fills.clone(),
                     prestart: prestart.clone(),
+                    config_stops: config_stops.clone(),
                 };
                 next_ticket += 1;
                 let task = set.spawn(async move { (i, trial_run.run(plan).await) });
@@ -340,6 +343,8 @@ struct TrialRun {
     teardowns: Arc<Teardowns>,
     fills: Arc<SetupFills>,
     prestart: Prestart,
+    /// Cells that found a config error: their remaining attempts do not run.
+    config_stops: Arc<ConfigStops>,
 }
 
 impl TrialRun {
@@ -351,7 +356,10 @@ impl TrialRun {
             tried += 1;
             // An attempt that will wait for its slot may have its container made meanwhile.
             let ahead = match self.pool.only_engine() {
-                Some(backend) if self.slots.available_permits() == 0 => {
+                Some(backend)
+                    if self.slots.available_permits() == 0
+                        && self.config_stops.stopped(&plan).is_none() =>
+                {
                     self.prestart.create(&plan, &backend, &self.harnesses, &self.secrets).await
                 }
                 _ => None,
@@ -369,6 +377,17 @@ impl TrialRun {
             }
             .expect("the semaphore is never closed");
             let prestarted = ahead.map(|a| a.into_sandbox());
+            if let Some(r) = self.config_stops.stopped(&plan) {
+                if let Some((sandbox, _)) = prestarted {
+                    self.teardowns.destroy(sandbox);
+                }
+                let _ = self.events.send(RunEvent::AttemptEnded {
+                    record: Box::new(r.clone()),
+                    retry: Retry::Final,
+                });
+                records.push(r);
+                return records;
+            }
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
                 Ok(slot) => slot,
@@ -427,6 +446,7 @@ impl TrialRun {
                 self.pool.check(&engine.engine).await;
             }
             drop(engine);
+            self.config_stops.remember(&done.record);
             let retry = crate::outcome::retry(
                 done.record.outcome,
                 done.cause.as_ref(),

@@ -7,6 +7,7 @@
 mod background;
 pub mod cli;
 pub mod config;
+mod config_stops;
 mod dispatch;
 pub mod events;
 #[cfg(test)]
@@ -445,8 +446,15 @@ pub fn summarize_priced(
     let by_threshold =
         s.cells.iter().filter(|c| c.status == CellStatus::Passed && c.failed > 0).count();
     let cells_word = |n: usize| if n == 1 { "cell" } else { "cells" };
-    (s.exit_code, s.exit_reason) = if finals.iter().any(|r| r.outcome == Outcome::Config) {
-        (2, "a config error stopped an attempt".to_string())
+    let config = finals.iter().filter(|r| r.outcome == Outcome::Config).count();
+    (s.exit_code, s.exit_reason) = if config > 0 {
+        // The failures already seen are not hidden behind the config error.
+        let also = match failing {
+            0 => String::new(),
+            n => format!("; {n} {} failed too", cells_word(n)),
+        };
+        let attempts = if config == 1 { "attempt" } else { "attempts" };
+        (2, format!("a config error stopped {config} {attempts}{also}"))
     } else if failing > 0 {
         (
             1,

@@ -71,6 +71,8 @@ pub(crate) async fn preflight(
         ));
     }
     let mut images = Vec::new();
+    // Evals that ask a judge and have no judge model chosen.
+    let mut unjudged = Vec::new();
     for eval in evals {
         let env = match crate::attempt::build_environment(eval) {
             Ok(env) => env,
@@ -103,7 +105,20 @@ pub(crate) async fn preflight(
             }
         }
         // The eval's judge key: checked now rather than after the agent worked; host only.
-        if let Some(spec) = eval.options.judge.as_ref().or(runner.config.judge.as_ref()) {
+        // An eval that asks a judge must have one chosen (`REEVAL_JUDGE` of the process
+        // is what the judge falls back to when the run's settings name none).
+        let judge_env =
+            || std::env::var(crate::judge::JUDGE_ENV).ok().filter(|s| !s.trim().is_empty());
+        let spec = eval
+            .options
+            .judge
+            .clone()
+            .or_else(|| runner.config.judge.clone())
+            .or_else(|| eval.options.uses_judge.then(judge_env).flatten());
+        if spec.is_none() && eval.options.uses_judge {
+            unjudged.push(eval.name.as_str());
+        }
+        if let Some(spec) = &spec {
             match crate::judge::key_env(spec) {
                 Err(problem) => {
                     missing.push(format!("judge `{spec}` of eval {}: {problem}", eval.name))
@@ -162,6 +177,15 @@ pub(crate) async fn preflight(
             }
             secrets.insert(cell_key(&eval.name, &spec), for_cell);
         }
+    }
+    if !unjudged.is_empty() {
+        missing.push(format!(
+            "no judge model is chosen for {} {}, which {} a judge (c.judge): name one with the eval's `judge = \"..\"`, `judge` in reeval.toml or {} (e.g. anthropic:claude-sonnet-4-5)",
+            if unjudged.len() == 1 { "eval" } else { "evals" },
+            unjudged.join(", "),
+            if unjudged.len() == 1 { "asks" } else { "ask" },
+            crate::judge::JUDGE_ENV,
+        ));
     }
     // The engines: the backend given, a Kubernetes cluster, a pool, or the one DOCKER_HOST names.
     let pool = if let Some(b) = &runner.backend {

@@ -169,11 +169,17 @@ fn check_step(c: &CheckRecord, at: String, redact: &dyn Fn(&str) -> String) -> S
     let line = command.lines().next().unwrap_or_default();
     let more = if command.lines().count() > 1 { " …" } else { "" };
     let oom = if c.oom_killed { " (killed: out of memory)" } else { "" };
+    let wrote = c.changes.as_ref().map_or(String::new(), |d| {
+        format!(" · changed {} (the check's own, not in the agent's diff)", files(d.files.len()))
+    });
     StepView {
         kind: "check",
         at,
         bad: c.exit_code != 0,
-        title: format!("check `{line}{more}` exited {} in {}ms{oom}", c.exit_code, c.duration_ms),
+        title: format!(
+            "check `{line}{more}` exited {} in {}ms{oom}{wrote}",
+            c.exit_code, c.duration_ms
+        ),
         turn: None,
         check: Some(CheckView { stdout: redact(&c.stdout_tail), stderr: redact(&c.stderr_tail) }),
         verdict: None,
@@ -226,4 +232,8 @@ fn diff_lines(patch: &str) -> Vec<DiffLine> {
             text: l.to_string(),
         })
         .collect()
+}
+
+fn files(n: usize) -> String {
+    if n == 1 { "1 file".into() } else { format!("{n} files") }
 }

@@ -88,6 +88,7 @@ fn check(command: &str, exit_code: i64, duration_ms: u64) -> crate::record::Chec
         stdout_tail: String::new(),
         stderr_tail: String::new(),
         oom_killed: false,
+        changes: None,
     }
 }
 
@@ -129,6 +130,14 @@ fn turns_checks_and_judge_calls_are_listed_in_the_order_they_ran() {
             "+3.00s judge \"tidy\" passed with 0.90 (threshold 0.50)",
             "+4.00s check `ls` exited 0 in 3ms",
         ]
+    );
+    // A check that changed the workspace says how many files: its own, not the agent's.
+    let pycache = crate::diff::Snapshot::default()
+        .diff(&crate::diff::Snapshot::from_files([("__pycache__/a.pyc".to_string(), vec![0])]));
+    r.checks[0].changes = Some(pycache);
+    assert_eq!(
+        titles(&r)[1],
+        "+1.50s check `pytest -q` exited 1 in 40ms · changed 1 file (the check's own, not in the agent's diff)"
     );
     // A turn cut short by an interruption has no phase: it follows at the end.
     r.turns.push(turn(crate::TurnStatus::Interrupted, None));
