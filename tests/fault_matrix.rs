@@ -269,7 +269,8 @@ async fn capture_after(tag: &str, script: &'static str) -> RunReport {
             let cap = c.capture("out", Artifact::Dir("out".into())).await?;
             expect(cap.text.as_str()).to_contain("passwd-link -> /etc/passwd")?;
             // A hard link is listed as one, never resolved on the host.
-            expect(cap.text.as_str()).to_match(r"(sub/a.txt \(5 bytes\)|sub/a.txt -> hardlink:)")?;
+            expect(cap.text.as_str())
+                .to_match(r"(sub/a.txt \(5 bytes\)|sub/a.txt -> hardlink:)")?;
             expect(cap.text.as_str()).not().to_contain("root:x:0:0")?;
             Ok(())
         })
