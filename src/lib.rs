@@ -21,7 +21,13 @@
 //! ```
 //!
 //! Embedding without the macro: build an [`Eval`] and run it with a [`Runner`].
+//!
+//! The reference (options, the record, outcomes, the security model, engines,
+//! Kubernetes, compare, performance, testing) is [the book](book): one page
+//! per topic, the markdown files of the repository's `docs/`.
 #![forbid(unsafe_code)]
+
+pub mod book;
 
 /// For implementing [`Harness`]: `#[reeval::async_trait] impl Harness for MyAgent { .. }`.
 pub use async_trait::async_trait;
