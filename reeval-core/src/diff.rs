@@ -1,7 +1,7 @@
 //! Workspace snapshots and the diffs between them (unified, via `similar`).
 //!
 //! A snapshot's listing stays inside the sandbox: each refresh runs the
-//! static helper `reeval-diff` there ([`helper`]), which walks the workspace
+//! static helper `reeval-diff` there (`diff/helper.rs`), which walks the workspace
 //! (type, mode, size, mtime, ctime and raw name of every entry, `.git` left
 //! out), compares it with the listing of the snapshot it starts from, and
 //! sends back only what changed, with the content of the changed files, in

@@ -5,7 +5,7 @@
 //!
 //! When the workspace is a git repository as the agent finds it, its refs are
 //! noted then (in the same exec that hands the workspace to the agent user,
-//! outside the workspace: [`NOTE_BASE`]). At teardown, when its refs are no
+//! outside the workspace: `/var/lib/reeval-git/base`). At teardown, when its refs are no
 //! longer what was noted, the repository's history goes into
 //! `workspace/commits.bundle` beside the turn archive (a `git bundle` of every
 //! ref: a setup's own commits differ by their dates from one sandbox to the

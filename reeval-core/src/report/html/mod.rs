@@ -4,7 +4,7 @@
 //! per eval (collapsed: the eval's cells and their statistics on one line),
 //! inside it the cells' figures and the eval's attempts, each with its tries,
 //! a timeline of its phases and, in the order they ran, its turns (with each
-//! turn's diff), checks and judge calls ([`steps`]), then egress, artifacts
+//! turn's diff), checks and judge calls (`steps.rs`), then egress, artifacts
 //! and events. An in-page script filters attempts by outcome, kind and a
 //! search, from the controls or the URL's fragment (`#outcome=fail&q=readme`,
 //! `#attempt=<id>` opens one attempt alone), so a view can be linked.
