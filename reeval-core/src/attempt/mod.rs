@@ -5,6 +5,25 @@
 //! in phase order. [`run`] drives one attempt from its plan to its record:
 //! the eval's future under its budget, teardown whatever happened,
 //! classification, the record written.
+//!
+//! Key types: `Attempt` (the state of one try: its sandbox, session, turns,
+//! checks, verdicts, events), `Ctx` (what the eval holds), `SandboxState`,
+//! `Phases` (timing, budget and the phase log of every step).
+//!
+//! The flow: `run` → the sandbox starts on the first call that needs it
+//! (image, container, gateway, env, workspace, files, setup, snapshot:
+//! `lifecycle/01`–`08`) → the harness session on the first `send`
+//! (`09_harness`) → turns, checks, judge calls, serve and capture as the eval
+//! makes them (`10`–`14`) → teardown (`15`) → `outcome::conclude` classifies →
+//! the record. `fill.rs` prepares a sandbox the same way for the setup cache.
+//!
+//! What may depend on what: the attempt uses the phases (`lifecycle`), the
+//! sandbox traits (`crate::sandbox`), the harness trait, the judge, and the
+//! record's types it fills; the runner calls `run` and gets a record back.
+//! It should know nothing of the runner, the reporters, compare or replay.
+//! Exceptions today (issue 20 removes them): it names the runner's event
+//! sink and attempt id (`runner::events`), and checks the harness's name for
+//! replay and the oracle.
 
 mod calls;
 mod checks;

@@ -3,6 +3,28 @@
 //! trial, infra errors retried with a fresh sandbox; `dispatch.rs`). What it
 //! prints and writes is a reporter ([`crate::report`]) on its event stream
 //! ([`events`]).
+//!
+//! Key types: `Runner` (built from a `RunConfig` and a harness registry),
+//! `RunConfig` (the run's settings, from `crate::settings`), `RunReport` (the
+//! records and the summary), `events::RunEvent` (what reporters hear),
+//! `pool` (the engines and their slots).
+//!
+//! The flow: `suite::main` (the binary's `main!`) parses the command line and
+//! settings → selection (filters, tags, rerun, resume) → preflight (engines,
+//! images, secrets, the judge; a config error stops the run before anything
+//! starts) → dispatch: each attempt waits for a slot on an engine, runs
+//! (`crate::attempt::run`), is retried on infra → its record is written and
+//! announced → background work the run waits for before it ends
+//! (`background.rs`: teardown's destroys, `setup_fill.rs`'s cache fills,
+//! `prestart.rs`'s containers made ahead) → the summary and the exit code.
+//!
+//! What may depend on what: the runner sits at the top of the core. It uses
+//! the attempt, the sandbox traits, settings, the reporters and the record's
+//! types; nothing below it (the attempt, a backend, the record) should call
+//! back into it. Exceptions today (issue 20 removes them): the reporters,
+//! `settings.rs`, `runs.rs`, `replay.rs`, `harness.rs`, `progress.rs`, the
+//! attempt and the Kubernetes backend import names of the runner
+//! (`RunReport`, `events`, `config`, `cli::Args`).
 
 mod background;
 pub mod cli;

@@ -2,8 +2,28 @@
 //! ping, capabilities, images, create, sweep) and the [`Sandbox`] trait (one
 //! running sandbox: exec, files, streams, destroy). Docker (local, or remote
 //! by `DOCKER_HOST`) is one implementation, in [`docker`]; an in-memory fake
-//! for tests is another, in `fake` (feature `test-util`). Contexts and
-//! harnesses act through a [`SandboxHandle`].
+//! for tests is another, in `fake` (feature `test-util`); Kubernetes a third,
+//! in `kubernetes` (feature `kubernetes`). Contexts and harnesses act through
+//! a [`SandboxHandle`].
+//!
+//! Key types: `Backend` (create a sandbox from an image spec and limits;
+//! sweep leftovers by owner label), `Sandbox` (one running sandbox),
+//! `SandboxHandle` (the shared, cloneable handle the attempt, the harness and
+//! the diff use: bounded reads, the agent's user), `SandboxError` (what an
+//! engine said, which `outcome::classify` maps to infra or config).
+//!
+//! The flow: preflight pings a backend; the attempt's container phase asks it
+//! for a sandbox; execs, uploads and downloads go through the handle; teardown
+//! destroys it (in the background, off the attempt's slot); the run's sweep
+//! removes what a killed runner left.
+//!
+//! What may depend on what: a backend knows images, containers, pods and
+//! bytes, never evals, turns, records, the runner, reporters, the judge,
+//! compare or replay. Code above it (the attempt, the runner's pool and
+//! preflight) sees the traits; `archive.rs` and `procs.rs` are shared by the
+//! backends that run commands through a shell. Exception today (issue 20
+//! moves it): the Kubernetes backend reads its settings from
+//! `runner::config::KubernetesConfig`.
 
 pub mod archive;
 pub mod docker;
