@@ -1,0 +1,196 @@
+//! Faults of the sandbox from outside (issue 19): a container killed or
+//! paused while a turn or a check runs is the platform's failure, retried with
+//! a fresh sandbox, never the agent's or the eval's. Each test finds its
+//! attempt's container by the run's labels and acts on it from here, as a
+//! careless operator or a dying engine would.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use reeval::bollard::Docker;
+use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
+use reeval::prelude::*;
+use reeval::{Eval, Outcome, Record};
+
+async fn docker() -> Docker {
+    Docker::connect_with_defaults().unwrap().negotiate_version().await.unwrap()
+}
+
+/// The id of the running container of this attempt, if there is one.
+async fn container_of(docker: &Docker, run_id: &str, attempt: &str) -> Option<String> {
+    let filters = std::collections::HashMap::from([(
+        "label",
+        vec![format!("dev.reeval.run={run_id}"), format!("dev.reeval.attempt={attempt}")],
+    )]);
+    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    docker.list_containers(Some(opts)).await.ok()?.into_iter().find_map(|c| c.id)
+}
+
+/// Whether `path` exists in the container.
+async fn exists_in(docker: &Docker, id: &str, path: &str) -> bool {
+    let Ok(exec) = docker
+        .create_exec(
+            id,
+            CreateExecOptions {
+                cmd: Some(vec!["test".to_string(), "-e".into(), path.into()]),
+                attach_stdout: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+    else {
+        return false;
+    };
+    match docker.start_exec(&exec.id, None).await {
+        Ok(StartExecResults::Attached { mut output, .. }) => {
+            use futures_util::StreamExt;
+            while output.next().await.is_some() {}
+        }
+        _ => return false,
+    }
+    matches!(docker.inspect_exec(&exec.id).await, Ok(i) if i.exit_code == Some(0))
+}
+
+/// What the fault does to the container.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    Kill,
+    Pause,
+}
+
+/// Waits for `attempt`'s container to hold `marker`, then applies `fault` to it.
+/// Returns the container's id.
+fn inject(
+    run_id: String,
+    attempt: String,
+    marker: &'static str,
+    fault: Fault,
+) -> tokio::task::JoinHandle<String> {
+    tokio::spawn(async move {
+        let docker = docker().await;
+        let began = Instant::now();
+        loop {
+            assert!(began.elapsed() < Duration::from_secs(120), "{attempt} never reached {marker}");
+            if let Some(id) = container_of(&docker, &run_id, &attempt).await
+                && exists_in(&docker, &id, marker).await
+            {
+                match fault {
+                    Fault::Kill => docker.kill_container(&id, None).await.expect("docker kill"),
+                    Fault::Pause => docker.pause_container(&id).await.expect("docker pause"),
+                }
+                return id;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+fn run_id(tag: &str) -> String {
+    format!("faults-{tag}-{}", std::process::id())
+}
+
+/// The run's records of `eval`, first try first.
+fn tries<'a>(records: &'a [Record], eval: &str) -> Vec<&'a Record> {
+    let mut tries: Vec<&Record> = records.iter().filter(|r| r.eval == eval).collect();
+    tries.sort_by_key(|r| r.try_);
+    tries
+}
+
+/// The first try is an infra error whose message says the sandbox stopped
+/// during `during`; the second passed; the run exits 0; nothing is left.
+async fn assert_retried_after_the_fault(report: &reeval::RunReport, eval: &str, during: &str) {
+    let tries = tries(&report.records, eval);
+    assert_eq!(
+        tries.len(),
+        2,
+        "one retry: {:?}",
+        tries.iter().map(|r| &r.message).collect::<Vec<_>>()
+    );
+    let first = tries[0];
+    assert_eq!(first.outcome, Outcome::InfraError, "{:?}", first.message);
+    let message = first.message.as_deref().unwrap_or("");
+    assert!(message.contains("the sandbox") && message.contains(during), "{message}");
+    assert_eq!(tries[1].outcome, Outcome::Pass, "{:?}", tries[1].message);
+    assert_eq!(report.exit_code(), 0);
+    assert!(report.run_dir.join(first.file_name()).exists(), "the first try's record is written");
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing is left");
+}
+
+#[tokio::test]
+async fn a_sandbox_killed_during_a_shell_turn_is_an_infra_error_and_retried() {
+    require_docker!();
+    let run_id = run_id("turn");
+    let runner = common::runner_with("fault-turn", |c| {
+        c.run_id = run_id.clone();
+        c.infra_retries = 1;
+    });
+    let eval = Eval::new("killed_turn", |c| {
+        Box::pin(async move {
+            c.send("touch /tmp/in-turn; sleep 4; echo done > done.txt").await?;
+            expect(c.read_file("done.txt").await?).to_equal("done\n")?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(60));
+    let killer =
+        inject(run_id.clone(), "killed_turn.shell.t1.try1".into(), "/tmp/in-turn", Fault::Kill);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let killed = killer.await.unwrap();
+    assert_retried_after_the_fault(&report, "killed_turn", "during turn 1").await;
+    let first = tries(&report.records, "killed_turn")[0];
+    let message = first.message.as_deref().unwrap();
+    assert!(message.contains(&killed[..12]), "names the sandbox: {message}");
+    assert!(message.contains("not running"), "says what happened: {message}");
+}
+
+#[tokio::test]
+async fn a_sandbox_killed_during_a_check_is_an_infra_error_and_retried() {
+    require_docker!();
+    let run_id = run_id("check");
+    let runner = common::runner_with("fault-check", |c| {
+        c.run_id = run_id.clone();
+        c.infra_retries = 1;
+    });
+    // The eval would pass on a killed check's exit code (137 is not 0): the
+    // check's result must never reach it.
+    let eval = Eval::new("killed_check", |c| {
+        Box::pin(async move {
+            expect(c.exec("touch /tmp/in-check; sleep 4; exit 3").await?).to_exit_with(3)?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(60));
+    let killer =
+        inject(run_id.clone(), "killed_check.shell.t1.try1".into(), "/tmp/in-check", Fault::Kill);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    killer.await.unwrap();
+    assert_retried_after_the_fault(&report, "killed_check", "during the check").await;
+}
+
+#[tokio::test]
+async fn a_sandbox_paused_during_a_check_is_an_infra_error_within_the_budget_and_removed() {
+    require_docker!();
+    let run_id = run_id("pause");
+    let runner = common::runner_with("fault-pause", |c| {
+        c.run_id = run_id.clone();
+        c.infra_retries = 1;
+    });
+    let eval = Eval::new("paused_check", |c| {
+        Box::pin(async move {
+            expect(c.exec("touch /tmp/in-check; sleep 2").await?).to_succeed()?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(8));
+    let pauser =
+        inject(run_id.clone(), "paused_check.shell.t1.try1".into(), "/tmp/in-check", Fault::Pause);
+    let began = Instant::now();
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    pauser.await.unwrap();
+    // The frozen check ends with the budget (8 s), teardown with its own deadline.
+    assert!(began.elapsed() < Duration::from_secs(90), "{:?}", began.elapsed());
+    assert_retried_after_the_fault(&report, "paused_check", "paused").await;
+}
