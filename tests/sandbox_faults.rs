@@ -112,6 +112,10 @@ async fn assert_retried_after_the_fault(report: &reeval::RunReport, eval: &str, 
     let first = tries[0];
     assert_eq!(first.outcome, Outcome::InfraError, "{:?}", first.message);
     let message = first.message.as_deref().unwrap_or("");
+    eprintln!(
+        "{eval}, try 1: {message}\n  events: {:?}",
+        first.events.iter().map(|e| &e.message).collect::<Vec<_>>()
+    );
     assert!(message.contains("the sandbox") && message.contains(during), "{message}");
     assert_eq!(tries[1].outcome, Outcome::Pass, "{:?}", tries[1].message);
     assert_eq!(report.exit_code(), 0);

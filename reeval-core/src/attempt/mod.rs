@@ -9,6 +9,7 @@
 mod calls;
 mod ctx;
 mod fill;
+mod lost;
 mod phases;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -630,11 +631,21 @@ impl Attempt {
             )
             .await?;
         self.phases.count_as_diff(Phase::Turn, diff_ms);
+        let diff_failed_at_all = diff_failed.is_some();
         if let Some(e) = diff_failed {
             self.phases.log.event(format!("failed to diff the workspace after turn {index}: {e}"));
         }
         if let Err(e) = archived {
             self.phases.log.event(format!("failed to archive turn {index}'s changes: {e}"));
+        }
+        // A turn that failed (or whose diff did) in a sandbox lost meanwhile is the platform's.
+        let (mut turn, mut error) = (turn, error);
+        if (error.is_some() || diff_failed_at_all)
+            && let Some(e) =
+                lost::lost(&handle, "run the turn", &format!("turn {index}"), true).await
+        {
+            turn.error = Some(e.to_string());
+            error = Some(e);
         }
         if turn.status != TurnStatus::Completed {
             self.saw_oom_kill(&handle, &format!("turn {index}")).await;
@@ -657,10 +668,26 @@ impl Attempt {
         }
         let egress = self.egress.as_ref();
         let brokered = |name: &str| egress.is_some_and(|e| e.brokers(name));
+        let shown = lifecycle::check::one_line(&cmd.display());
         let check = lifecycle::check::run(&handle, cmd, &self.secrets, brokered);
         let ran = self.phases.run(Phase::Check, check, lifecycle::check::detail).await;
+        // A check that failed in a sandbox lost meanwhile: its result must not reach the eval.
+        let lost = match &ran {
+            Ok(out) if out.exit_code == 0 => None,
+            ran => {
+                let killed = ran.as_ref().map_or(true, |out| lost::looks_killed(out.exit_code));
+                let during = format!("the check `{shown}`");
+                lost::lost(&handle, "run the check", &during, killed).await
+            }
+        };
         if let Some(egress) = &self.egress {
             egress.for_agent().await.map_err(|e| e.in_phase(Phase::Check))?;
+        }
+        if let Some(e) = lost {
+            if let Ok(out) = &ran {
+                self.record.checks.push(lifecycle::check::record(out, false));
+            }
+            return Err(e.in_phase(Phase::Check));
         }
         let out = ran?;
         let oom_killed = out.exit_code == 137
@@ -773,6 +800,26 @@ impl Attempt {
         Ok(capture)
     }
 
+    /// An attempt that did not pass and whose sandbox was lost meanwhile (a
+    /// check frozen by a pause until the budget ran out, an eval that gave up
+    /// on a dead sandbox's error) ends as the platform's failure.
+    async fn blame_lost_sandbox(&self, ended: Ended) -> Ended {
+        let settled = match &ended {
+            Ended::Returned(Ok(Ok(()))) | Ended::Interrupted => true,
+            Ended::Returned(Ok(Err(e))) => lost::says_lost(e),
+            _ => false,
+        };
+        let Some(handle) = self.handle().filter(|_| !settled) else { return ended };
+        let during = match self.calls.in_flight.or(self.calls.failed) {
+            Some(call) => call.to_string(),
+            None => "the attempt".to_string(),
+        };
+        match lost::lost(handle, "finish the attempt", &during, false).await {
+            Some(e) => Ended::Returned(Ok(Err(e))),
+            None => ended,
+        }
+    }
+
     /// Whether the OOM killer struck since it was last looked at; if so, says so as an event.
     async fn saw_oom_kill(&mut self, handle: &SandboxHandle, during: &str) -> bool {
         let Ok(Some(kills)) = handle.oom_kills().await else { return false };
@@ -834,7 +881,14 @@ impl Attempt {
                         record.final_diff = Some(diff);
                         record.workspace_collected = true;
                     }
-                    Err(e) => events.push(format!("failed to collect the final workspace: {e}")),
+                    Err(e) => {
+                        let lost =
+                            lost::lost(&handle, "collect the final workspace", "teardown", true);
+                        events.push(match lost.await {
+                            Some(lost) => lost.to_string(),
+                            None => format!("failed to collect the final workspace: {e}"),
+                        });
+                    }
                 }
                 diff_ms = began.elapsed().as_millis() as u64;
             }
@@ -1105,6 +1159,7 @@ pub(crate) async fn run(
     budget.finish();
 
     let mut attempt = ctx.attempt;
+    let ended = attempt.blame_lost_sandbox(ended).await;
     // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
     let to_destroy = match AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
         Ok(sandbox) => sandbox,

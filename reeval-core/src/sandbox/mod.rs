@@ -14,6 +14,7 @@ mod handle;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub(crate) mod procs;
+mod state;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,6 +31,7 @@ use crate::exec::{Command, ExecOutput};
 
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
+pub use state::SandboxState;
 
 /// Label on every container of a run: the run id. The `dev.reeval.*` label
 /// namespace is reserved for reeval: do not set such labels yourself.
@@ -94,6 +96,19 @@ pub enum SandboxError {
     Archive {
         /// What was wrong with it.
         message: String,
+    },
+    /// The sandbox was lost (removed, stopped, paused, restarted from outside)
+    /// while a command ran in it: the platform's failure, whatever the command returned.
+    #[error("failed to {action}: the sandbox {sandbox} {state} during {during}")]
+    Lost {
+        /// What was being done, as "failed to …" reads (`run the turn`).
+        action: String,
+        /// The sandbox's short id.
+        sandbox: String,
+        /// What its engine says about it.
+        state: SandboxState,
+        /// The step it happened in (`turn 1`, ``the check `pytest` ``).
+        during: String,
     },
 }
 
@@ -581,6 +596,17 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Dropping the stream closes the connection.
     async fn connect_port(&self, _port: u16) -> Result<Option<PortStream>, SandboxError> {
         Ok(None)
+    }
+
+    /// What the engine says about the sandbox now (see [`SandboxState`]).
+    /// The attempt asks only after a command failed, to decide whose failure
+    /// it was; the default cannot tell ([`SandboxState::Unknown`]), which
+    /// leaves the blame as the command's result says.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    async fn state(&self) -> SandboxState {
+        SandboxState::Unknown
     }
 
     /// Removes the sandbox and everything in it. Idempotent.
