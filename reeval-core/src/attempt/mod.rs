@@ -147,6 +147,8 @@ pub(crate) struct Attempt {
     prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
     /// What the sandbox is for: an eval, or the setup cache.
     purpose: Purpose,
+    /// Why the cached setup this start hit was not used (it did not match its fingerprint).
+    cache_mismatch: Option<(String, String)>,
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and
     /// does not hold yet (a miss).
     cache_digest: Option<String>,
@@ -245,7 +247,31 @@ impl Attempt {
         self.sandbox = SandboxState::Starting { handle: None };
         // The guard resumes the clock even if this future is dropped mid-start.
         let _paused = Paused::new(&self.phases.budget);
-        match self.start().await {
+        let mut started = self.start().await;
+        // A cached setup that did not match its fingerprint: start again without the cache.
+        if started.is_err()
+            && let Some((digest, why)) = self.cache_mismatch.take()
+        {
+            if let Some(handle) = self.handle() {
+                let _ = handle.sandbox().destroy().await;
+            }
+            if let Some(egress) = self.egress.take() {
+                let _ = egress.close(self.started_unix_ms).await;
+            }
+            // After its container is gone, so the image goes at once (unless another attempt runs from it).
+            let removed = match self.backend.as_ref().map(|b| b.forget_setup(&digest)) {
+                Some(forget) => match forget.await {
+                    Ok(()) => "the image was removed".to_string(),
+                    Err(e) => e.to_string(),
+                },
+                None => "no backend".to_string(),
+            };
+            self.phases.log.event(format!("{why}: {removed}, and the setup runs again"));
+            self.setup_cache = false;
+            self.sandbox = SandboxState::Starting { handle: None };
+            started = self.start().await;
+        }
+        match started {
             Ok(ready) => {
                 let handle = ready.handle.clone();
                 self.sandbox = SandboxState::Ready(Box::new(ready));
@@ -298,7 +324,10 @@ impl Attempt {
             Some(digest) => backend.find_setup(digest).await.ok().flatten(),
             None => None,
         };
-        let from = cache_hit.clone().unwrap_or_else(|| image.reference.clone());
+        let from = match &cache_hit {
+            Some(found) => found.reference.clone(),
+            None => image.reference.clone(),
+        };
         // A container made ahead serves when it is what this start would make.
         let ahead = match self.prestarted.take() {
             Some((sandbox, made_from)) if egress_plan.is_none() && made_from == from => {
@@ -441,6 +470,7 @@ impl Attempt {
             _ => None,
         };
         let for_cache = matches!(self.purpose, Purpose::Fill);
+        let hit_digest = cache_digest.clone().filter(|_| hit);
         self.cache_digest = cache_digest.filter(|_| !hit);
         let baseline = self
             .phases
@@ -464,8 +494,23 @@ impl Attempt {
                 },
             )
             .await?;
-        if let Some((ask, digest)) = fill {
-            ask.ask(&digest);
+        // A hit is used only if its workspace is the one its image was committed with.
+        if let (Some(found), Some(digest), true) = (&cache_hit, &hit_digest, written) {
+            let seen = baseline.fingerprint();
+            if found.snapshot.as_deref() != Some(seen.as_str()) {
+                let why = format!(
+                    "the cached setup {digest} does not hold the workspace it was committed with \
+                     (fingerprint {} when committed, {seen} now)",
+                    found.snapshot.as_deref().unwrap_or("none")
+                );
+                self.cache_mismatch = Some((digest.clone(), why.clone()));
+                return Err(Error::infra("use the cached setup", why).in_phase(Phase::Snapshot));
+            }
+        }
+        if let Some((ask, digest)) = fill
+            && let Some(why) = ask.ask(&digest)
+        {
+            self.phases.log.event(format!("setup cache: {digest} is not cached: {why}"));
         }
         Ok(Ready { handle, baseline, last: None, agent_user: written, session: false })
     }
@@ -1086,6 +1131,7 @@ impl Attempt {
             setup_cache: plan.setup_cache,
             prestarted: None,
             purpose,
+            cache_mismatch: None,
             cache_digest: None,
             oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec))
             {

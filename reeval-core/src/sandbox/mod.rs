@@ -360,6 +360,15 @@ pub struct ReadyImage {
     pub detail: String,
 }
 
+/// A cached setup image (see [`Backend::find_setup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundSetup {
+    /// The reference containers are created from.
+    pub reference: String,
+    /// The fingerprint of its workspace as committed (`None`: committed without one).
+    pub snapshot: Option<String>,
+}
+
 /// An engine that runs sandboxes. The runner, the attempt and image building
 /// hold an `Arc<dyn Backend>`.
 #[async_trait]
@@ -425,8 +434,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ///
     /// # Cancel safety
     /// Safe.
-    async fn find_setup(&self, _digest: &str) -> Result<Option<String>, SandboxError> {
+    async fn find_setup(&self, _digest: &str) -> Result<Option<FoundSetup>, SandboxError> {
         Ok(None)
+    }
+
+    /// Removes the cached setup `digest` (it did not match its own
+    /// fingerprint); no attempt finds it again.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine refuses.
+    ///
+    /// # Cancel safety
+    /// Safe: the image is removed or not.
+    async fn forget_setup(&self, _digest: &str) -> Result<(), SandboxError> {
+        Ok(())
     }
 
     /// Commits the prepared sandbox `sandbox_id` as the cached setup
