@@ -173,26 +173,40 @@ pub(crate) async fn commit(
     evict(docker, max_bytes).await
 }
 
-/// Lists the processes in the sandbox other than its main process (PID 1:
-/// `sleep`, or the gateway's relay), the relay's own and this listing's: what
-/// a setup step left running. Only shell builtins, so the listing starts no
-/// process of its own. Each line: `<pid> <name>`.
+/// Lists the processes in the sandbox other than its init (PID 1), its main
+/// process (`sleep`, or the gateway's relay: PID 1 itself, or the init's
+/// first child), the relay's own and this listing's: what a setup step left
+/// running. Only shell builtins, so the listing starts no process of its
+/// own. Each line: `<pid> <name>`.
 const STRAY_SCRIPT: &str = r#"
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  if [ "$p" = 1 ] || [ "$p" = "$$" ]; then continue; fi
-  name= state=
+status() {
+  name= state= ppid=
   while IFS= read -r line; do
     case $line in
       Name:*) name=${line#Name:} ;;
       State:*) state=${line#State:} ;;
+      PPid:*) ppid=${line#PPid:} ;;
     esac
-  done 2>/dev/null < "$d/status" || continue
-  set -- $state
-  if [ "$1" = Z ] || [ -z "$name" ]; then continue; fi
-  set -- $name
-  case $1 in reeval-relay|reeval-diff) continue ;; esac
-  echo "$p $1"
+  done 2>/dev/null < "/proc/$1/status"
+  set -- $name; name=$1; set -- $state; state=$1; set -- $ppid; ppid=$1
+}
+status 1
+main=
+case $name in
+  docker-init|tini|catatonit|dumb-init)
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      status "$p"
+      if [ "$ppid" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+    done ;;
+esac
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  if [ "$p" = 1 ] || [ "$p" = "$$" ] || [ "$p" = "$main" ]; then continue; fi
+  status "$p"
+  if [ "$state" = Z ] || [ -z "$name" ]; then continue; fi
+  case $name in reeval-relay|reeval-diff) continue ;; esac
+  echo "$p $name"
 done
 "#;
 
