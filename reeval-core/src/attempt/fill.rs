@@ -19,7 +19,10 @@ use crate::secrets::Secret;
 /// The answer is why the digest will not be cached, when an earlier fill
 /// of this run already refused it (its setup left processes running).
 #[derive(Clone)]
-pub(crate) struct AskFill(Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+pub(crate) struct AskFill(Arc<Ask>);
+
+/// Asks for a fill of a digest; returns why it will not be cached, if known.
+type Ask = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl AskFill {
     pub(crate) fn new(ask: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::sandbox::{SandboxError, SandboxHandle, SandboxState};
+use crate::sandbox::{Lost, SandboxError, SandboxHandle, SandboxState};
 
 /// How long a step that looks killed waits for its engine to tell (see [`lost`]).
 const SETTLE: [Duration; 3] =
@@ -37,18 +37,18 @@ pub(crate) async fn lost(
     }
     state.is_lost().then(|| {
         let id = handle.sandbox().id();
-        Error::Sandbox(SandboxError::Lost {
+        Error::Sandbox(SandboxError::Lost(Box::new(Lost {
             action: action.to_string(),
             sandbox: id[..id.len().min(12)].to_string(),
             state,
             during: during.to_string(),
-        })
+        })))
     })
 }
 
 /// Whether `err` already says the sandbox was lost.
 pub(crate) fn says_lost(err: &Error) -> bool {
-    matches!(err.root(), Error::Sandbox(SandboxError::Lost { .. }))
+    matches!(err.root(), Error::Sandbox(SandboxError::Lost(_)))
 }
 
 /// Whether an exit code is a signal's (128 + n), or none at all (-1: the exec broke).

@@ -31,7 +31,7 @@ use crate::exec::{Command, ExecOutput};
 
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
-pub use state::SandboxState;
+pub use state::{Lost, SandboxState};
 
 /// Label on every container of a run: the run id. The `dev.reeval.*` label
 /// namespace is reserved for reeval: do not set such labels yourself.
@@ -99,17 +99,8 @@ pub enum SandboxError {
     },
     /// The sandbox was lost (removed, stopped, paused, restarted from outside)
     /// while a command ran in it: the platform's failure, whatever the command returned.
-    #[error("failed to {action}: the sandbox {sandbox} {state} during {during}")]
-    Lost {
-        /// What was being done, as "failed to …" reads (`run the turn`).
-        action: String,
-        /// The sandbox's short id.
-        sandbox: String,
-        /// What its engine says about it.
-        state: SandboxState,
-        /// The step it happened in (`turn 1`, ``the check `pytest` ``).
-        during: String,
-    },
+    #[error("{0}")]
+    Lost(Box<Lost>),
 }
 
 impl SandboxError {

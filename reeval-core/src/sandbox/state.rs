@@ -69,6 +69,26 @@ impl fmt::Display for SandboxState {
     }
 }
 
+/// A step that failed because its sandbox was lost (see [`SandboxError::Lost`](super::SandboxError::Lost)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// What was being done, as "failed to …" reads (`run the turn`).
+    pub action: String,
+    /// The sandbox's short id.
+    pub sandbox: String,
+    /// What its engine says about it.
+    pub state: SandboxState,
+    /// The step it happened in (`turn 1`, ``the check `pytest` ``).
+    pub during: String,
+}
+
+impl fmt::Display for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Lost { action, sandbox, state, during } = self;
+        write!(f, "failed to {action}: the sandbox {sandbox} {state} during {during}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
