@@ -198,3 +198,64 @@ async fn a_sandbox_paused_during_a_check_is_an_infra_error_within_the_budget_and
     assert!(began.elapsed() < Duration::from_secs(90), "{:?}", began.elapsed());
     assert_retried_after_the_fault(&report, "paused_check", "paused").await;
 }
+
+/// An eval that passes, then applies `fault` to its own container (found by
+/// the run's labels) before returning, so the final collection meets it.
+fn faults_itself_at_the_end(name: &'static str, run_id: String, fault: Fault) -> Eval {
+    Eval::new(name, move |c| {
+        let run_id = run_id.clone();
+        Box::pin(async move {
+            expect(c.exec("echo work > work.txt").await?).to_succeed()?;
+            let docker = docker().await;
+            let attempt = format!("{name}.shell.t1.try1");
+            let id = container_of(&docker, &run_id, &attempt).await.expect("its container");
+            match fault {
+                Fault::Kill => docker.kill_container(&id, None).await.expect("docker kill"),
+                Fault::Pause => docker.pause_container(&id).await.expect("docker pause"),
+            }
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(60))
+}
+
+#[tokio::test]
+async fn a_sandbox_lost_before_the_final_collection_keeps_the_grade_and_the_record_says_so() {
+    require_docker!();
+    let run_id = run_id("collect");
+    let runner = common::runner_with("fault-collect", |c| {
+        c.run_id = run_id.clone();
+        c.infra_retries = 1;
+    });
+    let evals = vec![
+        faults_itself_at_the_end("killed_at_collection", run_id.clone(), Fault::Kill),
+        faults_itself_at_the_end("paused_at_collection", run_id.clone(), Fault::Pause),
+    ];
+    let report = runner.run(evals).await.expect("preflight passes");
+    for (eval, state) in
+        [("killed_at_collection", "container not running"), ("paused_at_collection", "paused")]
+    {
+        let tries = tries(&report.records, eval);
+        assert_eq!(tries.len(), 1, "graded on a live sandbox: not retried");
+        let r = tries[0];
+        // Every check ran in a live sandbox: the grade stands.
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+        let said = r.events.iter().map(|e| e.message.as_str()).collect::<Vec<_>>();
+        eprintln!("{eval}: collected {}, events {said:?}", r.workspace_collected);
+        if r.workspace_collected {
+            // The engine still reads a stopped or paused container's files: the agent's work is there.
+            assert_eq!(r.final_diff.as_ref().unwrap().paths(), ["work.txt"]);
+        } else {
+            // Not faked: the record says what happened to the sandbox.
+            assert!(r.final_diff.is_none());
+            assert!(
+                said.iter()
+                    .any(|e| e.starts_with("failed to collect the final workspace: the sandbox")
+                        && e.contains(state)
+                        && e.ends_with("during teardown")),
+                "{said:?}"
+            );
+        }
+    }
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "the paused one is removed too");
+}
