@@ -29,16 +29,27 @@ async fn container_of(docker: &Docker, run_id: &str, attempt: &str) -> Option<St
     docker.list_containers(Some(opts)).await.ok()?.into_iter().find_map(|c| c.id)
 }
 
-/// Whether `path` exists in the container.
-async fn exists_in(docker: &Docker, id: &str, path: &str) -> bool {
+/// Whether `marker` is in the container: a path, or with `proc:` a running
+/// process whose command line holds the rest.
+async fn exists_in(docker: &Docker, id: &str, marker: &str) -> bool {
+    let cmd = match marker.strip_prefix("proc:") {
+        None => vec!["test".to_string(), "-e".into(), marker.into()],
+        Some(text) => vec![
+            "sh".to_string(),
+            "-c".into(),
+            r#"for f in /proc/[0-9]*/cmdline; do
+                 [ "$f" = /proc/$$/cmdline ] && continue
+                 case "$(tr '\0' ' ' < "$f" 2>/dev/null)" in *"$1"*) exit 0 ;; esac
+               done; exit 1"#
+                .into(),
+            "sh".into(),
+            text.into(),
+        ],
+    };
     let Ok(exec) = docker
         .create_exec(
             id,
-            CreateExecOptions {
-                cmd: Some(vec!["test".to_string(), "-e".into(), path.into()]),
-                attach_stdout: Some(true),
-                ..Default::default()
-            },
+            CreateExecOptions { cmd: Some(cmd), attach_stdout: Some(true), ..Default::default() },
         )
         .await
     else {
@@ -61,12 +72,13 @@ enum Fault {
     Pause,
 }
 
-/// Waits for `attempt`'s container to hold `marker`, then applies `fault` to it.
-/// Returns the container's id.
+/// Waits for `attempt`'s container to hold `marker`, then `after`, then
+/// applies `fault` to it. Returns the container's id.
 fn inject(
     run_id: String,
     attempt: String,
     marker: &'static str,
+    after: Duration,
     fault: Fault,
 ) -> tokio::task::JoinHandle<String> {
     tokio::spawn(async move {
@@ -77,6 +89,7 @@ fn inject(
             if let Some(id) = container_of(&docker, &run_id, &attempt).await
                 && exists_in(&docker, &id, marker).await
             {
+                tokio::time::sleep(after).await;
                 match fault {
                     Fault::Kill => docker.kill_container(&id, None).await.expect("docker kill"),
                     Fault::Pause => docker.pause_container(&id).await.expect("docker pause"),
@@ -139,8 +152,13 @@ async fn a_sandbox_killed_during_a_shell_turn_is_an_infra_error_and_retried() {
         })
     })
     .timeout(Duration::from_secs(60));
-    let killer =
-        inject(run_id.clone(), "killed_turn.shell.t1.try1".into(), "/tmp/in-turn", Fault::Kill);
+    let killer = inject(
+        run_id.clone(),
+        "killed_turn.shell.t1.try1".into(),
+        "/tmp/in-turn",
+        Duration::ZERO,
+        Fault::Kill,
+    );
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     let killed = killer.await.unwrap();
     assert_retried_after_the_fault(&report, "killed_turn", "during turn 1").await;
@@ -167,8 +185,13 @@ async fn a_sandbox_killed_during_a_check_is_an_infra_error_and_retried() {
         })
     })
     .timeout(Duration::from_secs(60));
-    let killer =
-        inject(run_id.clone(), "killed_check.shell.t1.try1".into(), "/tmp/in-check", Fault::Kill);
+    let killer = inject(
+        run_id.clone(),
+        "killed_check.shell.t1.try1".into(),
+        "/tmp/in-check",
+        Duration::ZERO,
+        Fault::Kill,
+    );
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     killer.await.unwrap();
     assert_retried_after_the_fault(&report, "killed_check", "during the check").await;
@@ -189,8 +212,13 @@ async fn a_sandbox_paused_during_a_check_is_an_infra_error_within_the_budget_and
         })
     })
     .timeout(Duration::from_secs(8));
-    let pauser =
-        inject(run_id.clone(), "paused_check.shell.t1.try1".into(), "/tmp/in-check", Fault::Pause);
+    let pauser = inject(
+        run_id.clone(),
+        "paused_check.shell.t1.try1".into(),
+        "/tmp/in-check",
+        Duration::ZERO,
+        Fault::Pause,
+    );
     let began = Instant::now();
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     pauser.await.unwrap();
@@ -258,4 +286,56 @@ async fn a_sandbox_lost_before_the_final_collection_keeps_the_grade_and_the_reco
         }
     }
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "the paused one is removed too");
+}
+
+/// The claude-code stand-in (see `tests/harness_clis.rs`), installed where the CLI would be.
+fn with_claude_stand_in() -> Environment {
+    Environment::new()
+        .image(reeval::Image::from("reeval/base:latest"))
+        .file_with_mode("/usr/local/bin/claude", include_bytes!("standins/claude.py"), 0o755)
+        .file_with_mode(
+            "/usr/local/lib/reeval-standins/standin_common.py",
+            include_bytes!("standins/standin_common.py"),
+            0o644,
+        )
+}
+
+#[tokio::test]
+async fn a_sandbox_killed_during_a_cli_harness_turn_is_an_infra_error_and_retried() {
+    require_docker!();
+    let run_id = run_id("cli");
+    let env_file =
+        common::env_file("fault-cli-env", &[("ANTHROPIC_API_KEY", "sk-test-fault-0123456789")]);
+    let runner = common::runner_with("fault-cli", |c| {
+        c.run_id = run_id.clone();
+        c.infra_retries = 1;
+        c.env_file = Some(env_file);
+    });
+    // The first try's agent reports an event, then works until its sandbox is killed
+    // (a CLI killed after its first event would be the agent's failure by its exit
+    // alone); the retry's agent answers.
+    let eval = Eval::new("killed_cli_turn", |c| {
+        Box::pin(async move {
+            let prompt = if c.record().try_ == 1 { "SCENARIO:stall" } else { "SCENARIO:answer" };
+            c.send(prompt).await?;
+            Ok(())
+        })
+    })
+    .harness("claude-code:sonnet")
+    .environment(with_claude_stand_in)
+    .timeout(Duration::from_secs(60));
+    let killer = inject(
+        run_id.clone(),
+        "killed_cli_turn.claude-code_sonnet.t1.try1".into(),
+        // Past its first event (the stand-in's session file is written before it).
+        "proc:/usr/local/bin/claude",
+        Duration::from_secs(2),
+        Fault::Kill,
+    );
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    killer.await.unwrap();
+    assert_retried_after_the_fault(&report, "killed_cli_turn", "during turn 1").await;
+    // The agent had started (it said something): by the CLI's exit alone, the agent's failure.
+    let turn = &tries(&report.records, "killed_cli_turn")[0].turns[0];
+    assert_eq!(turn.final_message.as_deref(), Some("Working on it..."), "{turn:?}");
 }
