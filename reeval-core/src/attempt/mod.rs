@@ -928,7 +928,7 @@ impl Attempt {
                     }
                     Err(e) => {
                         let lost =
-                            lost::lost(&handle, "collect the final workspace", "teardown", true);
+                            lost::lost(&handle, "collect the final workspace", "teardown", false);
                         events.push(match lost.await {
                             Some(lost) => lost.to_string(),
                             None => format!("failed to collect the final workspace: {e}"),
