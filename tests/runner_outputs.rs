@@ -341,8 +341,21 @@ async fn a_min_pass_rate_and_tags_decide_what_runs_and_the_exit_code() {
 #[tokio::test]
 async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_turn() {
     require_docker!();
+    stop_and_resume("TERM").await;
+}
+
+#[tokio::test]
+async fn resume_completes_a_run_stopped_by_sighup() {
+    // Before the fix: exit 129, no run directory, the sandbox left up.
+    require_docker!();
+    stop_and_resume("HUP").await;
+}
+
+/// Runs the `resume` evals, stops the run with `signal` while trial 3's turn
+/// runs, and completes it with `--resume`.
+async fn stop_and_resume(signal: &str) {
     let dir = common::temp_dir("resume");
-    let run_id = format!("resume-{}", std::process::id());
+    let run_id = format!("resume-{}-{}", signal.to_lowercase(), std::process::id());
     let run_dir = dir.join(&run_id);
     let child = suite()
         .args(["--tag", "resume", "--test-threads", "3", "--record-dir"])
@@ -364,10 +377,14 @@ async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_tur
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
-        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success()
+        Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
     );
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "SIG{signal}: {}", text(&out.stderr));
     assert!(text(&out.stderr).contains(&format!("--resume {run_id}")), "{}", text(&out.stderr));
     assert_eq!(common::containers_of_run(&run_id).await, 0, "torn down");
     let cut = common::json(&run_dir.join("resumable.shell.t3.try1.json"));
@@ -669,6 +686,10 @@ fn a_terminal_gets_a_progress_display_that_never_garbles_the_lines() {
                 .to_string()
         })
         .collect();
+    // The running attempts under it, each with its trial, harness, phase and time.
+    let running =
+        regex::Regex::new(r"  flaky_but_ok#[123] shell +(image|container|check) +[0-9]+s").unwrap();
+    assert!(running.is_match(&screen), "a running attempt named: {screen}");
     for expected in ["running 1 test", "test flaky_but_ok ... ok"] {
         assert!(shown.iter().any(|l| l == expected), "`{expected}` whole on its line: {shown:#?}");
     }

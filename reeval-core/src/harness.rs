@@ -285,6 +285,38 @@ impl HarnessRegistry {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.factories.keys().map(String::as_str)
     }
+
+    /// Why `spec` names no known harness: `did you mean `claude-code`? known: …`
+    /// (the nearest known name by edit distance, when it is near).
+    pub fn unknown(&self, spec: &str) -> String {
+        let name = split_spec(spec).0;
+        let nearest = self
+            .names()
+            .map(|known| (edit_distance(name, known), known))
+            .filter(|(d, known)| *d <= (known.len() / 3).max(2))
+            .min();
+        let known = self.names().collect::<Vec<_>>().join(", ");
+        match nearest {
+            Some((_, near)) => format!("did you mean `{near}`? known: {known}"),
+            None => format!("known: {known}"),
+        }
+    }
+}
+
+/// Levenshtein distance over chars: insertions, deletions and substitutions.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// `claude-code:sonnet` → (`claude-code`, Some(`sonnet`)).

@@ -49,6 +49,11 @@ impl PhaseLog {
         }
     }
 
+    /// Says that `phase` begins (only on the event stream: the record has the phase when it ends).
+    pub fn phase_started(&self, phase: Phase) {
+        self.send(RunEvent::PhaseStarted { attempt: self.attempt.clone(), phase });
+    }
+
     /// Records a phase that began at `begun` and ends now.
     pub fn phase(&mut self, phase: Phase, begun: Instant, detail: impl Into<String>) {
         let detail = self.redactor.redact(&detail.into()).into_owned();

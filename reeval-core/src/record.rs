@@ -283,6 +283,12 @@ impl Record {
         }
     }
 
+    /// The attempt as people name it: `eval#trial [harness] try N` (with the arm after the harness).
+    pub fn attempt_label(&self) -> String {
+        let arm = self.arm.as_deref().map(|a| format!(" {a}")).unwrap_or_default();
+        format!("{}#{} [{}{arm}] try {}", self.eval, self.trial, self.harness, self.try_)
+    }
+
     /// The file name of this record in the run directory.
     pub fn file_name(&self) -> String {
         format!("{}.json", self.artifacts_dir_name())
@@ -358,9 +364,13 @@ pub struct CellSummary {
     /// The pass rate at which the cell passes (`min_pass_rate`); without one, every trial must pass.
     #[serde(default)]
     pub min_pass_rate: Option<f64>,
-    /// Whether the cell passes: no fail, or a pass rate at or above `minPassRate`.
+    /// Whether the cell passes: no fail, or a pass rate at or above `minPassRate`;
+    /// `null` when no attempt was graded (only infra or config errors).
     #[serde(default)]
-    pub ok: bool,
+    pub ok: Option<bool>,
+    /// `passed`, `failed` or `no_graded_attempts` (what `ok` says, in words).
+    #[serde(default)]
+    pub status: CellStatus,
     /// Agent usage summed over every try of the cell.
     #[serde(default)]
     pub usage: Usage,
@@ -404,8 +414,12 @@ pub struct Provenance {
     pub ended_at: Option<String>,
     /// From start to end.
     pub duration_ms: Option<u64>,
-    /// The command line (program and arguments).
+    /// The command line (program and arguments). For a run of several
+    /// processes (cargo-nextest), what they all had in common; each one's is in `commands`.
     pub command: Vec<String>,
+    /// Each process's command line, in a run of several processes (cargo-nextest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<Vec<String>>,
     /// The suite's git commit and whether its tree was dirty.
     pub git: Option<GitState>,
     /// reeval's version.
@@ -455,6 +469,77 @@ pub struct Summary {
     /// Oracle cells below 100 %: the eval or its environment is broken.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broken_evals: Vec<String>,
+    /// Records and reports that could not be written (a full disk), each
+    /// naming its path and attempt: the run then exits non-zero.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_errors: Vec<String>,
+    /// The suite binary that ran (`--rerun-failed` and `--resume` take only its runs);
+    /// `None` for a run through the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<SuiteIdentity>,
+}
+
+/// Which suite binary made a run, and the evals it knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct SuiteIdentity {
+    /// The binary's name without cargo's hash suffix (`evals` for `evals-0123456789abcdef`).
+    pub binary: String,
+    /// Every eval it knows, selected or not.
+    pub evals: Vec<String>,
+}
+
+impl SuiteIdentity {
+    /// The identity of a suite binary named `binary` knowing `evals`.
+    pub fn new(binary: impl Into<String>, evals: Vec<String>) -> Self {
+        Self { binary: binary.into(), evals }
+    }
+
+    /// This process's binary name, cargo's `-<16 hex digits>` suffix taken off.
+    pub fn current_binary() -> String {
+        let exe = std::env::current_exe().ok();
+        let name = exe
+            .as_deref()
+            .and_then(|p| p.file_stem())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        strip_cargo_hash(&name).to_string()
+    }
+}
+
+/// `evals` for `evals-0123456789abcdef` (cargo's test binaries), else `name`.
+fn strip_cargo_hash(name: &str) -> &str {
+    match name.rsplit_once('-') {
+        Some((stem, hash)) if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) => {
+            stem
+        }
+        _ => name,
+    }
+}
+
+/// Whether a cell passed, failed, or had nothing graded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// No fail, or a pass rate at or above its `minPassRate`.
+    #[default]
+    Passed,
+    /// A fail and no threshold, or a pass rate under it.
+    Failed,
+    /// Every trial ended in an infra or config error: neither passed nor failed.
+    NoGradedAttempts,
+}
+
+impl CellStatus {
+    /// `passed`, `failed`, `no_graded_attempts`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellStatus::Passed => "passed",
+            CellStatus::Failed => "failed",
+            CellStatus::NoGradedAttempts => "no_graded_attempts",
+        }
+    }
 }
 
 pub use crate::stats::{pass_at_k, pass_pow_k};

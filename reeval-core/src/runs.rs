@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use crate::outcome::Outcome;
 use crate::prices::PriceTable;
-use crate::record::{Provenance, Record, Summary};
+use crate::record::{Provenance, Record, SuiteIdentity, Summary};
 use crate::runner::RunReport;
 use crate::secrets::Redactor;
 
@@ -38,6 +38,14 @@ pub enum RunsError {
         /// The file.
         path: PathBuf,
         /// What does not parse.
+        message: String,
+    },
+    /// A file that is not whole JSON: cut short, never to be trusted.
+    #[error("failed to read {}: not a whole JSON file ({message})", path.display())]
+    Partial {
+        /// The file.
+        path: PathBuf,
+        /// Where it stops making sense.
         message: String,
     },
     /// No run was found.
@@ -115,7 +123,68 @@ pub fn latest(record_dir: &Path) -> Result<RunDir, RunsError> {
     })
 }
 
-/// Every attempt's record in `run_dir`, in file-name order.
+/// Whether `run_dir` is a run of the suite binary `suite`: its summary names
+/// that binary, or (a run killed before its summary, or recorded by an older
+/// reeval) every eval its records name is one `suite` knows.
+///
+/// # Errors
+/// Why it is not, in words: another binary's run, unknown evals, nothing recorded.
+pub fn belongs_to(run_dir: &Path, suite: &SuiteIdentity) -> Result<(), String> {
+    let recorded = summaries(run_dir).ok().and_then(|s| s.into_iter().find_map(|s| s.suite));
+    if let Some(recorded) = recorded {
+        return if recorded.binary == suite.binary {
+            Ok(())
+        } else {
+            Err(format!(
+                "it is a run of the suite binary `{}`, not of this one (`{}`)",
+                recorded.binary, suite.binary
+            ))
+        };
+    }
+    let records = records(run_dir).map_err(|e| e.to_string())?;
+    if records.is_empty() {
+        return Err("it holds no record".into());
+    }
+    let mut unknown: Vec<&str> = records
+        .iter()
+        .map(|r| r.eval.as_str())
+        .filter(|e| !suite.evals.iter().any(|k| k == e))
+        .collect();
+    unknown.dedup();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "its records name evals that the suite binary `{}` does not have: {}",
+            suite.binary,
+            unknown.join(", ")
+        ))
+    }
+}
+
+/// The newest run under `record_dir` of the suite binary `suite` (see [`belongs_to`]).
+///
+/// # Errors
+/// [`RunsError::NoRun`] saying how many runs of other binaries there are; [`RunsError::Io`].
+pub fn latest_of(record_dir: &Path, suite: &SuiteIdentity) -> Result<RunDir, RunsError> {
+    let runs = list(record_dir)?;
+    let others = runs.len();
+    runs.into_iter().rev().find(|run| belongs_to(&run.path, suite).is_ok()).ok_or_else(|| {
+        RunsError::NoRun {
+            dir: record_dir.to_path_buf(),
+            why: format!(
+                "no run of the suite binary `{}` is recorded there ({others} {} of other suite binaries)",
+                suite.binary,
+                if others == 1 { "run" } else { "runs" }
+            ),
+        }
+    })
+}
+
+/// Every attempt's record in `run_dir`, in file-name order. A file cut
+/// short (not whole JSON: a disk that filled up under an older reeval, or a
+/// copy in progress) is skipped with a warning on stderr, never trusted;
+/// temporary files (`*.json.tmp`) are not read.
 ///
 /// # Errors
 /// [`RunsError::Io`] when the directory cannot be read, and
@@ -131,7 +200,23 @@ pub fn records(run_dir: &Path) -> Result<Vec<Record>, RunsError> {
         })
         .collect();
     paths.sort();
-    paths.iter().map(|p| read_json(p)).collect()
+    read_whole(&paths)
+}
+
+/// The files of `paths` that are whole JSON, a file cut short skipped with a warning.
+fn read_whole<T: serde::de::DeserializeOwned>(paths: &[PathBuf]) -> Result<Vec<T>, RunsError> {
+    let mut read = Vec::new();
+    for path in paths {
+        match read_json(path) {
+            Ok(r) => read.push(r),
+            Err(RunsError::Partial { path, message }) => crate::report::say(&format!(
+                "reeval: warning: skipped {}: not a whole JSON file ({message}); what it held counts as not recorded\n",
+                path.display()
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(read)
 }
 
 /// The summaries written into `run_dir`: the per-process ones under nextest, else `summary.json`.
@@ -150,20 +235,33 @@ pub fn summaries(run_dir: &Path) -> Result<Vec<Summary>, RunsError> {
         paths.iter().filter(|p| !p.ends_with("summary.json")).collect();
     let chosen: Vec<&PathBuf> =
         if per_process.is_empty() { paths.iter().collect() } else { per_process };
-    chosen.into_iter().map(|p| read_json(p)).collect()
+    read_whole(&chosen.into_iter().cloned().collect::<Vec<_>>())
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunsError> {
+    use serde_json::error::Category;
     let bytes = std::fs::read(path).map_err(io("read", path))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| RunsError::NotARecord { path: path.to_path_buf(), message: e.to_string() })
+    serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
+        Category::Eof | Category::Syntax => {
+            RunsError::Partial { path: path.to_path_buf(), message: e.to_string() }
+        }
+        _ => RunsError::NotARecord { path: path.to_path_buf(), message: e.to_string() },
+    })
 }
 
 /// One provenance over several processes' summaries: the earliest start, the
-/// latest end, the first command line, git state and engine, every harness version.
+/// latest end, the arguments every command line had (each process's in
+/// `commands`), the first git state and engine, every harness version.
 pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Provenance {
     let mut merged = Provenance::default();
+    let mut commands: Vec<Vec<String>> = Vec::new();
     for s in summaries {
+        commands.extend(
+            std::iter::once(&s.provenance.command)
+                .chain(&s.provenance.commands)
+                .filter(|c| !c.is_empty())
+                .cloned(),
+        );
         let p = &s.provenance;
         merged.started_at = match (merged.started_at.take(), &p.started_at) {
             (Some(a), Some(b)) => Some(a.min(b.clone())),
@@ -173,9 +271,6 @@ pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) ->
             (Some(a), Some(b)) => Some(a.max(b.clone())),
             (a, b) => a.or(b.clone()),
         };
-        if merged.command.is_empty() {
-            merged.command = p.command.clone();
-        }
         merged.git = merged.git.take().or(p.git.clone());
         if merged.reeval_version.is_empty() {
             merged.reeval_version = p.reeval_version.clone();
@@ -184,6 +279,17 @@ pub fn merge_provenance<'a>(summaries: impl IntoIterator<Item = &'a Summary>) ->
         for (h, v) in &p.harness_versions {
             merged.harness_versions.entry(h.clone()).or_insert_with(|| v.clone());
         }
+    }
+    commands.sort();
+    commands.dedup();
+    merged.command = match commands.first() {
+        Some(first) => {
+            first.iter().filter(|arg| commands.iter().all(|c| c.contains(arg))).cloned().collect()
+        }
+        None => Vec::new(),
+    };
+    if commands.len() > 1 {
+        merged.commands = commands;
     }
     let at = |t: &Option<String>| t.as_deref().and_then(|t| humantime::parse_rfc3339_weak(t).ok());
     if let (Some(start), Some(end)) = (at(&merged.started_at), at(&merged.ended_at)) {
@@ -206,7 +312,14 @@ pub fn rebuild(
     let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let records = records(run_dir)?;
     let mut summary = crate::runner::summarize_priced(&run_id, &records, prices);
-    summary.provenance = merge_provenance(&summaries(run_dir)?);
+    let per_process = summaries(run_dir)?;
+    summary.provenance = merge_provenance(&per_process);
+    summary.suite = per_process.iter().find_map(|s| s.suite.clone());
+    // What a process could not write, or that was interrupted, stays said in the whole run's summary.
+    let lost: Vec<String> = per_process.iter().flat_map(|s| s.write_errors.clone()).collect();
+    let interrupted = per_process.iter().any(|s| s.exit_code == crate::runner::EXIT_INTERRUPTED);
+    let counted = (summary.exit_code, summary.exit_reason.clone());
+    crate::runner::settle_exit(&mut summary, &counted, interrupted, &lost);
     let report = RunReport { run_id, run_dir: run_dir.to_path_buf(), records, summary };
     write_summary_and_report(&report, "summary.json", "report.html", redactor, prices)?;
     Ok(report)
@@ -229,7 +342,7 @@ pub fn write_summary_and_report(
     let html =
         crate::report::html::render_priced(&report.summary, &report.records, redactor, prices)
             .map_err(|e| io("render", &path)(std::io::Error::other(e)))?;
-    std::fs::write(&path, html).map_err(io("write", &path))
+    crate::secrets::write_atomically(&path, html.as_bytes()).map_err(io("write", &path))
 }
 
 /// The cells (eval, harness) of `records` that failed or had an infra error.
@@ -238,7 +351,7 @@ pub fn failed_cells(records: &[Record]) -> Vec<(String, String)> {
     summary
         .cells
         .iter()
-        .filter(|c| !c.ok || c.infra > 0)
+        .filter(|c| c.ok != Some(true) || c.infra > 0)
         .map(|c| (c.eval.clone(), c.harness.clone()))
         .collect()
 }
@@ -316,6 +429,27 @@ mod tests {
     }
 
     #[test]
+    fn a_merged_provenance_has_the_command_every_process_shared_and_each_ones() {
+        // Before the fix the merged summary's command was the first process's (`--exact a`).
+        let of = |args: &[&str]| Summary {
+            provenance: Provenance {
+                command: args.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let merged = merge_provenance(&[
+            of(&["suite", "--exact", "a", "--nocapture"]),
+            of(&["suite", "--exact", "b", "--nocapture"]),
+        ]);
+        assert_eq!(merged.command, ["suite", "--exact", "--nocapture"]);
+        assert_eq!(merged.commands.len(), 2);
+        assert_eq!(merged.commands[1], ["suite", "--exact", "b", "--nocapture"]);
+        let one = merge_provenance(&[of(&["suite", "x"])]);
+        assert_eq!((one.command.len(), one.commands.len()), (2, 0));
+    }
+
+    #[test]
     fn runs_are_read_back_and_tries_are_numbered_on() {
         let dir = std::env::temp_dir().join(format!(
             "reeval-runs-{}-{}",
@@ -335,6 +469,11 @@ mod tests {
         assert!(run.join("report.html").is_file());
         assert_eq!(failed_cells(&report.records), [("b".to_string(), "shell".to_string())]);
         assert_eq!(latest(&dir).unwrap().id, "run-1");
+        // A record cut short (an empty file, half an object) is skipped, not trusted.
+        std::fs::write(run.join("c.shell.t1.try1.json"), "").unwrap();
+        std::fs::write(run.join("d.shell.t1.try1.json"), "{\"schemaVersion\": 1, \"ev").unwrap();
+        std::fs::write(run.join("e.shell.t1.try1.json.tmp"), "{").unwrap();
+        assert_eq!(records(&run).unwrap().len(), 2);
         std::fs::write(run.join("junk.json"), "[]").unwrap();
         let e = records(&run).unwrap_err().to_string();
         assert!(e.starts_with("failed to read") && e.contains("junk.json"), "{e}");

@@ -19,6 +19,7 @@
 //! | tags | `--tag` | `REEVAL_TAGS=a,b` | | every eval |
 //! | JUnit file | `--junit` | `REEVAL_JUNIT` | | none |
 //! | stream agent events | `--stream` | `REEVAL_STREAM` (a yes/no word) | | off |
+//! | a run that selects no eval succeeds | `--allow-empty` | `REEVAL_ALLOW_EMPTY` (a yes/no word) | | off: exit 2 |
 //! | setup cache | `--no-setup-cache` | `REEVAL_SETUP_CACHE` (a yes/no word) | | on |
 //! | setup cache's size cap | | `REEVAL_SETUP_CACHE_MAX` (bytes, or with `KiB`, `MiB`, `GiB`) | | 20 GiB |
 //! | start ahead | `--prestart N` | `REEVAL_PRESTART` | `prestart` | 0 |
@@ -277,6 +278,8 @@ pub struct Settings {
     pub junit: Option<PathBuf>,
     /// Print the agent's events as they arrive.
     pub stream: bool,
+    /// A run that selects no eval exits 0 (else 2, saying why nothing was selected).
+    pub allow_empty: bool,
     /// Whether prepared sandboxes are cached (see `crate::setup_cache`).
     pub setup_cache: bool,
     /// The setup cache's size cap in bytes.
@@ -456,6 +459,7 @@ impl Settings {
             tags: Vec::new(),
             junit: None,
             stream: false,
+            allow_empty: false,
             setup_cache: true,
             setup_cache_max_bytes: crate::setup_cache::DEFAULT_MAX_BYTES,
             prestart: 0,
@@ -516,6 +520,7 @@ impl Settings {
         let min_pass_rate = vars.rate("REEVAL_MIN_PASS_RATE")?;
         let junit = vars.get("REEVAL_JUNIT").map(PathBuf::from);
         let stream = vars.flag("REEVAL_STREAM")?;
+        let allow_empty = vars.flag("REEVAL_ALLOW_EMPTY")?;
         let setup_cache = vars.flag("REEVAL_SETUP_CACHE")?;
         let setup_cache_max = vars.bytes("REEVAL_SETUP_CACHE_MAX")?;
         let prestart = vars.whole::<usize>("REEVAL_PRESTART")?;
@@ -555,6 +560,7 @@ impl Settings {
         s.tags = Settings::tags(args, env);
         s.junit = args.junit.clone().or(junit);
         s.stream = args.stream || stream.unwrap_or(false);
+        s.allow_empty = args.allow_empty || allow_empty.unwrap_or(false);
         s.setup_cache = !args.no_setup_cache && setup_cache.unwrap_or(true);
         if let Some(max) = setup_cache_max {
             s.setup_cache_max_bytes = max;
@@ -682,6 +688,7 @@ impl Settings {
             kubernetes: self.kubernetes.clone(),
             compare: None,
             variant: None,
+            suite: None,
         }
     }
 

@@ -42,6 +42,7 @@ use syn::Item;
 /// | `timeout = "10m"` | the budget of the eval's own work (turns, checks, judge, its code); a duration such as `"90s"`, `"10m"`, `"1h 30m"` | `"15m"` |
 /// | `deadline = "30m"` | a ceiling on the whole attempt, image build and setup included; exceeding it is an infrastructure error | none |
 /// | `trials = 3` | independent trials per harness; an integer of at least 1 | `1` |
+/// | `min_pass_rate = 0.66` | the pass rate at which a cell (eval × harness) passes although some trials failed, a number from 0 to 1; `--min-pass-rate` and `min_pass_rate` in `reeval.toml` override it | every trial must pass |
 /// | `harness = "shell"` or `harness = ["shell", "claude-code:sonnet"]` | the agent harnesses to run the eval against, by name; each is run separately | the run's default harness |
 /// | `environment = my_env` | the path of a `fn() -> reeval::Environment` that describes the sandbox | the default environment |
 /// | `tags = ["smoke", "python"]` | free-form tags (a single string is accepted too) | none |

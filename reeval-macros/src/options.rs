@@ -279,6 +279,18 @@ fn environment(value: &Expr) -> syn::Result<ExprPath> {
 
 #[cfg(test)]
 mod tests {
+    /// The options table of `#[reeval::eval]`'s rustdoc (in lib.rs) has a row for every option.
+    #[test]
+    fn the_rustdoc_table_lists_every_option() {
+        let doc = include_str!("lib.rs");
+        for key in super::KEYS {
+            assert!(
+                doc.contains(&format!("/// | `{key}")),
+                "no row for `{key}` in the options table"
+            );
+        }
+    }
+
     use super::*;
     use quote::quote;
 

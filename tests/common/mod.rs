@@ -154,3 +154,7 @@ pub fn all_files_text(dir: &std::path::Path) -> String {
     }
     out
 }
+
+pub mod faults;
+pub mod inject;
+pub mod slow_engine;

@@ -59,6 +59,7 @@ impl Phases {
         detail: impl FnOnce(&T) -> String,
     ) -> Result<T> {
         let began = Instant::now();
+        self.log.phase_started(phase);
         let result = if phase.spends_budget() {
             if phase == Phase::Turn { work.await } else { within(&self.budget, work).await }
         } else if phase == Phase::Teardown {

@@ -285,6 +285,9 @@ impl crate::report::Reporter for Collect {
                 format!("planned {} evals, {attempts} attempts", evals.len())
             }
             RunEvent::AttemptStarted(id) => format!("started {}#{}.{}", id.eval, id.trial, id.try_),
+            RunEvent::PhaseStarted { attempt, phase } => {
+                format!("began {}#{} {phase}", attempt.eval, attempt.trial)
+            }
             RunEvent::PhaseEnded { attempt, phase } => {
                 format!("phase {}#{} {}", attempt.eval, attempt.trial, phase.phase)
             }
@@ -336,11 +339,17 @@ async fn a_run_emits_its_events_in_order() {
             "planned 1 evals, 1 attempts",
             "started evented#1.1",
             "phase evented#1 preflight",
+            "began evented#1 image",
             "phase evented#1 image",
+            "began evented#1 container",
             "phase evented#1 container",
+            "began evented#1 env",
             "phase evented#1 env",
+            "began evented#1 snapshot",
             "phase evented#1 snapshot",
+            "began evented#1 check",
             "phase evented#1 check",
+            "began evented#1 teardown",
             "phase evented#1 teardown",
             "ended evented#1.1 pass Final",
             "eval evented 1",

@@ -1,6 +1,7 @@
 //! The console: libtest's lines (`running N tests`, `test X ... ok`, the
 //! failures and the `test result:` line, so cargo and nextest read them),
-//! libtest's `has been running for over 60 seconds` for long attempts, with
+//! libtest's `has been running for over 60 seconds` for long attempts (naming
+//! the trial, the harness and the phase), with
 //! `-v` one line per phase and turn as it happens, with `--stream` the
 //! agent's events, and reeval's closing summary.
 
@@ -31,6 +32,8 @@ pub struct Console {
     slow_after: Duration,
     /// Running attempts: when each started and how many periods were announced.
     running: HashMap<AttemptId, (Instant, u32)>,
+    /// What each running attempt is doing, for the notice.
+    doing: super::live::Running,
     out: Lines,
 }
 
@@ -46,6 +49,7 @@ impl Console {
             began: Instant::now(),
             slow_after: Duration::from_secs(60),
             running: HashMap::new(),
+            doing: Default::default(),
             out: Lines::default(),
         }
     }
@@ -91,11 +95,8 @@ impl Console {
             let periods = (started.elapsed().as_secs_f64() / self.slow_after.as_secs_f64()) as u32;
             if periods > *announced {
                 *announced = periods;
-                lines.push(format!(
-                    "test {} has been running for over {} seconds\n",
-                    id.eval,
-                    (self.slow_after * periods).as_secs()
-                ));
+                let secs = (self.slow_after * periods).as_secs();
+                lines.push(slow_notice(id, secs, self.doing.phase_of(id).as_deref()));
             }
         }
         lines.sort();
@@ -106,8 +107,17 @@ impl Console {
     }
 }
 
+/// `test fix_parser#2 shell has been running for over 60 seconds (in turn 1)`: libtest's
+/// notice, naming the trial and the harness, and the phase when known.
+pub(crate) fn slow_notice(id: &AttemptId, secs: u64, phase: Option<&str>) -> String {
+    let label = super::live::attempt_label(id);
+    let phase = phase.map(|p| format!(" (in {p})")).unwrap_or_default();
+    format!("test {label} has been running for over {secs} seconds{phase}\n")
+}
+
 impl Reporter for Console {
     fn event(&mut self, event: &RunEvent) -> io::Result<()> {
+        self.doing.follow(event);
         match event {
             RunEvent::Planned { evals, .. } if self.lines => {
                 let mut text =
@@ -231,10 +241,20 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
         }
         _ => "n/a".into(),
     };
-    let infra = if c.infra > 0 { format!(", {} infra", c.infra) } else { String::new() };
+    let infra = match (c.infra, c.ok) {
+        (0, _) => String::new(),
+        (n, None) => format!(", {n} infra: no graded attempt, neither passed nor failed"),
+        (n, Some(_)) => format!(", {n} infra"),
+    };
     let threshold = c
         .min_pass_rate
-        .map(|m| format!(", min {:.0}%: {}", m * 100.0, if c.ok { "met" } else { "not met" }))
+        .map(|m| {
+            format!(
+                ", min {:.0}%: {}",
+                m * 100.0,
+                if c.ok == Some(true) { "met" } else { "not met" }
+            )
+        })
         .unwrap_or_default();
     let by_k = if c.by_k.is_empty() {
         "pass@k n/a (nothing graded)".to_string()
@@ -385,10 +405,15 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(text.contains("reeval: 1 attempt passed, 0 failed, 1 infra error;"), "{text}");
-        assert!(text.contains("1 infra errors and no failing cell (exit 3)"), "{text}");
+        assert!(
+            text.contains(
+                "1 infra errors and no failing cell (1 cell with no graded attempt) (exit 3)"
+            ),
+            "{text}"
+        );
         // An infra-only cell has nothing graded: no empty `pass@k ;`.
         assert!(
-            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra; pass@k n/a (nothing graded)"),
+            text.contains("  b [shell]: 0/0 passed, n/a, 1 infra: no graded attempt, neither passed nor failed; pass@k n/a (nothing graded)"),
             "{text}"
         );
         assert!(
@@ -443,5 +468,32 @@ mod tests {
         assert_eq!(console.running[&id].1, 2, "two periods passed, both announced");
         console.slow_attempts().unwrap();
         assert_eq!(console.running[&id].1, 2, "nothing new to announce");
+    }
+
+    #[test]
+    fn the_slow_notice_names_the_trial_and_the_phase() {
+        let mut id = AttemptId {
+            eval: "fix_parser".into(),
+            harness: "shell".into(),
+            arm: None,
+            trial: 2,
+            try_: 1,
+        };
+        assert_eq!(
+            slow_notice(&id, 60, Some("turn 1")),
+            "test fix_parser#2 shell has been running for over 60 seconds (in turn 1)\n"
+        );
+        id.try_ = 2;
+        assert_eq!(
+            slow_notice(&id, 120, None),
+            "test fix_parser#2 shell (try 2) has been running for over 120 seconds\n"
+        );
+        // The console knows the phase from the event stream.
+        let mut console = Console::new(true, false);
+        console.event(&RunEvent::AttemptStarted(id.clone())).unwrap();
+        console
+            .event(&RunEvent::PhaseStarted { attempt: id.clone(), phase: crate::Phase::Setup })
+            .unwrap();
+        assert_eq!(console.doing.phase_of(&id).as_deref(), Some("setup"));
     }
 }

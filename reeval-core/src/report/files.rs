@@ -39,18 +39,40 @@ impl JsonFiles {
 impl Reporter for JsonFiles {
     fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         if let RunEvent::AttemptEnded { record, .. } = event {
-            std::fs::create_dir_all(&self.run_dir)?;
-            self.redactor.write_json(&self.run_dir.join(record.file_name()), record.as_ref())?;
+            let path = self.run_dir.join(record.file_name());
+            // Created again if it was removed during the run.
+            std::fs::create_dir_all(&self.run_dir)
+                .and_then(|()| self.redactor.write_json(&path, record.as_ref()))
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "failed to write the record {} of attempt {}: {e}",
+                            path.display(),
+                            record.attempt_label()
+                        ),
+                    )
+                })?;
         }
         Ok(())
     }
 
     fn finish(&mut self, report: &RunReport) -> io::Result<()> {
-        std::fs::create_dir_all(&self.run_dir)?;
-        self.redactor.write_json(&self.run_dir.join(&self.summary_name), &report.summary)?;
+        let path = self.run_dir.join(&self.summary_name);
+        std::fs::create_dir_all(&self.run_dir)
+            .and_then(|()| self.redactor.write_json(&path, &report.summary))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("failed to write the run's summary {}: {e}", path.display()),
+                )
+            })?;
         if let Some(prices) = &self.combine {
-            let lock = std::fs::File::create(self.run_dir.join(".reeval.lock"))?;
-            lock.lock()?;
+            let path = self.run_dir.join(".reeval.lock");
+            let _lock =
+                std::fs::File::create(&path).and_then(|f| f.lock().map(|()| f)).map_err(|e| {
+                    io::Error::new(e.kind(), format!("failed to lock {}: {e}", path.display()))
+                })?;
             crate::runs::rebuild(&self.run_dir, prices, &self.redactor)
                 .map_err(io::Error::other)?;
         }

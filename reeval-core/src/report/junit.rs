@@ -4,6 +4,8 @@
 //! is a `<failure type="assertion|judge|timeout|agent">`, an infra error an
 //! `<error type="infra|config">`, each carrying the message and the record's
 //! path (also in the testcase's `system-out` and its `record` property).
+//! Its `cell` property says how its cell (eval × harness) ended: `passed`,
+//! `failed`, or `no_graded_attempts` (infra and config errors only).
 
 use std::io;
 use std::path::PathBuf;
@@ -63,6 +65,14 @@ pub fn render(report: &RunReport) -> Report {
             .set_system_out(format!("record: {record}\n"))
             .add_property(Property::new("record", record))
             .add_property(Property::new("harness", r.harness.clone()));
+        let cell = report
+            .summary
+            .cells
+            .iter()
+            .find(|c| c.eval == r.eval && c.harness == r.harness && c.arm == r.arm);
+        if let Some(cell) = cell {
+            case.add_property(Property::new("cell", cell.status.as_str()));
+        }
         suite.add_test_case(case);
     }
     let mut junit = Report::new(format!("reeval run {}", report.run_id));
@@ -80,8 +90,26 @@ impl Reporter for Junit {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(&self.path, xml).map_err(|e| {
+        crate::secrets::write_atomically(&self.path, xml.as_bytes()).map_err(|e| {
             io::Error::new(e.kind(), format!("failed to write {}: {e}", self.path.display()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::test_record as rec;
+
+    #[test]
+    fn each_testcase_says_how_its_cell_ended() {
+        let records =
+            vec![rec("ok", 1, 1, Outcome::Pass), rec("broken", 1, 1, Outcome::InfraError)];
+        let summary = crate::runner::summarize("run", &records);
+        let report =
+            RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary };
+        let xml = render(&report).to_string().unwrap();
+        assert!(xml.contains(r#"<property name="cell" value="passed"/>"#), "{xml}");
+        assert!(xml.contains(r#"<property name="cell" value="no_graded_attempts"/>"#), "{xml}");
     }
 }

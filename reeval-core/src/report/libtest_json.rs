@@ -117,11 +117,20 @@ impl Reporter for LibtestJson {
                     })
                     .cloned();
                 let tries = self.tries.get(eval).cloned().unwrap_or_else(|| finals.clone());
+                // Infra and config errors only: the eval was neither passed nor failed.
+                let graded =
+                    finals.iter().any(|r| matches!(r.outcome, Outcome::Pass | Outcome::Fail(_)));
+                let status = match (graded, ok) {
+                    (false, _) => "no_graded_attempts",
+                    (true, true) => "passed",
+                    (true, false) => "failed",
+                };
                 let mut line = json!({
                     "type": "test",
                     "name": eval,
                     "event": if ok { "ok" } else { "failed" },
                     "exec_time": exec_time,
+                    "status": status,
                     "outcome": worst.as_ref().map(|r| r.outcome.as_str()),
                     "kind": worst.as_ref().and_then(|r| r.outcome.kind()).map(|k| k.as_str()),
                     "record": worst.as_ref().map(|r| self.run_dir.join(r.file_name())),

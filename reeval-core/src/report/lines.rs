@@ -16,6 +16,14 @@ pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(Ordering::SeqCst)
 }
 
+/// Writes `text` to stderr, best effort: a closed stderr (a hung-up terminal)
+/// loses it rather than ending the run, as `eprintln!` would by panicking.
+pub fn say(text: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
+
 /// Prints whole lines without garbling the progress display.
 #[derive(Debug, Default, Clone)]
 pub struct Lines {
@@ -35,11 +43,12 @@ impl Lines {
         }
     }
 
-    /// Writes `text` to stdout. A closed stdout is not an error: it is remembered, and
-    /// nothing more is written there.
+    /// Writes `text` to stdout. A stdout that cannot be written (closed, or a
+    /// terminal that hung up) is not an error: it is remembered, and nothing more
+    /// is written there.
     ///
     /// # Errors
-    /// Another I/O error.
+    /// None today; the signature keeps a reporter's.
     pub fn out(&self, text: &str) -> io::Result<()> {
         if stdout_closed() {
             return Ok(());
@@ -49,13 +58,12 @@ impl Lines {
             out.write_all(text.as_bytes())?;
             out.flush()
         });
-        match written {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                STDOUT_CLOSED.store(true, Ordering::SeqCst);
-                Ok(())
-            }
-            other => other,
+        // A pipe closed (`| head`) or a terminal gone (EIO after a hang-up): the output
+        // is lost either way, which the exit code says; the run goes on to its records.
+        if written.is_err() {
+            STDOUT_CLOSED.store(true, Ordering::SeqCst);
         }
+        Ok(())
     }
 
     /// Writes `text` to stderr, best effort (a closed stderr loses it).

@@ -20,7 +20,7 @@ pub use files::JsonFiles;
 pub use html::HtmlReport;
 pub use junit::Junit;
 pub use libtest_json::LibtestJson;
-pub use lines::{Lines, stdout_closed};
+pub use lines::{Lines, say, stdout_closed};
 pub use live::Progress;
 
 use crate::runner::RunReport;

@@ -57,6 +57,8 @@ pub struct Args {
     pub junit: Option<PathBuf>,
     /// `--stream`: print the agent's events as they arrive.
     pub stream: bool,
+    /// `--allow-empty`: a run that selects no eval exits 0 rather than 2.
+    pub allow_empty: bool,
     /// `--no-setup-cache`: prepare every sandbox afresh.
     pub no_setup_cache: bool,
     /// `--prestart N`: create up to N containers ahead of their slot.
@@ -104,7 +106,10 @@ reeval options (env twins for cargo-nextest):
       --tag <NAME>           only evals with this tag, repeatable     (REEVAL_TAGS=a,b)
       --min-pass-rate <R>    a cell passes at this pass rate (0..1)   (REEVAL_MIN_PASS_RATE)
       --rerun-failed         only the cells that failed or had infra errors in the last run
-      --resume <RUN_ID>      complete an interrupted run: recorded attempts are kept
+                             of this suite binary
+      --resume <RUN_ID>      complete an interrupted run of this suite binary: recorded
+                             attempts are kept
+      --allow-empty          a run that selects no eval exits 0 (else 2)  (REEVAL_ALLOW_EMPTY=1)
       --junit <PATH>         write JUnit XML, one testcase per attempt (REEVAL_JUNIT)
       --stream               print the agent's events as they arrive  (REEVAL_STREAM=1)
       --no-setup-cache       prepare every sandbox afresh  (REEVAL_SETUP_CACHE=0)
@@ -117,7 +122,8 @@ reeval options (env twins for cargo-nextest):
                              each send is answered from the record (harness replay:RUN)
   -h, --help                 this text
 
-Exit code: 0 all passed, 1 any fail, 3 infra errors and no fail, 2 config or usage error.";
+Exit code: 0 all passed, 1 any fail, 3 infra errors (or a record that could not be written)
+and no fail, 2 config or usage error (also: no eval selected), 130 interrupted.";
 
 /// lexopt's own errors, in the words of this command line.
 fn usage(e: lexopt::Error) -> UsageError {
@@ -230,6 +236,7 @@ impl Args {
                 }
                 Long("junit") => a.junit = Some(PathBuf::from(p.value().map_err(usage)?)),
                 Long("stream") => a.stream = true,
+                Long("allow-empty") => a.allow_empty = true,
                 Long("no-setup-cache") => a.no_setup_cache = true,
                 Long("prestart") => {
                     a.prestart = Some(number("--prestart", &text(&mut p, "--prestart")?)?)
@@ -415,9 +422,11 @@ mod tests {
             "--stream",
             "--format",
             "json",
+            "--allow-empty",
         ])
         .unwrap()
         .unwrap();
+        assert!(a.allow_empty);
         assert_eq!(a.tags, vec!["smoke", "slow", "py"]);
         assert!(a.rerun_failed && a.stream && a.json);
         assert_eq!(a.resume.as_deref(), Some("run-1"));

@@ -214,10 +214,38 @@ fn toml_problem(text: &str, e: &toml::de::Error) -> String {
         .split_once('=')
         .map(|(k, _)| k.trim())
         .filter(|k| !k.is_empty() && !k.starts_with('['));
+    // A value of the wrong kind is said in the key's terms: toml's own words for
+    // `trials = three` are "invalid boolean" (it read the `t` of `true`).
+    let value = line.split_once('=').map(|(_, v)| v.trim()).unwrap_or("");
+    let unknown = message.contains("unknown field") || message.contains("duplicate key");
     match key {
+        Some(key) if !unknown && expected(key).is_some() => {
+            let got = if value.starts_with(['"', '\'']) {
+                format!("the string {value}")
+            } else {
+                format!("\"{}\"", value.split('#').next().unwrap_or("").trim())
+            };
+            format!(
+                "line {line_no}: `{key}` must be {}, got {got}",
+                expected(key).expect("checked")
+            )
+        }
         Some(key) => format!("line {line_no}, key `{key}`: {message}"),
         None => format!("line {line_no}: {message}"),
     }
+}
+
+/// What a top-level key of `reeval.toml` takes, in words.
+fn expected(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "trials" | "concurrency" | "retries" | "prestart" => "a whole number",
+        "min_pass_rate" => "a number between 0 and 1 (like 0.66)",
+        "timeout" => "a quoted duration (like \"10m\" or \"90s\")",
+        "judge" | "env_file" | "record_dir" | "backend" | "namespace" => "a quoted string",
+        "harness" => "a quoted harness spec or a list of them (like [\"shell\"])",
+        "engines" => "a list of quoted engine addresses",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -263,7 +291,24 @@ mod tests {
         let e = SuiteConfig::load(&write("typo", "# suite\njduge = \"x\"\n")).unwrap_err();
         assert!(e.to_string().contains("line 2, key `jduge`: unknown field `jduge`"), "{e}");
         let e = SuiteConfig::load(&write("type", "record_dir = 3\n")).unwrap_err();
-        assert!(e.to_string().contains("line 1, key `record_dir`: invalid type"), "{e}");
+        assert!(
+            e.to_string().contains("line 1: `record_dir` must be a quoted string, got \"3\""),
+            "{e}"
+        );
+        // toml's own words were "invalid boolean".
+        let e = SuiteConfig::load(&write(
+            "word",
+            "judge = \"openai:gpt-4.1\"\ntrials = three # per cell\n",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.ends_with("reeval.toml: line 2: `trials` must be a whole number, got \"three\""),
+            "{e}"
+        );
+        let e =
+            SuiteConfig::load(&write("quoted", "concurrency = \"4\"\n")).unwrap_err().to_string();
+        assert!(e.contains("`concurrency` must be a whole number, got the string \"4\""), "{e}");
         let e = SuiteConfig::load(&write("syntax", "judge = \"openai:gpt-4.1\"\nenv_file = \n"))
             .unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");

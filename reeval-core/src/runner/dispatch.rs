@@ -49,10 +49,10 @@ pub(crate) async fn dispatch(
         if let Ok(n) = engine.backend.sweep(Sweep::Orphans).await
             && n > 0
         {
-            eprintln!(
-                "reeval: removed {n} containers left on {} by runs that were killed",
+            crate::report::say(&format!(
+                "reeval: removed {n} containers left on {} by runs that were killed\n",
                 engine.name
-            );
+            ));
         }
     }
 
@@ -71,6 +71,8 @@ pub(crate) async fn dispatch(
     // a run of many attempts with long final messages holds them all).
     let mut results: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut all: Vec<Record> = Vec::new();
+    // Every record, summary or report that could not be written: an error of the run.
+    let mut lost: Vec<String> = Vec::new();
     let mut harness_versions = BTreeMap::new();
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
@@ -154,6 +156,7 @@ pub(crate) async fn dispatch(
     let cells: usize = evals.iter().map(|e| runner.arm_cells(e).len()).sum();
     report_all(
         reporters,
+        &mut lost,
         &RunEvent::Planned {
             run_id: config.run_id.clone(),
             run_dir: run_dir.clone(),
@@ -168,7 +171,11 @@ pub(crate) async fn dispatch(
         if *left == 0 {
             let finals =
                 final_tries(results[&i].iter().map(|&k| &all[k])).into_iter().cloned().collect();
-            report_all(reporters, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
+            report_all(
+                reporters,
+                &mut lost,
+                &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals },
+            );
         }
     }
 
@@ -177,9 +184,9 @@ pub(crate) async fn dispatch(
     let mut events_open = true;
     while !set.is_empty() || events_open {
         tokio::select! {
-            _ = ticks.tick() => report_all(reporters, &RunEvent::Tick),
+            _ = ticks.tick() => report_all(reporters, &mut lost, &RunEvent::Tick),
             event = rx.recv(), if events_open => match event {
-                Some(event) => report_all(reporters, &event),
+                Some(event) => report_all(reporters, &mut lost, &event),
                 None => events_open = false,
             },
             Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
@@ -192,13 +199,13 @@ pub(crate) async fn dispatch(
                         r.arm = arm;
                         r.outcome = Outcome::InfraError;
                         r.message = Some(format!("failed to run the attempt: {e}"));
-                        report_all(reporters, &RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Final });
+                        report_all(reporters, &mut lost, &RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Final });
                         (i, vec![r])
                     }
                 };
                 // The attempts' own events come first: drain what they sent before their end.
                 while let Ok(event) = rx.try_recv() {
-                    report_all(reporters, &event);
+                    report_all(reporters, &mut lost, &event);
                 }
                 results.entry(i).or_default().extend(all.len()..all.len() + records.len());
                 all.extend(records);
@@ -206,7 +213,7 @@ pub(crate) async fn dispatch(
                 *left -= 1;
                 if *left == 0 {
                     let finals = final_tries(results[&i].iter().map(|&k| &all[k])).into_iter().cloned().collect();
-                    report_all(reporters, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
+                    report_all(reporters, &mut lost, &RunEvent::EvalEnded { eval: evals[i].name.clone(), finals });
                 }
             }
         }
@@ -225,10 +232,22 @@ pub(crate) async fn dispatch(
     let mut summary = summarize_priced(&config.run_id, &all, &config.prices);
     summary.comparison = runner.comparison(&all);
     summary.provenance = super::provenance::of_run(started, engine, harness_versions);
-    let report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
+    summary.suite = config.suite.clone();
+    let interrupted = runner.shutdown.is_cancelled();
+    let counted = (summary.exit_code, summary.exit_reason.clone());
+    super::settle_exit(&mut summary, &counted, interrupted, &lost);
+    if !lost.is_empty() {
+        // The summary lists the records that are there, not those a full disk lost.
+        summary.records.retain(|f| run_dir.join(f).is_file());
+    }
+    let mut report = RunReport { run_id: config.run_id.clone(), run_dir, records: all, summary };
+    // The files first (report.html before the summary, which then knows whether it was
+    // written), the console last: each hears of what the ones before it failed to write.
     for r in reporters.iter_mut() {
         if let Err(e) = r.finish(&report) {
-            eprintln!("reeval: failed to write the run's report: {e}");
+            crate::report::say(&format!("reeval: {e}\n"));
+            lost.push(e.to_string());
+            super::settle_exit(&mut report.summary, &counted, interrupted, &lost);
         }
     }
     report
@@ -273,10 +292,13 @@ fn ensure_images_ahead(
     })
 }
 
-fn report_all(reporters: &mut [Box<dyn Reporter>], event: &RunEvent) {
+/// Gives `event` to every reporter; what one fails to write is said at once
+/// and kept in `lost`, which makes it an error of the run.
+fn report_all(reporters: &mut [Box<dyn Reporter>], lost: &mut Vec<String>, event: &RunEvent) {
     for r in reporters.iter_mut() {
         if let Err(e) = r.event(event) {
-            eprintln!("reeval: failed to report an event: {e}");
+            crate::report::say(&format!("reeval: {e}\n"));
+            lost.push(e.to_string());
         }
     }
 }

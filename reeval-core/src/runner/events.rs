@@ -44,6 +44,13 @@ pub enum RunEvent {
     },
     /// An attempt got its slot and started.
     AttemptStarted(AttemptId),
+    /// A phase of an attempt began (the live display names it).
+    PhaseStarted {
+        /// The attempt.
+        attempt: AttemptId,
+        /// The phase.
+        phase: crate::phase::Phase,
+    },
     /// A phase of an attempt ended.
     PhaseEnded {
         /// The attempt.

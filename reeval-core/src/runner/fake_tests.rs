@@ -48,12 +48,12 @@ async fn a_min_pass_rate_turns_a_flaky_cell_green_and_the_exit_code_follows() {
     let report = runner(&backend, config()).run(vec![flaky()]).await.expect("preflight");
     assert_eq!(report.exit_code(), 1, "{}", report.summary.exit_reason);
     let cell = &report.summary.cells[0];
-    assert_eq!((cell.passed, cell.failed, cell.ok), (2, 1, false));
+    assert_eq!((cell.passed, cell.failed, cell.ok), (2, 1, Some(false)));
 
     let report = runner(&backend, config()).run(vec![flaky().min_pass_rate(0.66)]).await.unwrap();
     assert_eq!(report.exit_code(), 0, "{}", report.summary.exit_reason);
     let cell = &report.summary.cells[0];
-    assert_eq!((cell.min_pass_rate, cell.ok), (Some(0.66), true));
+    assert_eq!((cell.min_pass_rate, cell.ok), (Some(0.66), Some(true)));
     assert!(report.summary.exit_reason.contains("by reaching its min pass rate"));
     assert!(report.records.iter().all(|r| r.min_pass_rate == Some(0.66)), "in every record");
 
@@ -304,4 +304,28 @@ async fn a_step_that_failed_in_a_lost_sandbox_is_an_infra_error_and_oom_stays_na
         assert!(message.contains(says), "{state:?}: {message}");
         assert_eq!(backend.live(), 0, "destroyed");
     }
+}
+
+#[tokio::test]
+async fn an_unknown_harness_is_named_once_with_the_nearest_known_one() {
+    // Before the fix: "harness `scirpt` of eval flaky is not known", once per eval, no suggestion.
+    let backend = scripted();
+    let named = RunConfig { harnesses: vec!["scirpt".into()], ..config() };
+    let two = vec![flaky(), Eval::new("other", |_c| Box::pin(async { Ok(()) }))];
+    let e = runner(&backend, named).run(two).await.unwrap_err();
+    assert_eq!(e.missing.len(), 1, "{e}");
+    assert!(
+        e.missing[0].starts_with("harness `scirpt` (from --harness")
+            && e.missing[0].contains("did you mean `script`? known: script"),
+        "{e}"
+    );
+    let own = Eval::new("own", |_c| Box::pin(async { Ok(()) })).harness("shcript:model");
+    let e = runner(&backend, config()).run(vec![own]).await.unwrap_err().to_string();
+    assert!(
+        e.contains("harness `shcript:model` of eval own") && e.contains("did you mean `script`")
+    );
+    let far = Eval::new("far", |_c| Box::pin(async { Ok(()) })).harness("claude-code");
+    let e = runner(&backend, config()).run(vec![far]).await.unwrap_err().to_string();
+    assert!(e.contains("is not known; known: script") && !e.contains("did you mean"), "{e}");
+    assert_eq!(backend.created(), 0, "nothing started");
 }

@@ -15,6 +15,8 @@ pub mod pool;
 mod preflight;
 mod prestart;
 mod provenance;
+#[cfg(test)]
+mod records_tests;
 mod setup_fill;
 mod suite;
 mod teardown;
@@ -29,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
-use crate::record::{AtK, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
+use crate::record::{AtK, CellStatus, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
 use crate::report::{Console, HtmlReport, JsonFiles, Reporter};
 use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
@@ -92,6 +94,8 @@ pub struct RunConfig {
     pub compare: Option<crate::compare::Arms>,
     /// Run every eval with this variant (`--variant`); its records name it as their arm.
     pub variant: Option<crate::compare::Variant>,
+    /// The suite binary running, recorded in the summary (set by [`main`]).
+    pub suite: Option<crate::record::SuiteIdentity>,
 }
 
 impl Default for RunConfig {
@@ -133,7 +137,9 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The process exit code: 0 all passed, 1 any fail, 3 infra errors and no fail.
+    /// The process exit code: 0 all passed, 1 any fail, 3 infra errors (or a
+    /// file of the run that could not be written) and no fail, 2 a config
+    /// error, 130 interrupted (see [`RunReport::summary`]'s `exit_reason`).
     pub fn exit_code(&self) -> i32 {
         self.summary.exit_code
     }
@@ -332,12 +338,13 @@ impl Runner {
                     .combining(self.config.prices.clone()),
             )]
         } else {
+            // The report before the summary: the summary then says whether the report was written.
             vec![
-                Box::new(JsonFiles::new(run_dir.clone(), "summary.json", ready.redactor.clone())),
                 Box::new(
                     HtmlReport::new(run_dir.join("report.html"), ready.redactor.clone())
                         .priced(self.config.prices.clone()),
                 ),
+                Box::new(JsonFiles::new(run_dir.clone(), "summary.json", ready.redactor.clone())),
             ]
         };
         if extra.is_empty() && (self.config.print || self.config.verbose) {
@@ -409,7 +416,14 @@ pub fn summarize_priced(
                 pass_pow_k: pass_pow_k(n, cell.passed, k),
             })
             .collect();
-        cell.ok = crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate);
+        // A cell of infra and config errors only was not graded: neither passed nor failed.
+        (cell.ok, cell.status) = if n == 0 {
+            (None, CellStatus::NoGradedAttempts)
+        } else if crate::stats::cell_passes(cell.passed, cell.failed, cell.min_pass_rate) {
+            (Some(true), CellStatus::Passed)
+        } else {
+            (Some(false), CellStatus::Failed)
+        };
         let of_cell: Vec<&Record> = records
             .iter()
             .filter(|r| r.eval == cell.eval && r.harness == cell.harness && r.arm == cell.arm)
@@ -426,8 +440,10 @@ pub fn summarize_priced(
         s.usage.add(&r.usage);
     }
     s.cost_usd = prices.cost(records);
-    let failing = s.cells.iter().filter(|c| !c.ok).count();
-    let by_threshold = s.cells.iter().filter(|c| c.ok && c.failed > 0).count();
+    let failing = s.cells.iter().filter(|c| c.status == CellStatus::Failed).count();
+    let ungraded = s.cells.iter().filter(|c| c.status == CellStatus::NoGradedAttempts).count();
+    let by_threshold =
+        s.cells.iter().filter(|c| c.status == CellStatus::Passed && c.failed > 0).count();
     let cells_word = |n: usize| if n == 1 { "cell" } else { "cells" };
     (s.exit_code, s.exit_reason) = if finals.iter().any(|r| r.outcome == Outcome::Config) {
         (2, "a config error stopped an attempt".to_string())
@@ -440,7 +456,11 @@ pub fn summarize_priced(
             ),
         )
     } else if s.infra > 0 {
-        (3, format!("{} infra errors and no failing cell", s.infra))
+        let ungraded = match ungraded {
+            0 => String::new(),
+            n => format!(" ({n} {} with no graded attempt)", cells_word(n)),
+        };
+        (3, format!("{} infra errors and no failing cell{ungraded}", s.infra))
     } else if by_threshold > 0 {
         (
             0,
@@ -453,6 +473,43 @@ pub fn summarize_priced(
         (0, "every cell passed".to_string())
     };
     s
+}
+
+/// The exit code of an interrupted run (SIGINT, SIGTERM, SIGHUP, SIGQUIT): as a shell reports SIGINT.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// The summary's exit code and reason once the run is over, from `counted`
+/// (what [`summarize_priced`] made of the outcomes): a run that could not
+/// write a record, its summary or a report (`lost`) is not a success (exit 3
+/// where it would have been 0), its reason naming the first file lost; an
+/// interrupted run exits [`EXIT_INTERRUPTED`], as the process does.
+pub(crate) fn settle_exit(
+    s: &mut Summary,
+    counted: &(i32, String),
+    interrupted: bool,
+    lost: &[String],
+) {
+    let (mut code, mut reason) = counted.clone();
+    if let Some(first) = lost.first() {
+        let said = match lost.len() {
+            1 => format!("a file of the run could not be written: {first}"),
+            n => format!("{n} files of the run could not be written, the first: {first}"),
+        };
+        if code == 0 {
+            (code, reason) = (3, said);
+        } else {
+            reason = format!("{reason}; and {said}");
+        }
+    }
+    if interrupted {
+        code = EXIT_INTERRUPTED;
+        reason = format!(
+            "interrupted; complete the run with --resume {} (had it ended now: {reason})",
+            s.run_id
+        );
+    }
+    s.write_errors = lost.to_vec();
+    (s.exit_code, s.exit_reason) = (code, reason);
 }
 
 #[cfg(test)]

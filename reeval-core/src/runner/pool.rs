@@ -187,10 +187,10 @@ impl Pool {
         let gone = !matches!(answers, Ok(Ok(_)));
         if gone {
             engine.drained.store(true, Ordering::SeqCst);
-            eprintln!(
-                "reeval: engine {} stopped answering; its attempts are retried on the others",
+            crate::report::say(&format!(
+                "reeval: engine {} stopped answering; its attempts are retried on the others\n",
                 engine.name
-            );
+            ));
             self.changed.notify_waiters();
         }
         gone

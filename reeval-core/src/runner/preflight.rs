@@ -60,6 +60,15 @@ pub(crate) async fn preflight(
             "failed to write records under {}: {problem}; choose another --record-dir (or REEVAL_RECORD_DIR, or record_dir in reeval.toml)",
             runner.config.record_dir.display()
         ));
+    } else if let Some(free) = free_bytes(&runner.config.record_dir)
+        && free < MIN_FREE_BYTES
+    {
+        missing.push(format!(
+            "only {} free under {}; a run needs at least {} there for its records and report: free some space or choose another --record-dir",
+            kib(free),
+            runner.config.record_dir.display(),
+            kib(MIN_FREE_BYTES)
+        ));
     }
     let mut images = Vec::new();
     for eval in evals {
@@ -116,10 +125,20 @@ pub(crate) async fn preflight(
             // A harness credential is a secret like any other: the agent sees a placeholder.
             let mut for_cell = resolved.clone();
             match runner.harnesses.make(&spec) {
+                // Named by the run (--harness, REEVAL_HARNESS, reeval.toml): said once, not per eval.
+                None if runner.config.harnesses.contains(&spec) => {
+                    let line = format!(
+                        "harness `{spec}` (from --harness, REEVAL_HARNESS or `harness` in reeval.toml) is not known; {}",
+                        runner.harnesses.unknown(&spec)
+                    );
+                    if !missing.contains(&line) {
+                        missing.push(line);
+                    }
+                }
                 None => missing.push(format!(
-                    "harness `{spec}` of eval {} is not known; known: {}",
+                    "harness `{spec}` of eval {} (its `harness = …`) is not known; {}",
                     eval.name,
-                    runner.harnesses.names().collect::<Vec<_>>().join(", ")
+                    runner.harnesses.unknown(&spec)
                 )),
                 Some(h) => {
                     for cred in h.credentials() {
@@ -315,6 +334,22 @@ fn secret_sources(runner: &Runner) -> String {
         file(&runner.config.env_file, "none set"),
         file(&runner.config.fallback_env_file, "unset"),
     )
+}
+
+/// The free space a run needs in its record directory before it starts:
+/// records of a few attempts and the report (a full disk mid-run is still
+/// caught, and named, as each file is written).
+pub(crate) const MIN_FREE_BYTES: u64 = 1024 * 1024;
+
+/// Bytes an unprivileged process may still write on the filesystem of `dir`.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// `180 KiB`, `1024 KiB`.
+fn kib(bytes: u64) -> String {
+    format!("{} KiB", bytes / 1024)
 }
 
 /// Whether records can be written in `run_dir`: it is created, and a file written and removed there.

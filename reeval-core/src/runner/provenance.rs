@@ -18,6 +18,7 @@ pub(crate) fn of_run(
         ended_at: Some(humantime::format_rfc3339_millis(now).to_string()),
         duration_ms: Some(now.duration_since(started).map(|d| d.as_millis() as u64).unwrap_or(0)),
         command: std::env::args().collect(),
+        commands: Vec::new(),
         git: git_state(),
         reeval_version: env!("CARGO_PKG_VERSION").to_string(),
         engine,

@@ -84,10 +84,10 @@ impl SetupFills {
             if let Err(why) = fills.run(&digest, from).await
                 && !shutdown.is_cancelled()
             {
-                eprintln!(
+                crate::report::say(&format!(
                     "reeval: failed to fill the setup cache with {digest}: {why}; \
-                     later attempts prepare their own sandboxes"
-                );
+                     later attempts prepare their own sandboxes\n"
+                ));
                 fills.refused.lock().expect("never poisoned").insert(digest, why);
             }
         });
@@ -134,10 +134,10 @@ impl SetupFills {
         if let Some(sandbox) = sandbox
             && let Err(e) = crate::lifecycle::teardown::destroy(&*sandbox).await
         {
-            eprintln!(
-                "reeval: failed to remove the setup cache's sandbox {}: {e}; the run's end sweep removes it",
+            crate::report::say(&format!(
+                "reeval: failed to remove the setup cache's sandbox {}: {e}; the run's end sweep removes it\n",
                 sandbox.id()
-            );
+            ));
         }
         committed
     }

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::{Args, RunConfig, Runner};
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
-use crate::report::{Console, Junit, LibtestJson, Lines, Progress, Reporter};
+use crate::record::SuiteIdentity;
+use crate::report::{Console, Junit, LibtestJson, Lines, Progress, Reporter, say};
 use crate::settings::{self, Settings};
 
 /// The exit code of a run whose stdout was closed before it ended (as if killed by SIGPIPE).
@@ -21,7 +22,7 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         Ok(Some(a)) => a,
         Ok(None) => return 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            say(&format!("error: {e}\n"));
             return 2;
         }
     };
@@ -53,16 +54,22 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     let settings = match Settings::load(&args, settings::process_env) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            say(&format!("error: {e}\n"));
             return 2;
         }
     };
     // The console reporter below prints libtest's lines; the runner adds no other.
     let mut config = RunConfig { print: false, ..settings.run_config() };
+    // Which binary this is, in the summary: --rerun-failed and --resume take only its runs.
+    let suite = SuiteIdentity::new(
+        SuiteIdentity::current_binary(),
+        evals.iter().map(|e| e.name.clone()).collect(),
+    );
+    config.suite = Some(suite.clone());
     match settings.arms(&crate::compare::registered_variants()) {
         Ok((arms, variant)) => (config.compare, config.variant) = (arms, variant),
         Err(e) => {
-            eprintln!("error: {e}");
+            say(&format!("error: {e}\n"));
             return 2;
         }
     }
@@ -74,10 +81,19 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         match crate::runs::records(&run_dir) {
             Ok(records) => kept = records,
             Err(e) => {
-                eprintln!("error: failed to resume run {run_id}: {e}");
+                say(&format!("error: failed to resume run {run_id}: {e}\n"));
                 return 2;
             }
         }
+        if let Err(why) = crate::runs::belongs_to(&run_dir, &suite) {
+            say(&format!("error: failed to resume run {run_id}: {why}\n"));
+            return 2;
+        }
+        say(&format!(
+            "reeval: resuming run {run_id} of the suite binary `{}` ({} attempts recorded)\n",
+            suite.binary,
+            kept.len()
+        ));
         // A compare run resumed is a later look at its comparison.
         previous_comparison = crate::runs::summaries(&run_dir)
             .ok()
@@ -96,7 +112,7 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
                     config.compare = Some(arms);
                 }
                 Err(e) => {
-                    eprintln!("error: failed to resume run {run_id}: {e}");
+                    say(&format!("error: failed to resume run {run_id}: {e}\n"));
                     return 2;
                 }
             }
@@ -116,25 +132,45 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
                 regraded = Some(plan);
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                say(&format!("error: {e}\n"));
                 return 2;
             }
         }
     }
+    let mut rerun_of = None;
     if args.rerun_failed {
-        let cells = match crate::runs::latest(&config.record_dir)
-            .and_then(|run| crate::runs::records(&run.path))
-        {
-            Ok(records) => crate::runs::failed_cells(&records),
+        let last = crate::runs::latest_of(&config.record_dir, &suite)
+            .and_then(|run| crate::runs::records(&run.path).map(|records| (run, records)));
+        let (run, cells) = match last {
+            Ok((run, records)) => (run, crate::runs::failed_cells(&records)),
             Err(e) => {
-                eprintln!("error: failed to find the last run's failures (--rerun-failed): {e}");
+                say(&format!(
+                    "error: failed to find the last run's failures (--rerun-failed): {e}\n"
+                ));
                 return 2;
             }
         };
+        let names: Vec<String> = cells.iter().map(|(e, h)| format!("{e} [{h}]")).collect();
+        say(&format!(
+            "reeval: --rerun-failed: the failed cells of run {} of the suite binary `{}`: {}\n",
+            run.id,
+            suite.binary,
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ));
         let before = to_run.len();
         to_run.retain(|e| cells.iter().any(|(eval, _)| *eval == e.name));
         filtered_out += before - to_run.len();
         only_cells = Some(cells);
+        rerun_of = Some(run.id);
+    }
+    // A run that selected nothing is no green: say why, unless asked for.
+    if to_run.is_empty() && !settings.allow_empty {
+        let ignored: Vec<String> = ignored.iter().map(|e| e.name.clone()).collect();
+        let why = nothing_selected(&args, &tags, &evals, &ignored, rerun_of.as_deref());
+        say(&format!(
+            "error: no eval selected: {why}; pass --allow-empty (or REEVAL_ALLOW_EMPTY=1) to accept a run of nothing\n"
+        ));
+        return 2;
     }
 
     let progress = show_progress(&args, &settings).then(Progress::new);
@@ -166,7 +202,7 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: failed to start the async runtime: {e}");
+            say(&format!("error: failed to start the async runtime: {e}\n"));
             return 2;
         }
     };
@@ -183,46 +219,130 @@ pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
         let interrupted = Arc::new(AtomicBool::new(false));
         let flag = interrupted.clone();
         tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let term = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
-            }
-            eprintln!("reeval: interrupted; tearing down sandboxes and writing records");
+            let name = termination().await;
+            say(&format!("reeval: {name}; tearing down sandboxes and writing records\n"));
             flag.store(true, Ordering::SeqCst);
             shutdown.cancel();
         });
         match runner.run_with(to_run.into_iter().cloned().collect(), reporters).await {
             Ok(report) if interrupted.load(Ordering::SeqCst) => {
-                eprintln!(
-                    "reeval: run {} was interrupted; complete it with --resume {}",
+                say(&format!(
+                    "reeval: run {} was interrupted; complete it with --resume {}\n",
                     report.run_id, report.run_id
-                );
-                130
+                ));
+                super::EXIT_INTERRUPTED
             }
             Ok(report) => {
                 if let Some(plan) = &regraded {
-                    eprint!("{}", crate::replay::regrade_delta(plan, &report.records));
+                    say(&crate::replay::regrade_delta(plan, &report.records));
                 }
                 report.exit_code()
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                say(&format!("error: {e}\n"));
                 2
             }
         }
     });
     // Output lost to a closed stdout (`| head`) never reads as success.
     if crate::report::stdout_closed() && code == 0 { EXIT_OUTPUT_LOST } else { code }
+}
+
+/// Waits for a signal that ends the run and names it: SIGINT, SIGTERM, SIGHUP (the
+/// terminal closed: a dropped SSH session, `tmux kill-session`) or SIGQUIT. Each is
+/// handled alike: attempts are interrupted, sandboxes torn down, records written.
+/// A signal the process was started ignoring (`nohup` ignores SIGHUP) stays ignored.
+async fn termination() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let ignored = ignored_signals();
+    let wait = |kind: SignalKind, name: &'static str| async move {
+        if ignored & (1 << (kind.as_raw_value() - 1)) != 0 {
+            return std::future::pending().await;
+        }
+        match signal(kind) {
+            Ok(mut s) => {
+                s.recv().await;
+                name
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        name = wait(SignalKind::interrupt(), "interrupted (SIGINT)") => name,
+        name = wait(SignalKind::terminate(), "terminated (SIGTERM)") => name,
+        name = wait(SignalKind::hangup(), "hung up (SIGHUP)") => name,
+        name = wait(SignalKind::quit(), "quit (SIGQUIT)") => name,
+    }
+}
+
+/// The signals this process was started ignoring, as the kernel's mask (bit
+/// `n - 1` for signal `n`), from `/proc/self/status`; none where it cannot say.
+fn ignored_signals() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
+/// Why a run selected no eval, in the words of the flags that did it.
+fn nothing_selected(
+    args: &Args,
+    tags: &[String],
+    evals: &[Eval],
+    ignored: &[String],
+    rerun_of: Option<&str>,
+) -> String {
+    if evals.is_empty() {
+        return "this suite binary has no eval".into();
+    }
+    if let Some(run) = rerun_of {
+        return format!("--rerun-failed found no failed cell to run again in run {run}");
+    }
+    if !tags.is_empty() && !evals.iter().any(|e| Args::tagged(tags, &e.options.tags)) {
+        let mut known: Vec<&str> =
+            evals.iter().flat_map(|e| &e.options.tags).map(String::as_str).collect();
+        known.sort_unstable();
+        known.dedup();
+        return format!(
+            "no eval has the tag {} (tags of this suite: {})",
+            tags.join(" or "),
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        );
+    }
+    if !ignored.is_empty() {
+        return format!(
+            "every selected eval is marked ignore ({}); run them with --ignored or --include-ignored",
+            ignored.join(", ")
+        );
+    }
+    let mut asked = Vec::new();
+    if !args.filters.is_empty() {
+        asked.push(format!(
+            "the filter{} `{}`{}",
+            if args.filters.len() == 1 { "" } else { "s" },
+            args.filters.join("`, `"),
+            if args.exact { " (--exact)" } else { "" }
+        ));
+    }
+    if !args.skip.is_empty() {
+        asked.push(format!("--skip `{}`", args.skip.join("`, `")));
+    }
+    if !tags.is_empty() {
+        asked.push(format!("--tag {}", tags.join(",")));
+    }
+    if args.ignored {
+        asked.push("--ignored".into());
+    }
+    if args.regrade.is_some() {
+        asked.push("--regrade".into());
+    }
+    format!(
+        "{} matched none of the {} evals of this suite binary",
+        asked.join(" with "),
+        evals.len()
+    )
 }
 
 /// A progress display only for a person at a terminal: not under nextest

@@ -43,10 +43,10 @@ impl Teardowns {
                 Ok(Err(e)) => e.to_string(),
                 Err(_) => format!("it took longer than {}s", DESTROY_LIMIT.as_secs()),
             };
-            eprintln!(
-                "reeval: failed to destroy sandbox {}: {why}; the run's end sweep removes it",
+            crate::report::say(&format!(
+                "reeval: failed to destroy sandbox {}: {why}; the run's end sweep removes it\n",
                 sandbox.id()
-            );
+            ));
         });
     }
 

@@ -5,7 +5,7 @@
 
 mod redactor;
 
-pub use redactor::{REDACTED, Redactor};
+pub use redactor::{REDACTED, Redactor, write_atomically};
 pub use secrecy::{ExposeSecret, SecretString};
 
 /// Who may see a secret's value.

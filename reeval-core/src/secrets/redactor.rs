@@ -116,20 +116,19 @@ impl Redactor {
         serde_json::from_str(&self.redact(&serde_json::to_string(value)?))
     }
 
-    /// Writes `value` as pretty JSON to `path` through a temporary file, so a
-    /// reader never sees half a file, with every secret value replaced.
+    /// Writes `value` as pretty JSON to `path`, with every secret value
+    /// replaced, atomically (see [`write_atomically`]): a reader sees the
+    /// whole file or none, also after a crash or a full disk.
     ///
     /// # Errors
-    /// An I/O error.
+    /// An I/O error; no temporary file is left then.
     pub fn write_json<T: Serialize>(
         &self,
         path: &std::path::Path,
         value: &T,
     ) -> std::io::Result<()> {
         let text = self.json(value).map_err(std::io::Error::other)?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(tmp, path)
+        write_atomically(path, text.as_bytes())
     }
 
     /// Writes `bytes` to `path` with every secret value replaced.
@@ -139,6 +138,29 @@ impl Redactor {
     pub fn write(&self, path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::write(path, self.redact_bytes(bytes))
     }
+}
+
+/// Writes `bytes` to `path` through `<path>.tmp`: written, flushed to the
+/// disk (fsync), then renamed over `path`, so `path` never holds a truncated
+/// file. A write that fails (a full disk) removes its temporary file.
+///
+/// # Errors
+/// An I/O error.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]

@@ -1,0 +1,182 @@
+//! The page: escaping and redaction, grouping, the order of steps, paths,
+//! statistics, a stopped turn.
+
+use super::*;
+
+#[test]
+fn report_escapes_and_shows_phases() {
+    let mut r = Record::new("run-1", "evil<script>", "shell", 1, 1);
+    r.timings.total_ms = 100;
+    r.message = Some("<b>not bold</b>".into());
+    r.phases.push(crate::record::PhaseRecord {
+        phase: crate::Phase::Turn,
+        start_ms: 10,
+        duration_ms: 50,
+        detail: "1 completed".into(),
+    });
+    let summary = crate::runner::summarize("run-1", std::slice::from_ref(&r));
+    let html = render(&summary, &[r], &crate::secrets::Redactor::new(["not bold"])).unwrap();
+    assert!(html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"), "{html}");
+    assert!(!html.contains("not bold") && html.contains("[redacted]"));
+    assert!(html.contains("class=\"bar p-turn\" style=\"left: 10.00%; width: 50.00%\""), "{html}");
+    assert!(!html.contains("http://") && !html.contains("https://"), "nothing from the network");
+}
+
+#[test]
+fn a_long_final_message_shows_its_redacted_end_on_the_page() {
+    // The secret straddles the page's cut: redaction comes first, so no half of it shows.
+    let secret = "sk-live-0123456789abcdef";
+    let long =
+        format!("{}{secret}{}THE END", "a".repeat(5000), "b".repeat(PAGE_MESSAGE_LIMIT - 20));
+    let shown = message_end(crate::secrets::Redactor::new([secret]).redact(&long).into_owned());
+    assert!(shown.ends_with("THE END") && shown.starts_with("[… "), "{shown:.80}");
+    assert!(shown.len() < PAGE_MESSAGE_LIMIT + 80);
+    assert!(!shown.contains("0123456789") && !shown.contains("abcdef"), "{shown:.200}");
+    assert_eq!(message_end("short".into()), "short");
+}
+
+#[test]
+fn failures_come_first_and_tries_are_grouped() {
+    let mut pass = Record::new("run", "a_passes", "shell", 1, 1);
+    pass.outcome = Outcome::Pass;
+    let mut tries = Vec::new();
+    for t in 1..=2 {
+        let mut r = Record::new("run", "z_fails", "shell", 1, t);
+        r.outcome =
+            if t == 1 { Outcome::InfraError } else { Outcome::Fail(crate::FailKind::Judge) };
+        tries.push(r);
+    }
+    let records = [pass, tries[0].clone(), tries[1].clone()];
+    let summary = crate::runner::summarize("run", &records);
+    let html = render(&summary, &records, &Redactor::new(Vec::<&str>::new())).unwrap();
+    let fail = html.find("z_fails #1 [shell]").unwrap();
+    let ok = html.find("a_passes #1 [shell]").unwrap();
+    assert!(fail < ok, "the failing attempt comes first");
+    assert_eq!(
+        html.matches("id=\"attempt-z_fails-shell-1\"").count(),
+        1,
+        "one attempt, tries inside"
+    );
+    assert!(html.contains("try 1") && html.contains("try 2"));
+}
+
+#[test]
+fn ticks_are_round() {
+    let t = ticks(4_500);
+    assert_eq!(
+        t.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(),
+        ["0s", "1s", "2s", "3s", "4s"]
+    );
+    assert_eq!(ticks(80)[1].1, "20ms");
+}
+
+fn phase(phase: crate::Phase, start_ms: u64, detail: &str) -> crate::record::PhaseRecord {
+    crate::record::PhaseRecord { phase, start_ms, duration_ms: 5, detail: detail.into() }
+}
+
+fn turn(status: crate::TurnStatus, error: Option<&str>) -> crate::Turn {
+    let mut t = crate::lifecycle::turn::started("do it".into());
+    (t.status, t.error, t.duration_ms) = (status, error.map(Into::into), 30_000);
+    t
+}
+
+fn check(command: &str, exit_code: i64, duration_ms: u64) -> crate::record::CheckRecord {
+    crate::record::CheckRecord {
+        command: command.into(),
+        exit_code,
+        duration_ms,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        oom_killed: false,
+    }
+}
+
+fn titles(r: &Record) -> Vec<String> {
+    steps::steps(r, &|s: &str| s.to_string())
+        .into_iter()
+        .map(|s| format!("{} {}", s.at, s.title))
+        .collect()
+}
+
+#[test]
+fn turns_checks_and_judge_calls_are_listed_in_the_order_they_ran() {
+    use crate::Phase::{Check, Judge, Setup, Turn};
+    let mut r = Record::new("run", "e", "shell", 1, 1);
+    r.turns =
+        vec![turn(crate::TurnStatus::Completed, None), turn(crate::TurnStatus::Completed, None)];
+    r.checks = vec![check("pytest -q", 1, 40), check("ls", 0, 3)];
+    let verdict = serde_json::json!({
+        "criterion": "tidy", "score": 0.9, "threshold": 0.5, "pass": true, "reasoning": "ok", "usage": {},
+    });
+    r.verdicts = vec![serde_json::from_value(verdict).unwrap()];
+    // Phases are recorded as they end: the list is not in start order.
+    r.phases = vec![
+        phase(Setup, 0, "ok"),
+        phase(Turn, 100, "1 completed in 30.0s, 0 files changed"),
+        phase(Check, 1_500, "pytest -q exited 1 in 40ms"),
+        phase(Check, 1_600, "failed to run the check: the sandbox went away"),
+        phase(Judge, 3_000, "\"tidy\" passed with 0.90 by m"),
+        phase(Turn, 2_000, "2 completed in 30.0s, 0 files changed"),
+        phase(Check, 4_000, "ls exited 0 in 3ms"),
+    ];
+    assert_eq!(
+        titles(&r),
+        [
+            "+0.10s turn 1 completed in 30.0s",
+            "+1.50s check `pytest -q` exited 1 in 40ms",
+            "+1.60s check did not finish",
+            "+2.00s turn 2 completed in 30.0s",
+            "+3.00s judge \"tidy\" passed with 0.90 (threshold 0.50)",
+            "+4.00s check `ls` exited 0 in 3ms",
+        ]
+    );
+    // A turn cut short by an interruption has no phase: it follows at the end.
+    r.turns.push(turn(crate::TurnStatus::Interrupted, None));
+    assert_eq!(titles(&r).last().unwrap(), " turn 3 interrupted after 30.0s");
+}
+
+#[test]
+fn a_stopped_turn_says_so_and_not_its_harness_exit() {
+    let mut r = Record::new("run", "e", "shell", 1, 1);
+    r.turns = vec![turn(crate::TurnStatus::TimedOut, Some("script exited 143: "))];
+    r.phases = vec![phase(crate::Phase::Turn, 10, "1 timed_out in 30.0s, 0 files changed")];
+    let summary = crate::runner::summarize("run", std::slice::from_ref(&r));
+    let html = render(&summary, &[r], &Redactor::new(Vec::<&str>::new())).unwrap();
+    assert!(html.contains("turn 1 timed out after 30.0s"), "{html}");
+    assert!(!html.contains("exited 143"), "{html}");
+}
+
+#[test]
+fn paths_are_shown_byte_for_byte() {
+    let mut r = Record::new("run", "e", "shell", 1, 1);
+    let mut t = turn(crate::TurnStatus::Completed, None);
+    let file = serde_json::json!({"path": "README.md", "change": "added"});
+    t.diff.files = vec![serde_json::from_value(file).unwrap()];
+    r.turns = vec![t];
+    let summary = crate::runner::summarize("run", std::slice::from_ref(&r));
+    let html = render(&summary, &[r], &Redactor::new(Vec::<&str>::new())).unwrap();
+    assert!(html.contains("README.md (added)"), "{html}");
+    assert!(!html.to_lowercase().contains("text-transform"), "no style changes the text's case");
+}
+
+#[test]
+fn a_cells_statistics_are_one_line_each() {
+    let records: Vec<Record> = (1..=3)
+        .map(|trial| {
+            let mut r = Record::new("run", "e", "shell", trial, 1);
+            r.outcome =
+                if trial == 3 { Outcome::Fail(crate::FailKind::Assertion) } else { Outcome::Pass };
+            r
+        })
+        .collect();
+    let summary = crate::runner::summarize("run", &records);
+    let cell = cell_view(&summary.cells[0]);
+    assert_eq!(cell.at_k, "0.67 · 1.00 · 1.00");
+    assert_eq!(cell.k_title, "k = 1 … 3");
+    let html = render(&summary, &records, &Redactor::new(Vec::<&str>::new())).unwrap();
+    assert!(
+        html.contains("<td class=\"nw\" title=\"pass@k, k = 1 … 3\">0.67 · 1.00 · 1.00</td>"),
+        "{html}"
+    );
+    assert!(!html.contains("pass@1"), "no line per k");
+}
