@@ -12,7 +12,8 @@ ANCHORS = {'setup-cache':('performance','the-setup-cache'),'nextest':('options',
  'secret-files':('options','secrets-and-env-files'),'failures':('writing-evals','failures-that-say-where'),
  'testing-compare':('testing','compare-regrade-replay-oracle'),'testing-kubernetes':('testing','kubernetes'),
  'testing-egress':('testing','egress'),'harnesses-verified':('harnesses','what-is-verified-against-what'),
- 'engines-tested':('engines','tested-here'),'re-runs':('records','re-runs')}
+ 'engines-tested':('engines','tested-here'),'re-runs':('records','re-runs'),
+ 'regrade':('compare','regrade-and-replay')}
 def gh(label, prefix):
     if label in PAGES: return f'{prefix}{label}.md'
     if label == 'book': return f'{prefix}README.md'

@@ -326,3 +326,120 @@ async fn a_captured_directory_with_a_10_gb_sparse_file() {
     )
     .await;
 }
+
+/// A runner whose run id is known beforehand, so a fault can find the attempt's container.
+fn runner_for(tag: &str) -> (reeval::Runner, String) {
+    let env_file = common::env_file(tag, &[("REEVAL_T_FAULT_SECRET", SECRET)]);
+    let run_id = format!("{tag}-{}", std::process::id());
+    let id = run_id.clone();
+    (
+        common::runner_with(tag, |c| {
+            c.env_file = Some(env_file);
+            c.run_id = id;
+        }),
+        run_id,
+    )
+}
+
+#[tokio::test]
+async fn the_sandbox_killed_during_a_turn() {
+    require_docker!();
+    use common::inject::{Fault, inject};
+    let (runner, run_id) = runner_for("f-killed-turn");
+    let eval = Eval::new("killed_turn", |c| {
+        Box::pin(async move {
+            c.send("touch /tmp/in-turn; sleep 30").await?;
+            expect(c.exec("echo $REEVAL_T_FAULT_SECRET >/dev/null").await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e));
+    let at = "killed_turn.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Kill);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    // "during turn 1", or the call, when a loaded engine kept the killed exec attached until the budget.
+    let says = "stopped (exit 137, container not running) during";
+    let what = "the sandbox is killed (docker kill)";
+    row(&report, "sandbox-4-killed-turn", what, "turn", Outcome::InfraError, says).await;
+}
+
+#[tokio::test]
+async fn the_sandbox_killed_during_a_check() {
+    require_docker!();
+    use common::inject::{Fault, inject};
+    let (runner, run_id) = runner_for("f-killed-check");
+    let eval = Eval::new("killed_check", |c| {
+        Box::pin(async move {
+            let check = "echo $REEVAL_T_FAULT_SECRET >/dev/null; touch /tmp/in-check; sleep 30";
+            expect(c.exec(check).await?).to_exit_with(137)
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e));
+    let at = "killed_check.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Kill);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    let says = "stopped (exit 137, container not running) during";
+    let what = "the sandbox is killed (docker kill)";
+    row(&report, "sandbox-5-killed-check", what, "check", Outcome::InfraError, says).await;
+}
+
+#[tokio::test]
+async fn the_sandbox_paused_during_a_check() {
+    require_docker!();
+    use common::inject::{Fault, inject};
+    let (runner, run_id) = runner_for("f-paused-check");
+    let eval = Eval::new("paused_check", |c| {
+        Box::pin(async move {
+            let check = "echo $REEVAL_T_FAULT_SECRET >/dev/null; touch /tmp/in-check; sleep 2";
+            expect(c.exec(check).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(6))
+    .environment(env(|e| e));
+    let at = "paused_check.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Pause);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    let says = "was paused (container paused, nothing in it runs)";
+    let what = "the sandbox is paused (docker pause); the budget ends the frozen check";
+    row(&report, "sandbox-6-paused-check", what, "check", Outcome::InfraError, says).await;
+}
+
+#[tokio::test]
+async fn a_setup_step_that_leaves_a_process_running() {
+    require_docker!();
+    let nonce = format!("{}-{}", std::process::id(), reeval::runner::new_run_id());
+    let env_file = common::env_file("f-setup-left", &[("REEVAL_T_FAULT_SECRET", SECRET)]);
+    let runner = common::runner_with("f-setup-left", |c| {
+        c.env_file = Some(env_file);
+        c.setup_cache = true;
+    });
+    let eval = Eval::new("setup_leaves_a_process", |c| {
+        Box::pin(async move {
+            expect(c.exec("cat ready.txt; echo $REEVAL_T_FAULT_SECRET >/dev/null").await?)
+                .to_succeed()
+        })
+    })
+    .environment(env(move |e| {
+        e.env("FAULT_NONCE", nonce.clone())
+            .setup("echo ready > ready.txt && (sleep 600 >/dev/null 2>&1 &)")
+    }));
+    let report = run_with(runner, eval).await;
+    // The run waited for its fill, which refused to commit a sandbox that never settled.
+    let snapshot = report.records[0].phases.iter().find(|p| p.phase.as_str() == "snapshot");
+    let detail = snapshot.map(|p| p.detail.as_str()).unwrap_or("");
+    let digest = detail.split("setup cache miss, ").nth(1).and_then(|d| d.split(' ').next());
+    let digest = digest.unwrap_or_else(|| panic!("the miss asked for a fill: {detail}"));
+    let docker = reeval::sandbox::DockerBackend::connect().await.expect("the engine answers");
+    let image = docker.image_id(&format!("reeval/setup:{digest}")).await.expect("inspect");
+    assert!(image.is_none(), "a sandbox that never settled was not committed");
+    let what = "a setup step leaves a process running (setup cache on)";
+    row(&report, "setup-3-leaves-a-process", what, "setup", Outcome::Pass, "").await;
+}
+
+async fn run_with(runner: reeval::Runner, eval: Eval) -> RunReport {
+    runner.run(vec![eval]).await.expect("preflight passes")
+}

@@ -56,3 +56,53 @@ async fn waiting_attempts_start_ahead_and_leave_nothing_behind() {
         "unused ones were destroyed too"
     );
 }
+
+#[tokio::test]
+async fn an_image_built_ahead_of_the_attempts_is_said_built_by_the_attempt_that_waited() {
+    require_docker!();
+    // An image of its own (unique to this process), so it is built in this run:
+    // ahead of the attempts, while the one slot runs an eval on the base image.
+    let nonce = format!("{}-{}", std::process::id(), reeval::runner::new_run_id());
+    let env = Environment::new()
+        .image(reeval::Image::install("reeval/base:latest", [format!("echo {nonce} > /nonce")]));
+    let first = Eval::new("on_the_base_image", |c| {
+        Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+    });
+    let eval = Eval::new("built_ahead", |c| {
+        Box::pin(async move { expect(c.exec("test -s /nonce").await?).to_succeed() })
+    })
+    .environment(move || env.clone());
+    let report = common::runner_with("built-ahead", |c| {
+        c.threads = 1;
+        c.trials = Some(2);
+    })
+    .run(vec![first, eval])
+    .await
+    .expect("preflight");
+    let image = |r: &Record| {
+        r.phases.iter().find(|p| p.phase.as_str() == "image").map(|p| p.detail.clone()).unwrap()
+    };
+    for r in &report.records {
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    }
+    let details: Vec<String> =
+        report.records.iter().filter(|r| r.eval == "built_ahead").map(image).collect();
+    // Built once, ahead of the attempts: exactly one record says so, with its build time.
+    let built: Vec<&String> = details.iter().filter(|d| d.starts_with("built ")).collect();
+    assert_eq!(built.len(), 1, "{details:?}");
+    let said = regex::Regex::new(
+        r"^built \S+ \(\S+\) in \d+\.\ds ahead of the attempts; this attempt waited \d+\.\ds for it$",
+    )
+    .unwrap();
+    assert!(said.is_match(built[0]), "{details:?}");
+    let reference = report.records.iter().find(|r| r.eval == "built_ahead").unwrap().image.clone();
+    let docker = reeval::bollard::Docker::connect_with_defaults().unwrap();
+    docker
+        .remove_image(
+            &reference.unwrap(),
+            None::<reeval::bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await
+        .expect("remove the test's image");
+}

@@ -248,6 +248,37 @@ impl Snapshot {
         Self::from_tar(&tar)
     }
 
+    /// A digest of every path and what the snapshot knows of it (32 hex
+    /// digits): equal for equal workspaces, however they were read. The setup
+    /// cache labels its images with it, and a hit checks its own against it.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for (path, item) in self.files.iter() {
+            h.update((path.len() as u64).to_le_bytes());
+            h.update(path.as_bytes());
+            match &**item {
+                Item::Read(Entry::File { mode, bytes }) => {
+                    h.update(b"f");
+                    h.update((mode & 0o7777).to_le_bytes());
+                    h.update((bytes.len() as u64).to_le_bytes());
+                    h.update(bytes);
+                }
+                Item::Read(Entry::Symlink(target)) => {
+                    h.update(b"l");
+                    h.update((target.len() as u64).to_le_bytes());
+                    h.update(target.as_bytes());
+                }
+                Item::Special { kind, .. } => h.update(format!("s{kind:?}").as_bytes()),
+                Item::NotCaptured { size, .. } => {
+                    h.update(b"n");
+                    h.update(size.to_le_bytes());
+                }
+            }
+        }
+        h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Whether the sandbox keeps a listing of this snapshot (a refresh then reads only changes).
     pub fn is_listed(&self) -> bool {
         self.listing.is_some()

@@ -15,6 +15,16 @@
 //! [`SetupCache::IncludingSecrets`]; placeholders are not secrets. Images
 //! carry reeval's labels; the cache is held under a size cap, least recently
 //! used first out (a hit re-tags its image, which stamps its `LastTagTime`).
+//!
+//! Only a quiescent sandbox is committed, and paused while it is: a setup
+//! step that left a process running (`cmd &`, git's detached `gc --auto`)
+//! could otherwise change the filesystem during the commit and tear the
+//! image. A fill waits up to [`SETTLE_WITHIN`] for such processes to end,
+//! and refuses to cache the setup if they do not (see `runner/setup_fill.rs`:
+//! it says so on stderr and in the record of every later attempt of the run
+//! that misses it). Each image carries its workspace's fingerprint
+//! ([`LABEL_SNAPSHOT`]); an attempt that hits compares its own snapshot with
+//! it, and on a mismatch removes the image and runs the setup itself.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,12 +36,17 @@ use bollard::query_parameters::{
 use sha2::{Digest, Sha256};
 
 use crate::environment::{Environment, Workspace};
-use crate::sandbox::SandboxError;
+use crate::exec::Command;
+use crate::sandbox::{SandboxError, SandboxHandle};
 
 /// The repository cached setups are tagged in.
 pub const REPOSITORY: &str = "reeval/setup";
 /// Label on every cached setup image: its digest.
 pub const LABEL_SETUP: &str = "dev.reeval.setup";
+/// Label on every cached setup image: the fingerprint of its workspace as committed.
+pub const LABEL_SNAPSHOT: &str = "dev.reeval.setup.snapshot";
+/// How long a fill waits for processes a setup step left running to end.
+pub const SETTLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// The cache's size cap by default (the engine's image sizes, shared layers counted per image).
 pub const DEFAULT_MAX_BYTES: u64 = 20 << 30;
 
@@ -109,19 +124,22 @@ pub(crate) fn reference(digest: &str) -> String {
     format!("{REPOSITORY}:{digest}")
 }
 
-/// Whether the cached image of `digest` exists; if so it is re-tagged, which
-/// marks it as just used for the least-recently-used eviction.
-pub(crate) async fn find(docker: &Docker, digest: &str) -> Result<bool, SandboxError> {
+/// The cached image of `digest`, if it exists, with the fingerprint of its
+/// workspace (`None` for an image committed before fingerprints); a found
+/// image is re-tagged, which marks it as just used for the eviction.
+pub(crate) async fn find(
+    docker: &Docker,
+    digest: &str,
+) -> Result<Option<Option<String>>, SandboxError> {
     let reference = reference(digest);
     match docker.inspect_image(&reference).await {
-        Ok(_) => {
+        Ok(image) => {
             let options = TagImageOptionsBuilder::default().repo(REPOSITORY).tag(digest).build();
             let _ = docker.tag_image(&reference, Some(options)).await;
-            Ok(true)
+            let labels = image.config.and_then(|c| c.labels).unwrap_or_default();
+            Ok(Some(labels.get(LABEL_SNAPSHOT).cloned()))
         }
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
-            Ok(false)
-        }
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
         Err(e) => Err(SandboxError::engine(format!("inspect image {reference}"), e)),
     }
 }
@@ -143,15 +161,103 @@ pub(crate) async fn commit(
         .repo(REPOSITORY)
         .tag(digest)
         .comment("reeval setup cache")
-        // Nothing runs in the sandbox yet; a paused container would stay paused if the
-        // client gave up waiting on a long commit.
-        .pause(false)
+        // Paused, so that nothing can change the filesystem while it is read. A
+        // container left paused (the client gave up on a long commit) is removed by
+        // the fill whatever happened, and a paused container can be removed.
+        .pause(true)
         .build();
     let config = bollard::models::ContainerConfig { labels: Some(labels), ..Default::default() };
     docker.commit_container(options, config).await.map_err(|e| {
         SandboxError::engine(format!("commit {container} as {}", reference(digest)), e)
     })?;
     evict(docker, max_bytes).await
+}
+
+/// Lists the processes in the sandbox other than its init (PID 1), its main
+/// process (`sleep`, or the gateway's relay: PID 1 itself, or the init's
+/// first child), the relay's own and this listing's: what a setup step left
+/// running. Only shell builtins, so the listing starts no process of its
+/// own. Each line: `<pid> <name>`.
+const STRAY_SCRIPT: &str = r#"
+status() {
+  name= state= ppid=
+  while IFS= read -r line; do
+    case $line in
+      Name:*) name=${line#Name:} ;;
+      State:*) state=${line#State:} ;;
+      PPid:*) ppid=${line#PPid:} ;;
+    esac
+  done 2>/dev/null < "/proc/$1/status"
+  set -- $name; name=$1; set -- $state; state=$1; set -- $ppid; ppid=$1
+}
+status 1
+main=
+case $name in
+  docker-init|tini|catatonit|dumb-init)
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      status "$p"
+      if [ "$ppid" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+    done ;;
+esac
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  if [ "$p" = 1 ] || [ "$p" = "$$" ] || [ "$p" = "$main" ]; then continue; fi
+  status "$p"
+  if [ "$state" = Z ] || [ -z "$name" ]; then continue; fi
+  case $name in reeval-relay|reeval-diff) continue ;; esac
+  echo "$p $name"
+done
+"#;
+
+/// What a setup step left running in the sandbox (see [`STRAY_SCRIPT`]).
+///
+/// # Errors
+/// [`SandboxError`] when the listing cannot run.
+pub(crate) async fn stray_processes(handle: &SandboxHandle) -> Result<Vec<String>, SandboxError> {
+    let out = handle.exec(Command::new("sh").arg("-c").arg(STRAY_SCRIPT)).await?;
+    Ok(out.stdout.lines().map(str::to_string).filter(|l| !l.is_empty()).collect())
+}
+
+/// Waits up to `within` for the processes a setup step left running to end.
+///
+/// # Errors
+/// Why the sandbox may not be committed: processes still running after
+/// `within` (named), or a listing that could not run.
+pub(crate) async fn settle(
+    handle: &SandboxHandle,
+    within: std::time::Duration,
+) -> Result<(), String> {
+    let began = std::time::Instant::now();
+    loop {
+        let strays = stray_processes(handle)
+            .await
+            .map_err(|e| format!("failed to list the processes its setup left running: {e}"))?;
+        if strays.is_empty() {
+            return Ok(());
+        }
+        if began.elapsed() >= within {
+            return Err(format!(
+                "its setup left processes running {}s after its last step ({}): \
+                 a commit could store a torn image, so this setup is not cached",
+                within.as_secs(),
+                strays.join(", ")
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+/// Removes the cached image of `digest`; one that a container still runs
+/// from is untagged at once (no attempt finds it again) and left dangling.
+pub(crate) async fn forget(docker: &Docker, digest: &str) -> Result<(), SandboxError> {
+    let reference = reference(digest);
+    let options = RemoveImageOptionsBuilder::default().force(true).build();
+    match docker.remove_image(&reference, Some(options), None).await {
+        Ok(_) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+        Err(e) => Err(SandboxError::engine(format!("remove image {reference}"), e)),
+    }
 }
 
 /// A cached setup image as `reeval images` shows it.

@@ -156,4 +156,5 @@ pub fn all_files_text(dir: &std::path::Path) -> String {
 }
 
 pub mod faults;
+pub mod inject;
 pub mod slow_engine;

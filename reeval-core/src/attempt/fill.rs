@@ -16,15 +16,20 @@ use crate::sandbox::{Backend, Sandbox};
 use crate::secrets::Secret;
 
 /// Asks the run to fill the setup cache for a digest, in the background.
+/// The answer is why the digest will not be cached, when an earlier fill
+/// of this run already refused it (its setup left processes running).
 #[derive(Clone)]
-pub(crate) struct AskFill(Arc<dyn Fn(&str) + Send + Sync>);
+pub(crate) struct AskFill(Arc<Ask>);
+
+/// Asks for a fill of a digest; returns why it will not be cached, if known.
+type Ask = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl AskFill {
-    pub(crate) fn new(ask: impl Fn(&str) + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(ask: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         Self(Arc::new(ask))
     }
 
-    pub(crate) fn ask(&self, digest: &str) {
+    pub(crate) fn ask(&self, digest: &str) -> Option<String> {
         (self.0)(digest)
     }
 }

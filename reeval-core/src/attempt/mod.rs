@@ -15,7 +15,9 @@
 //! `lifecycle/01`–`08`) → the harness session on the first `send`
 //! (`09_harness`) → turns, checks, judge calls, serve and capture as the eval
 //! makes them (`10`–`14`) → teardown (`15`) → `outcome::conclude` classifies →
-//! the record. `fill.rs` prepares a sandbox the same way for the setup cache.
+//! the record. A turn or check that failed in a lost sandbox is the
+//! platform's (`lost.rs`). `fill.rs` prepares a sandbox the same way for the
+//! setup cache.
 //!
 //! What may depend on what: the attempt uses the phases (`lifecycle`), the
 //! sandbox traits (`crate::sandbox`), the harness trait, the judge, and the
@@ -29,6 +31,7 @@ mod calls;
 mod checks;
 mod ctx;
 mod fill;
+mod lost;
 mod phases;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -171,6 +174,8 @@ pub(crate) struct Attempt {
     prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
     /// What the sandbox is for: an eval, or the setup cache.
     purpose: Purpose,
+    /// Why the cached setup this start hit was not used (it did not match its fingerprint).
+    cache_mismatch: Option<(String, String)>,
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and
     /// does not hold yet (a miss).
     cache_digest: Option<String>,
@@ -272,7 +277,31 @@ impl Attempt {
         self.sandbox = SandboxState::Starting { handle: None };
         // The guard resumes the clock even if this future is dropped mid-start.
         let _paused = Paused::new(&self.phases.budget);
-        match self.start().await {
+        let mut started = self.start().await;
+        // A cached setup that did not match its fingerprint: start again without the cache.
+        if started.is_err()
+            && let Some((digest, why)) = self.cache_mismatch.take()
+        {
+            if let Some(handle) = self.handle() {
+                let _ = handle.sandbox().destroy().await;
+            }
+            if let Some(egress) = self.egress.take() {
+                let _ = egress.close(self.started_unix_ms).await;
+            }
+            // After its container is gone, so the image goes at once (unless another attempt runs from it).
+            let removed = match self.backend.as_ref().map(|b| b.forget_setup(&digest)) {
+                Some(forget) => match forget.await {
+                    Ok(()) => "the image was removed".to_string(),
+                    Err(e) => e.to_string(),
+                },
+                None => "no backend".to_string(),
+            };
+            self.phases.log.event(format!("{why}: {removed}, and the setup runs again"));
+            self.setup_cache = false;
+            self.sandbox = SandboxState::Starting { handle: None };
+            started = self.start().await;
+        }
+        match started {
             Ok(ready) => {
                 let handle = ready.handle.clone();
                 self.sandbox = SandboxState::Ready(Box::new(ready));
@@ -325,7 +354,10 @@ impl Attempt {
             Some(digest) => backend.find_setup(digest).await.ok().flatten(),
             None => None,
         };
-        let from = cache_hit.clone().unwrap_or_else(|| image.reference.clone());
+        let from = match &cache_hit {
+            Some(found) => found.reference.clone(),
+            None => image.reference.clone(),
+        };
         // A container made ahead serves when it is what this start would make.
         let ahead = match self.prestarted.take() {
             Some((sandbox, made_from)) if egress_plan.is_none() && made_from == from => {
@@ -468,6 +500,7 @@ impl Attempt {
             _ => None,
         };
         let for_cache = matches!(self.purpose, Purpose::Fill);
+        let hit_digest = cache_digest.clone().filter(|_| hit);
         self.cache_digest = cache_digest.filter(|_| !hit);
         let mut git_repo = hit;
         let baseline = self
@@ -492,8 +525,23 @@ impl Attempt {
                 },
             )
             .await?;
-        if let Some((ask, digest)) = fill {
-            ask.ask(&digest);
+        // A hit is used only if its workspace is the one its image was committed with.
+        if let (Some(found), Some(digest), true) = (&cache_hit, &hit_digest, written) {
+            let seen = baseline.fingerprint();
+            if found.snapshot.as_deref() != Some(seen.as_str()) {
+                let why = format!(
+                    "the cached setup {digest} does not hold the workspace it was committed with \
+                     (fingerprint {} when committed, {seen} now)",
+                    found.snapshot.as_deref().unwrap_or("none")
+                );
+                self.cache_mismatch = Some((digest.clone(), why.clone()));
+                return Err(Error::infra("use the cached setup", why).in_phase(Phase::Snapshot));
+            }
+        }
+        if let Some((ask, digest)) = fill
+            && let Some(why) = ask.ask(&digest)
+        {
+            self.phases.log.event(format!("setup cache: {digest} is not cached: {why}"));
         }
         Ok(Ready {
             handle,
@@ -668,11 +716,21 @@ impl Attempt {
             )
             .await?;
         self.phases.count_as_diff(Phase::Turn, diff_ms);
+        let diff_failed_at_all = diff_failed.is_some();
         if let Some(e) = diff_failed {
             self.phases.log.event(format!("failed to diff the workspace after turn {index}: {e}"));
         }
         if let Err(e) = archived {
             self.phases.log.event(format!("failed to archive turn {index}'s changes: {e}"));
+        }
+        // A turn that failed (or whose diff did) in a sandbox lost meanwhile is the platform's.
+        let (mut turn, mut error) = (turn, error);
+        if (error.is_some() || diff_failed_at_all)
+            && let Some(e) =
+                lost::lost(&handle, "run the turn", &format!("turn {index}"), true).await
+        {
+            turn.error = Some(e.to_string());
+            error = Some(e);
         }
         if turn.status != TurnStatus::Completed {
             self.saw_oom_kill(&handle, &format!("turn {index}")).await;
@@ -696,10 +754,26 @@ impl Attempt {
         }
         let egress = self.egress.as_ref();
         let brokered = |name: &str| egress.is_some_and(|e| e.brokers(name));
+        let shown = lifecycle::check::one_line(&cmd.display());
         let check = lifecycle::check::run(&handle, cmd, &self.secrets, brokered);
         let ran = self.phases.run(Phase::Check, check, lifecycle::check::detail).await;
+        // A check that failed in a sandbox lost meanwhile: its result must not reach the eval.
+        let lost = match &ran {
+            Ok(out) if out.exit_code == 0 => None,
+            ran => {
+                let killed = ran.as_ref().map_or(true, |out| lost::looks_killed(out.exit_code));
+                let during = format!("the check `{shown}`");
+                lost::lost(&handle, "run the check", &during, killed).await
+            }
+        };
         if let Some(egress) = &self.egress {
             egress.for_agent().await.map_err(|e| e.in_phase(Phase::Check))?;
+        }
+        if let Some(e) = lost {
+            if let Ok(out) = &ran {
+                self.record.checks.push(lifecycle::check::record(out, false));
+            }
+            return Err(e.in_phase(Phase::Check));
         }
         let out = ran?;
         let oom_killed = out.exit_code == 137
@@ -818,6 +892,26 @@ impl Attempt {
         Ok(capture)
     }
 
+    /// An attempt that did not pass and whose sandbox was lost meanwhile (a
+    /// check frozen by a pause until the budget ran out, an eval that gave up
+    /// on a dead sandbox's error) ends as the platform's failure.
+    async fn blame_lost_sandbox(&self, ended: Ended) -> Ended {
+        let settled = match &ended {
+            Ended::Returned(Ok(Ok(()))) | Ended::Interrupted => true,
+            Ended::Returned(Ok(Err(e))) => lost::says_lost(e),
+            _ => false,
+        };
+        let Some(handle) = self.handle().filter(|_| !settled) else { return ended };
+        let during = match self.calls.in_flight.or(self.calls.failed) {
+            Some(call) => call.to_string(),
+            None => "the attempt".to_string(),
+        };
+        match lost::lost(handle, "finish the attempt", &during, false).await {
+            Some(e) => Ended::Returned(Ok(Err(e))),
+            None => ended,
+        }
+    }
+
     /// Whether the OOM killer struck since it was last looked at; if so, says so as an event.
     async fn saw_oom_kill(&mut self, handle: &SandboxHandle, during: &str) -> bool {
         let Ok(Some(kills)) = handle.oom_kills().await else { return false };
@@ -879,7 +973,14 @@ impl Attempt {
                         record.final_diff = Some(diff);
                         record.workspace_collected = true;
                     }
-                    Err(e) => events.push(format!("failed to collect the final workspace: {e}")),
+                    Err(e) => {
+                        let lost =
+                            lost::lost(&handle, "collect the final workspace", "teardown", false);
+                        events.push(match lost.await {
+                            Some(lost) => lost.to_string(),
+                            None => format!("failed to collect the final workspace: {e}"),
+                        });
+                    }
                 }
                 // The agent's commits, for a replay to have them as commits.
                 if ready.git_repo {
@@ -1086,6 +1187,7 @@ impl Attempt {
             setup_cache: plan.setup_cache,
             prestarted: None,
             purpose,
+            cache_mismatch: None,
             cache_digest: None,
             oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec))
             {
@@ -1159,6 +1261,7 @@ pub(crate) async fn run(
     budget.finish();
 
     let mut attempt = ctx.attempt;
+    let ended = attempt.blame_lost_sandbox(ended).await;
     // Teardown runs whatever happened; a panic in it (a harness's stop) must not lose the record.
     let to_destroy = match AssertUnwindSafe(attempt.teardown()).catch_unwind().await {
         Ok(sandbox) => sandbox,

@@ -1,10 +1,33 @@
 //! The image phase: the eval's image, else the harness's own, else
 //! `reeval/base`, made present on the engine (built once per content digest).
+//!
+//! The run makes images present ahead of the attempts (`runner/dispatch.rs`),
+//! and an attempt that needs an image being built there waits for that build
+//! and then finds it present. So that a record still says the image was
+//! built, and how long that took, the first attempt that gets an image made
+//! ahead claims the build in its image phase's detail.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use crate::environment::{DEFAULT_IMAGE, ImageSpec};
 use crate::error::Result;
 use crate::harness::Harness;
 use crate::sandbox::{Backend, ReadyImage};
+
+/// An image being made ready ahead: by engine (its address) and spec.
+type AheadKey = (usize, String);
+/// What ensuring it ahead reported, once it returned: `Some(detail)` when it
+/// built or pulled the image (unclaimed), `None` when the image was there.
+type AheadDone = watch::Receiver<Option<Option<String>>>;
+
+static AHEAD: LazyLock<Mutex<HashMap<AheadKey, AheadDone>>> = LazyLock::new(Default::default);
+
+/// How long an attempt that found its image waits to learn whether it was made ahead.
+const AHEAD_REPORT_WITHIN: Duration = Duration::from_secs(5);
 
 /// The image spec of an attempt.
 pub(crate) fn spec(env_image: Option<&ImageSpec>, harness: Option<&dyn Harness>) -> ImageSpec {
@@ -14,12 +37,71 @@ pub(crate) fn spec(env_image: Option<&ImageSpec>, harness: Option<&dyn Harness>)
         .unwrap_or_else(|| ImageSpec::From(DEFAULT_IMAGE.into()))
 }
 
-/// Makes the image present; the harness's name goes into the digest of built images.
+fn ahead_key(backend: &dyn Backend, spec: &ImageSpec, harness_id: &str) -> AheadKey {
+    (backend as *const dyn Backend as *const () as usize, format!("{spec:?}\n{harness_id}"))
+}
+
+fn harness_id(harness: Option<&dyn Harness>) -> String {
+    harness.map(|h| h.image_key().to_string()).unwrap_or_default()
+}
+
+/// Makes the image present for an attempt; the harness's name goes into the
+/// digest of built images. An image built ahead of the attempts and not yet
+/// in any record is said to be built here, with its build time.
+///
+/// # Errors
+/// The engine's, when the image cannot be found, pulled or built.
+///
+/// # Cancel safety
+/// A cancelled build leaves at worst an untagged image.
 pub(crate) async fn ensure(
     backend: &dyn Backend,
     spec: &ImageSpec,
     harness: Option<&dyn Harness>,
 ) -> Result<ReadyImage> {
-    let harness_id = harness.map(|h| h.image_key().to_string()).unwrap_or_default();
-    Ok(backend.ensure_image(spec, &harness_id).await?)
+    let began = Instant::now();
+    let harness_id = harness_id(harness);
+    let mut ready = backend.ensure_image(spec, &harness_id).await?;
+    let key = ahead_key(backend, spec, &harness_id);
+    let ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+    if let Some(mut done) = ahead
+        && ready.detail.starts_with("cache hit")
+    {
+        // The build ahead ended (we found its image); its report follows at once.
+        let _ = tokio::time::timeout(AHEAD_REPORT_WITHIN, done.wait_for(Option::is_some)).await;
+        let claimed = {
+            let mut ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner());
+            let built = ahead.get(&key).and_then(|d| d.borrow().clone().flatten());
+            if built.is_some() {
+                ahead.remove(&key);
+            }
+            built
+        };
+        if let Some(built) = claimed {
+            ready.detail = format!(
+                "{built} ahead of the attempts; this attempt waited {:.1}s for it",
+                began.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(ready)
+}
+
+/// Makes the image present ahead of the attempts, for the first attempt
+/// that gets it to claim (see [`ensure`]). Failures are left to the attempts.
+///
+/// # Cancel safety
+/// Cancelled, it reports nothing: attempts say what they find.
+pub(crate) async fn ensure_ahead(
+    backend: &dyn Backend,
+    spec: &ImageSpec,
+    harness: Option<&dyn Harness>,
+) {
+    let harness_id = harness_id(harness);
+    let (tx, rx) = watch::channel(None);
+    let key = ahead_key(backend, spec, &harness_id);
+    AHEAD.lock().unwrap_or_else(|e| e.into_inner()).insert(key, rx);
+    let made = backend.ensure_image(spec, &harness_id).await;
+    let built = made.ok().map(|r| r.detail).filter(|d| !d.starts_with("cache hit"));
+    let _ = tx.send(Some(built));
 }

@@ -284,7 +284,7 @@ fn ensure_images_ahead(
         for (image, spec) in wanted {
             let harness = spec.and_then(|s| harnesses.make(&s));
             for engine in pool.engines() {
-                let _ = crate::lifecycle::image::ensure(
+                crate::lifecycle::image::ensure_ahead(
                     engine.backend.as_ref(),
                     &image,
                     harness.as_deref(),

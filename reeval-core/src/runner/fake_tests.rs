@@ -240,6 +240,72 @@ async fn kubernetes_without_the_feature_is_a_preflight_miss() {
     assert!(e.contains("`kubernetes` feature"), "{e}");
 }
 
+/// A backend whose sandboxes report `state` once a command containing `lose` ran (exit 137).
+fn losing(state: crate::sandbox::SandboxState) -> FakeBackend {
+    let backend = FakeBackend::new();
+    let shared = backend.clone();
+    backend.on_exec(move |exec, _| {
+        if exec.line().contains("lose") {
+            shared.set_state(state.clone());
+            FakeReply::fail(137, "")
+        } else {
+            FakeReply::ok("")
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_step_that_failed_in_a_lost_sandbox_is_an_infra_error_and_oom_stays_named() {
+    use crate::sandbox::SandboxState;
+    let check = || {
+        Eval::new("check", |c| Box::pin(async move { expect(c.exec("lose").await?).to_succeed() }))
+            .harness("script")
+    };
+    let turn = || {
+        Eval::new("turn", |c| {
+            Box::pin(async move {
+                c.send("lose").await?;
+                Ok(())
+            })
+        })
+        .harness("script")
+    };
+    let killed = SandboxState::Stopped { exit_code: Some(137), oom_killed: false };
+    for (state, eval, outcome, says) in [
+        (killed.clone(), check(), Outcome::InfraError, "failed to run the check: the sandbox fake"),
+        (
+            killed,
+            turn(),
+            Outcome::InfraError,
+            "stopped (exit 137, container not running) during turn 1",
+        ),
+        (SandboxState::Paused, check(), Outcome::InfraError, "was paused"),
+        (
+            SandboxState::Restarted { how: "restart count 1".into() },
+            turn(),
+            Outcome::InfraError,
+            "was restarted (restart count 1) during turn 1",
+        ),
+        (SandboxState::Gone, check(), Outcome::InfraError, "was removed"),
+        // The agent's memory use stays the agent's; a sandbox that runs, the command's result.
+        (
+            SandboxState::Stopped { exit_code: Some(137), oom_killed: true },
+            turn(),
+            Outcome::Fail(FailKind::Agent),
+            "",
+        ),
+        (SandboxState::Running, check(), Outcome::Fail(FailKind::Assertion), "exit code 137"),
+    ] {
+        let backend = losing(state.clone());
+        let report = runner(&backend, config()).run(vec![eval]).await.expect("preflight");
+        let r = &report.records[0];
+        let message = r.message.as_deref().unwrap_or("");
+        assert_eq!(r.outcome, outcome, "{state:?}: {message}");
+        assert!(message.contains(says), "{state:?}: {message}");
+        assert_eq!(backend.live(), 0, "destroyed");
+    }
+}
+
 #[tokio::test]
 async fn an_unknown_harness_is_named_once_with_the_nearest_known_one() {
     // Before the fix: "harness `scirpt` of eval flaky is not known", once per eval, no suggestion.

@@ -11,8 +11,15 @@
 //! abandons a fill still preparing (its container is removed at once); a
 //! commit already running is waited for, bounded, because the engine
 //! finishes it anyway: the image it tags is whole, and no container is left.
+//!
+//! Only a quiescent sandbox is committed (see `setup_cache::settle`): a setup
+//! that leaves processes running past `SETTLE_WITHIN` is not cached, and
+//! why is said on stderr and, as an event, in the record of every later
+//! attempt of the run that misses it. The image is labelled with the
+//! fingerprint of its workspace, read after the processes settled, which a
+//! hit checks before it uses the image.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +28,9 @@ use tokio_util::sync::CancellationToken;
 use super::background::Background;
 use crate::attempt::{self, AttemptPlan, ForCache};
 use crate::harness::HarnessRegistry;
-use crate::sandbox::Backend;
+use crate::sandbox::{Backend, Sandbox, SandboxHandle};
 use crate::secrets::Secret;
+use crate::setup_cache;
 
 /// Fills running at once, at most: each prepares a sandbox and commits it.
 pub(crate) const MAX_FILLS: usize = 2;
@@ -35,6 +43,8 @@ pub(crate) struct SetupFills {
     tasks: Background,
     /// Digests asked for in this run: each is filled once.
     asked: Mutex<HashSet<String>>,
+    /// Why a fill of this run did not cache its digest.
+    refused: Mutex<HashMap<String, String>>,
     shutdown: CancellationToken,
     /// The cache's size cap, kept after each commit.
     max_bytes: u64,
@@ -54,6 +64,7 @@ impl SetupFills {
         Self {
             tasks: Background::new(max_at_once),
             asked: Mutex::new(HashSet::new()),
+            refused: Mutex::new(HashMap::new()),
             shutdown,
             max_bytes,
         }
@@ -61,10 +72,11 @@ impl SetupFills {
 
     /// Fills the cache for `digest` in the background, unless this run
     /// already did or does; a failure is said on stderr (later attempts then
-    /// prepare their own sandboxes, as on any miss).
-    pub(crate) fn fill(self: &Arc<Self>, digest: &str, from: FillFrom) {
+    /// prepare their own sandboxes, as on any miss). Returns why an earlier
+    /// fill of this run did not cache `digest`, if one did not.
+    pub(crate) fn fill(self: &Arc<Self>, digest: &str, from: FillFrom) -> Option<String> {
         if !self.asked.lock().expect("never poisoned").insert(digest.to_string()) {
-            return;
+            return self.refused.lock().expect("never poisoned").get(digest).cloned();
         }
         let (fills, digest) = (self.clone(), digest.to_string());
         let shutdown = self.shutdown.clone();
@@ -76,8 +88,10 @@ impl SetupFills {
                     "reeval: failed to fill the setup cache with {digest}: {why}; \
                      later attempts prepare their own sandboxes\n"
                 ));
+                fills.refused.lock().expect("never poisoned").insert(digest, why);
             }
         });
+        None
     }
 
     async fn run(&self, digest: &str, from: FillFrom) -> Result<(), String> {
@@ -99,15 +113,21 @@ impl SetupFills {
             (Ok((made, _)), _) if made != digest => {
                 Err(format!("its inputs gave another key ({made}) when prepared again"))
             }
-            (Ok((_, labels)), Some(sandbox)) => {
-                let commit = backend.commit_setup(sandbox.id(), digest, labels, self.max_bytes);
-                match tokio::time::timeout(COMMIT_LIMIT, commit).await {
-                    Ok(r) => r.map_err(|e| e.to_string()),
-                    Err(_) => {
-                        Err(format!("the commit took longer than {}s", COMMIT_LIMIT.as_secs()))
+            (Ok((_, labels)), Some(sandbox)) => match quiescent(sandbox).await {
+                Ok(fingerprint) => {
+                    let mut labels = labels.clone();
+                    labels.insert(setup_cache::LABEL_SNAPSHOT.into(), fingerprint);
+                    let commit =
+                        backend.commit_setup(sandbox.id(), digest, &labels, self.max_bytes);
+                    match tokio::time::timeout(COMMIT_LIMIT, commit).await {
+                        Ok(r) => r.map_err(|e| e.to_string()),
+                        Err(_) => {
+                            Err(format!("the commit took longer than {}s", COMMIT_LIMIT.as_secs()))
+                        }
                     }
                 }
-            }
+                Err(why) => Err(why),
+            },
             (Ok(_), None) => Err("no sandbox was prepared".into()),
             (Err(e), _) => Err(e.to_string()),
         };
@@ -130,4 +150,16 @@ impl SetupFills {
     pub(crate) async fn wait_all(&self) {
         self.tasks.wait_all().await;
     }
+}
+
+/// The fingerprint of the prepared sandbox's workspace, once nothing its
+/// setup left running can change it any more; or why it may not be committed.
+async fn quiescent(sandbox: &Arc<dyn Sandbox>) -> Result<String, String> {
+    let handle = SandboxHandle::new(sandbox.clone(), crate::environment::WORKSPACE, Vec::new());
+    setup_cache::settle(&handle, setup_cache::SETTLE_WITHIN).await?;
+    // Read from the engine as an archive: nothing is written into the sandbox before its commit.
+    let snapshot = crate::diff::Snapshot::download(&handle)
+        .await
+        .map_err(|e| format!("failed to read its workspace before the commit: {e}"))?;
+    Ok(snapshot.fingerprint())
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::archive::{self, Entry};
 use super::{
     Backend, Capabilities, EngineInfo, ExecRequest, ExecStream, HELPER_TOOLS, ProcessGroup,
-    ReadyImage, Sandbox, SandboxError, SandboxSpec, Signal, Sweep,
+    ReadyImage, Sandbox, SandboxError, SandboxSpec, SandboxState, Signal, Sweep,
 };
 use crate::environment::ImageSpec;
 use crate::exec::ExecOutput;
@@ -118,6 +118,8 @@ pub struct FakeBackend {
     failure: Option<FakeFailure>,
     /// Downloads (workspace reads) to slow down, once each, after `n` quick ones.
     slow_downloads: Arc<Mutex<Vec<(usize, std::time::Duration)>>>,
+    /// What every sandbox's [`Sandbox::state`] answers (by default, running).
+    state: Arc<Mutex<SandboxState>>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -140,7 +142,14 @@ impl FakeBackend {
             handler: Arc::new(|_, _| FakeReply::ok("")),
             failure: None,
             slow_downloads: Default::default(),
+            state: Arc::new(Mutex::new(SandboxState::Running)),
         }
+    }
+
+    /// From now on every sandbox reports `state` (a sandbox killed or paused
+    /// from outside); a command handler may call it to lose the sandbox mid-command.
+    pub fn set_state(&self, state: SandboxState) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
     }
 
     /// Makes the download after `quick` more take `delay` (a workspace of many
@@ -441,6 +450,10 @@ impl Sandbox for FakeSandbox {
 
     async fn open_stream(&self, _argv: Vec<String>) -> Result<ExecStream, SandboxError> {
         Err(SandboxError::engine_says("open a stream", "the fake backend has no streams"))
+    }
+
+    async fn state(&self) -> SandboxState {
+        self.backend.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {

@@ -15,7 +15,8 @@
 //! The flow: preflight pings a backend; the attempt's container phase asks it
 //! for a sandbox; execs, uploads and downloads go through the handle; teardown
 //! destroys it (in the background, off the attempt's slot); the run's sweep
-//! removes what a killed runner left.
+//! removes what a killed runner left. After a step failed, the attempt asks
+//! `Sandbox::state` (`state.rs`) whether the sandbox was lost.
 //!
 //! What may depend on what: a backend knows images, containers, pods and
 //! bytes, never evals, turns, records, the runner, reporters, the judge,
@@ -34,6 +35,7 @@ mod handle;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub(crate) mod procs;
+mod state;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,6 +52,7 @@ use crate::exec::{Command, ExecOutput};
 
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
+pub use state::{Lost, SandboxState};
 
 /// Label on every container of a run: the run id. The `dev.reeval.*` label
 /// namespace is reserved for reeval: do not set such labels yourself.
@@ -115,6 +118,10 @@ pub enum SandboxError {
         /// What was wrong with it.
         message: String,
     },
+    /// The sandbox was lost (removed, stopped, paused, restarted from outside)
+    /// while a command ran in it: the platform's failure, whatever the command returned.
+    #[error("{0}")]
+    Lost(Box<Lost>),
 }
 
 impl SandboxError {
@@ -365,6 +372,15 @@ pub struct ReadyImage {
     pub detail: String,
 }
 
+/// A cached setup image (see [`Backend::find_setup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundSetup {
+    /// The reference containers are created from.
+    pub reference: String,
+    /// The fingerprint of its workspace as committed (`None`: committed without one).
+    pub snapshot: Option<String>,
+}
+
 /// An engine that runs sandboxes. The runner, the attempt and image building
 /// hold an `Arc<dyn Backend>`.
 #[async_trait]
@@ -430,8 +446,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ///
     /// # Cancel safety
     /// Safe.
-    async fn find_setup(&self, _digest: &str) -> Result<Option<String>, SandboxError> {
+    async fn find_setup(&self, _digest: &str) -> Result<Option<FoundSetup>, SandboxError> {
         Ok(None)
+    }
+
+    /// Removes the cached setup `digest` (it did not match its own
+    /// fingerprint); no attempt finds it again.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine refuses.
+    ///
+    /// # Cancel safety
+    /// Safe: the image is removed or not.
+    async fn forget_setup(&self, _digest: &str) -> Result<(), SandboxError> {
+        Ok(())
     }
 
     /// Commits the prepared sandbox `sandbox_id` as the cached setup
@@ -601,6 +629,17 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Dropping the stream closes the connection.
     async fn connect_port(&self, _port: u16) -> Result<Option<PortStream>, SandboxError> {
         Ok(None)
+    }
+
+    /// What the engine says about the sandbox now (see [`SandboxState`]).
+    /// The attempt asks only after a command failed, to decide whose failure
+    /// it was; the default cannot tell ([`SandboxState::Unknown`]), which
+    /// leaves the blame as the command's result says.
+    ///
+    /// # Cancel safety
+    /// Safe: it only reads.
+    async fn state(&self) -> SandboxState {
+        SandboxState::Unknown
     }
 
     /// Removes the sandbox and everything in it. Idempotent.

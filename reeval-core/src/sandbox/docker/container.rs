@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 use super::{Flavor, is_not_found, remove_container};
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
-use crate::sandbox::{ExecRequest, ExecStream, ProcessGroup, Sandbox, SandboxError, Signal};
+use crate::sandbox::{
+    ExecRequest, ExecStream, ProcessGroup, Sandbox, SandboxError, SandboxState, Signal,
+};
 
 /// One exec's process: argv (data, never a shell string of ours), environment, directory, user, stdin.
 struct ExecSpec<'a> {
@@ -343,8 +345,47 @@ impl Sandbox for DockerSandbox {
         Ok(ExecStream { input, output })
     }
 
+    async fn state(&self) -> SandboxState {
+        let inspected = self
+            .docker
+            .inspect_container(&self.id, None::<bollard::query_parameters::InspectContainerOptions>)
+            .await;
+        match inspected {
+            Ok(c) => state_of(c.state.unwrap_or_default(), c.restart_count.unwrap_or(0)),
+            Err(e) if is_not_found(&e) => SandboxState::Gone,
+            Err(_) => SandboxState::Unknown,
+        }
+    }
+
     async fn destroy(&self) -> Result<(), SandboxError> {
         remove_container(&self.docker, &self.id).await
+    }
+}
+
+/// The sandbox's state from the engine's. A container reeval started once and
+/// that never stopped has no finish time: one that runs with a finish time, or
+/// a restart count, was restarted (`docker restart`), and every process of the
+/// attempt died with it.
+fn state_of(state: bollard::models::ContainerState, restarts: i64) -> SandboxState {
+    let never =
+        |t: &Option<String>| t.as_deref().is_none_or(|t| t.is_empty() || t.starts_with("0001-"));
+    if state.paused == Some(true) {
+        SandboxState::Paused
+    } else if state.running != Some(true) || state.restarting == Some(true) {
+        SandboxState::Stopped {
+            exit_code: state.exit_code,
+            oom_killed: state.oom_killed == Some(true),
+        }
+    } else if restarts > 0 || !never(&state.finished_at) {
+        SandboxState::Restarted {
+            how: format!(
+                "stopped at {}, started again at {}",
+                state.finished_at.as_deref().unwrap_or("?"),
+                state.started_at.as_deref().unwrap_or("?")
+            ),
+        }
+    } else {
+        SandboxState::Running
     }
 }
 

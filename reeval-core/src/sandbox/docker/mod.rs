@@ -22,8 +22,8 @@ use bollard::query_parameters::{
 pub use container::DockerSandbox;
 
 use super::{
-    Backend, Capabilities, EngineInfo, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN, NetworkSpec,
-    ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
+    Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,
+    NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
 use crate::environment::ImageSpec;
 
@@ -200,9 +200,16 @@ impl Backend for DockerBackend {
         true
     }
 
-    async fn find_setup(&self, digest: &str) -> Result<Option<String>, SandboxError> {
+    async fn find_setup(&self, digest: &str) -> Result<Option<FoundSetup>, SandboxError> {
         let found = crate::setup_cache::find(self.client(), digest).await?;
-        Ok(found.then(|| crate::setup_cache::reference(digest)))
+        Ok(found.map(|snapshot| FoundSetup {
+            reference: crate::setup_cache::reference(digest),
+            snapshot,
+        }))
+    }
+
+    async fn forget_setup(&self, digest: &str) -> Result<(), SandboxError> {
+        crate::setup_cache::forget(self.client(), digest).await
     }
 
     async fn commit_setup(

@@ -18,7 +18,7 @@ use super::pod::{self, CONTAINER};
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
 use crate::sandbox::{
-    ExecRequest, ExecStream, PortStream, ProcessGroup, Sandbox, SandboxError, Signal,
+    ExecRequest, ExecStream, PortStream, ProcessGroup, Sandbox, SandboxError, SandboxState, Signal,
 };
 
 /// How long `exec true` may keep failing after Ready (exec can fail just after it).
@@ -334,6 +334,14 @@ impl Sandbox for KubeSandbox {
         Ok(Some(Box::pin(Forwarded { stream, forwarder })))
     }
 
+    async fn state(&self) -> SandboxState {
+        match self.pods.get_opt(&self.name).await {
+            Ok(Some(pod)) => pod_state(&pod),
+            Ok(None) => SandboxState::Gone,
+            Err(_) => SandboxState::Unknown,
+        }
+    }
+
     async fn destroy(&self) -> Result<(), SandboxError> {
         let now = DeleteParams::default().grace_period(0);
         match self.pods.delete(&self.name, &now).await {
@@ -400,5 +408,30 @@ impl tokio::io::AsyncWrite for Forwarded {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// The sandbox's state from its pod's: a pod that is not running, or whose
+/// container restarted (every process of the attempt died with it), is lost.
+pub(super) fn pod_state(pod: &Pod) -> SandboxState {
+    let Some(status) = &pod.status else { return SandboxState::Unknown };
+    let container = status.container_statuses.as_ref().and_then(|c| c.first());
+    let terminated = container
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .or_else(|| container.and_then(|c| c.last_state.as_ref()?.terminated.as_ref()));
+    let stopped = || SandboxState::Stopped {
+        exit_code: terminated.map(|t| i64::from(t.exit_code)),
+        oom_killed: terminated.and_then(|t| t.reason.as_deref()) == Some("OOMKilled"),
+    };
+    if status.phase.as_deref() != Some("Running") {
+        return stopped();
+    }
+    match container {
+        Some(c) if c.state.as_ref().is_some_and(|s| s.running.is_none()) => stopped(),
+        Some(c) if c.restart_count > 0 => {
+            SandboxState::Restarted { how: format!("container restart count {}", c.restart_count) }
+        }
+        _ => SandboxState::Running,
     }
 }

@@ -1,0 +1,57 @@
+//! Whose failure a failed step is: a turn or a check whose sandbox was lost
+//! meanwhile (removed, stopped, paused or restarted from outside) is the
+//! platform's, whatever its command returned, so it becomes an infra error
+//! (retried with a fresh sandbox) instead of the agent's or the eval's fail.
+//! The engine is asked only after a step failed: a passing attempt pays nothing.
+
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::sandbox::{Lost, SandboxError, SandboxHandle, SandboxState};
+
+/// How long a step that looks killed waits for its engine to tell (see [`lost`]).
+const SETTLE: [Duration; 3] =
+    [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400)];
+
+/// The error a failed step ends with when the sandbox was lost, or `None`
+/// when it runs (or its engine cannot tell): the step's own result stands.
+/// `action` reads as "failed to …", `during` names the step. A step that
+/// looks `killed` (a signal's exit code, a broken exec) may end a moment
+/// before the engine notices its container stopped: the engine is asked
+/// again for up to 0.7 s before the sandbox is taken to be running.
+pub(crate) async fn lost(
+    handle: &SandboxHandle,
+    action: &str,
+    during: &str,
+    killed: bool,
+) -> Option<Error> {
+    let mut state = handle.sandbox().state().await;
+    if killed {
+        for wait in SETTLE {
+            if state != SandboxState::Running {
+                break;
+            }
+            tokio::time::sleep(wait).await;
+            state = handle.sandbox().state().await;
+        }
+    }
+    state.is_lost().then(|| {
+        let id = handle.sandbox().id();
+        Error::Sandbox(SandboxError::Lost(Box::new(Lost {
+            action: action.to_string(),
+            sandbox: id[..id.len().min(12)].to_string(),
+            state,
+            during: during.to_string(),
+        })))
+    })
+}
+
+/// Whether `err` already says the sandbox was lost.
+pub(crate) fn says_lost(err: &Error) -> bool {
+    matches!(err.root(), Error::Sandbox(SandboxError::Lost(_)))
+}
+
+/// Whether an exit code is a signal's (128 + n), or none at all (-1: the exec broke).
+pub(crate) fn looks_killed(exit_code: i64) -> bool {
+    !(0..128).contains(&exit_code)
+}

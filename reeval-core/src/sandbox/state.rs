@@ -1,0 +1,109 @@
+//! What the engine says about a sandbox that was started: running, or lost
+//! (removed, stopped, paused, restarted). A command that failed in a lost
+//! sandbox is the platform's failure, never the agent's or the eval's: the
+//! attempt asks [`Sandbox::state`](super::Sandbox::state) only after a
+//! command failed, so a passing attempt pays nothing for it.
+
+use std::fmt;
+
+/// The state of a sandbox that was started, as its engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SandboxState {
+    /// Running as it was started.
+    Running,
+    /// The backend cannot tell (it has no probe, or the engine did not answer).
+    Unknown,
+    /// The container (or pod) no longer exists.
+    Gone,
+    /// Its main process is no longer running.
+    Stopped {
+        /// Its exit code, when the engine knows it.
+        exit_code: Option<i64>,
+        /// Whether the engine says the kernel's OOM killer stopped it.
+        oom_killed: bool,
+    },
+    /// It is frozen (`docker pause`): nothing in it runs.
+    Paused,
+    /// It was restarted since it was started (every process of the attempt is gone).
+    Restarted {
+        /// What the engine says (a restart count, a new start time).
+        how: String,
+    },
+}
+
+impl SandboxState {
+    /// Whether a command that failed in it failed because of it: the sandbox
+    /// is gone, stopped, paused or restarted. An OOM stop is not lost: the
+    /// agent's memory use is named as such (see the attempt's OOM event).
+    pub fn is_lost(&self) -> bool {
+        match self {
+            SandboxState::Running | SandboxState::Unknown => false,
+            SandboxState::Stopped { oom_killed, .. } => !oom_killed,
+            SandboxState::Gone | SandboxState::Paused | SandboxState::Restarted { .. } => true,
+        }
+    }
+}
+
+impl fmt::Display for SandboxState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SandboxState::Running => f.write_str("is running"),
+            SandboxState::Unknown => f.write_str("is in a state its engine does not report"),
+            SandboxState::Gone => f.write_str("was removed (container gone)"),
+            SandboxState::Stopped { exit_code, oom_killed } => {
+                f.write_str("stopped (")?;
+                if let Some(code) = exit_code {
+                    write!(f, "exit {code}, ")?;
+                }
+                if *oom_killed {
+                    f.write_str("out of memory, ")?;
+                }
+                f.write_str("container not running)")
+            }
+            SandboxState::Paused => {
+                f.write_str("was paused (container paused, nothing in it runs)")
+            }
+            SandboxState::Restarted { how } => write!(f, "was restarted ({how})"),
+        }
+    }
+}
+
+/// A step that failed because its sandbox was lost (see [`SandboxError::Lost`](super::SandboxError::Lost)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// What was being done, as "failed to …" reads (`run the turn`).
+    pub action: String,
+    /// The sandbox's short id.
+    pub sandbox: String,
+    /// What its engine says about it.
+    pub state: SandboxState,
+    /// The step it happened in (`turn 1`, ``the check `pytest` ``).
+    pub during: String,
+}
+
+impl fmt::Display for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Lost { action, sandbox, state, during } = self;
+        write!(f, "failed to {action}: the sandbox {sandbox} {state} during {during}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_states_say_what_happened() {
+        let killed = SandboxState::Stopped { exit_code: Some(137), oom_killed: false };
+        assert!(killed.is_lost());
+        assert_eq!(killed.to_string(), "stopped (exit 137, container not running)");
+        let oom = SandboxState::Stopped { exit_code: Some(137), oom_killed: true };
+        assert!(!oom.is_lost(), "OOM stays the agent's, named as such");
+        assert!(SandboxState::Paused.is_lost());
+        assert!(SandboxState::Gone.is_lost());
+        assert!(SandboxState::Restarted { how: "restart count 1".into() }.is_lost());
+        assert!(!SandboxState::Running.is_lost());
+        assert!(!SandboxState::Unknown.is_lost(), "without a probe, blame stays as it was");
+    }
+}
