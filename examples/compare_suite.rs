@@ -1,6 +1,6 @@
 //! A suite for the project's own comparison and oracle tests
 //! (`tests/compare.rs`), with the `shell` harness and outcomes known in
-//! advance. Not a tutorial: see the README's "Compare, regrade, replay, oracle".
+//! advance. Not a tutorial: see docs/compare.md.
 
 use reeval::prelude::*;
 

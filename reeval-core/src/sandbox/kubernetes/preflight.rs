@@ -81,7 +81,7 @@ pub(super) async fn check(client: &kube::Client, namespace: &str) -> Preflight {
     }
     if !denied.is_empty() {
         found.missing.push(format!(
-            "failed RBAC check in namespace {namespace}: not allowed to {}; apply the Role in the README's Kubernetes section",
+            "failed RBAC check in namespace {namespace}: not allowed to {}; apply the Role in docs/kubernetes.md (RBAC)",
             denied.join(", ")
         ));
     }
