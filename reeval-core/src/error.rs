@@ -148,26 +148,3 @@ impl From<HarnessError> for Error {
     }
 }
 
-impl From<std::io::Error> for Error {
-    fn from(err: std::io::Error) -> Self {
-        Error::other(err)
-    }
-}
-
-impl From<serde_json::Error> for Error {
-    fn from(err: serde_json::Error) -> Self {
-        Error::other(err)
-    }
-}
-
-impl From<String> for Error {
-    fn from(message: String) -> Self {
-        Error::other(message)
-    }
-}
-
-impl From<&str> for Error {
-    fn from(message: &str) -> Self {
-        Error::other(message.to_string())
-    }
-}
