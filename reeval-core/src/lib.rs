@@ -12,6 +12,7 @@
 //! - [`llm`]: the model-API client and agent tools shared by the judge and the built-in agent.
 //! - [`runner`]: settings, preflight, the dispatcher and its event stream; [`report`]: the reporters.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod attempt;
 mod budget;
