@@ -21,6 +21,10 @@ async fn run_one(tag: &str, eval: Eval) -> (Record, String, std::path::PathBuf) 
     let on_disk: Record = serde_json::from_slice(&std::fs::read(&path).expect("record written"))
         .expect("record parses");
     assert_eq!(on_disk.outcome, record.outcome);
+    // And, when it sent a turn, its trajectory as ATIF that Harbor's schema accepts.
+    if !record.turns.is_empty() {
+        common::atif::check_record(&report.run_dir, &record);
+    }
     (record, report.run_id, report.run_dir)
 }
 

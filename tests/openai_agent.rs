@@ -34,6 +34,10 @@ async fn run_one(tag: &str, server: &ModelServer, eval: Eval) -> (Record, String
         .await
         .expect("preflight passes");
     let r = report.records[0].clone();
+    // Every attempt that sent a turn leaves a trajectory that Harbor's schema accepts.
+    if !r.turns.is_empty() {
+        common::atif::check_record(&report.run_dir, &r);
+    }
     let text =
         std::fs::read_to_string(report.run_dir.join(r.file_name())).expect("the record file");
     (r, text)

@@ -219,8 +219,10 @@ async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
     })
     .harness("claude-code:sonnet")
     .environment(claude_env);
-    let (r, _) = run_one(&provider, "real-claude-turns", eval).await;
+    let (r, report) = run_one(&provider, "real-claude-turns", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
+    let atif = common::atif::check_record(&report.run_dir, &r);
+    assert_eq!(atif["agent"]["name"], "claude-code");
     let (first, second) = (&r.turns[0], &r.turns[1]);
     assert_eq!(first.status, TurnStatus::Completed);
     assert_eq!(first.model.as_deref(), Some(anthropic::MODEL), "{}", show(&r));
@@ -393,7 +395,8 @@ async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
     })
     .harness(format!("codex:{CODEX_MODEL}"))
     .environment(codex_env);
-    let (r, _) = run_one(&provider, "real-codex-turns", eval).await;
+    let (r, report) = run_one(&provider, "real-codex-turns", eval).await;
+    common::atif::check_record(&report.run_dir, &r);
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let (first, second) = (&r.turns[0], &r.turns[1]);
     let own = |parts: &[Billed]| {

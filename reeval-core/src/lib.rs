@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod atif;
 mod attempt;
 mod budget;
 pub mod capture;

@@ -155,6 +155,7 @@ pub fn all_files_text(dir: &std::path::Path) -> String {
     out
 }
 
+pub mod atif;
 pub mod faults;
 pub mod inject;
 pub mod slow_engine;
