@@ -280,7 +280,9 @@ pub fn read_trajectory(trajectory: &Value, turn: &mut TurnBuilder) {
                         .or_else(|| string(m, "content"))
                         .filter(|t| !t.is_empty())
                         .unwrap_or(status);
-                    turn.fail(format!("{status}: {message}"), status_of_exception(status));
+                    let code = status_of_exception(status)
+                        .or_else(|| string(extra, "traceback").and_then(status_in_traceback));
+                    turn.fail(format!("{status}: {message}"), code);
                 }
             }
             _ => {}
@@ -305,6 +307,13 @@ fn status_of_exception(name: &str) -> Option<u16> {
         "Timeout" => 504,
         _ => return None,
     })
+}
+
+/// The provider's status in the OpenAI client's error under litellm's
+/// (`openai.APIStatusError: Error code: 529 - {...}`): litellm names a 529 only `APIError`.
+fn status_in_traceback(traceback: &str) -> Option<u16> {
+    let (_, rest) = traceback.rsplit_once("Error code: ")?;
+    rest.get(..3)?.parse().ok().filter(|s| (100..600).contains(s))
 }
 
 #[cfg(test)]
@@ -385,6 +394,14 @@ mod tests {
         assert_eq!(f.status, Some(429));
         assert!(f.message.contains("scripted 429"), "{}", f.message);
         assert_eq!(t.usage, Usage::default());
+
+        // A status litellm does not name: the OpenAI client's error in the traceback says it.
+        let trajectory = json!({"messages": [{"role": "exit", "content": "x", "extra": {
+            "exit_status": "APIError", "exception_str": "litellm.APIError: APIError: OpenAIException - Overloaded",
+            "traceback": "Traceback (most recent call last):\n...\nopenai.APIStatusError: Error code: 529 - {'error': {}}\n\nDuring handling..."}}]});
+        let mut t = TurnBuilder::new("/workspace");
+        read_trajectory(&trajectory, &mut t);
+        assert_eq!(t.failure.expect("failure").status, Some(529));
     }
 
     #[test]
