@@ -274,3 +274,32 @@ fn ms_from_first_error_to_turn_end(r: &Record) -> u64 {
     let end = turn["startMs"].as_u64().unwrap_or(0) + turn["durationMs"].as_u64().unwrap_or(0);
     end.saturating_sub(error.at_ms)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mini_swe_agent_cut_short_keeps_the_saved_steps_usage_as_partial() {
+    require_docker!();
+    // The first step is answered; the model hangs on the second.
+    let provider = Provider::start(|_, req| match last_message(&req.body)["role"].as_str() {
+        Some("tool") => Answer::Hang(std::time::Duration::from_secs(300)),
+        _ => mini_model(0, req),
+    })
+    .await;
+    let eval = Eval::new("mini_real_hang", |c| {
+        Box::pin(async move {
+            // Long enough for Python to import litellm on a loaded machine.
+            let options = TurnOptions { timeout: Some(std::time::Duration::from_secs(60)) };
+            let t = c.send_with("Create hello.py that prints hello.", options).await?;
+            expect(t.status).to_equal(TurnStatus::TimedOut)?;
+            Ok(())
+        })
+    })
+    .harness(HARNESS)
+    .environment(mini_env);
+    let (r, _) = run_one(&provider, "real-mini-hang", eval).await;
+    let t = &r.turns[0];
+    assert_eq!(t.status, TurnStatus::TimedOut, "{}", show(&r));
+    // The trajectory saved after the first step: its usage, said to be partial.
+    assert_eq!(t.usage, Usage { partial: true, ..usage_of(WRITE) }, "{}", show(&r));
+    assert_eq!(t.tool_calls.len(), 1, "{}", show(&r));
+    assert_eq!(t.diff.paths(), vec!["hello.py"]);
+}
