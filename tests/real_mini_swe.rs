@@ -27,6 +27,7 @@ use reeval::{Eval, Outcome, Record, RunReport, TurnStatus, Usage};
 use serde_json::{Value, json};
 
 const OPENAI_KEY: &str = "sk-openai-real-mini-REAL-0123456789abcdef";
+const ANTHROPIC_KEY: &str = "sk-ant-real-mini-REAL-0123456789abcdef";
 const HARNESS: &str = "mini-swe-agent:openai/gpt-4.1";
 const SUBMIT: &str = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
 
@@ -55,8 +56,8 @@ fn mini_env() -> Environment {
     Environment::new().image(Image::from(image()))
 }
 
-/// The scripted provider: TLS for `api.openai.com` on loopback, and the
-/// gateway settings that route that host to it.
+/// The scripted provider: TLS for `api.openai.com` and `api.anthropic.com`
+/// on loopback, and the gateway settings that route those hosts to it.
 struct Provider {
     server: ModelServer,
     ca_pem: String,
@@ -65,17 +66,23 @@ struct Provider {
 impl Provider {
     async fn start(script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static) -> Self {
         let pki = upstreams::TestPki::new();
-        let tls = pki.server_config(&["api.openai.com"]);
+        let tls = pki.server_config(&["api.openai.com", "api.anthropic.com"]);
         let server =
             ModelServer::start_with(Options { tls: Some(tls), websocket: false }, script).await;
         Self { server, ca_pem: pki.ca_pem.clone() }
     }
 
     fn runner(&self, tag: &str) -> reeval::Runner {
-        let env = common::env_file(tag, &[("OPENAI_API_KEY", OPENAI_KEY)]);
+        let env = common::env_file(
+            tag,
+            &[("OPENAI_API_KEY", OPENAI_KEY), ("ANTHROPIC_API_KEY", ANTHROPIC_KEY)],
+        );
         let egress = EgressSettings {
             extra_roots_pem: vec![self.ca_pem.clone()],
-            resolve: vec![("api.openai.com".into(), self.server.addr)],
+            resolve: vec![
+                ("api.openai.com".into(), self.server.addr),
+                ("api.anthropic.com".into(), self.server.addr),
+            ],
             ..EgressSettings::default()
         };
         common::runner_with(tag, |c| {
@@ -302,4 +309,75 @@ async fn mini_swe_agent_cut_short_keeps_the_saved_steps_usage_as_partial() {
     assert_eq!(t.usage, Usage { partial: true, ..usage_of(WRITE) }, "{}", show(&r));
     assert_eq!(t.tool_calls.len(), 1, "{}", show(&r));
     assert_eq!(t.diff.paths(), vec!["hello.py"]);
+}
+
+// ---------------------------------------------------------------- Anthropic
+
+const CLAUDE_MODEL: &str = "claude-sonnet-4-5-20250929";
+const CLAUDE_WRITE: Billed =
+    Billed { input: 40, output: 23, cache_read: 0, cache_write: 1500, reasoning: 0 };
+const CLAUDE_WROTE: Billed =
+    Billed { input: 9, output: 11, cache_read: 1500, cache_write: 60, reasoning: 0 };
+
+/// A non-streamed Anthropic Messages answer: a text block and one `bash` tool_use.
+fn anthropic_message(id: &str, text: &str, call: (&str, &str), billed: Billed) -> Answer {
+    Answer::ok(json!({
+        "id": id, "type": "message", "role": "assistant", "model": CLAUDE_MODEL,
+        "content": [{"type": "text", "text": text},
+                    {"type": "tool_use", "id": call.0, "name": "bash", "input": {"command": call.1}}],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": billed.input, "output_tokens": billed.output,
+                  "cache_creation_input_tokens": billed.cache_write,
+                  "cache_read_input_tokens": billed.cache_read}
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mini_swe_agent_on_anthropic_records_cache_writes_apart() {
+    require_docker!();
+    let provider = Provider::start(|_, req| {
+        let last = &last_message(&req.body)["content"];
+        let after_tool = last
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
+        if after_tool {
+            anthropic_message("msg_wrote", "Created hello.py.", ("toolu_s", SUBMIT), CLAUDE_WROTE)
+        } else {
+            anthropic_message("msg_write", "Writing it.", ("toolu_w", WRITE_CMD), CLAUDE_WRITE)
+        }
+    })
+    .await;
+    let eval = Eval::new("mini_real_anthropic", |c| {
+        Box::pin(async move {
+            let env = c.exec("printenv ANTHROPIC_API_KEY").await?;
+            expect(env.stdout.contains("placeholder")).to_equal(true)?;
+            c.send("Create hello.py that prints hello.").await?;
+            Ok(())
+        })
+    })
+    .harness(format!("mini-swe-agent:anthropic/{CLAUDE_MODEL}"))
+    .environment(mini_env);
+    let (r, _) = run_one(&provider, "real-mini-anthropic", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
+    let t = &r.turns[0];
+    let b = Billed::sum(&[CLAUDE_WRITE, CLAUDE_WROTE]);
+    let want = Usage {
+        input: Some(b.input),
+        output: Some(b.output),
+        cache_read: Some(b.cache_read),
+        cache_write: Some(b.cache_write),
+        reasoning: None,
+        partial: false,
+    };
+    assert_eq!(t.usage, want, "{}", show(&r));
+    assert_eq!(t.model.as_deref(), Some(CLAUDE_MODEL), "{}", show(&r));
+    assert_eq!(t.tool_calls[0].input["command"], WRITE_CMD, "{}", show(&r));
+    assert!(t.diff.patch.contains("+print('hello')"), "{}", t.diff.patch);
+    assert!(r.egress.iter().all(|e| e.allowed && e.host == "api.anthropic.com"), "{:?}", r.egress);
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for req in &requests {
+        assert_eq!(req.path, "/v1/messages");
+        assert_eq!(req.header("x-api-key"), Some(ANTHROPIC_KEY), "the upstream gets the real key");
+    }
 }

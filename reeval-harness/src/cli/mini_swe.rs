@@ -203,14 +203,16 @@ impl EventParser for NoEvents {
 }
 
 /// One model response's usage as litellm reports it: `prompt_tokens`
-/// includes the cached tokens and, for Anthropic, the cache writes too.
+/// includes the cached tokens and, for Anthropic (whose usage carries
+/// `cache_creation_input_tokens`), the cache writes too. Anthropic reports no
+/// reasoning count of its own (thinking is billed as output): litellm's
+/// `reasoning_tokens` there is its own figure, left out as Claude Code's harness does.
 fn usage_of(u: &Value) -> Usage {
     let mut usage = Usage::from_chat_completions(u);
-    let write = count(u, "cache_creation_input_tokens")
-        .or_else(|| u.get("prompt_tokens_details").and_then(|d| count(d, "cache_creation_tokens")));
-    if let Some(write) = write {
+    if let Some(write) = count(u, "cache_creation_input_tokens") {
         usage.cache_write = Some(write);
         usage.input = usage.input.map(|i| i.saturating_sub(write));
+        usage.reasoning = None;
     }
     usage
 }
@@ -408,11 +410,12 @@ mod tests {
     fn anthropic_cache_writes_are_apart_from_the_input() {
         // litellm's Anthropic usage: prompt_tokens = input + cache reads + cache writes.
         let u = json!({"prompt_tokens": 1540, "completion_tokens": 23, "cache_creation_input_tokens": 1500,
-                       "cache_read_input_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0, "cache_creation_tokens": 1500}});
+                       "cache_read_input_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0, "cache_creation_tokens": 1500},
+                       "completion_tokens_details": {"reasoning_tokens": 0}});
         let usage = usage_of(&u);
         assert_eq!(
-            (usage.input, usage.cache_write, usage.cache_read),
-            (Some(40), Some(1500), Some(0))
+            (usage.input, usage.cache_write, usage.cache_read, usage.reasoning),
+            (Some(40), Some(1500), Some(0), None)
         );
     }
 
