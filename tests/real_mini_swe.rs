@@ -130,10 +130,14 @@ fn usage_of(b: Billed) -> Usage {
     }
 }
 
-const WRITE: Billed = Billed { input: 1210, output: 64, cache_read: 0, cache_write: 0, reasoning: 16 };
-const WROTE: Billed = Billed { input: 95, output: 21, cache_read: 1200, cache_write: 0, reasoning: 5 };
-const RUN: Billed = Billed { input: 330, output: 48, cache_read: 1024, cache_write: 0, reasoning: 9 };
-const RAN: Billed = Billed { input: 77, output: 19, cache_read: 1350, cache_write: 0, reasoning: 3 };
+const WRITE: Billed =
+    Billed { input: 1210, output: 64, cache_read: 0, cache_write: 0, reasoning: 16 };
+const WROTE: Billed =
+    Billed { input: 95, output: 21, cache_read: 1200, cache_write: 0, reasoning: 5 };
+const RUN: Billed =
+    Billed { input: 330, output: 48, cache_read: 1024, cache_write: 0, reasoning: 9 };
+const RAN: Billed =
+    Billed { input: 77, output: 19, cache_read: 1350, cache_write: 0, reasoning: 3 };
 
 const WRITE_CMD: &str = "printf \"print('hello')\\n\" > hello.py";
 const RUN_CMD: &str = "python3 hello.py > out.txt";
@@ -200,7 +204,12 @@ async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
     assert_eq!(second.usage, usage_of(Billed::sum(&[RUN, RAN])), "{}", show(&r));
     let commands: Vec<(&str, &Value)> =
         first.tool_calls.iter().map(|c| (c.name.as_str(), &c.input["command"])).collect();
-    assert_eq!(commands, vec![("bash", &json!(WRITE_CMD)), ("bash", &json!(SUBMIT))], "{}", show(&r));
+    assert_eq!(
+        commands,
+        vec![("bash", &json!(WRITE_CMD)), ("bash", &json!(SUBMIT))],
+        "{}",
+        show(&r)
+    );
     assert!(first.tool_calls.iter().all(|c| c.error.is_none()), "{}", show(&r));
     assert_eq!(first.tool_calls[0].result.as_deref(), Some(""));
     assert!(first.diff.patch.contains("+print('hello')"), "{}", first.diff.patch);
@@ -222,7 +231,11 @@ async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
     let bearer = format!("Bearer {OPENAI_KEY}");
     for req in &requests {
         assert_eq!(req.path, "/v1/chat/completions");
-        assert_eq!(req.header("authorization"), Some(bearer.as_str()), "the upstream gets the real key");
+        assert_eq!(
+            req.header("authorization"),
+            Some(bearer.as_str()),
+            "the upstream gets the real key"
+        );
         assert_eq!(req.body["model"], "gpt-4.1");
     }
     // mini-swe-agent cannot resume: the second run starts anew, with the earlier task in its task.
@@ -253,7 +266,10 @@ async fn mini_swe_agent_overload_is_infra_and_a_rejected_key_is_config_in_second
         assert_eq!(provider.requests().len(), n + 1, "one request per run: not retried");
         let after = ms_from_first_error_to_turn_end(&r);
         assert!(after < 30_000, "{after} ms after the error: {}", show(&r));
-        eprintln!("mini-swe-agent {tag}: turn {} ms, {after} ms after the error", r.turns[0].duration_ms);
+        eprintln!(
+            "mini-swe-agent {tag}: turn {} ms, {after} ms after the error",
+            r.turns[0].duration_ms
+        );
     }
     let (r, _) = run_one(&provider, "real-mini-401", sends("mini_real_401", "hello")).await;
     assert_eq!(r.outcome, Outcome::Config, "{}", show(&r));
@@ -337,9 +353,8 @@ async fn mini_swe_agent_on_anthropic_records_cache_writes_apart() {
     require_docker!();
     let provider = Provider::start(|_, req| {
         let last = &last_message(&req.body)["content"];
-        let after_tool = last
-            .as_array()
-            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
+        let after_tool =
+            last.as_array().is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
         if after_tool {
             anthropic_message("msg_wrote", "Created hello.py.", ("toolu_s", SUBMIT), CLAUDE_WROTE)
         } else {

@@ -166,13 +166,20 @@ pub mod chat {
 
     /// A `chat.completion` whose message says `text` and makes `calls`
     /// (`(id, function name, arguments)`); `prompt_tokens` includes the cached tokens.
-    pub fn completion(id: &str, text: Option<&str>, calls: &[(&str, &str, Value)], billed: Billed) -> Answer {
+    pub fn completion(
+        id: &str,
+        text: Option<&str>,
+        calls: &[(&str, &str, Value)],
+        billed: Billed,
+    ) -> Answer {
         let mut message = json!({"role": "assistant", "content": text, "refusal": null});
         if !calls.is_empty() {
             let calls: Vec<Value> = calls
                 .iter()
-                .map(|(id, name, args)| json!({"id": id, "type": "function",
-                    "function": {"name": name, "arguments": args.to_string()}}))
+                .map(|(id, name, args)| {
+                    json!({"id": id, "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}})
+                })
                 .collect();
             message["tool_calls"] = Value::from(calls);
         }

@@ -241,8 +241,7 @@ pub fn read_trajectory(trajectory: &Value, turn: &mut TurnBuilder) {
         }
         match string(m, "role") {
             Some("assistant") => {
-                if let Some(text) = m.get("content").map(text_of).filter(|t| !t.trim().is_empty())
-                {
+                if let Some(text) = m.get("content").map(text_of).filter(|t| !t.trim().is_empty()) {
                     last_text = Some(text);
                 }
                 for call in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
@@ -334,19 +333,19 @@ mod tests {
     /// As mini-swe-agent 2.4.6 saved it (through litellm 1.110.2, OpenAI chat completions).
     fn submitted() -> Value {
         json!({"info": {"exit_status": "Submitted", "submission": ""}, "trajectory_format": "mini-swe-agent-1.1",
-          "messages": [
-            {"role": "system", "content": "You are a helpful assistant"},
-            {"role": "user", "content": "Please solve this issue: Create hello.py"},
-            assistant("call_w", "Writing it.", "printf 'x' > hello.py",
-                json!({"completion_tokens": 40, "prompt_tokens": 500, "total_tokens": 540,
-                       "completion_tokens_details": {"reasoning_tokens": 7}, "prompt_tokens_details": {"cached_tokens": 100}})),
-            {"role": "tool", "tool_call_id": "call_w", "content": "{\"returncode\": 0}",
-             "extra": {"raw_output": "", "returncode": 0, "exception_info": ""}},
-            assistant("call_s", "Done.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
-                json!({"completion_tokens": 10, "prompt_tokens": 600, "total_tokens": 610,
-                       "completion_tokens_details": {"reasoning_tokens": 2}, "prompt_tokens_details": {"cached_tokens": 500}})),
-            {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}}
-          ]})
+        "messages": [
+          {"role": "system", "content": "You are a helpful assistant"},
+          {"role": "user", "content": "Please solve this issue: Create hello.py"},
+          assistant("call_w", "Writing it.", "printf 'x' > hello.py",
+              json!({"completion_tokens": 40, "prompt_tokens": 500, "total_tokens": 540,
+                     "completion_tokens_details": {"reasoning_tokens": 7}, "prompt_tokens_details": {"cached_tokens": 100}})),
+          {"role": "tool", "tool_call_id": "call_w", "content": "{\"returncode\": 0}",
+           "extra": {"raw_output": "", "returncode": 0, "exception_info": ""}},
+          assistant("call_s", "Done.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+              json!({"completion_tokens": 10, "prompt_tokens": 600, "total_tokens": 610,
+                     "completion_tokens_details": {"reasoning_tokens": 2}, "prompt_tokens_details": {"cached_tokens": 500}})),
+          {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}}
+        ]})
     }
 
     #[test]
@@ -424,7 +423,10 @@ mod tests {
         assert_eq!(task_with_history("b", &[]), "b");
         let t = task_with_history("Run it.", &["Create hello.py.".into()]);
         assert!(t.starts_with("Earlier tasks"), "{t}");
-        assert!(t.contains("1. Create hello.py.\n") && t.ends_with("The task now:\nRun it."), "{t}");
+        assert!(
+            t.contains("1. Create hello.py.\n") && t.ends_with("The task now:\nRun it."),
+            "{t}"
+        );
     }
 
     #[test]
