@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the real Claude Code and Codex CLIs from their PyPI wheels (npm is
-# not reachable here; the wheels bundle the same binaries) and builds one test
-# image per CLI on the current reeval base image. Everything is cached by
+# not reachable here; the wheels bundle the same binaries), and mini-swe-agent
+# with its dependencies as wheels for the base image's Python, and builds one
+# test image per CLI on the current reeval base image. Everything is cached by
 # version: the wheels and the unpacked binaries under $REEVAL_CLI_CACHE
 # (default /var/cache/reeval-clis/<cli>-<version>/), the images by tag
 # (reeval/real-<cli>:<version>-<base hash>[-<recipe>]). A second run is a no-op.
@@ -10,13 +11,15 @@
 # TLS-intercepting path their pip does not trust.
 #
 # The versions must match the harnesses' pins (reeval-harness/src/cli/
-# claude_code.rs and codex.rs, `VERSION`); tests/real_clis.rs reads the tags
+# claude_code.rs, codex.rs and mini_swe.rs, `VERSION`); tests/real_clis.rs reads the tags
 # this script prints.
 set -euo pipefail
 
 CLAUDE_SDK=0.2.189    # claude-agent-sdk, bundles Claude Code:
 CLAUDE_VERSION=2.1.332
 CODEX_VERSION=0.163.0 # openai-codex-cli-bin = codex-cli
+MINI_SWE_VERSION=2.4.6 # mini-swe-agent (its dependencies: whatever pip resolves on the first fetch)
+BASE_PYTHON=3.11       # Debian bookworm's python3, in reeval/base
 
 CACHE=${REEVAL_CLI_CACHE:-/var/cache/reeval-clis}
 cd "$(dirname "$0")/.."
@@ -73,6 +76,24 @@ fetch "claude-code-$CLAUDE_VERSION" claude-agent-sdk "$CLAUDE_SDK" \
 fetch "codex-$CODEX_VERSION" openai-codex-cli-bin "$CODEX_VERSION" \
   codex_cli_bin/bin/codex codex_cli_bin/bin/codex-code-mode-host codex_cli_bin/codex-path/rg
 
+# fetch_wheels NAME REQUIREMENT: REQUIREMENT and its dependencies as wheels for
+# the base image's CPython and architecture in $CACHE/NAME/wheels/ (once).
+fetch_wheels() {
+  local dir=$CACHE/$1 requirement=$2 arch
+  if [ -f "$dir/.complete" ]; then return; fi
+  arch=$(uname -m)
+  rm -rf "$dir/wheels"
+  mkdir -p "$dir/wheels"
+  echo "fetching $requirement and its dependencies from PyPI" >&2
+  pip download --quiet --only-binary=:all: --implementation cp --python-version "$BASE_PYTHON" \
+    --abi "cp${BASE_PYTHON/./}" --platform "manylinux_2_28_$arch" --platform "manylinux_2_17_$arch" \
+    --platform "manylinux2014_$arch" --platform "manylinux_2_5_$arch" --platform "manylinux1_$arch" \
+    --dest "$dir/wheels" "$requirement" >&2
+  touch "$dir/.complete"
+}
+
+fetch_wheels "mini-swe-agent-$MINI_SWE_VERSION" "mini-swe-agent==$MINI_SWE_VERSION"
+
 image "claude-code-$CLAUDE_VERSION" "reeval/real-claude-code:$CLAUDE_VERSION-$BASE" \
   "FROM reeval/base:$BASE
 COPY claude /usr/local/bin/claude"
@@ -82,3 +103,8 @@ image "codex-$CODEX_VERSION" "reeval/real-codex:$CODEX_VERSION-$BASE-2" \
   "FROM reeval/base:$BASE
 COPY codex codex-code-mode-host rg /usr/local/bin/
 RUN mkdir -p /usr/local/share/reeval && CODEX_HOME=\$(mktemp -d) codex debug models --bundled > /usr/local/share/reeval/codex-models.json"
+# Installed offline from the cached wheels: the container's pip never reaches PyPI.
+image "mini-swe-agent-$MINI_SWE_VERSION" "reeval/real-mini-swe-agent:$MINI_SWE_VERSION-$BASE" \
+  "FROM reeval/base:$BASE
+COPY wheels /tmp/wheels
+RUN pip install --quiet --no-index --no-cache-dir --find-links /tmp/wheels mini-swe-agent==$MINI_SWE_VERSION && rm -rf /tmp/wheels && mini --help >/dev/null"

@@ -28,6 +28,7 @@ pub fn register_builtins(registry: &mut HarnessRegistry) {
     registry.register("gemini", |m| Box::new(cli::gemini::harness(m)));
     registry.register("opencode", |m| Box::new(cli::opencode::harness(m)));
     registry.register("pi", |m| Box::new(cli::pi::harness(m)));
+    registry.register("mini-swe-agent", |m| Box::new(cli::mini_swe::harness(m)));
     registry.register("openai", |m| Box::new(openai::OpenAiAgent::new(m)));
 }
 

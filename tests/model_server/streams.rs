@@ -1,6 +1,7 @@
-//! Streamed answers as the real agent CLIs read them: Anthropic Messages SSE
-//! (Claude Code) and OpenAI Responses events (Codex, over SSE or WebSocket).
-//! Each answer carries the usage the test expects the record to show.
+//! Answers as the real agent CLIs read them: Anthropic Messages SSE (Claude
+//! Code), OpenAI Responses events (Codex, over SSE or WebSocket) and OpenAI
+//! Chat Completions (mini-swe-agent through litellm). Each answer carries the
+//! usage the test expects the record to show.
 
 use serde_json::{Value, json};
 
@@ -152,5 +153,57 @@ pub mod responses {
     pub fn message(text: &str) -> Value {
         json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    }
+}
+
+/// OpenAI Chat Completions answers (non-streaming: litellm, under
+/// mini-swe-agent, does not ask for a stream), with the usage as billed.
+pub mod chat {
+    use super::*;
+
+    /// The model the answers say served them.
+    pub const MODEL: &str = "gpt-4.1-2025-04-14";
+
+    /// A `chat.completion` whose message says `text` and makes `calls`
+    /// (`(id, function name, arguments)`); `prompt_tokens` includes the cached tokens.
+    pub fn completion(
+        id: &str,
+        text: Option<&str>,
+        calls: &[(&str, &str, Value)],
+        billed: Billed,
+    ) -> Answer {
+        let mut message = json!({"role": "assistant", "content": text, "refusal": null});
+        if !calls.is_empty() {
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|(id, name, args)| {
+                    json!({"id": id, "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}})
+                })
+                .collect();
+            message["tool_calls"] = Value::from(calls);
+        }
+        let finish_reason = if calls.is_empty() { "stop" } else { "tool_calls" };
+        Answer::ok(json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": billed.input + billed.cache_read,
+                      "completion_tokens": billed.output,
+                      "total_tokens": billed.input + billed.cache_read + billed.output,
+                      "prompt_tokens_details": {"cached_tokens": billed.cache_read},
+                      "completion_tokens_details": {"reasoning_tokens": billed.reasoning}}
+        }))
+    }
+
+    /// An error in OpenAI's shape.
+    pub fn error(status: u16, kind: &str, code: &str) -> Answer {
+        Answer::Json {
+            status,
+            headers: Vec::new(),
+            body: json!({"error": {"message": format!("scripted {status}"), "type": kind, "param": null, "code": code}}),
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod cursor;
 pub mod gemini;
+pub mod mini_swe;
 pub mod ndjson;
 pub mod opencode;
 pub mod pi;
@@ -59,6 +60,9 @@ pub struct Invocation<'a> {
     pub model: Option<&'a str>,
     /// The session an earlier turn reported: set from the second turn on.
     pub resume: Option<&'a str>,
+    /// The tasks of the session's earlier turns, in order: for a CLI that
+    /// cannot resume (mini-swe-agent lists them before the new task).
+    pub earlier: &'a [String],
     /// The CLI's config home in the sandbox.
     pub home: &'a str,
     /// Whether MCP servers were configured for this session.
@@ -169,6 +173,7 @@ pub struct CliHarness<A: CliAgent> {
     home: String,
     session: Option<String>,
     session_total: Option<SessionTotal>,
+    earlier: Vec<String>,
     mcp: bool,
     artifacts_dir: Option<PathBuf>,
 }
@@ -184,6 +189,7 @@ impl<A: CliAgent> CliHarness<A> {
             home,
             session: None,
             session_total: None,
+            earlier: Vec::new(),
             mcp: false,
             artifacts_dir: None,
         }
@@ -289,6 +295,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
             prompt,
             model: self.model.as_deref(),
             resume: self.session.as_deref(),
+            earlier: &self.earlier,
             home: &self.home,
             mcp: self.mcp,
         };
@@ -319,6 +326,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         };
         let (out, ()) = tokio::join!(exec, read);
         parser.finish(&mut built);
+        self.earlier.push(prompt.to_string());
         let out = out?;
         self.agent.after_turn(sandbox, &self.home, self.model.as_deref(), &mut built).await;
         if let Some(id) = &built.session_id {
@@ -566,6 +574,7 @@ mod tests {
             prompt,
             model: Some("m"),
             resume,
+            earlier: &[],
             home: "/tmp/reeval-agent/x",
             mcp: false,
         }
@@ -579,6 +588,7 @@ mod tests {
             Box::new(gemini::harness(None)),
             Box::new(opencode::harness(Some("openai/gpt-5"))),
             Box::new(pi::harness(None)),
+            Box::new(mini_swe::harness(Some("openai/gpt-4.1"))),
         ]
     }
 
@@ -591,6 +601,7 @@ mod tests {
             (gemini::Gemini.command(&inv(task, None)), format!("--prompt={task}")),
             (opencode::Opencode.command(&inv(task, None)), task.to_string()),
             (pi::Pi.command(&inv(task, None)), task.to_string()),
+            (mini_swe::MiniSwe.command(&inv(task, None)), task.to_string()),
         ];
         for (cmd, element) in argvs {
             assert_eq!(cmd.argv()[0], "agent");
@@ -632,7 +643,9 @@ mod tests {
             };
             assert_eq!(base, DEFAULT_IMAGE);
             assert!(
-                steps.iter().any(|s| s.contains('@') || s.contains("downloads.cursor.com/lab/2")),
+                steps.iter().any(|s| s.contains('@')
+                    || s.contains("==")
+                    || s.contains("downloads.cursor.com/lab/2")),
                 "{}: {steps:?}",
                 h.name()
             );
@@ -652,6 +665,7 @@ mod tests {
             ("gemini", "GEMINI.md", "GEMINI_API_KEY"),
             ("opencode", "AGENTS.md", "OPENAI_API_KEY"),
             ("pi", "AGENTS.md", "ANTHROPIC_API_KEY"),
+            ("mini-swe-agent", "AGENTS.md", "OPENAI_API_KEY"),
         ];
         for ((name, rules, creds), (n, r, c)) in got.iter().zip(want) {
             assert_eq!((name.as_str(), rules.as_str(), creds.clone()), (n, r, vec![c.to_string()]));
