@@ -179,6 +179,10 @@ fn mini_model(_: usize, req: &Recorded) -> Answer {
     }
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
     require_docker!();
@@ -244,6 +248,10 @@ async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
     assert!(!resumed.contains("call_w"), "a new conversation: {resumed}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     require_docker!();
@@ -298,6 +306,10 @@ fn ms_from_first_error_to_turn_end(r: &Record) -> u64 {
     end.saturating_sub(error.at_ms)
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_cut_short_keeps_the_saved_steps_usage_as_partial() {
     require_docker!();
@@ -348,6 +360,10 @@ fn anthropic_message(id: &str, text: &str, call: (&str, &str), billed: Billed) -
     }))
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_on_anthropic_records_cache_writes_apart() {
     require_docker!();
