@@ -199,7 +199,8 @@ async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
     })
     .harness(HARNESS)
     .environment(mini_env);
-    let (r, _) = run_one(&provider, "real-mini-turns", eval).await;
+    let (r, report) = run_one(&provider, "real-mini-turns", eval).await;
+    common::atif::check_record(&report.run_dir, &r);
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let (first, second) = (&r.turns[0], &r.turns[1]);
     assert_eq!(first.status, TurnStatus::Completed, "{}", show(&r));
