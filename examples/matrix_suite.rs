@@ -52,4 +52,18 @@ async fn resumable(c: &mut Ctx) -> reeval::Result<()> {
     expect(c.exec("true").await?).to_succeed()
 }
 
+/// Prints as an eval does while it is written (`println!`, `eprintln!`, a
+/// `print!` without a newline, a host subprocess); trial 2 then fails. Each
+/// trial's record must hold only its own lines, and `--format json` stay JSON.
+#[reeval::eval(timeout = "2m", trials = 2, harness = "shell", tags = ["output"])]
+async fn prints(c: &mut Ctx) -> reeval::Result<()> {
+    let trial = c.record().trial;
+    println!("stdout of trial {trial}: before the check");
+    let ran = c.exec("echo in the sandbox").await?;
+    eprintln!("stderr of trial {trial}: the check said {}", ran.stdout.trim());
+    print!("no newline from trial {trial}");
+    let _ = std::process::Command::new("echo").arg(format!("subprocess of trial {trial}")).status();
+    expect(trial).to_equal(1)
+}
+
 reeval::main!();
