@@ -59,7 +59,10 @@ fn assert_records_hold_their_own_output(dir: &Path) {
             assert!(output.contains(&piece), "trial {t} lacks {piece:?}: {output:?}");
         }
         let other = 3 - t;
-        assert!(!output.contains(&format!("trial {other}")), "trial {t} holds {other}'s: {output:?}");
+        assert!(
+            !output.contains(&format!("trial {other}")),
+            "trial {t} holds {other}'s: {output:?}"
+        );
         let len: usize = printed_by(t).iter().map(String::len).sum();
         assert_eq!(output.len(), len, "trial {t} holds only its own: {output:?}");
     }
