@@ -388,7 +388,7 @@ async fn the_readmes_first_eval_passes_unchanged_with_the_real_claude_code() {
     let provider = Provider::start(readme_model).await;
     let evals = reeval::__private::registered_evals();
     let names: Vec<&str> = evals.iter().map(|e| e.name()).collect();
-    assert_eq!(names, ["adds_a_tested_sub_function"], "the README's eval, from README.md");
+    assert_eq!(names, ["readme_first_eval::adds_a_tested_sub_function"], "the README's eval");
     let report = provider.runner("readme-first-eval").run(evals).await.expect("preflight passes");
     // Its own trials (3) and harness, each a pass.
     assert_eq!(report.records.len(), 3, "three trials, no retries");
