@@ -96,8 +96,9 @@ libtest options (so cargo test and cargo-nextest can drive the suite):
       --include-ignored      run ignored evals too
       --test-threads <N>     attempts run at once (env RUST_TEST_THREADS)
       --nocapture            show the evals' own output (println!) as it is printed, not only
-                             under a failure and in the record (env RUST_TEST_NOCAPTURE=1)
-      --no-capture, --show-output, --test, -q/--quiet,
+                             under a failure and in the record; also --no-capture
+                             (env RUST_TEST_NOCAPTURE=1)
+      --show-output, --test, -q/--quiet,
       --color <WHEN>, --logfile <PATH>, -Z <FLAG>                  accepted
       --bench                runs nothing (evals are not benchmarks)
 
