@@ -366,25 +366,26 @@ fn readme_model(_: usize, req: &Recorded) -> Answer {
 /// build it: here the same pinned CLI from its PyPI wheel (`images().claude`),
 /// tagged as reeval names the harness's install image, so the README's eval
 /// (which names no image) runs the real Claude Code unchanged.
-async fn provide_the_claude_code_harness_image() {
+async fn provide_the_claude_code_harness_image() -> String {
     let harness = reeval::harness_registry().make("claude-code:sonnet").expect("claude-code");
     let spec = harness.image().expect("the harness has its own image");
     let reeval::ImageSpec::Install { base, .. } = &spec else { panic!("{spec:?}") };
     let docker = reeval::bollard::Docker::connect_with_defaults().unwrap();
     let base_id = docker.inspect_image(base).await.unwrap().id.unwrap();
-    let tag = spec.install_tag(&base_id, harness.image_key()).unwrap();
-    let (repo, tag) = tag.split_once(':').unwrap();
+    let full = spec.install_tag(&base_id, harness.image_key()).unwrap();
+    let (repo, tag) = full.split_once(':').unwrap();
     let options = reeval::bollard::query_parameters::TagImageOptionsBuilder::default()
         .repo(repo)
         .tag(tag)
         .build();
     docker.tag_image(&images().claude, Some(options)).await.expect("tag the harness image");
+    full
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_first_eval_passes_unchanged_with_the_real_claude_code() {
     require_docker!();
-    provide_the_claude_code_harness_image().await;
+    let harness_image = provide_the_claude_code_harness_image().await;
     let provider = Provider::start(readme_model).await;
     let evals = reeval::__private::registered_evals();
     let names: Vec<&str> = evals.iter().map(|e| e.name()).collect();
@@ -395,6 +396,8 @@ async fn the_readmes_first_eval_passes_unchanged_with_the_real_claude_code() {
     for r in &report.records {
         assert_eq!(r.outcome, Outcome::Pass, "{}", show(r));
         assert_eq!(r.harness, "claude-code:sonnet");
+        // The eval names no image: the harness's own ran it.
+        assert_eq!(r.image.as_deref(), Some(harness_image.as_str()));
         let calls: Vec<&str> = r.turns[0].tool_calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(calls, ["Read", "Edit", "Write"], "{}", show(r));
         assert_eq!(

@@ -35,11 +35,7 @@ impl Junit {
 /// The eval's own output for `system-out`, without the control characters
 /// (colour codes' ESC) that XML 1.0 cannot hold.
 fn xml_text(output: Option<&str>) -> String {
-    output
-        .unwrap_or("")
-        .chars()
-        .filter(|c| matches!(c, '\n' | '\t') || !c.is_control())
-        .collect()
+    output.unwrap_or("").chars().filter(|c| matches!(c, '\n' | '\t') || !c.is_control()).collect()
 }
 
 pub fn render(report: &RunReport) -> Report {
