@@ -32,14 +32,17 @@ fn text(b: &[u8]) -> String {
 }
 
 /// What trial `t` of `prints` writes, piece by piece (the order of the
-/// unflushed `print!` and the subprocess's line is the OS's).
-fn printed_by(t: u32) -> [String; 4] {
-    [
+/// unflushed `print!` and the subprocess's line is the OS's), with its 200
+/// lines printed one a poll while the other trial prints its own.
+fn printed_by(t: u32) -> Vec<String> {
+    let mut pieces = vec![
         format!("stdout of trial {t}: before the check\n"),
         format!("stderr of trial {t}: the check said in the sandbox\n"),
-        format!("no newline from trial {t}"),
-        format!("subprocess of trial {t}\n"),
-    ]
+    ];
+    pieces.extend((0..200).map(|i| format!("line {i} of trial {t}\n")));
+    pieces.push(format!("no newline from trial {t}"));
+    pieces.push(format!("subprocess of trial {t}\n"));
+    pieces
 }
 
 fn only_run(dir: &Path) -> PathBuf {
@@ -65,6 +68,9 @@ fn assert_records_hold_their_own_output(dir: &Path) {
         );
         let len: usize = printed_by(t).iter().map(String::len).sum();
         assert_eq!(output.len(), len, "trial {t} holds only its own: {output:?}");
+        let numbered: Vec<&str> = output.lines().filter(|l| l.starts_with("line ")).collect();
+        let expected: Vec<String> = (0..200).map(|i| format!("line {i} of trial {t}")).collect();
+        assert_eq!(numbered, expected, "in order");
     }
 }
 
@@ -117,5 +123,12 @@ async fn the_output_is_shown_under_the_failure_and_live_with_nocapture() {
             assert!(live.contains(&piece), "{piece:?} not echoed before the summary: {stdout}");
         }
     }
+    // The two trials printed at the same time (so the records above were told apart).
+    let at = |line: &str| live.find(line).unwrap();
+    assert!(
+        at("line 0 of trial 2") < at("line 199 of trial 1")
+            && at("line 0 of trial 1") < at("line 199 of trial 2"),
+        "{live}"
+    );
     assert_records_hold_their_own_output(&dir);
 }
