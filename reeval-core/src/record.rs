@@ -238,7 +238,7 @@ pub struct Record {
     pub interrupted: bool,
     /// What the eval itself printed (`println!`, `eprintln!`, a subprocess it ran)
     /// under the suite binary, stdout and stderr interleaved: its last 64 KiB
-    /// (see [`crate::eval_output`]).
+    /// (see the book's options page, libtest's flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }

@@ -190,7 +190,7 @@ impl Counts {
 }
 
 impl Progress {
-    /// A display on the real stderr (not the eval's captured one, [`crate::eval_output`]).
+    /// A display on the real stderr, not on descriptor 2, where the evals' output is captured.
     pub fn new() -> Self {
         let target = match (
             crate::eval_output::real_stderr_file(),
