@@ -30,6 +30,25 @@ pub enum ImageSpec {
     },
 }
 
+impl ImageSpec {
+    /// The tag the Docker backend builds an [`ImageSpec::Install`] image under,
+    /// given the id of its base on the engine (`docker image inspect -f '{{.Id}}'`)
+    /// and the harness's [`image_key`](crate::Harness::image_key); `None` for
+    /// other specs. A machine whose sandboxes cannot run the install steps (no
+    /// npm for a harness's CLI) can build the same image another way and tag it
+    /// so: the run then finds it present.
+    pub fn install_tag(&self, base_id: &str, harness_key: &str) -> Option<String> {
+        match self {
+            ImageSpec::Install { base, steps } => Some(crate::image::install_tag(
+                base_id,
+                &crate::image::install_dockerfile(base, steps),
+                harness_key,
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// Images.
 #[derive(Debug, Clone, Copy)]
 pub struct Image;

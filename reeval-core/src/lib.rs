@@ -24,6 +24,7 @@ pub mod egress;
 pub mod environment;
 pub mod error;
 pub mod eval;
+pub(crate) mod eval_output;
 pub mod exec;
 pub mod git_archive;
 pub mod harness;

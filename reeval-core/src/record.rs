@@ -236,6 +236,11 @@ pub struct Record {
     /// Whether the run was interrupted (Ctrl-C, SIGTERM) while this attempt ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// What the eval itself printed (`println!`, `eprintln!`, a subprocess it ran)
+    /// under the suite binary, stdout and stderr interleaved: its last 64 KiB
+    /// (see the book's options page, libtest's flags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// A shell-harness record of run `run` with this outcome, for unit tests.
@@ -285,6 +290,7 @@ impl Record {
             location: None,
             regrade_of: None,
             interrupted: false,
+            output: None,
         }
     }
 

@@ -1223,11 +1223,13 @@ pub(crate) async fn run(
 
     let signal = budget.signal();
     budget.start();
+    // What the eval's body prints is its own (under the suite binary; see eval_output.rs).
+    let output = crate::eval_output::Output::begin();
     let ended = {
         let run = plan.eval.run.clone();
         let fut = crate::matchers::CURRENT_EVAL
             .scope(plan.eval.name.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
-        let fut = fut.map(|r| r.map_err(|p| panic_message(p.as_ref())));
+        let fut = output.around(fut.map(|r| r.map_err(|p| panic_message(p.as_ref()))));
         tokio::pin!(fut);
         let deadline = async {
             match deadline {
@@ -1276,6 +1278,7 @@ pub(crate) async fn run(
     // A container made ahead that the attempt never used goes too.
     let to_destroy = to_destroy.or_else(|| attempt.prestarted.take().map(|(s, _)| s));
     let (mut record, cause) = attempt.finish(ended, plan.timeout);
+    record.output = output.finish();
     if crate::replay::is_replay(&plan.harness_spec) {
         // A regrade names what it re-graded and carries the agent's usage as recorded, not summed again.
         if let Ok(recorded) = crate::replay::find(

@@ -69,6 +69,8 @@ pub struct Args {
     pub vs: Option<String>,
     /// `--variant NAME`: run every eval with this variant.
     pub variant: Option<String>,
+    /// `--nocapture`: show the evals' own output as it is printed (it is kept in the records either way).
+    pub nocapture: bool,
     /// `--regrade RUN`: re-run the checks and judge of RUN's attempts against their recorded work.
     pub regrade: Option<String>,
 }
@@ -93,7 +95,10 @@ libtest options (so cargo test and cargo-nextest can drive the suite):
       --ignored              run only evals marked ignore
       --include-ignored      run ignored evals too
       --test-threads <N>     attempts run at once (env RUST_TEST_THREADS)
-      --nocapture, --no-capture, --show-output, --test, -q/--quiet,
+      --nocapture            show the evals' own output (println!) as it is printed, not only
+                             under a failure and in the record; also --no-capture
+                             (env RUST_TEST_NOCAPTURE=1)
+      --show-output, --test, -q/--quiet,
       --color <WHEN>, --logfile <PATH>, -Z <FLAG>                  accepted
       --bench                runs nothing (evals are not benchmarks)
 
@@ -196,8 +201,9 @@ impl Args {
                     a.test_threads =
                         Some(number("--test-threads", &text(&mut p, "--test-threads")?)?)
                 }
+                Long("nocapture" | "no-capture") => a.nocapture = true,
                 // Accepted for libtest compatibility; reeval's own output does not change.
-                Long("nocapture" | "no-capture" | "show-output" | "test") => {}
+                Long("show-output" | "test") => {}
                 Long("color") => {
                     text(&mut p, "--color")?;
                 }
@@ -315,7 +321,7 @@ mod tests {
         let a = parse(&["--exact", "greet", "--nocapture", "--ignored", "--test-threads=1"])
             .unwrap()
             .unwrap();
-        assert!(a.exact && a.ignored);
+        assert!(a.exact && a.ignored && a.nocapture);
         assert_eq!(a.filters, vec!["greet"]);
         assert_eq!(a.test_threads, Some(1));
         let a = parse(&[

@@ -273,7 +273,7 @@ async fn kubernetes(
     };
     let found = backend.preflight().await;
     for warning in &found.warnings {
-        eprintln!("reeval: warning: {warning}");
+        crate::report::say(&format!("reeval: warning: {warning}\n"));
     }
     missing.extend(found.missing);
     let mut credentials = BTreeMap::new();
@@ -324,8 +324,8 @@ async fn kubernetes(
         }
     }
     if unisolated {
-        eprintln!(
-            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only"
+        crate::report::say(
+            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only\n",
         );
     }
     backend.set_gateway_credentials(credentials);
