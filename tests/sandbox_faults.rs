@@ -154,10 +154,7 @@ fn faults_itself_at_the_end(name: &'static str, run_id: String, fault: Fault) ->
             let docker = docker().await;
             let attempt = format!("{name}.shell.t1.try1");
             let id = container_of(&docker, &run_id, &attempt).await.expect("its container");
-            match fault {
-                Fault::Kill => docker.kill_container(&id, None).await.expect("docker kill"),
-                Fault::Pause => docker.pause_container(&id).await.expect("docker pause"),
-            }
+            fault.apply(&docker, &id).await;
             Ok(())
         })
     })
