@@ -148,3 +148,205 @@ async fn the_sandbox_paused_during_a_turn() {
     let what = "the sandbox is paused (docker pause); the budget ends the frozen turn";
     row(&report, "sandbox-9-paused-turn", what, "turn", Outcome::InfraError, says).await;
 }
+
+/// On a local engine the sandbox's only network is `none` (the gateway is a
+/// socket mounted into it): the fault disconnects it from that, and the
+/// step goes on. The container phase says so, and the row holds it.
+async fn network_row(report: &RunReport, id: &str, at: &str) {
+    let r = faults::only(report);
+    let container = r.phases.iter().find(|p| p.phase.as_str() == "container").expect("container");
+    assert!(container.detail.ends_with("no network"), "{}", container.detail);
+    let what = "the sandbox's network removed (docker network disconnect; locally its only network is `none`)";
+    row(report, id, what, at, Outcome::Pass, "").await;
+}
+
+#[tokio::test]
+async fn the_sandbox_network_removed_during_a_turn() {
+    require_docker!();
+    let (runner, run_id) = runner_for("f-net-turn", &[]);
+    let eval = Eval::new("net_turn", |c| {
+        Box::pin(async move {
+            c.send("touch /tmp/in-turn; sleep 2; echo done > done.txt").await?;
+            expect(c.exec(format!("cat done.txt; {READS_SECRET}")).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e));
+    let at = "net_turn.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Disconnect);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    network_row(&report, "network-1-removed-turn", "turn").await;
+}
+
+#[tokio::test]
+async fn the_sandbox_network_removed_during_a_check() {
+    require_docker!();
+    let (runner, run_id) = runner_for("f-net-check", &[]);
+    let eval = Eval::new("net_check", |c| {
+        Box::pin(async move {
+            let check = format!("touch /tmp/in-check; sleep 2; {READS_SECRET}");
+            expect(c.exec(check).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e));
+    let at = "net_check.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Disconnect);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    network_row(&report, "network-2-removed-check", "check").await;
+}
+
+#[tokio::test]
+async fn the_sandbox_network_removed_at_the_final_collection() {
+    require_docker!();
+    let (runner, run_id) = runner_for("f-net-collect", &[]);
+    let eval = faults_itself_at_the_end("net_collect", run_id, Fault::Disconnect);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = faults::only(&report);
+    assert!(r.workspace_collected, "{:?}", events(r));
+    assert_eq!(r.final_diff.as_ref().expect("the final diff").paths(), ["work.txt"]);
+    network_row(&report, "network-3-removed-collection", "final collection").await;
+}
+
+/// A claude-code CLI that prints junk on stdout and exits 0: a banner, an
+/// escape sequence, binary bytes, a JSON array, a truncated event.
+const GARBAGE_CLI: &str = r#"#!/bin/sh
+printf 'Welcome to Claude Code!\n'
+printf '\033[31m{not json at all\n'
+printf '\001\002\377\376 binary junk\n'
+printf '[1, 2, 3]\n'
+printf '{"type": "result", "truncated'
+exit 0
+"#;
+
+#[tokio::test]
+async fn an_agent_cli_printing_garbage_on_stdout() {
+    require_docker!();
+    let key = ("ANTHROPIC_API_KEY", "sk-test-fault-garbage-0123456789");
+    let (runner, _) = runner_for("f-agent-garbage", &[key]);
+    let eval = Eval::new("garbage_cli", |c| {
+        Box::pin(async move {
+            c.send("SCENARIO:edit").await?;
+            expect(c.exec(READS_SECRET).await?).to_succeed()
+        })
+    })
+    .harness("claude-code:sonnet")
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| {
+        e.image(reeval::Image::from("reeval/base:latest")).file_with_mode(
+            "/usr/local/bin/claude",
+            GARBAGE_CLI.as_bytes().to_vec(),
+            0o755,
+        )
+    }));
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = faults::only(&report);
+    assert_eq!(r.turns[0].status, reeval::TurnStatus::Failed, "never a silent pass");
+    for p in faults::files_under(&report.run_dir) {
+        let text = std::fs::read(&p).unwrap_or_default();
+        assert!(!text.windows(key.1.len()).any(|w| w == key.1.as_bytes()), "{}", p.display());
+    }
+    let says = "claude exited 0 without an event on stdout: 5 lines were not JSON events (the first: `Welcome to Claude Code!`)";
+    let what = "an agent CLI prints garbage on stdout and exits 0 (claude-code)";
+    row(&report, "agent-3-garbage-stdout", what, "turn", Outcome::InfraError, says).await;
+}
+
+/// What the agent puts in place of the in-sandbox diff helper (it runs as
+/// root, the helper is root's): an answer naming paths out of the workspace.
+const HOSTILE_HELPER: &str = r#"#!/usr/bin/env python3
+import struct, sys
+if sys.argv[1:2] == ["serve"]:
+    sys.exit(1)
+out = bytearray(b"reeval-diff 1\n")
+def add(path, content, kind=b"f"):
+    out.extend(b"+" + kind + struct.pack("<IQqIqI", 0o644, len(content), 1, 0, 1, 0))
+    out.extend(struct.pack("<I", len(path)) + path)
+    out.extend(b"\x01" + struct.pack("<Q", len(content)) + content)
+for p in [b"../../escape-parent.txt", b"/tmp/reeval-fault-escape-absolute.txt",
+          b"sub/../../escape-middle.txt", b"work.txt"]:
+    add(p, b"pwned\n")
+out.extend(b".\x00\x01")
+sys.stdout.buffer.write(out)
+"#;
+
+/// Whether `path` names something inside the directory it is relative to.
+fn inside(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+#[tokio::test]
+async fn a_hostile_workspace_and_helper_at_the_final_collection() {
+    require_docker!();
+    let (runner, _) = runner_for("f-hostile-collect", &[]);
+    let eval = Eval::new("hostile_collect", |c| {
+        Box::pin(async move {
+            c.send("echo work > work.txt").await?;
+            // Links out of the workspace and a hard link, as the agent.
+            c.send(
+                "ln -s /etc/passwd passwd-link && ln -s ../../.. up && ln -s / root-link \
+                 && ln work.txt hard && mkdir -p sub && ln -s /etc sub/etc-link",
+            )
+            .await?;
+            // The helper replaced, as by an agent that gained root (the agent's
+            // own user cannot: the helper's directory is root's, mode 700).
+            // Its running session is ended, so the next listing runs the replacement.
+            let replace = r#"for h in /var/lib/reeval-diff/reeval-diff-*; do
+                   rm -f "$h"; printf '%s' "$HOSTILE" > "$h"; chmod 700 "$h"; done
+                 for p in /proc/[0-9]*; do
+                   case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in
+                     /var/lib/reeval-diff/*serve*) kill -9 "${p#/proc/}" ;;
+                   esac
+                 done; ls /var/lib/reeval-diff/"#;
+            expect(c.exec(replace).await?).to_succeed()?;
+            expect(c.exec(READS_SECRET).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e.env("HOSTILE", HOSTILE_HELPER)));
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = faults::only(&report);
+    eprintln!("events {:?}\nfinal diff {:?}", events(r), r.final_diff.as_ref().map(|d| d.paths()));
+    assert!(r.workspace_collected, "{:?}", events(r));
+    let paths = r.final_diff.as_ref().expect("the final diff").paths();
+    assert!(paths.iter().all(|p| inside(p)), "every path is in the workspace: {paths:?}");
+    for want in ["work.txt", "passwd-link", "up", "root-link", "hard", "sub/etc-link"] {
+        assert!(paths.contains(&want), "{want} in {paths:?}");
+    }
+    // The forged contents are not the workspace's either: it is read through the engine.
+    let patch = &r.final_diff.as_ref().expect("the final diff").patch;
+    assert!(!patch.contains("pwned"), "{patch}");
+    for check in &r.checks {
+        let changed = check.changes.as_ref().map(|d| d.paths()).unwrap_or_default();
+        assert!(changed.iter().all(|p| inside(p)), "{}: {changed:?}", check.command);
+    }
+    for (i, turn) in r.turns.iter().enumerate() {
+        let changed = turn.diff.paths();
+        assert!(changed.iter().all(|p| inside(p)), "turn {}: {changed:?}", i + 1);
+    }
+    // Nothing of the answer reached the host, and the record keeps no link or escape.
+    assert!(!std::path::Path::new("/tmp/reeval-fault-escape-absolute.txt").exists());
+    for dir in report.run_dir.ancestors().take(3) {
+        for name in ["escape-parent.txt", "escape-middle.txt"] {
+            assert!(!dir.join(name).exists(), "{}", dir.join(name).display());
+        }
+    }
+    for p in faults::files_under(&report.run_dir) {
+        let meta = std::fs::symlink_metadata(&p).expect("metadata");
+        assert!(!meta.file_type().is_symlink(), "{} is a link", p.display());
+        if p.extension().is_some_and(|e| e == "tar") {
+            let mut tar = tar::Archive::new(std::fs::File::open(&p).expect("open"));
+            for entry in tar.entries().expect("a tar") {
+                let entry = entry.expect("an entry");
+                let name = entry.path().expect("a path").to_string_lossy().into_owned();
+                assert!(inside(name.trim_end_matches('/')), "{}: {name}", p.display());
+            }
+        }
+    }
+    let what = "links out of the workspace and a hard link; the in-sandbox diff helper \
+                replaced (as by an agent that gained root) by one answering `..` and absolute paths";
+    row(&report, "collection-1-hostile", what, "final collection", Outcome::Pass, "").await;
+}
