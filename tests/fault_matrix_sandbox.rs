@@ -350,3 +350,89 @@ async fn a_hostile_workspace_and_helper_at_the_final_collection() {
                 replaced (as by an agent that gained root) by one answering `..` and absolute paths";
     row(&report, "collection-1-hostile", what, "final collection", Outcome::Pass, "").await;
 }
+
+/// The local engine reached over TCP (a proxy to its socket): to reeval a
+/// remote engine, where a sandbox with egress joins an internal network of
+/// its own with its gateway container, which the fault can remove.
+async fn engine_over_tcp() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut engine) = tokio::net::UnixStream::connect("/var/run/docker.sock").await
+                else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut engine).await;
+            });
+        }
+    });
+    format!("tcp://127.0.0.1:{port}")
+}
+
+/// A runner on the local engine reached over TCP (see [`engine_over_tcp`]).
+async fn remote_runner_for(tag: &str) -> (reeval::Runner, String) {
+    let host = engine_over_tcp().await;
+    let env_file = common::env_file(tag, &[("REEVAL_T_FAULT_SECRET", SECRET)]);
+    let run_id = format!("{tag}-{}", std::process::id());
+    let id = run_id.clone();
+    let runner = common::runner_with(tag, |c| {
+        c.env_file = Some(env_file);
+        c.run_id = id;
+        c.engines = vec![reeval::runner::pool::EngineSpec { host, slots: Some(1) }];
+    });
+    (runner, run_id)
+}
+
+/// Through the gateway, a host off the allowlist is refused by the gateway
+/// itself: a step reaches it before the fault (at `marker`) and cannot after.
+fn reaches_the_gateway_around(marker: &str) -> String {
+    let reach = "curl -s -m 5 http://elsewhere.test/ | grep -q allowlist";
+    format!("{reach} && touch {marker} && sleep 3 && {reach}")
+}
+
+const REMOTE: &str = "the sandbox's network removed (docker network disconnect) on a remote \
+                      engine: its gateway container is out of reach";
+
+#[tokio::test]
+async fn the_sandbox_network_removed_during_a_turn_on_a_remote_engine() {
+    require_docker!();
+    let (runner, run_id) = remote_runner_for("f-net-remote-turn").await;
+    let eval = Eval::new("net_remote_turn", |c| {
+        Box::pin(async move {
+            c.send(reaches_the_gateway_around("/tmp/in-turn")).await?;
+            expect(c.exec(READS_SECRET).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e.allow_egress("plain.test")));
+    let at = "net_remote_turn.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Disconnect);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    // Before the fix: fail/agent, "script exited 1".
+    let says = "lost its network (disconnected from reeval-net-";
+    row(&report, "network-4-removed-turn-remote", REMOTE, "turn", Outcome::InfraError, says).await;
+}
+
+#[tokio::test]
+async fn the_sandbox_network_removed_during_a_check_on_a_remote_engine() {
+    require_docker!();
+    let (runner, run_id) = remote_runner_for("f-net-remote-check").await;
+    let eval = Eval::new("net_remote_check", |c| {
+        Box::pin(async move {
+            let check = format!("{READS_SECRET}; {}", reaches_the_gateway_around("/tmp/in-check"));
+            expect(c.exec(check).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e.check_network(reeval::egress::Egress::allow(["plain.test"]))));
+    let at = "net_remote_check.shell.t1.try1".to_string();
+    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Disconnect);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    fault.await.unwrap();
+    let says = "lost its network (disconnected from reeval-net-";
+    row(&report, "network-5-removed-check-remote", REMOTE, "check", Outcome::InfraError, says)
+        .await;
+}

@@ -48,7 +48,7 @@ pub(crate) async fn collect_final(
     }
 }
 
-/// `work`'s result, or the sandbox's state once it is lost first.
+/// `work`'s result, or the sandbox's state once nothing runs in it any more.
 async fn watched<T>(
     handle: &SandboxHandle,
     work: impl Future<Output = T>,
@@ -59,8 +59,12 @@ async fn watched<T>(
         tokio::select! {
             done = &mut work => return Ok(done),
             _ = probe.tick() => {
+                // Only a sandbox where nothing runs leaves its helper without an answer.
                 let state = handle.sandbox().state().await;
-                if state.is_lost() {
+                if matches!(
+                    state,
+                    SandboxState::Paused | SandboxState::Gone | SandboxState::Stopped { .. }
+                ) {
                     return Err(state);
                 }
             }
