@@ -1,8 +1,8 @@
 //! What the engine says about a sandbox that was started: running, or lost
-//! (removed, stopped, paused, restarted, cut from its network). A command that failed in a lost
-//! sandbox is the platform's failure, never the agent's or the eval's: the
-//! attempt asks [`Sandbox::state`](super::Sandbox::state) only after a
-//! command failed, so a passing attempt pays nothing for it.
+//! (removed, stopped, paused, restarted, cut from its network). A command
+//! that failed in a lost sandbox is the platform's failure, never the agent's
+//! or the eval's: the attempt asks [`Sandbox::state`](super::Sandbox::state)
+//! only after a command failed, so a passing attempt pays nothing for it.
 
 use std::fmt;
 
@@ -40,8 +40,9 @@ pub enum SandboxState {
 
 impl SandboxState {
     /// Whether a command that failed in it failed because of it: the sandbox
-    /// is gone, stopped, paused, restarted or cut from its network. An OOM stop is not lost: the
-    /// agent's memory use is named as such (see the attempt's OOM event).
+    /// is gone, stopped, paused, restarted or cut from its network. An OOM
+    /// stop is not lost: the agent's memory use is named as such (see the
+    /// attempt's OOM event).
     pub fn is_lost(&self) -> bool {
         match self {
             SandboxState::Running | SandboxState::Unknown => false,

@@ -95,10 +95,15 @@ impl Unread {
     pub fn describe(&self, program: &str) -> String {
         match &self.first {
             None => format!("{program} exited 0 without an event on stdout (it printed nothing)"),
-            Some(first) => format!(
-                "{program} exited 0 without an event on stdout: {} lines were not JSON events (the first: `{first}`)",
-                self.lines
-            ),
+            Some(first) => {
+                let lines = match self.lines {
+                    1 => "1 line was not a JSON event".to_string(),
+                    n => format!("{n} lines were not JSON events"),
+                };
+                format!(
+                    "{program} exited 0 without an event on stdout: {lines} (the first: `{first}`)"
+                )
+            }
         }
     }
 }
@@ -115,6 +120,12 @@ mod tests {
             "claude exited 0 without an event on stdout (it printed nothing)"
         );
         u.note("   ");
+        u.note("only");
+        assert_eq!(
+            u.describe("claude"),
+            "claude exited 0 without an event on stdout: 1 line was not a JSON event (the first: `only`)"
+        );
+        let mut u = Unread::default();
         u.note("Welcome \u{1b}[31m\u{0}!");
         u.note("[1,2]");
         assert_eq!(
