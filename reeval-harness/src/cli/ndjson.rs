@@ -130,7 +130,7 @@ mod tests {
         u.note("[1,2]");
         assert_eq!(
             u.describe("claude"),
-            "claude exited 0 without an event on stdout: 2 lines were not JSON events (the first: `Welcome \\u{1b}[31m\\u{0}!`)"
+            "claude exited 0 without an event on stdout: 2 lines were not JSON events (the first: `Welcome \\u{1b}[31m\\0!`)"
         );
     }
 
