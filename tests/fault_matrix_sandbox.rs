@@ -73,6 +73,16 @@ fn events(r: &Record) -> Vec<&str> {
 /// final collection asks the in-sandbox helper), whose check passes, and
 /// which then applies `fault` to its own container: the final collection meets it.
 fn faults_itself_at_the_end(name: &'static str, run_id: String, fault: Fault) -> Eval {
+    faults_itself_at_the_end_in(name, run_id, fault, |e| e)
+}
+
+/// [`faults_itself_at_the_end`] in the row's environment changed by `f`.
+fn faults_itself_at_the_end_in(
+    name: &'static str,
+    run_id: String,
+    fault: Fault,
+    f: impl Fn(Environment) -> Environment + Send + Sync + 'static,
+) -> Eval {
     Eval::new(name, move |c| {
         let run_id = run_id.clone();
         Box::pin(async move {
@@ -86,7 +96,7 @@ fn faults_itself_at_the_end(name: &'static str, run_id: String, fault: Fault) ->
         })
     })
     .timeout(Duration::from_secs(60))
-    .environment(env(|e| e))
+    .environment(env(f))
 }
 
 /// The agent's work is in the record although its sandbox was lost before
@@ -435,4 +445,22 @@ async fn the_sandbox_network_removed_during_a_check_on_a_remote_engine() {
     let says = "lost its network (disconnected from reeval-net-";
     row(&report, "network-5-removed-check-remote", REMOTE, "check", Outcome::InfraError, says)
         .await;
+}
+
+#[tokio::test]
+async fn the_sandbox_network_removed_at_the_final_collection_on_a_remote_engine() {
+    require_docker!();
+    let (runner, run_id) = remote_runner_for("f-net-remote-collect").await;
+    let eval = faults_itself_at_the_end_in("net_remote_collect", run_id, Fault::Disconnect, |e| {
+        e.allow_egress("plain.test")
+    });
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = faults::only(&report);
+    let container = r.phases.iter().find(|p| p.phase.as_str() == "container").expect("container");
+    assert!(container.detail.contains("network policy gateway"), "{}", container.detail);
+    // The collection needs no network: the helper runs by exec, as before the fault.
+    assert!(r.workspace_collected, "{:?}", events(r));
+    assert_eq!(r.final_diff.as_ref().expect("the final diff").paths(), ["work.txt"]);
+    let at = "final collection";
+    row(&report, "network-6-removed-collection-remote", REMOTE, at, Outcome::Pass, "").await;
 }
