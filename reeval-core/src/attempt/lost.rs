@@ -35,15 +35,28 @@ pub(crate) async fn lost(
             state = handle.sandbox().state().await;
         }
     }
-    state.is_lost().then(|| {
-        let id = handle.sandbox().id();
-        Error::Sandbox(SandboxError::Lost(Box::new(Lost {
-            action: action.to_string(),
-            sandbox: id[..id.len().min(12)].to_string(),
-            state,
-            during: during.to_string(),
-        })))
-    })
+    state.is_lost().then(|| lost_error(handle, action, during, state))
+}
+
+/// The error of a step that failed to `action` because its sandbox was found `state`.
+pub(crate) fn lost_error(
+    handle: &SandboxHandle,
+    action: &str,
+    during: &str,
+    state: SandboxState,
+) -> Error {
+    Error::Sandbox(SandboxError::Lost(Box::new(Lost {
+        action: action.to_string(),
+        sandbox: short_id(handle),
+        state,
+        during: during.to_string(),
+    })))
+}
+
+/// The sandbox's short id, as the record names it.
+pub(crate) fn short_id(handle: &SandboxHandle) -> String {
+    let id = handle.sandbox().id();
+    id[..id.len().min(12)].to_string()
 }
 
 /// Whether `err` already says the sandbox was lost.

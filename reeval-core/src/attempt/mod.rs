@@ -16,7 +16,8 @@
 //! (`09_harness`) → turns, checks, judge calls, serve and capture as the eval
 //! makes them (`10`–`14`) → teardown (`15`) → `outcome::conclude` classifies →
 //! the record. A turn or check that failed in a lost sandbox is the
-//! platform's (`lost.rs`). `fill.rs` prepares a sandbox the same way for the
+//! platform's (`lost.rs`); the final collection reads a lost sandbox too
+//! (`collect.rs`). `fill.rs` prepares a sandbox the same way for the
 //! setup cache.
 //!
 //! What may depend on what: the attempt uses the phases (`lifecycle`), the
@@ -29,6 +30,7 @@
 
 mod calls;
 mod checks;
+mod collect;
 mod ctx;
 mod fill;
 mod lost;
@@ -967,21 +969,11 @@ impl Attempt {
                     lifecycle::teardown::kill_turns(handle.sandbox().as_ref()).await;
                 }
                 let began = Instant::now();
-                match lifecycle::teardown::collect(&handle, &ready.baseline, &ready.latest()).await
-                {
-                    Ok(diff) => {
-                        record.final_diff = Some(diff);
-                        record.workspace_collected = true;
-                    }
-                    Err(e) => {
-                        let lost =
-                            lost::lost(&handle, "collect the final workspace", "teardown", false);
-                        events.push(match lost.await {
-                            Some(lost) => lost.to_string(),
-                            None => format!("failed to collect the final workspace: {e}"),
-                        });
-                    }
-                }
+                let (diff, said) =
+                    collect::collect_final(&handle, &ready.baseline, &ready.latest()).await;
+                record.workspace_collected = diff.is_some();
+                record.final_diff = diff;
+                events.extend(said);
                 // The agent's commits, for a replay to have them as commits.
                 if ready.git_repo {
                     events.extend(crate::git_archive::capture(&handle, artifacts_dir).await);

@@ -288,7 +288,11 @@ impl Backend for DockerBackend {
                     SandboxError::engine(format!("create a container from {}", spec.image), e)
                 }
             })?;
-        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor)))
+        let network = match &spec.network {
+            NetworkSpec::Internal { network } => Some(network.clone()),
+            _ => None,
+        };
+        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network)))
     }
 
     async fn start_gateway(
