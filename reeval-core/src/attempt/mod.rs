@@ -85,7 +85,7 @@ pub(crate) struct AttemptPlan {
     /// The run's redactor, built in preflight.
     pub(crate) redactor: Redactor,
     /// The run's egress gateway, started when an attempt first needs it.
-    pub(crate) egress: Arc<lifecycle::gateway::RunEgress>,
+    pub(crate) egress: Arc<crate::egress::RunEgress>,
     /// Whether the run caches prepared sandboxes (`--no-setup-cache` turns it off).
     pub(crate) setup_cache: bool,
     /// Where a miss of the setup cache asks for it to be filled in the background.
@@ -158,8 +158,8 @@ pub(crate) struct Attempt {
     oom_kills_seen: u64,
     turn_unsettled: TurnUnsettled,
     /// The run's egress gateway, and this attempt's identity on it once started.
-    run_egress: Arc<lifecycle::gateway::RunEgress>,
-    egress: Option<lifecycle::gateway::AttemptEgress>,
+    run_egress: Arc<crate::egress::RunEgress>,
+    egress: Option<crate::egress::AttemptEgress>,
     /// When the attempt started, in milliseconds since the Unix epoch (egress records count from it).
     started_unix_ms: u64,
     /// The eval's calls: the one running, the last that failed.
@@ -332,7 +332,7 @@ impl Attempt {
         self.record.image = Some(image.reference.clone());
 
         let egress_plan =
-            lifecycle::gateway::plan(&self.env, self.harness.as_deref(), &self.secrets)
+            crate::egress::attempt::plan(&self.env, self.harness.as_deref(), &self.secrets)
                 .map_err(|e| e.in_phase(Phase::Gateway))?;
         let (mut variables, env_detail) = lifecycle::env::variables(&self.env, &self.secrets);
         variables.extend(egress_plan.as_ref().map(|p| p.variables()).unwrap_or_default());
@@ -386,7 +386,7 @@ impl Attempt {
                     }
                     let (network, main_process, files) = match egress_plan {
                         Some(plan) => {
-                            let (prepared, sandbox) = lifecycle::gateway::prepare(
+                            let (prepared, sandbox) = crate::egress::attempt::prepare(
                                 run_egress,
                                 plan,
                                 backend.as_ref(),
@@ -559,7 +559,7 @@ impl Attempt {
         &mut self,
         base_image_id: &str,
         rules_file: &str,
-        egress: Option<&lifecycle::gateway::Plan>,
+        egress: Option<&crate::egress::attempt::Plan>,
     ) -> Option<String> {
         use crate::setup_cache::SetupCache;
         // Only a setup is worth an image; without steps, preparing is a few uploads.
