@@ -179,7 +179,7 @@ pub(super) fn set_mode(path: &Path, mode: u32) -> std::result::Result<(), String
 
 /// The host's IPv4 addresses (loopback aside): `docker0`'s, the primary one,
 /// every bridge's. Read from the kernel's routing tables.
-pub(crate) fn host_addresses() -> Vec<Ipv4Addr> {
+fn host_addresses() -> Vec<Ipv4Addr> {
     let text = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
     let mut found = Vec::new();
     let mut last: Option<Ipv4Addr> = None;
