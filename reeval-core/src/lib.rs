@@ -6,6 +6,7 @@
 //! Where things are:
 //! - `attempt/`: one attempt as a state machine; [`Ctx`] is its facade.
 //! - `lifecycle/`: one file per phase, in phase order ([`Phase`]).
+//! - [`egress`]: what a sandbox may reach; the run's gateway service and the attempt's egress.
 //! - [`outcome`]: outcomes and the one place errors are classified and retries decided.
 //! - [`sandbox`]: the [`Backend`] and [`Sandbox`] traits, Docker, the fake.
 //! - [`secrets`]: secret values and the one redactor every sink writes through.

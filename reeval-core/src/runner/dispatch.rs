@@ -36,7 +36,7 @@ pub(crate) async fn dispatch(
     let started = std::time::SystemTime::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
     // One gateway for the run, started by the first attempt that needs a way out.
-    let egress = Arc::new(crate::lifecycle::gateway::RunEgress::new(config.egress.clone()));
+    let egress = Arc::new(crate::egress::RunEgress::new(config.egress.clone()));
 
     // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
     for eval in &evals {

@@ -207,7 +207,7 @@ pub enum NetworkSpec {
 /// this host cannot be mounted into the sandbox: the `reeval-gateway` binary
 /// in a container on the sandbox's internal network and on a normal one (a
 /// remote Docker engine), or as a process in the run's gateway pod
-/// (Kubernetes). See `lifecycle/03_gateway.rs`.
+/// (Kubernetes). See `egress/attempt.rs`.
 #[derive(Debug, Clone)]
 pub struct GatewayRequest {
     /// Labels (run, attempt); the backend adds its owner label.
