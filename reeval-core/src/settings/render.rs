@@ -191,7 +191,9 @@ mod tests {
 
     /// The page, and the markers each generated table sits between.
     const DOC: &str = "../docs/options.md";
-    const TABLES: [(&str, &str, fn() -> String); 2] = [
+    /// A table's start marker, end marker and what renders it.
+    type Marked = (&'static str, &'static str, fn() -> String);
+    const TABLES: [Marked; 2] = [
         ("<!-- options:settings:start -->", "<!-- options:settings:end -->", settings_table),
         ("<!-- options:flags:start -->", "<!-- options:flags:end -->", flags_table),
     ];
