@@ -64,7 +64,7 @@ pub struct RunConfig {
     pub compare: Option<crate::compare::Arms>,
     /// Run every eval with this variant (`--variant`); its records name it as their arm.
     pub variant: Option<crate::compare::Variant>,
-    /// The suite binary running, recorded in the summary (set by [`main`]).
+    /// The suite binary running, recorded in the summary (set by [`main`](super::main)).
     pub suite: Option<crate::record::SuiteIdentity>,
 }
 

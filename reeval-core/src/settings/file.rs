@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::KubernetesConfig;
-use super::table::{self, OPTIONS};
+use super::table::{self, Kind, OPTIONS};
 
 /// The default config file name.
 pub const FILE_NAME: &str = "reeval.toml";
@@ -175,9 +175,21 @@ fn toml_problem(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// What a top-level key of `reeval.toml` takes, in words (from its option's kind).
+/// What a top-level key of `reeval.toml` takes, in words (from its option's
+/// kind; a table has no such words).
 fn expected(key: &str) -> Option<String> {
-    table::by_key(key)?.kind.file_expects()
+    Some(match table::by_key(key)?.kind {
+        Kind::Count | Kind::Whole => "a whole number".into(),
+        Kind::Rate => "a number between 0 and 1 (like 0.66)".into(),
+        Kind::Duration => "a quoted duration (like \"10m\" or \"90s\")".into(),
+        Kind::Path | Kind::Text | Kind::Word(_) | Kind::Bytes => "a quoted string".into(),
+        Kind::List(things) => format!("a list of quoted {things}"),
+        Kind::OneOrList(thing, example) => {
+            format!("a quoted {thing} or a list of them (like [\"{example}\"])")
+        }
+        Kind::YesNo => "true or false".into(),
+        Kind::Table(_) | Kind::Presence => return None,
+    })
 }
 
 /// The first top-level key (by line) that is no option's: `line N, key `k`:
@@ -365,10 +377,7 @@ mod tests {
         assert_eq!(fields, keys, "SuiteConfig's fields and the table's keys");
         for key in keys {
             let kind = table::by_key(key).unwrap().kind;
-            assert!(
-                kind.file_expects().is_some() || matches!(kind, table::Kind::Table(_)),
-                "{key}"
-            );
+            assert!(expected(key).is_some() || matches!(kind, Kind::Table(_)), "{key}");
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Each option is declared once, in [`table`]: its flag, its variable, its
 //! `reeval.toml` key, the kind of value it takes, its default and its help.
 //! From that table come the flag parser ([`args`]), the variables' reading
-//! ([`vars`]), `reeval.toml`'s schema ([`file`]), `--help` and the tables of
+//! (`vars.rs`), `reeval.toml`'s schema ([`file`](mod@file)), `--help` and the tables of
 //! docs/options.md ([`render`], whose test keeps the page in step).
 //!
 //! Precedence is flags > environment > `reeval.toml` > defaults, except for
@@ -27,7 +27,7 @@
 //! - Harnesses read their own variables (`OPENAI_MODEL`, `OPENAI_BASE_URL`, …).
 //!
 //! Secrets and credentials are not settings: preflight looks each name up in
-//! a [`SecretLookup`] ([`env_files`]).
+//! a [`SecretLookup`] (`env_files.rs`).
 //!
 //! What may depend on what: settings sit below the runner and name nothing
 //! of it; the runner turns [`Settings`] into its `RunConfig`.

@@ -1,7 +1,7 @@
 //! Every option of a run, declared once: its flag, its environment variable,
 //! its `reeval.toml` key, the kind of value it takes, its default and its
 //! help. The flag parser ([`super::args`]), the variables' reading
-//! ([`super::vars`]), `reeval.toml`'s schema ([`super::file`]), `--help` and
+//! (`vars.rs`), `reeval.toml`'s schema ([`super::file`](mod@super::file)), `--help` and
 //! the tables of docs/options.md ([`super::render`]) all read this table, so
 //! a new option is one entry here plus the field it fills.
 
@@ -56,22 +56,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// What a `reeval.toml` key of this kind must hold, in words (a table has no such words).
-    pub fn file_expects(self) -> Option<String> {
-        Some(match self {
-            Kind::Count | Kind::Whole => "a whole number".into(),
-            Kind::Rate => "a number between 0 and 1 (like 0.66)".into(),
-            Kind::Duration => "a quoted duration (like \"10m\" or \"90s\")".into(),
-            Kind::Path | Kind::Text | Kind::Word(_) | Kind::Bytes => "a quoted string".into(),
-            Kind::List(things) => format!("a list of quoted {things}"),
-            Kind::OneOrList(thing, example) => {
-                format!("a quoted {thing} or a list of them (like [\"{example}\"])")
-            }
-            Kind::YesNo => "true or false".into(),
-            Kind::Table(_) | Kind::Presence => return None,
-        })
-    }
-
     /// `` `docker` or `kubernetes` ``.
     pub fn words(self) -> String {
         match self {
