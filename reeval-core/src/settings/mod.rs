@@ -382,28 +382,4 @@ impl Settings {
     pub fn secret_lookup(&self) -> Result<SecretLookup, EnvFileError> {
         SecretLookup::load(self.env_file.as_deref(), self.fallback_env_file.as_deref())
     }
-
-    /// The arms of [`Settings::compare`] and the [`Settings::variant`], with
-    /// variant names resolved among `known` (the `#[reeval::variant]`s of the suite).
-    ///
-    /// # Errors
-    /// A message naming a variant that `known` lacks.
-    pub fn arms(
-        &self,
-        known: &[crate::compare::Variant],
-    ) -> Result<(Option<crate::compare::Arms>, Option<crate::compare::Variant>), String> {
-        use crate::compare::{Arms, find_variant};
-        let arms = match &self.compare {
-            None => None,
-            Some(Comparing::Harnesses(a, b)) => Some(Arms::Harnesses(a.clone(), b.clone())),
-            Some(Comparing::Variants(a, b)) => {
-                if a == b {
-                    return Err(format!("failed to compare `{a}` with itself: name two arms"));
-                }
-                Some(Arms::Variants(find_variant(known, a)?, find_variant(known, b)?))
-            }
-        };
-        let variant = self.variant.as_deref().map(|v| find_variant(known, v)).transpose()?;
-        Ok((arms, variant))
-    }
 }
