@@ -147,3 +147,4 @@ impl From<HarnessError> for Error {
         }
     }
 }
+
