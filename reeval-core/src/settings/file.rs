@@ -2,26 +2,10 @@
 //! (cargo runs test binaries there), or the file named by `REEVAL_CONFIG`;
 //! [`crate::settings`] finds it and merges it with the flags and environment.
 //!
-//! ```toml
-//! judge = "anthropic:claude-sonnet-4-5"   # the judge model of evals that name none
-//! env_file = ".env.reeval"                # secrets and credentials, read in preflight
-//! record_dir = "target/reeval/runs"       # where runs are recorded
-//! harness = ["shell"]                     # or "shell": every eval runs with these
-//! trials = 3                              # trials per eval × harness
-//! timeout = "10m"                         # budget per attempt
-//! concurrency = 4                         # attempts at once
-//! retries = 2                             # retries of an infra error
-//! min_pass_rate = 0.66                    # for evals that set none
-//!
-//! [prices."my-model"]                     # US dollars per million tokens
-//! input = 1.0
-//! output = 2.0
-//!
-//! backend = "kubernetes"                  # or REEVAL_BACKEND=kubernetes (feature `kubernetes`)
-//! namespace = "evals"                     # where attempts' pods go
-//! [kubernetes]                            # optional: see `KubernetesConfig`
-//! runtime_class = "gvisor"
-//! ```
+//! Its top-level keys are those of the option table ([`super::table`]): a key
+//! the table lacks is an error naming the nearest one. Each key's value is
+//! read here into [`SuiteConfig`]; a test holds its fields to the table's
+//! keys. docs/options.md shows a whole file.
 
 use std::path::{Path, PathBuf};
 
@@ -111,7 +95,9 @@ impl SuiteConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigFileError> {
         let fail = |message: String| ConfigFileError { path: path.to_path_buf(), message };
         let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        unknown_key(&text).map_or(Ok(()), |message| Err(fail(message)))?;
+        if let Some(message) = unknown_key(&text) {
+            return Err(fail(message));
+        }
         let mut config: SuiteConfig =
             toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -125,7 +111,8 @@ impl SuiteConfig {
         }
         if let Some(t) = &config.timeout {
             humantime::parse_duration(t).map_err(|e| {
-                fail(format!("key `timeout`: `{t}` is not a duration like 10m or 90s ({e})"))
+                let key = table::TIMEOUT.file_key();
+                fail(format!("key `{key}`: `{t}` is not a duration like 10m or 90s ({e})"))
             })?;
         }
         if config.trials == Some(0) || config.concurrency == Some(0) {
@@ -135,7 +122,8 @@ impl SuiteConfig {
         if let Some(rate) = config.min_pass_rate
             && !(0.0..=1.0).contains(&rate)
         {
-            return Err(fail(format!("key `min_pass_rate`: {rate} is not between 0 and 1")));
+            let key = table::MIN_PASS_RATE.file_key();
+            return Err(fail(format!("key `{key}`: {rate} is not between 0 and 1")));
         }
         Ok(config)
     }
