@@ -393,7 +393,7 @@ pub(crate) const VS: Opt = Opt::new("versus", Reeval)
         Ok(())
     })
     .takes("SPEC")
-    .help("with --harness <A>: compare harness A with this one");
+    .help("with `--harness A`: compare harness A with this one");
 pub(crate) const VARIANT: Opt = Opt::new("variant", Reeval)
     .long("variant", |a, v| {
         a.variant = Some(v.text()?);
