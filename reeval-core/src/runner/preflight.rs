@@ -259,7 +259,7 @@ pub(crate) async fn preflight(
 async fn kubernetes(
     runner: &Runner,
     evals: &[Eval],
-    config: &crate::runner::config::KubernetesConfig,
+    config: &crate::settings::KubernetesConfig,
     secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {
@@ -337,7 +337,7 @@ async fn kubernetes(
 async fn kubernetes(
     _runner: &Runner,
     _evals: &[Eval],
-    _config: &crate::runner::config::KubernetesConfig,
+    _config: &crate::settings::KubernetesConfig,
     _secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {

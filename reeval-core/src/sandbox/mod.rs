@@ -22,9 +22,9 @@
 //! bytes, never evals, turns, records, the runner, reporters, the judge,
 //! compare or replay. Code above it (the attempt, the runner's pool and
 //! preflight) sees the traits; `archive.rs` and `procs.rs` are shared by the
-//! backends that run commands through a shell. Exception today (issue 20
-//! moves it): the Kubernetes backend reads its settings from
-//! `runner::config::KubernetesConfig`.
+//! backends that run commands through a shell. The Kubernetes backend's
+//! settings are data of `crate::settings` (`KubernetesConfig`), which names
+//! nothing above it; a sandbox crate split out later takes that type along.
 
 pub mod archive;
 pub mod docker;

@@ -40,7 +40,7 @@ use super::{
     LABEL_RUN, NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
 use crate::environment::ImageSpec;
-use crate::runner::config::KubernetesConfig;
+use crate::settings::KubernetesConfig;
 
 /// A Kubernetes cluster and the namespace attempts run in, shared by every sandbox of a run.
 #[derive(Clone)]
