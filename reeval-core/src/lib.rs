@@ -13,6 +13,10 @@
 //! - [`runner`]: settings, preflight, the dispatcher and its event stream; [`report`]: the reporters.
 #![forbid(unsafe_code)]
 
+// The record's data lives in `reeval-record` (the bottom of the workspace);
+// its modules keep their paths here (`crate::record::Record`, `reeval::record`).
+pub use reeval_record::{comparison, phase, prices, record, stats, turn};
+
 mod attempt;
 mod budget;
 pub mod capture;
@@ -32,10 +36,7 @@ pub mod llm;
 pub mod matchers;
 pub mod oracle;
 pub mod outcome;
-pub mod phase;
-pub mod prices;
 mod progress;
-pub mod record;
 pub mod replay;
 pub mod report;
 pub mod runner;
@@ -44,10 +45,24 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod setup_cache;
-pub mod stats;
-pub mod turn;
 pub mod turn_archive;
 mod workspace;
+
+/// Records for unit tests.
+#[cfg(test)]
+pub(crate) mod test_records {
+    /// A shell-harness record of run `run` with this outcome, for unit tests.
+    pub(crate) fn test_record(
+        eval: &str,
+        trial: u32,
+        try_: u32,
+        outcome: crate::outcome::Outcome,
+    ) -> crate::record::Record {
+        let mut r = crate::record::Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r
+    }
+}
 
 // The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::Ctx;

@@ -547,7 +547,7 @@ mod tests {
     use super::*;
     use crate::outcome::FailKind;
 
-    use crate::record::test_record as rec;
+    use crate::test_records::test_record as rec;
 
     #[test]
     fn exit_codes_and_pass_rates_count_final_tries_only() {

@@ -14,7 +14,7 @@ use crate::attempt::tests::{Script, scripted};
 use crate::error::Error;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
-use crate::lifecycle::turn::TurnOptions;
+use crate::turn::TurnOptions;
 use crate::matchers::expect;
 use crate::runner::{RunConfig, Runner};
 
