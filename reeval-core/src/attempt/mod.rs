@@ -21,7 +21,9 @@
 //!
 //! What may depend on what: the attempt uses the phases (`lifecycle`), the
 //! sandbox traits (`crate::sandbox`), the harness trait, the judge, and the
-//! record's types it fills; the runner calls `run` and gets a record back.
+//! record's types it fills (the `reeval-record` crate, re-exported as
+//! `crate::record`, `crate::turn`, …); the runner calls `run` and gets a
+//! record back.
 //! It should know nothing of the runner, the reporters, compare or replay.
 //! Exceptions today (issue 20 removes them): it names the runner's event
 //! sink and attempt id (`runner::events`), and checks the harness's name for

@@ -21,10 +21,12 @@
 //! What may depend on what: the runner sits at the top of the core. It uses
 //! the attempt, the sandbox traits, settings, the reporters and the record's
 //! types; nothing below it (the attempt, a backend, the record) should call
-//! back into it. Exceptions today (issue 20 removes them): the reporters,
-//! `settings.rs`, `runs.rs`, `replay.rs`, `harness.rs`, `progress.rs`, the
-//! attempt and the Kubernetes backend import names of the runner
-//! (`RunReport`, `events`, `config`, `cli::Args`).
+//! back into it. The record's types are the `reeval-record` crate, which
+//! cannot. Exceptions today (issue 20 removes them): the reporters,
+//! `settings.rs`, `runs.rs`, `replay.rs`, `progress.rs`, the attempt and the
+//! Kubernetes backend import names of the runner (`RunReport`, `events`,
+//! `config`, `cli::Args`); `scripts/import_cycles.py reeval-core/src` lists
+//! the circles they make.
 
 mod background;
 pub mod cli;
