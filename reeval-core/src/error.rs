@@ -7,8 +7,7 @@ use crate::harness::HarnessError;
 use crate::phase::Phase;
 use crate::sandbox::SandboxError;
 
-/// A boxed cause, kept as an error's `source`.
-pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::sandbox::Cause;
 
 /// `Result` with reeval's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -45,6 +45,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod setup_cache;
+mod setup_key;
 pub mod turn_archive;
 mod workspace;
 

@@ -585,7 +585,7 @@ impl Attempt {
             .as_ref()
             .map(|h| format!("{} {}", h.name(), h.version().unwrap_or_default()))
             .unwrap_or_default();
-        crate::setup_cache::key(&self.env, base_image_id, &harness, rules_file).ok()
+        crate::setup_key::key(&self.env, base_image_id, &harness, rules_file).ok()
     }
 
     /// Starts the harness's session on the first turn; like the start, not on the budget.

@@ -22,7 +22,7 @@ use super::{
     Backend, Capabilities, EngineInfo, ExecRequest, ExecStream, HELPER_TOOLS, ProcessGroup,
     ReadyImage, Sandbox, SandboxError, SandboxSpec, SandboxState, Signal, Sweep,
 };
-use crate::environment::ImageSpec;
+use crate::sandbox::ImageSpec;
 use crate::exec::ExecOutput;
 
 /// One command a fake sandbox was asked to run.
