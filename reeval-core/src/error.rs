@@ -146,4 +146,3 @@ impl From<HarnessError> for Error {
         }
     }
 }
-

@@ -6,10 +6,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use crate::environment::ImageSpec;
 use crate::sandbox::SandboxHandle;
 use crate::turn::TurnReport;
+use async_trait::async_trait;
 
 pub use crate::turn::ErrorClass;
 

@@ -38,9 +38,9 @@ pub mod docker;
 pub mod fake;
 pub(crate) mod gateway_stream;
 mod handle;
+mod image_spec;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
-mod image_spec;
 mod kubernetes_config;
 pub(crate) mod procs;
 mod state;
