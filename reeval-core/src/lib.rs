@@ -49,22 +49,6 @@ mod setup_key;
 pub mod turn_archive;
 mod workspace;
 
-/// Records for unit tests.
-#[cfg(test)]
-pub(crate) mod test_records {
-    /// A shell-harness record of run `run` with this outcome, for unit tests.
-    pub(crate) fn test_record(
-        eval: &str,
-        trial: u32,
-        try_: u32,
-        outcome: crate::outcome::Outcome,
-    ) -> crate::record::Record {
-        let mut r = crate::record::Record::new("run", eval, "shell", trial, try_);
-        r.outcome = outcome;
-        r
-    }
-}
-
 // The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::Ctx;
 pub use capture::{Artifact, Capture};
@@ -89,3 +73,19 @@ pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, Turn
 /// The Docker API client, for users who drop down to the engine (and for the tests).
 pub use bollard;
 pub use tokio_util::sync::CancellationToken;
+
+/// Records for unit tests.
+#[cfg(test)]
+pub(crate) mod test_records {
+    /// A shell-harness record of run `run` with this outcome, for unit tests.
+    pub(crate) fn test_record(
+        eval: &str,
+        trial: u32,
+        try_: u32,
+        outcome: crate::outcome::Outcome,
+    ) -> crate::record::Record {
+        let mut r = crate::record::Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r
+    }
+}
