@@ -26,6 +26,7 @@
 //! Kubernetes, compare, performance, testing) is [the book](book): one page
 //! per topic, the markdown files of the repository's `docs/`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod book;
 

@@ -106,6 +106,10 @@ fn live_comparison(dir: &Path) -> (Output, PathBuf) {
     (out, run)
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_variant_that_adds_the_file_helps_one_eval_and_leaves_the_other_undecided() {
     require_docker!();
@@ -174,6 +178,10 @@ async fn a_variant_that_adds_the_file_helps_one_eval_and_leaves_the_other_undeci
     assert!(stdout.contains("can't tell yet (no difference seen)"), "{stdout}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn infra_errors_in_one_arm_leave_their_pairs_out_and_are_counted() {
     require_docker!();
@@ -207,6 +215,10 @@ async fn infra_errors_in_one_arm_leave_their_pairs_out_and_are_counted() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn comparing_two_recorded_runs_gives_the_live_comparisons_figures() {
     require_docker!();
@@ -255,6 +267,10 @@ async fn comparing_two_recorded_runs_gives_the_live_comparisons_figures() {
     assert!(html.contains(&format!("file://{}", record.display())), "a link to run B's record");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_oracle_passes_a_solvable_eval_and_flags_an_impossible_one() {
     require_docker!();
@@ -294,6 +310,10 @@ fn replayed_record(dir: &Path) -> Value {
     records.into_iter().next().unwrap()
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_replay_runs_in_the_recorded_harness_image() {
     require_docker!();
@@ -313,6 +333,10 @@ async fn a_replay_runs_in_the_recorded_harness_image() {
     assert_eq!(replayed["image"], recorded["image"]);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_regrade_with_a_changed_check_flips_a_pass_to_a_fail_without_the_agent() {
     require_docker!();
@@ -347,6 +371,10 @@ async fn a_regrade_with_a_changed_check_flips_a_pass_to_a_fail_without_the_agent
     assert_eq!(new["usage"], recorded["usage"]);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_replay_of_two_turns_reproduces_both_diffs_byte_for_byte_and_refuses_an_incomplete_one() {
     require_docker!();
@@ -386,6 +414,10 @@ async fn a_replay_of_two_turns_reproduces_both_diffs_byte_for_byte_and_refuses_a
     assert!(refused["turns"].as_array().unwrap().is_empty(), "no turn was answered");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence() {
     require_docker!();
@@ -425,6 +457,10 @@ async fn adding_trials_to_a_comparison_looks_again_with_the_confidence_sequence(
     assert!((r["confidence"].as_f64().unwrap() - 0.99).abs() < 1e-9);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn harness_a_vs_b_makes_each_harness_an_arm() {
     require_docker!();

@@ -26,6 +26,10 @@ python3 -c "import socket; s = socket.socket(socket.AF_UNIX); s.bind('sock')"
 truncate -s 2G sparse.bin
 "#;
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_100k_file_workspace_diffs_exactly_with_odd_names_links_fifos_sockets_and_a_huge_file() {
     require_docker!();
@@ -112,6 +116,10 @@ done; touch /tmp/swaps-stopped' >/dev/null 2>&1 < /dev/null &"#;
 const SETTLE: &str = "touch /tmp/stop-swaps; while [ ! -e /tmp/swaps-stopped ]; do sleep 0.1; done; \
                       rm -rf d d.x; ln -s /etc d";
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_agent_swapping_directories_for_links_while_diffs_run_never_makes_them_read_outside() {
     require_docker!();

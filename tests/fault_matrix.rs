@@ -47,6 +47,10 @@ async fn row(report: &RunReport, id: &str, fault: &str, at: &str, outcome: Outco
     faults::check_row(&Row { id, fault, at, outcome, kind, says, left });
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn engine_unreachable_at_start() {
     require_docker!();
@@ -74,6 +78,10 @@ async fn engine_unreachable_at_start() {
     });
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn engine_answering_slowly() {
     require_docker!();
@@ -108,6 +116,10 @@ async fn engine_answering_slowly() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn setup_step_hangs() {
     require_docker!();
@@ -126,6 +138,10 @@ async fn setup_step_hangs() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn setup_step_exits_non_zero() {
     require_docker!();
@@ -144,6 +160,10 @@ async fn setup_step_exits_non_zero() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn oom_in_a_turn() {
     require_docker!();
@@ -166,6 +186,10 @@ async fn oom_in_a_turn() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn oom_in_a_check() {
     require_docker!();
@@ -190,6 +214,10 @@ async fn oom_in_a_check() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn pids_limit_in_a_turn() {
     require_docker!();
@@ -213,6 +241,10 @@ async fn pids_limit_in_a_turn() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_agent_killed_by_a_signal() {
     require_docker!();
@@ -235,6 +267,10 @@ async fn an_agent_killed_by_a_signal() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_agent_silent_until_the_timeout() {
     require_docker!();
@@ -285,6 +321,10 @@ async fn capture_after(tag: &str, script: &'static str) -> RunReport {
     report
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_captured_directory_with_links_out_of_the_workspace() {
     require_docker!();
@@ -307,6 +347,10 @@ async fn a_captured_directory_with_links_out_of_the_workspace() {
     .await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_captured_directory_with_a_10_gb_sparse_file() {
     require_docker!();
@@ -341,6 +385,10 @@ fn runner_for(tag: &str) -> (reeval::Runner, String) {
     )
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_sandbox_killed_during_a_turn() {
     require_docker!();
@@ -364,6 +412,10 @@ async fn the_sandbox_killed_during_a_turn() {
     row(&report, "sandbox-4-killed-turn", what, "turn", Outcome::InfraError, says).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_sandbox_killed_during_a_check() {
     require_docker!();
@@ -386,6 +438,10 @@ async fn the_sandbox_killed_during_a_check() {
     row(&report, "sandbox-5-killed-check", what, "check", Outcome::InfraError, says).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_sandbox_paused_during_a_check() {
     require_docker!();
@@ -408,6 +464,10 @@ async fn the_sandbox_paused_during_a_check() {
     row(&report, "sandbox-6-paused-check", what, "check", Outcome::InfraError, says).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_setup_step_that_leaves_a_process_running() {
     require_docker!();

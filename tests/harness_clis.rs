@@ -359,36 +359,60 @@ fn runner_artifacts(report: &RunReport, r: &Record) -> PathBuf {
     report.run_dir.join(r.artifacts_dir_name())
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_against_its_stand_in() {
     require_docker!();
     check(&CLAUDE).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_against_its_stand_in() {
     require_docker!();
     check(&CODEX).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursor_against_its_stand_in() {
     require_docker!();
     check(&CURSOR).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_against_its_stand_in() {
     require_docker!();
     check(&GEMINI).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_against_its_stand_in() {
     require_docker!();
     check(&OPENCODE).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_against_its_stand_in() {
     require_docker!();
@@ -396,6 +420,10 @@ async fn pi_against_its_stand_in() {
 }
 
 /// Codex's non-fatal error items (code mode unavailable) reach the record of a turn that completed anyway.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_keeps_a_non_fatal_error_notice() {
     require_docker!();
@@ -419,6 +447,10 @@ async fn codex_keeps_a_non_fatal_error_notice() {
 }
 
 /// pi has no MCP support: asking for a server is a configuration error, not a silent drop.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_refuses_mcp_servers() {
     require_docker!();

@@ -208,11 +208,13 @@ fn assert_judge_failure(r: &Record, needle: &str) {
 macro_rules! both_providers {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
+            #[cfg_attr(reeval_no_docker, ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)")]
             #[tokio::test]
             async fn anthropic() {
                 super::$scenario(super::P::Anthropic).await
             }
 
+            #[cfg_attr(reeval_no_docker, ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)")]
             #[tokio::test]
             async fn openai() {
                 super::$scenario(super::P::OpenAi).await
@@ -319,6 +321,10 @@ async fn passing_verdict_and_request_shape(p: P) {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn openai_forced_function_call() {
     require_docker!();
@@ -436,6 +442,10 @@ async fn rejected_key(p: P) {
     assert!(!text.contains(&key()), "the key is in the record");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_judge_spends_the_attempts_budget() {
     require_docker!();
@@ -562,6 +572,10 @@ async fn agentic_judge(p: P) {
     assert!(last.contains("Hello, judge!"), "{last}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn majority_vote_over_samples() {
     require_docker!();
@@ -584,6 +598,10 @@ async fn majority_vote_over_samples() {
     assert_eq!(requests[0].body["temperature"], 1.0);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_judge_sees_named_files_captures_and_a_cut_diff_and_takes_the_evals_model() {
     require_docker!();
@@ -622,6 +640,10 @@ async fn the_judge_sees_named_files_captures_and_a_cut_diff_and_takes_the_evals_
     assert!(!user.contains("+200"), "the diff was not cut: {user}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_agentic_judge_that_reaches_the_workspace_is_recorded() {
     require_docker!();
@@ -648,6 +670,10 @@ async fn an_agentic_judge_that_reaches_the_workspace_is_recorded() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     require_docker!();
@@ -700,6 +726,10 @@ fn no_judge_chosen_anywhere() -> bool {
     unset
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_judge_no_one_chose_is_found_before_any_agent_runs() {
     require_docker!();
@@ -733,6 +763,10 @@ async fn a_judge_no_one_chose_is_found_before_any_agent_runs() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no run directory");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_config_error_mid_run_stops_its_cell_and_keeps_the_failures_seen() {
     require_docker!();

@@ -21,9 +21,17 @@ async fn run_one(tag: &str, eval: Eval) -> (Record, String, std::path::PathBuf) 
     let on_disk: Record = serde_json::from_slice(&std::fs::read(&path).expect("record written"))
         .expect("record parses");
     assert_eq!(on_disk.outcome, record.outcome);
+    // And, when it sent a turn, its trajectory as ATIF that Harbor's schema accepts.
+    if !record.turns.is_empty() {
+        common::atif::check_record(&report.run_dir, &record);
+    }
     (record, report.run_id, report.run_dir)
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn phases_run_in_the_documented_order() {
     require_docker!();
@@ -64,6 +72,10 @@ async fn phases_run_in_the_documented_order() {
     assert_eq!(common::containers_of_run(&run_id).await, 0);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_eval_that_never_touches_the_sandbox_starts_no_container() {
     require_docker!();
@@ -76,6 +88,10 @@ async fn an_eval_that_never_touches_the_sandbox_starts_no_container() {
     assert_eq!(common::containers_of_run(&run_id).await, 0);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn teardown_runs_after_error_panic_and_timeout() {
     require_docker!();
@@ -139,6 +155,10 @@ async fn teardown_runs_after_error_panic_and_timeout() {
     assert_eq!(summary.failed.get("timeout"), Some(&1));
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn setup_does_not_spend_the_budget() {
     require_docker!();
@@ -154,6 +174,10 @@ async fn setup_does_not_spend_the_budget() {
     assert!(setup.duration_ms >= 5000, "setup took longer than the whole budget: {setup:?}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
     require_docker!();
@@ -176,6 +200,10 @@ async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
     assert_eq!(common::containers_of_run(&run_id).await, 0);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_per_turn_limit_ends_only_that_turn() {
     require_docker!();
@@ -199,6 +227,10 @@ async fn a_per_turn_limit_ends_only_that_turn() {
     assert_eq!(r.turns[0].status, TurnStatus::TimedOut);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn exec_captures_bounded_output_and_files_round_trip() {
     require_docker!();
@@ -231,6 +263,10 @@ async fn exec_captures_bounded_output_and_files_round_trip() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_turn_printing_megabytes_keeps_the_end_of_its_output_as_final_message() {
     require_docker!();
@@ -252,6 +288,10 @@ async fn a_turn_printing_megabytes_keeps_the_end_of_its_output_as_final_message(
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
     require_docker!();
@@ -275,6 +315,10 @@ async fn a_failed_matcher_names_the_eval_the_line_and_the_output() {
     }
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn incremental_diffs_see_every_kind_of_change() {
     require_docker!();
@@ -319,6 +363,10 @@ async fn incremental_diffs_see_every_kind_of_change() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_background_process_holding_stdout_does_not_hang_the_turn() {
     require_docker!();
@@ -341,6 +389,10 @@ async fn a_background_process_holding_stdout_does_not_hang_the_turn() {
     assert!(r.checks[0].duration_ms < 5_000, "{:?}", r.checks[0]);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget() {
     require_docker!();
@@ -378,6 +430,10 @@ async fn the_deadline_covers_setup_and_a_cancelled_start_still_spends_no_budget(
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_harness_that_cannot_start_is_an_infra_error() {
     require_docker!();
@@ -397,6 +453,10 @@ async fn a_harness_that_cannot_start_is_an_infra_error() {
     assert_eq!(r.turns[0].status, TurnStatus::Failed);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn what_a_check_writes_is_the_checks_not_the_agents() {
     require_docker!();
@@ -429,6 +489,10 @@ async fn what_a_check_writes_is_the_checks_not_the_agents() {
     assert_eq!(r.final_diff.as_ref().expect("final diff").paths(), ["mod.py", "notes.txt"]);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_replay_has_the_agents_commits_as_commits() {
     require_docker!();
@@ -468,6 +532,10 @@ async fn a_replay_has_the_agents_commits_as_commits() {
     assert_eq!(replayed.checks[0].stdout_tail, recorded.checks[0].stdout_tail);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_default_image_has_what_the_readmes_first_eval_checks_with() {
     require_docker!();

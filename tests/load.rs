@@ -202,6 +202,10 @@ fn assert_complete(report: &RunReport, f: &Figures) {
     assert!(report.run_dir.join("summary.json").exists(), "the summary is written");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_attempts_at_concurrency_16_with_and_without_killed_sandboxes() {
     require_docker!();

@@ -5,6 +5,10 @@ mod common;
 
 use std::process::Command;
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_own_agent_example_passes_its_eval() {
     require_docker!();

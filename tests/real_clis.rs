@@ -199,6 +199,10 @@ fn claude_env() -> Environment {
     Environment::new().image(Image::from(images().claude.as_str()))
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
     require_docker!();
@@ -215,8 +219,10 @@ async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
     })
     .harness("claude-code:sonnet")
     .environment(claude_env);
-    let (r, _) = run_one(&provider, "real-claude-turns", eval).await;
+    let (r, report) = run_one(&provider, "real-claude-turns", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
+    let atif = common::atif::check_record(&report.run_dir, &r);
+    assert_eq!(atif["agent"]["name"], "claude-code");
     let (first, second) = (&r.turns[0], &r.turns[1]);
     assert_eq!(first.status, TurnStatus::Completed);
     assert_eq!(first.model.as_deref(), Some(anthropic::MODEL), "{}", show(&r));
@@ -255,6 +261,10 @@ async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
     assert!(resumed.contains("Create hello.py") && resumed.contains("toolu_w"), "{resumed}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     require_docker!();
@@ -365,6 +375,10 @@ fn codex_env() -> Environment {
     Environment::new().image(Image::from(images().codex.as_str()))
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
     require_docker!();
@@ -381,7 +395,8 @@ async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
     })
     .harness(format!("codex:{CODEX_MODEL}"))
     .environment(codex_env);
-    let (r, _) = run_one(&provider, "real-codex-turns", eval).await;
+    let (r, report) = run_one(&provider, "real-codex-turns", eval).await;
+    common::atif::check_record(&report.run_dir, &r);
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let (first, second) = (&r.turns[0], &r.turns[1]);
     let own = |parts: &[Billed]| {
@@ -422,6 +437,10 @@ async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
     assert!(resumed.contains("Created hello.py."), "the resumed turn carries the first: {resumed}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     require_docker!();
@@ -466,6 +485,10 @@ async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     eprintln!("codex 401: {} ms, upstream statuses {statuses:?}", r.turns[0].duration_ms);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_without_its_code_mode_helper_records_the_clis_notice() {
     require_docker!();
@@ -515,6 +538,10 @@ async fn cut_short(c: &mut reeval::Ctx, prompt: &str, secs: u64) -> reeval::Resu
     c.send_with(prompt, TurnOptions { timeout: Some(std::time::Duration::from_secs(secs)) }).await
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_cut_short_keeps_partial_usage_and_a_cut_stream_is_infra() {
     require_docker!();
@@ -556,6 +583,10 @@ async fn claude_code_cut_short_keeps_partial_usage_and_a_cut_stream_is_infra() {
     assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_cut_short_keeps_partial_usage() {
     require_docker!();

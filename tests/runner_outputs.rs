@@ -70,6 +70,10 @@ fn close(a: &Value, b: f64) -> bool {
     a.as_f64().is_some_and(|a| (a - b).abs() < 1e-6)
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_matrix_of_3_evals_2_harnesses_3_trials_and_its_outputs() {
     require_docker!();
@@ -309,6 +313,10 @@ for c in cases:
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_min_pass_rate_and_tags_decide_what_runs_and_the_exit_code() {
     require_docker!();
@@ -338,12 +346,20 @@ async fn a_min_pass_rate_and_tags_decide_what_runs_and_the_exit_code() {
     assert_eq!(text(&out.stdout), "flaky_but_ok: test\nresumable: test\n\n2 tests, 0 benchmarks\n");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_turn() {
     require_docker!();
     stop_and_resume("TERM").await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn resume_completes_a_run_stopped_by_sighup() {
     // Before the fix: exit 129, no run directory, the sandbox left up.
@@ -417,6 +433,10 @@ async fn stop_and_resume(signal: &str) {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_stdout_closed_early_neither_aborts_nor_leaves_a_sandbox() {
     require_docker!();
@@ -442,6 +462,10 @@ async fn a_stdout_closed_early_neither_aborts_nor_leaves_a_sandbox() {
     assert_eq!(common::records(&dir.join(&run_id)).len(), 3, "every attempt recorded");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn a_nextest_run_with_a_retry_has_one_summary_and_report_and_keeps_both_tries() {
     let nextest = Command::new("cargo").args(["nextest", "--version"]).output();
@@ -511,6 +535,10 @@ fn a_nextest_run_with_a_retry_has_one_summary_and_report_and_keeps_both_tries() 
     assert_eq!(per_process, 7, "one summary per process (6) and the run's own: {run:?}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_image_that_is_not_there_is_a_config_error_in_preflight() {
     require_docker!();
@@ -536,6 +564,10 @@ async fn an_image_that_is_not_there_is_a_config_error_in_preflight() {
     assert_eq!(common::containers_of_run(&run_id).await, 0, "no sandbox started");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn capturing_the_workspace_keeps_its_top_level_files_and_an_empty_match_fails() {
     require_docker!();
@@ -567,6 +599,10 @@ async fn capturing_the_workspace_keeps_its_top_level_files_and_an_empty_match_fa
     assert_eq!(names, ["workspace/sub/deeper/low.txt", "workspace/top.txt"]);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_image_build_error_reaches_the_record_without_colour_codes() {
     require_docker!();
@@ -618,6 +654,10 @@ fn skipped_evals_are_left_out_of_preflight() {
     assert!(text(&out.stderr).contains("failed to read the env file /nonexistent/suite.env (REEVAL_ENV_FILE): it does not exist"), "{}", text(&out.stderr));
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn verbose_and_stream_show_each_turn_and_the_agents_output_as_it_arrives() {
     if !tokio::runtime::Runtime::new().unwrap().block_on(common::docker_ready()) {
@@ -644,6 +684,10 @@ fn verbose_and_stream_show_each_turn_and_the_agents_output_as_it_arrives() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn a_terminal_gets_a_progress_display_that_never_garbles_the_lines() {
     // `script` runs the suite on a pseudo-terminal, as a person at a terminal would.

@@ -53,6 +53,10 @@ async fn assert_retried_after_the_fault(report: &reeval::RunReport, eval: &str, 
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing is left");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_sandbox_killed_during_a_shell_turn_is_an_infra_error_and_retried() {
     require_docker!();
@@ -85,6 +89,10 @@ async fn a_sandbox_killed_during_a_shell_turn_is_an_infra_error_and_retried() {
     assert!(message.contains("not running"), "says what happened: {message}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_sandbox_killed_during_a_check_is_an_infra_error_and_retried() {
     require_docker!();
@@ -114,6 +122,10 @@ async fn a_sandbox_killed_during_a_check_is_an_infra_error_and_retried() {
     assert_retried_after_the_fault(&report, "killed_check", "during the check").await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_sandbox_paused_during_a_check_is_an_infra_error_within_the_budget_and_removed() {
     require_docker!();
@@ -164,6 +176,10 @@ fn faults_itself_at_the_end(name: &'static str, run_id: String, fault: Fault) ->
     .timeout(Duration::from_secs(60))
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_sandbox_lost_before_the_final_collection_keeps_the_grade_and_the_record_says_so() {
     require_docker!();
@@ -217,6 +233,10 @@ fn with_claude_stand_in() -> Environment {
         )
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_sandbox_killed_during_a_cli_harness_turn_is_an_infra_error_and_retried() {
     require_docker!();

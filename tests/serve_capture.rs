@@ -7,6 +7,10 @@ use std::time::Duration;
 use reeval::prelude::*;
 use reeval::{Eval, FailKind, Outcome};
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn serve_reaches_a_server_in_the_sandbox_and_capture_keeps_evidence() {
     require_docker!();
@@ -72,6 +76,10 @@ async fn serve_reaches_a_server_in_the_sandbox_and_capture_keeps_evidence() {
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn serving_a_port_nobody_listens_on_fails_clearly() {
     require_docker!();

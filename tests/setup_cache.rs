@@ -68,6 +68,10 @@ async fn prune(run_id: &str) -> Vec<String> {
     removed
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_miss_ends_before_its_fill_and_a_later_run_hits_the_same_workspace() {
     require_docker!();
@@ -147,6 +151,10 @@ async fn a_miss_ends_before_its_fill_and_a_later_run_hits_the_same_workspace() {
     prune(&after.run_id).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn changing_any_input_misses_and_the_cache_can_be_turned_off() {
     require_docker!();
@@ -189,6 +197,10 @@ async fn changing_any_input_misses_and_the_cache_can_be_turned_off() {
     prune(&report.run_id).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_setup_a_secret_could_reach_is_not_cached_unless_the_eval_says_so() {
     require_docker!();
@@ -253,6 +265,10 @@ async fn exec_in(id: &str, argv: &[&str]) -> Option<i64> {
     docker.inspect_exec(&exec.id).await.ok()?.exit_code
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_interruption_during_a_fills_commit_leaves_no_container_and_no_half_image() {
     require_docker!();

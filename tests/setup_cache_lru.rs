@@ -67,6 +67,10 @@ async fn cached_images(docker: &reeval::bollard::Docker) -> HashMap<String, u64>
     all
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn past_the_cap_the_least_recently_used_setup_is_evicted_and_the_others_kept() {
     require_docker!();

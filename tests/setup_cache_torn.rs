@@ -78,6 +78,10 @@ fn counts_files(name: &str, env: Environment) -> Eval {
     .environment(move || env.clone())
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_setup_that_leaves_a_writer_running_is_cached_only_once_it_is_done() {
     require_docker!();
@@ -108,6 +112,10 @@ async fn a_setup_that_leaves_a_writer_running_is_cached_only_once_it_is_done() {
     prune(&report.run_id).await;
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_setup_that_leaves_a_process_running_for_ever_is_not_cached_and_the_record_says_why() {
     require_docker!();
@@ -182,6 +190,10 @@ async fn tamper(reference: &str) {
     docker.remove_container(&name, Some(options)).await.expect("remove");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_tampered_cached_image_is_detected_on_its_hit_removed_and_not_used() {
     require_docker!();

@@ -16,6 +16,10 @@ fn container_detail(r: &Record) -> &str {
         .unwrap_or("")
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn waiting_attempts_start_ahead_and_leave_nothing_behind() {
     require_docker!();
@@ -57,6 +61,10 @@ async fn waiting_attempts_start_ahead_and_leave_nothing_behind() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_image_built_ahead_of_the_attempts_is_said_built_by_the_attempt_that_waited() {
     require_docker!();

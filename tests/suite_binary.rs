@@ -61,6 +61,10 @@ fn list_needs_no_docker_and_follows_the_nextest_format() {
     assert!(text(&out.stdout).ends_with("\n7 tests, 0 benchmarks\n"), "{}", text(&out.stdout));
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn exit_codes_follow_the_outcomes() {
     require_docker!();
@@ -114,6 +118,10 @@ async fn exit_codes_follow_the_outcomes() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn driven_like_nextest_drives_a_custom_harness() {
     require_docker!();
@@ -150,6 +158,10 @@ async fn driven_like_nextest_drives_a_custom_harness() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn cargo_nextest_runs_the_suite() {
     if Command::new("cargo")
@@ -195,6 +207,10 @@ fn wait_for_container(run_id: &str) {
     }
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn sigterm_tears_down_and_sigkill_leftovers_are_removed_by_the_next_run() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -254,6 +270,10 @@ fn sigterm_tears_down_and_sigkill_leftovers_are_removed_by_the_next_run() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_run_that_selects_no_eval_is_a_usage_error_unless_allowed() {
     // Before the fix: "running 0 tests", exit 0.
@@ -296,6 +316,10 @@ fn run_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
     runs.into_iter().map(|(_, p)| p).collect()
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn rerun_failed_and_resume_take_only_runs_of_the_same_suite_binary() {
     // Before the fix: --rerun-failed took the newest run in the directory, another
@@ -341,6 +365,10 @@ async fn rerun_failed_and_resume_take_only_runs_of_the_same_suite_binary() {
     assert!(err.contains("it is a run of the suite binary `other_suite`"), "{err}");
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn sighup_and_sigquit_tear_down_and_record_as_sigterm_does() {
     // Before the fix: SIGHUP ended the runner at once (exit 129), with no record and
@@ -399,6 +427,10 @@ fn sighup_and_sigquit_tear_down_and_record_as_sigterm_does() {
     }
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[test]
 fn under_nohup_a_hang_up_is_still_ignored() {
     // Handling SIGHUP must not override `nohup`, which starts the run ignoring it.
@@ -452,6 +484,10 @@ impl Drop for Tmpfs {
     }
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn a_record_disk_that_fills_up_mid_run_is_no_green() {
     // Before the fix: "every cell passed (exit 0)", empty `*.json.tmp` files, no

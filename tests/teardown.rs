@@ -114,6 +114,10 @@ fn touches_the_sandbox(name: &str) -> Eval {
     })
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn the_slot_is_freed_before_destroy_ends_and_the_run_waits_for_every_destroy() {
     require_docker!();
@@ -154,6 +158,10 @@ async fn the_slot_is_freed_before_destroy_ends_and_the_run_waits_for_every_destr
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn an_interruption_during_a_background_destroy_leaves_no_container() {
     require_docker!();
@@ -212,6 +220,10 @@ async fn containers_of_attempt(run_id: &str, attempt: &str) -> usize {
     docker.list_containers(Some(opts)).await.unwrap().len()
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
 #[tokio::test]
 async fn sigterm_to_the_suite_during_a_background_destroy_leaves_no_container() {
     require_docker!();

@@ -17,7 +17,7 @@ struct State {
 
 /// A pausable countdown. Cloning shares it.
 #[derive(Debug, Clone)]
-pub struct Budget {
+pub(crate) struct Budget {
     limit: Duration,
     state: Arc<Mutex<State>>,
     changed: Arc<Notify>,
@@ -26,7 +26,7 @@ pub struct Budget {
 
 impl Budget {
     /// A budget of `limit`, paused until [`Budget::start`].
-    pub fn new(limit: Duration) -> Self {
+    pub(crate) fn new(limit: Duration) -> Self {
         Self {
             limit,
             state: Arc::new(Mutex::new(State {
@@ -40,25 +40,25 @@ impl Budget {
     }
 
     /// The token that fires when the budget runs out.
-    pub fn signal(&self) -> CancellationToken {
+    pub(crate) fn signal(&self) -> CancellationToken {
         self.signal.clone()
     }
 
     /// Budget spent so far.
-    pub fn spent(&self) -> Duration {
+    pub(crate) fn spent(&self) -> Duration {
         let s = self.state.lock().expect("budget lock");
         s.spent + s.running_since.map(|t| t.elapsed()).unwrap_or_default()
     }
 
     /// Starts the clock and the watcher task that fires the signal.
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         self.resume();
         let this = self.clone();
         tokio::spawn(async move { this.watch().await });
     }
 
     /// Stops the clock (slot waits, image builds, setup do not spend the budget).
-    pub fn pause(&self) {
+    pub(crate) fn pause(&self) {
         let mut s = self.state.lock().expect("budget lock");
         s.pauses += 1;
         if let Some(t) = s.running_since.take() {
@@ -69,7 +69,7 @@ impl Budget {
     }
 
     /// Restarts the clock after a [`Budget::pause`].
-    pub fn resume(&self) {
+    pub(crate) fn resume(&self) {
         let mut s = self.state.lock().expect("budget lock");
         s.pauses = s.pauses.saturating_sub(1);
         if s.pauses == 0 && s.running_since.is_none() {
@@ -80,7 +80,7 @@ impl Budget {
     }
 
     /// Stops the watcher for good (the attempt is over).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.pause();
         self.state.lock().expect("budget lock").pauses = u32::MAX / 2;
         self.changed.notify_one();

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::sandbox::ImageSpec;
-pub use crate::sandbox::ReadyImage;
+pub(crate) use crate::sandbox::ReadyImage;
 use crate::sandbox::{DockerBackend, SandboxError};
 
 /// `text` without terminal escape sequences (colours, cursor moves).
@@ -31,7 +31,7 @@ static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mute
 ///
 /// # Cancel safety
 /// A cancelled build leaves at worst an untagged image; the lock file is released.
-pub async fn ensure(
+pub(crate) async fn ensure(
     backend: &DockerBackend,
     spec: &ImageSpec,
     extra: &str,

@@ -12,11 +12,13 @@
 //! - [`llm`]: the model-API client and agent tools shared by the judge and the built-in agent.
 //! - [`runner`]: settings, preflight, the dispatcher and its event stream; [`report`]: the reporters.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 // The record's data lives in `reeval-record` (the bottom of the workspace);
 // its modules keep their paths here (`crate::record::Record`, `reeval::record`).
 pub use reeval_record::{comparison, phase, prices, record, stats, turn};
 
+pub mod atif;
 mod attempt;
 mod budget;
 pub mod capture;

@@ -10,7 +10,7 @@ use crate::secrets::Redactor;
 
 /// Collects phases and events for one attempt; all text through the run's redactor.
 #[derive(Debug)]
-pub struct PhaseLog {
+pub(crate) struct PhaseLog {
     attempt: AttemptId,
     started: Instant,
     redactor: Redactor,
@@ -21,7 +21,7 @@ pub struct PhaseLog {
 
 impl PhaseLog {
     /// A log for `attempt`, sending to `sink` when given.
-    pub fn new(attempt: AttemptId, redactor: Redactor, sink: Option<EventSink>) -> Self {
+    pub(crate) fn new(attempt: AttemptId, redactor: Redactor, sink: Option<EventSink>) -> Self {
         Self {
             attempt,
             started: Instant::now(),
@@ -33,12 +33,12 @@ impl PhaseLog {
     }
 
     /// When the attempt started.
-    pub fn started(&self) -> Instant {
+    pub(crate) fn started(&self) -> Instant {
         self.started
     }
 
     /// Milliseconds since the attempt started.
-    pub fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
 
@@ -50,12 +50,12 @@ impl PhaseLog {
     }
 
     /// Says that `phase` begins (only on the event stream: the record has the phase when it ends).
-    pub fn phase_started(&self, phase: Phase) {
+    pub(crate) fn phase_started(&self, phase: Phase) {
         self.send(RunEvent::PhaseStarted { attempt: self.attempt.clone(), phase });
     }
 
     /// Records a phase that began at `begun` and ends now.
-    pub fn phase(&mut self, phase: Phase, begun: Instant, detail: impl Into<String>) {
+    pub(crate) fn phase(&mut self, phase: Phase, begun: Instant, detail: impl Into<String>) {
         let detail = self.redactor.redact(&detail.into()).into_owned();
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
         let record = PhaseRecord {
@@ -69,14 +69,14 @@ impl PhaseLog {
     }
 
     /// Says that turn `index` began (only on the event stream: the record has the turn).
-    pub fn turn_started(&self, index: u32, prompt_head: &str) {
+    pub(crate) fn turn_started(&self, index: u32, prompt_head: &str) {
         let prompt = self.redactor.redact(prompt_head).into_owned();
         self.send(RunEvent::TurnStarted { attempt: self.attempt.clone(), index, prompt });
     }
 
     /// Where the harness reports the agent's events: onto the stream, redacted and
     /// shortened to a line; `None` when nothing listens.
-    pub fn agent_events(&self) -> Option<crate::harness::AgentEvents> {
+    pub(crate) fn agent_events(&self) -> Option<crate::harness::AgentEvents> {
         use crate::runner::events::AgentEvent;
         let (sink, redactor, attempt) =
             (self.sink.clone()?, self.redactor.clone(), self.attempt.clone());
@@ -100,7 +100,7 @@ impl PhaseLog {
     }
 
     /// Records an event.
-    pub fn event(&mut self, message: impl Into<String>) {
+    pub(crate) fn event(&mut self, message: impl Into<String>) {
         let message = self.redactor.redact(&message.into()).into_owned();
         let event = Event { at_ms: self.now_ms(), message };
         self.send(RunEvent::AttemptNote { attempt: self.attempt.clone(), event: event.clone() });

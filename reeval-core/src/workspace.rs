@@ -19,7 +19,7 @@ fn cache_dir() -> PathBuf {
 ///
 /// # Cancel safety
 /// A cancelled fetch leaves no cache entry (entries are renamed into place).
-pub async fn fetch_git(url: &str, rev: &str) -> Result<Vec<u8>> {
+pub(crate) async fn fetch_git(url: &str, rev: &str) -> Result<Vec<u8>> {
     let key: String = Sha256::digest(format!("{url}\0{rev}"))
         .iter()
         .take(12)

@@ -75,6 +75,7 @@ pub enum GatewayError {
         /// How long it was waited for.
         within: std::time::Duration,
     },
+    /// The gateway's configuration could not be read or is invalid.
     #[error("failed to load the gateway configuration: {message}")]
     Config {
         /// What is wrong.

@@ -65,6 +65,8 @@
 //! `reeval-gateway --config FILE` runs the same library as its own process
 //! (for remote engines); see the crate's README for the configuration.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 mod body;
 mod broker;
 mod ca;

@@ -1,5 +1,6 @@
 //! reeval's agent harnesses behind the [`reeval_core::Harness`] trait.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cli;
 pub mod openai;

@@ -9,10 +9,10 @@ use reeval_core::runner::events::AgentEvent;
 use reeval_core::sandbox::SandboxHandle;
 use reeval_core::turn::{TurnReport, TurnStatus};
 
-/// Runs each prompt with `bash -c <prompt>` (the prompt is one argv element).
 /// The most of a script's output kept as the turn's final message (its end).
 const FINAL_MESSAGE_LIMIT: usize = 64 * 1024;
 
+/// Runs each prompt with `bash -c <prompt>` (the prompt is one argv element).
 #[derive(Debug, Default)]
 pub struct ShellHarness;
 

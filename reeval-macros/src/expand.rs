@@ -8,7 +8,7 @@ use syn::{FnArg, ItemFn, ReturnType, Signature, Type};
 use crate::options::EvalOptions;
 
 /// Checks that `sig` is `async fn name(c: &mut Ctx) -> R`, reporting every problem found.
-pub fn check_signature(sig: &Signature) -> syn::Result<()> {
+pub(crate) fn check_signature(sig: &Signature) -> syn::Result<()> {
     let mut errors: Vec<syn::Error> = Vec::new();
     if sig.asyncness.is_none() {
         errors.push(syn::Error::new(sig.fn_token.span, "an eval must be an `async fn`"));
@@ -91,7 +91,7 @@ fn is_mut_ctx(ty: &Type) -> bool {
 /// The original function followed by its registration with the runner.
 ///
 /// `line` is the line of the function's name (1-based).
-pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
+pub(crate) fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
     let name = &func.sig.ident;
     let name_str = name.to_string();
     let name_str = name_str.strip_prefix("r#").unwrap_or(&name_str);
@@ -170,7 +170,7 @@ pub fn eval(func: &ItemFn, options: &EvalOptions, line: u32) -> TokenStream {
 }
 
 /// `#[reeval::variant]`: the function unchanged, registered under its name.
-pub fn variant(func: &ItemFn) -> TokenStream {
+pub(crate) fn variant(func: &ItemFn) -> TokenStream {
     let name = &func.sig.ident;
     let name_str = name.to_string();
     let name_str = name_str.strip_prefix("r#").unwrap_or(&name_str).to_string();
@@ -194,7 +194,7 @@ fn option(value: Option<TokenStream>) -> TokenStream {
 }
 
 /// The body of `reeval::main!()`.
-pub fn main() -> TokenStream {
+pub(crate) fn main() -> TokenStream {
     quote! {
         fn main() {
             ::reeval::__private::main()

@@ -8,7 +8,7 @@
 use proc_macro2::{TokenStream, TokenTree};
 
 /// Whether `body` calls `.judge(` or `.judge_with(` and names no `.model(` of its own.
-pub fn uses_judge(body: TokenStream) -> bool {
+pub(crate) fn uses_judge(body: TokenStream) -> bool {
     let mut seen = Seen::default();
     scan(body, &mut seen);
     seen.judge && !seen.model

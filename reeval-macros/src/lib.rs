@@ -18,6 +18,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod expand;
 mod judge_scan;

@@ -23,7 +23,7 @@ const KEYS: &[&str] = &[
 
 /// The parsed arguments. `None` / empty means "not given": the runner applies its defaults.
 #[derive(Default)]
-pub struct EvalOptions {
+pub(crate) struct EvalOptions {
     /// `timeout = "10m"`, in milliseconds.
     pub timeout_ms: Option<u64>,
     /// `deadline = "30m"`, in milliseconds.
@@ -47,7 +47,7 @@ pub struct EvalOptions {
 }
 
 /// Parses the attribute's argument tokens, failing on the first offending token.
-pub fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
+pub(crate) fn parse(args: TokenStream) -> syn::Result<EvalOptions> {
     let mut options = EvalOptions::default();
     let mut seen: Vec<String> = Vec::new();
     let parser = syn::meta::parser(|meta| {

@@ -7,6 +7,7 @@
 //! compare or replay code. `reeval-core` re-exports each module under the
 //! same path (`reeval_core::record`, `reeval::record`, …).
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod comparison;
 pub mod diff;

@@ -19,7 +19,7 @@ use crate::sandbox::SandboxHandle;
 use crate::turn::{Turn, TurnOptions};
 
 /// How long `serve` waits for the port to accept connections.
-pub const SERVE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const SERVE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The eval's handle on its attempt: agent turns, checks, files, diffs, verdicts.
 ///

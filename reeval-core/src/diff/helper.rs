@@ -23,20 +23,22 @@ use crate::sandbox::{ExecStream, SandboxError, SandboxHandle};
 // The helper's listing format: the one codec of a version, shared with it.
 #[path = "../../diff-helper/listing.rs"]
 #[allow(dead_code, reason = "the helper's own module: reeval-core uses its version codec")]
+#[allow(unreachable_pub, reason = "pub in the helper's own binary")]
 mod listing;
 
 // The helper's walk, compiled here only for its tests (they need Linux's /proc).
 #[cfg(all(test, target_os = "linux"))]
 #[path = "../../diff-helper/walk.rs"]
+#[allow(unreachable_pub, reason = "pub in the helper's own binary")]
 mod walk;
 
 pub(super) use listing::Version;
 
 /// The helper executable for the host target (x86_64 Linux, static).
-pub const HELPER_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reeval-diff"));
+pub(super) const HELPER_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reeval-diff"));
 
 /// Where the helper is kept in a sandbox: root's own directory, writable by root only.
-pub const HELPER_DIR: &str = "/var/lib/reeval-diff";
+pub(super) const HELPER_DIR: &str = "/var/lib/reeval-diff";
 
 /// The helper's path in a sandbox, named by its content so that a sandbox
 /// started from an image that kept an older helper (a setup cache) never runs it.

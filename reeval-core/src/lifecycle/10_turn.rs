@@ -16,7 +16,7 @@ use crate::sandbox::{SandboxHandle, Signal};
 use crate::turn::{Turn, TurnReport, TurnStatus};
 
 /// How long a turn gets to stop once its time is up, before its processes are killed.
-pub const TURN_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const TURN_GRACE: Duration = Duration::from_secs(3);
 
 /// How a turn's future ended.
 pub(crate) enum TurnEnd {

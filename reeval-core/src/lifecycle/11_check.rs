@@ -10,7 +10,7 @@ use crate::sandbox::SandboxHandle;
 use crate::secrets::{ExposeSecret, Secret, SecretScope};
 
 /// How much of a check's output the record keeps.
-pub const CHECK_TAIL: usize = 4096;
+pub(crate) const CHECK_TAIL: usize = 4096;
 
 /// Runs the check. Its output comes back as it is: the eval's code is trusted.
 pub(crate) async fn run(

@@ -11,7 +11,7 @@ use crate::harness::Harness;
 use crate::sandbox::{Sandbox, SandboxError, SandboxHandle, Signal};
 
 /// Teardown's own deadline.
-pub const TEARDOWN_DEADLINE: Duration = Duration::from_secs(120);
+pub(crate) const TEARDOWN_DEADLINE: Duration = Duration::from_secs(120);
 /// How long a harness gets to end its session.
 const STOP_LIMIT: Duration = Duration::from_secs(15);
 

@@ -223,7 +223,7 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// `HH:MM:SS` of now, UTC.
-pub fn clock() -> String {
+pub(super) fn clock() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -1,10 +1,12 @@
 //! Reporters: everything a run prints or writes is a [`Reporter`] on the
 //! runner's event stream ([`RunEvent`]): the console (libtest's lines, `-v`,
 //! the closing summary), the live progress display, libtest's JSON event
-//! stream, the JSON records and summary, the HTML report and JUnit XML.
+//! stream, the JSON records and summary, each attempt's ATIF trajectory, the
+//! HTML report and JUnit XML.
 //! The events' text is redacted where it is made, so a new reporter cannot
 //! write a secret.
 
+mod atif;
 mod console;
 mod files;
 pub mod html;
@@ -15,6 +17,7 @@ mod live;
 
 use std::io;
 
+pub use atif::AtifFiles;
 pub use console::Console;
 pub use files::JsonFiles;
 pub use html::HtmlReport;

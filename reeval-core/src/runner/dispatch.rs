@@ -75,16 +75,11 @@ pub(crate) async fn dispatch(
     let mut all: Vec<Record> = Vec::new();
     // Every record, summary or report that could not be written: an error of the run.
     let mut lost: Vec<String> = Vec::new();
-    let mut harness_versions = BTreeMap::new();
+    let harness_versions = runner.harness_versions(&evals);
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
         let cells = runner.arm_cells(eval);
         pending.insert(i, cells.len() * trials as usize);
-        for cell in &cells {
-            if let Some(version) = runner.harnesses.make(&cell.spec).and_then(|h| h.version()) {
-                harness_versions.insert(cell.spec.clone(), version);
-            }
-        }
         // Trials outside, cells (harnesses, arms) inside: a comparison's arms
         // take turns, so that a provider drifting over the run hits both alike.
         for trial in 1..=trials {

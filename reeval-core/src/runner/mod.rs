@@ -57,7 +57,7 @@ use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::outcome::Outcome;
 use crate::record::{AtK, CellStatus, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
-use crate::report::{Console, HtmlReport, JsonFiles, Reporter};
+use crate::report::{AtifFiles, Console, HtmlReport, JsonFiles, Reporter};
 use crate::sandbox::Backend;
 use crate::settings::{self, Settings};
 
@@ -240,6 +240,18 @@ impl Runner {
         self
     }
 
+    /// The version of each harness `evals` run with, by harness spec (where
+    /// the harness pins one).
+    pub(crate) fn harness_versions(&self, evals: &[Eval]) -> BTreeMap<String, String> {
+        let mut versions = BTreeMap::new();
+        for cell in evals.iter().flat_map(|e| self.arm_cells(e)) {
+            if let Some(version) = self.harnesses.make(&cell.spec).and_then(|h| h.version()) {
+                versions.insert(cell.spec.clone(), version);
+            }
+        }
+        versions
+    }
+
     /// The cells `eval` runs as: each harness, and in a comparison each arm.
     pub(crate) fn arm_cells(&self, eval: &Eval) -> Vec<ArmCell> {
         use crate::compare::Arms;
@@ -354,6 +366,12 @@ impl Runner {
     ) -> Result<RunReport, PreflightError> {
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
+        let atif = AtifFiles::new(
+            run_dir.clone(),
+            ready.redactor.clone(),
+            self.config.prices.clone(),
+            self.harness_versions(&evals),
+        );
         let mut reporters: Vec<Box<dyn Reporter>> = if self.config.under_nextest {
             // Every eval is its own process writing into one run directory: each writes its
             // own summary, and the whole run's summary and report are rebuilt over all of them.
@@ -375,6 +393,7 @@ impl Runner {
         if extra.is_empty() && (self.config.print || self.config.verbose) {
             reporters.push(Box::new(Console::new(self.config.print, self.config.verbose)));
         }
+        reporters.push(Box::new(atif));
         reporters.extend(extra);
         Ok(dispatch::dispatch(self, evals, ready, &mut reporters).await)
     }

@@ -13,7 +13,7 @@ use crate::report::{Console, Junit, LibtestJson, Lines, Progress, Reporter, say}
 use crate::settings::{self, Settings};
 
 /// The exit code of a run whose stdout was closed before it ended (as if killed by SIGPIPE).
-pub const EXIT_OUTPUT_LOST: i32 = 141;
+pub(super) const EXIT_OUTPUT_LOST: i32 = 141;
 
 /// The `main` of an eval suite: parses the command line, lists or runs, and
 /// returns the exit code.

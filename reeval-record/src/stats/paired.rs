@@ -23,8 +23,9 @@ pub const Z_FIRST_LOOK: f64 = 2.053_748_910_631_823;
 /// The normal quantile of 80 % power, for how many trials would decide: `qnorm(0.8)`.
 pub const Z_POWER_80: f64 = 0.841_621_233_572_914_3;
 
-/// The method names that reports print next to the figures.
+/// The interval's method, as reports print it next to the figures.
 pub const NEWCOMBE: &str = "Newcombe's interval for paired proportions (1998, method 10)";
+/// The sequential method's name, as reports print it.
 pub const CONFIDENCE_SEQUENCE: &str =
     "two-sided normal-mixture confidence sequence (Howard et al. 2021)";
 
@@ -53,14 +54,17 @@ impl PairedTable {
         }
     }
 
+    /// How many pairs the table holds.
     pub fn pairs(&self) -> u32 {
         self.both_passed + self.only_treatment + self.only_control + self.both_failed
     }
 
+    /// Pairs whose control passed.
     pub fn control_passed(&self) -> u32 {
         self.both_passed + self.only_control
     }
 
+    /// Pairs whose treatment passed.
     pub fn treatment_passed(&self) -> u32 {
         self.both_passed + self.only_treatment
     }
@@ -167,6 +171,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict an interval of the difference gives.
     pub fn from_interval([low, high]: [f64; 2]) -> Verdict {
         if low > 0.0 {
             Verdict::Helped
@@ -177,6 +182,7 @@ impl Verdict {
         }
     }
 
+    /// The verdict as reports print it.
     pub fn label(self) -> &'static str {
         match self {
             Verdict::Helped => "helped",

@@ -34,7 +34,7 @@ use crate::sandbox::gateway_stream::GatewayStream;
 use crate::sandbox::{GatewayContainer, GatewayRequest, NetworkSpec, SandboxError, Sweep, archive};
 
 /// The name the sandbox finds its gateway by on their network.
-pub const GATEWAY_ALIAS: &str = "reeval-gateway";
+pub(super) const GATEWAY_ALIAS: &str = "reeval-gateway";
 /// Ports of the engine's host a sandbox is probed against (something usually listens on some).
 const HOST_PORTS: [u16; 4] = [22, 80, 2375, 2376];
 
