@@ -4,7 +4,8 @@ graph of its files, with an edge a -> b when a names `crate::<module of b>`
 (or `super::`). Test modules (`#[cfg(test)] mod …` blocks and files named
 *tests.rs) are left out unless --tests is given.
 
-Usage: scripts/import_cycles.py [--tests] CRATE_SRC_DIR   (e.g. reeval-core/src)
+Usage: scripts/import_cycles.py [--tests] [--edges] CRATE_SRC_DIR   (e.g. reeval-core/src)
+--edges also lists each circle's edges (the imports that make it).
 """
 import os
 import re
@@ -53,6 +54,7 @@ def strip_tests(text):
 def main():
     args = sys.argv[1:]
     tests = "--tests" in args
+    show_edges = "--edges" in args
     src = [a for a in args if not a.startswith("--")][0]
     renamed = path_attr_modules(src)
     files = {}
@@ -113,5 +115,8 @@ def main():
         print(f"\ncircle of {len(c)} files:")
         for p in sorted(c):
             print("  " + os.path.relpath(p, src))
+            if show_edges:
+                for w in sorted(edges[p] & set(c)):
+                    print("      -> " + os.path.relpath(w, src))
 
 main()
