@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::HarnessError;
+use crate::harness::{ErrorClass, HarnessError};
 use crate::phase::Phase;
 use crate::sandbox::SandboxError;
 
@@ -141,8 +141,17 @@ impl From<HarnessError> for Error {
         match err {
             HarnessError::Sandbox(e) => Error::Sandbox(e),
             HarnessError::Failed { harness, message, class } => {
-                crate::outcome::harness_error(class, &harness, message)
+                harness_error(class, &harness, message)
             }
         }
+    }
+}
+
+/// The error for a harness failure of `class` (also `outcome::harness_error`).
+pub fn harness_error(class: ErrorClass, harness: &str, message: String) -> Error {
+    match class {
+        ErrorClass::Agent => Error::Agent { harness: harness.to_string(), message },
+        ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
+        ErrorClass::Config => Error::Config(format!("failed to run harness {harness}: {message}")),
     }
 }

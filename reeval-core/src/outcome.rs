@@ -9,6 +9,7 @@ use crate::phase::Phase;
 use crate::sandbox::SandboxError;
 use crate::turn::{TurnReport, TurnStatus};
 
+pub use crate::error::harness_error;
 pub use reeval_record::outcome::{FailKind, Kind, Outcome};
 
 /// The outcome for an error that ended an attempt, from the error and the
@@ -90,15 +91,6 @@ pub(crate) fn conclude(
             "its deadline passed (a wedged sandbox or setup?)",
         )),
         Ended::Interrupted => from(Error::infra("finish", "the run was interrupted")),
-    }
-}
-
-/// The error for a harness failure of `class`.
-pub fn harness_error(class: ErrorClass, harness: &str, message: String) -> Error {
-    match class {
-        ErrorClass::Agent => Error::Agent { harness: harness.to_string(), message },
-        ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
-        ErrorClass::Config => Error::Config(format!("failed to run harness {harness}: {message}")),
     }
 }
 
