@@ -10,7 +10,7 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
-use crate::environment::ImageSpec;
+use crate::sandbox::ImageSpec;
 pub(crate) use crate::sandbox::ReadyImage;
 use crate::sandbox::{DockerBackend, SandboxError};
 

@@ -15,6 +15,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+// The record's data lives in `reeval-record` (the bottom of the workspace);
+// its modules keep their paths here (`crate::record::Record`, `reeval::record`).
+pub use reeval_record::{comparison, phase, prices, record, stats, turn};
+
 pub mod atif;
 mod attempt;
 mod budget;
@@ -36,10 +40,7 @@ pub mod llm;
 pub mod matchers;
 pub mod oracle;
 pub mod outcome;
-pub mod phase;
-pub mod prices;
 mod progress;
-pub mod record;
 pub mod replay;
 pub mod report;
 pub mod runner;
@@ -48,8 +49,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod setup_cache;
-pub mod stats;
-pub mod turn;
+mod setup_key;
 pub mod turn_archive;
 mod workspace;
 
@@ -77,3 +77,19 @@ pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, Turn
 /// The Docker API client, for users who drop down to the engine (and for the tests).
 pub use bollard;
 pub use tokio_util::sync::CancellationToken;
+
+/// Records for unit tests.
+#[cfg(test)]
+pub(crate) mod test_records {
+    /// A shell-harness record of run `run` with this outcome, for unit tests.
+    pub(crate) fn test_record(
+        eval: &str,
+        trial: u32,
+        try_: u32,
+        outcome: crate::outcome::Outcome,
+    ) -> crate::record::Record {
+        let mut r = crate::record::Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r
+    }
+}

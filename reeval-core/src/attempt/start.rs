@@ -456,6 +456,6 @@ impl Attempt {
             .as_ref()
             .map(|h| format!("{} {}", h.name(), h.version().unwrap_or_default()))
             .unwrap_or_default();
-        crate::setup_cache::key(&self.given.env, base_image_id, &harness, rules_file).ok()
+        crate::setup_key::key(&self.given.env, base_image_id, &harness, rules_file).ok()
     }
 }

@@ -106,7 +106,7 @@ impl Reporter for Junit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::test_record as rec;
+    use crate::test_records::test_record as rec;
 
     #[test]
     fn each_testcase_says_how_its_cell_ended() {

@@ -23,10 +23,12 @@
 //! types; nothing below it (the attempt, a backend, the record) should call
 //! back into it. Settings sit below it: `crate::settings` owns the command
 //! line, the variables and `reeval.toml` and names nothing of the runner
-//! (`config` and `cli` re-export its types at their old paths). Exceptions
-//! today (issue 20 removes them): the reporters, `runs.rs`, `replay.rs`,
-//! `harness.rs`, `progress.rs` and the attempt import names of the runner
-//! (`RunReport`, `events`).
+//! (`config` and `cli` re-export its types at their old paths). The record's
+//! types are the `reeval-record` crate, which cannot name the runner.
+//! Exceptions today (issue 20 removes them): the reporters, `runs.rs`,
+//! `replay.rs`, `progress.rs` and the attempt import names of the runner
+//! (`RunReport`, `events`); `scripts/import_cycles.py reeval-core/src` lists
+//! the circles they make.
 
 mod background;
 pub mod config;
@@ -510,7 +512,7 @@ mod tests {
     use super::*;
     use crate::outcome::FailKind;
 
-    use crate::record::test_record as rec;
+    use crate::test_records::test_record as rec;
 
     #[test]
     fn exit_codes_and_pass_rates_count_final_tries_only() {

@@ -36,7 +36,6 @@ pub mod args;
 mod engines;
 mod env_files;
 pub mod file;
-mod kubernetes;
 pub mod render;
 pub mod table;
 #[cfg(test)]
@@ -50,7 +49,8 @@ pub use args::{Args, UsageError};
 pub use engines::EngineSpec;
 pub use env_files::{EnvFileError, SecretLookup};
 pub use file::{ConfigFileError, FILE_NAME, OneOrMore, SuiteConfig};
-pub use kubernetes::{GatewayAddress, KubernetesConfig};
+// The Kubernetes backend's settings are the backend's data (sandbox/kubernetes_config.rs).
+pub use crate::sandbox::{GatewayAddress, KubernetesConfig};
 pub use vars::{cache_dir, parse_bool, process_env};
 pub(crate) use vars::{default_record_dir_from, run_id_from};
 

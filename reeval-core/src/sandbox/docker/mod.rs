@@ -25,7 +25,7 @@ use super::{
     Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,
     NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
-use crate::environment::ImageSpec;
+use crate::sandbox::ImageSpec;
 
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]

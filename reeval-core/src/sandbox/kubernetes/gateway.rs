@@ -46,11 +46,11 @@ use super::pod;
 use super::sandbox::KubeSandbox;
 use crate::sandbox::gateway_stream::GatewayStream;
 use crate::sandbox::procs::PID_WRAPPER;
+use crate::sandbox::{GatewayAddress, KubernetesConfig};
 use crate::sandbox::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,
     SandboxSpec, Signal, archive,
 };
-use crate::settings::{GatewayAddress, KubernetesConfig};
 
 /// Label on the run's gateway pod (its name), which Services and attempts' policies select.
 pub(super) const LABEL_GATEWAY: &str = "dev.reeval.gateway";

@@ -1,6 +1,5 @@
-//! The Kubernetes backend's settings (`[kubernetes]` in `reeval.toml`, with
-//! the top-level `namespace` and `REEVAL_KUBE_NAMESPACE`): data the backend
-//! reads, declared here so that settings name nothing of the sandbox or the runner.
+//! The Kubernetes backend's settings (`[kubernetes]` in `reeval.toml`), read
+//! by the runner's config file whether or not the backend is built.
 
 use serde::Deserialize;
 
