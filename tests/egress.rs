@@ -316,7 +316,8 @@ json.dump({"count": len(times), "first": times[0], "last": times[-1]}, open("sse
         Box::pin(async move {
             c.write_file("read_sse.py", reader).await?;
             c.send("python3 read_sse.py").await?;
-            let times: serde_json::Value = serde_json::from_str(&c.read_file("sse.json").await?).map_err(Error::other)?;
+            let times: serde_json::Value =
+                serde_json::from_str(&c.read_file("sse.json").await?).map_err(Error::other)?;
             expect(times["count"].as_u64()).to_equal(Some(200))?;
             // 200 events 10 ms apart: buffered whole, the first would arrive with the last.
             let spread = times["last"].as_f64().unwrap() - times["first"].as_f64().unwrap();

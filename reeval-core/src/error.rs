@@ -147,4 +147,3 @@ impl From<HarnessError> for Error {
         }
     }
 }
-

@@ -35,6 +35,8 @@ async fn judged(tag: &str, server: &ModelServer, judge: impl FnOnce(Judge) -> Ju
             expect(result).to_pass()
         })
     })
+    // Named on the eval too: preflight then reads the judge's key from the env file.
+    .judge("anthropic:claude-sonnet-4-5")
     .environment(|| Environment::new().secret_for_checks("REEVAL_T_FAULT_SECRET"));
     let env = common::env_file(
         tag,
@@ -50,7 +52,8 @@ async fn judged(tag: &str, server: &ModelServer, judge: impl FnOnce(Judge) -> Ju
 async fn judge_row(report: &RunReport, id: &str, fault: &str, says: &str) {
     let r = crate::faults::only(report);
     let v = r.verdicts.first().expect("the verdict is recorded");
-    let error = v.error.as_deref().unwrap_or_else(|| panic!("the verdict carries its cause: {v:?}"));
+    let error =
+        v.error.as_deref().unwrap_or_else(|| panic!("the verdict carries its cause: {v:?}"));
     assert!(error.contains(says), "the verdict's error says {says:?}: {error}");
     assert_eq!(r.checks.len(), 1, "the eval went on to its check: {:?}", r.checks);
     let outcome = (Outcome::Fail(FailKind::Judge), says);
@@ -67,7 +70,7 @@ async fn the_judges_api_rate_limits_every_call() {
     let report = judged("fr-judge-429", &server, |j| j.retries(1)).await;
     assert_eq!(server.requests().len(), 2, "one try and one retry");
     let what = "the judge's API answers 429 (retry-after 1) to every call";
-    judge_row(&report, "judge-1-rate-limited", what, "HTTP 429").await;
+    judge_row(&report, "judge-1-rate-limited", what, "failed to get an answer: HTTP 429").await;
 }
 
 #[tokio::test]
@@ -79,7 +82,7 @@ async fn the_judges_api_fails_every_call() {
     let report = judged("fr-judge-500", &server, |j| j).await;
     assert_eq!(server.requests().len(), 3, "one try and two retries");
     let what = "the judge's API answers 500 to every call";
-    judge_row(&report, "judge-2-server-error", what, "HTTP 500").await;
+    judge_row(&report, "judge-2-server-error", what, "failed to get an answer: HTTP 500").await;
 }
 
 #[tokio::test]
@@ -104,14 +107,27 @@ async fn the_judges_api_answers_malformed_json() {
     .await;
     let report = judged("fr-judge-malformed", &server, |j| j).await;
     let what = "the judge's API answers 200 with a body cut mid-JSON";
-    judge_row(&report, "judge-4-malformed-json", what, "failed to read the answer").await;
+    judge_row(
+        &report,
+        "judge-4-malformed-json",
+        what,
+        "failed to read the answer: the answer is not JSON",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn the_judges_verdict_is_outside_its_schema() {
     require_docker!();
-    let server = ModelServer::start(|_, _| anthropic::verdict(1.7, true, "more than perfect")).await;
+    let server =
+        ModelServer::start(|_, _| anthropic::verdict(1.7, true, "more than perfect")).await;
     let report = judged("fr-judge-schema", &server, |j| j).await;
     let what = "the judge's verdict is outside its schema (score 1.7)";
-    judge_row(&report, "judge-5-out-of-schema", what, "`score` 1.7 is outside 0..1").await;
+    judge_row(
+        &report,
+        "judge-5-out-of-schema",
+        what,
+        "failed to read the answer: `score` 1.7 is outside 0..1",
+    )
+    .await;
 }

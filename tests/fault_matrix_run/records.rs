@@ -51,7 +51,8 @@ async fn the_record_directory_is_unwritable_at_the_start() {
     require_docker!();
     let mount = Mount::tmpfs("fr-records-ro", "ro,size=4m");
     let run_id = format!("fr-records-ro-{}", std::process::id());
-    let ended = Suite::spawn(&["records", "--exact"], &mount.0, &run_id).wait(Duration::from_secs(60));
+    let ended =
+        Suite::spawn(&["records", "--exact"], &mount.0, &run_id).wait(Duration::from_secs(60));
     assert_eq!(ended.code, Some(2), "preflight refuses: {}{}", ended.stdout, ended.stderr);
     ended.assert_says_no(SECRET);
     let says = "Read-only file system";

@@ -25,10 +25,9 @@ async fn signal_in(phase: Phase, signal: &str, tag: &str) -> (Suite, String) {
     let (args, marker): (&[&str], _) = match phase {
         Phase::Setup => (&["--ignored", "in_setup", "--exact"], "/tmp/in-setup"),
         Phase::Turn => (&["--ignored", "in_turn", "--exact"], "/tmp/in-turn"),
-        Phase::Teardown => (
-            &["slow_to_remove", "--exact", "--trials", "6", "--test-threads", "1"],
-            "",
-        ),
+        Phase::Teardown => {
+            (&["slow_to_remove", "--exact", "--trials", "6", "--test-threads", "1"], "")
+        }
     };
     let mut suite = Suite::spawn(args, &dir, &run_id);
     let attempt = match phase {

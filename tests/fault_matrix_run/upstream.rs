@@ -20,7 +20,8 @@ use crate::{SECRET, common};
 /// The key brokered to the intercepted host: on the wire only, never written.
 const UP_KEY: &str = "sk-up-fault-run-REAL-58e1b7c2";
 
-const EVENTS: &str = "event: message_start\ndata: {\"n\":1}\n\nevent: message_stop\ndata: {\"n\":2}\n\n";
+const EVENTS: &str =
+    "event: message_start\ndata: {\"n\":1}\n\nevent: message_stop\ndata: {\"n\":2}\n\n";
 
 /// Reads a request's head.
 async fn read_head(s: &mut (impl AsyncRead + Unpin)) -> Option<String> {
@@ -38,7 +39,9 @@ async fn read_head(s: &mut (impl AsyncRead + Unpin)) -> Option<String> {
 /// The raw answer to a request for `path`: a head and as much body as is sent.
 fn answer(head: &str) -> String {
     if head.starts_with("GET /close-delimited ") {
-        format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{EVENTS}")
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{EVENTS}"
+        )
     } else if head.starts_with("GET /short-length ") {
         format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{EVENTS}", EVENTS.len() + 100)
     } else {
@@ -158,7 +161,8 @@ async fn the_upstream_refuses_the_connection() {
     let error = egress_error(r, "refused.test");
     assert!(error.contains(says), "{error}");
     let what = "the gateway's upstream refuses the connection (plain HTTP)";
-    crate::row_as_seen(&report, "upstream-1-refused", what, "turn (gateway)", says, &[UP_KEY]).await;
+    crate::row_as_seen(&report, "upstream-1-refused", what, "turn (gateway)", says, &[UP_KEY])
+        .await;
 }
 
 #[tokio::test]
@@ -217,7 +221,15 @@ async fn the_upstream_ends_tls_without_close_notify() {
     assert_eq!(r.outcome, Outcome::Pass, "{:?} {:?}", r.message, r.egress);
     eprintln!("{:#?}", r.egress);
     let says = "";
-    let what = "the gateway's upstream ends a TLS stream without close_notify (intercepted, key brokered)";
-    crate::row_as_seen(&report, "upstream-3-tls-no-close-notify", what, "turn (gateway)", says, &[UP_KEY])
-        .await;
+    let what =
+        "the gateway's upstream ends a TLS stream without close_notify (intercepted, key brokered)";
+    crate::row_as_seen(
+        &report,
+        "upstream-3-tls-no-close-notify",
+        what,
+        "turn (gateway)",
+        says,
+        &[UP_KEY],
+    )
+    .await;
 }
