@@ -225,8 +225,7 @@ async fn the_upstream_ends_tls_without_close_notify() {
     let short = r.egress.iter().find(|e| e.path == "/short-length").expect("recorded");
     let error = short.error.as_deref().unwrap_or("");
     assert!(error.contains(says), "a body cut short of its length says so: {short:?}");
-    let what =
-        "the gateway's upstream ends a TLS stream without close_notify (intercepted, key brokered)";
+    let what = "the gateway's upstream ends a TLS stream without close_notify (intercepted, key brokered): a body delimited by the close comes whole, one short of its Content-Length comes cut";
     crate::row_as_seen(
         &report,
         "upstream-3-tls-no-close-notify",
