@@ -36,10 +36,28 @@ fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> 
     })
 }
 
+/// The fault suite's binary, built (or brought up to date) once per test
+/// process: `cargo test --test fault_matrix_run` builds no example itself.
+fn binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let built = Command::new(cargo)
+                .args(["build", "--quiet", "--example", "fault_suite"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(built, "cargo build --example fault_suite");
+            common::example_bin("fault_suite")
+        })
+        .clone()
+}
+
 impl Suite {
     /// Starts the suite with `args`, recording under `record_dir` as run `run_id`.
     pub fn spawn(args: &[&str], record_dir: &Path, run_id: &str) -> Suite {
-        let mut child = Command::new(common::example_bin("fault_suite"))
+        let mut child = Command::new(binary())
             .args(args)
             .args(["--format", "json", "--no-setup-cache", "--record-dir"])
             .arg(record_dir)
