@@ -157,7 +157,7 @@ async fn the_record_directory_is_removed_mid_run() {
     faults::check_row(&Row {
         id: "records-3-removed",
         fault: "the run's record directory is removed (after the first record)",
-        at: "records of later attempts, summary, report",
+        at: "the records written before it",
         outcome: "pass (exit 3)".into(),
         kind: String::new(),
         says,

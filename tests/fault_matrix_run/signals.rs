@@ -76,8 +76,13 @@ async fn interrupted(phase: Phase, signal: &str, id: &str, at: &str, says: &str)
     let summary = common::json(&run_dir.join("summary.json"));
     assert_eq!(summary["exitCode"], 130, "the summary says what the process exits with");
     let record = common::json(&run_dir.join(format!("{attempt}.json")));
+    // The interrupted attempt's record says so; a recorded attempt (teardown) keeps its
+    // outcome, and the summary says the run was interrupted.
     let message = record["message"].as_str().unwrap_or("");
-    assert!(message.contains(says), "the record says {says:?}: {message}");
+    let reason = summary["exitReason"].as_str().unwrap_or("");
+    assert!(reason.starts_with("interrupted; complete the run with --resume"), "{reason}");
+    let said = if matches!(phase, Phase::Teardown) { reason } else { message };
+    assert!(said.contains(says), "the record or summary says {says:?}: {said}");
     let parsed: reeval::Record = serde_json::from_value(record.clone()).expect("a record");
     let (outcome, kind) = faults::outcome_of(&parsed);
     if matches!(phase, Phase::Setup | Phase::Turn) {
@@ -122,6 +127,10 @@ async fn killed(phase: Phase, id: &str, at: &str) {
     });
 }
 
+/// What the summary of a run interrupted between attempts says.
+const RESUME: &str = "interrupted; complete the run with --resume";
+/// What the record of an attempt interrupted in a step says.
+const INTERRUPTED: &str = "failed to finish: the run was interrupted";
 const IN_SETUP: &str = "setup (a step running)";
 const IN_TURN: &str = "turn";
 const IN_TEARDOWN: &str = "teardown (a recorded attempt's sandbox being destroyed)";
@@ -129,13 +138,13 @@ const IN_TEARDOWN: &str = "teardown (a recorded attempt's sandbox being destroye
 #[tokio::test]
 async fn sigterm_during_setup() {
     require_docker!();
-    interrupted(Phase::Setup, "TERM", "runner-1-setup-term", IN_SETUP, "interrupted").await;
+    interrupted(Phase::Setup, "TERM", "runner-1-setup-term", IN_SETUP, INTERRUPTED).await;
 }
 
 #[tokio::test]
 async fn sigint_during_setup() {
     require_docker!();
-    interrupted(Phase::Setup, "INT", "runner-2-setup-int", IN_SETUP, "interrupted").await;
+    interrupted(Phase::Setup, "INT", "runner-2-setup-int", IN_SETUP, INTERRUPTED).await;
 }
 
 #[tokio::test]
@@ -147,13 +156,13 @@ async fn sigkill_during_setup() {
 #[tokio::test]
 async fn sigterm_during_a_turn() {
     require_docker!();
-    interrupted(Phase::Turn, "TERM", "runner-4-turn-term", IN_TURN, "interrupted").await;
+    interrupted(Phase::Turn, "TERM", "runner-4-turn-term", IN_TURN, INTERRUPTED).await;
 }
 
 #[tokio::test]
 async fn sigint_during_a_turn() {
     require_docker!();
-    interrupted(Phase::Turn, "INT", "runner-5-turn-int", IN_TURN, "interrupted").await;
+    interrupted(Phase::Turn, "INT", "runner-5-turn-int", IN_TURN, INTERRUPTED).await;
 }
 
 #[tokio::test]
@@ -165,13 +174,13 @@ async fn sigkill_during_a_turn() {
 #[tokio::test]
 async fn sigterm_during_teardown() {
     require_docker!();
-    interrupted(Phase::Teardown, "TERM", "runner-7-teardown-term", IN_TEARDOWN, "").await;
+    interrupted(Phase::Teardown, "TERM", "runner-7-teardown-term", IN_TEARDOWN, RESUME).await;
 }
 
 #[tokio::test]
 async fn sigint_during_teardown() {
     require_docker!();
-    interrupted(Phase::Teardown, "INT", "runner-8-teardown-int", IN_TEARDOWN, "").await;
+    interrupted(Phase::Teardown, "INT", "runner-8-teardown-int", IN_TEARDOWN, RESUME).await;
 }
 
 #[tokio::test]
