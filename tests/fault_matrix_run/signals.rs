@@ -98,7 +98,7 @@ async fn interrupted(phase: Phase, signal: &str, id: &str, at: &str, says: &str)
 
 /// SIGKILL in `phase`: no teardown can run; what is left, the next run removes.
 async fn killed(phase: Phase, id: &str, at: &str) {
-    let (suite, _attempt) = signal_in(phase, "KILL", id).await;
+    let (suite, attempt) = signal_in(phase, "KILL", id).await;
     let (run_id, run_dir) = (suite.run_id.clone(), suite.run_dir.clone());
     let ended = suite.wait(Duration::from_secs(30));
     assert_eq!(ended.code, None, "SIGKILL ended it");
@@ -116,14 +116,26 @@ async fn killed(phase: Phase, id: &str, at: &str) {
     assert_eq!(next.code, Some(0), "{}", next.stderr);
     let left = faults::leftovers(&run_id, Some(&run_dir)).await;
     assert_eq!(left, "nothing", "the next run removed what SIGKILL left");
+    // A recorded attempt (teardown) keeps its record; one killed in a step has none.
+    let record = run_dir.join(format!("{attempt}.json"));
+    let (outcome, kind) = match phase {
+        Phase::Teardown => {
+            let parsed: reeval::Record = serde_json::from_value(common::json(&record)).unwrap();
+            faults::outcome_of(&parsed)
+        }
+        Phase::Setup | Phase::Turn => {
+            assert!(!record.exists(), "no record of an attempt killed in a step");
+            ("(no record)".into(), String::new())
+        }
+    };
     faults::check_row(&Row {
         id,
         fault: "the runner receives SIGKILL",
         at,
-        outcome: "(killed: no record)".into(),
-        kind: String::new(),
+        outcome: format!("{outcome} (killed)"),
+        kind,
         says: "",
-        left: "its sandbox, until the next run removes it".into(),
+        left: "its sandboxes, until the next run removes them".into(),
     });
 }
 
