@@ -313,18 +313,16 @@ impl Backend for DockerBackend {
             Ok(created) => created,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         };
-        let created = created
-            .map_err(|e| {
-                if is_not_found(&e) {
-                    SandboxError::ImageMissing {
-                        image: spec.image.clone(),
-                        hint: "build it first (scripts/build-base-image.sh builds reeval/base)"
-                            .into(),
-                    }
-                } else {
-                    SandboxError::engine(format!("create a container from {}", spec.image), e)
+        let created = created.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::ImageMissing {
+                    image: spec.image.clone(),
+                    hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into(),
                 }
-            })?;
+            } else {
+                SandboxError::engine(format!("create a container from {}", spec.image), e)
+            }
+        })?;
         Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor)))
     }
 
