@@ -130,18 +130,19 @@ async fn killed(phase: Phase, id: &str, at: &str) {
     let (outcome, kind) = match phase {
         Phase::Teardown => {
             let parsed: reeval::Record = serde_json::from_value(common::json(&record)).unwrap();
-            faults::outcome_of(&parsed)
+            let (outcome, kind) = faults::outcome_of(&parsed);
+            (format!("{outcome} (killed)"), kind)
         }
         Phase::Setup | Phase::Turn => {
             assert!(!record.exists(), "no record of an attempt killed in a step");
-            ("(no record)".into(), String::new())
+            ("(killed: no record)".into(), String::new())
         }
     };
     faults::check_row(&Row {
         id,
         fault: "the runner receives SIGKILL",
         at,
-        outcome: format!("{outcome} (killed)"),
+        outcome,
         kind,
         says: "",
         left: "its sandboxes, until the next run removes them".into(),
