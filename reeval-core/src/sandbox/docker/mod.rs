@@ -60,7 +60,7 @@ impl Drop for InFlight {
     }
 }
 
-/// How long the end sweep waits for creates under way.
+/// How long the end sweep waits for creates under way, and a removal for one under way.
 const CREATES_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The engine behind the Docker API: Podman differs in ways the backend absorbs.
@@ -398,10 +398,28 @@ async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError>
     {
         Ok(()) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
-        // 409: removal already in progress.
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => Ok(()),
+        // 409: removal already in progress (an earlier try the engine went on with, or a
+        // sweep): done once it is gone, so a run never ends with its container still listed.
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+            gone(docker, id).await
+        }
         Err(e) => Err(SandboxError::engine(format!("remove container {}", short(id)), e)),
     }
+}
+
+/// Waits until a container whose removal is under way is gone.
+async fn gone(docker: &Docker, id: &str) -> Result<(), SandboxError> {
+    let began = std::time::Instant::now();
+    while began.elapsed() < CREATES_LIMIT {
+        match docker.inspect_container(id, None).await {
+            Err(e) if is_not_found(&e) => return Ok(()),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+    Err(SandboxError::engine_says(
+        format!("remove container {}", short(id)),
+        format!("its removal was still under way after {}s", CREATES_LIMIT.as_secs()),
+    ))
 }
 
 fn short(id: &str) -> &str {
