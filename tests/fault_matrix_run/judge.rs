@@ -3,10 +3,10 @@
 //! A loopback server speaks the Anthropic wire format (`tests/model_server`);
 //! the judge's key comes from the run's env file, and must be in no file.
 
-use crate::require_docker;
 use std::time::Duration;
 
 use crate::model_server::{Answer, ModelServer, anthropic};
+use crate::require_docker;
 use crate::{SECRET, common};
 use reeval::prelude::*;
 use reeval::{Eval, FailKind, Outcome, RunReport};

@@ -5,11 +5,11 @@
 //! (exit 3 where it would have passed), the error names the path and the
 //! attempt, what could be written is whole, and nothing is left.
 
-use crate::require_docker;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::require_docker;
 use crate::suite::{self, Suite};
 use crate::{SECRET, common, faults};
 use common::faults::Row;

@@ -3,9 +3,9 @@
 //! SIGINT end the run with exit 130, its records and summary whole and
 //! nothing left; SIGKILL leaves the sandbox, which the next run removes.
 
-use crate::require_docker;
 use std::time::{Duration, Instant};
 
+use crate::require_docker;
 use crate::suite::{self, Suite};
 use crate::{SECRET, common, faults};
 use common::faults::Row;

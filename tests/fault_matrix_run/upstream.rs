@@ -4,7 +4,6 @@
 //! brokered). Fake upstreams on loopback stand in for the APIs through the
 //! gateway's test-only `resolve` mapping, as in `tests/egress.rs`.
 
-use crate::require_docker;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use reeval::{Eval, Outcome, Record, RunConfig, RunReport};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::require_docker;
 use crate::upstreams::TestPki;
 use crate::{SECRET, common};
 
