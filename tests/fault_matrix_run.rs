@@ -11,7 +11,7 @@
 mod common;
 mod model_server;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod upstreams;
 
 #[path = "fault_matrix_run/judge.rs"]

@@ -128,7 +128,7 @@ fn curls(
         Box::pin(async move {
             c.send(agent).await?;
             for (file, text) in want {
-                expect(c.read_file(file).await?).to_contain(*text)?;
+                expect(c.read_file(file).await?).to_contain(text)?;
             }
             expect(c.exec("echo $REEVAL_T_FAULT_SECRET >/dev/null").await?).to_succeed()
         })
