@@ -296,8 +296,6 @@ fn ensure_images_ahead(
     })
 }
 
-/// Gives `event` to every reporter; what one fails to write is said at once
-/// and kept in `lost`, which makes it an error of the run.
 /// A record that was written but is gone at the end (its directory removed
 /// during the run, the writer then making it again for later records) is lost
 /// as surely as one a full disk refused: said with its path and attempt, and
@@ -318,6 +316,8 @@ fn missing_records(run_dir: &std::path::Path, records: &[Record], lost: &mut Vec
     }
 }
 
+/// Gives `event` to every reporter; what one fails to write is said at once
+/// and kept in `lost`, which makes it an error of the run.
 fn report_all(reporters: &mut [Box<dyn Reporter>], lost: &mut Vec<String>, event: &RunEvent) {
     for r in reporters.iter_mut() {
         if let Err(e) = r.event(event) {
