@@ -26,6 +26,7 @@ pub mod error;
 pub mod eval;
 pub mod exec;
 pub mod git_archive;
+pub mod harbor;
 pub mod harness;
 pub(crate) mod image;
 pub mod judge;

@@ -236,6 +236,10 @@ pub struct Record {
     /// Whether the run was interrupted (Ctrl-C, SIGTERM) while this attempt ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// The reward the eval recorded ([`crate::Ctx::set_reward`]): a Harbor
+    /// task's `reward.json` (every key) or `reward.txt` (`{"reward": x}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<std::collections::BTreeMap<String, f64>>,
 }
 
 /// A shell-harness record of run `run` with this outcome, for unit tests.
@@ -285,6 +289,7 @@ impl Record {
             location: None,
             regrade_of: None,
             interrupted: false,
+            reward: None,
         }
     }
 

@@ -1,0 +1,438 @@
+//! One Harbor task as an [`Eval`], run as Harbor 0.26 runs a single-step
+//! task: the environment from `environment/`, `instruction.md` as the one
+//! turn's prompt, then the verifier (`tests/` copied to `/tests` only now,
+//! `test.sh` run as the verifier's user with its env, the reward read from
+//! `/logs/verifier`), and `solution/solve.sh` as the eval's oracle.
+//!
+//! The workdir: Harbor runs every command in the task's workdir
+//! (`[environment].workdir`, else the image's WORKDIR, often `/app`), while
+//! reeval's workspace (diffs, snapshot, the agent's cwd) is `/workspace`. A
+//! setup step moves the workdir's contents into `/workspace` and leaves a
+//! symlink in its place, so the agent starts in the task's files, absolute
+//! paths (`/app/x`) reach the same files, and the diff sees the agent's work;
+//! the oracle and the verifier run with the workdir as their cwd, as in Harbor.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use super::reward::{self, REWARD_JSON, REWARD_TXT};
+use super::task::{NetworkMode, NetworkPolicy, TaskConfig, User, files_under, resolve_env};
+use super::{HarborError, eval_name};
+use crate::attempt::Ctx;
+use crate::capture::Artifact;
+use crate::egress::Egress;
+use crate::environment::{Environment, Image, ImageSpec, WORKSPACE};
+use crate::error::{Error, Result};
+use crate::eval::Eval;
+use crate::exec::Command;
+use crate::turn::TurnOptions;
+
+/// The budget of a task without an agent timeout (Harbor has none then).
+pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
+/// Time left over the agent's and the verifier's limits for uploads and captures.
+const BUDGET_MARGIN: Duration = Duration::from_secs(120);
+/// An attempt passes when its reward reaches this (Harbor's convention of 1.0 = solved).
+pub const PASS_THRESHOLD: f64 = 1.0;
+
+/// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
+const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
+
+/// Where the workdir comes from.
+#[derive(Debug, Clone)]
+enum WorkdirSource {
+    /// Known from `task.toml` or the Dockerfile.
+    Known(String),
+    /// The WORKDIR of this image, asked of the engine when first needed.
+    Image(String),
+}
+
+/// A Harbor task, read and checked: what its eval needs.
+#[derive(Debug, Clone)]
+pub struct HarborTask {
+    /// `[task].name`, else the directory's name.
+    pub name: String,
+    /// The task's directory.
+    pub dir: PathBuf,
+    /// `task.toml`.
+    pub config: TaskConfig,
+    /// `instruction.md`.
+    pub instruction: String,
+    /// `[environment].env`, resolved.
+    pub environment_env: Vec<(String, String)>,
+    /// `[verifier].env`, resolved.
+    pub verifier_env: Vec<(String, String)>,
+    /// `[solution].env`, resolved.
+    pub solution_env: Vec<(String, String)>,
+    /// Multiplies the agent's timeout (`--agent-timeout-multiplier`).
+    pub agent_timeout_multiplier: f64,
+    /// Multiplies the verifier's timeout (`--verifier-timeout-multiplier`).
+    pub verifier_timeout_multiplier: f64,
+    image: ImageSpec,
+    workdir: WorkdirSource,
+    resolved_workdir: Arc<OnceLock<String>>,
+    has_solution: bool,
+}
+
+impl HarborTask {
+    /// Reads the task at `dir`, resolving env templates with `lookup`.
+    ///
+    /// # Errors
+    /// A [`HarborError`] naming the task: a file missing or unreadable, an
+    /// invalid `task.toml`, an unset variable, or a feature not supported yet.
+    pub fn read(dir: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, HarborError> {
+        let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).map_err(|e| HarborError::Read {
+                task: dir_name.clone(),
+                path: path.clone(),
+                message: e.to_string(),
+            })
+        };
+        let config = TaskConfig::parse(&dir_name, &read(dir.join("task.toml"))?)?;
+        let name = config
+            .task
+            .as_ref()
+            .map(|t| t.name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| dir_name.clone());
+        let unsupported =
+            |what: &str| HarborError::Unsupported { task: name.clone(), what: what.to_string() };
+        if config.steps.is_some() {
+            return Err(unsupported("a multi-step task ([[steps]])"));
+        }
+        if dir.join("environment/docker-compose.yaml").is_file()
+            || dir.join("environment/docker-compose.yml").is_file()
+        {
+            return Err(unsupported("a task with compose services (environment/docker-compose.yaml)"));
+        }
+        if config.environment.os.as_deref().is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
+            return Err(unsupported("a task for an OS other than linux ([environment].os)"));
+        }
+        if config.environment.gpus.is_some_and(|g| g > 0) {
+            return Err(unsupported("a task that asks for GPUs ([environment].gpus)"));
+        }
+        if config.verifier.environment_mode.as_deref() == Some("separate")
+            || config.verifier.environment.is_some()
+            || dir.join("tests/Dockerfile").is_file()
+        {
+            return Err(unsupported("a separate verifier environment"));
+        }
+        if !dir.join("tests/test.sh").is_file() {
+            return Err(HarborError::Read {
+                task: name.clone(),
+                path: dir.join("tests/test.sh"),
+                message: "the task has no verifier script".into(),
+            });
+        }
+        let instruction = read(dir.join("instruction.md"))?;
+        let dockerfile = dir.join("environment/Dockerfile");
+        // Harbor uses the prebuilt image unless --force-build (which reeval has not).
+        let (image, workdir) = match (&config.environment.docker_image, dockerfile.is_file()) {
+            (Some(reference), _) => {
+                (Image::from(reference.clone()), WorkdirSource::Image(reference.clone()))
+            }
+            (None, true) => {
+                let (set, base) = super::task::dockerfile_workdir(&read(dockerfile.clone())?);
+                let workdir = match (set, base) {
+                    (Some(w), _) => WorkdirSource::Known(w),
+                    (None, Some(base)) => WorkdirSource::Image(base),
+                    (None, None) => WorkdirSource::Known("/".into()),
+                };
+                (Image::dockerfile(dockerfile), workdir)
+            }
+            (None, false) => {
+                return Err(unsupported(
+                    "a task with neither environment/Dockerfile nor [environment].docker_image",
+                ));
+            }
+        };
+        let workdir = match &config.environment.workdir {
+            Some(w) => WorkdirSource::Known(w.clone()),
+            None => workdir,
+        };
+        let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
+        let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
+        let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
+        Ok(Self {
+            has_solution: dir.join("solution/solve.sh").is_file(),
+            name,
+            dir: dir.to_path_buf(),
+            config,
+            instruction,
+            environment_env,
+            verifier_env,
+            solution_env,
+            agent_timeout_multiplier: 1.0,
+            verifier_timeout_multiplier: 1.0,
+            image,
+            workdir,
+            resolved_workdir: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// The agent's limit: `[agent].timeout_sec` × the multiplier, if any.
+    pub fn agent_timeout(&self) -> Option<Duration> {
+        self.config.agent.timeout_sec.map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// The verifier's limit: `[verifier].timeout_sec` × the multiplier.
+    pub fn verifier_timeout(&self) -> Duration {
+        secs(self.config.verifier.timeout_sec * self.verifier_timeout_multiplier)
+    }
+
+    /// Where the oracle and the verifier run: `[environment].workdir`, else the
+    /// image's WORKDIR (asked of the Docker engine once; `/` when it cannot say).
+    pub fn workdir(&self) -> String {
+        self.resolved_workdir
+            .get_or_init(|| match &self.workdir {
+                WorkdirSource::Known(w) => w.clone(),
+                WorkdirSource::Image(reference) => {
+                    image_workdir(reference).unwrap_or_else(|| "/".into())
+                }
+            })
+            .clone()
+    }
+
+    /// The sandbox's environment: image, limits, env, network, and the setup
+    /// that makes the log directories and maps the workdir onto the workspace.
+    pub fn environment(&self) -> Environment {
+        let mut env = Environment::new().image(self.image.clone());
+        for (k, v) in &self.environment_env {
+            env = env.env(k.clone(), v.clone());
+        }
+        if let Some(cpus) = self.config.environment.cpus {
+            env = env.cpus(cpus);
+        }
+        if let Some(mb) = self.config.environment.memory_mb {
+            env = env.memory((mb as i64) << 20);
+        }
+        env = env.setup(setup_script(&self.workdir()));
+        let c = &self.config;
+        match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
+            NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),
+            NetworkPolicy { mode: NetworkMode::Allowlist, hosts } => {
+                for host in hosts {
+                    env = env.allow_egress(host);
+                }
+            }
+            NetworkPolicy { mode: NetworkMode::NoNetwork, .. } => {}
+        }
+        match c.phase_network(c.verifier.network_mode, &c.verifier.allowed_hosts) {
+            NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.check_network(Egress::Any),
+            NetworkPolicy { mode: NetworkMode::Allowlist, hosts } => {
+                env = env.check_network(Egress::allow(hosts));
+            }
+            NetworkPolicy { mode: NetworkMode::NoNetwork, .. } => {}
+        }
+        env
+    }
+
+    /// The eval: named after the task, tagged with its keywords, its budget
+    /// the agent's and the verifier's limits, its oracle `solution/solve.sh`.
+    pub fn into_eval(self) -> Eval {
+        let task = Arc::new(self);
+        let budget = task.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
+            + task.verifier_timeout()
+            + BUDGET_MARGIN;
+        let run = task.clone();
+        let mut eval = Eval::new(eval_name(&task.name), move |c| {
+            let task = run.clone();
+            Box::pin(async move { run_task(c, &task).await })
+        })
+        .timeout(budget);
+        let env_task = task.clone();
+        eval = eval.environment(move || env_task.environment());
+        for keyword in task.config.task.iter().flat_map(|t| t.keywords.iter()) {
+            eval = eval.tag(keyword.clone());
+        }
+        if task.has_solution {
+            let solve = task.clone();
+            eval = eval.oracle(move |c| {
+                let task = solve.clone();
+                Box::pin(async move { run_oracle(c, &task).await })
+            });
+        }
+        eval
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+/// `'…'` for sh.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The setup step: the log directories (Harbor's bind mounts, writable by
+/// all), and the workdir's contents moved into the workspace with a symlink
+/// left in its place (see the module's doc).
+fn setup_script(workdir: &str) -> String {
+    let dirs = LOG_DIRS.join(" ");
+    let mut script = format!("mkdir -p {dirs} && chmod 777 {dirs}");
+    let w = workdir.trim_end_matches('/');
+    let maps = !w.is_empty() && w != WORKSPACE && !w.starts_with(&format!("{WORKSPACE}/"));
+    if maps && !WORKSPACE.starts_with(&format!("{w}/")) {
+        let w = quote(w);
+        script.push_str(&format!(
+            " && if [ ! -L {w} ]; then mkdir -p {w} && cp -a {w}/. {WORKSPACE}/ && rm -rf {w} && ln -s {WORKSPACE} {w}; fi"
+        ));
+    }
+    script
+}
+
+/// The image's WORKDIR, asked of the local Docker engine (on a thread of its
+/// own: this is called from sync code that may run inside a runtime).
+fn image_workdir(reference: &str) -> Option<String> {
+    let reference = reference.to_string();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        rt.block_on(async {
+            let docker = bollard::Docker::connect_with_defaults().ok()?;
+            let image = docker.inspect_image(&reference).await.ok()?;
+            image.config?.working_dir.filter(|w| !w.is_empty())
+        })
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+/// A tar of `files` unpacked at `/` as root.
+fn upload(files: Vec<(String, Vec<u8>, u32)>) -> Result<Command> {
+    let tar = crate::sandbox::archive::tar_of(&files)?;
+    Ok(Command::new("tar").args(["-x", "-o", "-C", "/"]).stdin(tar).user("0"))
+}
+
+/// The eval's body: the instruction as the one turn, then the verifier.
+async fn run_task(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    let options = TurnOptions { timeout: task.agent_timeout() };
+    match c.send_with(task.instruction.clone(), options).await {
+        // A turn that timed out is returned as such; Harbor grades it too.
+        Ok(_) => {}
+        // A non-zero agent exit is graded in Harbor (NonZeroAgentExitCodeError).
+        Err(e) if matches!(e.root(), Error::Agent { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    verify(c, task).await
+}
+
+/// The verifier, as Harbor's `Verifier.verify`, then the reward as the outcome.
+async fn verify(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    let workdir = task.workdir();
+    c.exec(Command::shell(format!("rm -f {REWARD_TXT} {REWARD_JSON}")).user("0")).await?;
+    let tests = files_under(&task.name, &task.dir.join("tests"), "tests")
+        .map_err(|e| Error::Config(e.to_string()))?;
+    expect_ok(c.exec(upload(tests)?).await?, "copy tests/ into /tests")?;
+    expect_ok(c.exec(Command::shell("chmod +x /tests/test.sh").user("0")).await?, "chmod /tests")?;
+    let mut run = Command::new("bash")
+        .arg("-c")
+        .arg("(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1")
+        .workdir(workdir)
+        .timeout(task.verifier_timeout());
+    for (k, v) in &task.verifier_env {
+        run = run.env(k.clone(), v.clone());
+    }
+    if let Some(user) = &task.config.verifier.user {
+        run = run.user(user.spec());
+    }
+    // test.sh's exit status is not the verdict: the reward is.
+    let ran = c.exec(run).await?;
+    for (name, dir) in [("agent", LOG_DIRS[0]), ("verifier", LOG_DIRS[1]), ("artifacts", LOG_DIRS[2])]
+    {
+        c.capture(&format!("logs-{name}"), Artifact::dir(dir)).await?;
+    }
+    if ran.timed_out {
+        return Err(Error::other(format!(
+            "the verifier of Harbor task {} (tests/test.sh) timed out after {:.0}s, so there is no reward",
+            task.name,
+            task.verifier_timeout().as_secs_f64()
+        )));
+    }
+    let present = c
+        .exec(Command::shell(format!(
+            "[ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true"
+        )).user("0"))
+        .await?;
+    let has = |what: &str| present.stdout.lines().any(|l| l == what);
+    let json = if has("json") { Some(c.read_bytes(REWARD_JSON).await?) } else { None };
+    let txt = if has("txt") { Some(c.read_bytes(REWARD_TXT).await?) } else { None };
+    // No reward is the task's failure to grade, never the agent's: a config
+    // outcome, not retried (Harbor: RewardFileNotFoundError, not retried, no reward).
+    let reward = reward::parse(json.as_deref(), txt.as_deref()).map_err(|e| {
+        Error::Config(format!(
+            "failed to grade Harbor task {}: {e}; its tests/test.sh must write a reward (see captures/logs-verifier for test-stdout.txt)",
+            task.name
+        ))
+    })?;
+    let passed = reward::passes(&reward, PASS_THRESHOLD);
+    let shown = serde_json::to_string(&reward).unwrap_or_default();
+    c.set_reward(reward);
+    if passed {
+        Ok(())
+    } else {
+        Err(Error::other(format!("reward {shown} is below {PASS_THRESHOLD}")))
+    }
+}
+
+fn expect_ok(out: crate::exec::ExecOutput, what: &str) -> Result<()> {
+    if out.success() {
+        return Ok(());
+    }
+    Err(Error::infra(what, format!("exit {}: {}", out.exit_code, out.stderr.trim())))
+}
+
+/// The oracle, as Harbor's `OracleAgent`: `solution/` uploaded to
+/// `/solution`, `solve.sh` run in the workdir with the solution's env; its
+/// exit status is kept in `/logs/agent/exit-code.txt`, never the verdict.
+async fn run_oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    let solution = files_under(&task.name, &task.dir.join("solution"), "solution")
+        .map_err(|e| Error::Config(e.to_string()))?;
+    expect_ok(c.exec(upload(solution)?).await?, "copy solution/ into /solution")?;
+    expect_ok(
+        c.exec(Command::shell("chmod +x /solution/solve.sh").user("0")).await?,
+        "chmod /solution/solve.sh",
+    )?;
+    let mut run = Command::new("bash")
+        .arg("-c")
+        .arg("(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1")
+        .workdir(task.workdir())
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    let env: BTreeMap<_, _> = task.solution_env.iter().cloned().collect();
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    if let Some(user) = &task.config.agent.user {
+        run = run.user(User::spec(user));
+    }
+    if let Some(limit) = task.agent_timeout() {
+        run = run.timeout(limit);
+    }
+    let out = c.exec(run).await?;
+    if !out.success() {
+        let code = if out.timed_out { "timeout".to_string() } else { out.exit_code.to_string() };
+        c.exec(
+            Command::shell(format!("printf %s {} > /logs/agent/exit-code.txt", quote(&code)))
+                .user("0"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setup_maps_a_workdir_outside_the_workspace_only() {
+        assert!(setup_script("/app").contains("ln -s /workspace '/app'"));
+        for w in ["/workspace", "/workspace/", "/workspace/sub", "/", ""] {
+            assert!(!setup_script(w).contains("ln -s"), "{w}");
+        }
+        assert!(setup_script("/app").starts_with("mkdir -p /logs/agent"));
+    }
+}

@@ -1,0 +1,502 @@
+//! A Harbor task's `task.toml`, read as Harbor 0.26 reads it
+//! (`harbor/models/task/config.py`): unknown keys are ignored, deprecated
+//! keys are mapped (`version`, `allow_internet`, `memory`/`storage` strings),
+//! and `${VAR}` / `${VAR:-default}` values of the env tables are resolved
+//! from the host's environment (`harbor/utils/env.py`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::HarborError;
+
+/// Harbor's default verifier timeout.
+pub const DEFAULT_VERIFIER_TIMEOUT_SEC: f64 = 600.0;
+
+/// `task.toml`, typed. Every table is optional, as in Harbor.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct TaskConfig {
+    /// `schema_version` (the legacy `version` is read into it).
+    #[serde(alias = "version")]
+    pub schema_version: Option<String>,
+    /// `[task]`: the task's name, description and keywords.
+    pub task: Option<PackageInfo>,
+    /// `[metadata]`: free-form, kept as TOML.
+    pub metadata: BTreeMap<String, toml::Value>,
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[verifier]`.
+    pub verifier: VerifierConfig,
+    /// `[environment]`.
+    pub environment: EnvironmentConfig,
+    /// `[solution]`.
+    pub solution: SolutionConfig,
+    /// `[[steps]]`: multi-step tasks (not supported yet; refused).
+    pub steps: Option<Vec<toml::Value>>,
+}
+
+/// `[task]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PackageInfo {
+    /// `org/name`.
+    pub name: String,
+    /// A one-line description.
+    pub description: String,
+    /// Keywords: reeval's tags.
+    pub keywords: Vec<String>,
+}
+
+/// A user as Harbor takes it: a name or a uid.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum User {
+    /// A user name.
+    Name(String),
+    /// A uid.
+    Id(i64),
+}
+
+impl User {
+    /// The form the engine takes.
+    pub fn spec(&self) -> String {
+        match self {
+            User::Name(n) => n.clone(),
+            User::Id(i) => i.to_string(),
+        }
+    }
+}
+
+/// Where a phase may go (`network_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// Anywhere (Harbor's default).
+    Public,
+    /// Nowhere.
+    NoNetwork,
+    /// Only `allowed_hosts`.
+    Allowlist,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct AgentConfig {
+    /// No timeout when absent.
+    pub timeout_sec: Option<f64>,
+    /// The agent's user (reeval's agents always run unprivileged; the oracle uses it).
+    pub user: Option<User>,
+    /// This phase's own network mode, over `[environment]`'s.
+    pub network_mode: Option<NetworkMode>,
+    /// This phase's own allowlist.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+/// `[verifier]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct VerifierConfig {
+    /// 600 unless set.
+    pub timeout_sec: f64,
+    /// The verifier's environment variables (templates resolved).
+    pub env: BTreeMap<String, String>,
+    /// The verifier's user.
+    pub user: Option<User>,
+    /// `shared` (supported) or `separate` (refused).
+    pub environment_mode: Option<String>,
+    /// A separate verifier environment (refused).
+    pub environment: Option<toml::Value>,
+    /// This phase's own network mode.
+    pub network_mode: Option<NetworkMode>,
+    /// This phase's own allowlist.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+impl Default for VerifierConfig {
+    fn default() -> Self {
+        Self {
+            timeout_sec: DEFAULT_VERIFIER_TIMEOUT_SEC,
+            env: BTreeMap::new(),
+            user: None,
+            environment_mode: None,
+            environment: None,
+            network_mode: None,
+            allowed_hosts: None,
+        }
+    }
+}
+
+/// `[environment]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct EnvironmentConfig {
+    /// A prebuilt image, used in place of `environment/Dockerfile`.
+    pub docker_image: Option<String>,
+    /// `linux` or `windows` (refused).
+    pub os: Option<String>,
+    /// CPU limit.
+    pub cpus: Option<f64>,
+    /// Memory limit in MB.
+    pub memory_mb: Option<u64>,
+    /// Deprecated: `"2G"`, `"512M"`; mapped to `memory_mb`.
+    pub memory: Option<String>,
+    /// Not enforced by Docker (nor by reeval).
+    pub storage_mb: Option<u64>,
+    /// Deprecated form of `storage_mb`.
+    pub storage: Option<String>,
+    /// GPUs (refused when above 0).
+    pub gpus: Option<u64>,
+    /// Environment variables of every command (templates resolved).
+    pub env: BTreeMap<String, String>,
+    /// Where commands run; the image's WORKDIR when absent.
+    pub workdir: Option<String>,
+    /// Deprecated: `true` is `public`, `false` is `no-network` (when `network_mode` is absent).
+    pub allow_internet: Option<bool>,
+    /// `public` (default), `no-network`, `allowlist`.
+    pub network_mode: Option<NetworkMode>,
+    /// The hosts of `allowlist`.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+/// `[solution]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SolutionConfig {
+    /// The oracle's environment variables (templates resolved).
+    pub env: BTreeMap<String, String>,
+}
+
+/// One phase's network policy, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    /// The mode.
+    pub mode: NetworkMode,
+    /// The hosts of an allowlist.
+    pub hosts: Vec<String>,
+}
+
+impl TaskConfig {
+    /// Parses `task.toml` text, mapping the deprecated keys.
+    ///
+    /// # Errors
+    /// [`HarborError::Parse`] naming the task when the TOML or a value is invalid.
+    pub fn parse(task: &str, text: &str) -> Result<Self, HarborError> {
+        let parse = |message: String| HarborError::Parse { task: task.to_string(), message };
+        let mut config: TaskConfig = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
+        let env = &mut config.environment;
+        if let Some(memory) = env.memory.take() {
+            let mb = size_to_mb(&memory).map_err(parse)?;
+            if env.memory_mb.is_some_and(|m| m != mb) {
+                return Err(parse(format!(
+                    "conflicting 'memory' and 'memory_mb' values: memory={memory:?} ({mb} MB) != memory_mb={}",
+                    env.memory_mb.unwrap_or_default()
+                )));
+            }
+            env.memory_mb.get_or_insert(mb);
+        }
+        if let Some(storage) = env.storage.take() {
+            let mb = size_to_mb(&storage).map_err(parse)?;
+            env.storage_mb.get_or_insert(mb);
+        }
+        // `allow_internet` counts only when no network_mode or allowed_hosts is set.
+        if let Some(allow) = env.allow_internet.take()
+            && env.network_mode.is_none()
+            && env.allowed_hosts.is_none()
+        {
+            env.network_mode =
+                Some(if allow { NetworkMode::Public } else { NetworkMode::NoNetwork });
+        }
+        Ok(config)
+    }
+
+    /// The environment's network policy, the agent's baseline.
+    pub fn baseline_network(&self) -> NetworkPolicy {
+        NetworkPolicy {
+            mode: self.environment.network_mode.unwrap_or(NetworkMode::Public),
+            hosts: self.environment.allowed_hosts.clone().unwrap_or_default(),
+        }
+    }
+
+    /// A phase's policy: its own when set, else the baseline.
+    pub fn phase_network(
+        &self,
+        mode: Option<NetworkMode>,
+        hosts: &Option<Vec<String>>,
+    ) -> NetworkPolicy {
+        match (mode, hosts) {
+            (None, None) => self.baseline_network(),
+            (mode, hosts) => NetworkPolicy {
+                mode: mode.unwrap_or(if hosts.is_some() {
+                    NetworkMode::Allowlist
+                } else {
+                    NetworkMode::Public
+                }),
+                hosts: hosts.clone().unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// Harbor's `_parse_size_to_mb`: `"2G"` → 2048, `"512M"` → 512, `"2048K"` → 2.
+fn size_to_mb(size: &str) -> Result<u64, String> {
+    let s = size.trim().to_ascii_uppercase();
+    let bad = || format!("invalid size format: {s}. Expected format like '1G', '512M', etc.");
+    let (number, factor) = match s.chars().last() {
+        Some('G') => (&s[..s.len() - 1], 1024.0),
+        Some('M') => (&s[..s.len() - 1], 1.0),
+        Some('K') => (&s[..s.len() - 1], 1.0 / 1024.0),
+        _ => return Err(bad()),
+    };
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    Ok((n * factor) as u64)
+}
+
+/// Resolves `${VAR}` / `${VAR:-default}` values (the whole value, as Harbor
+/// matches them) from `lookup`; other values pass through unchanged.
+///
+/// # Errors
+/// [`HarborError::EnvVar`] naming the task, the table and the variable when a
+/// variable without a default is not set.
+pub fn resolve_env(
+    task: &str,
+    table: &str,
+    env: &BTreeMap<String, String>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, HarborError> {
+    env.iter()
+        .map(|(key, value)| {
+            let Some((var, default)) = template(value) else {
+                return Ok((key.clone(), value.clone()));
+            };
+            match (lookup(var), default) {
+                (Some(v), _) => Ok((key.clone(), v)),
+                (None, Some(d)) => Ok((key.clone(), d.to_string())),
+                (None, None) => Err(HarborError::EnvVar {
+                    task: task.to_string(),
+                    table: table.to_string(),
+                    key: key.clone(),
+                    var: var.to_string(),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// `${NAME}` → (`NAME`, None); `${NAME:-d}` → (`NAME`, Some(`d`)); else None.
+/// Harbor's pattern: `\$\{([^}:]+)(?::-(.*))?\}` matched against the whole value.
+fn template(value: &str) -> Option<(&str, Option<&str>)> {
+    let inner = value.strip_prefix("${")?.strip_suffix('}')?;
+    let (name, default) = match inner.split_once(":-") {
+        Some((name, default)) => (name, Some(default)),
+        None => (inner, None),
+    };
+    if name.is_empty() || name.contains(['}', ':']) {
+        return None;
+    }
+    Some((name, default))
+}
+
+/// The WORKDIR a Dockerfile's final stage sets, when it sets one: `Ok(Some)`;
+/// `Ok(None)` with the stage's base image when it inherits its base's.
+pub fn dockerfile_workdir(text: &str) -> (Option<String>, Option<String>) {
+    // (alias, workdir, base image) per stage.
+    let mut stages: Vec<(Option<String>, Option<String>, Option<String>)> = Vec::new();
+    let mut joined = String::new();
+    for raw in text.lines() {
+        let line = raw.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some(head) = line.strip_suffix('\\') {
+            joined.push_str(head);
+            joined.push(' ');
+            continue;
+        }
+        joined.push_str(line);
+        let full = std::mem::take(&mut joined);
+        let mut words = full.split_whitespace();
+        let Some(instruction) = words.next() else { continue };
+        let args: Vec<&str> = words.collect();
+        if instruction.eq_ignore_ascii_case("FROM") {
+            let args: Vec<&str> = args.into_iter().filter(|a| !a.starts_with("--")).collect();
+            let image = args.first().map(|s| s.to_string());
+            let alias = match args.as_slice() {
+                [_, as_, alias] if as_.eq_ignore_ascii_case("as") => Some(alias.to_string()),
+                _ => None,
+            };
+            // FROM an earlier stage inherits that stage's workdir and base.
+            let earlier = stages.iter().find(|(a, _, _)| a.is_some() && a.as_ref() == image.as_ref());
+            let (workdir, base) = match earlier {
+                Some((_, w, b)) => (w.clone(), b.clone()),
+                None => (None, image),
+            };
+            stages.push((alias, workdir, base));
+        } else if instruction.eq_ignore_ascii_case("WORKDIR")
+            && let (Some(stage), Some(dir)) = (stages.last_mut(), args.first())
+        {
+            let dir = dir.trim_matches('"');
+            stage.1 = Some(if dir.starts_with('/') {
+                dir.to_string()
+            } else {
+                let parent = stage.1.clone().unwrap_or_else(|| "/".into());
+                format!("{}/{dir}", parent.trim_end_matches('/'))
+            });
+        }
+    }
+    match stages.pop() {
+        Some((_, workdir, base)) => (workdir, base),
+        None => (None, None),
+    }
+}
+
+/// The files of `dir` (recursively), as `(path under prefix, bytes, mode)`,
+/// for upload; a missing dir has none.
+///
+/// # Errors
+/// [`HarborError::Read`] when a file cannot be read.
+pub fn files_under(
+    task: &str,
+    dir: &Path,
+    prefix: &str,
+) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    let read = |path: &Path, e: std::io::Error| HarborError::Read {
+        task: task.to_string(),
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut stack: Vec<(PathBuf, String)> = vec![(dir.to_path_buf(), prefix.to_string())];
+    while let Some((at, rel)) = stack.pop() {
+        for entry in std::fs::read_dir(&at).map_err(|e| read(&at, e))? {
+            let entry = entry.map_err(|e| read(&at, e))?;
+            let path = entry.path();
+            let name = format!("{rel}/{}", entry.file_name().to_string_lossy());
+            let meta = std::fs::metadata(&path).map_err(|e| read(&path, e))?;
+            if meta.is_dir() {
+                stack.push((path, name));
+            } else {
+                let bytes = std::fs::read(&path).map_err(|e| read(&path, e))?;
+                out.push((name, bytes, mode_of(&meta)));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(unix)]
+fn mode_of(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o7777
+}
+
+#[cfg(not(unix))]
+fn mode_of(_: &std::fs::Metadata) -> u32 {
+    0o644
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deprecated_keys_are_mapped_and_unknown_keys_ignored() {
+        let c = TaskConfig::parse(
+            "t",
+            r#"
+            version = "1.0"
+            unknown_top = 3
+            [task]
+            name = "org/hello"
+            keywords = ["a", "b"]
+            other = "x"
+            [environment]
+            memory = "2G"
+            allow_internet = false
+            cpus = 1
+            [verifier]
+            env = { K = "v" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.schema_version.as_deref(), Some("1.0"));
+        assert_eq!(c.environment.memory_mb, Some(2048));
+        assert_eq!(c.environment.cpus, Some(1.0));
+        assert_eq!(c.baseline_network().mode, NetworkMode::NoNetwork);
+        assert_eq!(c.verifier.timeout_sec, 600.0);
+        assert_eq!(c.task.unwrap().keywords, ["a", "b"]);
+    }
+
+    #[test]
+    fn allow_internet_yields_to_network_mode() {
+        let c = TaskConfig::parse(
+            "t",
+            "[environment]\nallow_internet = false\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]",
+        )
+        .unwrap();
+        assert_eq!(c.baseline_network().mode, NetworkMode::Allowlist);
+        assert_eq!(c.baseline_network().hosts, ["pypi.org"]);
+    }
+
+    #[test]
+    fn conflicting_memory_is_an_error_naming_the_task() {
+        let e = TaskConfig::parse("org/x", "[environment]\nmemory = \"1G\"\nmemory_mb = 5")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("org/x") && e.contains("conflicting"), "{e}");
+    }
+
+    #[test]
+    fn templates_resolve_from_the_lookup() {
+        let env = BTreeMap::from([
+            ("A".to_string(), "${HOST_A}".to_string()),
+            ("B".to_string(), "${NOPE:-fallback}".to_string()),
+            ("C".to_string(), "literal ${NOT} a template".to_string()),
+            ("D".to_string(), "${EMPTY:-x}".to_string()),
+        ]);
+        let lookup = |v: &str| match v {
+            "HOST_A" => Some("a".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let got = resolve_env("t", "verifier", &env, lookup).unwrap();
+        assert_eq!(
+            got,
+            [
+                ("A".into(), "a".into()),
+                ("B".into(), "fallback".into()),
+                ("C".into(), "literal ${NOT} a template".into()),
+                ("D".into(), String::new()),
+            ]
+        );
+        let missing = BTreeMap::from([("K".to_string(), "${MISSING_VAR}".to_string())]);
+        let e = resolve_env("org/x", "solution", &missing, |_| None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("failed to resolve") && e.contains("org/x") && e.contains("MISSING_VAR"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn dockerfile_workdir_follows_the_final_stage() {
+        let text = "FROM a AS build\nWORKDIR /src\nFROM build\nWORKDIR sub\n";
+        assert_eq!(dockerfile_workdir(text), (Some("/src/sub".into()), Some("a".into())));
+        let text = "FROM a AS build\nWORKDIR /src\nFROM reeval/base:latest\nRUN x \\\n  && y\n";
+        assert_eq!(dockerfile_workdir(text), (None, Some("reeval/base:latest".into())));
+        let text = "# c\nfrom --platform=linux/amd64 img\nworkdir \"/app\"\n";
+        assert_eq!(dockerfile_workdir(text), (Some("/app".into()), Some("img".into())));
+    }
+
+    #[test]
+    fn sizes_parse_as_harbor_parses_them() {
+        assert_eq!(size_to_mb("1.5G").unwrap(), 1536);
+        assert_eq!(size_to_mb(" 512m ").unwrap(), 512);
+        assert!(size_to_mb("12").is_err());
+    }
+}
