@@ -82,7 +82,8 @@ impl HarborTask {
     /// A [`HarborError`] naming the task: a file missing or unreadable, an
     /// invalid `task.toml`, an unset variable, or a feature not supported yet.
     pub fn read(dir: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, HarborError> {
-        let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir_name =
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let read = |path: PathBuf| {
             std::fs::read_to_string(&path).map_err(|e| HarborError::Read {
                 task: dir_name.clone(),
@@ -105,7 +106,9 @@ impl HarborTask {
         if dir.join("environment/docker-compose.yaml").is_file()
             || dir.join("environment/docker-compose.yml").is_file()
         {
-            return Err(unsupported("a task with compose services (environment/docker-compose.yaml)"));
+            return Err(unsupported(
+                "a task with compose services (environment/docker-compose.yaml)",
+            ));
         }
         if config.environment.os.as_deref().is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
             return Err(unsupported("a task for an OS other than linux ([environment].os)"));
@@ -331,6 +334,8 @@ async fn verify(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     let mut run = Command::new("bash")
         .arg("-c")
         .arg("(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1")
+        // bash keeps a PWD naming its cwd: `pwd` says the workdir, not where its symlink points.
+        .env("PWD", workdir.clone())
         .workdir(workdir)
         .timeout(task.verifier_timeout());
     for (k, v) in &task.verifier_env {
@@ -341,7 +346,8 @@ async fn verify(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     }
     // test.sh's exit status is not the verdict: the reward is.
     let ran = c.exec(run).await?;
-    for (name, dir) in [("agent", LOG_DIRS[0]), ("verifier", LOG_DIRS[1]), ("artifacts", LOG_DIRS[2])]
+    for (name, dir) in
+        [("agent", LOG_DIRS[0]), ("verifier", LOG_DIRS[1]), ("artifacts", LOG_DIRS[2])]
     {
         c.capture(&format!("logs-{name}"), Artifact::dir(dir)).await?;
     }
@@ -353,9 +359,12 @@ async fn verify(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         )));
     }
     let present = c
-        .exec(Command::shell(format!(
-            "[ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true"
-        )).user("0"))
+        .exec(
+            Command::shell(format!(
+                "[ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true"
+            ))
+            .user("0"),
+        )
         .await?;
     let has = |what: &str| present.stdout.lines().any(|l| l == what);
     let json = if has("json") { Some(c.read_bytes(REWARD_JSON).await?) } else { None };
@@ -400,6 +409,7 @@ async fn run_oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         .arg("-c")
         .arg("(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1")
         .workdir(task.workdir())
+        .env("PWD", task.workdir())
         .env("DEBIAN_FRONTEND", "noninteractive");
     let env: BTreeMap<_, _> = task.solution_env.iter().cloned().collect();
     for (k, v) in env {

@@ -92,11 +92,8 @@ pub fn load(path: &Path) -> Result<Vec<HarborTask>, HarborError> {
     }
     let entries =
         std::fs::read_dir(path).map_err(|_| HarborError::NotATask { path: path.to_path_buf() })?;
-    let mut dirs: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("task.toml").is_file())
-        .collect();
+    let mut dirs: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.join("task.toml").is_file()).collect();
     if dirs.is_empty() {
         return Err(HarborError::NotATask { path: path.to_path_buf() });
     }

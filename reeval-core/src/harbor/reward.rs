@@ -95,7 +95,8 @@ fn python_float(s: &str) -> Option<f64> {
     let bytes = s.as_bytes();
     for (i, b) in bytes.iter().enumerate() {
         if *b == b'_' {
-            let digit = |j: Option<usize>| j.and_then(|j| bytes.get(j)).is_some_and(u8::is_ascii_digit);
+            let digit =
+                |j: Option<usize>| j.and_then(|j| bytes.get(j)).is_some_and(u8::is_ascii_digit);
             if !digit(i.checked_sub(1)) || !digit(Some(i + 1)) {
                 return None;
             }

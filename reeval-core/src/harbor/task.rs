@@ -328,7 +328,8 @@ pub fn dockerfile_workdir(text: &str) -> (Option<String>, Option<String>) {
                 _ => None,
             };
             // FROM an earlier stage inherits that stage's workdir and base.
-            let earlier = stages.iter().find(|(a, _, _)| a.is_some() && a.as_ref() == image.as_ref());
+            let earlier =
+                stages.iter().find(|(a, _, _)| a.is_some() && a.as_ref() == image.as_ref());
             let (workdir, base) = match earlier {
                 Some((_, w, b)) => (w.clone(), b.clone()),
                 None => (None, image),

@@ -1,0 +1,2 @@
+#!/bin/bash
+touch a.txt b.txt
