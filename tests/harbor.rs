@@ -45,7 +45,8 @@ fn captured(run_dir: &Path, r: &Record, capture: &str, file: &str) -> Option<Str
         .iter()
         .find(|a| a.contains(&format!("captures/{capture}")))
         .unwrap_or_else(|| panic!("{}: no capture {capture} in {:?}", r.eval, r.artifacts));
-    let tar = std::fs::read(run_dir.join(listed)).expect("the capture is on disk");
+    let tar = std::fs::read(run_dir.join(r.artifacts_dir_name()).join(listed))
+        .expect("the capture is on disk");
     let mut archive = tar::Archive::new(tar.as_slice());
     for entry in archive.entries().unwrap() {
         let mut entry = entry.unwrap();

@@ -346,10 +346,15 @@ async fn verify(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     }
     // test.sh's exit status is not the verdict: the reward is.
     let ran = c.exec(run).await?;
-    for (name, dir) in
-        [("agent", LOG_DIRS[0]), ("verifier", LOG_DIRS[1]), ("artifacts", LOG_DIRS[2])]
-    {
-        c.capture(&format!("logs-{name}"), Artifact::dir(dir)).await?;
+    // A directory with no file has nothing to keep (and a capture of one fails).
+    let listing = format!(
+        "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; true",
+        LOG_DIRS.join(" ")
+    );
+    let holding = c.exec(Command::shell(listing).user("0")).await?;
+    for dir in holding.stdout.lines().filter(|d| LOG_DIRS.contains(d)) {
+        let name = dir.trim_start_matches('/').replace('/', "-");
+        c.capture(&name, Artifact::dir(dir)).await?;
     }
     if ran.timed_out {
         return Err(Error::other(format!(
