@@ -10,6 +10,7 @@
 //! reeval clean                 remove the sandboxes of runners that are gone
 //! reeval compare A B           the paired comparison of two recorded runs
 //! reeval regrade RUN           re-run RUN's checks and judge on its recorded work
+//! reeval harbor run PATH ...   run Harbor tasks as evals (the suite's flags follow PATH)
 //! ```
 
 mod commands;
@@ -37,6 +38,11 @@ Commands:
                         (exit code: the suite's)
       --out <FILE>      where the HTML page goes (default <record dir>/compare.<A>.vs.<B>.html;
                         the JSON beside it)
+  harbor run PATH [FLAGS]
+                        run the Harbor task at PATH, or every task of the dataset directory
+                        PATH, as evals: the flags after PATH are an eval suite's (--harness,
+                        --trials, --list, filters, --tag, --record-dir, ...; see --help after
+                        PATH); exit code: the suite's
 
 Options:
       --record-dir <DIR>  where runs are recorded (env REEVAL_RECORD_DIR;
@@ -128,8 +134,37 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
     Ok(Some(Cli { command, record_dir }))
 }
 
+/// `reeval harbor run PATH [FLAGS]`: the tasks at PATH run by the suite's
+/// own `main` with FLAGS, so every runner flag works as in `cargo test --test evals`.
+fn harbor(argv: &[std::ffi::OsString]) -> i32 {
+    let path = match argv {
+        [run, path, ..] if run == "run" => PathBuf::from(path),
+        _ => {
+            eprintln!(
+                "error: failed to parse arguments: harbor takes `run PATH [FLAGS]`; see reeval --help"
+            );
+            return 2;
+        }
+    };
+    match reeval_core::harbor::tasks(&path) {
+        Ok(evals) => reeval_core::runner::main_with_args(
+            evals,
+            reeval_harness::registry(),
+            argv[2..].iter().cloned(),
+        ),
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
 fn main() {
-    let cli = match parse(std::env::args_os().skip(1)) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "harbor") {
+        std::process::exit(harbor(&argv[1..]));
+    }
+    let cli = match parse(argv) {
         Ok(Some(cli)) => cli,
         Ok(None) => {
             println!("{HELP}");

@@ -61,7 +61,7 @@ use crate::settings::{self, Settings};
 
 pub use cli::{Args, UsageError};
 pub use config::SuiteConfig;
-pub use suite::main;
+pub use suite::{main, main_with_args};
 
 /// The harness an eval runs with when neither it nor the command line names one.
 pub const DEFAULT_HARNESS: &str = "shell";
