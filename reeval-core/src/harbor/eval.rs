@@ -442,6 +442,64 @@ async fn run_oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn task_with(toml: &str) -> HarborTask {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("reeval-harbor-net-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("environment")).unwrap();
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(dir.join("task.toml"), toml).unwrap();
+        std::fs::write(dir.join("instruction.md"), "x").unwrap();
+        std::fs::write(dir.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
+        let task = HarborTask::read(&dir, &|_| None).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        task
+    }
+
+    #[test]
+    fn networks_map_onto_the_gateway() {
+        // Harbor's default is public: any host for the agent, setup and verifier.
+        let env = task_with("").environment();
+        assert!(env.any_egress && env.wants_egress());
+        assert_eq!(env.check_network, Some(Egress::Any));
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"*.example.com\"]",
+        )
+        .environment();
+        assert!(!env.any_egress);
+        assert_eq!(env.allow_egress, ["pypi.org", "*.example.com"]);
+        assert_eq!(env.check_network, Some(Egress::allow(["pypi.org", "*.example.com"])));
+        let env = task_with("[environment]\nnetwork_mode = \"no-network\"").environment();
+        assert!(!env.wants_egress(), "no way out at all");
+        // A phase's own policy wins over the environment's.
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"",
+        )
+        .environment();
+        assert!(!env.any_egress && env.allow_egress.is_empty());
+        assert_eq!(env.check_network, Some(Egress::Any));
+    }
+
+    #[test]
+    fn limits_env_and_timeouts_come_from_the_task() {
+        let mut task = task_with(
+            "[agent]\ntimeout_sec = 10\n[verifier]\ntimeout_sec = 20\n[environment]\ncpus = 1.5\nmemory_mb = 512\nenv = { A = \"${NOPE:-d}\" }",
+        );
+        assert_eq!(task.workdir(), "/app", "the Dockerfile's WORKDIR");
+        task.agent_timeout_multiplier = 2.0;
+        assert_eq!(task.agent_timeout(), Some(Duration::from_secs(20)));
+        assert_eq!(task.verifier_timeout(), Duration::from_secs(20));
+        let env = task.environment();
+        assert_eq!(env.limits.nano_cpus, 1_500_000_000);
+        assert_eq!(env.limits.memory_bytes, 512 << 20);
+        assert!(env.env.contains(&("A".to_string(), "d".to_string())));
+        assert!(env.setup[0].command.contains("ln -s /workspace '/app'"));
+        let eval = task.into_eval();
+        assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));
+    }
+
     #[test]
     fn the_setup_maps_a_workdir_outside_the_workspace_only() {
         assert!(setup_script("/app").contains("ln -s /workspace '/app'"));
