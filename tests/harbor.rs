@@ -235,3 +235,55 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[path = "../reeval-gateway/tests/common/mod.rs"]
+#[allow(unused_imports, dead_code)]
+mod upstreams;
+
+/// `allowlist` is the gateway's allowlist for the agent and the verifier;
+/// `public` reaches any host through the gateway; `no-network` is no way out at all. A loopback upstream stands in for the
+/// hosts through the gateway's test-only `resolve` mapping.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn networks_go_through_the_gateway_or_nowhere() {
+    require_docker!();
+    let plain = upstreams::upstream(None, upstreams::Behaviour::Echo).await;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/network");
+    let evals = reeval::harbor::tasks(&dir).expect("the network tasks load");
+    let runner = common::runner_with("harbor-network", |c| {
+        c.harnesses = vec!["shell".into()];
+        c.egress = reeval::egress::EgressSettings {
+            resolve: vec![
+                ("plain.test".to_string(), plain.addr),
+                ("refused.test".to_string(), plain.addr),
+            ],
+            ..Default::default()
+        };
+    });
+    let report = runner.run(evals).await.expect("preflight passes");
+    let r: BTreeMap<String, Record> =
+        report.records.iter().map(|r| (r.eval.clone(), r.clone())).collect();
+
+    let allow = &r["allowlist"];
+    assert_eq!(allow.outcome, Outcome::Pass, "{:?}\negress: {:#?}", allow.message, allow.egress);
+    assert_eq!(reward(allow), one("reward", 1.0));
+    let paths: Vec<String> = plain.seen().iter().map(|s| s.uri.clone()).collect();
+    assert!(paths.contains(&"/agent".to_string()), "the agent reached plain.test: {paths:?}");
+    assert!(paths.contains(&"/verifier".to_string()), "so did the verifier: {paths:?}");
+    assert!(!allow.egress.is_empty(), "the requests are recorded");
+
+    let public = &r["public"];
+    assert_eq!(public.outcome, Outcome::Pass, "{:?}\negress: {:#?}", public.message, public.egress);
+    let paths: Vec<String> = plain.seen().iter().map(|s| s.uri.clone()).collect();
+    for path in ["/public-agent", "/public-verifier"] {
+        assert!(paths.contains(&path.to_string()), "public reaches any host: {paths:?}");
+    }
+
+    let none = &r["no-network"];
+    assert_eq!(none.outcome, Outcome::Pass, "{:?}", none.message);
+    assert!(none.egress.is_empty());
+    assert_eq!(plain.seen().len(), paths.len(), "nothing came from the no-network task");
+}
