@@ -26,7 +26,7 @@ async fn run_all(harness: &str) -> (BTreeMap<String, Record>, PathBuf) {
     let report = runner.run(evals).await.expect("preflight passes");
     let records: BTreeMap<String, Record> =
         report.records.iter().map(|r| (r.eval.clone(), r.clone())).collect();
-    assert_eq!(records.len(), 6, "one attempt per task, none retried: {:?}", records.keys());
+    assert_eq!(records.len(), 7, "one attempt per task, none retried: {:?}", records.keys());
     (records, report.run_dir)
 }
 
@@ -196,6 +196,18 @@ async fn a_scripted_shell_agent_is_graded_by_the_reward() {
     assert_eq!(reward(timeout), one("reward", 1.0));
 
     assert_eq!(r["no-reward"].outcome, Outcome::Config, "{:?}", r["no-reward"].message);
+    assert_eq!(
+        captured(&run_dir, hello, "logs-verifier", "env.txt").as_deref(),
+        Some("task-env\n"),
+        "the verifier has [environment].env too"
+    );
+
+    // A verifier past its limit leaves no reward, even one it wrote: a fail, said so.
+    let slow = &r["verifier-timeout"];
+    assert_eq!(slow.outcome, Outcome::Fail(FailKind::Assertion), "{:?}", slow.message);
+    assert_eq!(slow.reward, None);
+    let message = slow.message.clone().unwrap_or_default();
+    assert!(message.contains("timed out after 2s"), "{message}");
 }
 
 #[test]
