@@ -103,6 +103,17 @@ async fn the_oracle_solves_every_gradable_task() {
         [("accuracy", 0.75), ("files", 2.0), ("reward", 1.0)].map(|(k, v)| (k.into(), v)).into();
     assert_eq!(reward(multi), expected, "reward.json wins over reward.txt, every key kept");
     assert_eq!(captured(&run_dir, multi, "logs-artifacts", "note.txt").as_deref(), Some("kept\n"));
+    // Declared `artifacts`: a file and a directory relative to the workdir; a missing path is left out.
+    let notes = multi.artifacts.iter().find(|a| a.contains("artifact-tmp-agent-notes"));
+    let notes = notes.unwrap_or_else(|| panic!("{:?}", multi.artifacts));
+    let notes =
+        std::fs::read_to_string(run_dir.join(multi.artifacts_dir_name()).join(notes)).unwrap();
+    assert!(notes.contains("oracle was here"), "{notes}");
+    assert_eq!(
+        captured(&run_dir, multi, "artifact-workspace-out", "result.txt").as_deref(),
+        Some("result\n")
+    );
+    assert!(!multi.artifacts.iter().any(|a| a.contains("nowhere")), "{:?}", multi.artifacts);
 
     let fails = &r["solve-fails"];
     assert_eq!(

@@ -122,6 +122,17 @@ impl HarborTask {
         {
             return Err(unsupported("a separate verifier environment"));
         }
+        if config.artifacts.iter().any(|a| {
+            matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
+        }) {
+            return Err(unsupported("an artifact of a compose service (artifacts.service)"));
+        }
+        if config.artifacts.iter().any(|a| a.source().split('/').any(|c| c == "..")) {
+            return Err(HarborError::Parse {
+                task: name.clone(),
+                message: "an artifact's source must not use `..`".into(),
+            });
+        }
         if !dir.join("tests/test.sh").is_file() {
             return Err(HarborError::Read {
                 task: name.clone(),
@@ -320,7 +331,48 @@ async fn run_task(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         Err(e) if matches!(e.root(), Error::Agent { .. }) => {}
         Err(e) => return Err(e),
     }
+    collect_artifacts(c, task).await?;
     verify(c, task).await
+}
+
+/// The task's declared `artifacts`, kept as captures (`artifact-<path>`)
+/// after the agent and before the verifier, as Harbor collects them; a path
+/// that does not exist, or a directory with no file, is left out.
+async fn collect_artifacts(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    if task.config.artifacts.is_empty() {
+        return Ok(());
+    }
+    let workdir = task.workdir();
+    for entry in &task.config.artifacts {
+        let source = entry.source();
+        let path = if source.starts_with('/') {
+            source.to_string()
+        } else {
+            format!("{}/{source}", workdir.trim_end_matches('/'))
+        };
+        let kind = c
+            .exec(
+                Command::shell(format!(
+                    "if [ -d {0} ]; then [ -n \"$(find {0} -type f -print -quit)\" ] && echo dir; \
+                     elif [ -e {0} ]; then echo file; fi; true",
+                    quote(&path)
+                ))
+                .user("0"),
+            )
+            .await?;
+        let name: String = path
+            .trim_matches('/')
+            .chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() || ".-_".contains(ch) { ch } else { '-' })
+            .collect();
+        let what = match kind.stdout.trim() {
+            "dir" => Artifact::dir(path),
+            "file" => Artifact::file(path),
+            _ => continue,
+        };
+        c.capture(&format!("artifact-{name}"), what).await?;
+    }
+    Ok(())
 }
 
 /// The verifier, as Harbor's `Verifier.verify`, then the reward as the outcome.

@@ -35,6 +35,39 @@ pub struct TaskConfig {
     pub solution: SolutionConfig,
     /// `[[steps]]`: multi-step tasks (not supported yet; refused).
     pub steps: Option<Vec<toml::Value>>,
+    /// `artifacts`: paths collected after the agent, before the verifier.
+    pub artifacts: Vec<ArtifactEntry>,
+}
+
+/// One declared artifact: a path, or a table with its `source`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ArtifactEntry {
+    /// A path in the container.
+    Path(String),
+    /// `{ source = "/x", destination, exclude, service }`.
+    Config {
+        /// The path in the container.
+        source: String,
+        /// Where Harbor puts it on the host (reeval: ignored; it is a capture).
+        #[serde(default)]
+        destination: Option<String>,
+        /// tar `--exclude` patterns (not applied by reeval).
+        #[serde(default)]
+        exclude: Vec<String>,
+        /// A compose service (only `main` is supported).
+        #[serde(default)]
+        service: Option<String>,
+    },
+}
+
+impl ArtifactEntry {
+    /// The path in the container.
+    pub fn source(&self) -> &str {
+        match self {
+            ArtifactEntry::Path(p) | ArtifactEntry::Config { source: p, .. } => p,
+        }
+    }
 }
 
 /// `[task]`.
