@@ -29,7 +29,7 @@ use crate::eval::Eval;
 use crate::exec::Command;
 use crate::turn::TurnOptions;
 
-/// The budget of a task without an agent timeout (Harbor has none then).
+/// The turn's limit of a task without an agent timeout (Harbor has none then).
 pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
 /// Time left over the agent's and the verifier's limits for uploads and captures.
 const BUDGET_MARGIN: Duration = Duration::from_secs(120);
@@ -323,7 +323,9 @@ fn upload(files: Vec<(String, Vec<u8>, u32)>) -> Result<Command> {
 
 /// The eval's body: the instruction as the one turn, then the verifier.
 async fn run_task(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    let options = TurnOptions { timeout: task.agent_timeout() };
+    // Without an agent timeout the turn still ends in time for the verifier to run.
+    let options =
+        TurnOptions { timeout: Some(task.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET)) };
     match c.send_with(task.instruction.clone(), options).await {
         // A turn that timed out is returned as such; Harbor grades it too.
         Ok(_) => {}

@@ -61,6 +61,21 @@ pub enum HarborError {
         /// The host variable.
         var: String,
     },
+    /// Two tasks of a dataset would be evals of the same name.
+    #[error(
+        "failed to load the Harbor tasks at {}: {first} and {second} both become the eval `{eval}` (rename one's [task].name)",
+        path.display()
+    )]
+    SameName {
+        /// The dataset.
+        path: PathBuf,
+        /// The first task.
+        first: String,
+        /// The second task.
+        second: String,
+        /// The eval name both become.
+        eval: String,
+    },
     /// The task uses something reeval does not support yet.
     #[error("failed to load Harbor task {task}: {what} is not supported yet")]
     Unsupported {
@@ -98,7 +113,22 @@ pub fn load(path: &Path) -> Result<Vec<HarborTask>, HarborError> {
         return Err(HarborError::NotATask { path: path.to_path_buf() });
     }
     dirs.sort();
-    dirs.iter().map(|d| HarborTask::read(d, &|v| std::env::var(v).ok())).collect()
+    let tasks: Vec<HarborTask> = dirs
+        .iter()
+        .map(|d| HarborTask::read(d, &|v| std::env::var(v).ok()))
+        .collect::<Result<_, _>>()?;
+    let mut seen = std::collections::BTreeMap::new();
+    for task in &tasks {
+        if let Some(first) = seen.insert(eval_name(&task.name), task.name.clone()) {
+            return Err(HarborError::SameName {
+                path: path.to_path_buf(),
+                first,
+                second: task.name.clone(),
+                eval: eval_name(&task.name),
+            });
+        }
+    }
+    Ok(tasks)
 }
 
 /// A task name made an eval name: the part after `org/`, with every
@@ -121,6 +151,23 @@ mod tests {
         assert_eq!(eval_name("acme/fix-the.bug"), "fix-the_bug");
         assert_eq!(eval_name("plain_name"), "plain_name");
         assert_eq!(eval_name("org/"), "task");
+    }
+
+    #[test]
+    fn two_tasks_of_one_eval_name_are_refused() {
+        let dir = std::env::temp_dir().join(format!("reeval-harbor-same-{}", std::process::id()));
+        for (sub, name) in [("a", "org1/fix"), ("b", "org2/fix")] {
+            let t = dir.join(sub);
+            std::fs::create_dir_all(t.join("environment")).unwrap();
+            std::fs::create_dir_all(t.join("tests")).unwrap();
+            std::fs::write(t.join("task.toml"), format!("[task]\nname = \"{name}\"\n")).unwrap();
+            std::fs::write(t.join("instruction.md"), "x").unwrap();
+            std::fs::write(t.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
+            std::fs::write(t.join("tests/test.sh"), "true").unwrap();
+        }
+        let e = tasks(&dir).unwrap_err().to_string();
+        assert!(e.contains("org1/fix and org2/fix both become the eval `fix`"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
