@@ -534,6 +534,13 @@ mod tests {
         .environment();
         assert!(!env.any_egress && env.allow_egress.is_empty());
         assert_eq!(env.check_network, Some(Egress::Any));
+        // An IP literal is a host; a CIDR range is no gateway pattern: refused before anything starts.
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"192.0.2.1\", \"10.0.0.0/8\"]",
+        )
+        .environment();
+        let problems = env.problems().join("\n");
+        assert!(problems.contains("10.0.0.0/8") && !problems.contains("192.0.2.1"), "{problems}");
     }
 
     #[test]
