@@ -26,7 +26,7 @@ async fn run_all(harness: &str) -> (BTreeMap<String, Record>, PathBuf) {
     let report = runner.run(evals).await.expect("preflight passes");
     let records: BTreeMap<String, Record> =
         report.records.iter().map(|r| (r.eval.clone(), r.clone())).collect();
-    assert_eq!(records.len(), 7, "one attempt per task, none retried: {:?}", records.keys());
+    assert_eq!(records.len(), 8, "one attempt per task, none retried: {:?}", records.keys());
     (records, report.run_dir)
 }
 
@@ -137,6 +137,23 @@ async fn the_oracle_solves_every_gradable_task() {
         Some("timeout")
     );
 
+    // Multi-step: each step's solution (the task's for a step without one), all rewards 1.
+    let steps = &r["multi-step"];
+    assert_eq!(steps.outcome, Outcome::Pass, "{:?}", steps.message);
+    assert_eq!(reward(steps), one("reward", 1.0), "the mean of three 1.0s");
+    assert_eq!(steps.turns.len(), 3, "one turn per step");
+    let env = captured(&run_dir, steps, "step-extend-logs-verifier", "env.txt");
+    assert_eq!(
+        env.as_deref(),
+        Some("SHARED=from-task\nSTEP=extend\n"),
+        "the step's env over the task's"
+    );
+    let listed = captured(&run_dir, steps, "step-extend-logs-verifier", "tests.txt").unwrap();
+    assert_eq!(
+        listed, "common.sh\ntest.sh\n",
+        "/tests emptied between steps, the task's tests merged"
+    );
+
     let none = &r["no-reward"];
     assert_eq!(none.outcome, Outcome::Config, "not the agent's: {:?}", none.message);
     let message = none.message.clone().unwrap_or_default();
@@ -207,6 +224,23 @@ async fn a_scripted_shell_agent_is_graded_by_the_reward() {
     assert_eq!(reward(timeout), one("reward", 1.0));
 
     assert_eq!(r["no-reward"].outcome, Outcome::Config, "{:?}", r["no-reward"].message);
+
+    // Multi-step: the agent passes "write", gets "extend" wrong, and its gate stops "final".
+    let steps = &r["multi-step"];
+    assert_eq!(steps.outcome, Outcome::Fail(FailKind::Assertion), "{:?}", steps.message);
+    assert_eq!(reward(steps), one("reward", 0.5), "the mean over the two steps that ran");
+    assert_eq!(steps.turns.len(), 2, "the gate stopped the third step before its turn");
+    let message = steps.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("write {\"reward\":1.0}, extend {\"reward\":0.0}; 2 of 3 ran"),
+        "{message}"
+    );
+    assert!(!steps.artifacts.iter().any(|a| a.contains("step-final")), "{:?}", steps.artifacts);
+    assert_eq!(
+        captured(&run_dir, steps, "step-write-logs-verifier", "reward.txt").as_deref(),
+        Some("1\n"),
+        "each step's verifier output is kept"
+    );
     assert_eq!(
         captured(&run_dir, hello, "logs-verifier", "env.txt").as_deref(),
         Some("task-env\n"),
@@ -236,10 +270,7 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
     };
     let steps = task("steps", "[task]\nname = \"o/steps\"\n[[steps]]\nname = \"one\"\n");
     let e = reeval::harbor::tasks(&steps).unwrap_err().to_string();
-    assert!(
-        e.contains("o/steps") && e.contains("multi-step") && e.contains("not supported yet"),
-        "{e}"
-    );
+    assert!(e.contains("o/steps") && e.contains("steps/one/instruction.md"), "{e}");
 
     let compose = task("compose", "");
     std::fs::write(compose.join("environment/docker-compose.yaml"), "services: {}\n").unwrap();

@@ -188,7 +188,7 @@ fn harbor_run_runs_tasks_with_the_suites_flags() {
     let out = reeval(&["harbor", "run", tasks, "--list"], &dir);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let listed = text(&out.stdout);
-    assert!(listed.contains("hello-shell: test") && listed.contains("7 tests"), "{listed}");
+    assert!(listed.contains("hello-shell: test") && listed.contains("8 tests"), "{listed}");
 
     let out = reeval(
         &[

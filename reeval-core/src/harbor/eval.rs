@@ -12,22 +12,16 @@
 //! paths (`/app/x`) reach the same files, and the diff sees the agent's work;
 //! the oracle and the verifier run with the workdir as their cwd, as in Harbor.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::reward::{self, REWARD_JSON, REWARD_TXT};
-use super::task::{NetworkMode, NetworkPolicy, TaskConfig, User, files_under, resolve_env};
+use super::task::{NetworkMode, NetworkPolicy, TaskConfig, files_under, resolve_env};
 use super::{HarborError, eval_name};
-use crate::attempt::Ctx;
-use crate::capture::Artifact;
 use crate::egress::Egress;
 use crate::environment::{Environment, Image, ImageSpec, WORKSPACE};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::eval::Eval;
-use crate::exec::Command;
-use crate::turn::TurnOptions;
 
 /// The turn's limit of a task without an agent timeout (Harbor has none then).
 pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
@@ -37,7 +31,7 @@ const BUDGET_MARGIN: Duration = Duration::from_secs(120);
 pub const PASS_THRESHOLD: f64 = 1.0;
 
 /// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
-const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
+pub(super) const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
 
 /// Where the workdir comes from.
 #[derive(Debug, Clone)]
@@ -57,8 +51,12 @@ pub struct HarborTask {
     pub dir: PathBuf,
     /// `task.toml`.
     pub config: TaskConfig,
-    /// `instruction.md`.
+    /// `instruction.md` (empty for a multi-step task).
     pub instruction: String,
+    /// Each step's `steps/<name>/instruction.md`, in order.
+    pub step_instructions: Vec<String>,
+    /// Each step's verifier env (the task's, the step's over it), resolved.
+    pub step_verifier_envs: Vec<Vec<(String, String)>>,
     /// `[environment].env`, resolved.
     pub environment_env: Vec<(String, String)>,
     /// `[verifier].env`, resolved.
@@ -100,8 +98,41 @@ impl HarborTask {
             .unwrap_or_else(|| dir_name.clone());
         let unsupported =
             |what: &str| HarborError::Unsupported { task: name.clone(), what: what.to_string() };
-        if config.steps.is_some() {
-            return Err(unsupported("a multi-step task ([[steps]])"));
+        let missing = |path: PathBuf, message: &str| HarborError::Read {
+            task: name.clone(),
+            path,
+            message: message.to_string(),
+        };
+        let (mut step_instructions, mut step_verifier_envs) = (Vec::new(), Vec::new());
+        for step in config.steps.iter().flatten() {
+            let portable = !step.name.is_empty()
+                && !step.name.starts_with('.')
+                && step.name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if !portable
+                || config.steps.iter().flatten().filter(|s| s.name == step.name).count() > 1
+            {
+                return Err(HarborError::Parse {
+                    task: name.clone(),
+                    message: format!("step name {:?} must be unique and portable", step.name),
+                });
+            }
+            let at = dir.join("steps").join(&step.name);
+            if !at.join("tests/test.sh").is_file() && !dir.join("tests/test.sh").is_file() {
+                return Err(missing(
+                    at.join("tests/test.sh"),
+                    "neither the step nor the task has a test.sh",
+                ));
+            }
+            let instruction = at.join("instruction.md");
+            step_instructions.push(
+                std::fs::read_to_string(&instruction)
+                    .map_err(|e| missing(instruction.clone(), &e.to_string()))?,
+            );
+            // The task's [verifier].env, then the step's over it (`Verifier`'s merged_env).
+            let mut merged = config.verifier.env.clone();
+            merged.extend(step.verifier.env.clone());
+            let table = format!("steps.{}.verifier", step.name);
+            step_verifier_envs.push(resolve_env(&name, &table, &merged, lookup)?);
         }
         if dir.join("environment/docker-compose.yaml").is_file()
             || dir.join("environment/docker-compose.yml").is_file()
@@ -133,14 +164,12 @@ impl HarborTask {
                 message: "an artifact's source must not use `..`".into(),
             });
         }
-        if !dir.join("tests/test.sh").is_file() {
-            return Err(HarborError::Read {
-                task: name.clone(),
-                path: dir.join("tests/test.sh"),
-                message: "the task has no verifier script".into(),
-            });
+        if config.steps.is_none() && !dir.join("tests/test.sh").is_file() {
+            return Err(missing(dir.join("tests/test.sh"), "the task has no verifier script"));
         }
-        let instruction = read(dir.join("instruction.md"))?;
+        // A multi-step task's instructions are its steps'.
+        let instruction =
+            if config.steps.is_some() { String::new() } else { read(dir.join("instruction.md"))? };
         let dockerfile = dir.join("environment/Dockerfile");
         // Harbor uses the prebuilt image unless --force-build (which reeval has not).
         let (image, workdir) = match (&config.environment.docker_image, dockerfile.is_file()) {
@@ -169,8 +198,18 @@ impl HarborTask {
         let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
         let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
         let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
+        let has_solution = match &config.steps {
+            None => dir.join("solution/solve.sh").is_file(),
+            // Each step's own solution, else the task's.
+            Some(steps) => steps.iter().all(|s| {
+                dir.join("steps").join(&s.name).join("solution/solve.sh").is_file()
+                    || dir.join("solution/solve.sh").is_file()
+            }),
+        };
         Ok(Self {
-            has_solution: dir.join("solution/solve.sh").is_file(),
+            has_solution,
+            step_instructions,
+            step_verifier_envs,
             name,
             dir: dir.to_path_buf(),
             config,
@@ -186,9 +225,35 @@ impl HarborTask {
         })
     }
 
+    /// The files of the task's `sub` directory, as `prefix/...` paths.
+    ///
+    /// # Errors
+    /// [`HarborError::Read`] when one cannot be read.
+    pub fn files(
+        &self,
+        sub: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+        files_under(&self.name, &self.dir.join(sub), prefix)
+    }
+
     /// The agent's limit: `[agent].timeout_sec` × the multiplier, if any.
     pub fn agent_timeout(&self) -> Option<Duration> {
         self.config.agent.timeout_sec.map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// A step's agent limit: its own `timeout_sec`, else the task's, × the multiplier.
+    pub fn step_agent_timeout(&self, step: &super::task::StepConfig) -> Option<Duration> {
+        step.agent
+            .timeout_sec
+            .or(self.config.agent.timeout_sec)
+            .map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// A step's verifier limit: its own `timeout_sec` (600 unless set, as in
+    /// Harbor, whose step default shadows the task's) × the multiplier.
+    pub fn step_verifier_timeout(&self, step: &super::task::StepConfig) -> Duration {
+        secs(step.verifier.timeout_sec * self.verifier_timeout_multiplier)
     }
 
     /// The verifier's limit: `[verifier].timeout_sec` × the multiplier.
@@ -247,13 +312,29 @@ impl HarborTask {
     /// the agent's and the verifier's limits, its oracle `solution/solve.sh`.
     pub fn into_eval(self) -> Eval {
         let task = Arc::new(self);
-        let budget = task.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
-            + task.verifier_timeout()
-            + BUDGET_MARGIN;
+        let budget = match &task.config.steps {
+            None => {
+                task.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET) + task.verifier_timeout()
+            }
+            Some(steps) => steps
+                .iter()
+                .map(|s| {
+                    task.step_agent_timeout(s).unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
+                        + task.step_verifier_timeout(s)
+                        + BUDGET_MARGIN
+                })
+                .sum(),
+        } + BUDGET_MARGIN;
         let run = task.clone();
         let mut eval = Eval::new(eval_name(&task.name), move |c| {
             let task = run.clone();
-            Box::pin(async move { run_task(c, &task).await })
+            Box::pin(async move {
+                if task.config.steps.is_some() {
+                    super::steps::run(c, &task).await
+                } else {
+                    super::run::single(c, &task).await
+                }
+            })
         })
         .timeout(budget);
         let env_task = task.clone();
@@ -265,7 +346,13 @@ impl HarborTask {
             let solve = task.clone();
             eval = eval.oracle(move |c| {
                 let task = solve.clone();
-                Box::pin(async move { run_oracle(c, &task).await })
+                Box::pin(async move {
+                    if task.config.steps.is_some() {
+                        super::steps::oracle(c, &task).await
+                    } else {
+                        super::run::single_oracle(c, &task).await
+                    }
+                })
             });
         }
         eval
@@ -277,7 +364,7 @@ fn secs(s: f64) -> Duration {
 }
 
 /// `'…'` for sh.
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -313,183 +400,6 @@ fn image_workdir(reference: &str) -> Option<String> {
     .join()
     .ok()
     .flatten()
-}
-
-/// A tar of `files` unpacked at `/` as root.
-fn upload(files: Vec<(String, Vec<u8>, u32)>) -> Result<Command> {
-    let tar = crate::sandbox::archive::tar_of(&files)?;
-    Ok(Command::new("tar").args(["-x", "-o", "-C", "/"]).stdin(tar).user("0"))
-}
-
-/// The eval's body: the instruction as the one turn, then the verifier.
-async fn run_task(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    // Without an agent timeout the turn still ends in time for the verifier to run.
-    let options =
-        TurnOptions { timeout: Some(task.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET)) };
-    match c.send_with(task.instruction.clone(), options).await {
-        // A turn that timed out is returned as such; Harbor grades it too.
-        Ok(_) => {}
-        // A non-zero agent exit is graded in Harbor (NonZeroAgentExitCodeError).
-        Err(e) if matches!(e.root(), Error::Agent { .. }) => {}
-        Err(e) => return Err(e),
-    }
-    collect_artifacts(c, task).await?;
-    verify(c, task).await
-}
-
-/// The task's declared `artifacts`, kept as captures (`artifact-<path>`)
-/// after the agent and before the verifier, as Harbor collects them; a path
-/// that does not exist, or a directory with no file, is left out.
-async fn collect_artifacts(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    if task.config.artifacts.is_empty() {
-        return Ok(());
-    }
-    let workdir = task.workdir();
-    for entry in &task.config.artifacts {
-        let source = entry.source();
-        let path = if source.starts_with('/') {
-            source.to_string()
-        } else {
-            format!("{}/{source}", workdir.trim_end_matches('/'))
-        };
-        let kind = c
-            .exec(
-                Command::shell(format!(
-                    "if [ -d {0} ]; then [ -n \"$(find {0} -type f -print -quit)\" ] && echo dir; \
-                     elif [ -e {0} ]; then echo file; fi; true",
-                    quote(&path)
-                ))
-                .user("0"),
-            )
-            .await?;
-        let name: String = path
-            .trim_matches('/')
-            .chars()
-            .map(|ch| if ch.is_ascii_alphanumeric() || ".-_".contains(ch) { ch } else { '-' })
-            .collect();
-        let what = match kind.stdout.trim() {
-            "dir" => Artifact::dir(path),
-            "file" => Artifact::file(path),
-            _ => continue,
-        };
-        c.capture(&format!("artifact-{name}"), what).await?;
-    }
-    Ok(())
-}
-
-/// The verifier, as Harbor's `Verifier.verify`, then the reward as the outcome.
-async fn verify(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    let workdir = task.workdir();
-    c.exec(Command::shell(format!("rm -f {REWARD_TXT} {REWARD_JSON}")).user("0")).await?;
-    let tests = files_under(&task.name, &task.dir.join("tests"), "tests")
-        .map_err(|e| Error::Config(e.to_string()))?;
-    expect_ok(c.exec(upload(tests)?).await?, "copy tests/ into /tests")?;
-    expect_ok(c.exec(Command::shell("chmod +x /tests/test.sh").user("0")).await?, "chmod /tests")?;
-    let mut run = Command::new("bash")
-        .arg("-c")
-        .arg("(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1")
-        // bash keeps a PWD naming its cwd: `pwd` says the workdir, not where its symlink points.
-        .env("PWD", workdir.clone())
-        .workdir(workdir)
-        .timeout(task.verifier_timeout());
-    for (k, v) in &task.verifier_env {
-        run = run.env(k.clone(), v.clone());
-    }
-    if let Some(user) = &task.config.verifier.user {
-        run = run.user(user.spec());
-    }
-    // test.sh's exit status is not the verdict: the reward is.
-    let ran = c.exec(run).await?;
-    // A directory with no file has nothing to keep (and a capture of one fails).
-    let listing = format!(
-        "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; true",
-        LOG_DIRS.join(" ")
-    );
-    let holding = c.exec(Command::shell(listing).user("0")).await?;
-    for dir in holding.stdout.lines().filter(|d| LOG_DIRS.contains(d)) {
-        let name = dir.trim_start_matches('/').replace('/', "-");
-        c.capture(&name, Artifact::dir(dir)).await?;
-    }
-    if ran.timed_out {
-        return Err(Error::other(format!(
-            "the verifier of Harbor task {} (tests/test.sh) timed out after {:.0}s, so there is no reward",
-            task.name,
-            task.verifier_timeout().as_secs_f64()
-        )));
-    }
-    let present = c
-        .exec(
-            Command::shell(format!(
-                "[ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true"
-            ))
-            .user("0"),
-        )
-        .await?;
-    let has = |what: &str| present.stdout.lines().any(|l| l == what);
-    let json = if has("json") { Some(c.read_bytes(REWARD_JSON).await?) } else { None };
-    let txt = if has("txt") { Some(c.read_bytes(REWARD_TXT).await?) } else { None };
-    // No reward is the task's failure to grade, never the agent's: a config
-    // outcome, not retried (Harbor: RewardFileNotFoundError, not retried, no reward).
-    let reward = reward::parse(json.as_deref(), txt.as_deref()).map_err(|e| {
-        Error::Config(format!(
-            "failed to grade Harbor task {}: {e}; its tests/test.sh must write a reward (see captures/logs-verifier for test-stdout.txt)",
-            task.name
-        ))
-    })?;
-    let passed = reward::passes(&reward, PASS_THRESHOLD);
-    let shown = serde_json::to_string(&reward).unwrap_or_default();
-    c.set_reward(reward);
-    if passed {
-        Ok(())
-    } else {
-        Err(Error::other(format!("reward {shown} is below {PASS_THRESHOLD}")))
-    }
-}
-
-fn expect_ok(out: crate::exec::ExecOutput, what: &str) -> Result<()> {
-    if out.success() {
-        return Ok(());
-    }
-    Err(Error::infra(what, format!("exit {}: {}", out.exit_code, out.stderr.trim())))
-}
-
-/// The oracle, as Harbor's `OracleAgent`: `solution/` uploaded to
-/// `/solution`, `solve.sh` run in the workdir with the solution's env; its
-/// exit status is kept in `/logs/agent/exit-code.txt`, never the verdict.
-async fn run_oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    let solution = files_under(&task.name, &task.dir.join("solution"), "solution")
-        .map_err(|e| Error::Config(e.to_string()))?;
-    expect_ok(c.exec(upload(solution)?).await?, "copy solution/ into /solution")?;
-    expect_ok(
-        c.exec(Command::shell("chmod +x /solution/solve.sh").user("0")).await?,
-        "chmod /solution/solve.sh",
-    )?;
-    let mut run = Command::new("bash")
-        .arg("-c")
-        .arg("(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1")
-        .workdir(task.workdir())
-        .env("PWD", task.workdir())
-        .env("DEBIAN_FRONTEND", "noninteractive");
-    let env: BTreeMap<_, _> = task.solution_env.iter().cloned().collect();
-    for (k, v) in env {
-        run = run.env(k, v);
-    }
-    if let Some(user) = &task.config.agent.user {
-        run = run.user(User::spec(user));
-    }
-    if let Some(limit) = task.agent_timeout() {
-        run = run.timeout(limit);
-    }
-    let out = c.exec(run).await?;
-    if !out.success() {
-        let code = if out.timed_out { "timeout".to_string() } else { out.exit_code.to_string() };
-        c.exec(
-            Command::shell(format!("printf %s {} > /logs/agent/exit-code.txt", quote(&code)))
-                .user("0"),
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

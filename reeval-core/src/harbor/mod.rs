@@ -9,6 +9,8 @@
 
 pub mod eval;
 pub mod reward;
+mod run;
+mod steps;
 pub mod task;
 
 use std::path::{Path, PathBuf};

@@ -33,10 +33,90 @@ pub struct TaskConfig {
     pub environment: EnvironmentConfig,
     /// `[solution]`.
     pub solution: SolutionConfig,
-    /// `[[steps]]`: multi-step tasks (not supported yet; refused).
-    pub steps: Option<Vec<toml::Value>>,
+    /// `[[steps]]`: a multi-step task's steps, in order.
+    pub steps: Option<Vec<StepConfig>>,
+    /// `mean` (default) or `final`.
+    pub multi_step_reward_strategy: Option<RewardStrategy>,
     /// `artifacts`: paths collected after the agent, before the verifier.
     pub artifacts: Vec<ArtifactEntry>,
+}
+
+/// One step of a multi-step task (`[[steps]]`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct StepConfig {
+    /// Its directory under `steps/`.
+    pub name: String,
+    /// Its agent settings (`timeout_sec`, `user`) over the task's.
+    #[serde(default)]
+    pub agent: AgentConfig,
+    /// Its verifier: `timeout_sec` (600 unless set, as Harbor's default), `env`
+    /// on top of the task's, `user` over the task's.
+    #[serde(default)]
+    pub verifier: VerifierConfig,
+    /// Later steps run only when this step's reward reaches it.
+    #[serde(default)]
+    pub min_reward: Option<MinReward>,
+}
+
+/// A step's gate: a float gates the `reward` key; a table gates each key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum MinReward {
+    /// On `reward`.
+    Reward(f64),
+    /// On each key (a missing key is below any threshold).
+    Keys(BTreeMap<String, f64>),
+}
+
+impl MinReward {
+    /// The first key below its threshold, as `key=actual below min_reward t`.
+    pub fn failure(&self, reward: Option<&BTreeMap<String, f64>>) -> Option<String> {
+        let thresholds = match self {
+            MinReward::Reward(t) => BTreeMap::from([("reward".to_string(), *t)]),
+            MinReward::Keys(k) => k.clone(),
+        };
+        thresholds.into_iter().find_map(|(key, t)| {
+            let actual = reward.and_then(|r| r.get(&key)).copied().unwrap_or(f64::NEG_INFINITY);
+            (actual < t).then(|| format!("{key}={actual} below min_reward {t}"))
+        })
+    }
+}
+
+/// How a multi-step task's reward comes from its steps'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RewardStrategy {
+    /// Per key, the mean over the steps that have a reward (a missing key counts 0).
+    Mean,
+    /// The last step's that ran.
+    Final,
+}
+
+impl RewardStrategy {
+    /// The task's reward from its steps' (`None`: a step without a reward).
+    pub fn combine(self, steps: &[Option<BTreeMap<String, f64>>]) -> Option<BTreeMap<String, f64>> {
+        match self {
+            RewardStrategy::Final => steps.last().cloned().flatten(),
+            RewardStrategy::Mean => {
+                let rewarded: Vec<&BTreeMap<String, f64>> = steps.iter().flatten().collect();
+                let keys: std::collections::BTreeSet<&String> =
+                    rewarded.iter().flat_map(|r| r.keys()).collect();
+                if keys.is_empty() {
+                    return None;
+                }
+                let n = rewarded.len() as f64;
+                Some(
+                    keys.into_iter()
+                        .map(|k| {
+                            let sum: f64 =
+                                rewarded.iter().map(|r| r.get(k).copied().unwrap_or(0.0)).sum();
+                            (k.clone(), sum / n)
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
 }
 
 /// One declared artifact: a path, or a table with its `source`.
@@ -525,6 +605,31 @@ mod tests {
         assert_eq!(dockerfile_workdir(text), (None, Some("reeval/base:latest".into())));
         let text = "# c\nfrom --platform=linux/amd64 img\nworkdir \"/app\"\n";
         assert_eq!(dockerfile_workdir(text), (Some("/app".into()), Some("img".into())));
+    }
+
+    #[test]
+    fn steps_parse_and_their_rewards_combine_as_harbor_combines_them() {
+        let c = TaskConfig::parse(
+            "t",
+            "multi_step_reward_strategy = \"final\"\n[[steps]]\nname = \"one\"\nmin_reward = 0.5\n\
+             [[steps]]\nname = \"two\"\nmin_reward = { a = 1.0 }\n[steps.verifier]\nenv = { K = \"v\" }\n",
+        )
+        .unwrap();
+        let steps = c.steps.unwrap();
+        assert_eq!(steps[0].min_reward, Some(MinReward::Reward(0.5)));
+        assert_eq!(steps[1].verifier.timeout_sec, 600.0, "Harbor's default, not the task's");
+        assert_eq!(c.multi_step_reward_strategy, Some(RewardStrategy::Final));
+        let r = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let steps = [Some(r(&[("reward", 1.0), ("x", 1.0)])), None, Some(r(&[("reward", 0.0)]))];
+        assert_eq!(RewardStrategy::Mean.combine(&steps), Some(r(&[("reward", 0.5), ("x", 0.5)])));
+        assert_eq!(RewardStrategy::Final.combine(&steps), Some(r(&[("reward", 0.0)])));
+        assert_eq!(RewardStrategy::Final.combine(&steps[..2]), None);
+        assert_eq!(RewardStrategy::Mean.combine(&[None]), None);
+        assert_eq!(MinReward::Reward(0.5).failure(Some(&r(&[("reward", 0.5)]))), None);
+        assert!(MinReward::Keys(r(&[("a", 1.0)])).failure(Some(&r(&[]))).is_some());
+        assert!(MinReward::Reward(0.0).failure(None).unwrap().contains("-inf"));
     }
 
     #[test]
