@@ -291,7 +291,7 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
 }
 
 #[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod upstreams;
 
 /// `allowlist` is the gateway's allowlist for the agent and the verifier;

@@ -1,8 +1,7 @@
-//! One Harbor task as an [`Eval`], run as Harbor 0.26 runs a single-step
-//! task: the environment from `environment/`, `instruction.md` as the one
-//! turn's prompt, then the verifier (`tests/` copied to `/tests` only now,
-//! `test.sh` run as the verifier's user with its env, the reward read from
-//! `/logs/verifier`), and `solution/solve.sh` as the eval's oracle.
+//! One Harbor task read and made an [`Eval`]: the environment from
+//! `environment/`, its limits, env and network, the eval's budget, tags and
+//! oracle. What the eval does in the sandbox is `run.rs` (one step) and
+//! `steps.rs` (`[[steps]]`).
 //!
 //! The workdir: Harbor runs every command in the task's workdir
 //! (`[environment].workdir`, else the image's WORKDIR, often `/app`), while

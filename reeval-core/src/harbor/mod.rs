@@ -4,7 +4,9 @@
 //! (see the book's `harbor.md` for what is supported and what is not yet).
 //!
 //! - [`task`]: `task.toml`, typed, with Harbor's deprecated keys and env templates.
-//! - [`eval`]: one task as an [`Eval`]: its environment, its turn, its verifier and oracle.
+//! - [`eval`]: one task as an [`Eval`]: its environment, budget, tags and oracle.
+//! - `run`: in the sandbox: the turn, artifacts, verifier, reward outcome, oracle.
+//! - `steps`: multi-step tasks, step by step.
 //! - [`reward`]: the reward files, read as Harbor reads them.
 
 pub mod eval;
