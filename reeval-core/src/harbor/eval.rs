@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::task::{NetworkMode, NetworkPolicy, TaskConfig, files_under, resolve_env};
+use super::files::files_under;
+use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
 use super::{HarborError, eval_name};
 use crate::egress::Egress;
 use crate::environment::{Environment, Image, ImageSpec, WORKSPACE};
@@ -176,7 +177,7 @@ impl HarborTask {
                 (Image::from(reference.clone()), WorkdirSource::Image(reference.clone()))
             }
             (None, true) => {
-                let (set, base) = super::task::dockerfile_workdir(&read(dockerfile.clone())?);
+                let (set, base) = super::files::dockerfile_workdir(&read(dockerfile.clone())?);
                 let workdir = match (set, base) {
                     (Some(w), _) => WorkdirSource::Known(w),
                     (None, Some(base)) => WorkdirSource::Image(base),
