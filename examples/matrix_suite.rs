@@ -52,4 +52,32 @@ async fn resumable(c: &mut Ctx) -> reeval::Result<()> {
     expect(c.exec("true").await?).to_succeed()
 }
 
+/// Prints as an eval does while it is written (`println!`, `eprintln!`, a
+/// `print!` without a newline, a host subprocess); trial 2 then fails. Each
+/// trial's record must hold only its own lines, and `--format json` stay JSON.
+#[reeval::eval(timeout = "2m", trials = 2, harness = "shell", tags = ["output"])]
+async fn prints(c: &mut Ctx) -> reeval::Result<()> {
+    let trial = c.record().trial;
+    println!("stdout of trial {trial}: before the check");
+    let ran = c.exec("echo in the sandbox").await?;
+    eprintln!("stderr of trial {trial}: the check said {}", ran.stdout.trim());
+    // Many lines, one a poll, while the other trial prints too: both wait
+    // here (up to 10 s, for --test-threads 1) until both are here.
+    static HERE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    HERE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..1000 {
+        if HERE.load(std::sync::atomic::Ordering::SeqCst) >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for i in 0..200 {
+        println!("line {i} of trial {trial}");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    print!("no newline from trial {trial}");
+    let _ = std::process::Command::new("echo").arg(format!("subprocess of trial {trial}")).status();
+    expect(trial).to_equal(1)
+}
+
 reeval::main!();

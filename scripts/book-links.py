@@ -13,7 +13,8 @@ ANCHORS = {'setup-cache':('performance','the-setup-cache'),'nextest':('options',
  'testing-compare':('testing','compare-regrade-replay-oracle'),'testing-kubernetes':('testing','kubernetes'),
  'testing-egress':('testing','egress'),'harnesses-verified':('harnesses','what-is-verified-against-what'),
  'engines-tested':('engines','tested-here'),'re-runs':('records','re-runs'),
- 'regrade':('compare','regrade-and-replay')}
+ 'regrade':('compare','regrade-and-replay'),
+ 'options-libtest':('options','libtests-flags-and-selection')}
 def gh(label, prefix):
     if label in PAGES: return f'{prefix}{label}.md'
     if label == 'book': return f'{prefix}README.md'

@@ -88,7 +88,7 @@ pub mod __private {
     pub use futures_util::future::BoxFuture;
     pub use inventory;
     pub use reeval_core::compare::VariantRegistration;
-    pub use reeval_core::eval::EvalRegistration;
+    pub use reeval_core::eval::{EvalRegistration, registered_evals};
     pub use reeval_core::harness::HarnessRegistration;
 
     /// The body of `reeval::main!()`.

@@ -314,6 +314,118 @@ fn anthropic_error(status: u16, kind: &str) -> Answer {
     }
 }
 
+/// The README's first eval, verbatim: `build.rs` copies its code block out of
+/// README.md, so this is the eval a reader copies, not a look-alike.
+#[allow(dead_code, reason = "its `reeval::main!()` is the README's; the test runs the eval itself")]
+mod readme_first_eval {
+    include!(concat!(env!("OUT_DIR"), "/readme_first_eval.rs"));
+}
+
+/// The model for the README's first eval: reads app.py, adds `sub` with an
+/// edit, writes the test, then says it is done; each step follows the
+/// tool result of the one before (any trial, any order of requests).
+fn readme_model(_: usize, req: &Recorded) -> Answer {
+    let content = last_user(&req.body);
+    let answered = content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["tool_use_id"].as_str())
+        .next_back()
+        .unwrap_or("");
+    let (id, block) = match answered {
+        "" => (
+            "msg_read",
+            anthropic::tool_use("toolu_read", "Read", json!({"file_path": "/workspace/app.py"})),
+        ),
+        "toolu_read" => (
+            "msg_edit",
+            anthropic::tool_use(
+                "toolu_edit",
+                "Edit",
+                json!({
+                    "file_path": "/workspace/app.py",
+                    "old_string": "    return a + b\n",
+                    "new_string": "    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
+                }),
+            ),
+        ),
+        "toolu_edit" => (
+            "msg_test",
+            anthropic::tool_use(
+                "toolu_test",
+                "Write",
+                json!({
+                    "file_path": "/workspace/test_app.py",
+                    "content": "from app import add, sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n    assert add(sub(1, 1), 2) == 2\n",
+                }),
+            ),
+        ),
+        _ => {
+            return anthropic::message(
+                "msg_done",
+                &[anthropic::text("Added sub and its test.")],
+                CLAUDE_RAN,
+            );
+        }
+    };
+    anthropic::message(id, &[block], CLAUDE_RUN)
+}
+
+/// The harness's own image for `claude-code`, as a machine with npm would
+/// build it: here the same pinned CLI from its PyPI wheel (`images().claude`),
+/// tagged as reeval names the harness's install image, so the README's eval
+/// (which names no image) runs the real Claude Code unchanged.
+async fn provide_the_claude_code_harness_image() -> String {
+    let harness = reeval::harness_registry().make("claude-code:sonnet").expect("claude-code");
+    let spec = harness.image().expect("the harness has its own image");
+    let reeval::ImageSpec::Install { base, .. } = &spec else { panic!("{spec:?}") };
+    let docker = reeval::bollard::Docker::connect_with_defaults().unwrap();
+    let base_id = docker.inspect_image(base).await.unwrap().id.unwrap();
+    let full = spec.install_tag(&base_id, harness.image_key()).unwrap();
+    let (repo, tag) = full.split_once(':').unwrap();
+    let options = reeval::bollard::query_parameters::TagImageOptionsBuilder::default()
+        .repo(repo)
+        .tag(tag)
+        .build();
+    docker.tag_image(&images().claude, Some(options)).await.expect("tag the harness image");
+    full
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_first_eval_passes_unchanged_with_the_real_claude_code() {
+    require_docker!();
+    let harness_image = provide_the_claude_code_harness_image().await;
+    let provider = Provider::start(readme_model).await;
+    let evals = reeval::__private::registered_evals();
+    let names: Vec<&str> = evals.iter().map(|e| e.name()).collect();
+    assert_eq!(names, ["readme_first_eval::adds_a_tested_sub_function"], "the README's eval");
+    let report = provider.runner("readme-first-eval").run(evals).await.expect("preflight passes");
+    // Its own trials (3) and harness, each a pass.
+    assert_eq!(report.records.len(), 3, "three trials, no retries");
+    for r in &report.records {
+        assert_eq!(r.outcome, Outcome::Pass, "{}", show(r));
+        assert_eq!(r.harness, "claude-code:sonnet");
+        // The eval names no image: the harness's own ran it.
+        assert_eq!(r.image.as_deref(), Some(harness_image.as_str()));
+        let calls: Vec<&str> = r.turns[0].tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(calls, ["Read", "Edit", "Write"], "{}", show(r));
+        assert_eq!(
+            r.final_diff.as_ref().unwrap().paths(),
+            ["app.py", "test_app.py"],
+            "{}",
+            show(r)
+        );
+        egress_is_the_model_api_only(r, "api.anthropic.com");
+    }
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(provider.model_requests().len(), 12, "four requests per trial");
+}
+
 // ---------------------------------------------------------------- Codex
 
 /// The model Codex is run with in most tests: the catalog's model without code mode.

@@ -308,8 +308,8 @@ for c in cases:
         ]
     );
     assert!(
-        text(&out.stdout).contains("3 filtered out"),
-        "all_pass was left out, with the other tags"
+        text(&out.stdout).contains("4 filtered out"),
+        "all_pass was left out, with the other tags (threshold, resume, output)"
     );
 }
 
@@ -329,7 +329,7 @@ async fn a_min_pass_rate_and_tags_decide_what_runs_and_the_exit_code() {
         stdout.contains("running 1 test\n") && stdout.contains("test flaky_but_ok ... ok"),
         "{stdout}"
     );
-    assert!(stdout.contains("4 filtered out"), "{stdout}");
+    assert!(stdout.contains("5 filtered out"), "{stdout}");
     assert!(stdout.contains("min 66%: met"), "{stdout}");
     let summary = common::json(&runs(&dir).pop().unwrap().join("summary.json"));
     assert!(

@@ -272,3 +272,42 @@ async fn sigterm_to_the_suite_during_a_background_destroy_leaves_no_container() 
     assert_eq!(containers_of_attempt(&run_id, &attempt).await, 0);
     assert_eq!(common::containers_of_run(&run_id).await, 0, "SIGTERM left nothing behind");
 }
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn a_create_dropped_on_its_way_is_removed_by_the_end_sweep() {
+    // Before the fix: a create whose caller was dropped (an attempt interrupted while its
+    // sandbox was being made) ended on the engine after the run's end sweep had listed the
+    // run's containers, leaving one in the created state (~2 in 10 runs of the SIGTERM test above).
+    require_docker!();
+    let backend = DockerBackend::connect().await.expect("the engine answers");
+    let run_id = format!("teardown-dropped-create-{}", std::process::id());
+    let spec = SandboxSpec {
+        image: "reeval/base:latest".into(),
+        labels: std::collections::BTreeMap::from([
+            ("dev.reeval.run".to_string(), run_id.clone()),
+            ("dev.reeval.attempt".to_string(), "dropped.shell.t1.try1".to_string()),
+        ]),
+        workdir: "/workspace".into(),
+        limits: reeval::sandbox::Limits::default(),
+        network: reeval::sandbox::NetworkSpec::None,
+        main_process: None,
+    };
+    // Dropped at different points of the request's way to the engine.
+    for ms in [1, 2, 4, 8, 16, 32] {
+        let _ = tokio::time::timeout(Duration::from_millis(ms), backend.create(&spec)).await;
+    }
+    backend.sweep(Sweep::OwnRun(&run_id)).await.expect("sweep");
+    // A container the engine was still making when the sweep listed would show now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let left = common::containers_of_run(&run_id).await;
+    if left > 0 {
+        // Leave nothing for the next test either way.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _ = backend.sweep(Sweep::OwnRun(&run_id)).await;
+    }
+    assert_eq!(left, 0, "a dropped create left its container after the end sweep");
+}

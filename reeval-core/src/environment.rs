@@ -7,6 +7,8 @@ use std::time::Duration;
 use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
+pub use crate::sandbox::ImageSpec;
+
 /// The default image: built offline by `scripts/build-base-image.sh`.
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
 /// The default timeout of one setup step.
@@ -14,20 +16,43 @@ pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// The workspace directory inside the sandbox.
 pub const WORKSPACE: &str = "/workspace";
 
-/// How the sandbox's image is obtained.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImageSpec {
-    /// An image by reference, used when present locally.
-    From(String),
-    /// Built from a Dockerfile; the build context is the file's directory.
-    Dockerfile(PathBuf),
-    /// A base image plus install commands (run as `sh -c` steps).
-    Install {
-        /// The base image reference.
-        base: String,
-        /// Shell commands run in order at build time.
-        steps: Vec<String>,
-    },
+/// Whether an environment's prepared sandbox may be cached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SetupCache {
+    /// Cached, unless a setup step could receive a secret value (the default).
+    #[default]
+    On,
+    /// Never cached (`setup_cache(false)`).
+    Off,
+    /// Cached even when a setup step could receive a secret value: the image
+    /// may then hold what the secret fetched (never the secret itself, which
+    /// only the gateway swaps into requests).
+    IncludingSecrets,
+}
+
+impl From<bool> for SetupCache {
+    fn from(on: bool) -> Self {
+        if on { SetupCache::On } else { SetupCache::Off }
+    }
+}
+
+impl ImageSpec {
+    /// The tag the Docker backend builds an [`ImageSpec::Install`] image under,
+    /// given the id of its base on the engine (`docker image inspect -f '{{.Id}}'`)
+    /// and the harness's [`image_key`](crate::Harness::image_key); `None` for
+    /// other specs. A machine whose sandboxes cannot run the install steps (no
+    /// npm for a harness's CLI) can build the same image another way and tag it
+    /// so: the run then finds it present.
+    pub fn install_tag(&self, base_id: &str, harness_key: &str) -> Option<String> {
+        match self {
+            ImageSpec::Install { base, steps } => Some(crate::image::install_tag(
+                base_id,
+                &crate::image::install_dockerfile(base, steps),
+                harness_key,
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Images.
@@ -196,7 +221,7 @@ pub struct Environment {
     /// Secrets the gateway swaps in, by name.
     pub(crate) brokers: Vec<(String, Broker)>,
     /// Whether the prepared sandbox may be cached (see `crate::setup_cache`).
-    pub(crate) setup_cache: crate::setup_cache::SetupCache,
+    pub(crate) setup_cache: SetupCache,
 }
 
 impl Default for Environment {
@@ -291,7 +316,7 @@ impl Environment {
     /// is cached as an image for later attempts with the same inputs:
     /// `setup_cache(false)` turns it off, `SetupCache::IncludingSecrets`
     /// caches even a setup that could receive a secret value.
-    pub fn setup_cache(mut self, cache: impl Into<crate::setup_cache::SetupCache>) -> Self {
+    pub fn setup_cache(mut self, cache: impl Into<SetupCache>) -> Self {
         self.setup_cache = cache.into();
         self
     }

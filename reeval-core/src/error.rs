@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use crate::harness::HarnessError;
+use crate::harness::{ErrorClass, HarnessError};
 use crate::phase::Phase;
 use crate::sandbox::SandboxError;
 
-/// A boxed cause, kept as an error's `source`.
-pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::sandbox::Cause;
 
 /// `Result` with reeval's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -142,8 +141,17 @@ impl From<HarnessError> for Error {
         match err {
             HarnessError::Sandbox(e) => Error::Sandbox(e),
             HarnessError::Failed { harness, message, class } => {
-                crate::outcome::harness_error(class, &harness, message)
+                harness_error(class, &harness, message)
             }
         }
+    }
+}
+
+/// The error for a harness failure of `class` (also `outcome::harness_error`).
+pub fn harness_error(class: ErrorClass, harness: &str, message: String) -> Error {
+    match class {
+        ErrorClass::Agent => Error::Agent { harness: harness.to_string(), message },
+        ErrorClass::Infra => Error::infra(format!("run harness {harness}"), message),
+        ErrorClass::Config => Error::Config(format!("failed to run harness {harness}: {message}")),
     }
 }

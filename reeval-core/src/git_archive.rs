@@ -20,10 +20,9 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use crate::exec::Command;
 use crate::sandbox::{SandboxError, SandboxHandle};
+pub use crate::turn_archive::Commits;
 use crate::turn_archive::{self, ArchiveError};
 
 /// Where the refs of the workspace's repository are noted when the agent finds it.
@@ -72,23 +71,6 @@ case "$2" in
 esac
 git reset -q
 rm -f "$1""#;
-
-/// What the manifest says of the agent's commits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct Commits {
-    /// Commits not reachable from the refs the agent found.
-    pub count: u64,
-    /// What `HEAD` was: a ref (`refs/heads/main`) or a commit.
-    pub head: String,
-    /// The bundle's name in the archive's directory, when it was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bundle: Option<String>,
-    /// Why it was not kept, when it was not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_kept: Option<String>,
-}
 
 /// At teardown: when the repository's refs moved since the agent found it,
 /// keeps its history under `attempt_dir` and says so in the manifest.

@@ -6,24 +6,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-
 use crate::environment::ImageSpec;
 use crate::sandbox::SandboxHandle;
 use crate::turn::TurnReport;
+use async_trait::async_trait;
 
-/// Who is to blame when a turn fails: decides the attempt's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// The agent's own error: the attempt fails with kind `agent`.
-    Agent,
-    /// Rate limit, overload, provider 5xx, network loss, an agent that never started: retried.
-    Infra,
-    /// Missing or rejected credentials: the run is misconfigured.
-    Config,
-}
+pub use crate::turn::ErrorClass;
 
 /// A failure to run a harness at all (not an agent's error, which is a failed [`TurnReport`]).
 #[derive(Debug, thiserror::Error)]
@@ -93,20 +81,43 @@ pub struct TurnContext {
 
 impl TurnContext {
     /// Reports something the agent did, as it happens (redacted before it is shown).
-    pub fn report(&self, event: crate::runner::events::AgentEvent) {
+    pub fn report(&self, event: AgentEvent) {
         if let Some(events) = &self.events {
             (events.0)(event);
         }
     }
 }
 
+/// Something the agent did during a turn, reported as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// It called a tool.
+    ToolCall {
+        /// The tool.
+        name: String,
+        /// Its input, on one line and shortened.
+        input: String,
+    },
+    /// It reported an edit of a file.
+    Edit {
+        /// The file.
+        path: String,
+    },
+    /// It said something (or printed output).
+    Message {
+        /// The text.
+        text: String,
+    },
+}
+
 /// Where a harness's agent events go: the run's event stream, through its redactor.
 #[derive(Clone)]
-pub struct AgentEvents(Arc<dyn Fn(crate::runner::events::AgentEvent) + Send + Sync>);
+pub struct AgentEvents(Arc<dyn Fn(AgentEvent) + Send + Sync>);
 
 impl AgentEvents {
     /// Events handed to `sink`.
-    pub fn new(sink: impl Fn(crate::runner::events::AgentEvent) + Send + Sync + 'static) -> Self {
+    pub fn new(sink: impl Fn(AgentEvent) + Send + Sync + 'static) -> Self {
         Self(Arc::new(sink))
     }
 }

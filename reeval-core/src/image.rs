@@ -10,7 +10,7 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
-use crate::environment::ImageSpec;
+use crate::sandbox::ImageSpec;
 pub(crate) use crate::sandbox::ReadyImage;
 use crate::sandbox::{DockerBackend, SandboxError};
 
@@ -91,13 +91,7 @@ pub(crate) async fn ensure(
             )
         }
         ImageSpec::Install { base, steps } => {
-            let mut dockerfile = format!("FROM {base}\n");
-            for step in steps {
-                dockerfile.push_str(&format!(
-                    "RUN {}\n",
-                    serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
-                ));
-            }
+            let dockerfile = install_dockerfile(base, steps);
             let base_id =
                 backend.image_id(base).await?.ok_or_else(|| SandboxError::ImageMissing {
                     image: base.clone(),
@@ -110,12 +104,7 @@ pub(crate) async fn ensure(
             )])?
             .to_vec();
             (
-                digest_tag(&[
-                    b"install",
-                    base_id.as_bytes(),
-                    dockerfile.as_bytes(),
-                    extra.as_bytes(),
-                ]),
+                install_tag(&base_id, &dockerfile, extra),
                 BuildContext { tar, dockerfile: "Dockerfile".into() },
             )
         }
@@ -240,6 +229,24 @@ struct BuildContext {
 fn short_id(id: &str) -> &str {
     let hex = id.strip_prefix("sha256:").unwrap_or(id);
     &id[..(id.len() - hex.len()) + hex.len().min(12)]
+}
+
+/// The Dockerfile of an [`ImageSpec::Install`]: each step a `RUN` on `base`.
+pub(crate) fn install_dockerfile(base: &str, steps: &[String]) -> String {
+    let mut dockerfile = format!("FROM {base}\n");
+    for step in steps {
+        dockerfile.push_str(&format!(
+            "RUN {}\n",
+            serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
+        ));
+    }
+    dockerfile
+}
+
+/// The tag an [`ImageSpec::Install`] image is built under: its base's id, its
+/// Dockerfile and `extra` (the harness's image key).
+pub(crate) fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
+    digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()])
 }
 
 /// `reeval/img:<first 16 hex of sha256 over the parts>`.

@@ -6,6 +6,7 @@
 //! Where things are:
 //! - `attempt/`: one attempt as a state machine; [`Ctx`] is its facade.
 //! - `lifecycle/`: one file per phase, in phase order ([`Phase`]).
+//! - [`egress`]: what a sandbox may reach; the run's gateway service and the attempt's egress.
 //! - [`outcome`]: outcomes and the one place errors are classified and retries decided.
 //! - [`sandbox`]: the [`Backend`] and [`Sandbox`] traits, Docker, the fake.
 //! - [`secrets`]: secret values and the one redactor every sink writes through.
@@ -13,6 +14,10 @@
 //! - [`runner`]: settings, preflight, the dispatcher and its event stream; [`report`]: the reporters.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+
+// The record's data lives in `reeval-record` (the bottom of the workspace);
+// its modules keep their paths here (`crate::record::Record`, `reeval::record`).
+pub use reeval_record::{comparison, phase, prices, record, stats, turn};
 
 pub mod atif;
 mod attempt;
@@ -24,6 +29,7 @@ pub mod egress;
 pub mod environment;
 pub mod error;
 pub mod eval;
+pub(crate) mod eval_output;
 pub mod exec;
 pub mod git_archive;
 pub mod harbor;
@@ -35,10 +41,7 @@ pub mod llm;
 pub mod matchers;
 pub mod oracle;
 pub mod outcome;
-pub mod phase;
-pub mod prices;
 mod progress;
-pub mod record;
 pub mod replay;
 pub mod report;
 pub mod runner;
@@ -47,8 +50,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod settings;
 pub mod setup_cache;
-pub mod stats;
-pub mod turn;
+mod setup_key;
 pub mod turn_archive;
 mod workspace;
 
@@ -76,3 +78,19 @@ pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, Turn
 /// The Docker API client, for users who drop down to the engine (and for the tests).
 pub use bollard;
 pub use tokio_util::sync::CancellationToken;
+
+/// Records for unit tests.
+#[cfg(test)]
+pub(crate) mod test_records {
+    /// A shell-harness record of run `run` with this outcome, for unit tests.
+    pub(crate) fn test_record(
+        eval: &str,
+        trial: u32,
+        try_: u32,
+        outcome: crate::outcome::Outcome,
+    ) -> crate::record::Record {
+        let mut r = crate::record::Record::new("run", eval, "shell", trial, try_);
+        r.outcome = outcome;
+        r
+    }
+}

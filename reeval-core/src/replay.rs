@@ -12,7 +12,6 @@
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 
 use crate::environment::ImageSpec;
 use crate::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
@@ -25,15 +24,7 @@ use crate::turn_archive::{self, Manifest};
 /// The replay harness's name.
 pub const REPLAY: &str = "replay";
 
-/// Which recorded attempt a regrade re-graded: the record's `regradeOf`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegradeOf {
-    /// The recorded run.
-    pub run: String,
-    /// The recorded attempt's record file, in that run's directory.
-    pub attempt: String,
-}
+pub use crate::record::RegradeOf;
 
 /// A recorded attempt that cannot be replayed, or a run that cannot be regraded.
 #[derive(Debug, thiserror::Error)]

@@ -396,7 +396,7 @@ mod tests {
     use super::*;
     use crate::outcome::FailKind;
 
-    use crate::record::test_record as rec;
+    use crate::test_records::test_record as rec;
 
     #[test]
     fn resuming_keeps_trials_that_ended_on_their_own() {

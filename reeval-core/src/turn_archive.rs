@@ -33,7 +33,24 @@ pub struct Manifest {
     /// The agent's commits, when the workspace was a repository and the agent
     /// moved its refs ([`crate::git_archive`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commits: Option<crate::git_archive::Commits>,
+    pub commits: Option<Commits>,
+}
+
+/// What the manifest says of the agent's commits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Commits {
+    /// Commits not reachable from the refs the agent found.
+    pub count: u64,
+    /// What `HEAD` was: a ref (`refs/heads/main`) or a commit.
+    pub head: String,
+    /// The bundle's name in the archive's directory, when it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// Why it was not kept, when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_kept: Option<String>,
 }
 
 /// One turn's changes.
@@ -179,10 +196,7 @@ pub(crate) fn keep_file(attempt_dir: &Path, name: &str, bytes: &[u8]) -> Result<
 ///
 /// # Errors
 /// An [`ArchiveError`] when the manifest cannot be written.
-pub(crate) fn record_commits(
-    attempt_dir: &Path,
-    commits: crate::git_archive::Commits,
-) -> Result<(), ArchiveError> {
+pub(crate) fn record_commits(attempt_dir: &Path, commits: Commits) -> Result<(), ArchiveError> {
     let dir = attempt_dir.join(DIR);
     std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
     let mut manifest = load_manifest(&dir).unwrap_or_default();

@@ -94,7 +94,15 @@ impl Body for GatewayBody {
         };
         match &polled {
             // The end, or an upstream error that ends it: the entry is complete now, not when hyper drops the body.
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => drop(self.pending.take()),
+            Poll::Ready(None) => drop(self.pending.take()),
+            Poll::Ready(Some(Err(e))) => {
+                // A body cut short (a reset, a close before its length) says so: its status alone reads as whole.
+                if let Some(pending) = self.pending.as_mut() {
+                    let why = crate::proxy::error_chain(e);
+                    pending.note(&format!("failed to relay the upstream's body: {why}"));
+                }
+                drop(self.pending.take())
+            }
             _ => {}
         }
         polled

@@ -472,7 +472,7 @@ async fn forward(
     Response::from_parts(parts, GatewayBody::stream(Counted::new(body, down), pending))
 }
 
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut out = err.to_string();
     let mut cur = err.source();
     while let Some(e) = cur {

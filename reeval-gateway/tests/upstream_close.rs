@@ -89,10 +89,16 @@ async fn a_body_ended_by_the_close_is_relayed_complete() {
 
 #[tokio::test]
 async fn a_framed_body_is_relayed_complete_or_ends_as_cut() {
-    let (_h, client) = through_gateway().await;
+    let (h, client) = through_gateway().await;
     let resp = client.get("https://abrupt.test/complete-length").send().await.unwrap();
     assert_eq!(resp.text().await.expect("complete by its Content-Length"), EVENTS);
     let resp = client.get("https://abrupt.test/short-length").send().await.unwrap();
     let cut = resp.bytes().await;
     assert!(cut.is_err(), "a body short of its Content-Length must not look complete: {cut:?}");
+    // The egress record says so too: a 200 with no error would read as whole.
+    let log = wait_log(&h.attempt, 2).await;
+    let entry = |path: &str| log.iter().find(|e| e.path == path).expect("recorded");
+    assert_eq!(entry("/complete-length").error, None);
+    let error = entry("/short-length").error.clone().unwrap_or_default();
+    assert!(error.starts_with("failed to relay the upstream's body: "), "{error}");
 }

@@ -36,7 +36,7 @@ pub struct Row<'a> {
 
 impl Row<'_> {
     fn line(&self) -> String {
-        let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let cell = |s: &str| markdown(&s.replace('|', "\\|").replace('\n', " "));
         format!(
             "| {} | {} | {} | {} | {} | {} | {} |",
             self.id,
@@ -48,6 +48,23 @@ impl Row<'_> {
             cell(&self.left)
         )
     }
+}
+
+/// `text` for a table cell of the book: outside code spans, `<` and `[` are
+/// escaped (rustdoc, which renders the book, reads `<dir>` as an HTML tag and
+/// `[shell]` as a link).
+fn markdown(text: &str) -> String {
+    text.split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                part.to_string()
+            } else {
+                part.replace('<', "&lt;").replace('[', "\\[").replace(']', "\\]")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("`")
 }
 
 /// The outcome and kind columns of a record.

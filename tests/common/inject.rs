@@ -67,6 +67,40 @@ pub enum Fault {
     Kill,
     /// `docker pause`.
     Pause,
+    /// `docker network disconnect` from every network the container is on.
+    Disconnect,
+}
+
+impl Fault {
+    /// Applies the fault to the container `id`.
+    pub async fn apply(self, docker: &Docker, id: &str) {
+        match self {
+            Fault::Kill => docker.kill_container(id, None).await.expect("docker kill"),
+            Fault::Pause => docker.pause_container(id).await.expect("docker pause"),
+            Fault::Disconnect => {
+                let inspected = docker
+                    .inspect_container(
+                        id,
+                        None::<reeval::bollard::query_parameters::InspectContainerOptions>,
+                    )
+                    .await
+                    .expect("docker inspect");
+                let networks = inspected.network_settings.and_then(|n| n.networks);
+                let names: Vec<String> = networks.unwrap_or_default().into_keys().collect();
+                assert!(!names.is_empty(), "the container {id} is on no network");
+                for name in names {
+                    let request = reeval::bollard::models::NetworkDisconnectRequest {
+                        container: id.to_string(),
+                        force: Some(true),
+                    };
+                    docker
+                        .disconnect_network(&name, request)
+                        .await
+                        .unwrap_or_else(|e| panic!("docker network disconnect {name}: {e}"));
+                }
+            }
+        }
+    }
 }
 
 /// Waits for `attempt`'s container to hold `marker`, then `after`, then
@@ -87,10 +121,7 @@ pub fn inject(
                 && exists_in(&docker, &id, marker).await
             {
                 tokio::time::sleep(after).await;
-                match fault {
-                    Fault::Kill => docker.kill_container(&id, None).await.expect("docker kill"),
-                    Fault::Pause => docker.pause_container(&id).await.expect("docker pause"),
-                }
+                fault.apply(&docker, &id).await;
                 return id;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -11,12 +11,68 @@
 //! changes after the check shows as a change from the check's version.
 //! An oracle's solution calling `exec` is doing the agent's work: its
 //! changes stay in the turn's diff.
+//!
+//! A check runs under what checks may reach (checks-only secrets swapped,
+//! `egress::attempt`), and a check that failed in a sandbox lost meanwhile
+//! is the platform's (`lost.rs`).
 
-use super::{Attempt, Oracle, SandboxState};
+use super::{Attempt, Oracle, SandboxState, lost};
 use crate::diff::{Diff, Snapshot};
+use crate::error::Result;
+use crate::exec::{Command, ExecOutput};
+use crate::lifecycle;
+use crate::phase::Phase;
+use crate::record::CheckRecord;
 use crate::sandbox::SandboxHandle;
 
 impl Attempt {
+    /// A check in the sandbox.
+    pub(crate) async fn exec(&mut self, cmd: Command) -> Result<ExecOutput> {
+        let handle = self.sandbox().await?;
+        self.before_check(&handle).await;
+        // A check reaches what checks may, and only now are checks-only secrets swapped.
+        if let Some(egress) = &self.egress.attempt {
+            egress.for_check().await.map_err(|e| e.in_phase(Phase::Check))?;
+        }
+        let egress = self.egress.attempt.as_ref();
+        let brokered = |name: &str| egress.is_some_and(|e| e.brokers(name));
+        let shown = lifecycle::check::one_line(&cmd.display());
+        let check = lifecycle::check::run(&handle, cmd, &self.given.secrets, brokered);
+        let ran = self.phases.run(Phase::Check, check, lifecycle::check::detail).await;
+        // A check that failed in a sandbox lost meanwhile: its result must not reach the eval.
+        let lost = match &ran {
+            Ok(out) if out.exit_code == 0 => None,
+            ran => {
+                let killed = ran.as_ref().map_or(true, |out| lost::looks_killed(out.exit_code));
+                let during = format!("the check `{shown}`");
+                lost::lost(&handle, "run the check", &during, killed).await
+            }
+        };
+        if let Some(egress) = &self.egress.attempt {
+            egress.for_agent().await.map_err(|e| e.in_phase(Phase::Check))?;
+        }
+        if let Some(e) = lost {
+            if let Ok(out) = &ran {
+                self.record.checks.push(lifecycle::check::record(out, false));
+            }
+            return Err(e.in_phase(Phase::Check));
+        }
+        let out = ran?;
+        let oom_killed = out.exit_code == 137
+            && self
+                .saw_oom_kill(
+                    &handle,
+                    &format!("check `{}`", lifecycle::check::one_line(&out.command)),
+                )
+                .await;
+        // What the check wrote is its own, not the agent's (`checks.rs`).
+        let changes = self.after_check(&handle, &lifecycle::check::one_line(&out.command)).await;
+        self.record
+            .checks
+            .push(CheckRecord { changes, ..lifecycle::check::record(&out, oom_killed) });
+        Ok(out)
+    }
+
     /// Before a check: the eval's own writes since the last listing
     /// (`write_file`) are listed now, so they are not taken for the check's.
     /// Costs nothing when the eval wrote nothing.

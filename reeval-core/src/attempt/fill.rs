@@ -83,18 +83,16 @@ pub(crate) async fn prepare_for_cache(
         std::process::id(),
         attempt.record.artifacts_dir_name()
     ));
-    attempt.artifacts_dir = scratch.clone();
+    attempt.given.artifacts_dir = scratch.clone();
     let started = tokio::select! {
         r = attempt.sandbox() => r.map(|_| ()),
         _ = shutdown.cancelled() => Err(Error::infra("prepare the setup cache", "the run was interrupted")),
     };
-    if let Some(egress) = attempt.egress.take() {
-        let _ = egress.close(attempt.started_unix_ms).await;
-    }
+    let _ = attempt.egress.close().await;
     let _ = std::fs::remove_dir_all(&scratch);
     let sandbox = attempt.handle().map(|h| h.sandbox().clone());
     let prepared = started.and_then(|()| {
-        let digest = attempt.cache_digest.clone().ok_or_else(|| {
+        let digest = attempt.prepare.cache_digest.clone().ok_or_else(|| {
             Error::infra("prepare the setup cache", "its inputs may not be cached")
         })?;
         let labels = crate::lifecycle::container::labels(

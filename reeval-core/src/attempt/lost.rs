@@ -3,10 +3,13 @@
 //! platform's, whatever its command returned, so it becomes an infra error
 //! (retried with a fresh sandbox) instead of the agent's or the eval's fail.
 //! The engine is asked only after a step failed: a passing attempt pays nothing.
+//! An OOM kill during a turn or a check is told as an event (`saw_oom_kill`).
 
 use std::time::Duration;
 
+use super::Attempt;
 use crate::error::Error;
+use crate::outcome::Ended;
 use crate::sandbox::{Lost, SandboxError, SandboxHandle, SandboxState};
 
 /// How long a step that looks killed waits for its engine to tell (see [`lost`]).
@@ -35,15 +38,28 @@ pub(crate) async fn lost(
             state = handle.sandbox().state().await;
         }
     }
-    state.is_lost().then(|| {
-        let id = handle.sandbox().id();
-        Error::Sandbox(SandboxError::Lost(Box::new(Lost {
-            action: action.to_string(),
-            sandbox: id[..id.len().min(12)].to_string(),
-            state,
-            during: during.to_string(),
-        })))
-    })
+    state.is_lost().then(|| lost_error(handle, action, during, state))
+}
+
+/// The error of a step that failed to `action` because its sandbox was found `state`.
+pub(crate) fn lost_error(
+    handle: &SandboxHandle,
+    action: &str,
+    during: &str,
+    state: SandboxState,
+) -> Error {
+    Error::Sandbox(SandboxError::Lost(Box::new(Lost {
+        action: action.to_string(),
+        sandbox: short_id(handle),
+        state,
+        during: during.to_string(),
+    })))
+}
+
+/// The sandbox's short id, as the record names it.
+pub(crate) fn short_id(handle: &SandboxHandle) -> String {
+    let id = handle.sandbox().id();
+    id[..id.len().min(12)].to_string()
 }
 
 /// Whether `err` already says the sandbox was lost.
@@ -54,4 +70,41 @@ pub(crate) fn says_lost(err: &Error) -> bool {
 /// Whether an exit code is a signal's (128 + n), or none at all (-1: the exec broke).
 pub(crate) fn looks_killed(exit_code: i64) -> bool {
     !(0..128).contains(&exit_code)
+}
+
+impl Attempt {
+    /// An attempt that did not pass and whose sandbox was lost meanwhile (a
+    /// check frozen by a pause until the budget ran out, an eval that gave up
+    /// on a dead sandbox's error) ends as the platform's failure.
+    pub(super) async fn blame_lost_sandbox(&self, ended: Ended) -> Ended {
+        let settled = match &ended {
+            Ended::Returned(Ok(Ok(()))) | Ended::Interrupted => true,
+            Ended::Returned(Ok(Err(e))) => says_lost(e),
+            _ => false,
+        };
+        let Some(handle) = self.handle().filter(|_| !settled) else { return ended };
+        let during = match self.calls.in_flight.or(self.calls.failed) {
+            Some(call) => call.to_string(),
+            None => "the attempt".to_string(),
+        };
+        match lost(handle, "finish the attempt", &during, false).await {
+            Some(e) => Ended::Returned(Ok(Err(e))),
+            None => ended,
+        }
+    }
+
+    /// Whether the OOM killer struck since it was last looked at; if so, says so as an event.
+    pub(super) async fn saw_oom_kill(&mut self, handle: &SandboxHandle, during: &str) -> bool {
+        let Ok(Some(kills)) = handle.oom_kills().await else { return false };
+        if kills <= self.oom_kills_seen {
+            return false;
+        }
+        self.oom_kills_seen = kills;
+        let limit = self.given.env.limits.memory_bytes;
+        self.phases.log.event(format!(
+            "OOM kill: the sandbox ran out of memory (limit {} MiB) during {during}",
+            limit >> 20
+        ));
+        true
+    }
 }

@@ -206,6 +206,47 @@ async fn teardown_runs_after_an_error_a_panic_and_a_timeout() {
 }
 
 #[tokio::test]
+async fn a_send_the_eval_drops_keeps_its_place_in_the_record() {
+    let backend = scripted();
+    // Dropped, then another turn: both turns, in order, the dropped one as it started.
+    let went_on = Eval::new("went_on", |c| {
+        Box::pin(async move {
+            let dropped = tokio::time::timeout(Duration::from_millis(100), c.send("sleep 5000"));
+            expect(dropped.await.is_err()).to_equal(true)?;
+            c.send("write b.txt b").await?;
+            expect(c.record().turns.len()).to_equal(2)?;
+            Ok(())
+        })
+    });
+    // Dropped, and the eval ends: the turn is concluded as stopped.
+    let ended = Eval::new("ended", |c| {
+        Box::pin(async move {
+            let dropped = tokio::time::timeout(Duration::from_millis(100), c.send("sleep 5000"));
+            expect(dropped.await.is_err()).to_equal(true)?;
+            Ok(())
+        })
+    });
+    let report = runner(&backend)
+        .run(vec![went_on.harness("script"), ended.harness("script")])
+        .await
+        .expect("preflight");
+    let find = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record");
+    let turns = |n: &str| -> Vec<(String, TurnStatus, bool)> {
+        find(n).turns.iter().map(|t| (t.prompt.clone(), t.status, t.duration_ms > 0)).collect()
+    };
+    assert_eq!(find("went_on").outcome, Outcome::Pass, "{:?}", find("went_on").message);
+    assert_eq!(
+        turns("went_on"),
+        [
+            ("sleep 5000".to_string(), TurnStatus::Aborted, false),
+            // The fake answers at once: a turn of 0 ms.
+            ("write b.txt b".to_string(), TurnStatus::Completed, false)
+        ]
+    );
+    assert_eq!(turns("ended"), [("sleep 5000".to_string(), TurnStatus::Aborted, true)]);
+}
+
+#[tokio::test]
 async fn setup_does_not_spend_the_budget_and_turns_do() {
     let backend = scripted();
     // A setup step longer than the whole budget, then quick work: a pass.

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use crate::environment::Environment;
 use crate::eval::Eval;
+use crate::settings::{Comparing, Settings};
 
 pub use analysis::{ArmFigures, Comparison, ComparisonRow, analyze};
 
@@ -169,5 +170,29 @@ impl Look {
             planned.insert(row.label(), row.planned_pairs);
         }
         Look { number: previous.look + 1, planned_pairs: planned }
+    }
+}
+
+// Settings name a comparison's arms; resolving them among the suite's
+// variants is this module's business, so settings need not name compare.
+impl Settings {
+    /// The arms of [`Settings::compare`] and the [`Settings::variant`], with
+    /// variant names resolved among `known` (the `#[reeval::variant]`s of the suite).
+    ///
+    /// # Errors
+    /// A message naming a variant that `known` lacks.
+    pub fn arms(&self, known: &[Variant]) -> Result<(Option<Arms>, Option<Variant>), String> {
+        let arms = match &self.compare {
+            None => None,
+            Some(Comparing::Harnesses(a, b)) => Some(Arms::Harnesses(a.clone(), b.clone())),
+            Some(Comparing::Variants(a, b)) => {
+                if a == b {
+                    return Err(format!("failed to compare `{a}` with itself: name two arms"));
+                }
+                Some(Arms::Variants(find_variant(known, a)?, find_variant(known, b)?))
+            }
+        };
+        let variant = self.variant.as_deref().map(|v| find_variant(known, v)).transpose()?;
+        Ok((arms, variant))
     }
 }

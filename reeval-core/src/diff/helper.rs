@@ -245,7 +245,7 @@ pub(super) fn parse(answer: &[u8]) -> Option<Answer<'_>> {
         match *take(&mut at, 1)?.first()? {
             b'+' => {
                 let version = Version::decode(take(&mut at, Version::LEN)?)?;
-                let path = counted(&mut at)?;
+                let path = inside(counted(&mut at)?)?;
                 let (content, not_captured) = match *take(&mut at, 1)?.first()? {
                     0 => (None, false),
                     1 => {
@@ -257,7 +257,7 @@ pub(super) fn parse(answer: &[u8]) -> Option<Answer<'_>> {
                 };
                 changes.push(Changed::New { path, version, content, not_captured });
             }
-            b'-' => changes.push(Changed::Gone { path: counted(&mut at)? }),
+            b'-' => changes.push(Changed::Gone { path: inside(counted(&mut at)?)? }),
             b'.' => {
                 let end = take(&mut at, 2)?;
                 if at != answer.len() {
@@ -268,6 +268,17 @@ pub(super) fn parse(answer: &[u8]) -> Option<Answer<'_>> {
             _ => return None,
         }
     }
+}
+
+/// `path` when it names something in the workspace: relative, no `..`, `.`
+/// or empty component, no NUL. The helper runs in the sandbox, where an agent
+/// that gained root could replace it: an answer naming anything else is not
+/// one (the workspace is then read through the engine's archive).
+fn inside(path: &[u8]) -> Option<&[u8]> {
+    let ok = !path.is_empty()
+        && !path.contains(&0)
+        && path.split(|b| *b == b'/').all(|c| !c.is_empty() && c != b"." && c != b"..");
+    ok.then_some(path)
 }
 
 /// A path, and its new version with its content (`None` for not captured), or `None` when gone.
@@ -365,6 +376,19 @@ mod tests {
         assert!(parse(&longer).is_none());
         assert!(parse(b"garbage").is_none());
         assert!(parse(b"OCI runtime exec failed: no such file").is_none());
+    }
+
+    #[test]
+    fn an_answer_naming_a_path_out_of_the_workspace_is_not_one() {
+        let file = || Some((version(b'f', 1), Some(&b"x"[..])));
+        for path in [&b"../up"[..], b"/etc/passwd", b"a/../../b", b"./a", b"a//b", b"", b"a\0b"] {
+            assert!(
+                parse(&answer(&[(b"ok", file()), (path, file())], false)).is_none(),
+                "{path:?}"
+            );
+            assert!(parse(&answer(&[(path, None)], true)).is_none(), "gone {path:?}");
+        }
+        assert!(parse(&answer(&[(b"a/..b/c..", file()), (b"caf\xe9", None)], true)).is_some());
     }
 
     #[test]

@@ -15,13 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::error::HarborError;
 use super::files::files_under;
 use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
-use super::{HarborError, eval_name};
 use crate::egress::Egress;
 use crate::environment::{Environment, Image, ImageSpec, WORKSPACE};
 use crate::error::Result;
-use crate::eval::Eval;
 
 /// The turn's limit of a task without an agent timeout (Harbor has none then).
 pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
@@ -308,54 +307,28 @@ impl HarborTask {
         env
     }
 
-    /// The eval: named after the task, tagged with its keywords, its budget
-    /// the agent's and the verifier's limits, its oracle `solution/solve.sh`.
-    pub fn into_eval(self) -> Eval {
-        let task = Arc::new(self);
-        let budget = match &task.config.steps {
+    /// The eval's budget: each step's agent limit (an hour without one) and
+    /// verifier limit, with a margin for the copies and captures.
+    pub fn budget(&self) -> Duration {
+        let limits: Duration = match &self.config.steps {
             None => {
-                task.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET) + task.verifier_timeout()
+                self.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET) + self.verifier_timeout()
             }
             Some(steps) => steps
                 .iter()
                 .map(|s| {
-                    task.step_agent_timeout(s).unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
-                        + task.step_verifier_timeout(s)
+                    self.step_agent_timeout(s).unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
+                        + self.step_verifier_timeout(s)
                         + BUDGET_MARGIN
                 })
                 .sum(),
-        } + BUDGET_MARGIN;
-        let run = task.clone();
-        let mut eval = Eval::new(eval_name(&task.name), move |c| {
-            let task = run.clone();
-            Box::pin(async move {
-                if task.config.steps.is_some() {
-                    super::steps::run(c, &task).await
-                } else {
-                    super::run::single(c, &task).await
-                }
-            })
-        })
-        .timeout(budget);
-        let env_task = task.clone();
-        eval = eval.environment(move || env_task.environment());
-        for keyword in task.config.task.iter().flat_map(|t| t.keywords.iter()) {
-            eval = eval.tag(keyword.clone());
-        }
-        if task.has_solution {
-            let solve = task.clone();
-            eval = eval.oracle(move |c| {
-                let task = solve.clone();
-                Box::pin(async move {
-                    if task.config.steps.is_some() {
-                        super::steps::oracle(c, &task).await
-                    } else {
-                        super::run::single_oracle(c, &task).await
-                    }
-                })
-            });
-        }
-        eval
+        };
+        limits + BUDGET_MARGIN
+    }
+
+    /// Whether every step (or the task) has a `solve.sh`: the eval has an oracle.
+    pub fn has_solution(&self) -> bool {
+        self.has_solution
     }
 }
 
@@ -400,6 +373,17 @@ fn image_workdir(reference: &str) -> Option<String> {
     .join()
     .ok()
     .flatten()
+}
+
+/// A task name made an eval name: the part after `org/`, with every
+/// character outside `[A-Za-z0-9_-]` replaced by `_`.
+pub fn eval_name(task_name: &str) -> String {
+    let short = task_name.rsplit_once('/').map_or(task_name, |(_, n)| n);
+    let name: String = short
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    if name.is_empty() { "task".into() } else { name }
 }
 
 #[cfg(test)]

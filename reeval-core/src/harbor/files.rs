@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::HarborError;
+use super::error::HarborError;
 
 /// The WORKDIR a Dockerfile's final stage sets, when it sets one: `Ok(Some)`;
 /// `Ok(None)` with the stage's base image when it inherits its base's.

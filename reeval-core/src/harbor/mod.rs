@@ -10,6 +10,7 @@
 //! - [`files`]: the task's directories uploaded into the sandbox, its Dockerfile's WORKDIR.
 //! - [`reward`]: the reward files, read as Harbor reads them.
 
+mod error;
 pub mod eval;
 pub mod files;
 pub mod reward;
@@ -18,78 +19,51 @@ mod steps;
 pub mod task;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::eval::Eval;
 
-pub use eval::HarborTask;
+pub use error::HarborError;
+pub use eval::{HarborTask, eval_name};
 
-/// What can go wrong reading a Harbor task.
-#[derive(Debug, thiserror::Error)]
-pub enum HarborError {
-    /// The path is neither a task nor a directory of tasks.
-    #[error(
-        "failed to read Harbor tasks at {}: it is neither a task directory (with task.toml) nor a directory of task directories",
-        path.display()
-    )]
-    NotATask {
-        /// The path given.
-        path: PathBuf,
-    },
-    /// A file of the task could not be read.
-    #[error("failed to read {} of Harbor task {task}: {message}", path.display())]
-    Read {
-        /// The task.
-        task: String,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
-    /// `task.toml` is not valid.
-    #[error("failed to parse task.toml of Harbor task {task}: {message}")]
-    Parse {
-        /// The task.
-        task: String,
-        /// Why.
-        message: String,
-    },
-    /// A `${VAR}` template names a variable the host does not set.
-    #[error(
-        "failed to resolve [{table}].env.{key} of Harbor task {task}: the host environment variable {var} is not set and the template gives no default (use ${{{var}:-default}})"
-    )]
-    EnvVar {
-        /// The task.
-        task: String,
-        /// `environment`, `verifier` or `solution`.
-        table: String,
-        /// The variable's key in the table.
-        key: String,
-        /// The host variable.
-        var: String,
-    },
-    /// Two tasks of a dataset would be evals of the same name.
-    #[error(
-        "failed to load the Harbor tasks at {}: {first} and {second} both become the eval `{eval}` (rename one's [task].name)",
-        path.display()
-    )]
-    SameName {
-        /// The dataset.
-        path: PathBuf,
-        /// The first task.
-        first: String,
-        /// The second task.
-        second: String,
-        /// The eval name both become.
-        eval: String,
-    },
-    /// The task uses something reeval does not support yet.
-    #[error("failed to load Harbor task {task}: {what} is not supported yet")]
-    Unsupported {
-        /// The task.
-        task: String,
-        /// What it uses.
-        what: String,
-    },
+impl HarborTask {
+    /// The eval: named after the task, tagged with its keywords, its budget
+    /// the agent's and the verifier's limits, its oracle `solution/solve.sh`.
+    pub fn into_eval(self) -> Eval {
+        let task = Arc::new(self);
+        let budget = task.budget();
+        let run = task.clone();
+        let mut eval = Eval::new(eval_name(&task.name), move |c| {
+            let task = run.clone();
+            Box::pin(async move {
+                if task.config.steps.is_some() {
+                    steps::run(c, &task).await
+                } else {
+                    run::single(c, &task).await
+                }
+            })
+        })
+        .timeout(budget);
+        let env_task = task.clone();
+        eval = eval.environment(move || env_task.environment());
+        for keyword in task.config.task.iter().flat_map(|t| t.keywords.iter()) {
+            eval = eval.tag(keyword.clone());
+        }
+        if task.has_solution() {
+            let solve = task.clone();
+            eval = eval.oracle(move |c| {
+                let task = solve.clone();
+                Box::pin(async move {
+                    if task.config.steps.is_some() {
+                        steps::oracle(c, &task).await
+                    } else {
+                        run::single_oracle(c, &task).await
+                    }
+                })
+            });
+        }
+        eval
+    }
 }
 
 /// The evals of a Harbor task directory, or of every task directory directly
@@ -135,17 +109,6 @@ pub fn load(path: &Path) -> Result<Vec<HarborTask>, HarborError> {
         }
     }
     Ok(tasks)
-}
-
-/// A task name made an eval name: the part after `org/`, with every
-/// character outside `[A-Za-z0-9_-]` replaced by `_`.
-pub fn eval_name(task_name: &str) -> String {
-    let short = task_name.rsplit_once('/').map_or(task_name, |(_, n)| n);
-    let name: String = short
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
-        .collect();
-    if name.is_empty() { "task".into() } else { name }
 }
 
 #[cfg(test)]

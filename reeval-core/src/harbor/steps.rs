@@ -19,7 +19,7 @@ use crate::exec::Command;
 /// The step's files: its own `sub/` over the task's (`tests/` merged; a
 /// step's `solution/` replaces the task's).
 fn step_files(task: &HarborTask, step: &StepConfig, sub: &str, merge: bool) -> Result<Files> {
-    let config = |e: super::HarborError| Error::Config(e.to_string());
+    let config = |e: super::error::HarborError| Error::Config(e.to_string());
     let own = task.files(&format!("steps/{}/{sub}", step.name), sub).map_err(config)?;
     if !merge && !own.is_empty() {
         return Ok(own);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::HarborError;
+use super::error::HarborError;
 
 /// Harbor's default verifier timeout.
 pub const DEFAULT_VERIFIER_TIMEOUT_SEC: f64 = 600.0;

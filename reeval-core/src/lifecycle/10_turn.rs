@@ -18,13 +18,6 @@ use crate::turn::{Turn, TurnReport, TurnStatus};
 /// How long a turn gets to stop once its time is up, before its processes are killed.
 pub(crate) const TURN_GRACE: Duration = Duration::from_secs(3);
 
-/// Options of one turn (`Ctx::send_with`).
-#[derive(Debug, Clone, Default)]
-pub struct TurnOptions {
-    /// Ends only this turn, as `timed_out`, when it runs out; the attempt goes on.
-    pub timeout: Option<Duration>,
-}
-
 /// How a turn's future ended.
 pub(crate) enum TurnEnd {
     /// The harness reported, on its own or within the grace.

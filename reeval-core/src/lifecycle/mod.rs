@@ -4,7 +4,8 @@
 //! `Phases::run` and is the only one that keeps the results.
 //!
 //! The lazy start runs image → container → gateway → env → workspace → files
-//! → setup → snapshot on the first call that needs the sandbox; the harness
+//! → setup → snapshot on the first call that needs the sandbox (the gateway
+//! phase, 03, is the attempt's egress and lives in `crate::egress`); the harness
 //! session starts on the first turn; turns, checks, verdicts, serves and
 //! captures are the eval's own work; teardown runs whatever happened.
 
@@ -18,8 +19,6 @@ pub(crate) mod container;
 pub(crate) mod env;
 #[path = "06_files.rs"]
 pub(crate) mod files;
-#[path = "03_gateway.rs"]
-pub(crate) mod gateway;
 #[path = "09_harness.rs"]
 pub(crate) mod harness;
 #[path = "01_image.rs"]

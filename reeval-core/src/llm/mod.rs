@@ -1,9 +1,10 @@
 //! Talking to model APIs, for the judge and for agents that run on the host.
 //!
-//! - [`LlmClient`]: one JSON POST with the key, a per-request timeout, status
-//!   classification, provider error messages and redaction of the key; and
-//!   [`RetryPolicy`]: exponential backoff with jitter that honours the server's
-//!   `retry-after-ms` / `retry-after`.
+//! - [`LlmClient`] (`client.rs`): one JSON POST with the key, a per-request
+//!   timeout, provider error messages and redaction of the key; [`LlmError`]
+//!   (`error.rs`): the status classified, and whose failure it is; and
+//!   [`RetryPolicy`] (`retry.rs`): exponential backoff with jitter that
+//!   honours the server's `retry-after-ms` / `retry-after`.
 //! - [`tools`]: the tools an agent (or an agentic judge) acts in the sandbox
 //!   with: read a file, list files, run a command, write a file.
 //! - The provider-neutral conversation the judge holds and its two wire
@@ -13,7 +14,11 @@
 pub(crate) mod anthropic;
 pub(crate) mod chat;
 mod client;
+mod error;
 pub(crate) mod openai;
+mod retry;
 pub mod tools;
 
-pub use client::{ApiKey, KeyHeader, LlmClient, LlmError, RETRY_AFTER_CAP, RetryPolicy, Tries};
+pub use client::{ApiKey, KeyHeader, LlmClient};
+pub use error::LlmError;
+pub use retry::{RETRY_AFTER_CAP, RetryPolicy, Tries};

@@ -317,6 +317,13 @@ fn summary_text(
             if let Some(at) = &r.location {
                 out.push_str(&format!("at: {at}\n"));
             }
+            // The eval's own output, as libtest shows a failed test's.
+            if let Some(printed) = &r.output {
+                out.push_str(&format!("---- {} #{} output ----\n{printed}", r.eval, r.trial));
+                if !printed.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
             out.push_str(&format!("record: {}\n\n", report.run_dir.join(r.file_name()).display()));
         }
         out.push_str("failures:\n");

@@ -32,6 +32,13 @@ impl Junit {
 }
 
 /// The run as a JUnit report.
+/// The eval's own output for `system-out`, without the control characters
+/// (colour codes' ESC) that XML 1.0 cannot hold.
+fn xml_text(output: Option<&str>) -> String {
+    output.unwrap_or("").chars().filter(|c| matches!(c, '\n' | '\t') || !c.is_control()).collect()
+}
+
+/// The JUnit report of a run: a test case per attempt.
 pub fn render(report: &RunReport) -> Report {
     let mut suite = TestSuite::new("reeval");
     for r in &report.records {
@@ -62,7 +69,7 @@ pub fn render(report: &RunReport) -> Report {
         );
         case.set_classname(r.eval.clone())
             .set_time(Duration::from_millis(r.timings.total_ms))
-            .set_system_out(format!("record: {record}\n"))
+            .set_system_out(format!("record: {record}\n{}", xml_text(r.output.as_deref())))
             .add_property(Property::new("record", record))
             .add_property(Property::new("harness", r.harness.clone()));
         let cell = report
@@ -99,7 +106,7 @@ impl Reporter for Junit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::test_record as rec;
+    use crate::test_records::test_record as rec;
 
     #[test]
     fn each_testcase_says_how_its_cell_ended() {
@@ -111,5 +118,18 @@ mod tests {
         let xml = render(&report).to_string().unwrap();
         assert!(xml.contains(r#"<property name="cell" value="passed"/>"#), "{xml}");
         assert!(xml.contains(r#"<property name="cell" value="no_graded_attempts"/>"#), "{xml}");
+    }
+
+    #[test]
+    fn the_evals_output_is_in_system_out_without_control_characters() {
+        let mut printed = rec("chatty", 1, 1, Outcome::Pass);
+        printed.output = Some("\u{1b}[32mgreen\u{1b}[0m <done>\n".into());
+        let records = vec![printed];
+        let summary = crate::runner::summarize("run", &records);
+        let report =
+            RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary };
+        let xml = render(&report).to_string().unwrap();
+        assert!(xml.contains("[32mgreen[0m &lt;done&gt;\n</system-out>"), "{xml}");
+        assert!(!xml.contains('\u{1b}'), "{xml}");
     }
 }

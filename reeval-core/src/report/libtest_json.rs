@@ -141,8 +141,13 @@ impl Reporter for LibtestJson {
                         .iter()
                         .filter(|r| r.outcome != Outcome::Pass)
                         .map(|r| {
+                            let printed = r
+                                .output
+                                .as_deref()
+                                .map(|o| format!("\n---- #{} output ----\n{o}", r.trial))
+                                .unwrap_or_default();
                             format!(
-                                "#{} [{}] {}: {}",
+                                "#{} [{}] {}: {}{printed}",
                                 r.trial,
                                 super::console::arm_label(&r.harness, r.arm.as_deref()),
                                 r.outcome.kind().map(|k| k.as_str()).unwrap_or(""),

@@ -19,9 +19,30 @@ pub fn stdout_closed() -> bool {
 /// Writes `text` to stderr, best effort: a closed stderr (a hung-up terminal)
 /// loses it rather than ending the run, as `eprintln!` would by panicking.
 pub fn say(text: &str) {
-    let mut err = io::stderr().lock();
-    let _ = err.write_all(text.as_bytes());
-    let _ = err.flush();
+    let _ = to_stderr(text);
+}
+
+/// Writes `text` to the real stdout: descriptor 1, or, once the eval's output is
+/// captured ([`crate::eval_output`]), the duplicate kept for the reporters.
+fn to_stdout(text: &str) -> io::Result<()> {
+    match crate::eval_output::real_stdout() {
+        Some(mut out) => out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+        None => {
+            let mut out = io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        }
+    }
+}
+
+/// Writes `text` to the real stderr (see [`to_stdout`]).
+fn to_stderr(text: &str) -> io::Result<()> {
+    match crate::eval_output::real_stderr() {
+        Some(mut err) => err.write_all(text.as_bytes()).and_then(|()| err.flush()),
+        None => {
+            let mut err = io::stderr().lock();
+            err.write_all(text.as_bytes()).and_then(|()| err.flush())
+        }
+    }
 }
 
 /// Prints whole lines without garbling the progress display.
@@ -53,11 +74,7 @@ impl Lines {
         if stdout_closed() {
             return Ok(());
         }
-        let written = self.suspended(|| {
-            let mut out = io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            out.flush()
-        });
+        let written = self.suspended(|| to_stdout(text));
         // A pipe closed (`| head`) or a terminal gone (EIO after a hang-up): the output
         // is lost either way, which the exit code says; the run goes on to its records.
         if written.is_err() {
@@ -69,9 +86,7 @@ impl Lines {
     /// Writes `text` to stderr, best effort (a closed stderr loses it).
     pub fn err(&self, text: &str) {
         self.suspended(|| {
-            let mut err = io::stderr().lock();
-            let _ = err.write_all(text.as_bytes());
-            let _ = err.flush();
+            let _ = to_stderr(text);
         });
     }
 }

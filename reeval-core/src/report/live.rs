@@ -8,7 +8,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Reporter;
 use crate::outcome::{Outcome, Retry};
@@ -190,9 +190,18 @@ impl Counts {
 }
 
 impl Progress {
-    /// A display on stderr.
+    /// A display on the real stderr, not on descriptor 2, where the evals' output is captured.
     pub fn new() -> Self {
-        let bar = ProgressBar::new_spinner();
+        let target = match (
+            crate::eval_output::real_stderr_file(),
+            crate::eval_output::real_stderr_file(),
+        ) {
+            (Ok(read), Ok(write)) => {
+                ProgressDrawTarget::term(console::Term::read_write_pair(read, write), 20)
+            }
+            _ => ProgressDrawTarget::hidden(),
+        };
+        let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),

@@ -36,7 +36,7 @@ pub(crate) async fn dispatch(
     let started = std::time::SystemTime::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
     // One gateway for the run, started by the first attempt that needs a way out.
-    let egress = Arc::new(crate::lifecycle::gateway::RunEgress::new(config.egress.clone()));
+    let egress = Arc::new(crate::egress::RunEgress::new(config.egress.clone()));
 
     // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
     for eval in &evals {
@@ -227,6 +227,7 @@ pub(crate) async fn dispatch(
     for engine in pool.engines() {
         let _ = engine.backend.sweep(Sweep::OwnRun(&config.run_id)).await;
     }
+    missing_records(&run_dir, &all, &mut lost);
     let mut summary = summarize_priced(&config.run_id, &all, &config.prices);
     summary.comparison = runner.comparison(&all);
     summary.provenance = super::provenance::of_run(started, engine, harness_versions);
@@ -288,6 +289,26 @@ fn ensure_images_ahead(
             }
         }
     })
+}
+
+/// A record that was written but is gone at the end (its directory removed
+/// during the run, the writer then making it again for later records) is lost
+/// as surely as one a full disk refused: said with its path and attempt, and
+/// counted in `lost`, so the run is no success.
+fn missing_records(run_dir: &std::path::Path, records: &[Record], lost: &mut Vec<String>) {
+    for r in records {
+        let path = run_dir.join(r.file_name());
+        let named = path.display().to_string();
+        if path.is_file() || lost.iter().any(|l| l.contains(&named)) {
+            continue;
+        }
+        let e = format!(
+            "failed to keep the record {named} of attempt {}: it was removed during the run",
+            r.attempt_label()
+        );
+        crate::report::say(&format!("reeval: {e}\n"));
+        lost.push(e);
+    }
 }
 
 /// Gives `event` to every reporter; what one fails to write is said at once

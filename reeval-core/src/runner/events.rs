@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use tokio::sync::mpsc;
 
+pub use crate::harness::AgentEvent;
 use crate::outcome::Retry;
 use crate::record::{Event, PhaseRecord, Record};
 
@@ -97,29 +98,6 @@ pub enum RunEvent {
     },
     /// A second passed: for reporters that watch the clock (progress, slow attempts).
     Tick,
-}
-
-/// Something the agent did during a turn, reported as it happens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AgentEvent {
-    /// It called a tool.
-    ToolCall {
-        /// The tool.
-        name: String,
-        /// Its input, on one line and shortened.
-        input: String,
-    },
-    /// It reported an edit of a file.
-    Edit {
-        /// The file.
-        path: String,
-    },
-    /// It said something (or printed output).
-    Message {
-        /// The text.
-        text: String,
-    },
 }
 
 /// Where attempts send their events.

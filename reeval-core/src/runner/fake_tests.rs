@@ -329,3 +329,20 @@ async fn an_unknown_harness_is_named_once_with_the_nearest_known_one() {
     assert!(e.contains("is not known; known: script") && !e.contains("did you mean"), "{e}");
     assert_eq!(backend.created(), 0, "nothing started");
 }
+
+// Moved from the settings' tests: settings name nothing of the runner.
+#[tokio::test]
+async fn preflight_names_an_env_file_that_does_not_exist() {
+    let config = RunConfig {
+        env_file: Some(std::path::PathBuf::from("/nonexistent/suite.env")),
+        ..RunConfig::default()
+    };
+    let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new());
+    let e = runner.run(Vec::new()).await.unwrap_err();
+    assert!(
+        e.missing
+            .iter()
+            .any(|m| m.starts_with("failed to read the env file /nonexistent/suite.env")),
+        "{e}"
+    );
+}

@@ -1,11 +1,11 @@
-//! The runner: selects evals ([`cli`], [`crate::settings`]), runs preflight
+//! The runner: selects evals ([`crate::settings`] parses the command line), runs preflight
 //! once (`preflight.rs`), and dispatches every attempt (eval × harness ×
 //! trial, infra errors retried with a fresh sandbox; `dispatch.rs`). What it
 //! prints and writes is a reporter ([`crate::report`]) on its event stream
 //! ([`events`]).
 //!
 //! Key types: `Runner` (built from a `RunConfig` and a harness registry),
-//! `RunConfig` (the run's settings, from `crate::settings`), `RunReport` (the
+//! `RunConfig` (`config.rs`: the run's settings, built from `crate::settings`), `RunReport` (the
 //! records and the summary), `events::RunEvent` (what reporters hear),
 //! `pool` (the engines and their slots).
 //!
@@ -21,13 +21,16 @@
 //! What may depend on what: the runner sits at the top of the core. It uses
 //! the attempt, the sandbox traits, settings, the reporters and the record's
 //! types; nothing below it (the attempt, a backend, the record) should call
-//! back into it. Exceptions today (issue 20 removes them): the reporters,
-//! `settings.rs`, `runs.rs`, `replay.rs`, `harness.rs`, `progress.rs`, the
-//! attempt and the Kubernetes backend import names of the runner
-//! (`RunReport`, `events`, `config`, `cli::Args`).
+//! back into it. Settings sit below it: `crate::settings` owns the command
+//! line, the variables and `reeval.toml` and names nothing of the runner
+//! (`config` and `cli` re-export its types at their old paths). The record's
+//! types are the `reeval-record` crate, which cannot name the runner.
+//! Exceptions today (issue 20 removes them): the reporters, `runs.rs`,
+//! `replay.rs`, `progress.rs` and the attempt import names of the runner
+//! (`RunReport`, `events`); `scripts/import_cycles.py reeval-core/src` lists
+//! the circles they make.
 
 mod background;
-pub mod cli;
 pub mod config;
 mod config_stops;
 mod dispatch;
@@ -47,7 +50,6 @@ mod teardown;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -57,76 +59,20 @@ use crate::outcome::Outcome;
 use crate::record::{AtK, CellStatus, CellSummary, Record, Summary, pass_at_k, pass_pow_k};
 use crate::report::{AtifFiles, Console, HtmlReport, JsonFiles, Reporter};
 use crate::sandbox::Backend;
-use crate::settings::{self, Settings};
+use crate::settings;
 
-pub use cli::{Args, UsageError};
-pub use config::SuiteConfig;
+pub use crate::settings::{Args, UsageError};
+pub use config::{RunConfig, SuiteConfig};
+
+/// The command line's types, at the paths they had when the runner parsed it
+/// (they live in [`crate::settings`], which owns every option's forms).
+pub mod cli {
+    pub use crate::settings::{Args, UsageError};
+}
 pub use suite::{main, main_with_args};
 
 /// The harness an eval runs with when neither it nor the command line names one.
 pub const DEFAULT_HARNESS: &str = "shell";
-
-/// How a run is configured.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    /// The run id (`NEXTEST_RUN_ID` when under nextest, so its processes share a run).
-    pub run_id: String,
-    /// Runs are recorded under `<record_dir>/<run_id>/`.
-    pub record_dir: PathBuf,
-    /// Print every phase.
-    pub verbose: bool,
-    /// libtest-style per-eval lines and the summary on stdout.
-    pub print: bool,
-    /// Harnesses replacing every eval's own.
-    pub harnesses: Vec<String>,
-    /// Trials replacing every eval's own.
-    pub trials: Option<u32>,
-    /// Budget replacing every eval's own.
-    pub timeout: Option<Duration>,
-    /// Attempts at once.
-    pub threads: usize,
-    /// Retries of an infra error, each with a fresh sandbox.
-    pub infra_retries: u32,
-    /// The pass rate at which a cell passes, replacing every eval's own `min_pass_rate`.
-    pub min_pass_rate: Option<f64>,
-    /// Prices per model, for the summary's costs.
-    pub prices: crate::prices::PriceTable,
-    /// The suite's judge model, for evals that name none (`judge` in `reeval.toml`).
-    pub judge: Option<String>,
-    /// A `.env` file of secrets and credentials read by preflight, before
-    /// `fallback_env_file`; the host environment still wins over both.
-    pub env_file: Option<PathBuf>,
-    /// `REEVAL_ENV_FILE`: read for names that neither the host environment nor `env_file` sets.
-    pub fallback_env_file: Option<PathBuf>,
-    /// cargo-nextest runs this process: each process writes its own `summary.<pid>.json`.
-    pub under_nextest: bool,
-    /// The egress gateway's settings (test roots and host mappings; see [`crate::egress::EgressSettings`]).
-    pub egress: crate::egress::EgressSettings,
-    /// Engines to spread attempts over; empty: the one `DOCKER_HOST` names (or the backend given).
-    pub engines: Vec<pool::EngineSpec>,
-    /// Whether prepared sandboxes are cached as images (`--no-setup-cache` turns it off).
-    pub setup_cache: bool,
-    /// The setup cache's size cap in bytes (`REEVAL_SETUP_CACHE_MAX`): past it, the least
-    /// recently used cached setups are removed after each commit.
-    pub setup_cache_max_bytes: u64,
-    /// Containers created ahead of their slot (`--prestart N`): fresh, never reused.
-    pub prestart: usize,
-    /// The Kubernetes backend instead of Docker, with its settings (needs the feature `kubernetes`).
-    pub kubernetes: Option<config::KubernetesConfig>,
-    /// Compare two arms (`--compare control,with_skill`, `--harness a --vs b`).
-    pub compare: Option<crate::compare::Arms>,
-    /// Run every eval with this variant (`--variant`); its records name it as their arm.
-    pub variant: Option<crate::compare::Variant>,
-    /// The suite binary running, recorded in the summary (set by [`main`]).
-    pub suite: Option<crate::record::SuiteIdentity>,
-}
-
-impl Default for RunConfig {
-    /// The defaults and where this process runs ([`Settings::base`]); no flags, twins or `reeval.toml`.
-    fn default() -> Self {
-        Settings::base(settings::process_env).run_config()
-    }
-}
 
 /// `NEXTEST_RUN_ID`, or `<utc date>T<time>-<pid>`.
 pub fn new_run_id() -> String {
@@ -566,7 +512,7 @@ mod tests {
     use super::*;
     use crate::outcome::FailKind;
 
-    use crate::record::test_record as rec;
+    use crate::test_records::test_record as rec;
 
     #[test]
     fn exit_codes_and_pass_rates_count_final_tries_only() {

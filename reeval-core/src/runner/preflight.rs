@@ -259,7 +259,7 @@ pub(crate) async fn preflight(
 async fn kubernetes(
     runner: &Runner,
     evals: &[Eval],
-    config: &crate::runner::config::KubernetesConfig,
+    config: &crate::settings::KubernetesConfig,
     secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {
@@ -273,7 +273,7 @@ async fn kubernetes(
     };
     let found = backend.preflight().await;
     for warning in &found.warnings {
-        eprintln!("reeval: warning: {warning}");
+        crate::report::say(&format!("reeval: warning: {warning}\n"));
     }
     missing.extend(found.missing);
     let mut credentials = BTreeMap::new();
@@ -324,8 +324,8 @@ async fn kubernetes(
         }
     }
     if unisolated {
-        eprintln!(
-            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only"
+        crate::report::say(
+            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only\n",
         );
     }
     backend.set_gateway_credentials(credentials);
@@ -337,7 +337,7 @@ async fn kubernetes(
 async fn kubernetes(
     _runner: &Runner,
     _evals: &[Eval],
-    _config: &crate::runner::config::KubernetesConfig,
+    _config: &crate::settings::KubernetesConfig,
     _secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {

@@ -63,7 +63,7 @@ impl Prestart {
         let env = attempt::build_environment(&plan.eval).ok()?;
         let harness = harnesses.make(&plan.harness_spec);
         // A sandbox with a way out is made with its gateway, in its container phase.
-        if crate::lifecycle::gateway::plan(&env, harness.as_deref(), secrets).ok()?.is_some() {
+        if crate::egress::attempt::plan(&env, harness.as_deref(), secrets).ok()?.is_some() {
             return None;
         }
         let spec = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());

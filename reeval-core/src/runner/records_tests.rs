@@ -161,7 +161,7 @@ impl Reporter for RemoveRunDir {
 }
 
 #[tokio::test]
-async fn a_record_dir_removed_mid_run_is_made_again() {
+async fn a_record_dir_removed_mid_run_is_made_again_and_the_lost_record_is_said() {
     let dir = std::env::temp_dir().join(format!("reeval-removed-{}", crate::runner::new_run_id()));
     let backend = scripted();
     let runner = runner(&backend, dir.clone());
@@ -170,11 +170,23 @@ async fn a_record_dir_removed_mid_run_is_made_again() {
         .run_with(vec![passes(3)], vec![Box::new(RemoveRunDir(Some(run_dir.clone())))])
         .await
         .unwrap();
-    assert_eq!(report.exit_code(), 0, "{}", report.summary.exit_reason);
+    // The later records and the summary are written; the first is gone, and the run
+    // is no success (it exited 0 with the summary listing the lost record before).
     for t in [2, 3] {
         assert!(run_dir.join(format!("passes.script.t{t}.try1.json")).is_file());
     }
     assert!(run_dir.join("summary.json").is_file());
+    let s = &report.summary;
+    assert_eq!(report.exit_code(), 3, "{}", s.exit_reason);
+    let lost = run_dir.join("passes.script.t1.try1.json");
+    assert_eq!(
+        s.write_errors,
+        [format!(
+            "failed to keep the record {} of attempt passes#1 [script] try 1: it was removed during the run",
+            lost.display()
+        )]
+    );
+    assert!(!s.records.iter().any(|f| f.contains("t1.try1")), "{:?}", s.records);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

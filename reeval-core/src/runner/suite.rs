@@ -183,8 +183,18 @@ pub fn main_with_args(
         return 2;
     }
 
-    let progress = show_progress(&args, &settings).then(Progress::new);
+    let show_progress = show_progress(&args, &settings);
+    // From here the eval's own output (println!, a subprocess's) is captured into its
+    // record; the reporters write to the real stdout and stderr.
+    if let Err(e) = crate::eval_output::install() {
+        say(&format!("reeval: warning: failed to capture the evals' output: {e}\n"));
+    }
+    let progress = show_progress.then(Progress::new);
     let out = Lines::around(progress.as_ref().map(Progress::bar));
+    if args.nocapture || std::env::var_os("RUST_TEST_NOCAPTURE").is_some_and(|v| v != "0") {
+        // libtest's --nocapture: shown as it is printed (on stderr when stdout is JSON).
+        crate::eval_output::echo_live(out.clone(), args.json);
+    }
     let ignored: Vec<String> = ignored.iter().map(|e| e.name.clone()).collect();
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     if args.json {

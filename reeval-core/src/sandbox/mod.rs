@@ -22,9 +22,15 @@
 //! bytes, never evals, turns, records, the runner, reporters, the judge,
 //! compare or replay. Code above it (the attempt, the runner's pool and
 //! preflight) sees the traits; `archive.rs` and `procs.rs` are shared by the
-//! backends that run commands through a shell. Exception today (issue 20
-//! moves it): the Kubernetes backend reads its settings from
-//! `runner::config::KubernetesConfig`.
+//! backends that run commands through a shell. The types a backend is given
+//! are defined here, not above it: [`ImageSpec`] (`image_spec.rs`; the
+//! environment re-exports it), [`KubernetesConfig`] (`kubernetes_config.rs`;
+//! the runner's config file re-exports it) and [`Cause`]. Besides itself,
+//! `image.rs` and `setup_cache.rs`, this module names only `crate::exec`;
+//! the setup cache's key, which reads the eval's environment, is
+//! `setup_key.rs`. Still in the way of a crate of its own: `ExecOutput`
+//! must stay in the crate of `matchers.rs` (see docs/layout.md), and the
+//! attempt, the pool and preflight reach `pub(crate)` items here.
 
 pub mod archive;
 pub mod docker;
@@ -32,8 +38,10 @@ pub mod docker;
 pub mod fake;
 pub(crate) mod gateway_stream;
 mod handle;
+mod image_spec;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+mod kubernetes_config;
 pub(crate) mod procs;
 mod state;
 
@@ -46,13 +54,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::environment::ImageSpec;
-use crate::error::Cause;
 use crate::exec::{Command, ExecOutput};
 
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
+pub use image_spec::ImageSpec;
+pub use kubernetes_config::{GatewayAddress, KubernetesConfig};
 pub use state::{Lost, SandboxState};
+
+/// A boxed cause, kept as an error's `source`.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// Label on every container of a run: the run id. The `dev.reeval.*` label
 /// namespace is reserved for reeval: do not set such labels yourself.
@@ -207,7 +218,7 @@ pub enum NetworkSpec {
 /// this host cannot be mounted into the sandbox: the `reeval-gateway` binary
 /// in a container on the sandbox's internal network and on a normal one (a
 /// remote Docker engine), or as a process in the run's gateway pod
-/// (Kubernetes). See `lifecycle/03_gateway.rs`.
+/// (Kubernetes). See `egress/attempt.rs`.
 #[derive(Debug, Clone)]
 pub struct GatewayRequest {
     /// Labels (run, attempt); the backend adds its owner label.

@@ -1,8 +1,8 @@
 //! What the engine says about a sandbox that was started: running, or lost
-//! (removed, stopped, paused, restarted). A command that failed in a lost
-//! sandbox is the platform's failure, never the agent's or the eval's: the
-//! attempt asks [`Sandbox::state`](super::Sandbox::state) only after a
-//! command failed, so a passing attempt pays nothing for it.
+//! (removed, stopped, paused, restarted, cut from its network). A command
+//! that failed in a lost sandbox is the platform's failure, never the agent's
+//! or the eval's: the attempt asks [`Sandbox::state`](super::Sandbox::state)
+//! only after a command failed, so a passing attempt pays nothing for it.
 
 use std::fmt;
 
@@ -30,17 +30,27 @@ pub enum SandboxState {
         /// What the engine says (a restart count, a new start time).
         how: String,
     },
+    /// It runs, but is no longer on the network it was created on (`docker
+    /// network disconnect`): its gateway, its only way out, is out of reach.
+    Disconnected {
+        /// The network's name.
+        network: String,
+    },
 }
 
 impl SandboxState {
     /// Whether a command that failed in it failed because of it: the sandbox
-    /// is gone, stopped, paused or restarted. An OOM stop is not lost: the
-    /// agent's memory use is named as such (see the attempt's OOM event).
+    /// is gone, stopped, paused, restarted or cut from its network. An OOM
+    /// stop is not lost: the agent's memory use is named as such (see the
+    /// attempt's OOM event).
     pub fn is_lost(&self) -> bool {
         match self {
             SandboxState::Running | SandboxState::Unknown => false,
             SandboxState::Stopped { oom_killed, .. } => !oom_killed,
-            SandboxState::Gone | SandboxState::Paused | SandboxState::Restarted { .. } => true,
+            SandboxState::Gone
+            | SandboxState::Paused
+            | SandboxState::Restarted { .. }
+            | SandboxState::Disconnected { .. } => true,
         }
     }
 }
@@ -65,6 +75,9 @@ impl fmt::Display for SandboxState {
                 f.write_str("was paused (container paused, nothing in it runs)")
             }
             SandboxState::Restarted { how } => write!(f, "was restarted ({how})"),
+            SandboxState::Disconnected { network } => {
+                write!(f, "lost its network (disconnected from {network}, its gateway's)")
+            }
         }
     }
 }
@@ -103,6 +116,12 @@ mod tests {
         assert!(SandboxState::Paused.is_lost());
         assert!(SandboxState::Gone.is_lost());
         assert!(SandboxState::Restarted { how: "restart count 1".into() }.is_lost());
+        let cut = SandboxState::Disconnected { network: "reeval-net-1a2b".into() };
+        assert!(cut.is_lost());
+        assert_eq!(
+            cut.to_string(),
+            "lost its network (disconnected from reeval-net-1a2b, its gateway's)"
+        );
         assert!(!SandboxState::Running.is_lost());
         assert!(!SandboxState::Unknown.is_lost(), "without a probe, blame stays as it was");
     }

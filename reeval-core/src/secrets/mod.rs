@@ -74,6 +74,14 @@ pub fn remember(redactor: &Redactor) {
     });
 }
 
+/// `text` (an eval's output echoed live) scrubbed of every secret any run of this process resolved.
+pub(crate) fn redact_output(text: &str) -> String {
+    match PANIC_REDACTOR.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(r) => r.redact(text).into_owned(),
+        None => text.to_string(),
+    }
+}
+
 /// Replaces panic output with a redacted copy: an eval's `assert!` may show a secret it read.
 pub fn install_redacting_panic_hook() {
     std::panic::set_hook(Box::new(|info| {

@@ -229,6 +229,8 @@ pub fn read_trajectory(trajectory: &Value, turn: &mut TurnBuilder) {
     let mut last_text = None;
     let mut pending_submit = None;
     for m in messages.into_iter().flatten() {
+        // Each message saved is one of the turn's events: its stdout carries none.
+        turn.events += 1;
         let extra = m.get("extra").unwrap_or(&Value::Null);
         // Responses that failed to parse (format errors) were billed too.
         if let Some(response) = extra.get("response") {

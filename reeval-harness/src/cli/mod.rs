@@ -310,6 +310,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
 
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let exec = sandbox.exec_turn(cmd, tx);
+        let mut unread = ndjson::Unread::default();
         let read = async {
             let mut lines = ndjson::LineSplitter::new();
             while let Some(chunk) = rx.recv().await {
@@ -317,11 +318,15 @@ impl<A: CliAgent> Harness for CliHarness<A> {
                     let _ = f.write_all(&chunk);
                 }
                 for line in lines.push(&chunk) {
-                    feed(parser.as_mut(), &mut built, &line, turn);
+                    if !feed(parser.as_mut(), &mut built, &line, turn) {
+                        unread.note(&line);
+                    }
                 }
             }
-            if let Some(line) = lines.finish() {
-                feed(parser.as_mut(), &mut built, &line, turn);
+            if let Some(line) = lines.finish()
+                && !feed(parser.as_mut(), &mut built, &line, turn)
+            {
+                unread.note(&line);
             }
         };
         let (out, ()) = tokio::join!(exec, read);
@@ -337,11 +342,16 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         }
 
         let failure = built.failure.take();
-        let failed = out.exit_code != 0 || out.timed_out || failure.is_some();
+        // A CLI that exits 0 without one event (garbage, or nothing, on stdout)
+        // ran no turn its harness can read: never a silent pass.
+        let unreadable =
+            out.exit_code == 0 && !out.timed_out && failure.is_none() && built.events == 0;
+        let failed = out.exit_code != 0 || out.timed_out || failure.is_some() || unreadable;
         let (error, error_class) = if failed {
             let stderr = reeval_core::exec::tail(out.stderr.trim(), 2000);
             let message = match &failure {
                 Some(f) => f.message.clone(),
+                None if unreadable => unread.describe(self.agent.program()),
                 None if !stderr.is_empty() => {
                     format!("{} exited {}: {stderr}", self.agent.program(), out.exit_code)
                 }
@@ -400,10 +410,15 @@ fn with_notices(message: String, notices: &[String]) -> String {
 }
 
 /// Reads one line of the CLI's stream into `turn`, and reports what it added
-/// (tool calls, edits, the agent's message) as it happens.
-fn feed(parser: &mut dyn EventParser, turn: &mut TurnBuilder, line: &str, ctx: &TurnContext) {
+/// (tool calls, edits, the agent's message) as it happens. Whether the line was an event.
+fn feed(
+    parser: &mut dyn EventParser,
+    turn: &mut TurnBuilder,
+    line: &str,
+    ctx: &TurnContext,
+) -> bool {
     use reeval_core::runner::events::AgentEvent;
-    let Some(event) = ndjson::parse_event(line) else { return };
+    let Some(event) = ndjson::parse_event(line) else { return false };
     let (calls, edits, said) =
         (turn.tool_calls.len(), turn.file_edits.len(), turn.final_message.clone());
     turn.events += 1;
@@ -419,6 +434,7 @@ fn feed(parser: &mut dyn EventParser, turn: &mut TurnBuilder, line: &str, ctx: &
     {
         ctx.report(AgentEvent::Message { text: text.clone() });
     }
+    true
 }
 
 /// Install steps: Node.js (pinned) unless present, then `package@version` with npm.

@@ -69,9 +69,70 @@ pub fn parse_event(line: &str) -> Option<Value> {
     }
 }
 
+/// The lines of a turn's stdout that were not events: how many, and the first
+/// (to say what a CLI printed instead of its stream, e.g. after an upgrade
+/// changed its output).
+#[derive(Debug, Default)]
+pub struct Unread {
+    lines: u64,
+    first: Option<String>,
+}
+
+impl Unread {
+    /// Notes `line`, which was not an event (blank lines do not count).
+    pub fn note(&mut self, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        self.lines += 1;
+        if self.first.is_none() {
+            let short: String = line.trim().chars().take(120).collect();
+            self.first = Some(short.escape_debug().to_string());
+        }
+    }
+
+    /// What `program`, which exited 0 without one event, printed instead.
+    pub fn describe(&self, program: &str) -> String {
+        match &self.first {
+            None => format!("{program} exited 0 without an event on stdout (it printed nothing)"),
+            Some(first) => {
+                let lines = match self.lines {
+                    1 => "1 line was not a JSON event".to_string(),
+                    n => format!("{n} lines were not JSON events"),
+                };
+                format!(
+                    "{program} exited 0 without an event on stdout: {lines} (the first: `{first}`)"
+                )
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn says_what_was_printed_instead_of_events() {
+        let mut u = Unread::default();
+        assert_eq!(
+            u.describe("claude"),
+            "claude exited 0 without an event on stdout (it printed nothing)"
+        );
+        u.note("   ");
+        u.note("only");
+        assert_eq!(
+            u.describe("claude"),
+            "claude exited 0 without an event on stdout: 1 line was not a JSON event (the first: `only`)"
+        );
+        let mut u = Unread::default();
+        u.note("Welcome \u{1b}[31m\u{0}!");
+        u.note("[1,2]");
+        assert_eq!(
+            u.describe("claude"),
+            "claude exited 0 without an event on stdout: 2 lines were not JSON events (the first: `Welcome \\u{1b}[31m\\0!`)"
+        );
+    }
 
     #[test]
     fn joins_lines_split_across_chunks() {

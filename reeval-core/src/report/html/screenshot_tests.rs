@@ -14,9 +14,9 @@ use crate::attempt::tests::{Script, scripted};
 use crate::error::Error;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
-use crate::lifecycle::turn::TurnOptions;
 use crate::matchers::expect;
 use crate::runner::{RunConfig, Runner};
+use crate::turn::TurnOptions;
 
 /// Six evals of each of five shapes; each eval's name says its shape.
 fn suite() -> Vec<Eval> {

@@ -47,11 +47,13 @@ pub struct DockerSandbox {
     id: String,
     next_pid: AtomicU64,
     flavor: Flavor,
+    /// The internal network it was created on (its only way to its gateway), if any.
+    network: Option<String>,
 }
 
 impl DockerSandbox {
-    pub(super) fn new(docker: Docker, id: String, flavor: Flavor) -> Self {
-        Self { docker, id, next_pid: AtomicU64::new(0), flavor }
+    pub(super) fn new(docker: Docker, id: String, flavor: Flavor, network: Option<String>) -> Self {
+        Self { docker, id, next_pid: AtomicU64::new(0), flavor, network }
     }
 
     /// Podman unpacks uploads as root and creates a missing directory: make it
@@ -351,7 +353,21 @@ impl Sandbox for DockerSandbox {
             .inspect_container(&self.id, None::<bollard::query_parameters::InspectContainerOptions>)
             .await;
         match inspected {
-            Ok(c) => state_of(c.state.unwrap_or_default(), c.restart_count.unwrap_or(0)),
+            Ok(c) => match state_of(c.state.unwrap_or_default(), c.restart_count.unwrap_or(0)) {
+                // Running, but cut from its gateway: nothing it asked of the network could succeed.
+                SandboxState::Running => match &self.network {
+                    Some(network)
+                        if !c
+                            .network_settings
+                            .and_then(|n| n.networks)
+                            .is_some_and(|n| n.contains_key(network)) =>
+                    {
+                        SandboxState::Disconnected { network: network.clone() }
+                    }
+                    _ => SandboxState::Running,
+                },
+                state => state,
+            },
             Err(e) if is_not_found(&e) => SandboxState::Gone,
             Err(_) => SandboxState::Unknown,
         }

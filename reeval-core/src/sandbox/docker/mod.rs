@@ -25,7 +25,7 @@ use super::{
     Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,
     NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
-use crate::environment::ImageSpec;
+use crate::sandbox::ImageSpec;
 
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
@@ -35,7 +35,33 @@ pub struct DockerBackend {
     host: String,
     /// Which engine speaks the Docker API there.
     flavor: Flavor,
+    /// Container creates under way (see [`InFlight`]).
+    creating: Arc<tokio::sync::watch::Sender<usize>>,
 }
+
+/// One container create under way, counted while it lasts. A create is run
+/// to its end even when its caller is dropped (an attempt interrupted while
+/// its sandbox was being made): the engine makes the container anyway, and
+/// the run's end sweep, which waits for the count to reach zero, then sees
+/// and removes it, where it would otherwise have listed the run's containers
+/// before the engine had made it and left it behind (in the created state).
+struct InFlight(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl InFlight {
+    fn new(count: &Arc<tokio::sync::watch::Sender<usize>>) -> Self {
+        count.send_modify(|n| *n += 1);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// How long the end sweep waits for creates under way, and a removal for one under way.
+const CREATES_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The engine behind the Docker API: Podman differs in ways the backend absorbs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +125,8 @@ impl DockerBackend {
             }
             _ => Flavor::Docker,
         };
-        Ok(Self { docker, host: named, flavor })
+        let creating = Arc::new(tokio::sync::watch::Sender::new(0));
+        Ok(Self { docker, host: named, flavor, creating })
     }
 
     /// The bollard client, for callers that need the raw API.
@@ -273,22 +300,34 @@ impl Backend for DockerBackend {
             }),
             ..Default::default()
         };
-        let created = self
-            .docker
-            .create_container(Some(CreateContainerOptionsBuilder::default().build()), body)
-            .await
-            .map_err(|e| {
-                if is_not_found(&e) {
-                    SandboxError::ImageMissing {
-                        image: spec.image.clone(),
-                        hint: "build it first (scripts/build-base-image.sh builds reeval/base)"
-                            .into(),
-                    }
-                } else {
-                    SandboxError::engine(format!("create a container from {}", spec.image), e)
+        // Its own task: it runs to its end if this future is dropped (see `InFlight`).
+        let (docker, counted) = (self.docker.clone(), InFlight::new(&self.creating));
+        let create = tokio::spawn(async move {
+            let created = docker
+                .create_container(Some(CreateContainerOptionsBuilder::default().build()), body)
+                .await;
+            drop(counted);
+            created
+        });
+        let created = match create.await {
+            Ok(created) => created,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        };
+        let created = created.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::ImageMissing {
+                    image: spec.image.clone(),
+                    hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into(),
                 }
-            })?;
-        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor)))
+            } else {
+                SandboxError::engine(format!("create a container from {}", spec.image), e)
+            }
+        })?;
+        let network = match &spec.network {
+            NetworkSpec::Internal { network } => Some(network.clone()),
+            _ => None,
+        };
+        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network)))
     }
 
     async fn start_gateway(
@@ -312,6 +351,9 @@ impl Backend for DockerBackend {
             }
             // Containers of this run owned by this process whose attempt lost track of them.
             Sweep::OwnRun(run_id) => {
+                // A create of this run still under way makes its container after a listing now.
+                let mut creating = self.creating.subscribe();
+                let _ = tokio::time::timeout(CREATES_LIMIT, creating.wait_for(|n| *n == 0)).await;
                 let me = owner_label();
                 for (id, labels) in self.containers_labelled(LABEL_RUN, Some(run_id)).await? {
                     if labels.get(LABEL_OWNER) == Some(&me) && self.remove(&id).await.is_ok() {
@@ -360,10 +402,28 @@ async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError>
     {
         Ok(()) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
-        // 409: removal already in progress.
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => Ok(()),
+        // 409: removal already in progress (an earlier try the engine went on with, or a
+        // sweep): done once it is gone, so a run never ends with its container still listed.
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+            gone(docker, id).await
+        }
         Err(e) => Err(SandboxError::engine(format!("remove container {}", short(id)), e)),
     }
+}
+
+/// Waits until a container whose removal is under way is gone.
+async fn gone(docker: &Docker, id: &str) -> Result<(), SandboxError> {
+    let began = std::time::Instant::now();
+    while began.elapsed() < CREATES_LIMIT {
+        match docker.inspect_container(id, None).await {
+            Err(e) if is_not_found(&e) => return Ok(()),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+    Err(SandboxError::engine_says(
+        format!("remove container {}", short(id)),
+        format!("its removal was still under way after {}s", CREATES_LIMIT.as_secs()),
+    ))
 }
 
 fn short(id: &str) -> &str {

@@ -44,9 +44,9 @@ use secrecy::{ExposeSecret, SecretString};
 use super::exec::{self, ExecSpec};
 use super::pod;
 use super::sandbox::KubeSandbox;
-use crate::runner::config::{GatewayAddress, KubernetesConfig};
 use crate::sandbox::gateway_stream::GatewayStream;
 use crate::sandbox::procs::PID_WRAPPER;
+use crate::sandbox::{GatewayAddress, KubernetesConfig};
 use crate::sandbox::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,
     SandboxSpec, Signal, archive,

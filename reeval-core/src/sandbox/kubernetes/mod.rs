@@ -39,8 +39,7 @@ use super::{
     Backend, Capabilities, EngineInfo, GatewayContainer, GatewayRequest, HELPER_TOOLS, LABEL_OWNER,
     LABEL_RUN, NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
-use crate::environment::ImageSpec;
-use crate::runner::config::KubernetesConfig;
+use crate::sandbox::{ImageSpec, KubernetesConfig};
 
 /// A Kubernetes cluster and the namespace attempts run in, shared by every sandbox of a run.
 #[derive(Clone)]

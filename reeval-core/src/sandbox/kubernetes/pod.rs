@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 
-use crate::runner::config::KubernetesConfig;
+use crate::sandbox::KubernetesConfig;
 use crate::sandbox::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
 
 /// The container of the pod that commands run in.

@@ -1,9 +1,17 @@
 //! What one agent turn produced, in the shape every harness reports it.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::diff::Diff;
-pub use crate::lifecycle::turn::TurnOptions;
+
+/// Options of one turn (`Ctx::send_with`).
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    /// Ends only this turn, as `timed_out`, when it runs out; the attempt goes on.
+    pub timeout: Option<Duration>,
+}
 
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,7 +142,7 @@ pub struct TurnReport {
     /// non-fatal error notice of a turn that completed anyway.
     pub error: Option<String>,
     /// Who is to blame when the turn failed (default: the agent).
-    pub error_class: Option<crate::harness::ErrorClass>,
+    pub error_class: Option<ErrorClass>,
     /// How many events the harness parsed (0 means the agent never started).
     pub events: u64,
 }
@@ -153,6 +161,18 @@ impl Default for TurnReport {
             events: 0,
         }
     }
+}
+
+/// Who is to blame when a turn fails: decides the attempt's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The agent's own error: the attempt fails with kind `agent`.
+    Agent,
+    /// Rate limit, overload, provider 5xx, network loss, an agent that never started: retried.
+    Infra,
+    /// Missing or rejected credentials: the run is misconfigured.
+    Config,
 }
 
 /// One agent turn as recorded: what `Ctx::send` returns.

@@ -12,6 +12,19 @@
 //! | setup | [`crate::Environment::setup_network`], else the agent's allowlist | the agent's |
 //! | turns (and the time between them) | the harness's API hosts + [`crate::Environment::allow_egress`] | the agent's |
 //! | checks | [`crate::Environment::check_network`], else nothing | checks-only secrets |
+//!
+//! This module holds the policy's public types (what an eval and a harness
+//! declare); `gateway.rs` the run's gateway service (one per run, started
+//! when an attempt first needs it); `attempt.rs` the attempt's egress (its
+//! plan, its identity on the gateway, the gateway phase that verifies the
+//! sandbox's isolation, the policy switched per phase, the record of what
+//! went out).
+
+pub(crate) mod attempt;
+pub(crate) mod gateway;
+
+pub(crate) use attempt::AttemptEgress;
+pub(crate) use gateway::RunEgress;
 
 /// Where the sandbox may go through the gateway in one phase.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -114,7 +114,7 @@ impl Phase {
     }
 
     /// Which part of the record's `timings` this phase's time adds to.
-    pub(crate) fn timing(self) -> Timing {
+    pub fn timing(self) -> Timing {
         match self {
             Phase::Preflight => Timing::None,
             Phase::Image
@@ -137,12 +137,18 @@ impl Phase {
 
 /// The `timings` field a phase's duration is added to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Timing {
+pub enum Timing {
+    /// In no part of `timings` (preflight, serve, capture).
     None,
+    /// `setupMs`.
     Setup,
+    /// `agentMs`.
     Agent,
+    /// `checksMs`.
     Checks,
+    /// `judgeMs`.
     Judge,
+    /// `teardownMs`.
     Teardown,
 }
 

@@ -13,7 +13,6 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// One phase of the lifecycle as it happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct PhaseRecord {
     /// The phase (`image`, `container`, …, `turn`, `check`, `judge`, `teardown`).
     pub phase: crate::phase::Phase,
@@ -28,7 +27,6 @@ pub struct PhaseRecord {
 /// Something worth knowing that is not a phase: a retry, a failed collection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Event {
     /// Milliseconds since the attempt started.
     pub at_ms: u64,
@@ -39,7 +37,6 @@ pub struct Event {
 /// One `exec` check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct CheckRecord {
     /// The command as run.
     pub command: String,
@@ -64,7 +61,6 @@ pub struct CheckRecord {
 /// One judge verdict on one criterion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Verdict {
     /// The criterion judged.
     pub criterion: String,
@@ -91,7 +87,6 @@ pub struct Verdict {
 /// a refusal is one too). No header or body value is ever recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct EgressRecord {
     /// Milliseconds since the attempt started.
     #[serde(default)]
@@ -232,27 +227,29 @@ pub struct Record {
     /// The recorded attempt this one re-graded (the replay harness): its
     /// usage is copied from there, not summed again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regrade_of: Option<crate::replay::RegradeOf>,
+    pub regrade_of: Option<RegradeOf>,
     /// Whether the run was interrupted (Ctrl-C, SIGTERM) while this attempt ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
-    /// The reward the eval recorded ([`crate::Ctx::set_reward`]): a Harbor
+    /// What the eval itself printed (`println!`, `eprintln!`, a subprocess it ran)
+    /// under the suite binary, stdout and stderr interleaved: its last 64 KiB
+    /// (see the book's options page, libtest's flags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// The reward the eval recorded (`Ctx::set_reward`): a Harbor
     /// task's `reward.json` (every key) or `reward.txt` (`{"reward": x}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward: Option<std::collections::BTreeMap<String, f64>>,
 }
 
-/// A shell-harness record of run `run` with this outcome, for unit tests.
-#[cfg(test)]
-pub(crate) fn test_record(
-    eval: &str,
-    trial: u32,
-    try_: u32,
-    outcome: crate::outcome::Outcome,
-) -> Record {
-    let mut r = Record::new("run", eval, "shell", trial, try_);
-    r.outcome = outcome;
-    r
+/// Which recorded attempt a regrade re-graded: the record's `regradeOf`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegradeOf {
+    /// The recorded run.
+    pub run: String,
+    /// The recorded attempt's record file, in that run's directory.
+    pub attempt: String,
 }
 
 impl Record {
@@ -289,6 +286,7 @@ impl Record {
             location: None,
             regrade_of: None,
             interrupted: false,
+            output: None,
             reward: None,
         }
     }
@@ -344,7 +342,6 @@ pub fn sanitize(name: &str) -> String {
 /// Per-cell (eval × harness) figures of the summary.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct CellSummary {
     /// Eval name.
     pub eval: String,
@@ -392,7 +389,6 @@ pub struct CellSummary {
 /// pass@k and pass^k for one k.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct AtK {
     /// k.
     pub k: u32,
@@ -405,7 +401,6 @@ pub struct AtK {
 /// The suite's git state when the run started.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct GitState {
     /// The commit checked out.
     pub commit: String,
@@ -416,7 +411,6 @@ pub struct GitState {
 /// Where and how a run ran: enough to reproduce it or to tell two runs apart.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Provenance {
     /// Wall-clock start, RFC 3339.
     pub started_at: Option<String>,
@@ -443,7 +437,6 @@ pub struct Provenance {
 /// The run's summary, written as `summary.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Summary {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -475,7 +468,7 @@ pub struct Summary {
     pub provenance: Provenance,
     /// The paired analysis of a comparison run (`--compare`, `--vs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<crate::compare::Comparison>,
+    pub comparison: Option<crate::comparison::Comparison>,
     /// Oracle cells below 100 %: the eval or its environment is broken.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broken_evals: Vec<String>,

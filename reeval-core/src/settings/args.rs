@@ -1,6 +1,7 @@
 //! The command line of an eval suite: libtest's flags (so `cargo test` and
 //! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin
-//! that [`crate::settings`] reads.
+//! that [`crate::settings`] reads. Which flags exist, what they take and what
+//! they set is [`super::table`]; this module walks the command line.
 //!
 //! Parsed with `lexopt`, so it reads like any getopt-style command line:
 //! `--flag value` and `--flag=value`, clustered short flags (`-vq`), and `--`
@@ -9,6 +10,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use super::table;
 
 /// What the command line asked for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,6 +74,8 @@ pub struct Args {
     pub variant: Option<String>,
     /// `--regrade RUN`: re-run the checks and judge of RUN's attempts against their recorded work.
     pub regrade: Option<String>,
+    /// `--nocapture`: show the evals' own output as it is printed (it is kept in the records either way).
+    pub nocapture: bool,
 }
 
 /// A command line that cannot be understood (exit code 2).
@@ -78,52 +83,54 @@ pub struct Args {
 #[error("failed to parse arguments: {0}")]
 pub struct UsageError(pub String);
 
-/// The help text.
-pub const HELP: &str = "Usage: <suite> [OPTIONS] [FILTERS...] [-- FILTERS...]
+/// A flag as the parser met it: its name (`--trials`, `-Z`) and, for a flag
+/// that takes one, its value. The setters of [`super::table`] read it.
+#[derive(Debug)]
+pub(crate) struct Given {
+    /// The flag as written in messages.
+    pub(crate) flag: String,
+    value: Option<OsString>,
+}
 
-Runs the reeval evals of this binary. Filters select evals whose name contains any of them;
-after `--` every argument is a filter, even one that starts with `-`. Short flags cluster (-vq)
-and a value may follow its flag as `--flag value` or `--flag=value`.
+impl Given {
+    fn raw(self) -> OsString {
+        // The parser reads a value for every option that declares one.
+        self.value.unwrap_or_else(|| panic!("{} takes a value", self.flag))
+    }
 
-libtest options (so cargo test and cargo-nextest can drive the suite):
-      --list                 list evals instead of running them (no Docker, no network)
-      --format <pretty|terse|json> output format; json: libtest's JSON event stream (with --list: terse)
-      --exact                filters match names exactly
-      --skip <FILTER>        skip evals whose name contains FILTER (repeatable)
-      --ignored              run only evals marked ignore
-      --include-ignored      run ignored evals too
-      --test-threads <N>     attempts run at once (env RUST_TEST_THREADS)
-      --nocapture, --no-capture, --show-output, --test, -q/--quiet,
-      --color <WHEN>, --logfile <PATH>, -Z <FLAG>                  accepted
-      --bench                runs nothing (evals are not benchmarks)
+    /// The value as UTF-8 text; anything else is a usage error rather than a panic.
+    pub(crate) fn text(self) -> Result<String, UsageError> {
+        let flag = self.flag.clone();
+        self.raw()
+            .into_string()
+            .map_err(|v| UsageError(format!("{flag} expects UTF-8 text, got {v:?}")))
+    }
 
-reeval options (env twins for cargo-nextest):
-  -v, --verbose              print every phase of every attempt      (REEVAL_VERBOSE=1)
-      --harness <SPEC>       run every eval with this harness, repeatable (REEVAL_HARNESS=a,b)
-      --trials <N>           trials per eval × harness                (REEVAL_TRIALS)
-      --timeout <DURATION>   budget per attempt, e.g. 10m, 90s        (REEVAL_TIMEOUT)
-      --record-dir <DIR>     where runs are recorded                  (REEVAL_RECORD_DIR)
-      --tag <NAME>           only evals with this tag, repeatable     (REEVAL_TAGS=a,b)
-      --min-pass-rate <R>    a cell passes at this pass rate (0..1)   (REEVAL_MIN_PASS_RATE)
-      --rerun-failed         only the cells that failed or had infra errors in the last run
-                             of this suite binary
-      --resume <RUN_ID>      complete an interrupted run of this suite binary: recorded
-                             attempts are kept
-      --allow-empty          a run that selects no eval exits 0 (else 2)  (REEVAL_ALLOW_EMPTY=1)
-      --junit <PATH>         write JUnit XML, one testcase per attempt (REEVAL_JUNIT)
-      --stream               print the agent's events as they arrive  (REEVAL_STREAM=1)
-      --no-setup-cache       prepare every sandbox afresh  (REEVAL_SETUP_CACHE=0)
-      --prestart <N>         create up to N containers ahead of their slot  (REEVAL_PRESTART)
-      --compare <A,B>        compare two arms (`control` and a #[reeval::variant]), paired
-                             by eval and trial, and give a verdict     (REEVAL_COMPARE=a,b)
-      --vs <SPEC>            with --harness <A>: compare harness A with this one
-      --variant <NAME>       run every eval with this variant        (REEVAL_VARIANT)
-      --regrade <RUN>        re-run checks and judge on RUN's recorded attempts, no agent:
-                             each send is answered from the record (harness replay:RUN)
-  -h, --help                 this text
+    /// The value as a path (any bytes).
+    pub(crate) fn path(self) -> PathBuf {
+        PathBuf::from(self.raw())
+    }
 
-Exit code: 0 all passed, 1 any fail, 3 infra errors (or a record that could not be written)
-and no fail, 2 config or usage error (also: no eval selected), 130 interrupted.";
+    /// The value as a number.
+    pub(crate) fn number<T: std::str::FromStr>(self) -> Result<T, UsageError> {
+        let flag = self.flag.clone();
+        let s = self.text()?;
+        s.parse().map_err(|_| UsageError(format!("{flag} expects a number, got `{s}`")))
+    }
+
+    /// The value as a duration (`10m`, `90s`).
+    pub(crate) fn duration(self) -> Result<Duration, UsageError> {
+        let s = self.text()?;
+        humantime::parse_duration(&s).map_err(|e| {
+            UsageError(format!("invalid duration `{s}` ({e}); write it like 10m or 90s"))
+        })
+    }
+
+    /// The value as a comma-separated list, trimmed, empty entries dropped.
+    pub(crate) fn list(self) -> Result<Vec<String>, UsageError> {
+        Ok(super::vars::split_list(&self.text()?))
+    }
+}
 
 /// lexopt's own errors, in the words of this command line.
 fn usage(e: lexopt::Error) -> UsageError {
@@ -135,26 +142,10 @@ fn usage(e: lexopt::Error) -> UsageError {
     })
 }
 
-/// The value of the option just read, as UTF-8 text.
-fn text(p: &mut lexopt::Parser, flag: &str) -> Result<String, UsageError> {
-    p.value()
-        .map_err(usage)?
-        .into_string()
-        .map_err(|v| UsageError(format!("{flag} expects UTF-8 text, got {v:?}")))
-}
-
-fn duration(s: &str) -> Result<Duration, UsageError> {
-    humantime::parse_duration(s)
-        .map_err(|e| UsageError(format!("invalid duration `{s}` ({e}); write it like 10m or 90s")))
-}
-
-fn number<T: std::str::FromStr>(flag: &str, s: &str) -> Result<T, UsageError> {
-    s.parse().map_err(|_| UsageError(format!("{flag} expects a number, got `{s}`")))
-}
-
 impl Args {
-    /// Parses `argv` (without the program name): the flags only; their
-    /// `REEVAL_*` twins are merged by [`Settings::load`](crate::settings::Settings::load).
+    /// Parses `argv` (without the program name): the flags of
+    /// [`OPTIONS`](super::table::OPTIONS) only; their `REEVAL_*` twins are
+    /// merged by [`Settings::load`](crate::settings::Settings::load).
     /// A value that is not UTF-8 is a usage error rather than a panic.
     ///
     /// # Errors
@@ -169,100 +160,37 @@ impl Args {
         let mut a = Args::default();
         let mut p = lexopt::Parser::from_args(argv);
         while let Some(arg) = p.next().map_err(usage)? {
-            match arg {
+            let (opt, flag) = match arg {
                 Short('h') | Long("help") => {
-                    println!("{HELP}");
+                    println!("{}", super::render::help());
                     return Ok(None);
                 }
-                Long("list") => a.list = true,
-                Long("format") => {
-                    let format = text(&mut p, "--format")?;
-                    a.json = format == "json";
-                    a.terse = match format.as_str() {
-                        "terse" | "json" => true,
-                        "pretty" => false,
-                        other => {
-                            return Err(UsageError(format!(
-                                "unknown format `{other}`; expected pretty, terse or json"
-                            )));
-                        }
-                    }
-                }
-                Long("exact") => a.exact = true,
-                Long("skip") => a.skip.push(text(&mut p, "--skip")?),
-                Long("ignored") => a.ignored = true,
-                Long("include-ignored") => a.include_ignored = true,
-                Long("test-threads") => {
-                    a.test_threads =
-                        Some(number("--test-threads", &text(&mut p, "--test-threads")?)?)
-                }
-                // Accepted for libtest compatibility; reeval's own output does not change.
-                Long("nocapture" | "no-capture" | "show-output" | "test") => {}
-                Long("color") => {
-                    text(&mut p, "--color")?;
-                }
-                Long("logfile") => {
-                    text(&mut p, "--logfile")?;
-                }
-                Short('Z') => {
-                    text(&mut p, "-Z")?;
-                }
-                Long("bench") => a.bench = true,
-                Short('q') | Long("quiet") => a.quiet = true,
-                Short('v') | Long("verbose") => a.verbose = true,
-                Long("harness") => {
-                    a.harness.extend(text(&mut p, "--harness")?.split(',').map(str::to_string))
-                }
-                Long("trials") => a.trials = Some(number("--trials", &text(&mut p, "--trials")?)?),
-                Long("timeout") => a.timeout = Some(duration(&text(&mut p, "--timeout")?)?),
-                Long("record-dir") => a.record_dir = Some(PathBuf::from(p.value().map_err(usage)?)),
-                Long("tag") => a.tags.extend(
-                    text(&mut p, "--tag")?
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|t| !t.is_empty())
-                        .map(str::to_string),
-                ),
-                Long("rerun-failed") => a.rerun_failed = true,
-                Long("resume") => a.resume = Some(text(&mut p, "--resume")?),
-                Long("min-pass-rate") => {
-                    let rate: f64 = number("--min-pass-rate", &text(&mut p, "--min-pass-rate")?)?;
-                    if !(0.0..=1.0).contains(&rate) {
-                        return Err(UsageError(format!(
-                            "--min-pass-rate expects a rate between 0 and 1, got {rate}"
-                        )));
-                    }
-                    a.min_pass_rate = Some(rate);
-                }
-                Long("junit") => a.junit = Some(PathBuf::from(p.value().map_err(usage)?)),
-                Long("stream") => a.stream = true,
-                Long("allow-empty") => a.allow_empty = true,
-                Long("no-setup-cache") => a.no_setup_cache = true,
-                Long("prestart") => {
-                    a.prestart = Some(number("--prestart", &text(&mut p, "--prestart")?)?)
-                }
-                Long("compare") => {
-                    a.compare = text(&mut p, "--compare")?
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|t| !t.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                }
-                Long("vs") => a.vs = Some(text(&mut p, "--vs")?),
-                Long("variant") => a.variant = Some(text(&mut p, "--variant")?),
-                Long("regrade") => a.regrade = Some(text(&mut p, "--regrade")?),
                 // Everything after `--` comes here too, even when it starts with `-`.
-                Value(filter) => a.filters.push(
-                    filter
-                        .into_string()
-                        .map_err(|v| UsageError(format!("filter {v:?} is not valid UTF-8")))?,
-                ),
-                Short(c) => return Err(UsageError(format!("unknown option `-{c}`; see --help"))),
-                Long(name) => {
-                    return Err(UsageError(format!("unknown option `--{name}`; see --help")));
+                Value(filter) => {
+                    a.filters.push(
+                        filter
+                            .into_string()
+                            .map_err(|v| UsageError(format!("filter {v:?} is not valid UTF-8")))?,
+                    );
+                    continue;
                 }
-            }
+                Short(c) => match table::by_short(c) {
+                    Some(opt) => (opt, format!("-{c}")),
+                    None => return Err(UsageError(format!("unknown option `-{c}`; see --help"))),
+                },
+                Long(name) => match table::by_long(name) {
+                    Some(opt) => (opt, format!("--{name}")),
+                    None => {
+                        return Err(UsageError(format!("unknown option `--{name}`; see --help")));
+                    }
+                },
+            };
+            let value = match opt.value {
+                Some(_) => Some(p.value().map_err(usage)?),
+                None => None,
+            };
+            let set = opt.set.expect("an option with a flag has a setter");
+            set(&mut a, Given { flag, value })?;
         }
         if a.trials == Some(0) {
             return Err(UsageError("--trials must be at least 1".into()));
@@ -315,7 +243,7 @@ mod tests {
         let a = parse(&["--exact", "greet", "--nocapture", "--ignored", "--test-threads=1"])
             .unwrap()
             .unwrap();
-        assert!(a.exact && a.ignored);
+        assert!(a.exact && a.ignored && a.nocapture);
         assert_eq!(a.filters, vec!["greet"]);
         assert_eq!(a.test_threads, Some(1));
         let a = parse(&[

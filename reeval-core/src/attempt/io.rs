@@ -1,0 +1,82 @@
+//! The eval's own access to the sandbox outside turns and checks: files read
+//! and written, the workspace's diff, a port served to the host
+//! (`lifecycle/13_serve.rs`) and an artifact captured (`14_capture.rs`).
+
+use std::time::Duration;
+
+use super::Attempt;
+use crate::capture::{Artifact, Capture};
+use crate::diff::Diff;
+use crate::error::Result;
+use crate::lifecycle;
+use crate::phase::Phase;
+
+impl Attempt {
+    /// A file's bytes (relative paths are in the workspace).
+    pub(crate) async fn read_bytes(&mut self, path: &str) -> Result<Vec<u8>> {
+        let handle = self.sandbox().await?;
+        self.phases.within_budget(async { Ok(handle.read_file(path).await?) }).await
+    }
+
+    /// Writes a file, owned by the agent user once it is set up.
+    pub(crate) async fn write_file(&mut self, path: &str, content: &[u8]) -> Result<()> {
+        let handle = self.sandbox().await?;
+        // Until the agent user is set up, its setup hands the workspace over.
+        let writer = if self.ready().agent_user { handle.as_agent() } else { handle };
+        self.ready().eval_wrote = true;
+        self.phases
+            .within_budget(async { Ok(writer.write_file(path, content, 0o644).await?) })
+            .await
+    }
+
+    /// The workspace diff since the snapshot.
+    pub(crate) async fn diff(&mut self) -> Result<Diff> {
+        let handle = self.sandbox().await?;
+        let (before, baseline) = {
+            let ready = self.ready();
+            (ready.latest(), ready.baseline.clone())
+        };
+        let now = self.phases.diff(async { Ok(before.refresh(&handle).await?) }).await?;
+        let diff = baseline.diff(&now);
+        self.ready().last = Some(now);
+        self.ready().eval_wrote = false;
+        Ok(diff)
+    }
+
+    /// A port of the sandbox reachable from the host.
+    pub(crate) async fn serve(&mut self, port: u16, ready_within: Duration) -> Result<String> {
+        if let Some(f) = self.forwards.iter().find(|f| f.port == port) {
+            return Ok(f.url.clone());
+        }
+        let handle = self.sandbox().await?;
+        let forward = self
+            .phases
+            .run(Phase::Serve, lifecycle::serve::forward(&handle, port, ready_within), |f| {
+                format!("port {port} at {}", f.url)
+            })
+            .await?;
+        let url = forward.url.clone();
+        self.forwards.push(forward);
+        Ok(url)
+    }
+
+    /// Keeps an artifact.
+    pub(crate) async fn capture(&mut self, name: &str, what: Artifact) -> Result<Capture> {
+        let handle = self.sandbox().await?;
+        let keep = lifecycle::capture::keep(
+            &handle,
+            name,
+            &what,
+            &self.given.artifacts_dir,
+            &self.given.redactor,
+        );
+        let (capture, _) = self
+            .phases
+            .run(Phase::Capture, keep, |(_, bytes)| format!("{name} ({bytes} bytes)"))
+            .await?;
+        self.record.artifacts.push(capture.file.clone());
+        self.captures.retain(|c| c.name != name);
+        self.captures.push(capture.clone());
+        Ok(capture)
+    }
+}

@@ -1,0 +1,52 @@
+//! `judge`: verdicts from the judge model, one `judge` phase per criterion
+//! (`lifecycle/12_judge.rs`). What the judge sees is gathered from the
+//! attempt (`judge::prompt::gather`); an agentic judge acts in a throwaway
+//! copy of the workspace, and changes outside it are told as an event.
+
+use super::Attempt;
+use crate::error::Result;
+use crate::judge::{Judge, JudgeResult};
+use crate::lifecycle;
+use crate::phase::Phase;
+
+impl Attempt {
+    /// Verdicts from the judge model, one `judge` phase per criterion.
+    pub(crate) async fn judge(&mut self, judge: Judge) -> Result<JudgeResult> {
+        // The judge reads the prompts: a turn whose `send` was dropped is one of them.
+        self.settle_dropped_turn();
+        let prepared = judge
+            .prepare(self.given.judge_spec.as_deref(), &self.given.secrets)
+            .map_err(|e| e.in_phase(Phase::Judge))?;
+        let evidence = crate::judge::prompt::gather(self, judge.state_shown()).await?;
+        let sandbox = if judge.is_agentic() { Some(self.sandbox().await?) } else { None };
+        let before = match &sandbox {
+            Some(handle) => {
+                let last = self.ready().latest();
+                Some(self.phases.diff(async { Ok(last.refresh(handle).await?) }).await?)
+            }
+            None => None,
+        };
+        let mut verdicts = Vec::new();
+        for criterion in prepared.judge.criteria() {
+            let verdict = lifecycle::judge::verdict(
+                &mut self.phases,
+                &prepared,
+                criterion,
+                &evidence,
+                sandbox.as_ref(),
+            )
+            .await?;
+            if let Some(e) = crate::judge::failure(&verdict) {
+                self.soft_failures.push(e.in_phase(Phase::Judge));
+            }
+            self.record.verdicts.push(verdict.clone());
+            verdicts.push(verdict);
+        }
+        if let (Some(handle), Some(before)) = (&sandbox, before)
+            && let Some(event) = lifecycle::judge::changes_outside_its_copy(handle, &before).await
+        {
+            self.phases.log.event(event);
+        }
+        Ok(JudgeResult { verdicts })
+    }
+}

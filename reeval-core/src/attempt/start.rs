@@ -1,0 +1,461 @@
+//! The lazy start: the sandbox, prepared on the first call that needs it.
+//! [`Attempt::start`] is the list of its phases, in order; each is a short
+//! method below that runs one step of `crate::lifecycle` (the gateway phase:
+//! `crate::egress`) through `Phases::run` and keeps what it made.
+//!
+//! A setup cache hit replaces the workspace, files and setup phases; a
+//! cached setup whose workspace is not the one it was committed with is
+//! forgotten, and the start runs again without the cache. A miss asks the
+//! run to fill the cache in the background (`runner/setup_fill.rs`).
+
+use std::sync::Arc;
+
+use super::{AskFill, Attempt, Paused, Purpose, Ready, SandboxState};
+use crate::egress::attempt::Plan as EgressPlan;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::phase::Phase;
+use crate::sandbox::{Backend, FoundSetup, ReadyImage, Sandbox, SandboxHandle};
+
+/// What the start decided before the container: where it comes from, with what.
+struct Launch {
+    /// The image the container is made from: the base image, or the cached setup's.
+    from: String,
+    /// The cached setup this start hit.
+    hit: Option<FoundSetup>,
+    /// The setup cache's key of this sandbox's inputs, when they may be cached.
+    digest: Option<String>,
+    /// What the attempt asks of the egress gateway; `None` when it needs no way out.
+    egress: Option<EgressPlan>,
+    /// The sandbox's variables (the eval's, the gateway's), and the env phase's detail.
+    variables: Vec<(String, String)>,
+    env_detail: String,
+    /// The file the harness reads its rules from (`AGENTS.md`).
+    rules_file: String,
+    /// A container made ahead of the slot, when it is what this start would make.
+    ahead: Option<Arc<dyn Sandbox>>,
+}
+
+impl Attempt {
+    /// The sandbox, started on first use. Starting it spends no budget.
+    pub(crate) async fn sandbox(&mut self) -> Result<SandboxHandle> {
+        // Every call but a running `send` comes here first: a turn still in
+        // flight is one whose `send` the eval dropped.
+        self.settle_dropped_turn();
+        match &self.sandbox {
+            SandboxState::Ready(r) => return Ok(r.handle.clone()),
+            SandboxState::Failed { message, .. } => {
+                return Err(Error::infra("start the sandbox", message));
+            }
+            SandboxState::Starting { .. } => {
+                return Err(Error::infra("start the sandbox", "an earlier start was interrupted"));
+            }
+            SandboxState::NotStarted => {}
+        }
+        self.sandbox = SandboxState::Starting { handle: None };
+        // The guard resumes the clock even if this future is dropped mid-start.
+        let _paused = Paused::new(&self.phases.budget);
+        let mut started = self.start().await;
+        // A cached setup that did not match its fingerprint: start again without the cache.
+        if started.is_err()
+            && let Some((digest, why)) = self.prepare.cache_mismatch.take()
+        {
+            self.forget_cached_setup(&digest, &why).await;
+            self.sandbox = SandboxState::Starting { handle: None };
+            started = self.start().await;
+        }
+        match started {
+            Ok(ready) => {
+                let handle = ready.handle.clone();
+                self.sandbox = SandboxState::Ready(Box::new(ready));
+                Ok(handle)
+            }
+            Err(e) => {
+                let handle = self.handle().cloned();
+                self.sandbox = SandboxState::Failed { message: e.to_string(), handle };
+                Err(e)
+            }
+        }
+    }
+
+    /// The start phases, in order: image → container → gateway → env →
+    /// (cached setup | workspace → files → setup) → snapshot.
+    async fn start(&mut self) -> Result<Ready> {
+        let backend = self.backend()?;
+        let image = self.image(&backend).await?;
+        let mut launch = self.launch(&backend, &image).await?;
+        let handle = self.container(&backend, &mut launch).await?;
+        self.gateway().await?;
+        self.env(&launch).await?;
+        self.cached_setup(&launch).await?;
+        self.workspace(&handle, &launch).await?;
+        self.files(&handle, &launch).await?;
+        self.setup(&handle, &launch).await?;
+        self.egress_for_agent().await?;
+        let ready = self.snapshot(handle, &launch).await?;
+        self.check_cached_workspace(&launch, &ready)?;
+        self.ask_fill(&launch);
+        Ok(ready)
+    }
+
+    fn backend(&self) -> Result<Arc<dyn Backend>> {
+        self.given
+            .backend
+            .clone()
+            .ok_or_else(|| Error::infra("start the sandbox", "no sandbox backend is configured"))
+    }
+
+    /// The image phase: the image found or built; the record names it.
+    async fn image(&mut self, backend: &Arc<dyn Backend>) -> Result<ReadyImage> {
+        let harness = self.given.harness.as_deref();
+        let spec = lifecycle::image::spec(self.given.env.image.as_ref(), harness);
+        let image = self
+            .phases
+            .run(Phase::Image, lifecycle::image::ensure(backend.as_ref(), &spec, harness), |i| {
+                i.detail.clone()
+            })
+            .await?;
+        self.record.image = Some(image.reference.clone());
+        Ok(image)
+    }
+
+    /// Before the container: the egress plan, the sandbox's variables, the
+    /// setup cache's lookup, and whether a container made ahead serves.
+    async fn launch(&mut self, backend: &Arc<dyn Backend>, image: &ReadyImage) -> Result<Launch> {
+        let given = &self.given;
+        let egress =
+            crate::egress::attempt::plan(&given.env, given.harness.as_deref(), &given.secrets)
+                .map_err(|e| e.in_phase(Phase::Gateway))?;
+        let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
+        variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
+        let rules_file = given
+            .harness
+            .as_ref()
+            .map(|h| h.rules_file().to_string())
+            .unwrap_or_else(|| "AGENTS.md".into());
+        // A prepared sandbox of the same inputs, cached by an earlier attempt, replaces
+        // the workspace, files and setup phases.
+        let digest = if backend.caches_setups() {
+            self.setup_cache_digest(&image.id, &rules_file, egress.as_ref())
+        } else {
+            None
+        };
+        let hit = match &digest {
+            Some(digest) => backend.find_setup(digest).await.ok().flatten(),
+            None => None,
+        };
+        let from = match &hit {
+            Some(found) => found.reference.clone(),
+            None => image.reference.clone(),
+        };
+        // A container made ahead serves when it is what this start would make.
+        let ahead = match self.prepare.prestarted.take() {
+            Some((sandbox, made_from)) if egress.is_none() && made_from == from => Some(sandbox),
+            Some((sandbox, _)) => {
+                let _ = sandbox.destroy().await;
+                None
+            }
+            None => None,
+        };
+        Ok(Launch { from, hit, digest, egress, variables, env_detail, rules_file, ahead })
+    }
+
+    /// The container phase: the sandbox created (or the one made ahead taken),
+    /// its gateway prepared first when it needs a way out. Owned from creation
+    /// on: teardown destroys it whatever happens next.
+    async fn container(
+        &mut self,
+        backend: &Arc<dyn Backend>,
+        launch: &mut Launch,
+    ) -> Result<SandboxHandle> {
+        let attempt_id = self.record.artifacts_dir_name();
+        let gateway = launch.egress.is_some();
+        let (ahead, egress_plan) = (launch.ahead.take(), launch.egress.take());
+        let prestarted = ahead.is_some();
+        let variables = std::mem::take(&mut launch.variables);
+        let from = &launch.from;
+        let Attempt { phases, given, record, sandbox: state, egress, .. } = &mut *self;
+        phases
+            .run(
+                Phase::Container,
+                async {
+                    // With a way out, the sandbox's main process is the gateway's relay.
+                    let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
+                    if let Some(sandbox) = ahead {
+                        record.container = Some(sandbox.id().to_string());
+                        let handle =
+                            SandboxHandle::new(sandbox, crate::environment::WORKSPACE, variables);
+                        *state = SandboxState::Starting { handle: Some(handle.clone()) };
+                        return Ok(handle);
+                    }
+                    let (network, main_process, files) = match egress_plan {
+                        Some(plan) => {
+                            let (prepared, sandbox) = crate::egress::attempt::prepare(
+                                &egress.run,
+                                plan,
+                                backend.as_ref(),
+                                &labels,
+                            )
+                            .await?;
+                            egress.attempt = Some(prepared);
+                            (sandbox.network, Some(sandbox.main_process), sandbox.files)
+                        }
+                        None => (crate::sandbox::NetworkSpec::None, None, Vec::new()),
+                    };
+                    let sandbox = lifecycle::container::create(
+                        backend.as_ref(),
+                        from,
+                        &record.run_id,
+                        &attempt_id,
+                        &given.env.limits,
+                        network,
+                        main_process,
+                    )
+                    .await?;
+                    // Owned from creation on: teardown destroys it whatever happens next.
+                    record.container = Some(sandbox.id().to_string());
+                    let handle = SandboxHandle::new(
+                        sandbox.clone(),
+                        crate::environment::WORKSPACE,
+                        variables,
+                    );
+                    *state = SandboxState::Starting { handle: Some(handle.clone()) };
+                    if !files.is_empty() {
+                        // Where nothing is mounted, the relay (and the CA) go in before it starts.
+                        let relative: Vec<_> = files
+                            .into_iter()
+                            .map(|(p, b, m)| (p.trim_start_matches('/').to_string(), b, m))
+                            .collect();
+                        sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
+                    }
+                    sandbox.start().await?;
+                    Ok(handle)
+                },
+                |h| {
+                    let detail = lifecycle::container::detail(h.sandbox().as_ref(), from, gateway);
+                    if prestarted { format!("{detail}, started ahead of its slot") } else { detail }
+                },
+            )
+            .await
+    }
+
+    /// The gateway phase, when the sandbox has a way out: the relay's report
+    /// says the sandbox is isolated (`egress/attempt.rs`).
+    async fn gateway(&mut self) -> Result<()> {
+        if let Some(egress) = &self.egress.attempt {
+            self.phases.run(Phase::Gateway, egress.verify(), Clone::clone).await?;
+        }
+        Ok(())
+    }
+
+    /// The env phase: the variables went in with the container; it says which.
+    async fn env(&mut self, launch: &Launch) -> Result<()> {
+        let detail = launch.env_detail.clone();
+        self.phases.run(Phase::Env, async { Ok(()) }, |_| detail).await
+    }
+
+    /// On a setup cache hit, the setup phase says so: the cached image holds
+    /// the workspace, the files and the setup, and its `setup.log`.
+    async fn cached_setup(&mut self, launch: &Launch) -> Result<()> {
+        let (Some(_), Some(digest)) = (&launch.hit, &launch.digest) else { return Ok(()) };
+        let cached = lifecycle::setup::cache_hit(digest, &self.given.artifacts_dir);
+        self.phases.run(Phase::Setup, cached, Clone::clone).await?;
+        self.keep_setup_log();
+        Ok(())
+    }
+
+    /// The workspace phase: the eval's workspace unpacked.
+    async fn workspace(&mut self, handle: &SandboxHandle, launch: &Launch) -> Result<()> {
+        let Some(ws) = self.given.env.workspace.as_ref().filter(|_| launch.hit.is_none()) else {
+            return Ok(());
+        };
+        self.phases
+            .run(Phase::Workspace, lifecycle::workspace::unpack(handle, ws), Clone::clone)
+            .await?;
+        Ok(())
+    }
+
+    /// The files phase: the eval's files and its rules written.
+    async fn files(&mut self, handle: &SandboxHandle, launch: &Launch) -> Result<()> {
+        let files = lifecycle::files::planned(&self.given.env, &launch.rules_file);
+        if files.is_empty() || launch.hit.is_some() {
+            return Ok(());
+        }
+        let rules = self.given.env.rules.is_some().then_some(launch.rules_file.as_str());
+        let write = lifecycle::files::write(handle, &files, rules);
+        self.phases.run(Phase::Files, write, Clone::clone).await?;
+        Ok(())
+    }
+
+    /// The setup phase: the eval's setup steps, under what setup may reach.
+    async fn setup(&mut self, handle: &SandboxHandle, launch: &Launch) -> Result<()> {
+        if self.given.env.setup.is_empty() || launch.hit.is_some() {
+            return Ok(());
+        }
+        self.keep_setup_log();
+        if let Some(egress) = &self.egress.attempt {
+            egress.for_setup().await.map_err(|e| e.in_phase(Phase::Setup))?;
+        }
+        let given = &self.given;
+        let steps =
+            lifecycle::setup::run(handle, &given.env.setup, &given.artifacts_dir, &given.redactor);
+        self.phases.run(Phase::Setup, steps, Clone::clone).await?;
+        Ok(())
+    }
+
+    /// From now on the agent's allowlist, with the agent's secrets swapped.
+    async fn egress_for_agent(&self) -> Result<()> {
+        if let Some(egress) = &self.egress.attempt {
+            egress.for_agent().await.map_err(|e| e.in_phase(Phase::Setup))?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot phase: the agent user set up, then the workspace every
+    /// diff starts from.
+    async fn snapshot(&mut self, handle: SandboxHandle, launch: &Launch) -> Result<Ready> {
+        let hit = launch.hit.is_some();
+        // An image of the eval's or the harness's own may put files in the workspace: read it then too.
+        let own_image = self.given.env.image.is_some()
+            || self.given.harness.as_ref().is_some_and(|h| h.image().is_some());
+        let written = self.given.env.prepares_workspace() || own_image;
+        let fill = self.fill_on_miss(launch);
+        let for_cache = matches!(self.prepare.purpose, Purpose::Fill);
+        self.prepare.cache_digest = launch.digest.clone().filter(|_| !hit);
+        let mut git_repo = hit;
+        let baseline = self
+            .phases
+            .run(
+                Phase::Snapshot,
+                async {
+                    // A cached sandbox was prepared before it was committed.
+                    if written && !hit {
+                        // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
+                        git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                    }
+                    // A sandbox for the cache is committed, never diffed.
+                    lifecycle::snapshot::take(&handle, written && !for_cache).await
+                },
+                |s| match &fill {
+                    Some((_, digest)) => format!(
+                        "{} files; setup cache miss, {digest} is filled in the background",
+                        s.len()
+                    ),
+                    None => format!("{} files", s.len()),
+                },
+            )
+            .await?;
+        Ok(Ready {
+            handle,
+            baseline,
+            last: None,
+            agent_user: written,
+            session: false,
+            eval_wrote: false,
+            git_repo,
+        })
+    }
+
+    /// A hit is used only if its workspace is the one its image was committed
+    /// with; otherwise the start fails, and [`Attempt::sandbox`] starts again
+    /// without the cache.
+    fn check_cached_workspace(&mut self, launch: &Launch, ready: &Ready) -> Result<()> {
+        let (Some(found), Some(digest), true) = (&launch.hit, &launch.digest, ready.agent_user)
+        else {
+            return Ok(());
+        };
+        let seen = ready.baseline.fingerprint();
+        if found.snapshot.as_deref() == Some(seen.as_str()) {
+            return Ok(());
+        }
+        let why = format!(
+            "the cached setup {digest} does not hold the workspace it was committed with \
+             (fingerprint {} when committed, {seen} now)",
+            found.snapshot.as_deref().unwrap_or("none")
+        );
+        self.prepare.cache_mismatch = Some((digest.clone(), why.clone()));
+        Err(Error::infra("use the cached setup", why).in_phase(Phase::Snapshot))
+    }
+
+    /// A cached setup that did not hold its workspace: its sandbox and egress
+    /// closed, its image forgotten, and the cache off for this attempt.
+    async fn forget_cached_setup(&mut self, digest: &str, why: &str) {
+        if let Some(handle) = self.handle() {
+            let _ = handle.sandbox().destroy().await;
+        }
+        let _ = self.egress.close().await;
+        // After its container is gone, so the image goes at once (unless another attempt runs from it).
+        let removed = match self.given.backend.as_ref().map(|b| b.forget_setup(digest)) {
+            Some(forget) => match forget.await {
+                Ok(()) => "the image was removed".to_string(),
+                Err(e) => e.to_string(),
+            },
+            None => "no backend".to_string(),
+        };
+        self.phases.log.event(format!("{why}: {removed}, and the setup runs again"));
+        self.prepare.setup_cache = false;
+    }
+
+    /// On a miss, the run's fill of the cache for this digest, when it fills.
+    ///
+    /// A miss is cached by a fill in the background (`runner/setup_fill.rs`),
+    /// from a sandbox of its own: committing this one while the eval acts in
+    /// it would cache the agent's changes, and waiting for the commit here
+    /// would put it on the attempt's critical path.
+    fn fill_on_miss(&self, launch: &Launch) -> Option<(AskFill, String)> {
+        match (&self.prepare.purpose, launch.digest.as_deref().filter(|_| launch.hit.is_none())) {
+            (Purpose::Eval(Some(ask)), Some(digest)) => Some((ask.clone(), digest.to_string())),
+            _ => None,
+        }
+    }
+
+    /// Asks the run to fill the cache after a miss; says so when it will not.
+    fn ask_fill(&mut self, launch: &Launch) {
+        if let Some((ask, digest)) = self.fill_on_miss(launch)
+            && let Some(why) = ask.ask(&digest)
+        {
+            self.phases.log.event(format!("setup cache: {digest} is not cached: {why}"));
+        }
+    }
+
+    /// `setup.log` is among the record's artifacts (once).
+    fn keep_setup_log(&mut self) {
+        if !self.record.artifacts.iter().any(|a| a == "setup.log") {
+            self.record.artifacts.push("setup.log".into());
+        }
+    }
+
+    /// The setup cache's key for this attempt, when its prepared sandbox may be cached.
+    fn setup_cache_digest(
+        &mut self,
+        base_image_id: &str,
+        rules_file: &str,
+        egress: Option<&EgressPlan>,
+    ) -> Option<String> {
+        use crate::setup_cache::SetupCache;
+        let env = &self.given.env;
+        // Only a setup is worth an image; without steps, preparing is a few uploads.
+        if !self.prepare.setup_cache || env.setup.is_empty() {
+            return None;
+        }
+        match env.setup_cache {
+            SetupCache::Off => return None,
+            SetupCache::On if egress.is_some_and(|p| p.secrets_reach_setup()) => {
+                self.phases.log.event(
+                    "setup not cached: a secret could reach it through the gateway \
+                     (setup_cache(SetupCache::IncludingSecrets) caches it)"
+                        .to_string(),
+                );
+                return None;
+            }
+            SetupCache::On | SetupCache::IncludingSecrets => {}
+        }
+        let harness = self
+            .given
+            .harness
+            .as_ref()
+            .map(|h| format!("{} {}", h.name(), h.version().unwrap_or_default()))
+            .unwrap_or_default();
+        crate::setup_key::key(&self.given.env, base_image_id, &harness, rules_file).ok()
+    }
+}

@@ -1,0 +1,212 @@
+//! The run's egress service: one gateway per run, started when the first
+//! attempt needs a way out, that every attempt of the run gets an identity on
+//! (`attempt.rs`).
+//!
+//! On a local engine it runs in this process: a proxy with the run's CA, a
+//! host directory of the attempts' sockets with the static `reeval-relay` in
+//! it, and a canary listener on the host's 0.0.0.0 that a sandbox must never
+//! reach. On a remote engine each attempt gets a gateway container instead;
+//! what those share (the run's CA and the `reeval-gateway` binary) is made
+//! here once.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reeval_gateway::relay;
+use reeval_gateway::{Gateway, GatewayOptions};
+
+use crate::egress::EgressSettings;
+use crate::error::{Error, Result};
+
+/// Outside addresses the sandbox must not reach.
+pub(super) const OUTSIDE: [SocketAddr; 2] = [
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1)), 443),
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8)), 53),
+];
+
+/// The run's gateway, started when the first attempt needs it.
+#[derive(Debug, Default)]
+pub(crate) struct RunEgress {
+    pub(super) settings: EgressSettings,
+    gateway: tokio::sync::OnceCell<std::result::Result<Arc<RunGateway>, String>>,
+    remote: tokio::sync::OnceCell<std::result::Result<Arc<RemoteGateway>, String>>,
+    /// Attempts given a socket so far: each gets a directory of its own.
+    pub(super) attempts: AtomicU64,
+}
+
+/// What gateway containers of a run share: the per-run CA and the binary.
+#[derive(Debug)]
+pub(super) struct RemoteGateway {
+    pub(super) ca: reeval_gateway::CertificateAuthority,
+    pub(super) binary: Arc<Vec<u8>>,
+}
+
+/// One run's gateway: the proxy and its CA, the host directory of the
+/// attempts' sockets, the relay, and the addresses isolation is probed on.
+#[derive(Debug)]
+pub(crate) struct RunGateway {
+    pub(super) gateway: Gateway,
+    pub(super) dir: PathBuf,
+    pub(super) relay: PathBuf,
+    /// The host's own addresses at the canary's port, then outside addresses.
+    pub(super) probes: Vec<SocketAddr>,
+    /// Connections the canary listener (0.0.0.0) accepted: any is a leak.
+    pub(super) canary_hits: Arc<AtomicU64>,
+    _canary: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RunGateway {
+    fn drop(&mut self) {
+        self._canary.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl RunEgress {
+    /// A run's egress with these settings.
+    pub(crate) fn new(settings: EgressSettings) -> Self {
+        Self { settings, ..Self::default() }
+    }
+
+    pub(super) async fn remote(&self) -> Result<Arc<RemoteGateway>> {
+        let made = self
+            .remote
+            .get_or_init(|| async {
+                let ca =
+                    reeval_gateway::CertificateAuthority::generate().map_err(|e| e.to_string())?;
+                let path = gateway_binary(&self.settings)?;
+                let binary =
+                    std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+                Ok(Arc::new(RemoteGateway { ca, binary: Arc::new(binary) }))
+            })
+            .await;
+        made.clone().map_err(|e| Error::Config(format!("failed to start a gateway container: {e}")))
+    }
+
+    pub(super) async fn gateway(&self) -> Result<Arc<RunGateway>> {
+        let started = self
+            .gateway
+            .get_or_init(|| async { start_run_gateway(&self.settings).await.map(Arc::new) })
+            .await;
+        started.clone().map_err(|e| Error::infra("start the egress gateway", e))
+    }
+}
+
+async fn start_run_gateway(settings: &EgressSettings) -> std::result::Result<RunGateway, String> {
+    let mut options =
+        GatewayOptions::default().allow_private_upstreams(settings.allow_private_upstreams);
+    for pem in &settings.extra_roots_pem {
+        options = options.extra_root_pem(pem.clone());
+    }
+    for (host, addr) in &settings.resolve {
+        options = options.resolve(host.clone(), *addr);
+    }
+    let gateway = Gateway::new(options).map_err(|e| e.to_string())?;
+    // Short: a unix socket's path has to fit in 108 bytes.
+    let dir =
+        std::env::temp_dir().join(format!("reeval-gw-{}-{:x}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    set_mode(&dir, 0o755)?;
+    let relay = dir.join("reeval-relay");
+    std::fs::write(&relay, relay::RELAY_BINARY)
+        .map_err(|e| format!("write {}: {e}", relay.display()))?;
+    set_mode(&relay, 0o755)?;
+    // A listener on every host address: a sandbox that reaches it is not isolated.
+    let canary = tokio::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0))
+        .await
+        .map_err(|e| format!("listen on 0.0.0.0: {e}"))?;
+    let port = canary.local_addr().map_err(|e| e.to_string())?.port();
+    let canary_hits = Arc::new(AtomicU64::new(0));
+    let hits = canary_hits.clone();
+    let canary = tokio::spawn(async move {
+        while canary.accept().await.is_ok() {
+            hits.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let mut probes: Vec<SocketAddr> =
+        host_addresses().into_iter().map(|ip| SocketAddr::new(IpAddr::V4(ip), port)).collect();
+    probes.extend(OUTSIDE);
+    Ok(RunGateway { gateway, dir, relay, probes, canary_hits, _canary: canary })
+}
+
+/// The `reeval-gateway` executable a gateway container runs: the one the
+/// settings name, else `REEVAL_GATEWAY_BIN`, else one beside this program or
+/// its parent directory (cargo's target dir), else one on `PATH`.
+fn gateway_binary(settings: &EgressSettings) -> std::result::Result<PathBuf, String> {
+    const NAME: &str = "reeval-gateway";
+    let mut tried = Vec::new();
+    let mut candidates: Vec<PathBuf> = settings.gateway_binary.iter().cloned().collect();
+    candidates.extend(std::env::var_os("REEVAL_GATEWAY_BIN").map(PathBuf::from));
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1).take(2) {
+            candidates.push(dir.join(NAME));
+        }
+    }
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        candidates.push(dir.join(NAME));
+    }
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+        tried.push(c.display().to_string());
+    }
+    Err(format!(
+        "this engine needs the {NAME} binary to run next to the sandbox, and none was found (tried {}); build it with `cargo build -p reeval-gateway` or install it with `cargo install --path reeval-gateway`, or set REEVAL_GATEWAY_BIN",
+        tried.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
+    ))
+}
+
+fn rand_suffix() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    h.finish() as u32
+}
+
+pub(super) fn set_mode(path: &Path, mode: u32) -> std::result::Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))
+}
+
+/// The host's IPv4 addresses (loopback aside): `docker0`'s, the primary one,
+/// every bridge's. Read from the kernel's routing tables.
+fn host_addresses() -> Vec<Ipv4Addr> {
+    let text = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
+    let mut found = Vec::new();
+    let mut last: Option<Ipv4Addr> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(ip) = t.strip_prefix("|-- ").and_then(|a| a.parse::<Ipv4Addr>().ok()) {
+            last = Some(ip);
+        } else if t.contains("/32 host LOCAL")
+            && let Some(ip) = last
+            && !ip.is_loopback()
+            && !found.contains(&ip)
+        {
+            found.push(ip);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hosts_addresses_are_found() {
+        let found = host_addresses();
+        assert!(found.iter().all(|ip| !ip.is_loopback()));
+        // Every Linux host with a network has at least one.
+        assert!(!found.is_empty(), "no address in /proc/net/fib_trie");
+    }
+}

@@ -1,0 +1,326 @@
+//! The eval's own output (`println!`, `eprintln!`, a subprocess it runs),
+//! captured as libtest captures a test's: kept in the attempt's record
+//! (`output`), shown under its failure, echoed live with `--nocapture`, and
+//! never mixed into the reporters' streams (`--format json` stays JSON).
+//!
+//! How: the suite binary ([`install`]) keeps the real stdout and stderr for
+//! the reporters (duplicated descriptors) and points descriptors 1 and 2 at
+//! one pipe, read by a thread. Stable Rust cannot capture `println!` per
+//! thread (libtest uses std's internal `set_output_capture`), and an eval is
+//! an async task that moves between worker threads, so attribution is by
+//! time: every poll of an eval's body ([`Output::around`]) holds one lock, so
+//! the bodies' polls never overlap, marks its attempt as the current one, and
+//! before it returns flushes stdout and drains the pipe. What the body wrote
+//! during its own polls is therefore its attempt's, exactly, whatever the
+//! concurrency.
+//!
+//! What it cannot attribute: output written outside a body's poll, by a task
+//! or thread the eval spawned or by a subprocess writing on its own time. That
+//! goes to whichever body is being polled when it arrives, or, when none is,
+//! to the real stderr at once (never lost, never on stdout). The cost: eval
+//! bodies are polled one at a time, so a body that blocks its thread (a
+//! `std::process::Command::output()`, a `std::thread::sleep`) holds up the
+//! other attempts' bodies too; blocking work belongs in `spawn_blocking`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::future::Future;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::task::{Context, Poll};
+
+use crate::report::Lines;
+
+/// The most of an attempt's output its record keeps: the tail, as libtest keeps a panic's end.
+pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// Whatever the pipe holds is drained at the end of a poll up to this much;
+/// the rest (a subprocess flooding the pipe) goes to the next reader.
+const DRAIN_LIMIT: usize = 1 << 20;
+
+static CAPTURE: OnceLock<Capture> = OnceLock::new();
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The process's capture, once [`install`]ed.
+struct Capture {
+    /// The real stdout and stderr, for the reporters.
+    real_out: Mutex<File>,
+    real_err: Mutex<File>,
+    /// The pipe's read end (non-blocking); descriptors 1 and 2 are its write end.
+    read: OwnedFd,
+    state: Mutex<State>,
+    /// Held through every poll of an eval's body: the bodies' polls never overlap.
+    polls: Mutex<()>,
+    /// `--nocapture`: also echo each attempt's output as it arrives.
+    echo: OnceLock<Echo>,
+}
+
+/// Where `--nocapture` echoes: the real stdout around the progress display,
+/// or the real stderr when stdout carries `--format json`.
+struct Echo {
+    lines: Lines,
+    to_stderr: bool,
+}
+
+#[derive(Default)]
+struct State {
+    /// The attempt whose body is being polled.
+    current: Option<u64>,
+    tails: HashMap<u64, Tail>,
+}
+
+/// The last [`OUTPUT_LIMIT`] bytes of an attempt's output, and how many came before.
+#[derive(Default)]
+struct Tail {
+    bytes: Vec<u8>,
+    cut: usize,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        // Trimmed in batches, so a chatty eval is not copied on every line.
+        if self.bytes.len() > 2 * OUTPUT_LIMIT {
+            let over = self.bytes.len() - OUTPUT_LIMIT;
+            self.bytes.drain(..over);
+            self.cut += over;
+        }
+    }
+
+    fn text(self) -> Option<String> {
+        let keep = self.bytes.len().saturating_sub(OUTPUT_LIMIT);
+        let cut = self.cut + keep;
+        let text = String::from_utf8_lossy(&self.bytes[keep..]);
+        match (cut, text.is_empty()) {
+            (0, true) => None,
+            (0, false) => Some(text.into_owned()),
+            (cut, _) => Some(format!("[{cut} earlier bytes not kept]\n{text}")),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Captures the process's descriptors 1 and 2 from now on (once; later calls do nothing).
+///
+/// # Errors
+/// An I/O error when a descriptor cannot be duplicated, the pipe made or the
+/// reader started; nothing is redirected then.
+pub(crate) fn install() -> io::Result<()> {
+    if CAPTURE.get().is_some() {
+        return Ok(());
+    }
+    use rustix::io::fcntl_dupfd_cloexec;
+    let real_out = File::from(fcntl_dupfd_cloexec(rustix::stdio::stdout(), 3)?);
+    let real_err = File::from(fcntl_dupfd_cloexec(rustix::stdio::stderr(), 3)?);
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    rustix::io::ioctl_fionbio(&read, true)?;
+    let capture = Capture {
+        real_out: Mutex::new(real_out),
+        real_err: Mutex::new(real_err),
+        read,
+        state: Mutex::new(State::default()),
+        polls: Mutex::new(()),
+        echo: OnceLock::new(),
+    };
+    if CAPTURE.set(capture).is_err() {
+        return Ok(());
+    }
+    std::thread::Builder::new().name("reeval-eval-output".into()).spawn(read_forever)?;
+    // Last, so a failure above leaves the descriptors as they were. Subprocesses
+    // inherit the pipe as their stdout and stderr (dup2 clears close-on-exec).
+    let _ = io::stdout().flush();
+    rustix::stdio::dup2_stdout(&write)?;
+    rustix::stdio::dup2_stderr(&write)?;
+    Ok(())
+}
+
+/// `--nocapture`: echo each attempt's output as it arrives, to `lines`'s stdout
+/// (or its stderr with `to_stderr`, when stdout carries `--format json`).
+pub(crate) fn echo_live(lines: Lines, to_stderr: bool) {
+    if let Some(c) = CAPTURE.get() {
+        let _ = c.echo.set(Echo { lines, to_stderr });
+    }
+}
+
+/// The real stdout once [`install`]ed; `None` when descriptor 1 is still it.
+pub(crate) fn real_stdout() -> Option<MutexGuard<'static, File>> {
+    CAPTURE.get().map(|c| lock(&c.real_out))
+}
+
+/// The real stderr once [`install`]ed; `None` when descriptor 2 is still it.
+pub(crate) fn real_stderr() -> Option<MutexGuard<'static, File>> {
+    CAPTURE.get().map(|c| lock(&c.real_err))
+}
+
+/// A handle on the real stderr that outlives the call (for a progress display).
+///
+/// # Errors
+/// An I/O error when the descriptor cannot be duplicated.
+pub(crate) fn real_stderr_file() -> io::Result<File> {
+    match CAPTURE.get() {
+        Some(c) => lock(&c.real_err).try_clone(),
+        None => Ok(File::from(rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 3)?)),
+    }
+}
+
+/// The reader: waits for the pipe, then reads it under the state lock, so a
+/// chunk goes to the attempt that was current when it was read.
+fn read_forever() {
+    let Some(c) = CAPTURE.get() else { return };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let mut fds = [rustix::event::PollFd::new(&c.read, rustix::event::PollFlags::IN)];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return,
+        }
+        let mut state = lock(&c.state);
+        match rustix::io::read(&c.read, &mut buf) {
+            Ok(0) => return,
+            Ok(n) => c.take(&mut state, &buf[..n]),
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+impl Capture {
+    /// A chunk read from the pipe: the current attempt's (and echoed under
+    /// `--nocapture`), or, when no eval body is being polled, the real stderr's.
+    fn take(&self, state: &mut State, chunk: &[u8]) {
+        let echo = |text: &str, to_stderr: bool| {
+            let text = crate::secrets::redact_output(text);
+            match self.echo.get() {
+                Some(e) if !to_stderr && !e.to_stderr => {
+                    let _ = e.lines.out(&text);
+                }
+                Some(e) => e.lines.err(&text),
+                None => {
+                    let _ = lock(&self.real_err).write_all(text.as_bytes());
+                }
+            }
+        };
+        match state.current.and_then(|id| state.tails.get_mut(&id)) {
+            Some(tail) => {
+                tail.push(chunk);
+                if self.echo.get().is_some() {
+                    echo(&String::from_utf8_lossy(chunk), false);
+                }
+            }
+            None => echo(&String::from_utf8_lossy(chunk), true),
+        }
+    }
+
+    /// Reads what the pipe holds now, under the state lock, into the current attempt.
+    fn drain(&self, state: &mut State) {
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut drained = 0;
+        while drained < DRAIN_LIMIT {
+            match rustix::io::read(&self.read, &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    drained += n;
+                    self.take(state, &buf[..n]);
+                }
+            }
+        }
+    }
+}
+
+/// One attempt's output: made before its body runs, read after.
+#[derive(Debug)]
+pub(crate) struct Output {
+    id: u64,
+}
+
+impl Output {
+    pub(crate) fn begin() -> Self {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = CAPTURE.get() {
+            lock(&c.state).tails.insert(id, Tail::default());
+        }
+        Self { id }
+    }
+
+    /// `body`, polled as this attempt's: what it prints while polled is this attempt's output.
+    pub(crate) fn around<F: Future>(&self, body: F) -> Captured<F> {
+        Captured { id: self.id, body: Box::pin(body) }
+    }
+
+    /// What the attempt printed (its last [`OUTPUT_LIMIT`] bytes), if anything.
+    pub(crate) fn finish(self) -> Option<String> {
+        let c = CAPTURE.get()?;
+        lock(&c.state).tails.remove(&self.id)?.text()
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Some(c) = CAPTURE.get() {
+            lock(&c.state).tails.remove(&self.id);
+        }
+    }
+}
+
+/// An eval's body whose polls are its attempt's (see the module's notes).
+pub(crate) struct Captured<F> {
+    id: u64,
+    body: Pin<Box<F>>,
+}
+
+/// Ends a poll: flushes what the body left in stdout's buffer, drains the
+/// pipe into the attempt, and clears the current attempt, even on a panic.
+struct PollEnd(&'static Capture);
+
+impl Drop for PollEnd {
+    fn drop(&mut self) {
+        let _ = io::stdout().flush();
+        let mut state = lock(&self.0.state);
+        self.0.drain(&mut state);
+        state.current = None;
+    }
+}
+
+impl<F: Future> Future for Captured<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(c) = CAPTURE.get() else {
+            return self.body.as_mut().poll(cx);
+        };
+        let _turn = lock(&c.polls);
+        {
+            // What arrived before this poll is not this attempt's.
+            let mut state = lock(&c.state);
+            c.drain(&mut state);
+            state.current = Some(self.id);
+        }
+        let _end = PollEnd(c);
+        self.body.as_mut().poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_keeps_the_last_bytes_and_counts_the_rest() {
+        let mut t = Tail::default();
+        for _ in 0..5 {
+            t.push(&[b'x'; OUTPUT_LIMIT]);
+        }
+        t.push(b"end\n");
+        let text = t.text().unwrap();
+        assert!(text.starts_with(&format!("[{} earlier bytes not kept]\n", 4 * OUTPUT_LIMIT + 4)));
+        assert!(text.ends_with("xend\n"));
+        assert_eq!(text.lines().nth(1).unwrap().len(), OUTPUT_LIMIT - 1);
+        assert_eq!(Tail::default().text(), None);
+    }
+}

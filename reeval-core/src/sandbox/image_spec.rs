@@ -1,0 +1,20 @@
+//! How a sandbox's image is obtained: what an eval's environment names and
+//! a backend builds, pulls or finds (`Image::from`, `dockerfile`, `install`).
+
+use std::path::PathBuf;
+
+/// How the sandbox's image is obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageSpec {
+    /// An image by reference, used when present locally.
+    From(String),
+    /// Built from a Dockerfile; the build context is the file's directory.
+    Dockerfile(PathBuf),
+    /// A base image plus install commands (run as `sh -c` steps).
+    Install {
+        /// The base image reference.
+        base: String,
+        /// Shell commands run in order at build time.
+        steps: Vec<String>,
+    },
+}

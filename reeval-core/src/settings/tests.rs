@@ -1,0 +1,305 @@
+//! The settings' tests: precedence, the variables' words, env files and config files.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::env_files::failing_line;
+use super::*;
+
+fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |k| vars.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string())
+}
+
+fn args(argv: &[&str]) -> Args {
+    Args::parse(argv.iter().copied()).unwrap().unwrap()
+}
+
+/// Loads with no `reeval.toml` in play unless `REEVAL_CONFIG` names one.
+fn load(argv: &[&str], vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+    Settings::load_with_default_config(
+        &args(argv),
+        &env(vars),
+        Path::new("/nonexistent/reeval.toml"),
+    )
+}
+
+fn config_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("reeval-settings-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(FILE_NAME);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn environment_twins_apply_when_no_flag_is_given() {
+    let s = load(
+        &[],
+        &[
+            ("REEVAL_VERBOSE", "1"),
+            ("REEVAL_HARNESS", "shell,other"),
+            ("REEVAL_TRIALS", "3"),
+            ("REEVAL_TIMEOUT", "90s"),
+            ("REEVAL_RECORD_DIR", "/runs"),
+            ("RUST_TEST_THREADS", "5"),
+            ("NEXTEST_RUN_ID", "nextest-run"),
+            ("NEXTEST", "1"),
+            ("REEVAL_CACHE_DIR", "/cache"),
+        ],
+    )
+    .unwrap();
+    assert!(s.verbose);
+    assert_eq!(s.harnesses, vec!["shell", "other"]);
+    assert_eq!((s.trials, s.timeout, s.test_threads), (Some(3), Some(Duration::from_secs(90)), 5));
+    assert_eq!(s.record_dir, PathBuf::from("/runs"));
+    assert_eq!((s.run_id.as_str(), s.under_nextest), ("nextest-run", true));
+    assert_eq!(s.cache_dir, PathBuf::from("/cache"));
+    let c = s.run_config();
+    assert_eq!(
+        (c.run_id.as_str(), c.threads, c.trials, c.under_nextest, c.print),
+        ("nextest-run", 5, Some(3), true, false)
+    );
+}
+
+#[test]
+fn the_backend_is_chosen_by_the_variable_over_the_file() {
+    assert_eq!(load(&[], &[]).unwrap().kubernetes, None);
+    let s =
+        load(&[], &[("REEVAL_BACKEND", "kubernetes"), ("REEVAL_KUBE_NAMESPACE", "evals")]).unwrap();
+    assert_eq!(s.kubernetes.as_ref().and_then(|k| k.namespace.as_deref()), Some("evals"));
+    assert_eq!(s.run_config().kubernetes, s.kubernetes);
+    let e = load(&[], &[("REEVAL_BACKEND", "k8s")]).unwrap_err().to_string();
+    assert!(e.contains("REEVAL_BACKEND") && e.contains("`docker` or `kubernetes`"), "{e}");
+
+    let path = config_file(
+        "kube",
+        "backend = \"kubernetes\"\nnamespace = \"from-file\"\n[kubernetes]\nruntime_class = \"gvisor\"\nnode_selector = { pool = \"evals\" }\n",
+    );
+    let config = path.to_str().unwrap();
+    let k = load(&[], &[("REEVAL_CONFIG", config)]).unwrap().kubernetes.expect("kubernetes");
+    assert_eq!(k.namespace.as_deref(), Some("from-file"));
+    assert_eq!(k.runtime_class.as_deref(), Some("gvisor"));
+    assert_eq!(k.node_selector.get("pool").map(String::as_str), Some("evals"));
+    // The variable wins: Docker after all.
+    let s = load(&[], &[("REEVAL_CONFIG", config), ("REEVAL_BACKEND", "docker")]).unwrap();
+    assert_eq!(s.kubernetes, None);
+    let bad = config_file("kube-typo", "[kubernetes]\nruntime_klass = \"x\"\n");
+    let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+    assert!(e.contains("runtime_klass"), "{e}");
+}
+
+#[test]
+fn flags_win_over_the_environment_and_the_file() {
+    let path = config_file("flags", "record_dir = \"from-file\"\n");
+    let config = path.to_str().unwrap();
+    let vars = [
+        ("REEVAL_CONFIG", config),
+        ("REEVAL_TRIALS", "3"),
+        ("REEVAL_HARNESS", "env"),
+        ("REEVAL_RECORD_DIR", "/env"),
+        ("RUST_TEST_THREADS", "5"),
+    ];
+    let s = load(
+        &["--trials", "2", "--harness", "flag", "--record-dir", "/flag", "--test-threads", "1"],
+        &vars,
+    )
+    .unwrap();
+    assert_eq!(
+        (s.trials, s.harnesses, s.record_dir, s.test_threads),
+        (Some(2), vec!["flag".to_string()], PathBuf::from("/flag"), 1)
+    );
+    // The environment wins over the file; the file over the default.
+    assert_eq!(load(&[], &vars).unwrap().record_dir, PathBuf::from("/env"));
+    assert_eq!(
+        load(&[], &[("REEVAL_CONFIG", config)]).unwrap().record_dir,
+        path.parent().unwrap().join("from-file")
+    );
+    assert_eq!(
+        load(&[], &[("CARGO_TARGET_DIR", "/t")]).unwrap().record_dir,
+        PathBuf::from("/t/reeval/runs")
+    );
+    assert_eq!(load(&[], &[]).unwrap().config_file, None);
+}
+
+#[test]
+fn compare_reads_arms_from_the_flag_or_the_environment_and_vs_pairs_harnesses() {
+    let s = load(&["--compare", "control,with_skill"], &[]).unwrap();
+    assert_eq!(s.compare, Some(Comparing::Variants("control".into(), "with_skill".into())));
+    let s = load(&[], &[("REEVAL_COMPARE", "control, b")]).unwrap();
+    assert_eq!(s.compare, Some(Comparing::Variants("control".into(), "b".into())));
+    let s = load(&["--harness", "codex", "--vs", "claude-code"], &[]).unwrap();
+    assert_eq!(s.compare, Some(Comparing::Harnesses("codex".into(), "claude-code".into())));
+    assert_eq!(s.harnesses, ["codex", "claude-code"]);
+    for bad in [
+        &["--compare", "a,b,c"][..],
+        &["--vs", "b"],
+        &["--harness", "a", "--vs", "b", "--compare", "c,d"],
+        &["--compare", "control,b", "--variant", "b"],
+    ] {
+        assert!(matches!(load(bad, &[]), Err(SettingsError::Usage(_))), "{bad:?}");
+    }
+    // Variant names resolve among the suite's, and an unknown one is named.
+    let known = [crate::compare::Variant::new("with_skill", |env| env)];
+    let s = load(&["--compare", "control,with_skil"], &[]).unwrap();
+    let e = s.arms(&known).unwrap_err();
+    assert!(e.contains("`with_skil`") && e.contains("control, with_skill"), "{e}");
+    let s = load(&["--compare", "control,with_skill"], &[]).unwrap();
+    let (arms, _) = s.arms(&known).unwrap();
+    assert_eq!(arms.unwrap().names(), ["control".to_string(), "with_skill".to_string()]);
+}
+
+#[test]
+fn verbose_reads_the_usual_words() {
+    // `yes` used to be silently off.
+    for (word, on) in [
+        ("1", true),
+        ("true", true),
+        ("yes", true),
+        ("YES", true),
+        ("On", true),
+        ("0", false),
+        ("false", false),
+        ("no", false),
+        ("OFF", false),
+        ("", false),
+    ] {
+        assert_eq!(
+            load(&[], &[("REEVAL_VERBOSE", word)]).unwrap().verbose,
+            on,
+            "REEVAL_VERBOSE={word}"
+        );
+    }
+    // The flag wins over a falsy variable.
+    assert!(load(&["-v"], &[("REEVAL_VERBOSE", "0")]).unwrap().verbose);
+}
+
+#[test]
+fn the_setup_caches_cap_reads_bytes_or_a_unit() {
+    let cap =
+        |v: &str| load(&[], &[("REEVAL_SETUP_CACHE_MAX", v)]).map(|s| s.setup_cache_max_bytes);
+    assert_eq!(load(&[], &[]).unwrap().setup_cache_max_bytes, 20 << 30);
+    assert_eq!(cap("1048576").unwrap(), 1 << 20);
+    assert_eq!(cap("500 MiB").unwrap(), 500 << 20);
+    assert_eq!(cap("2GiB").unwrap(), 2 << 30);
+    let e = cap("lots").unwrap_err().to_string();
+    assert!(e.contains("REEVAL_SETUP_CACHE_MAX") && e.contains("lots"), "{e}");
+}
+
+#[test]
+fn a_variable_that_does_not_read_is_an_error_naming_it() {
+    let e = load(&[], &[("REEVAL_VERBOSE", "maybe")]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "failed to read REEVAL_VERBOSE=`maybe`: expected 1/0, true/false, yes/no or on/off"
+    );
+    // Even when the flag would override it.
+    assert!(load(&["-v"], &[("REEVAL_VERBOSE", "maybe")]).is_err());
+    for (name, value) in [
+        ("REEVAL_TRIALS", "three"),
+        ("REEVAL_TRIALS", "0"),
+        ("RUST_TEST_THREADS", "0"),
+        ("REEVAL_TIMEOUT", "soon"),
+        ("REEVAL_JUDGE", "nope"),
+    ] {
+        let e = load(&[], &[(name, value)]).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("failed to read {name}=`{value}`: ")), "{e}");
+    }
+}
+
+#[test]
+fn the_judge_comes_from_the_file_else_the_environment() {
+    let s = load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1")]).unwrap();
+    assert_eq!(s.judge.as_deref(), Some("openai:gpt-4.1"));
+    assert_eq!(s.run_config().judge.as_deref(), Some("openai:gpt-4.1"));
+    let path = config_file("judge", "judge = \"anthropic:claude-sonnet-4-5\"\n");
+    let s =
+        load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1"), ("REEVAL_CONFIG", path.to_str().unwrap())])
+            .unwrap();
+    assert_eq!(s.judge.as_deref(), Some("anthropic:claude-sonnet-4-5"));
+}
+
+#[test]
+fn env_files_come_from_the_file_then_the_environment() {
+    let path = config_file("envfile", "env_file = \"keys.env\"\n");
+    let s =
+        load(&[], &[("REEVAL_ENV_FILE", "/other.env"), ("REEVAL_CONFIG", path.to_str().unwrap())])
+            .unwrap();
+    assert_eq!(s.env_file, Some(path.parent().unwrap().join("keys.env")));
+    assert_eq!(s.fallback_env_file, Some(PathBuf::from("/other.env")));
+    let c = s.run_config();
+    assert_eq!((c.env_file, c.fallback_env_file), (s.env_file, s.fallback_env_file));
+}
+
+fn env_file(name: &str, text: &str) -> PathBuf {
+    let path = config_file(name, "").with_file_name(format!("{name}.env"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn no_host(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn env_files_are_read_with_dotenv_syntax_and_in_order() {
+    let first = env_file(
+        "first",
+        "# keys\nexport A=from-first\nB=\"two words\"\nC='${NOT_EXPANDED}'\nD=\nA=first-again\n",
+    );
+    let fallback = env_file("fallback", "A=from-fallback\nE=only-in-fallback\n");
+    let s = SecretLookup::load(Some(&first), Some(&fallback)).unwrap().with_host(no_host);
+    assert_eq!(
+        s.get("A").as_deref(),
+        Some("first-again"),
+        "the configured file wins; within it the last value"
+    );
+    assert_eq!(s.get("B").as_deref(), Some("two words"));
+    assert_eq!(s.get("C").as_deref(), Some("${NOT_EXPANDED}"));
+    assert_eq!(s.get("D"), None, "empty counts as unset");
+    assert_eq!(s.get("E").as_deref(), Some("only-in-fallback"));
+    // The host environment wins over every file.
+    let s = s.with_host(|k| (k == "A").then(|| "from-host".to_string()));
+    assert_eq!(s.get("A").as_deref(), Some("from-host"));
+    assert!(!format!("{s:?}").contains("first-again"), "debug output holds no value");
+}
+
+#[test]
+fn a_missing_env_file_is_an_error_naming_it() {
+    let e = SecretLookup::load(None, Some(Path::new("/nonexistent/keys.env"))).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist"
+    );
+    let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/nonexistent/suite.env (env_file)"), "{e}");
+}
+
+#[test]
+fn a_malformed_line_is_an_error_naming_file_and_line_but_not_the_value() {
+    let path = env_file("malformed", "GOOD=1\n\nAPI_KEY=sk-secret value\n");
+    let e = SecretLookup::load(Some(&path), None).unwrap_err().to_string();
+    assert!(
+        e.contains(&path.display().to_string()) && e.contains("line 3 (`API_KEY`) does not parse"),
+        "{e}"
+    );
+    assert!(!e.contains("sk-secret"), "the value stays out of the message: {e}");
+    assert_eq!(failing_line("A=1\nB='open\nC=2\n"), Some(2), "a quote left open");
+    assert_eq!(failing_line("A=\"multi\nline\"\nB=x y\n"), Some(3), "after a value over two lines");
+    assert_eq!(failing_line("# only = a comment\nA=1\n"), None);
+}
+
+#[test]
+fn a_missing_or_malformed_config_file_is_an_error_naming_it() {
+    let e = load(&[], &[("REEVAL_CONFIG", "/nonexistent/suite.toml")]).unwrap_err().to_string();
+    assert!(e.starts_with("failed to read the suite config /nonexistent/suite.toml"), "{e}");
+    let path = config_file("malformed", "judge = \"openai:gpt-4.1\"\nrecord_dir = 3\n");
+    let e = load(&[], &[("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap_err().to_string();
+    assert!(
+        e.contains(&path.display().to_string())
+            && e.contains("line 2")
+            && e.contains("`record_dir`"),
+        "{e}"
+    );
+}

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Import circles inside a crate: the strongly connected components of the
+graph of its files, with an edge a -> b when a names `crate::<module of b>`
+(or `super::`). Test modules (`#[cfg(test)] mod …` blocks and files named
+*tests.rs) are left out unless --tests is given.
+
+Usage: scripts/import_cycles.py [--tests] [--edges] CRATE_SRC_DIR   (e.g. reeval-core/src)
+--edges also lists each circle's edges (the imports that make it).
+"""
+import os
+import re
+import sys
+
+def module_of(path, src):
+    rel = os.path.relpath(path, src)[:-3].split(os.sep)
+    if rel[-1] in ("lib", "main", "mod"):
+        rel = rel[:-1]
+    return tuple(rel)
+
+def path_attr_modules(src):
+    """`#[path = "10_turn.rs"] mod turn;` names a module unlike its file."""
+    names = {}
+    for root, _, files in os.walk(src):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            p = os.path.join(root, f)
+            text = open(p, encoding="utf-8").read()
+            for m in re.finditer(r'#\[path = "([^"]+)"\]\s*(?:pub(?:\([^)]*\))?\s+)?mod (\w+);', text):
+                target = os.path.normpath(os.path.join(os.path.dirname(p), m.group(1)))
+                names[target] = module_of(p, src) + (m.group(2),)
+    return names
+
+def strip_tests(text):
+    out, depth, skipping = [], 0, False
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not skipping and line.strip() == "#[cfg(test)]" and i + 1 < len(lines) and re.match(r"\s*(pub(\(crate\))?\s+)?mod \w+\s*\{", lines[i + 1]):
+            skipping, depth = True, 0
+            i += 1
+            continue
+        if skipping:
+            depth += line.count("{") - line.count("}")
+            if depth <= 0 and "}" in line:
+                skipping = False
+            i += 1
+            continue
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+def main():
+    args = sys.argv[1:]
+    tests = "--tests" in args
+    show_edges = "--edges" in args
+    src = [a for a in args if not a.startswith("--")][0]
+    renamed = path_attr_modules(src)
+    files = {}
+    for root, _, fs in os.walk(src):
+        for f in fs:
+            if f.endswith(".rs"):
+                p = os.path.normpath(os.path.join(root, f))
+                if not tests and f.endswith("tests.rs"):
+                    continue
+                files[p] = renamed.get(p, module_of(p, src))
+    by_module = {m: p for p, m in files.items()}
+    edges = {p: set() for p in files}
+    for p, mod in files.items():
+        text = open(p, encoding="utf-8").read()
+        if not tests:
+            text = strip_tests(text)
+        text = "\n".join(l for l in text.split("\n") if not l.strip().startswith("//"))
+        refs = []
+        # `use crate::{a::b, c}` groups: expand the first level.
+        for m in re.finditer(r"crate::\{([^}]*)\}", text):
+            refs += [tuple(x.strip().split("::")) for x in m.group(1).split(",") if x.strip()]
+        refs += [tuple(m.group(1).split("::")) for m in re.finditer(r"crate::((?:\w+::)*\w+)", text)]
+        for m in re.finditer(r"\b((?:super::)+)((?:\w+::)*\w+)", text):
+            up = m.group(1).count("super::")
+            base = mod[: len(mod) - up]
+            refs.append(tuple(base) + tuple(m.group(2).split("::")))
+        for r in refs:
+            for n in range(len(r), 0, -1):
+                target = by_module.get(tuple(r[:n]))
+                if target:
+                    if target != p and tuple(r[:n]) != ():
+                        edges[p].add(target)
+                    break
+    # Tarjan's strongly connected components.
+    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+    def visit(v):
+        index[v] = low[v] = counter[0]; counter[0] += 1
+        stack.append(v); on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == v:
+                    break
+            sccs.append(comp)
+    for v in files:
+        if v not in index:
+            visit(v)
+    circles = sorted((c for c in sccs if len(c) > 1), key=len, reverse=True)
+    print(f"{len(files)} files, {sum(map(len, edges.values()))} edges, {len(circles)} circle(s)")
+    for c in circles:
+        print(f"\ncircle of {len(c)} files:")
+        for p in sorted(c):
+            print("  " + os.path.relpath(p, src))
+            if show_edges:
+                for w in sorted(edges[p] & set(c)):
+                    print("      -> " + os.path.relpath(w, src))
+
+main()
