@@ -7,7 +7,7 @@ import re, glob, sys
 PAGES = {'getting-started':'getting_started','writing-evals':'writing_evals','environment':'environment',
  'harnesses':'harnesses','options':'options','records':'records','outcomes':'outcomes','security':'security',
  'egress':'egress','engines':'engines','kubernetes':'kubernetes','compare':'compare','performance':'performance',
- 'testing':'testing','faults':'faults','layout':'layout','cli':'cli','limitations':'limitations'}
+ 'testing':'testing','faults':'faults','harbor':'harbor','layout':'layout','cli':'cli','limitations':'limitations'}
 ANCHORS = {'setup-cache':('performance','the-setup-cache'),'nextest':('options','under-cargo-nextest'),
  'secret-files':('options','secrets-and-env-files'),'failures':('writing-evals','failures-that-say-where'),
  'testing-compare':('testing','compare-regrade-replay-oracle'),'testing-kubernetes':('testing','kubernetes'),

@@ -28,6 +28,7 @@ page!(outcomes, "outcomes.md");
 page!(faults, "faults.md");
 page!(records, "records.md");
 page!(compare, "compare.md");
+page!(harbor, "harbor.md");
 page!(cli, "cli.md");
 page!(security, "security.md");
 page!(egress, "egress.md");

@@ -46,7 +46,7 @@ pub use reeval_core::{
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
-    compare, egress, environment, harness, prices, record, report, runner, runs, sandbox,
+    compare, egress, environment, harbor, harness, prices, record, report, runner, runs, sandbox,
     setup_cache, stats, turn,
 };
 pub use reeval_harness as harnesses;

@@ -10,6 +10,7 @@
 //! reeval clean                 remove the sandboxes of runners that are gone
 //! reeval compare A B           the paired comparison of two recorded runs
 //! reeval regrade RUN           re-run RUN's checks and judge on its recorded work
+//! reeval harbor run PATH ...   run Harbor tasks as evals (the suite's flags follow PATH)
 //! ```
 
 mod commands;
@@ -37,6 +38,13 @@ Commands:
                         (exit code: the suite's)
       --out <FILE>      where the HTML page goes (default <record dir>/compare.<A>.vs.<B>.html;
                         the JSON beside it)
+  harbor run PATH [FLAGS]
+                        run the Harbor task at PATH, or every task of the dataset directory
+                        PATH, as evals: the flags after PATH are an eval suite's (--harness,
+                        --trials, --list, filters, --tag, --record-dir, ...; see --help after
+                        PATH); exit code: the suite's
+      --timeout-multiplier X, --agent-timeout-multiplier X, --verifier-timeout-multiplier X
+                        multiply the tasks' agent and verifier timeouts (as Harbor's flags)
 
 Options:
       --record-dir <DIR>  where runs are recorded (env REEVAL_RECORD_DIR;
@@ -128,8 +136,101 @@ fn parse(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Option<Cl
     Ok(Some(Cli { command, record_dir }))
 }
 
+/// `reeval harbor run PATH [FLAGS]`: the tasks at PATH run by the suite's
+/// own `main` with FLAGS, so every runner flag works as in `cargo test --test evals`.
+fn harbor(argv: &[std::ffi::OsString]) -> i32 {
+    let path = match argv {
+        [run, path, ..] if run == "run" => PathBuf::from(path),
+        _ => {
+            eprintln!(
+                "error: failed to parse arguments: harbor takes `run PATH [FLAGS]`; see reeval --help"
+            );
+            return 2;
+        }
+    };
+    let (multipliers, rest) = match timeout_multipliers(&argv[2..]) {
+        Ok(split) => split,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    match reeval_core::harbor::load(&path) {
+        Ok(tasks) => {
+            let evals = tasks
+                .into_iter()
+                .map(|mut task| {
+                    task.agent_timeout_multiplier = multipliers.agent;
+                    task.verifier_timeout_multiplier = multipliers.verifier;
+                    task.into_eval()
+                })
+                .collect();
+            reeval_core::runner::main_with_args(evals, reeval_harness::registry(), rest)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+/// Harbor's timeout multipliers, as `harbor run` takes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Multipliers {
+    agent: f64,
+    verifier: f64,
+}
+
+/// `--timeout-multiplier X` (both), `--agent-timeout-multiplier X`,
+/// `--verifier-timeout-multiplier X` taken out of `args`; the rest are the suite's.
+fn timeout_multipliers(
+    args: &[std::ffi::OsString],
+) -> Result<(Multipliers, Vec<std::ffi::OsString>), UsageError> {
+    let (mut both, mut agent, mut verifier) = (None, None, None);
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let text = arg.to_string_lossy();
+        let (flag, inline) = match text.split_once('=') {
+            Some((f, v)) => (f.to_string(), Some(v.to_string())),
+            None => (text.to_string(), None),
+        };
+        let slot = match flag.as_str() {
+            "--timeout-multiplier" => &mut both,
+            "--agent-timeout-multiplier" => &mut agent,
+            "--verifier-timeout-multiplier" => &mut verifier,
+            _ => {
+                rest.push(arg.clone());
+                continue;
+            }
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => it
+                .next()
+                .map(|v| v.to_string_lossy().into_owned())
+                .ok_or_else(|| UsageError(format!("{flag} needs a number")))?,
+        };
+        let n: f64 =
+            value.parse().ok().filter(|n: &f64| n.is_finite() && *n > 0.0).ok_or_else(|| {
+                UsageError(format!("{flag} takes a positive number, not {value:?}"))
+            })?;
+        *slot = Some(n);
+    }
+    // A phase's own multiplier wins over the shared one, as in Harbor.
+    let m = Multipliers {
+        agent: agent.or(both).unwrap_or(1.0),
+        verifier: verifier.or(both).unwrap_or(1.0),
+    };
+    Ok((m, rest))
+}
+
 fn main() {
-    let cli = match parse(std::env::args_os().skip(1)) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "harbor") {
+        std::process::exit(harbor(&argv[1..]));
+    }
+    let cli = match parse(argv) {
         Ok(Some(cli)) => cli,
         Ok(None) => {
             println!("{HELP}");
@@ -179,6 +280,24 @@ mod tests {
 
     fn args(a: &[&str]) -> Result<Option<Cli>, UsageError> {
         parse(a.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn harbor_takes_its_timeout_multipliers_and_passes_the_rest() {
+        let os = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let (m, rest) = timeout_multipliers(&os(&[
+            "--timeout-multiplier",
+            "2",
+            "--harness",
+            "oracle",
+            "--verifier-timeout-multiplier=3",
+        ]))
+        .unwrap();
+        assert_eq!(m, Multipliers { agent: 2.0, verifier: 3.0 });
+        assert_eq!(rest, os(&["--harness", "oracle"]));
+        let e = timeout_multipliers(&os(&["--agent-timeout-multiplier", "-1"])).unwrap_err();
+        assert!(e.to_string().contains("positive number"), "{e}");
+        assert!(timeout_multipliers(&os(&["--timeout-multiplier"])).is_err());
     }
 
     #[test]

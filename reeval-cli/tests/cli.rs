@@ -174,3 +174,49 @@ fn regrade_runs_the_suite_binary_that_recorded_the_run_with_regrade() {
     assert!(text(&out.stderr).contains("names no suite binary"), "{}", text(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `reeval harbor run PATH [FLAGS]`: Harbor tasks through the suite's own
+/// flags (`--list`, `--tag`, `--harness`, `--record-dir`) and Harbor's
+/// timeout multipliers; the run's records carry the reward.
+#[test]
+fn harbor_run_runs_tasks_with_the_suites_flags() {
+    let dir = std::env::temp_dir().join(format!("reeval-cli-harbor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/harbor/tasks");
+    let tasks = tasks.to_str().unwrap();
+
+    let out = reeval(&["harbor", "run", tasks, "--list"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.contains("hello-shell: test") && listed.contains("8 tests"), "{listed}");
+
+    let out = reeval(
+        &[
+            "harbor",
+            "run",
+            tasks,
+            "--harness",
+            "oracle",
+            "--tag",
+            "smoke",
+            "--timeout-multiplier",
+            "2",
+        ],
+        &dir,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("test hello-shell ... ok"), "{stdout}");
+    let run = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir());
+    let record = run.expect("a run directory").join("hello-shell.oracle.t1.try1.json");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(record["reward"], serde_json::json!({"reward": 1.0}));
+
+    let out = reeval(&["harbor", "run", "/nonexistent"], &dir);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).starts_with("error: failed to read Harbor tasks at /nonexistent"));
+    let out = reeval(&["harbor", "run", tasks, "--timeout-multiplier", "zero"], &dir);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

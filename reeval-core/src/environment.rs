@@ -212,6 +212,8 @@ pub struct Environment {
     pub(crate) mcp: Vec<McpServer>,
     /// Hosts the agent may reach besides its harness's API hosts.
     pub(crate) allow_egress: Vec<String>,
+    /// Whether the agent may reach any public host (a Harbor task's `public` network).
+    pub(crate) any_egress: bool,
     /// What setup steps may reach, when not the agent's allowlist.
     pub(crate) setup_network: Option<Egress>,
     /// What checks may reach (nothing unless set).
@@ -245,6 +247,7 @@ impl Environment {
             skills: Vec::new(),
             mcp: Vec::new(),
             allow_egress: Vec::new(),
+            any_egress: false,
             setup_network: None,
             check_network: None,
             brokers: Vec::new(),
@@ -350,6 +353,14 @@ impl Environment {
         self
     }
 
+    /// Lets the agent (and setup) reach any public host through the egress
+    /// gateway, every request recorded (never the host's own addresses or
+    /// private networks): what a Harbor task's `network_mode = "public"` asks.
+    pub fn allow_any_egress(mut self, yes: bool) -> Self {
+        self.any_egress = yes;
+        self
+    }
+
     /// What setup steps may reach instead of the agent's allowlist
     /// (`Egress::allow(["pypi.org", "files.pythonhosted.org"])`, or `Egress::Any`),
     /// so installs can run while turns stay confined.
@@ -376,6 +387,7 @@ impl Environment {
     /// Whether this environment asks for a way out of the sandbox.
     pub(crate) fn wants_egress(&self) -> bool {
         !self.allow_egress.is_empty()
+            || self.any_egress
             || self.setup_network.is_some()
             || self.check_network.is_some()
             || !self.brokers.is_empty()

@@ -32,6 +32,7 @@ pub mod eval;
 pub(crate) mod eval_output;
 pub mod exec;
 pub mod git_archive;
+pub mod harbor;
 pub mod harness;
 pub(crate) mod image;
 pub mod judge;

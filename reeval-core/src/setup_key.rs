@@ -49,6 +49,10 @@ pub(crate) fn key(
     }
     part("setup_network", format!("{:?}", env.setup_network).as_bytes());
     part("allow_egress", env.allow_egress.join("\n").as_bytes());
+    if env.any_egress {
+        // Setup reaches any host when it has no network of its own.
+        part("any_egress", b"1");
+    }
     for step in &env.setup {
         part("step", format!("{}\n{}", step.command, step.timeout.as_millis()).as_bytes());
     }

@@ -236,6 +236,10 @@ pub struct Record {
     /// (see the book's options page, libtest's flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// The reward the eval recorded (`Ctx::set_reward`): a Harbor
+    /// task's `reward.json` (every key) or `reward.txt` (`{"reward": x}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<std::collections::BTreeMap<String, f64>>,
 }
 
 /// Which recorded attempt a regrade re-graded: the record's `regradeOf`.
@@ -283,6 +287,7 @@ impl Record {
             regrade_of: None,
             interrupted: false,
             output: None,
+            reward: None,
         }
     }
 

@@ -51,6 +51,13 @@ impl Ctx {
         self.attempt.captures()
     }
 
+    /// Records the attempt's reward (a Harbor task's `reward.json` keys, or
+    /// `{"reward": x}`) in its record's `reward`; a later call replaces it.
+    /// It does not decide the outcome: the eval passes or fails as it returns.
+    pub fn set_reward(&mut self, reward: std::collections::BTreeMap<String, f64>) {
+        self.attempt.record.reward = Some(reward);
+    }
+
     /// Sends one prompt to the agent: one turn, followed by a diff.
     ///
     /// # Errors

@@ -72,7 +72,9 @@ pub(crate) fn plan(
     let config = |e: String| Error::Config(format!("failed to set up the egress gateway: {e}"));
     let mut allowed = from_harness.hosts.clone();
     allowed.extend(env.allow_egress.iter().cloned());
-    let agent_egress = Egress::None.to_gateway(&allowed).map_err(config)?;
+    let agent_egress = if env.any_egress { Egress::Any } else { Egress::None }
+        .to_gateway(&allowed)
+        .map_err(config)?;
     let setup_egress = match &env.setup_network {
         Some(e) => e.to_gateway(&[]).map_err(config)?,
         None => agent_egress.clone(),

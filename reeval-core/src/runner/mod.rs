@@ -69,7 +69,7 @@ pub use config::{RunConfig, SuiteConfig};
 pub mod cli {
     pub use crate::settings::{Args, UsageError};
 }
-pub use suite::main;
+pub use suite::{main, main_with_args};
 
 /// The harness an eval runs with when neither it nor the command line names one.
 pub const DEFAULT_HARNESS: &str = "shell";

@@ -18,7 +18,17 @@ pub(super) const EXIT_OUTPUT_LOST: i32 = 141;
 /// The `main` of an eval suite: parses the command line, lists or runs, and
 /// returns the exit code.
 pub fn main(evals: Vec<Eval>, harnesses: HarnessRegistry) -> i32 {
-    let args = match Args::parse(std::env::args_os().skip(1)) {
+    main_with_args(evals, harnesses, std::env::args_os().skip(1))
+}
+
+/// [`main`] with the command line given (`reeval harbor run PATH …` passes
+/// what follows PATH): the same flags, selection, reporters and exit code.
+pub fn main_with_args(
+    evals: Vec<Eval>,
+    harnesses: HarnessRegistry,
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+) -> i32 {
+    let args = match Args::parse(argv) {
         Ok(Some(a)) => a,
         Ok(None) => return 0,
         Err(e) => {

@@ -1,0 +1,72 @@
+//! What can go wrong reading Harbor tasks.
+
+use std::path::PathBuf;
+
+/// What can go wrong reading a Harbor task.
+#[derive(Debug, thiserror::Error)]
+pub enum HarborError {
+    /// The path is neither a task nor a directory of tasks.
+    #[error(
+        "failed to read Harbor tasks at {}: it is neither a task directory (with task.toml) nor a directory of task directories",
+        path.display()
+    )]
+    NotATask {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A file of the task could not be read.
+    #[error("failed to read {} of Harbor task {task}: {message}", path.display())]
+    Read {
+        /// The task.
+        task: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// `task.toml` is not valid.
+    #[error("failed to parse task.toml of Harbor task {task}: {message}")]
+    Parse {
+        /// The task.
+        task: String,
+        /// Why.
+        message: String,
+    },
+    /// A `${VAR}` template names a variable the host does not set.
+    #[error(
+        "failed to resolve [{table}].env.{key} of Harbor task {task}: the host environment variable {var} is not set and the template gives no default (use ${{{var}:-default}})"
+    )]
+    EnvVar {
+        /// The task.
+        task: String,
+        /// `environment`, `verifier` or `solution`.
+        table: String,
+        /// The variable's key in the table.
+        key: String,
+        /// The host variable.
+        var: String,
+    },
+    /// Two tasks of a dataset would be evals of the same name.
+    #[error(
+        "failed to load the Harbor tasks at {}: {first} and {second} both become the eval `{eval}` (rename one's [task].name)",
+        path.display()
+    )]
+    SameName {
+        /// The dataset.
+        path: PathBuf,
+        /// The first task.
+        first: String,
+        /// The second task.
+        second: String,
+        /// The eval name both become.
+        eval: String,
+    },
+    /// The task uses something reeval does not support yet.
+    #[error("failed to load Harbor task {task}: {what} is not supported yet")]
+    Unsupported {
+        /// The task.
+        task: String,
+        /// What it uses.
+        what: String,
+    },
+}

@@ -1,0 +1,466 @@
+//! One Harbor task read and made an [`Eval`]: the environment from
+//! `environment/`, its limits, env and network, the eval's budget, tags and
+//! oracle. What the eval does in the sandbox is `run.rs` (one step) and
+//! `steps.rs` (`[[steps]]`).
+//!
+//! The workdir: Harbor runs every command in the task's workdir
+//! (`[environment].workdir`, else the image's WORKDIR, often `/app`), while
+//! reeval's workspace (diffs, snapshot, the agent's cwd) is `/workspace`. A
+//! setup step moves the workdir's contents into `/workspace` and leaves a
+//! symlink in its place, so the agent starts in the task's files, absolute
+//! paths (`/app/x`) reach the same files, and the diff sees the agent's work;
+//! the oracle and the verifier run with the workdir as their cwd, as in Harbor.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use super::error::HarborError;
+use super::files::files_under;
+use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
+use crate::egress::Egress;
+use crate::environment::{Environment, Image, ImageSpec, WORKSPACE};
+use crate::error::Result;
+
+/// The turn's limit of a task without an agent timeout (Harbor has none then).
+pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
+/// Time left over the agent's and the verifier's limits for uploads and captures.
+const BUDGET_MARGIN: Duration = Duration::from_secs(120);
+/// An attempt passes when its reward reaches this (Harbor's convention of 1.0 = solved).
+pub const PASS_THRESHOLD: f64 = 1.0;
+
+/// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
+pub(super) const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
+
+/// Where the workdir comes from.
+#[derive(Debug, Clone)]
+enum WorkdirSource {
+    /// Known from `task.toml` or the Dockerfile.
+    Known(String),
+    /// The WORKDIR of this image, asked of the engine when first needed.
+    Image(String),
+}
+
+/// A Harbor task, read and checked: what its eval needs.
+#[derive(Debug, Clone)]
+pub struct HarborTask {
+    /// `[task].name`, else the directory's name.
+    pub name: String,
+    /// The task's directory.
+    pub dir: PathBuf,
+    /// `task.toml`.
+    pub config: TaskConfig,
+    /// `instruction.md` (empty for a multi-step task).
+    pub instruction: String,
+    /// Each step's `steps/<name>/instruction.md`, in order.
+    pub step_instructions: Vec<String>,
+    /// Each step's verifier env (the task's, the step's over it), resolved.
+    pub step_verifier_envs: Vec<Vec<(String, String)>>,
+    /// `[environment].env`, resolved.
+    pub environment_env: Vec<(String, String)>,
+    /// `[verifier].env`, resolved.
+    pub verifier_env: Vec<(String, String)>,
+    /// `[solution].env`, resolved.
+    pub solution_env: Vec<(String, String)>,
+    /// Multiplies the agent's timeout (`--agent-timeout-multiplier`).
+    pub agent_timeout_multiplier: f64,
+    /// Multiplies the verifier's timeout (`--verifier-timeout-multiplier`).
+    pub verifier_timeout_multiplier: f64,
+    image: ImageSpec,
+    workdir: WorkdirSource,
+    resolved_workdir: Arc<OnceLock<String>>,
+    has_solution: bool,
+}
+
+impl HarborTask {
+    /// Reads the task at `dir`, resolving env templates with `lookup`.
+    ///
+    /// # Errors
+    /// A [`HarborError`] naming the task: a file missing or unreadable, an
+    /// invalid `task.toml`, an unset variable, or a feature not supported yet.
+    pub fn read(dir: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, HarborError> {
+        let dir_name =
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).map_err(|e| HarborError::Read {
+                task: dir_name.clone(),
+                path: path.clone(),
+                message: e.to_string(),
+            })
+        };
+        let config = TaskConfig::parse(&dir_name, &read(dir.join("task.toml"))?)?;
+        let name = config
+            .task
+            .as_ref()
+            .map(|t| t.name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| dir_name.clone());
+        let unsupported =
+            |what: &str| HarborError::Unsupported { task: name.clone(), what: what.to_string() };
+        let missing = |path: PathBuf, message: &str| HarborError::Read {
+            task: name.clone(),
+            path,
+            message: message.to_string(),
+        };
+        let (mut step_instructions, mut step_verifier_envs) = (Vec::new(), Vec::new());
+        for step in config.steps.iter().flatten() {
+            let portable = !step.name.is_empty()
+                && !step.name.starts_with('.')
+                && step.name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if !portable
+                || config.steps.iter().flatten().filter(|s| s.name == step.name).count() > 1
+            {
+                return Err(HarborError::Parse {
+                    task: name.clone(),
+                    message: format!("step name {:?} must be unique and portable", step.name),
+                });
+            }
+            let at = dir.join("steps").join(&step.name);
+            if !at.join("tests/test.sh").is_file() && !dir.join("tests/test.sh").is_file() {
+                return Err(missing(
+                    at.join("tests/test.sh"),
+                    "neither the step nor the task has a test.sh",
+                ));
+            }
+            let instruction = at.join("instruction.md");
+            step_instructions.push(
+                std::fs::read_to_string(&instruction)
+                    .map_err(|e| missing(instruction.clone(), &e.to_string()))?,
+            );
+            // The task's [verifier].env, then the step's over it (`Verifier`'s merged_env).
+            let mut merged = config.verifier.env.clone();
+            merged.extend(step.verifier.env.clone());
+            let table = format!("steps.{}.verifier", step.name);
+            step_verifier_envs.push(resolve_env(&name, &table, &merged, lookup)?);
+        }
+        if dir.join("environment/docker-compose.yaml").is_file()
+            || dir.join("environment/docker-compose.yml").is_file()
+        {
+            return Err(unsupported(
+                "a task with compose services (environment/docker-compose.yaml)",
+            ));
+        }
+        if config.environment.os.as_deref().is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
+            return Err(unsupported("a task for an OS other than linux ([environment].os)"));
+        }
+        if config.environment.gpus.is_some_and(|g| g > 0) {
+            return Err(unsupported("a task that asks for GPUs ([environment].gpus)"));
+        }
+        if config.verifier.environment_mode.as_deref() == Some("separate")
+            || config.verifier.environment.is_some()
+            || dir.join("tests/Dockerfile").is_file()
+        {
+            return Err(unsupported("a separate verifier environment"));
+        }
+        if config.artifacts.iter().any(|a| {
+            matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
+        }) {
+            return Err(unsupported("an artifact of a compose service (artifacts.service)"));
+        }
+        if config.artifacts.iter().any(|a| a.source().split('/').any(|c| c == "..")) {
+            return Err(HarborError::Parse {
+                task: name.clone(),
+                message: "an artifact's source must not use `..`".into(),
+            });
+        }
+        if config.steps.is_none() && !dir.join("tests/test.sh").is_file() {
+            return Err(missing(dir.join("tests/test.sh"), "the task has no verifier script"));
+        }
+        // A multi-step task's instructions are its steps'.
+        let instruction =
+            if config.steps.is_some() { String::new() } else { read(dir.join("instruction.md"))? };
+        let dockerfile = dir.join("environment/Dockerfile");
+        // Harbor uses the prebuilt image unless --force-build (which reeval has not).
+        let (image, workdir) = match (&config.environment.docker_image, dockerfile.is_file()) {
+            (Some(reference), _) => {
+                (Image::from(reference.clone()), WorkdirSource::Image(reference.clone()))
+            }
+            (None, true) => {
+                let (set, base) = super::files::dockerfile_workdir(&read(dockerfile.clone())?);
+                let workdir = match (set, base) {
+                    (Some(w), _) => WorkdirSource::Known(w),
+                    (None, Some(base)) => WorkdirSource::Image(base),
+                    (None, None) => WorkdirSource::Known("/".into()),
+                };
+                (Image::dockerfile(dockerfile), workdir)
+            }
+            (None, false) => {
+                return Err(unsupported(
+                    "a task with neither environment/Dockerfile nor [environment].docker_image",
+                ));
+            }
+        };
+        let workdir = match &config.environment.workdir {
+            Some(w) => WorkdirSource::Known(w.clone()),
+            None => workdir,
+        };
+        let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
+        let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
+        let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
+        let has_solution = match &config.steps {
+            None => dir.join("solution/solve.sh").is_file(),
+            // Each step's own solution, else the task's.
+            Some(steps) => steps.iter().all(|s| {
+                dir.join("steps").join(&s.name).join("solution/solve.sh").is_file()
+                    || dir.join("solution/solve.sh").is_file()
+            }),
+        };
+        Ok(Self {
+            has_solution,
+            step_instructions,
+            step_verifier_envs,
+            name,
+            dir: dir.to_path_buf(),
+            config,
+            instruction,
+            environment_env,
+            verifier_env,
+            solution_env,
+            agent_timeout_multiplier: 1.0,
+            verifier_timeout_multiplier: 1.0,
+            image,
+            workdir,
+            resolved_workdir: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// The files of the task's `sub` directory, as `prefix/...` paths.
+    ///
+    /// # Errors
+    /// [`HarborError::Read`] when one cannot be read.
+    pub fn files(
+        &self,
+        sub: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+        files_under(&self.name, &self.dir.join(sub), prefix)
+    }
+
+    /// The agent's limit: `[agent].timeout_sec` × the multiplier, if any.
+    pub fn agent_timeout(&self) -> Option<Duration> {
+        self.config.agent.timeout_sec.map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// A step's agent limit: its own `timeout_sec`, else the task's, × the multiplier.
+    pub fn step_agent_timeout(&self, step: &super::task::StepConfig) -> Option<Duration> {
+        step.agent
+            .timeout_sec
+            .or(self.config.agent.timeout_sec)
+            .map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// A step's verifier limit: its own `timeout_sec` (600 unless set, as in
+    /// Harbor, whose step default shadows the task's) × the multiplier.
+    pub fn step_verifier_timeout(&self, step: &super::task::StepConfig) -> Duration {
+        secs(step.verifier.timeout_sec * self.verifier_timeout_multiplier)
+    }
+
+    /// The verifier's limit: `[verifier].timeout_sec` × the multiplier.
+    pub fn verifier_timeout(&self) -> Duration {
+        secs(self.config.verifier.timeout_sec * self.verifier_timeout_multiplier)
+    }
+
+    /// Where the oracle and the verifier run: `[environment].workdir`, else the
+    /// image's WORKDIR (asked of the Docker engine once; `/` when it cannot say).
+    pub fn workdir(&self) -> String {
+        self.resolved_workdir
+            .get_or_init(|| match &self.workdir {
+                WorkdirSource::Known(w) => w.clone(),
+                WorkdirSource::Image(reference) => {
+                    image_workdir(reference).unwrap_or_else(|| "/".into())
+                }
+            })
+            .clone()
+    }
+
+    /// The sandbox's environment: image, limits, env, network, and the setup
+    /// that makes the log directories and maps the workdir onto the workspace.
+    pub fn environment(&self) -> Environment {
+        let mut env = Environment::new().image(self.image.clone());
+        for (k, v) in &self.environment_env {
+            env = env.env(k.clone(), v.clone());
+        }
+        if let Some(cpus) = self.config.environment.cpus {
+            env = env.cpus(cpus);
+        }
+        if let Some(mb) = self.config.environment.memory_mb {
+            env = env.memory((mb as i64) << 20);
+        }
+        env = env.setup(setup_script(&self.workdir()));
+        let c = &self.config;
+        match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
+            NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),
+            NetworkPolicy { mode: NetworkMode::Allowlist, hosts } => {
+                for host in hosts {
+                    env = env.allow_egress(host);
+                }
+            }
+            NetworkPolicy { mode: NetworkMode::NoNetwork, .. } => {}
+        }
+        match c.phase_network(c.verifier.network_mode, &c.verifier.allowed_hosts) {
+            NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.check_network(Egress::Any),
+            NetworkPolicy { mode: NetworkMode::Allowlist, hosts } => {
+                env = env.check_network(Egress::allow(hosts));
+            }
+            NetworkPolicy { mode: NetworkMode::NoNetwork, .. } => {}
+        }
+        env
+    }
+
+    /// The eval's budget: each step's agent limit (an hour without one) and
+    /// verifier limit, with a margin for the copies and captures.
+    pub fn budget(&self) -> Duration {
+        let limits: Duration = match &self.config.steps {
+            None => {
+                self.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET) + self.verifier_timeout()
+            }
+            Some(steps) => steps
+                .iter()
+                .map(|s| {
+                    self.step_agent_timeout(s).unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
+                        + self.step_verifier_timeout(s)
+                        + BUDGET_MARGIN
+                })
+                .sum(),
+        };
+        limits + BUDGET_MARGIN
+    }
+
+    /// Whether every step (or the task) has a `solve.sh`: the eval has an oracle.
+    pub fn has_solution(&self) -> bool {
+        self.has_solution
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+/// `'…'` for sh.
+pub(super) fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The setup step: the log directories (Harbor's bind mounts, writable by
+/// all), and the workdir's contents moved into the workspace with a symlink
+/// left in its place (see the module's doc).
+fn setup_script(workdir: &str) -> String {
+    let dirs = LOG_DIRS.join(" ");
+    let mut script = format!("mkdir -p {dirs} && chmod 777 {dirs}");
+    let w = workdir.trim_end_matches('/');
+    let maps = !w.is_empty() && w != WORKSPACE && !w.starts_with(&format!("{WORKSPACE}/"));
+    if maps && !WORKSPACE.starts_with(&format!("{w}/")) {
+        let w = quote(w);
+        script.push_str(&format!(
+            " && if [ ! -L {w} ]; then mkdir -p {w} && cp -a {w}/. {WORKSPACE}/ && rm -rf {w} && ln -s {WORKSPACE} {w}; fi"
+        ));
+    }
+    script
+}
+
+/// The image's WORKDIR, asked of the local Docker engine (on a thread of its
+/// own: this is called from sync code that may run inside a runtime).
+fn image_workdir(reference: &str) -> Option<String> {
+    let reference = reference.to_string();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        rt.block_on(async {
+            let docker = bollard::Docker::connect_with_defaults().ok()?;
+            let image = docker.inspect_image(&reference).await.ok()?;
+            image.config?.working_dir.filter(|w| !w.is_empty())
+        })
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+/// A task name made an eval name: the part after `org/`, with every
+/// character outside `[A-Za-z0-9_-]` replaced by `_`.
+pub fn eval_name(task_name: &str) -> String {
+    let short = task_name.rsplit_once('/').map_or(task_name, |(_, n)| n);
+    let name: String = short
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    if name.is_empty() { "task".into() } else { name }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_with(toml: &str) -> HarborTask {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("reeval-harbor-net-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("environment")).unwrap();
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(dir.join("task.toml"), toml).unwrap();
+        std::fs::write(dir.join("instruction.md"), "x").unwrap();
+        std::fs::write(dir.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
+        let task = HarborTask::read(&dir, &|_| None).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        task
+    }
+
+    #[test]
+    fn networks_map_onto_the_gateway() {
+        // Harbor's default is public: any host for the agent, setup and verifier.
+        let env = task_with("").environment();
+        assert!(env.any_egress && env.wants_egress());
+        assert_eq!(env.check_network, Some(Egress::Any));
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"*.example.com\"]",
+        )
+        .environment();
+        assert!(!env.any_egress);
+        assert_eq!(env.allow_egress, ["pypi.org", "*.example.com"]);
+        assert_eq!(env.check_network, Some(Egress::allow(["pypi.org", "*.example.com"])));
+        let env = task_with("[environment]\nnetwork_mode = \"no-network\"").environment();
+        assert!(!env.wants_egress(), "no way out at all");
+        // A phase's own policy wins over the environment's.
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"",
+        )
+        .environment();
+        assert!(!env.any_egress && env.allow_egress.is_empty());
+        assert_eq!(env.check_network, Some(Egress::Any));
+        // An IP literal is a host; a CIDR range is no gateway pattern: refused before anything starts.
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"192.0.2.1\", \"10.0.0.0/8\"]",
+        )
+        .environment();
+        let problems = env.problems().join("\n");
+        assert!(problems.contains("10.0.0.0/8") && !problems.contains("192.0.2.1"), "{problems}");
+    }
+
+    #[test]
+    fn limits_env_and_timeouts_come_from_the_task() {
+        let mut task = task_with(
+            "[agent]\ntimeout_sec = 10\n[verifier]\ntimeout_sec = 20\n[environment]\ncpus = 1.5\nmemory_mb = 512\nenv = { A = \"${NOPE:-d}\" }",
+        );
+        assert_eq!(task.workdir(), "/app", "the Dockerfile's WORKDIR");
+        task.agent_timeout_multiplier = 2.0;
+        assert_eq!(task.agent_timeout(), Some(Duration::from_secs(20)));
+        assert_eq!(task.verifier_timeout(), Duration::from_secs(20));
+        let env = task.environment();
+        assert_eq!(env.limits.nano_cpus, 1_500_000_000);
+        assert_eq!(env.limits.memory_bytes, 512 << 20);
+        assert!(env.env.contains(&("A".to_string(), "d".to_string())));
+        assert!(env.setup[0].command.contains("ln -s /workspace '/app'"));
+        let eval = task.into_eval();
+        assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));
+    }
+
+    #[test]
+    fn the_setup_maps_a_workdir_outside_the_workspace_only() {
+        assert!(setup_script("/app").contains("ln -s /workspace '/app'"));
+        for w in ["/workspace", "/workspace/", "/workspace/sub", "/", ""] {
+            assert!(!setup_script(w).contains("ln -s"), "{w}");
+        }
+        assert!(setup_script("/app").starts_with("mkdir -p /logs/agent"));
+    }
+}

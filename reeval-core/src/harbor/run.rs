@@ -1,0 +1,279 @@
+//! What a Harbor task does in its sandbox, phase by phase, as Harbor 0.26
+//! does it: the agent's turn, the declared artifacts, the verifier and its
+//! reward, the oracle. `eval.rs` builds the eval; `steps.rs` repeats these
+//! per step of a multi-step task.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET, PASS_THRESHOLD, quote};
+use super::reward::{self, REWARD_JSON, REWARD_TXT};
+use crate::attempt::Ctx;
+use crate::capture::Artifact;
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecOutput};
+use crate::turn::TurnOptions;
+
+/// Files as `(path, bytes, mode)`.
+pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
+
+/// A tar of `files` unpacked under `dir` as root (owned by `owner` when given).
+fn upload(files: &Files, dir: &str, owner: Option<u64>) -> Result<Command> {
+    let tar = match owner {
+        Some(uid) => crate::sandbox::archive::tar_owned_by(files, uid)?,
+        None => crate::sandbox::archive::tar_of(files)?,
+    };
+    let mut args = vec!["-x"];
+    if owner.is_none() {
+        args.push("-o");
+    }
+    Ok(Command::new("tar").args(args).args(["-C", dir]).stdin(tar).user("0"))
+}
+
+fn expect_ok(out: ExecOutput, what: &str) -> Result<()> {
+    if out.success() {
+        return Ok(());
+    }
+    Err(Error::infra(what, format!("exit {}: {}", out.exit_code, out.stderr.trim())))
+}
+
+/// Copies `files` in under `dir` as root.
+pub(super) async fn copy_in(c: &mut Ctx, files: &Files, dir: &str, what: &str) -> Result<()> {
+    expect_ok(c.exec(upload(files, dir, None)?).await?, what)
+}
+
+/// Copies `files` into the workspace, owned by the agent's user (a step's `workdir/`).
+pub(super) async fn copy_in_for_agent(c: &mut Ctx, files: &Files, dir: &str) -> Result<()> {
+    let owner = Some(crate::sandbox::AgentUser::ID);
+    expect_ok(c.exec(upload(files, dir, owner)?).await?, "copy a step's workdir/ in")
+}
+
+/// One turn with `prompt`, limited to `limit` (an hour when the task has none).
+/// A turn that timed out or that the agent ended non-zero is graded, as Harbor
+/// grades `AgentTimeoutError` and `NonZeroAgentExitCodeError`.
+pub(super) async fn turn(c: &mut Ctx, prompt: &str, limit: Option<Duration>) -> Result<()> {
+    let options = TurnOptions { timeout: Some(limit.unwrap_or(NO_AGENT_TIMEOUT_BUDGET)) };
+    match c.send_with(prompt.to_string(), options).await {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.root(), Error::Agent { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The task's declared `artifacts`, kept as captures (`artifact-<path>`)
+/// after the agent and before the verifier, as Harbor collects them; a path
+/// that does not exist, or a directory with no file, is left out.
+pub(super) async fn collect_artifacts(c: &mut Ctx, task: &HarborTask, prefix: &str) -> Result<()> {
+    let workdir = task.workdir();
+    for entry in &task.config.artifacts {
+        let source = entry.source();
+        let path = if source.starts_with('/') {
+            source.to_string()
+        } else {
+            format!("{}/{source}", workdir.trim_end_matches('/'))
+        };
+        let kind = c
+            .exec(
+                Command::shell(format!(
+                    "if [ -d {0} ]; then [ -n \"$(find {0} -type f -print -quit)\" ] && echo dir; \
+                     elif [ -e {0} ]; then echo file; fi; true",
+                    quote(&path)
+                ))
+                .user("0"),
+            )
+            .await?;
+        let name: String = path
+            .trim_matches('/')
+            .chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() || ".-_".contains(ch) { ch } else { '-' })
+            .collect();
+        let what = match kind.stdout.trim() {
+            "dir" => Artifact::dir(path),
+            "file" => Artifact::file(path),
+            _ => continue,
+        };
+        c.capture(&format!("{prefix}artifact-{name}"), what).await?;
+    }
+    Ok(())
+}
+
+/// One run of a verifier: what it gets.
+pub(super) struct Verifier {
+    /// `tests/` (merged with a step's own), as `tests/...` paths.
+    pub(super) tests: Files,
+    /// `[verifier].env` (and a step's).
+    pub(super) env: Vec<(String, String)>,
+    /// Its user, when not the image's.
+    pub(super) user: Option<String>,
+    /// Its limit.
+    pub(super) timeout: Duration,
+    /// Captures are named `<prefix>logs-verifier` and so on.
+    pub(super) prefix: String,
+}
+
+/// What a verifier left.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Graded {
+    /// A reward.
+    Reward(BTreeMap<String, f64>),
+    /// No usable reward file (Harbor's `RewardFileNotFoundError` and kin).
+    NoReward(String),
+    /// It ran past its limit (`VerifierTimeoutError`).
+    TimedOut(Duration),
+}
+
+/// The verifier, as Harbor's `Verifier.verify`: stale rewards removed,
+/// `tests/` copied to `/tests` now, `test.sh` run (its exit status ignored),
+/// the log directories captured, the reward read.
+pub(super) async fn verify(c: &mut Ctx, task: &HarborTask, v: &Verifier) -> Result<Graded> {
+    let workdir = task.workdir();
+    c.exec(Command::shell(format!("rm -f {REWARD_TXT} {REWARD_JSON}")).user("0")).await?;
+    copy_in(c, &v.tests, "/", "copy tests/ into /tests").await?;
+    expect_ok(c.exec(Command::shell("chmod +x /tests/test.sh").user("0")).await?, "chmod /tests")?;
+    let mut run = Command::new("bash")
+        .arg("-c")
+        .arg("(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1")
+        // bash keeps a PWD naming its cwd: `pwd` says the workdir, not where its symlink points.
+        .env("PWD", workdir.clone())
+        .workdir(workdir)
+        .timeout(v.timeout);
+    for (k, val) in &v.env {
+        run = run.env(k.clone(), val.clone());
+    }
+    if let Some(user) = &v.user {
+        run = run.user(user.clone());
+    }
+    let ran = c.exec(run).await?;
+    capture_logs(c, &v.prefix).await?;
+    if ran.timed_out {
+        return Ok(Graded::TimedOut(v.timeout));
+    }
+    let present = c
+        .exec(
+            Command::shell(format!(
+                "[ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true"
+            ))
+            .user("0"),
+        )
+        .await?;
+    let has = |what: &str| present.stdout.lines().any(|l| l == what);
+    let json = if has("json") { Some(c.read_bytes(REWARD_JSON).await?) } else { None };
+    let txt = if has("txt") { Some(c.read_bytes(REWARD_TXT).await?) } else { None };
+    Ok(match reward::parse(json.as_deref(), txt.as_deref()) {
+        Ok(r) => Graded::Reward(r),
+        Err(e) => Graded::NoReward(e.to_string()),
+    })
+}
+
+/// `/logs/agent`, `/logs/verifier`, `/logs/artifacts` as captures; a
+/// directory with no file has nothing to keep (and a capture of one fails).
+async fn capture_logs(c: &mut Ctx, prefix: &str) -> Result<()> {
+    let listing = format!(
+        "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; true",
+        LOG_DIRS.join(" ")
+    );
+    let holding = c.exec(Command::shell(listing).user("0")).await?;
+    for dir in holding.stdout.lines().filter(|d| LOG_DIRS.contains(d)) {
+        let name = dir.trim_start_matches('/').replace('/', "-");
+        c.capture(&format!("{prefix}{name}"), Artifact::dir(dir)).await?;
+    }
+    Ok(())
+}
+
+/// The outcome of a reward: pass at [`PASS_THRESHOLD`], else a fail saying it.
+pub(super) fn judge(c: &mut Ctx, reward: BTreeMap<String, f64>, detail: &str) -> Result<()> {
+    let passed = reward::passes(&reward, PASS_THRESHOLD);
+    let shown = serde_json::to_string(&reward).unwrap_or_default();
+    c.set_reward(reward);
+    if passed {
+        Ok(())
+    } else {
+        Err(Error::other(format!("reward {shown} is below {PASS_THRESHOLD}{detail}")))
+    }
+}
+
+/// No reward is the task's failure to grade, never the agent's: a config
+/// outcome, not retried (Harbor: `RewardFileNotFoundError`, not retried, no
+/// reward). A verifier past its limit fails the attempt (see harbor.md).
+pub(super) fn ungraded(task: &HarborTask, graded: Graded, step: &str) -> Error {
+    match graded {
+        Graded::TimedOut(limit) => Error::other(format!(
+            "the verifier of Harbor task {}{step} (tests/test.sh) timed out after {:.0}s, so there is no reward",
+            task.name,
+            limit.as_secs_f64()
+        )),
+        Graded::NoReward(why) => Error::Config(format!(
+            "failed to grade Harbor task {}{step}: {why}; its tests/test.sh must write a reward (see captures/logs-verifier for test-stdout.txt)",
+            task.name
+        )),
+        Graded::Reward(_) => Error::other("a reward is not ungraded"),
+    }
+}
+
+/// The oracle, as Harbor's `OracleAgent`: `solution` uploaded to
+/// `/solution`, `solve.sh` run in the workdir with the solution's env; its
+/// exit status is kept in `/logs/agent/exit-code.txt`, never the verdict.
+pub(super) async fn solve(
+    c: &mut Ctx,
+    task: &HarborTask,
+    solution: &Files,
+    user: Option<String>,
+    limit: Option<Duration>,
+) -> Result<()> {
+    c.exec(Command::shell("rm -rf /solution").user("0")).await?;
+    copy_in(c, solution, "/", "copy solution/ into /solution").await?;
+    expect_ok(
+        c.exec(Command::shell("chmod +x /solution/solve.sh").user("0")).await?,
+        "chmod /solution/solve.sh",
+    )?;
+    let mut run = Command::new("bash")
+        .arg("-c")
+        .arg("(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1")
+        .workdir(task.workdir())
+        .env("PWD", task.workdir())
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    for (k, v) in &task.solution_env {
+        run = run.env(k.clone(), v.clone());
+    }
+    if let Some(user) = user {
+        run = run.user(user);
+    }
+    if let Some(limit) = limit {
+        run = run.timeout(limit);
+    }
+    let out = c.exec(run).await?;
+    if !out.success() {
+        let code = if out.timed_out { "timeout".to_string() } else { out.exit_code.to_string() };
+        c.exec(
+            Command::shell(format!("printf %s {} > /logs/agent/exit-code.txt", quote(&code)))
+                .user("0"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A single-step task's body: the instruction as the one turn, the
+/// artifacts, then the verifier and its reward as the outcome.
+pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    turn(c, &task.instruction, task.agent_timeout()).await?;
+    collect_artifacts(c, task, "").await?;
+    let verifier = Verifier {
+        tests: task.files("tests", "tests").map_err(|e| Error::Config(e.to_string()))?,
+        env: task.verifier_env.clone(),
+        user: task.config.verifier.user.as_ref().map(|u| u.spec()),
+        timeout: task.verifier_timeout(),
+        prefix: String::new(),
+    };
+    match verify(c, task, &verifier).await? {
+        Graded::Reward(r) => judge(c, r, ""),
+        other => Err(ungraded(task, other, "")),
+    }
+}
+
+/// A single-step task's oracle.
+pub(super) async fn single_oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    let solution = task.files("solution", "solution").map_err(|e| Error::Config(e.to_string()))?;
+    let user = task.config.agent.user.as_ref().map(|u| u.spec());
+    solve(c, task, &solution, user, task.agent_timeout()).await
+}

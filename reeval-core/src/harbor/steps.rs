@@ -1,0 +1,175 @@
+//! A multi-step Harbor task (`[[steps]]`), as Harbor 0.26's `MultiStepTrial`
+//! runs one in a shared environment: per step, the log directories and
+//! `/tests` emptied, `steps/<name>/workdir/` copied into the workdir and its
+//! `setup.sh` run, one turn with the step's instruction, the artifacts, the
+//! step's verifier (the task's `tests/` merged with the step's) and its
+//! reward; a step whose reward misses its `min_reward`, or that ends without
+//! one, stops the steps after it. The task's reward is the steps' combined by
+//! `multi_step_reward_strategy` (`mean` by default, or `final`).
+
+use std::collections::BTreeMap;
+
+use super::eval::{HarborTask, LOG_DIRS};
+use super::run::{self, Files, Graded, Verifier};
+use super::task::{RewardStrategy, StepConfig};
+use crate::attempt::Ctx;
+use crate::error::{Error, Result};
+use crate::exec::Command;
+
+/// The step's files: its own `sub/` over the task's (`tests/` merged; a
+/// step's `solution/` replaces the task's).
+fn step_files(task: &HarborTask, step: &StepConfig, sub: &str, merge: bool) -> Result<Files> {
+    let config = |e: super::error::HarborError| Error::Config(e.to_string());
+    let own = task.files(&format!("steps/{}/{sub}", step.name), sub).map_err(config)?;
+    if !merge && !own.is_empty() {
+        return Ok(own);
+    }
+    let mut files: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
+    for (path, bytes, mode) in task.files(sub, sub).map_err(config)?.into_iter().chain(own) {
+        files.insert(path, (bytes, mode));
+    }
+    Ok(files.into_iter().map(|(p, (b, m))| (p, b, m)).collect())
+}
+
+/// The agent's user for a step's setup and oracle: the step's, else the task's.
+fn step_user(task: &HarborTask, step: &StepConfig) -> Option<String> {
+    step.agent.user.as_ref().or(task.config.agent.user.as_ref()).map(|u| u.spec())
+}
+
+/// The oracle of a multi-step task: the first step's solution (later steps'
+/// run before their turns, in [`run`]).
+pub(super) async fn oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    let Some(step) = task.config.steps.as_ref().and_then(|s| s.first()) else { return Ok(()) };
+    let solution = step_files(task, step, "solution", false)?;
+    run::solve(c, task, &solution, step_user(task, step), task.step_agent_timeout(step)).await
+}
+
+/// What one step left: its reward, or why it has none.
+struct StepResult {
+    name: String,
+    graded: Option<Graded>,
+}
+
+/// A multi-step task's body.
+pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
+    let steps = task.config.steps.clone().unwrap_or_default();
+    let oracle = crate::oracle::is_oracle(&c.record().harness);
+    let mut results: Vec<StepResult> = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        let prefix = format!("step-{}-", step.name);
+        if index > 0 {
+            // What the step before left in the log directories is its own (captured).
+            let dirs = LOG_DIRS.join(" ");
+            c.exec(
+                Command::shell(format!("find {dirs} /tests -mindepth 1 -delete 2>/dev/null; true"))
+                    .user("0"),
+            )
+            .await?;
+        }
+        if let Some(why) = prepare(c, task, step).await? {
+            results
+                .push(StepResult { name: step.name.clone(), graded: Some(Graded::NoReward(why)) });
+            break;
+        }
+        if oracle && index > 0 {
+            // The first step's solution runs as the eval's oracle, at the first turn.
+            let solution = step_files(task, step, "solution", false)?;
+            run::solve(c, task, &solution, step_user(task, step), task.step_agent_timeout(step))
+                .await?;
+        }
+        run::turn(c, &task.step_instructions[index], task.step_agent_timeout(step)).await?;
+        run::collect_artifacts(c, task, &prefix).await?;
+        let verifier = Verifier {
+            tests: step_files(task, step, "tests", true)?,
+            env: task.step_verifier_envs[index].clone(),
+            user: step
+                .verifier
+                .user
+                .as_ref()
+                .or(task.config.verifier.user.as_ref())
+                .map(|u| u.spec()),
+            timeout: task.step_verifier_timeout(step),
+            prefix,
+        };
+        let graded = run::verify(c, task, &verifier).await?;
+        let reward = match &graded {
+            Graded::Reward(r) => Some(r.clone()),
+            _ => None,
+        };
+        results.push(StepResult { name: step.name.clone(), graded: Some(graded) });
+        // No reward, or one under the step's gate, stops the steps after it.
+        let gated = step.min_reward.as_ref().and_then(|m| m.failure(reward.as_ref()));
+        if reward.is_none() || gated.is_some() {
+            break;
+        }
+    }
+    let rewards: Vec<Option<BTreeMap<String, f64>>> = results
+        .iter()
+        .map(|r| match &r.graded {
+            Some(Graded::Reward(reward)) => Some(reward.clone()),
+            _ => None,
+        })
+        .collect();
+    let strategy = task.config.multi_step_reward_strategy.unwrap_or(RewardStrategy::Mean);
+    let shown: Vec<String> = results
+        .iter()
+        .map(|r| match &r.graded {
+            Some(Graded::Reward(reward)) => {
+                format!("{} {}", r.name, serde_json::to_string(reward).unwrap_or_default())
+            }
+            Some(Graded::TimedOut(_)) => format!("{} verifier timed out", r.name),
+            Some(Graded::NoReward(why)) => format!("{} no reward ({why})", r.name),
+            None => format!("{} not run", r.name),
+        })
+        .collect();
+    let detail =
+        format!(" (steps: {}; {} of {} ran)", shown.join(", "), results.len(), steps.len());
+    match strategy.combine(&rewards) {
+        Some(reward) => run::judge(c, reward, &detail),
+        None => {
+            // No reward to combine: the last step's reason, as for one step.
+            let last = results.pop().and_then(|r| r.graded.map(|g| (r.name, g)));
+            match last {
+                Some((name, graded)) => {
+                    Err(run::ungraded(task, graded, &format!(" (step {name})")))
+                }
+                None => Err(Error::Config(format!(
+                    "failed to grade Harbor task {}: it has no steps",
+                    task.name
+                ))),
+            }
+        }
+    }
+}
+
+/// A step's `workdir/` copied into the workdir (the agent's own files) and
+/// its `setup.sh` run there; `Some(why)` when the setup failed, which ends
+/// the task's steps without a reward for this one (Harbor: the step's
+/// exception, no verifier).
+async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Option<String>> {
+    let files = task
+        .files(&format!("steps/{}/workdir", step.name), ".")
+        .map_err(|e| Error::Config(e.to_string()))?;
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let workdir = task.workdir();
+    run::copy_in_for_agent(c, &files, &workdir).await?;
+    if !files.iter().any(|(p, _, _)| p == "./setup.sh") {
+        return Ok(None);
+    }
+    let script = format!("{}/setup.sh", workdir.trim_end_matches('/'));
+    let mut setup = Command::new("bash").arg(script).workdir(workdir.clone()).env("PWD", workdir);
+    if let Some(user) = step_user(task, step) {
+        setup = setup.user(user);
+    }
+    let out = c.exec(setup).await?;
+    Ok((!out.success()).then(|| {
+        format!(
+            "step {}'s setup.sh exited {}: {}",
+            step.name,
+            out.exit_code,
+            crate::exec::tail(out.stderr.trim(), 500)
+        )
+    }))
+}

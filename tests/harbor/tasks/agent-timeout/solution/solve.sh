@@ -1,0 +1,3 @@
+#!/bin/bash
+echo done > done.txt
+sleep 60

@@ -1,0 +1,4 @@
+#!/bin/bash
+echo "$DEBIAN_FRONTEND" > /logs/agent/frontend.txt
+[ -e /tests ] && echo tests-visible > /logs/agent/oracle-saw-tests.txt
+echo hello > greeting.txt

@@ -1,0 +1,1 @@
+echo "setup ran in $(pwd)" > setup.log

@@ -1,0 +1,3 @@
+#!/bin/bash
+id -un > /logs/verifier/user.txt
+python3 /tests/test_calc.py

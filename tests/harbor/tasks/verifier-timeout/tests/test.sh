@@ -1,0 +1,3 @@
+#!/bin/bash
+echo 1 > /logs/verifier/reward.txt   # written, but the verifier never finishes
+sleep 60
