@@ -1,4 +1,4 @@
-//! One Harbor task read and made an [`Eval`]: the environment from
+//! One Harbor task read and made an [`Eval`](crate::eval::Eval): the environment from
 //! `environment/`, its limits, env and network, the eval's budget, tags and
 //! oracle. What the eval does in the sandbox is `run.rs` (one step) and
 //! `steps.rs` (`[[steps]]`).
