@@ -162,8 +162,13 @@ impl DockerSandbox {
             let _ = input.shutdown().await;
         }
         drop(input);
+        // When the stream last gave output (ms since `began`): after the process
+        // exits, what is still in flight is read until the stream falls quiet.
+        let began = Instant::now();
+        let last_output = AtomicU64::new(0);
         let drain = async {
             while let Some(item) = output.next().await {
+                last_output.store(began.elapsed().as_millis() as u64, Ordering::Relaxed);
                 match item.map_err(|e| SandboxError::engine("read exec output", e))? {
                     LogOutput::StdOut { message } => {
                         out.push(&message);
@@ -199,8 +204,27 @@ impl DockerSandbox {
         tokio::select! {
             r = &mut drain => r?,
             _ = exited => {
-                if let Ok(r) = tokio::time::timeout(Duration::from_millis(300), &mut drain).await {
-                    r?;
+                // The process is gone, but its last megabytes may still be on their
+                // way through the engine (under load, for longer than a moment): keep
+                // reading while output keeps coming, and stop once the stream has been
+                // quiet for 300 ms (a background child holding stdout open says
+                // nothing), or after 5 s of a child that keeps printing.
+                let quiet = Duration::from_millis(300);
+                let until = Instant::now() + Duration::from_secs(5);
+                loop {
+                    match tokio::time::timeout(quiet, &mut drain).await {
+                        Ok(r) => {
+                            r?;
+                            break;
+                        }
+                        Err(_) => {
+                            let since = (began.elapsed().as_millis() as u64)
+                                .saturating_sub(last_output.load(Ordering::Relaxed));
+                            if since >= quiet.as_millis() as u64 || Instant::now() >= until {
+                                break;
+                            }
+                        }
+                    }
                 }
             }
         }
