@@ -303,7 +303,7 @@ impl HarnessRegistry {
         let name = split_spec(spec).0;
         let nearest = self
             .names()
-            .map(|known| (edit_distance(name, known), known))
+            .map(|known| (crate::suggest::edit_distance(name, known), known))
             .filter(|(d, known)| *d <= (known.len() / 3).max(2))
             .min();
         let known = self.names().collect::<Vec<_>>().join(", ");
@@ -312,22 +312,6 @@ impl HarnessRegistry {
             None => format!("known: {known}"),
         }
     }
-}
-
-/// Levenshtein distance over chars: insertions, deletions and substitutions.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 /// `claude-code:sonnet` → (`claude-code`, Some(`sonnet`)).

@@ -190,7 +190,7 @@ fn unknown_key(text: &str) -> Option<String> {
     let known: Vec<&str> = OPTIONS.iter().filter_map(|o| o.key).collect();
     let near = known
         .iter()
-        .map(|k| (edit_distance(key, k), *k))
+        .map(|k| (crate::suggest::edit_distance(key, k), *k))
         .filter(|(d, k)| *d <= (k.len() / 3).max(2))
         .min()
         .map(|(_, k)| format!(" (did you mean `{k}`?)"))
@@ -223,22 +223,6 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
         }
     }
     None
-}
-
-/// Levenshtein distance over chars: insertions, deletions and substitutions.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
