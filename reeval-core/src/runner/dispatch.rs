@@ -28,6 +28,7 @@ pub(crate) async fn dispatch(
     runner: &Runner,
     evals: Vec<Eval>,
     ready: Preflighted,
+    harness_versions: BTreeMap<String, String>,
     reporters: &mut [Box<dyn Reporter>],
 ) -> RunReport {
     let config = &runner.config;
@@ -75,7 +76,6 @@ pub(crate) async fn dispatch(
     let mut all: Vec<Record> = Vec::new();
     // Every record, summary or report that could not be written: an error of the run.
     let mut lost: Vec<String> = Vec::new();
-    let harness_versions = runner.harness_versions(&evals);
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
         let cells = runner.arm_cells(eval);

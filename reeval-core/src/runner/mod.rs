@@ -310,11 +310,13 @@ impl Runner {
     ) -> Result<RunReport, PreflightError> {
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
+        // Once per run: the trajectories name them, and the summary's provenance.
+        let versions = self.harness_versions(&evals);
         let atif = AtifFiles::new(
             run_dir.clone(),
             ready.redactor.clone(),
             self.config.prices.clone(),
-            self.harness_versions(&evals),
+            versions.clone(),
         );
         let mut reporters: Vec<Box<dyn Reporter>> = if self.config.under_nextest {
             // Every eval is its own process writing into one run directory: each writes its
@@ -339,7 +341,7 @@ impl Runner {
         }
         reporters.push(Box::new(atif));
         reporters.extend(extra);
-        Ok(dispatch::dispatch(self, evals, ready, &mut reporters).await)
+        Ok(dispatch::dispatch(self, evals, ready, versions, &mut reporters).await)
     }
 }
 
