@@ -311,7 +311,9 @@ impl Backend for DockerBackend {
         });
         let created = match create.await {
             Ok(created) => created,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down under it.
+            Err(e) => return Err(SandboxError::engine("create a container", e)),
         };
         let created = created.map_err(|e| {
             if is_not_found(&e) {
