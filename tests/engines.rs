@@ -78,6 +78,10 @@ async fn upstream() -> (u16, Arc<AtomicUsize>) {
 }
 
 #[cfg_attr(
+    reeval_no_engines,
+    ignore = "no second engine (eval \"$(scripts/engines.sh start)\"; REEVAL_REQUIRE_ENGINES=1 fails instead)"
+)]
+#[cfg_attr(
     reeval_no_docker,
     ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
 )]
@@ -180,6 +184,10 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
     );
 }
 
+#[cfg_attr(
+    reeval_no_engines,
+    ignore = "no second engine (eval \"$(scripts/engines.sh start)\"; REEVAL_REQUIRE_ENGINES=1 fails instead)"
+)]
 #[cfg_attr(
     reeval_no_docker,
     ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"

@@ -77,6 +77,10 @@ async fn no_pod_left(run_id: &str) {
     assert!(left.is_empty(), "pods left behind: {left:?}");
 }
 
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn phases_run_in_order_and_a_turn_has_its_diff() {
     if cluster().is_none() {
@@ -117,6 +121,10 @@ async fn phases_run_in_order_and_a_turn_has_its_diff() {
     no_pod_left(&report.run_id).await;
 }
 
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
     if cluster().is_none() {
@@ -144,6 +152,10 @@ async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
     no_pod_left(&report.run_id).await;
 }
 
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn teardown_after_a_panic_leaves_no_pod() {
     if cluster().is_none() {
@@ -170,6 +182,10 @@ const CHECK_SECRET: &str = "sk-kube-check-5e4d3c2b1a-never-in-argv";
 /// A checks-only secret reaches the check's environment only: not the exec
 /// request (the API server's URL and logs), not `/proc/*/cmdline`, which a
 /// process the agent left running reads while checks run, and not the agent.
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn a_checks_only_secret_is_seen_by_the_check_and_by_nothing_the_agent_can_read() {
     if cluster().is_none() {
@@ -231,6 +247,10 @@ fn sha256_hex(s: &str) -> String {
     sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn exec_and_files_over_the_real_exec_protocol() {
     if cluster().is_none() {
@@ -300,6 +320,10 @@ async fn exec_and_files_over_the_real_exec_protocol() {
     let _: Arc<dyn reeval::Sandbox> = sandbox;
 }
 
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn preflight_names_what_rbac_does_not_allow() {
     if cluster().is_none() {
@@ -326,6 +350,10 @@ async fn preflight_names_what_rbac_does_not_allow() {
     }
 }
 
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn built_images_and_egress_stop_the_run_in_preflight_saying_what_to_do() {
     if cluster().is_none() {
@@ -432,6 +460,10 @@ const GATEWAY_PLACEHOLDER: &str = "reeval-placeholder-ANTHROPIC_API_KEY";
 /// request in the record, and the gateway's pod, Services and Secret gone
 /// after the run. The test cluster's pods share the node's network, so
 /// isolation is not enforced there (`unisolated_egress`): the gateway phase says so.
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
     if cluster().is_none() {
@@ -542,6 +574,10 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
 /// the local engine, pushed (the gateway's image too), pulled by the node
 /// (which has neither image of its own), and not pushed again when the
 /// registry has the tag. `scripts/kube.sh start` runs the registry.
+#[cfg_attr(
+    reeval_no_kube,
+    ignore = "no test cluster (eval \"$(scripts/kube.sh start)\"; REEVAL_REQUIRE_KUBE=1 fails instead)"
+)]
 #[tokio::test]
 async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
     if cluster().is_none() {

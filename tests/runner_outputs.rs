@@ -463,6 +463,10 @@ async fn a_stdout_closed_early_neither_aborts_nor_leaves_a_sandbox() {
 }
 
 #[cfg_attr(
+    reeval_no_nextest,
+    ignore = "cargo-nextest is not installed (REEVAL_REQUIRE_DOCKER=1 fails instead)"
+)]
+#[cfg_attr(
     reeval_no_docker,
     ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
 )]

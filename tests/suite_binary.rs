@@ -159,6 +159,10 @@ async fn driven_like_nextest_drives_a_custom_harness() {
 }
 
 #[cfg_attr(
+    reeval_no_nextest,
+    ignore = "cargo-nextest is not installed (REEVAL_REQUIRE_DOCKER=1 fails instead)"
+)]
+#[cfg_attr(
     reeval_no_docker,
     ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
 )]
