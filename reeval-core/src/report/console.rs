@@ -268,12 +268,30 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
         )
     };
     let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
+    let reward = c.reward.as_ref().map(reward_text).unwrap_or_default();
     format!(
-        "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}; {by_k}{cost}\n",
+        "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}{reward}; {by_k}{cost}\n",
         c.eval,
         arm_label(&c.harness, c.arm.as_deref()),
         c.passed
     )
+}
+
+/// `, mean reward 0.62 [95% CI 0.31–0.85]` (with the attempts that left none, and a threshold other than 1).
+pub(crate) fn reward_text(r: &crate::stats::reward::RewardSummary) -> String {
+    let interval = match r.interval {
+        Some([lo, hi]) => format!(" [95% CI {lo:.2}–{hi:.2}]"),
+        None => " [no interval: one reward]".to_string(),
+    };
+    let unrewarded = match r.unrewarded {
+        0 => String::new(),
+        n => format!(", {n} graded without a reward"),
+    };
+    let threshold = match r.threshold {
+        Some(t) if t != 1.0 => format!(", passing at {t}"),
+        _ => String::new(),
+    };
+    format!(", mean reward {:.2}{interval}{unrewarded}{threshold}", r.mean)
 }
 
 /// The closing part of a run: failures, libtest's `test result:` line, reeval's summary.
