@@ -104,6 +104,11 @@ async fn a_variant_that_adds_the_needed_file_helped() {
     assert_eq!(overall.verdict, Verdict::Helped, "{overall:?}");
     assert_eq!((overall.pairs, overall.unrewarded), (2 * TRIALS, 0));
     assert!((overall.difference - 0.875).abs() < 1e-9, "{overall:?}");
+    // Rewards of 0 and 1: the rewards' interval is the pass/fail row's own (Newcombe's).
+    let needs_row = cmp.evals.iter().find(|r| r.eval == "needs-notes").unwrap();
+    let [lo, hi] = needs_row.reward.as_ref().unwrap().interval.unwrap();
+    let [plo, phi] = needs_row.interval.unwrap();
+    assert!((lo - plo).abs() < 1e-12 && (hi - phi).abs() < 1e-12, "{lo} {hi} vs {plo} {phi}");
     let partial_row = cmp.evals.iter().find(|r| r.eval == "partial-notes").unwrap();
     let row_reward = partial_row.reward.as_ref().unwrap();
     assert!((row_reward.control_mean - 0.25).abs() < 1e-9);

@@ -15,8 +15,9 @@
 //! Where both arms recorded rewards (Harbor tasks), each row also compares
 //! them: per pair the treatment's reward minus the control's, the mean of
 //! those differences, its interval and the verdict it gives (see
-//! [`crate::stats::reward`]: at the first look the bounded Wilson interval of
-//! the differences at 96 %, later the same confidence sequence at α = 0.01).
+//! [`crate::stats::reward`]: at the first look the MOVER interval at 96 %,
+//! Newcombe's own for rewards of 0 and 1, later the same confidence sequence
+//! at α = 0.01).
 //! A pair counts there when both of its final tries were graded and recorded a reward.
 
 use std::collections::BTreeMap;
@@ -150,12 +151,9 @@ fn reward_comparison(
     let differences: Vec<f64> = both.iter().map(|(c, t)| t - c).collect();
     let bounded = both.iter().all(|(c, t)| (0.0..=1.0).contains(c) && (0.0..=1.0).contains(t));
     let (interval, method, confidence) = if look.number <= 1 {
-        let m = reward::paired_difference_interval(
-            &differences,
-            paired::Z_FIRST_LOOK,
-            1.0 - paired::FIRST_LOOK_ALPHA,
-        )?;
-        (m.interval, m.method, 1.0 - paired::FIRST_LOOK_ALPHA)
+        let confidence = 1.0 - paired::FIRST_LOOK_ALPHA;
+        let m = reward::paired_interval(&both, paired::Z_FIRST_LOOK, confidence)?;
+        (m.interval, m.method, confidence)
     } else if bounded {
         // Differences in [−1, 1] are 1-sub-Gaussian: the sequence of the pass/fail rows holds.
         let sum: f64 = differences.iter().sum();
@@ -167,8 +165,7 @@ fn reward_comparison(
         )
     } else {
         let confidence = 1.0 - paired::SEQUENTIAL_ALPHA;
-        let m =
-            reward::paired_difference_interval(&differences, 2.575_829_303_548_900_4, confidence)?;
+        let m = reward::paired_interval(&both, 2.575_829_303_548_900_4, confidence)?;
         (m.interval, m.method, confidence)
     };
     Some(RewardComparison {
@@ -375,7 +372,7 @@ mod tests {
         assert_eq!((reward.pairs, reward.unrewarded), (9, 1));
         assert!((reward.difference - 0.8).abs() < 1e-9, "{}", reward.difference);
         assert!((reward.control_mean - 0.1).abs() < 1e-9);
-        assert_eq!(reward.method, reward::BOUNDED_WILSON);
+        assert_eq!(reward.method, reward::MOVER);
         assert_eq!(reward.confidence, 1.0 - paired::FIRST_LOOK_ALPHA);
         assert_eq!(reward.verdict, Verdict::Helped, "{:?}", reward.interval);
         assert!((row.control.mean_reward.unwrap() - 0.1).abs() < 1e-9);

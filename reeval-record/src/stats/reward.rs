@@ -17,9 +17,15 @@
 //! - other rewards: Student's t interval ([`STUDENT_T`]), which needs two
 //!   rewards or more.
 //!
-//! A paired difference (treatment − control, pair by pair) of rewards in
-//! \[0, 1\] lies in \[−1, 1\]; it is rescaled to \[0, 1\] as (d + 1) / 2, given
-//! the bounded Wilson interval, and scaled back.
+//! The paired difference of mean rewards (treatment − control, paired by
+//! eval and trial), for rewards in \[0, 1\]: the square-and-add of the
+//! method of variance estimates recovery (MOVER; Zou and Donner 2008), which
+//! combines each arm's bounded Wilson limits with the correlation of the
+//! pairs, continuity-corrected as Newcombe's φ ([`MOVER`]). For rewards of 0
+//! and 1 only it is Newcombe's interval for paired proportions (1998, method
+//! 10), which is itself this method on proportions, so the rewards' verdict
+//! and the pass/fail verdict agree there. Other rewards: Student's t on the
+//! differences.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +39,9 @@ pub const BOUNDED_WILSON: &str =
     "Wilson score interval of a mean in [0, 1] (variance bounded by mean × (1 − mean))";
 /// The interval method of other rewards, as reports print it.
 pub const STUDENT_T: &str = "Student's t interval";
+/// The interval method of a paired difference of rewards in \[0, 1\], as reports print it.
+pub const MOVER: &str = "MOVER square-and-add of the arms' bounded Wilson limits with the pairs' \
+     correlation (Zou and Donner 2008; Newcombe's method 10 for rewards of 0 and 1)";
 
 /// A reward's one number: its `reward` key, else its smallest key; `None`
 /// for a reward without keys.
@@ -85,7 +94,7 @@ fn mean_in(values: &[f64], z: f64, level: f64, low: f64, width: f64) -> Option<M
     }
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
-    if values.iter().all(|v| (low..=low + width).contains(v)) {
+    if width.is_finite() && values.iter().all(|v| (low..=low + width).contains(v)) {
         let interval = wilson_of_mean((mean - low) / width, values.len() as u32, z)
             .map(|[a, b]| [low + a * width, low + b * width]);
         return Some(MeanInterval { mean, interval, method: BOUNDED_WILSON });
@@ -103,11 +112,52 @@ pub fn mean_interval(values: &[f64], z: f64, level: f64) -> Option<MeanInterval>
     mean_in(values, z, level, 0.0, 1.0)
 }
 
-/// The mean paired difference (treatment − control) with its interval:
-/// differences of rewards in \[0, 1\] lie in \[−1, 1\] and get the bounded
-/// Wilson interval there; others Student's t.
-pub fn paired_difference_interval(differences: &[f64], z: f64, level: f64) -> Option<MeanInterval> {
-    mean_in(differences, z, level, -1.0, 2.0)
+/// The mean paired difference of `pairs` (control, treatment) with its
+/// interval at the two-sided `level` whose normal quantile is `z`: [`MOVER`]
+/// for rewards in \[0, 1\], else Student's t on the differences. `None`
+/// without pairs.
+pub fn paired_interval(pairs: &[(f64, f64)], z: f64, level: f64) -> Option<MeanInterval> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let bounded = pairs.iter().all(|(c, t)| (0.0..=1.0).contains(c) && (0.0..=1.0).contains(t));
+    if !bounded {
+        let differences: Vec<f64> = pairs.iter().map(|(c, t)| t - c).collect();
+        return mean_in(&differences, z, level, f64::NAN, f64::NAN);
+    }
+    let n = pairs.len() as f64;
+    let count = pairs.len() as u32;
+    let (sum_c, sum_t) = pairs.iter().fold((0.0, 0.0), |(a, b), (c, t)| (a + c, b + t));
+    let (p1, p2) = (sum_t / n, sum_c / n);
+    let [l1, u1] = wilson_of_mean(p1, count, z)?;
+    let [l2, u2] = wilson_of_mean(p2, count, z)?;
+    // The pairs' correlation: for 0/1 rewards, n·Σct − ΣcΣt is the 2×2 table's ad − bc.
+    let cross = n * pairs.iter().map(|(c, t)| c * t).sum::<f64>() - sum_c * sum_t;
+    let spread = |sum: f64, squares: f64| n * squares - sum * sum;
+    let margins = spread(sum_c, pairs.iter().map(|(c, _)| c * c).sum())
+        * spread(sum_t, pairs.iter().map(|(_, t)| t * t).sum());
+    let phi = if margins <= 0.0 {
+        0.0
+    } else {
+        let corrected = if cross > n / 2.0 {
+            cross - n / 2.0
+        } else if cross >= 0.0 {
+            0.0
+        } else {
+            cross
+        };
+        (corrected / margins.sqrt()).clamp(-1.0, 1.0)
+    };
+    let d = p1 - p2;
+    let low = d
+        - ((p1 - l1).powi(2) - 2.0 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2).powi(2))
+            .max(0.0)
+            .sqrt();
+    let high = d
+        + ((p2 - l2).powi(2) - 2.0 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1).powi(2))
+            .max(0.0)
+            .sqrt();
+    Some(MeanInterval { mean: d, interval: Some([low.max(-1.0), high.min(1.0)]), method: MOVER })
 }
 
 /// One key's mean over a cell's rewards (a reward without the key counts 0,
@@ -351,17 +401,55 @@ mod tests {
         assert_eq!(mean_interval(&[], Z_95, 0.95), None);
     }
 
+    /// For rewards of 0 and 1 the paired interval is Newcombe's: the
+    /// published example of [`super::super::paired`]'s test (Fagerland,
+    /// Lydersen and Laake 2017, 59 / 6 / 16 / 80: −0.1186 to −0.0046).
     #[test]
-    fn paired_differences_are_rescaled_from_minus_one_to_one() {
-        // Every pair +1: the Wilson interval of n of n, mapped to [−1, 1].
-        let m = paired_difference_interval(&[1.0; 8], Z_95, 0.95).unwrap();
-        let [wlo, _] = wilson_interval(8, 8).unwrap();
+    fn paired_rewards_of_zero_and_one_get_newcombes_interval() {
+        use super::super::paired::{PairedTable, newcombe_interval};
+        let mut pairs = Vec::new();
+        for (n, c, t) in [(59, 1.0, 1.0), (6, 0.0, 1.0), (16, 1.0, 0.0), (80, 0.0, 0.0)] {
+            pairs.extend(std::iter::repeat_n((c, t), n));
+        }
+        let m = paired_interval(&pairs, Z_95, 0.95).unwrap();
+        assert_eq!(m.method, MOVER);
         let [lo, hi] = m.interval.unwrap();
-        assert!(close(lo, 2.0 * wlo - 1.0, 1e-12) && close(hi, 1.0, 1e-12), "{lo} {hi}");
-        assert!(lo > 0.0);
-        // No difference at all: an interval around zero.
-        let [lo, hi] = paired_difference_interval(&[0.0; 8], Z_95, 0.95).unwrap().interval.unwrap();
+        assert!(close(lo, -0.1186, 5e-5) && close(hi, -0.0046, 5e-5), "{lo} {hi}");
+        let table =
+            PairedTable { both_passed: 59, only_treatment: 6, only_control: 16, both_failed: 80 };
+        let [nlo, nhi] = newcombe_interval(&table, Z_95).unwrap();
+        assert!(close(lo, nlo, 1e-12) && close(hi, nhi, 1e-12));
+        // Four pairs, all 0 → 1: above zero, as Newcombe's.
+        let [lo, _] = paired_interval(&[(0.0, 1.0); 4], 2.053_748_910_631_823, 0.96)
+            .unwrap()
+            .interval
+            .unwrap();
+        assert!(lo > 0.27 && lo < 0.28, "{lo}");
+    }
+
+    #[test]
+    fn fractional_and_unbounded_paired_rewards() {
+        // Partial credit 0.25 → 1 in four pairs: the arms' bounded limits, no correlation.
+        let [lo, hi] = paired_interval(&[(0.25, 1.0); 4], 2.053_748_910_631_823, 0.96)
+            .unwrap()
+            .interval
+            .unwrap();
+        assert!(lo > 0.0 && hi <= 1.0, "{lo} {hi}");
+        // No difference: around zero; correlated pairs narrow it.
+        let same = [(0.2, 0.2), (0.4, 0.4), (0.6, 0.6), (0.8, 0.8)];
+        let [lo, hi] = paired_interval(&same, Z_95, 0.95).unwrap().interval.unwrap();
         assert!(lo < 0.0 && hi > 0.0);
+        let crossed = [(0.2, 0.8), (0.4, 0.6), (0.6, 0.4), (0.8, 0.2)];
+        let [clo, chi] = paired_interval(&crossed, Z_95, 0.95).unwrap().interval.unwrap();
+        assert!(chi - clo > hi - lo, "anti-correlated pairs: wider");
+        // Outside [0, 1]: Student's t on the differences (2, 2, 3, 1: mean 2, sd 0.816).
+        let m =
+            paired_interval(&[(0.0, 2.0), (1.0, 3.0), (0.0, 3.0), (1.0, 2.0)], Z_95, 0.95).unwrap();
+        assert_eq!(m.method, STUDENT_T);
+        let half = 3.1824 * (2.0_f64 / 3.0).sqrt() / 2.0;
+        let [lo, hi] = m.interval.unwrap();
+        assert!(close(lo, 2.0 - half, 1e-3) && close(hi, 2.0 + half, 1e-3), "{lo} {hi}");
+        assert_eq!(paired_interval(&[], Z_95, 0.95), None);
     }
 
     #[test]
