@@ -450,6 +450,30 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_with_rewards_says_its_mean_reward_beside_its_pass_rate() {
+        let mut records = Vec::new();
+        for (trial, reward) in [(1, Some(1.0)), (2, Some(0.0)), (3, None)] {
+            let outcome = if reward == Some(1.0) {
+                Outcome::Pass
+            } else {
+                Outcome::Fail(FailKind::Assertion)
+            };
+            let mut r = rec("task", trial, 1, outcome);
+            r.reward = reward.map(|x| [("reward".to_string(), x)].into());
+            r.reward_threshold = Some(0.5);
+            records.push(r);
+        }
+        let text = summary_text(&report(records), 0, 0, Duration::from_secs(1));
+        assert!(
+            text.contains(
+                "  task [shell]: 1/3 passed, 33% [95% CI 6–79%], mean reward 0.50 [95% CI 0.09–0.91], \
+                 1 graded without a reward, passing at 0.5; pass@1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn tries_that_failed_alike_are_said_once() {
         let mut tries: Vec<Record> =
             (1..=3).map(|t| rec("setup", 1, t, Outcome::InfraError)).collect();
