@@ -317,3 +317,44 @@ pub fn html(compared: &super::recorded::RecordedComparison) -> Result<String, as
     }
     .render()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{FailKind, Outcome};
+    use crate::record::Record;
+
+    fn rewarded(arm: &str, trial: u32, reward: f64) -> Record {
+        let mut r = Record::new(arm, "task", "shell", trial, 1);
+        r.outcome = if reward >= 1.0 { Outcome::Pass } else { Outcome::Fail(FailKind::Assertion) };
+        r.reward = Some([("reward".to_string(), reward)].into());
+        r
+    }
+
+    #[test]
+    fn rewards_have_a_line_in_the_table_and_a_table_in_the_page() {
+        let control: Vec<Record> = (1..=6).map(|t| rewarded("a", t, 0.25)).collect();
+        let treatment: Vec<Record> = (1..=6).map(|t| rewarded("b", t, 1.0)).collect();
+        let (c, t): (Vec<&Record>, Vec<&Record>) =
+            (control.iter().collect(), treatment.iter().collect());
+        let sides = super::super::analysis::Sides {
+            control: ("a", &c),
+            treatment: ("b", &t),
+            by_harness: true,
+        };
+        let comparison = super::super::analyze(sides, &Default::default(), &Default::default());
+        let text = table(&comparison);
+        assert!(text.contains("mean reward 0.25 → 1.00, difference +0.75 ["), "{text}");
+        assert!(text.contains("over 6 pairs: helped"), "{text}");
+        assert!(text.contains("rewards: the mean of paired differences"), "{text}");
+        let compared = super::super::recorded::RecordedComparison {
+            comparison,
+            control: ("/runs/a".into(), control),
+            treatment: ("/runs/b".into(), treatment),
+        };
+        let page = html(&compared).unwrap();
+        assert!(page.contains("<h2>Rewards</h2>"), "{page}");
+        assert!(page.contains("<td>0.25</td><td>1.00</td><td>+0.75</td>"), "{page}");
+        assert!(page.contains("fail (assertion), reward 0.25"), "{page}");
+    }
+}
