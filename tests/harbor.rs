@@ -377,3 +377,26 @@ async fn networks_go_through_the_gateway_or_nowhere() {
     assert!(none.egress.is_empty());
     assert_eq!(plain.seen().len(), paths.len(), "nothing came from the no-network task");
 }
+
+/// A threshold other than 1.0 (`reeval harbor run --reward-threshold 0.5`):
+/// the Python task's half reward under the scripted agent then passes, and
+/// the record says what it had to reach.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lower_reward_threshold_passes_a_half_reward() {
+    require_docker!();
+    let mut tasks = reeval::harbor::load(&tasks_dir().join("python-reward-txt")).unwrap();
+    tasks[0].reward_threshold = 0.5;
+    let evals = tasks.into_iter().map(|t| t.into_eval()).collect();
+    let runner = common::runner_with("harbor-threshold", |c| c.harnesses = vec!["shell".into()]);
+    let report = runner.run(evals).await.expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(reward(r), one("reward", 0.5));
+    assert_eq!(r.outcome, Outcome::Pass, "0.5 reaches 0.5: {:?}", r.message);
+    assert_eq!(r.reward_threshold, Some(0.5));
+    let cell = report.summary.cells[0].reward.clone().expect("a mean reward");
+    assert_eq!((cell.mean, cell.threshold), (0.5, Some(0.5)));
+}
