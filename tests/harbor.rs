@@ -142,6 +142,11 @@ async fn the_oracle_solves_every_gradable_task() {
     assert_eq!(steps.outcome, Outcome::Pass, "{:?}", steps.message);
     assert_eq!(reward(steps), one("reward", 1.0), "the mean of three 1.0s");
     assert_eq!(steps.turns.len(), 3, "one turn per step");
+    let names: Vec<&str> = steps.step_rewards.iter().map(|s| s.step.as_str()).collect();
+    assert_eq!(names, ["write", "extend", "final"], "every step's reward is recorded");
+    assert!(
+        steps.step_rewards.iter().all(|s| s.reward == Some(one("reward", 1.0)) && s.note.is_none())
+    );
     let env = captured(&run_dir, steps, "step-extend-logs-verifier", "env.txt");
     assert_eq!(
         env.as_deref(),
@@ -236,6 +241,23 @@ async fn a_scripted_shell_agent_is_graded_by_the_reward() {
         "{message}"
     );
     assert!(!steps.artifacts.iter().any(|a| a.contains("step-final")), "{:?}", steps.artifacts);
+    // Each step's reward is in the record, the gate that stopped the task said.
+    let per_step: Vec<(&str, Option<f64>)> = steps
+        .step_rewards
+        .iter()
+        .map(|s| (s.step.as_str(), s.reward.as_ref().map(|r| r["reward"])))
+        .collect();
+    assert_eq!(per_step, [("write", Some(1.0)), ("extend", Some(0.0))]);
+    let gate = steps.step_rewards[1].note.clone().unwrap_or_default();
+    assert!(
+        gate.contains("below min_reward 1") && gate.contains("the steps after it were not run"),
+        "{gate}"
+    );
+    assert_eq!(steps.step_rewards[0].note, None);
+    assert_eq!(
+        record_json(&run_dir, steps)["stepRewards"][0],
+        serde_json::json!({"step": "write", "reward": {"reward": 1.0}})
+    );
     assert_eq!(
         captured(&run_dir, steps, "step-write-logs-verifier", "reward.txt").as_deref(),
         Some("1\n"),
@@ -246,6 +268,20 @@ async fn a_scripted_shell_agent_is_graded_by_the_reward() {
         Some("task-env\n"),
         "the verifier has [environment].env too"
     );
+
+    // The cells' mean rewards, beside their pass rates, in the run's summary.
+    let summary = common::json(&run_dir.join("summary.json"));
+    let cell = |eval: &str| {
+        summary["cells"].as_array().unwrap().iter().find(|c| c["eval"] == eval).unwrap().clone()
+    };
+    assert_eq!(cell("python_reward-txt")["reward"]["mean"], 0.5);
+    assert_eq!(cell("python_reward-txt")["reward"]["threshold"], 1.0);
+    assert_eq!(cell("python_reward-txt")["passRate"], 0.0);
+    let keys = &cell("multi-key-json")["reward"]["keys"];
+    assert_eq!(keys["files"]["mean"], 1.0, "every key of a multi-key reward: {keys:#}");
+    assert!(cell("no-reward").get("reward").is_none(), "a config outcome is not graded");
+    let slow = cell("verifier-timeout");
+    assert!(slow.get("reward").is_none(), "a fail without a reward has no mean: {slow:#}");
 
     // A verifier past its limit leaves no reward, even one it wrote: a fail, said so.
     let slow = &r["verifier-timeout"];
@@ -340,4 +376,27 @@ async fn networks_go_through_the_gateway_or_nowhere() {
     assert_eq!(none.outcome, Outcome::Pass, "{:?}", none.message);
     assert!(none.egress.is_empty());
     assert_eq!(plain.seen().len(), paths.len(), "nothing came from the no-network task");
+}
+
+/// A threshold other than 1.0 (`reeval harbor run --reward-threshold 0.5`):
+/// the Python task's half reward under the scripted agent then passes, and
+/// the record says what it had to reach.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lower_reward_threshold_passes_a_half_reward() {
+    require_docker!();
+    let mut tasks = reeval::harbor::load(&tasks_dir().join("python-reward-txt")).unwrap();
+    tasks[0].reward_threshold = 0.5;
+    let evals = tasks.into_iter().map(|t| t.into_eval()).collect();
+    let runner = common::runner_with("harbor-threshold", |c| c.harnesses = vec!["shell".into()]);
+    let report = runner.run(evals).await.expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(reward(r), one("reward", 0.5));
+    assert_eq!(r.outcome, Outcome::Pass, "0.5 reaches 0.5: {:?}", r.message);
+    assert_eq!(r.reward_threshold, Some(0.5));
+    let cell = report.summary.cells[0].reward.clone().expect("a mean reward");
+    assert_eq!((cell.mean, cell.threshold), (0.5, Some(0.5)));
 }

@@ -45,6 +45,8 @@ Commands:
                         PATH); exit code: the suite's
       --timeout-multiplier X, --agent-timeout-multiplier X, --verifier-timeout-multiplier X
                         multiply the tasks' agent and verifier timeouts (as Harbor's flags)
+      --reward-threshold X
+                        an attempt passes when its reward reaches X (default 1.0)
 
 Options:
       --record-dir <DIR>  where runs are recorded (env REEVAL_RECORD_DIR;
@@ -162,6 +164,9 @@ fn harbor(argv: &[std::ffi::OsString]) -> i32 {
                 .map(|mut task| {
                     task.agent_timeout_multiplier = multipliers.agent;
                     task.verifier_timeout_multiplier = multipliers.verifier;
+                    if let Some(threshold) = multipliers.reward_threshold {
+                        task.reward_threshold = threshold;
+                    }
                     task.into_eval()
                 })
                 .collect();
@@ -174,19 +179,23 @@ fn harbor(argv: &[std::ffi::OsString]) -> i32 {
     }
 }
 
-/// Harbor's timeout multipliers, as `harbor run` takes them.
+/// Harbor's timeout multipliers, as `harbor run` takes them, and the reward
+/// an attempt must reach to pass.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Multipliers {
     agent: f64,
     verifier: f64,
+    /// `--reward-threshold X` (1.0 unless given).
+    reward_threshold: Option<f64>,
 }
 
 /// `--timeout-multiplier X` (both), `--agent-timeout-multiplier X`,
-/// `--verifier-timeout-multiplier X` taken out of `args`; the rest are the suite's.
+/// `--verifier-timeout-multiplier X` and `--reward-threshold X` taken out of
+/// `args`; the rest are the suite's.
 fn timeout_multipliers(
     args: &[std::ffi::OsString],
 ) -> Result<(Multipliers, Vec<std::ffi::OsString>), UsageError> {
-    let (mut both, mut agent, mut verifier) = (None, None, None);
+    let (mut both, mut agent, mut verifier, mut threshold) = (None, None, None, None);
     let mut rest = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -199,6 +208,7 @@ fn timeout_multipliers(
             "--timeout-multiplier" => &mut both,
             "--agent-timeout-multiplier" => &mut agent,
             "--verifier-timeout-multiplier" => &mut verifier,
+            "--reward-threshold" => &mut threshold,
             _ => {
                 rest.push(arg.clone());
                 continue;
@@ -211,9 +221,14 @@ fn timeout_multipliers(
                 .map(|v| v.to_string_lossy().into_owned())
                 .ok_or_else(|| UsageError(format!("{flag} needs a number")))?,
         };
-        let n: f64 =
-            value.parse().ok().filter(|n: &f64| n.is_finite() && *n > 0.0).ok_or_else(|| {
-                UsageError(format!("{flag} takes a positive number, not {value:?}"))
+        let threshold_flag = flag == "--reward-threshold";
+        let n: f64 = value
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && (threshold_flag || *n > 0.0))
+            .ok_or_else(|| {
+                let kind = if threshold_flag { "a number" } else { "a positive number" };
+                UsageError(format!("{flag} takes {kind}, not {value:?}"))
             })?;
         *slot = Some(n);
     }
@@ -221,6 +236,7 @@ fn timeout_multipliers(
     let m = Multipliers {
         agent: agent.or(both).unwrap_or(1.0),
         verifier: verifier.or(both).unwrap_or(1.0),
+        reward_threshold: threshold,
     };
     Ok((m, rest))
 }
@@ -291,9 +307,11 @@ mod tests {
             "--harness",
             "oracle",
             "--verifier-timeout-multiplier=3",
+            "--reward-threshold",
+            "0.5",
         ]))
         .unwrap();
-        assert_eq!(m, Multipliers { agent: 2.0, verifier: 3.0 });
+        assert_eq!(m, Multipliers { agent: 2.0, verifier: 3.0, reward_threshold: Some(0.5) });
         assert_eq!(rest, os(&["--harness", "oracle"]));
         let e = timeout_multipliers(&os(&["--agent-timeout-multiplier", "-1"])).unwrap_err();
         assert!(e.to_string().contains("positive number"), "{e}");

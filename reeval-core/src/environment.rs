@@ -222,6 +222,8 @@ pub struct Environment {
     pub(crate) brokers: Vec<(String, Broker)>,
     /// Whether the prepared sandbox may be cached (see `crate::setup_cache`).
     pub(crate) setup_cache: SetupCache,
+    /// The image the eval named, when `[images]` mapped it (`crate::image_map`).
+    pub(crate) image_mapped_from: Option<String>,
 }
 
 impl Default for Environment {
@@ -252,6 +254,7 @@ impl Environment {
             check_network: None,
             brokers: Vec::new(),
             setup_cache: Default::default(),
+            image_mapped_from: None,
         }
     }
 

@@ -35,6 +35,7 @@ pub mod git_archive;
 pub mod harbor;
 pub mod harness;
 pub(crate) mod image;
+pub mod image_map;
 pub mod judge;
 pub(crate) mod lifecycle;
 pub mod llm;

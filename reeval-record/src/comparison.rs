@@ -31,6 +31,12 @@ pub struct ArmFigures {
     pub tokens: u64,
     /// The agent's cost, when its models are priced.
     pub cost_usd: Option<f64>,
+    /// The mean reward of the final tries that recorded one, when any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_reward: Option<f64>,
+    /// Its 95 % interval (see [`crate::stats::reward`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_reward_interval: Option<[f64; 2]>,
 }
 
 /// Treatment − control of time, tokens and cost.
@@ -98,6 +104,50 @@ pub struct ComparisonRow {
     pub planned_pairs: u32,
     /// Treatment − control of time, tokens and cost.
     pub differences: Differences,
+    /// The paired difference of mean rewards, when both arms recorded rewards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<RewardComparison>,
+}
+
+/// The paired comparison of rewards in one row: per pair (eval, trial) the
+/// treatment's reward minus the control's, their mean, its interval and the
+/// verdict the interval gives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewardComparison {
+    /// Graded pairs in which both arms recorded a reward.
+    pub pairs: u32,
+    /// Graded pairs left out because an arm recorded no reward.
+    pub unrewarded: u32,
+    /// The control's mean reward over those pairs.
+    pub control_mean: f64,
+    /// The treatment's mean reward over those pairs.
+    pub treatment_mean: f64,
+    /// The mean paired difference, treatment − control.
+    pub difference: f64,
+    /// Its interval.
+    pub interval: Option<[f64; 2]>,
+    /// The interval's method.
+    pub method: String,
+    /// The interval's own confidence level (0.96 at the first look, 0.99 later).
+    pub confidence: f64,
+    /// What the interval says.
+    pub verdict: Verdict,
+}
+
+impl RewardComparison {
+    /// The verdict in words.
+    pub fn verdict_text(&self) -> String {
+        match self.verdict {
+            Verdict::CantTellYet if self.interval.is_none() => {
+                "can't tell yet (too few pairs for an interval)".to_string()
+            }
+            Verdict::CantTellYet if self.difference == 0.0 => {
+                "can't tell yet (no difference seen)".to_string()
+            }
+            v => v.label().to_string(),
+        }
+    }
 }
 
 impl ComparisonRow {

@@ -240,6 +240,33 @@ pub struct Record {
     /// task's `reward.json` (every key) or `reward.txt` (`{"reward": x}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward: Option<std::collections::BTreeMap<String, f64>>,
+    /// The threshold the eval held its reward to (`Ctx::set_reward_threshold`;
+    /// a Harbor task's is 1.0 unless set): the attempt passed when the reward's
+    /// `reward` key, else every key, reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward_threshold: Option<f64>,
+    /// Each step's reward of a multi-step eval (a Harbor task's `[[steps]]`),
+    /// in the order the steps ran (`Ctx::set_step_rewards`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_rewards: Vec<StepReward>,
+    /// The image the eval named, when `[images]` in `reeval.toml` mapped it to
+    /// the one in `image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_mapped_from: Option<String>,
+}
+
+/// One step's reward in a multi-step eval: the record's `stepRewards`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReward {
+    /// The step's name.
+    pub step: String,
+    /// Its reward (every key); none when its verifier left none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<std::collections::BTreeMap<String, f64>>,
+    /// Why it has no reward, or why the steps after it did not run (a `min_reward` gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Which recorded attempt a regrade re-graded: the record's `regradeOf`.
@@ -288,6 +315,9 @@ impl Record {
             interrupted: false,
             output: None,
             reward: None,
+            reward_threshold: None,
+            step_rewards: Vec::new(),
+            image_mapped_from: None,
         }
     }
 
@@ -384,6 +414,9 @@ pub struct CellSummary {
     /// What that usage cost in US dollars, from the price table; `None` where a price is unknown.
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// The mean reward with its interval, when the cell's attempts recorded rewards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<crate::stats::reward::RewardSummary>,
 }
 
 /// pass@k and pass^k for one k.
@@ -559,5 +592,27 @@ mod tests {
         assert_eq!(v["try"], 2);
         assert!(v.get("workspaceCollected").is_some());
         assert!(v["usage"]["cacheRead"].is_null());
+        // The reward's fields are optional: absent when unset, and a record without them reads.
+        for key in ["reward", "rewardThreshold", "stepRewards", "imageMappedFrom"] {
+            assert!(v.get(key).is_none(), "{key}");
+        }
+        let back: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+        let mut stepped = r.clone();
+        stepped.step_rewards =
+            vec![StepReward { step: "one".into(), reward: None, note: Some("no reward".into()) }];
+        let v = serde_json::to_value(&stepped).unwrap();
+        assert_eq!(v["stepRewards"], serde_json::json!([{"step": "one", "note": "no reward"}]));
+    }
+
+    #[test]
+    fn a_summary_cell_without_rewards_reads_and_writes_as_before() {
+        let cell: CellSummary = serde_json::from_value(serde_json::json!({
+            "eval": "e", "harness": "shell", "passed": 1, "failed": 0, "infra": 0,
+            "passRate": 1.0, "passAtK": [1.0], "passPowK": [1.0]
+        }))
+        .unwrap();
+        assert_eq!(cell.reward, None);
+        assert!(serde_json::to_value(&cell).unwrap().get("reward").is_none());
     }
 }

@@ -58,6 +58,19 @@ impl Ctx {
         self.attempt.record.reward = Some(reward);
     }
 
+    /// Records the threshold the eval holds its reward to (the record's
+    /// `rewardThreshold`, which reports show beside the mean reward). Like
+    /// [`Ctx::set_reward`], it does not decide the outcome.
+    pub fn set_reward_threshold(&mut self, threshold: f64) {
+        self.attempt.record.reward_threshold = Some(threshold);
+    }
+
+    /// Records each step's reward of a multi-step eval, in the order the
+    /// steps ran (the record's `stepRewards`); a later call replaces them.
+    pub fn set_step_rewards(&mut self, steps: Vec<crate::record::StepReward>) {
+        self.attempt.record.step_rewards = steps;
+    }
+
     /// Sends one prompt to the agent: one turn, followed by a diff.
     ///
     /// # Errors

@@ -109,13 +109,18 @@ impl Attempt {
     async fn image(&mut self, backend: &Arc<dyn Backend>) -> Result<ReadyImage> {
         let harness = self.given.harness.as_deref();
         let spec = lifecycle::image::spec(self.given.env.image.as_ref(), harness);
+        let mapped_from = self.given.env.image_mapped_from.clone();
         let image = self
             .phases
             .run(Phase::Image, lifecycle::image::ensure(backend.as_ref(), &spec, harness), |i| {
-                i.detail.clone()
+                match &mapped_from {
+                    Some(from) => format!("{} (the eval named {from}; [images] maps it)", i.detail),
+                    None => i.detail.clone(),
+                }
             })
             .await?;
         self.record.image = Some(image.reference.clone());
+        self.record.image_mapped_from = mapped_from;
         Ok(image)
     }
 

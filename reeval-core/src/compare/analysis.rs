@@ -11,6 +11,14 @@
 //! look (`--resume` added trials) uses the confidence sequence at α = 0.01,
 //! so that the chance of any false verdict over all looks stays under 5 %
 //! (see [`crate::stats::paired`]).
+//!
+//! Where both arms recorded rewards (Harbor tasks), each row also compares
+//! them: per pair the treatment's reward minus the control's, the mean of
+//! those differences, its interval and the verdict it gives (see
+//! [`crate::stats::reward`]: at the first look the MOVER interval at 96 %,
+//! Newcombe's own for rewards of 0 and 1, later the same confidence sequence
+//! at α = 0.01).
+//! A pair counts there when both of its final tries were graded and recorded a reward.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +27,11 @@ use crate::outcome::Outcome;
 use crate::prices::PriceTable;
 use crate::record::Record;
 use crate::stats::paired::{self, PairedTable, Verdict};
+use crate::stats::reward;
 
-pub use reeval_record::comparison::{ArmFigures, Comparison, ComparisonRow, Differences, Excluded};
+pub use reeval_record::comparison::{
+    ArmFigures, Comparison, ComparisonRow, Differences, Excluded, RewardComparison,
+};
 
 /// How records are split into the two arms.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +122,63 @@ fn figures(arm: &str, records: &[&Record], prices: &PriceTable) -> ArmFigures {
     let u = &f.usage;
     f.tokens = [u.input, u.output, u.cache_read, u.cache_write].into_iter().flatten().sum();
     f.cost_usd = prices.cost(records.iter().copied());
+    let rewards: Vec<f64> = finals
+        .values()
+        .filter(|r| !is_infra(r))
+        .filter_map(|r| r.reward.as_ref().and_then(reward::scalar))
+        .collect();
+    if let Some(m) = reward::mean_interval(&rewards, crate::stats::Z_95, 0.95) {
+        f.mean_reward = Some(m.mean);
+        f.mean_reward_interval = m.interval;
+    }
     f
+}
+
+/// The paired comparison of rewards over `pairs` (control, treatment) of
+/// graded final tries; `None` when no pair has a reward on both sides.
+fn reward_comparison(
+    pairs: &[(&Record, &Record)],
+    look: &Look,
+    planned_pairs: u32,
+) -> Option<RewardComparison> {
+    let scalar = |r: &Record| r.reward.as_ref().and_then(reward::scalar);
+    let both: Vec<(f64, f64)> =
+        pairs.iter().filter_map(|(c, t)| Some((scalar(c)?, scalar(t)?))).collect();
+    if both.is_empty() {
+        return None;
+    }
+    let n = both.len() as f64;
+    let differences: Vec<f64> = both.iter().map(|(c, t)| t - c).collect();
+    let bounded = both.iter().all(|(c, t)| (0.0..=1.0).contains(c) && (0.0..=1.0).contains(t));
+    let (interval, method, confidence) = if look.number <= 1 {
+        let confidence = 1.0 - paired::FIRST_LOOK_ALPHA;
+        let m = reward::paired_interval(&both, paired::Z_FIRST_LOOK, confidence)?;
+        (m.interval, m.method, confidence)
+    } else if bounded {
+        // Differences in [−1, 1] are 1-sub-Gaussian: the sequence of the pass/fail rows holds.
+        let sum: f64 = differences.iter().sum();
+        let pairs = both.len() as u32;
+        (
+            paired::confidence_sequence(sum, pairs, planned_pairs, paired::SEQUENTIAL_ALPHA),
+            paired::CONFIDENCE_SEQUENCE,
+            1.0 - paired::SEQUENTIAL_ALPHA,
+        )
+    } else {
+        let confidence = 1.0 - paired::SEQUENTIAL_ALPHA;
+        let m = reward::paired_interval(&both, 2.575_829_303_548_900_4, confidence)?;
+        (m.interval, m.method, confidence)
+    };
+    Some(RewardComparison {
+        pairs: both.len() as u32,
+        unrewarded: (pairs.len() - both.len()) as u32,
+        control_mean: both.iter().map(|(c, _)| c).sum::<f64>() / n,
+        treatment_mean: both.iter().map(|(_, t)| t).sum::<f64>() / n,
+        difference: differences.iter().sum::<f64>() / n,
+        interval,
+        method: method.to_string(),
+        confidence,
+        verdict: interval.map_or(Verdict::CantTellYet, Verdict::from_interval),
+    })
 }
 
 /// One row: `records` are [control, treatment] of this row (every try);
@@ -137,6 +204,7 @@ fn row(
     let t: BTreeMap<_, _> =
         finals(records[1]).into_iter().map(|(k, r)| (pair_key(&k), r)).collect();
     let mut table = PairedTable::default();
+    let mut graded_pairs: Vec<(&Record, &Record)> = Vec::new();
     let mut excluded = Excluded::default();
     let mut unpaired = 0;
     for (k, rc) in &c {
@@ -151,6 +219,7 @@ fn row(
             continue;
         }
         table.add(rc.outcome == Outcome::Pass, rt.outcome == Outcome::Pass);
+        graded_pairs.push((*rc, *rt));
     }
     unpaired += t.keys().filter(|k| !c.contains_key(*k)).count() as u32;
 
@@ -208,6 +277,7 @@ fn row(
         more_trials_per_eval,
         planned_pairs,
         differences,
+        reward: reward_comparison(&graded_pairs, look, planned_pairs),
     }
 }
 
@@ -275,6 +345,62 @@ mod tests {
         // Connor: ψ = δ = 0.2, (2.0537·√0.2 + 0.8416·√(0.2 − 0.04))² / 0.04 = 39.4 → 40 pairs, 30 more.
         assert_eq!(row.more_trials_per_eval, Some(30));
         assert!(row.verdict_text().contains("~30 more trials per eval"), "{}", row.verdict_text());
+    }
+
+    fn rewarded(eval: &str, arm: &str, trial: u32, reward: f64) -> Record {
+        let fail = Outcome::Fail(FailKind::Assertion);
+        let mut r = rec(eval, arm, trial, if reward >= 1.0 { Outcome::Pass } else { fail });
+        r.reward = Some([("reward".to_string(), reward)].into());
+        r
+    }
+
+    #[test]
+    fn rewards_are_compared_pair_by_pair_beside_pass_fail() {
+        // Both arms fail every trial, the treatment with a higher reward: pass/fail sees
+        // no difference, the rewards do.
+        let control: Vec<Record> = (1..=10).map(|t| rewarded("e", "control", t, 0.1)).collect();
+        let mut treatment: Vec<Record> = (1..=10).map(|t| rewarded("e", "v", t, 0.9)).collect();
+        // A pair whose treatment left no reward (a verifier past its limit) is left out.
+        treatment[9].reward = None;
+        let (c, t): (Vec<&Record>, Vec<&Record>) =
+            (control.iter().collect(), treatment.iter().collect());
+        let sides = Sides { control: ("control", &c), treatment: ("v", &t), by_harness: true };
+        let cmp = analyze(sides, &PriceTable::default(), &Look::default());
+        let row = &cmp.evals[0];
+        assert_eq!(row.verdict_text(), "can't tell yet (no difference seen)");
+        let reward = row.reward.as_ref().expect("both arms have rewards");
+        assert_eq!((reward.pairs, reward.unrewarded), (9, 1));
+        assert!((reward.difference - 0.8).abs() < 1e-9, "{}", reward.difference);
+        assert!((reward.control_mean - 0.1).abs() < 1e-9);
+        assert_eq!(reward.method, reward::MOVER);
+        assert_eq!(reward.confidence, 1.0 - paired::FIRST_LOOK_ALPHA);
+        assert_eq!(reward.verdict, Verdict::Helped, "{:?}", reward.interval);
+        assert!((row.control.mean_reward.unwrap() - 0.1).abs() < 1e-9);
+        assert!(cmp.overall.reward.is_some());
+
+        // The same difference the other way: made it worse; equal rewards: no difference seen.
+        let sides = Sides { control: ("v", &t), treatment: ("control", &c), by_harness: true };
+        let row = &analyze(sides, &PriceTable::default(), &Look::default()).evals[0];
+        assert_eq!(row.reward.as_ref().unwrap().verdict, Verdict::MadeItWorse);
+        let sides = Sides { control: ("control", &c), treatment: ("v", &c), by_harness: true };
+        let row = &analyze(sides, &PriceTable::default(), &Look::default()).evals[0];
+        assert_eq!(
+            row.reward.as_ref().unwrap().verdict_text(),
+            "can't tell yet (no difference seen)"
+        );
+
+        // A later look: the confidence sequence, tuned at the first look's pairs.
+        let look = Look::after(&cmp);
+        let sides = Sides { control: ("control", &c), treatment: ("v", &t), by_harness: true };
+        let later = analyze(sides, &PriceTable::default(), &look);
+        let reward = later.evals[0].reward.as_ref().unwrap();
+        assert_eq!(reward.method, paired::CONFIDENCE_SEQUENCE);
+
+        // Records without rewards: no reward comparison at all.
+        let plain: Vec<Record> = (1..=3).map(|t| rec("e", "control", t, Outcome::Pass)).collect();
+        let p: Vec<&Record> = plain.iter().collect();
+        let sides = Sides { control: ("control", &p), treatment: ("v", &p), by_harness: true };
+        assert_eq!(analyze(sides, &PriceTable::default(), &Look::default()).evals[0].reward, None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! How a comparison reads: a terminal table, and (for `reeval compare`) an HTML page.
 
-use super::analysis::{ArmFigures, Comparison, ComparisonRow};
+use super::analysis::{ArmFigures, Comparison, ComparisonRow, RewardComparison};
+use crate::stats::paired::Verdict;
 
 fn percent(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
@@ -24,6 +25,27 @@ fn arm(f: &ArmFigures) -> String {
     )
 }
 
+fn reward_interval(x: Option<[f64; 2]>) -> String {
+    x.map_or("-".into(), |[l, h]| format!("[{l:+.2}, {h:+.2}]"))
+}
+
+/// A row's rewards on one line: each arm's mean, the paired difference, its interval, the verdict.
+fn reward_line(r: &RewardComparison) -> String {
+    let left_out = match r.unrewarded {
+        0 => String::new(),
+        n => format!(" ({n} left out: no reward)"),
+    };
+    format!(
+        "mean reward {:.2} → {:.2}, difference {:+.2} {} over {} pairs{left_out}: {}",
+        r.control_mean,
+        r.treatment_mean,
+        r.difference,
+        reward_interval(r.interval),
+        r.pairs,
+        r.verdict_text()
+    )
+}
+
 fn line(row: &ComparisonRow) -> String {
     let mut excluded = String::new();
     if row.excluded.pairs > 0 {
@@ -40,8 +62,12 @@ fn line(row: &ComparisonRow) -> String {
         Some(c) => format!(", cost {c:+.4} USD"),
         None => String::new(),
     };
+    let reward = match &row.reward {
+        Some(r) => format!("  {:<32} {}\n", "", reward_line(r)),
+        None => String::new(),
+    };
     format!(
-        "  {:<32} {:<22} {:<22} {:>5} {:<13} {}\n  {:<32} {} pairs{excluded}; time {}, tokens {:+}{cost}\n",
+        "  {:<32} {:<22} {:<22} {:>5} {:<13} {}\n  {:<32} {} pairs{excluded}; time {}, tokens {:+}{cost}\n{reward}",
         row.label(),
         arm(&row.control),
         arm(&row.treatment),
@@ -79,6 +105,13 @@ pub fn table(c: &Comparison) -> String {
             " (a resumed run's later looks use a confidence sequence)"
         }
     ));
+    if let Some(r) = &c.overall.reward {
+        out.push_str(&format!(
+            "  rewards: the mean of paired differences (treatment − control), {} at {:.0}%\n",
+            r.method,
+            r.confidence * 100.0
+        ));
+    }
     out
 }
 
@@ -98,6 +131,28 @@ struct RowView {
     time: String,
     tokens: String,
     cost: String,
+    /// The rewards' comparison, when the row has one.
+    reward: Option<RewardView>,
+}
+
+/// A row's rewards in the HTML page.
+struct RewardView {
+    control: String,
+    treatment: String,
+    difference: String,
+    interval: String,
+    verdict: String,
+    verdict_class: &'static str,
+    pairs: u32,
+    unrewarded: u32,
+}
+
+fn verdict_class(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Helped => "helped",
+        Verdict::MadeItWorse => "made_it_worse",
+        Verdict::CantTellYet => "cant_tell_yet",
+    }
 }
 
 /// One trial of an eval, both arms side by side.
@@ -124,12 +179,13 @@ struct ComparePage {
     treatment: String,
     method: String,
     confidence: String,
+    /// The rewards' method and level, when a row compares rewards.
+    reward_method: String,
     rows: Vec<RowView>,
     evals: Vec<EvalView>,
 }
 
 fn row_view(row: &ComparisonRow, overall: bool) -> RowView {
-    use crate::stats::paired::Verdict;
     RowView {
         label: row.label(),
         anchor: crate::record::sanitize(&row.label()),
@@ -139,11 +195,7 @@ fn row_view(row: &ComparisonRow, overall: bool) -> RowView {
         difference: signed_percent(row.difference),
         interval: interval(row.interval),
         verdict: row.verdict_text(),
-        verdict_class: match row.verdict {
-            Verdict::Helped => "helped",
-            Verdict::MadeItWorse => "made_it_worse",
-            Verdict::CantTellYet => "cant_tell_yet",
-        },
+        verdict_class: verdict_class(row.verdict),
         pairs: row.pairs,
         excluded: format!(
             "{} (control {}, treatment {})",
@@ -152,6 +204,16 @@ fn row_view(row: &ComparisonRow, overall: bool) -> RowView {
         time: row.differences.mean_ms.map_or("-".into(), |ms| format!("{:+.1}s", ms / 1000.0)),
         tokens: format!("{:+}", row.differences.tokens),
         cost: row.differences.cost_usd.map_or("-".into(), |c| format!("{c:+.4} USD")),
+        reward: row.reward.as_ref().map(|r| RewardView {
+            control: format!("{:.2}", r.control_mean),
+            treatment: format!("{:.2}", r.treatment_mean),
+            difference: format!("{:+.2}", r.difference),
+            interval: reward_interval(r.interval),
+            verdict: r.verdict_text(),
+            verdict_class: verdict_class(r.verdict),
+            pairs: r.pairs,
+            unrewarded: r.unrewarded,
+        }),
     }
 }
 
@@ -190,9 +252,13 @@ pub fn html(compared: &super::recorded::RecordedComparison) -> Result<String, as
     };
     let cell = |r: Option<&crate::record::Record>, dir: &std::path::Path| match r {
         Some(r) => (
-            match r.outcome.kind() {
-                Some(kind) => format!("{} ({})", r.outcome.as_str(), kind.as_str()),
-                None => r.outcome.as_str().to_string(),
+            match (r.outcome.kind(), r.reward.as_ref().and_then(crate::stats::reward::scalar)) {
+                (Some(kind), None) => format!("{} ({})", r.outcome.as_str(), kind.as_str()),
+                (None, None) => r.outcome.as_str().to_string(),
+                (Some(kind), Some(x)) => {
+                    format!("{} ({}), reward {x}", r.outcome.as_str(), kind.as_str())
+                }
+                (None, Some(x)) => format!("{}, reward {x}", r.outcome.as_str()),
             },
             r.outcome.as_str(),
             href(dir, r),
@@ -240,8 +306,55 @@ pub fn html(compared: &super::recorded::RecordedComparison) -> Result<String, as
         treatment: c.treatment.clone(),
         method: c.overall.method.clone(),
         confidence: format!("{:.0} %", c.overall.confidence * 100.0),
+        reward_method: c
+            .overall
+            .reward
+            .as_ref()
+            .map(|r| format!("{} at {:.0} %", r.method, r.confidence * 100.0))
+            .unwrap_or_default(),
         rows,
         evals,
     }
     .render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{FailKind, Outcome};
+    use crate::record::Record;
+
+    fn rewarded(arm: &str, trial: u32, reward: f64) -> Record {
+        let mut r = Record::new(arm, "task", "shell", trial, 1);
+        r.outcome = if reward >= 1.0 { Outcome::Pass } else { Outcome::Fail(FailKind::Assertion) };
+        r.reward = Some([("reward".to_string(), reward)].into());
+        r
+    }
+
+    #[test]
+    fn rewards_have_a_line_in_the_table_and_a_table_in_the_page() {
+        let control: Vec<Record> = (1..=6).map(|t| rewarded("a", t, 0.25)).collect();
+        let treatment: Vec<Record> = (1..=6).map(|t| rewarded("b", t, 1.0)).collect();
+        let (c, t): (Vec<&Record>, Vec<&Record>) =
+            (control.iter().collect(), treatment.iter().collect());
+        let sides = super::super::analysis::Sides {
+            control: ("a", &c),
+            treatment: ("b", &t),
+            by_harness: true,
+        };
+        let comparison = super::super::analyze(sides, &Default::default(), &Default::default());
+        let text = table(&comparison);
+        assert!(text.contains("mean reward 0.25 → 1.00, difference +0.75 ["), "{text}");
+        assert!(text.contains("over 6 pairs: helped"), "{text}");
+        assert!(text.contains("rewards: the mean of paired differences"), "{text}");
+        let compared = super::super::recorded::RecordedComparison {
+            comparison,
+            control: ("/runs/a".into(), control),
+            treatment: ("/runs/b".into(), treatment),
+        };
+        let page = html(&compared).unwrap();
+        assert!(page.contains("<h2>Rewards</h2>"), "{page}");
+        assert!(page.contains("<td>0.25</td><td>1.00</td><td>+0.75</td>"), "{page}");
+        assert!(page.contains("fail (assertion), reward 0.25"), "{page}");
+    }
 }

@@ -26,7 +26,8 @@ use crate::error::Result;
 pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
 /// Time left over the agent's and the verifier's limits for uploads and captures.
 const BUDGET_MARGIN: Duration = Duration::from_secs(120);
-/// An attempt passes when its reward reaches this (Harbor's convention of 1.0 = solved).
+/// An attempt passes when its reward reaches this, unless the task's
+/// [`HarborTask::reward_threshold`] is set otherwise (Harbor's convention of 1.0 = solved).
 pub const PASS_THRESHOLD: f64 = 1.0;
 
 /// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
@@ -66,6 +67,9 @@ pub struct HarborTask {
     pub agent_timeout_multiplier: f64,
     /// Multiplies the verifier's timeout (`--verifier-timeout-multiplier`).
     pub verifier_timeout_multiplier: f64,
+    /// An attempt passes when its reward (its `reward` key, else every key)
+    /// reaches this: [`PASS_THRESHOLD`] unless set (`--reward-threshold`).
+    pub reward_threshold: f64,
     image: ImageSpec,
     workdir: WorkdirSource,
     resolved_workdir: Arc<OnceLock<String>>,
@@ -218,6 +222,7 @@ impl HarborTask {
             solution_env,
             agent_timeout_multiplier: 1.0,
             verifier_timeout_multiplier: 1.0,
+            reward_threshold: PASS_THRESHOLD,
             image,
             workdir,
             resolved_workdir: Arc::new(OnceLock::new()),
@@ -267,7 +272,9 @@ impl HarborTask {
             .get_or_init(|| match &self.workdir {
                 WorkdirSource::Known(w) => w.clone(),
                 WorkdirSource::Image(reference) => {
-                    image_workdir(reference).unwrap_or_else(|| "/".into())
+                    // Under `[images]`, the image the sandbox will run.
+                    image_workdir(&crate::image_map::mapped(reference))
+                        .unwrap_or_else(|| "/".into())
                 }
             })
             .clone()

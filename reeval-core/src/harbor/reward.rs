@@ -106,12 +106,9 @@ fn python_float(s: &str) -> Option<f64> {
 }
 
 /// Whether a reward passes: its `reward` key when it has one, else every key,
-/// at or above `threshold`.
+/// at or above `threshold` ([`crate::stats::reward::reaches`]).
 pub fn passes(reward: &BTreeMap<String, f64>, threshold: f64) -> bool {
-    match reward.get("reward") {
-        Some(r) => *r >= threshold,
-        None => !reward.is_empty() && reward.values().all(|v| *v >= threshold),
-    }
+    crate::stats::reward::reaches(reward, threshold)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET, PASS_THRESHOLD, quote};
+use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET, quote};
 use super::reward::{self, REWARD_JSON, REWARD_TXT};
 use crate::attempt::Ctx;
 use crate::capture::Artifact;
@@ -180,15 +180,23 @@ async fn capture_logs(c: &mut Ctx, prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// The outcome of a reward: pass at [`PASS_THRESHOLD`], else a fail saying it.
-pub(super) fn judge(c: &mut Ctx, reward: BTreeMap<String, f64>, detail: &str) -> Result<()> {
-    let passed = reward::passes(&reward, PASS_THRESHOLD);
+/// The outcome of a reward: pass at the task's threshold (1.0 unless set),
+/// else a fail saying it; the reward and the threshold are recorded.
+pub(super) fn judge(
+    c: &mut Ctx,
+    task: &HarborTask,
+    reward: BTreeMap<String, f64>,
+    detail: &str,
+) -> Result<()> {
+    let threshold = task.reward_threshold;
+    let passed = reward::passes(&reward, threshold);
     let shown = serde_json::to_string(&reward).unwrap_or_default();
     c.set_reward(reward);
+    c.set_reward_threshold(threshold);
     if passed {
         Ok(())
     } else {
-        Err(Error::other(format!("reward {shown} is below {PASS_THRESHOLD}{detail}")))
+        Err(Error::other(format!("reward {shown} is below {threshold}{detail}")))
     }
 }
 
@@ -266,7 +274,7 @@ pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         prefix: String::new(),
     };
     match verify(c, task, &verifier).await? {
-        Graded::Reward(r) => judge(c, r, ""),
+        Graded::Reward(r) => judge(c, task, r, ""),
         other => Err(ungraded(task, other, "")),
     }
 }

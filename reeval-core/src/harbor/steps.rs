@@ -15,6 +15,7 @@ use super::task::{RewardStrategy, StepConfig};
 use crate::attempt::Ctx;
 use crate::error::{Error, Result};
 use crate::exec::Command;
+use crate::record::StepReward;
 
 /// The step's files: its own `sub/` over the task's (`tests/` merged; a
 /// step's `solution/` replaces the task's).
@@ -48,6 +49,26 @@ pub(super) async fn oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
 struct StepResult {
     name: String,
     graded: Option<Graded>,
+    /// The step's `min_reward` gate that stopped the steps after it.
+    gated: Option<String>,
+}
+
+/// A step's result as the record keeps it; `later`: steps after it were not run.
+fn step_reward(r: &StepResult, later: bool) -> StepReward {
+    let (reward, why) = match &r.graded {
+        Some(Graded::Reward(reward)) => (Some(reward.clone()), None),
+        Some(Graded::TimedOut(limit)) => {
+            (None, Some(format!("the verifier timed out after {:.0}s", limit.as_secs_f64())))
+        }
+        Some(Graded::NoReward(why)) => (None, Some(format!("no reward: {why}"))),
+        None => (None, Some("not run".to_string())),
+    };
+    let why = why.or_else(|| r.gated.clone());
+    let note = match why {
+        Some(why) if later => Some(format!("{why}; the steps after it were not run")),
+        other => other,
+    };
+    StepReward { step: r.name.clone(), reward, note }
 }
 
 /// A multi-step task's body.
@@ -67,8 +88,11 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             .await?;
         }
         if let Some(why) = prepare(c, task, step).await? {
-            results
-                .push(StepResult { name: step.name.clone(), graded: Some(Graded::NoReward(why)) });
+            results.push(StepResult {
+                name: step.name.clone(),
+                graded: Some(Graded::NoReward(why)),
+                gated: None,
+            });
             break;
         }
         if oracle && index > 0 {
@@ -96,13 +120,23 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             Graded::Reward(r) => Some(r.clone()),
             _ => None,
         };
-        results.push(StepResult { name: step.name.clone(), graded: Some(graded) });
         // No reward, or one under the step's gate, stops the steps after it.
         let gated = step.min_reward.as_ref().and_then(|m| m.failure(reward.as_ref()));
-        if reward.is_none() || gated.is_some() {
+        let stop = reward.is_none() || gated.is_some();
+        results.push(StepResult { name: step.name.clone(), graded: Some(graded), gated });
+        if stop {
             break;
         }
     }
+    let stopped_early = results.len() < steps.len();
+    let last = results.len().saturating_sub(1);
+    c.set_step_rewards(
+        results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| step_reward(r, stopped_early && i == last))
+            .collect(),
+    );
     let rewards: Vec<Option<BTreeMap<String, f64>>> = results
         .iter()
         .map(|r| match &r.graded {
@@ -125,7 +159,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     let detail =
         format!(" (steps: {}; {} of {} ran)", shown.join(", "), results.len(), steps.len());
     match strategy.combine(&rewards) {
-        Some(reward) => run::judge(c, reward, &detail),
+        Some(reward) => run::judge(c, task, reward, &detail),
         None => {
             // No reward to combine: the last step's reason, as for one step.
             let last = results.pop().and_then(|r| r.graded.map(|g| (r.name, g)));

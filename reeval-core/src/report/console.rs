@@ -268,12 +268,30 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
         )
     };
     let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
+    let reward = c.reward.as_ref().map(reward_text).unwrap_or_default();
     format!(
-        "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}; {by_k}{cost}\n",
+        "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}{reward}; {by_k}{cost}\n",
         c.eval,
         arm_label(&c.harness, c.arm.as_deref()),
         c.passed
     )
+}
+
+/// `, mean reward 0.62 [95% CI 0.31–0.85]` (with the attempts that left none, and a threshold other than 1).
+pub(crate) fn reward_text(r: &crate::stats::reward::RewardSummary) -> String {
+    let interval = match r.interval {
+        Some([lo, hi]) => format!(" [95% CI {lo:.2}–{hi:.2}]"),
+        None => " [no interval: one reward]".to_string(),
+    };
+    let unrewarded = match r.unrewarded {
+        0 => String::new(),
+        n => format!(", {n} graded without a reward"),
+    };
+    let threshold = match r.threshold {
+        Some(t) if t != 1.0 => format!(", passing at {t}"),
+        _ => String::new(),
+    };
+    format!(", mean reward {:.2}{interval}{unrewarded}{threshold}", r.mean)
 }
 
 /// The closing part of a run: failures, libtest's `test result:` line, reeval's summary.
@@ -426,6 +444,30 @@ mod tests {
         assert!(
             text.contains(
                 "  a [shell]: 1/1 passed, 100% [95% CI 21–100%]; pass@1 1.00; pass^1 1.00"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cell_with_rewards_says_its_mean_reward_beside_its_pass_rate() {
+        let mut records = Vec::new();
+        for (trial, reward) in [(1, Some(1.0)), (2, Some(0.0)), (3, None)] {
+            let outcome = if reward == Some(1.0) {
+                Outcome::Pass
+            } else {
+                Outcome::Fail(FailKind::Assertion)
+            };
+            let mut r = rec("task", trial, 1, outcome);
+            r.reward = reward.map(|x| [("reward".to_string(), x)].into());
+            r.reward_threshold = Some(0.5);
+            records.push(r);
+        }
+        let text = summary_text(&report(records), 0, 0, Duration::from_secs(1));
+        assert!(
+            text.contains(
+                "  task [shell]: 1/3 passed, 33% [95% CI 6–79%], mean reward 0.50 [95% CI 0.09–0.91], \
+                 1 graded without a reward, passing at 0.5; pass@1"
             ),
             "{text}"
         );

@@ -5,7 +5,11 @@
 //! `<error type="infra|config">`, each carrying the message and the record's
 //! path (also in the testcase's `system-out` and its `record` property).
 //! Its `cell` property says how its cell (eval × harness) ended: `passed`,
-//! `failed`, or `no_graded_attempts` (infra and config errors only).
+//! `failed`, or `no_graded_attempts` (infra and config errors only). An
+//! attempt that recorded a reward has a `reward` property (its one number,
+//! see [`crate::stats::reward::scalar`]) and one `reward.<key>` per key; its
+//! cell's `cell.meanReward` and `cell.meanRewardInterval` (`low..high`, 95 %)
+//! are properties too.
 
 use std::io;
 use std::path::PathBuf;
@@ -79,6 +83,23 @@ pub fn render(report: &RunReport) -> Report {
             .find(|c| c.eval == r.eval && c.harness == r.harness && c.arm == r.arm);
         if let Some(cell) = cell {
             case.add_property(Property::new("cell", cell.status.as_str()));
+            if let Some(reward) = &cell.reward {
+                case.add_property(Property::new("cell.meanReward", reward.mean.to_string()));
+                if let Some([lo, hi]) = reward.interval {
+                    case.add_property(Property::new(
+                        "cell.meanRewardInterval",
+                        format!("{lo}..{hi}"),
+                    ));
+                }
+            }
+        }
+        if let Some(reward) = &r.reward {
+            if let Some(one) = crate::stats::reward::scalar(reward) {
+                case.add_property(Property::new("reward", one.to_string()));
+            }
+            for (key, value) in reward {
+                case.add_property(Property::new(format!("reward.{key}"), value.to_string()));
+            }
         }
         suite.add_test_case(case);
     }
@@ -118,6 +139,23 @@ mod tests {
         let xml = render(&report).to_string().unwrap();
         assert!(xml.contains(r#"<property name="cell" value="passed"/>"#), "{xml}");
         assert!(xml.contains(r#"<property name="cell" value="no_graded_attempts"/>"#), "{xml}");
+    }
+
+    #[test]
+    fn rewards_are_properties_of_the_attempt_and_its_cell() {
+        let mut a = rec("task", 1, 1, Outcome::Pass);
+        a.reward = Some([("reward".to_string(), 1.0), ("accuracy".to_string(), 0.5)].into());
+        let mut b = rec("task", 2, 1, Outcome::Fail(crate::outcome::FailKind::Assertion));
+        b.reward = Some([("reward".to_string(), 0.0)].into());
+        let records = vec![a, b];
+        let summary = crate::runner::summarize("run", &records);
+        let report =
+            RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary };
+        let xml = render(&report).to_string().unwrap();
+        assert!(xml.contains(r#"<property name="reward" value="1"/>"#), "{xml}");
+        assert!(xml.contains(r#"<property name="reward.accuracy" value="0.5"/>"#), "{xml}");
+        assert!(xml.contains(r#"<property name="cell.meanReward" value="0.5"/>"#), "{xml}");
+        assert!(xml.contains(r#"name="cell.meanRewardInterval" value="0.0"#), "{xml}");
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct RunConfig {
     pub variant: Option<crate::compare::Variant>,
     /// The suite binary running, recorded in the summary (set by [`main`](super::main)).
     pub suite: Option<crate::record::SuiteIdentity>,
+    /// Image names mapped to others (`[images]` in `reeval.toml`), applied to
+    /// every eval's environment when the run starts.
+    pub images: crate::image_map::ImageMap,
 }
 
 impl Default for RunConfig {
@@ -103,6 +106,7 @@ impl Settings {
             compare: None,
             variant: None,
             suite: None,
+            images: self.images.clone(),
         }
     }
 }

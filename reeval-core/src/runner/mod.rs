@@ -308,6 +308,8 @@ impl Runner {
         evals: Vec<Eval>,
         extra: Vec<Box<dyn Reporter>>,
     ) -> Result<RunReport, PreflightError> {
+        // `[images]`: every eval's environment names the mapped images from here on.
+        let evals: Vec<Eval> = evals.into_iter().map(|e| self.config.images.apply_to(e)).collect();
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
         // Once per run: the trajectories name them, and the summary's provenance.
@@ -343,6 +345,24 @@ impl Runner {
         reporters.extend(extra);
         Ok(dispatch::dispatch(self, evals, ready, versions, &mut reporters).await)
     }
+}
+
+/// A cell's mean reward over its graded final tries that recorded one (see
+/// [`crate::stats::reward`]); `None` when none did.
+fn cell_reward(
+    finals: &[&Record],
+    cell: &CellSummary,
+) -> Option<crate::stats::reward::RewardSummary> {
+    let graded: Vec<&&Record> = finals
+        .iter()
+        .filter(|r| r.eval == cell.eval && r.harness == cell.harness && r.arm == cell.arm)
+        .filter(|r| matches!(r.outcome, Outcome::Pass | Outcome::Fail(_)))
+        .collect();
+    let rewards: Vec<&BTreeMap<String, f64>> =
+        graded.iter().filter_map(|r| r.reward.as_ref()).collect();
+    let threshold = graded.iter().find_map(|r| r.reward_threshold);
+    let unrewarded = (graded.len() - rewards.len()) as u32;
+    crate::stats::reward::summarize(&rewards, unrewarded, threshold)
 }
 
 /// Counts the final tries, per kind and per cell, and picks the exit code
@@ -422,6 +442,7 @@ pub fn summarize_priced(
             cell.usage.add(&r.usage);
         }
         cell.cost_usd = prices.cost(of_cell.iter().copied());
+        cell.reward = cell_reward(&finals, cell);
     }
     s.cells = cells.into_values().collect();
     s.broken_evals = crate::oracle::broken_evals(&s.cells);

@@ -55,6 +55,9 @@ pub struct SuiteConfig {
     /// The Kubernetes backend's other settings.
     #[serde(default)]
     pub kubernetes: KubernetesConfig,
+    /// Image names mapped to others (`[images]`, see `crate::image_map`).
+    #[serde(default)]
+    pub images: std::collections::BTreeMap<String, String>,
 }
 
 /// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).
@@ -125,6 +128,8 @@ impl SuiteConfig {
             let key = table::MIN_PASS_RATE.file_key();
             return Err(fail(format!("key `{key}`: {rate} is not between 0 and 1")));
         }
+        crate::image_map::ImageMap::new(&config.images)
+            .map_err(|e| fail(format!("[{}]: {e}", table::IMAGES.file_key())))?;
         Ok(config)
     }
 }
@@ -306,6 +311,24 @@ mod tests {
         // A table's own keys are the table's business, and dotted keys count as their first part.
         let c = SuiteConfig::load(&write("dotted", "kubernetes.runtime_class = \"gvisor\"\n"));
         assert_eq!(c.unwrap().kubernetes.runtime_class.as_deref(), Some("gvisor"));
+    }
+
+    #[test]
+    fn images_map_names_and_a_bad_name_is_refused() {
+        let c = SuiteConfig::load(&write(
+            "images",
+            "[images]\n\"ubuntu:24.04\" = \"registry.internal/ubuntu:24.04\"\n",
+        ))
+        .unwrap();
+        assert_eq!(c.images["ubuntu:24.04"], "registry.internal/ubuntu:24.04");
+        let map = crate::image_map::ImageMap::new(&c.images).unwrap();
+        assert_eq!(
+            map.map("docker.io/library/ubuntu:24.04").unwrap(),
+            "registry.internal/ubuntu:24.04"
+        );
+        let e =
+            SuiteConfig::load(&write("badimages", "[images]\n\"ubuntu:\" = \"x\"\n")).unwrap_err();
+        assert!(e.message.starts_with("[images]: `ubuntu:` is not an image name"), "{e}");
     }
 
     /// The field names serde's derive gives `deserialize_struct`, and nothing more.

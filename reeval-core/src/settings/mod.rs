@@ -115,6 +115,8 @@ pub struct Settings {
     /// The Kubernetes backend instead of Docker (`REEVAL_BACKEND=kubernetes`,
     /// or `backend = "kubernetes"` in `reeval.toml`), with its settings.
     pub kubernetes: Option<KubernetesConfig>,
+    /// Image names mapped to others (`[images]` in `reeval.toml`).
+    pub images: crate::image_map::ImageMap,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Retries of an infra error.
@@ -176,6 +178,7 @@ impl Settings {
             under_nextest: (env)(UNDER_NEXTEST.var()).is_some(),
             engines: Vec::new(),
             kubernetes: None,
+            images: Default::default(),
             config_file: None,
             infra_retries: 2,
             min_pass_rate: None,
@@ -292,6 +295,8 @@ impl Settings {
             s.slow_after = d;
         }
         s.prices = crate::prices::PriceTable::with(&suite.prices);
+        // Checked when the file was read.
+        s.images = crate::image_map::ImageMap::new(&suite.images).unwrap_or_default();
         if let Some(dir) = args.record_dir.clone().or(record_dir).or(suite.record_dir) {
             s.record_dir = dir;
         }

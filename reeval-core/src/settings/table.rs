@@ -435,6 +435,14 @@ pub(crate) const PRICES: Opt = Opt::new("prices", NoFlag)
     .kind(Kind::Table("[prices.<model>]"))
     .defaults_to("built-in list prices")
     .help("US dollars per million tokens, per model");
+pub(crate) const IMAGES: Opt = Opt::new("image names", NoFlag)
+    .key("images")
+    .kind(Kind::Table("[images]"))
+    .defaults_to("none: every image by the name the eval gives")
+    .help(
+        "maps an image an eval names (`Image::from`, an install image's base, a Harbor task's \
+         `docker_image`) to another, `\"ubuntu:24.04\" = \"registry.internal/ubuntu:24.04\"`",
+    );
 pub(crate) const JUDGE: Opt = Opt::new("judge", NoFlag)
     .env("REEVAL_JUDGE")
     .env_note(", when the file names none")
@@ -554,6 +562,7 @@ pub const OPTIONS: &[Opt] = &[
     SETUP_CACHE_MAX,
     SLOW_AFTER,
     PRICES,
+    IMAGES,
     JUDGE,
     ENV_FILE,
     CONFIG,

@@ -219,6 +219,22 @@ fn the_judge_comes_from_the_file_else_the_environment() {
 }
 
 #[test]
+fn images_come_from_the_file_into_the_run() {
+    assert!(load(&[], &[]).unwrap().run_config().images.is_empty());
+    let path =
+        config_file("images", "[images]\n\"ubuntu:24.04\" = \"registry.internal/ubuntu:24.04\"\n");
+    let s = load(&[], &[("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap();
+    let images = s.run_config().images;
+    assert_eq!(images.map("ubuntu:24.04").as_deref(), Some("registry.internal/ubuntu:24.04"));
+    let bad = config_file("bad-images", "[images]\n\"ubuntu\" = \"no good\"\n");
+    let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+    assert!(
+        e.contains("[images]: the image `ubuntu` maps to `no good` is not an image name"),
+        "{e}"
+    );
+}
+
+#[test]
 fn env_files_come_from_the_file_then_the_environment() {
     let path = config_file("envfile", "env_file = \"keys.env\"\n");
     let s =

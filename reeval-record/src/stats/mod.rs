@@ -1,8 +1,10 @@
 //! The statistics of a cell (eval × harness): the pass rate's 95 % Wilson
 //! interval, unbiased pass@k (Chen et al., 2021) and pass^k, each over the
-//! graded trials only (infra errors are left out).
+//! graded trials only (infra errors are left out); a cell's mean reward with
+//! its interval ([`reward`]).
 
 pub mod paired;
+pub mod reward;
 
 /// z for a two-sided 95 % interval.
 pub const Z_95: f64 = 1.959_963_984_540_054;

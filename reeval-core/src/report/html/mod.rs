@@ -49,6 +49,11 @@ struct CellView {
     k_title: String,
     tokens: String,
     cost: String,
+    /// `0.62`, or empty when the cell recorded no reward.
+    reward: String,
+    /// `0.31–0.85` (95 %), its method in the title.
+    reward_interval: String,
+    reward_method: String,
 }
 
 struct BarView {
@@ -76,6 +81,8 @@ struct TryView {
     usage: String,
     cost: String,
     events: Vec<String>,
+    /// `reward {"reward":0.5}` and each step's, or empty.
+    reward: String,
 }
 
 struct AttemptView {
@@ -102,6 +109,8 @@ struct EvalView {
     attempts: Vec<AttemptView>,
     /// Its first failing attempt's message, first line (empty when all passed).
     headline: String,
+    /// Whether a cell recorded rewards: the table has a mean reward column.
+    rewards: bool,
 }
 
 #[derive(Template)]
@@ -231,6 +240,7 @@ fn try_view(r: &Record, prices: &PriceTable, redactor: &Redactor) -> TryView {
     artifacts.sort();
     TryView {
         title: format!("try {}", r.try_),
+        reward: reward_line(r),
         outcome: outcome_class(r.outcome),
         label: outcome_label(r.outcome),
         message: redact(r.message.as_deref().unwrap_or_default()),
@@ -289,7 +299,42 @@ fn cell_view(c: &crate::record::CellSummary) -> CellView {
         },
         tokens: usage_text(&c.usage),
         cost: cost_text(c.cost_usd),
+        reward: c.reward.as_ref().map(|r| format!("{:.2}", r.mean)).unwrap_or_default(),
+        reward_interval: c
+            .reward
+            .as_ref()
+            .and_then(|r| r.interval)
+            .map(|[lo, hi]| format!("{lo:.2}–{hi:.2}"))
+            .unwrap_or_else(|| "n/a".into()),
+        reward_method: c
+            .reward
+            .as_ref()
+            .map(|r| {
+                let left = match r.unrewarded {
+                    0 => String::new(),
+                    n => format!("; {n} graded without a reward, left out"),
+                };
+                format!("mean of {} rewards; 95% {}{left}", r.n, r.method)
+            })
+            .unwrap_or_default(),
     }
+}
+
+/// An attempt's reward and its steps' rewards, in one line (empty without one).
+fn reward_line(r: &Record) -> String {
+    let shown =
+        |m: &std::collections::BTreeMap<String, f64>| serde_json::to_string(m).unwrap_or_default();
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(reward) = &r.reward {
+        let threshold = r.reward_threshold.map(|t| format!(" (passes at {t})")).unwrap_or_default();
+        parts.push(format!("reward {}{threshold}", shown(reward)));
+    }
+    for step in &r.step_rewards {
+        let reward = step.reward.as_ref().map(shown).unwrap_or_else(|| "none".into());
+        let note = step.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        parts.push(format!("step {} {reward}{note}", step.step));
+    }
+    parts.join(" · ")
 }
 
 /// An attempt: a trial's tries, the last one deciding.
@@ -353,9 +398,11 @@ pub fn render_priced(
         cells: Vec::new(),
         attempts: Vec::new(),
         headline: String::new(),
+        rewards: false,
     };
     for c in &summary.cells {
         let e = evals.entry(&c.eval).or_insert_with(|| group(&c.eval));
+        e.rewards |= c.reward.is_some();
         match c.ok {
             Some(false) => e.status = "fail",
             // A cell of infra errors only: the eval is not green unless another cell passed.

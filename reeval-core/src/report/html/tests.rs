@@ -189,3 +189,43 @@ fn a_cells_statistics_are_one_line_each() {
     );
     assert!(!html.contains("pass@1"), "no line per k");
 }
+
+#[test]
+fn a_cells_mean_reward_and_each_attempts_rewards_are_shown() {
+    let records: Vec<Record> = [1.0, 0.5, 0.0]
+        .into_iter()
+        .enumerate()
+        .map(|(i, reward)| {
+            let mut r = Record::new("run", "task", "shell", i as u32 + 1, 1);
+            if reward < 1.0 {
+                r.outcome = Outcome::Fail(crate::FailKind::Assertion);
+            }
+            r.reward = Some([("reward".to_string(), reward)].into());
+            r.reward_threshold = Some(1.0);
+            r.step_rewards = vec![crate::record::StepReward {
+                step: "one".into(),
+                reward: None,
+                note: Some("the verifier timed out after 2s".into()),
+            }];
+            r
+        })
+        .collect();
+    let summary = crate::runner::summarize("run", &records);
+    let html = render(&summary, &records, &Redactor::new(Vec::<&str>::new())).unwrap();
+    assert!(html.contains("<th>mean reward <small>(95% interval)</small></th>"), "{html}");
+    let [lo, hi] = summary.cells[0].reward.as_ref().unwrap().interval.unwrap();
+    assert!(html.contains(&format!("0.50 <small>({lo:.2}–{hi:.2})</small>")), "{html}");
+    assert!(html.contains("title=\"mean of 3 rewards; 95% Wilson score interval"), "{html}");
+    assert!(
+        html.contains("reward {&#34;reward&#34;:0.5} (passes at 1)")
+            || html.contains("reward {&quot;reward&quot;:0.5} (passes at 1)"),
+        "{html}"
+    );
+    assert!(html.contains("step one none (the verifier timed out after 2s)"), "{html}");
+
+    // A run without rewards has no reward column.
+    let plain = vec![Record::new("run", "task", "shell", 1, 1)];
+    let summary = crate::runner::summarize("run", &plain);
+    let html = render(&summary, &plain, &Redactor::new(Vec::<&str>::new())).unwrap();
+    assert!(!html.contains("mean reward"), "{html}");
+}

@@ -1,0 +1,279 @@
+//! `[images]` in `reeval.toml`: an image an eval names (`Image::from`, the
+//! base of `Image::install`, a Harbor task's `docker_image`) mapped to another
+//! before anything looks for it, for offline machines and private registries:
+//!
+//! ```toml
+//! [images]
+//! "ubuntu:24.04" = "registry.internal/ubuntu:24.04"
+//! "alpine:3.23@sha256:0123…" = "registry.internal/alpine@sha256:0123…"
+//! ```
+//!
+//! Names are compared as Docker compares them: `ubuntu` is
+//! `docker.io/library/ubuntu:latest`. A digest-pinned name (`name@sha256:…`)
+//! maps by its whole name; failing that, by its name without the digest, and
+//! the digest is kept on the mapped name (a mirror keeps an image's digest).
+//! The run applies the map to every eval's environment before preflight
+//! ([`ImageMap::apply_to`]); the record's `image` is the mapped name and its
+//! `imageMappedFrom` the one the eval named.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::environment::{Environment, ImageSpec};
+use crate::eval::Eval;
+
+/// An image reference taken apart: `domain/path`, tag, digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Name {
+    repository: String,
+    /// The tag as written; `None` when it has none.
+    tag: Option<String>,
+    digest: Option<String>,
+}
+
+impl Name {
+    /// Parses `reference`, Docker's way: a first component with a `.` or a
+    /// `:`, or `localhost`, is a registry, else it is Docker Hub's
+    /// (`library/` for a one-component name).
+    fn parse(reference: &str) -> Result<Name, String> {
+        let bad = |why: &str| format!("`{reference}` is not an image name: {why}");
+        if reference.is_empty() || reference.chars().any(char::is_whitespace) {
+            return Err(bad("it is empty or has a space"));
+        }
+        let (name, digest) = match reference.split_once('@') {
+            Some((name, digest)) => {
+                let valid = digest.split_once(':').is_some_and(|(algo, hex)| {
+                    !algo.is_empty()
+                        && !hex.is_empty()
+                        && hex.chars().all(|c| c.is_ascii_hexdigit())
+                });
+                if !valid {
+                    return Err(bad("its digest is not `algorithm:hex` (`sha256:…`)"));
+                }
+                (name, Some(digest.to_ascii_lowercase()))
+            }
+            None => (reference, None),
+        };
+        let last_slash = name.rfind('/').map_or(0, |i| i + 1);
+        let (path, tag) = match name[last_slash..].rfind(':') {
+            Some(i) => (&name[..last_slash + i], Some(name[last_slash + i + 1..].to_string())),
+            None => (name, None),
+        };
+        if path.is_empty() || tag.as_deref() == Some("") || path.ends_with('/') {
+            return Err(bad("its repository or tag is empty"));
+        }
+        let (domain, rest) = match path.split_once('/') {
+            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => {
+                (first.to_string(), rest.to_string())
+            }
+            _ => ("docker.io".to_string(), path.to_string()),
+        };
+        let domain = if domain == "index.docker.io" { "docker.io".to_string() } else { domain };
+        let rest = if domain == "docker.io" && !rest.contains('/') {
+            format!("library/{rest}")
+        } else {
+            rest
+        };
+        Ok(Name { repository: format!("{domain}/{rest}"), tag, digest })
+    }
+
+    /// The tag, `latest` when neither a tag nor a digest was written.
+    fn effective_tag(&self) -> Option<&str> {
+        match (&self.tag, &self.digest) {
+            (Some(t), _) => Some(t),
+            (None, None) => Some("latest"),
+            (None, Some(_)) => None,
+        }
+    }
+
+    /// Whether `self` (a key) names the same image as `other` (a reference), digest aside.
+    fn same_without_digest(&self, other: &Name) -> bool {
+        self.repository == other.repository
+            && (self.effective_tag() == other.effective_tag()
+                // `ubuntu` also maps `ubuntu@sha256:…`, which names no tag.
+                || (other.tag.is_none() && self.tag.is_none()))
+    }
+}
+
+/// The `[images]` of `reeval.toml`, checked: each name an eval may name,
+/// and what it stands for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImageMap {
+    entries: Vec<(Name, String)>,
+}
+
+impl ImageMap {
+    /// The map of `[images]`.
+    ///
+    /// # Errors
+    /// A message naming the first key or value that is not an image name.
+    pub fn new(images: &BTreeMap<String, String>) -> Result<ImageMap, String> {
+        let mut entries = Vec::new();
+        for (from, to) in images {
+            let key = Name::parse(from)?;
+            Name::parse(to).map_err(|e| format!("the image `{from}` maps to {e}"))?;
+            entries.push((key, to.clone()));
+        }
+        Ok(ImageMap { entries })
+    }
+
+    /// Whether it maps nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// What `reference` is mapped to; `None` when the map does not name it.
+    /// A digest-pinned reference maps by its whole name, else by its name
+    /// without the digest, which the mapped name then keeps.
+    pub fn map(&self, reference: &str) -> Option<String> {
+        let name = Name::parse(reference).ok()?;
+        if let Some((_, to)) = self.entries.iter().find(|(key, _)| same(key, &name)) {
+            return Some(to.clone());
+        }
+        let digest = name.digest.as_ref()?;
+        let (_, to) = self
+            .entries
+            .iter()
+            .find(|(key, _)| key.digest.is_none() && key.same_without_digest(&name))?;
+        Some(if to.contains('@') { to.clone() } else { format!("{to}@{digest}") })
+    }
+
+    /// `env` with its image mapped: `Image::from`'s reference, or the base of
+    /// `Image::install`; the name it had is kept for the record.
+    pub(crate) fn apply(&self, mut env: Environment) -> Environment {
+        match &mut env.image {
+            Some(ImageSpec::From(reference)) | Some(ImageSpec::Install { base: reference, .. }) => {
+                if let Some(to) = self.map(reference) {
+                    env.image_mapped_from = Some(std::mem::replace(reference, to));
+                }
+            }
+            _ => {}
+        }
+        env
+    }
+
+    /// `eval` with this map applied to the environment its function returns
+    /// (an eval without one uses its harness's image, which is not mapped).
+    /// While that function runs, [`mapped`] answers from this map.
+    pub fn apply_to(&self, mut eval: Eval) -> Eval {
+        if self.is_empty() {
+            return eval;
+        }
+        let Some(base) = eval.options.environment.clone() else { return eval };
+        let map = Arc::new(self.clone());
+        eval.options.environment = Some(Arc::new(move || {
+            let env = scoped(&map, || base());
+            map.apply(env)
+        }));
+        eval
+    }
+}
+
+/// Two names equal as Docker would resolve them (an omitted tag is `latest`).
+fn same(key: &Name, name: &Name) -> bool {
+    key.repository == name.repository
+        && key.digest == name.digest
+        && key.effective_tag() == name.effective_tag()
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<ImageMap>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `map` as the one [`mapped`] answers from.
+fn scoped<T>(map: &Arc<ImageMap>, f: impl FnOnce() -> T) -> T {
+    struct Reset(Option<Arc<ImageMap>>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let _reset = Reset(CURRENT.with(|c| c.borrow_mut().replace(map.clone())));
+    f()
+}
+
+/// The name `reference` is mapped to by the run's `[images]`, for code that
+/// runs inside an eval's environment function and must look at the image
+/// itself (a Harbor task asks the engine for its image's WORKDIR); the name
+/// itself outside one, or when the map does not name it.
+pub fn mapped(reference: &str) -> String {
+    CURRENT
+        .with(|c| c.borrow().as_ref().and_then(|m| m.map(reference)))
+        .unwrap_or_else(|| reference.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> ImageMap {
+        ImageMap::new(&pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()).unwrap()
+    }
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn names_compare_as_docker_resolves_them() {
+        let m = map(&[("ubuntu:24.04", "registry.internal/ubuntu:24.04"), ("python", "mirror/py")]);
+        for name in ["ubuntu:24.04", "docker.io/library/ubuntu:24.04", "library/ubuntu:24.04"] {
+            assert_eq!(m.map(name).as_deref(), Some("registry.internal/ubuntu:24.04"), "{name}");
+        }
+        assert_eq!(m.map("ubuntu:22.04"), None);
+        assert_eq!(m.map("ubuntu"), None, "ubuntu is ubuntu:latest");
+        assert_eq!(m.map("python:latest").as_deref(), Some("mirror/py"));
+        assert_eq!(m.map("other.registry/ubuntu:24.04"), None);
+        assert_eq!(m.map("localhost:5000/ubuntu:24.04"), None);
+    }
+
+    #[test]
+    fn digest_pinned_names_map_whole_or_keep_their_digest() {
+        let pinned = format!("alpine:3.23.4@{DIGEST}");
+        let m = map(&[
+            (pinned.as_str(), "mirror/alpine:pinned"),
+            ("ubuntu:24.04", "mirror/ubuntu:24.04"),
+        ]);
+        assert_eq!(m.map(&pinned).as_deref(), Some("mirror/alpine:pinned"));
+        assert_eq!(m.map("alpine:3.23.4"), None, "the key names one digest only");
+        // Pinned, unmapped as a whole: mapped by name, the digest kept.
+        let ubuntu = format!("ubuntu:24.04@{DIGEST}");
+        assert_eq!(m.map(&ubuntu), Some(format!("mirror/ubuntu:24.04@{DIGEST}")));
+        assert_eq!(m.map(&format!("ubuntu@{DIGEST}")), None, "no tag is not the tag 24.04");
+        let m = map(&[("ubuntu", "mirror/ubuntu")]);
+        assert_eq!(m.map(&format!("ubuntu@{DIGEST}")), Some(format!("mirror/ubuntu@{DIGEST}")));
+    }
+
+    #[test]
+    fn bad_names_are_refused_by_name() {
+        let bad =
+            |k: &str, v: &str| ImageMap::new(&[(k.to_string(), v.to_string())].into()).unwrap_err();
+        assert!(bad("ubuntu:", "x").contains("`ubuntu:` is not an image name"));
+        assert!(bad("ubuntu@md5", "x").contains("digest"));
+        assert!(bad("ubuntu", "").contains("the image `ubuntu` maps to"));
+        assert!(bad("a b", "x").contains("space"));
+    }
+
+    #[test]
+    fn environments_get_the_mapped_name_and_keep_the_one_they_named() {
+        let m = map(&[("ubuntu:24.04", "mirror/ubuntu:24.04")]);
+        let env = m.apply(Environment::new().image(crate::Image::from("ubuntu:24.04")));
+        assert_eq!(env.image, Some(ImageSpec::From("mirror/ubuntu:24.04".into())));
+        assert_eq!(env.image_mapped_from.as_deref(), Some("ubuntu:24.04"));
+        let env =
+            m.apply(Environment::new().image(crate::Image::install("ubuntu:24.04", ["true"])));
+        assert!(
+            matches!(env.image, Some(ImageSpec::Install { ref base, .. }) if base == "mirror/ubuntu:24.04")
+        );
+        let env = m.apply(Environment::new().image(crate::Image::from("debian")));
+        assert_eq!(env.image_mapped_from, None);
+
+        // Inside an environment function the map answers `mapped`; outside, nothing is mapped.
+        let eval = m.apply_to(Eval::new("e", |_| Box::pin(async { Ok(()) })).environment(|| {
+            let seen = mapped("ubuntu:24.04");
+            Environment::new().image(crate::Image::from(seen))
+        }));
+        let env = crate::attempt::build_environment(&eval).unwrap();
+        assert_eq!(env.image, Some(ImageSpec::From("mirror/ubuntu:24.04".into())));
+        assert_eq!(mapped("ubuntu:24.04"), "ubuntu:24.04");
+    }
+}

@@ -1,0 +1,111 @@
+//! `[images]` in `reeval.toml` (`RunConfig::images`), against the real Docker
+//! engine: images named by evals that exist nowhere (no registry is
+//! reachable here) are mapped to the local base image, and the evals run; the
+//! record names the mapped image and the one the eval named. Without the map
+//! the same eval cannot start (the control that shows the map did it).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use reeval::image_map::ImageMap;
+use reeval::{Environment, Eval, Image, Outcome, Phase, Record, expect};
+
+const MISSING: &str = "reeval-test/not-a-real-image:1";
+const PINNED: &str =
+    "reeval-test/pinned:1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const BASE: &str = "reeval/base:latest";
+
+fn eval_on(name: &str, image: &'static str) -> Eval {
+    Eval::new(name, |c| {
+        Box::pin(async move {
+            // The base image's marker: the sandbox runs the mapped image.
+            expect(c.exec("test -d /workspace && command -v python3").await?).to_succeed()?;
+            Ok(())
+        })
+    })
+    .environment(move || Environment::new().image(Image::from(image)))
+}
+
+fn map() -> ImageMap {
+    let map: BTreeMap<String, String> =
+        [(MISSING, BASE), (PINNED, BASE), ("reeval-test/harbor-prebuilt:1", BASE)]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+    ImageMap::new(&map).expect("the names parse")
+}
+
+/// A Harbor task whose `docker_image` is a name that exists nowhere, with no
+/// workdir of its own: the workdir is the mapped image's WORKDIR.
+fn harbor_task(dir: &std::path::Path) -> Eval {
+    let t = dir.join("prebuilt");
+    std::fs::create_dir_all(t.join("tests")).unwrap();
+    std::fs::create_dir_all(t.join("solution")).unwrap();
+    std::fs::write(
+        t.join("task.toml"),
+        "[task]\nname = \"reeval-tests/prebuilt\"\n[environment]\ndocker_image = \"reeval-test/harbor-prebuilt:1\"\nnetwork_mode = \"no-network\"\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("instruction.md"), "echo done > done.txt\n").unwrap();
+    std::fs::write(t.join("solution/solve.sh"), "#!/bin/bash\necho done > done.txt\n").unwrap();
+    std::fs::write(
+        t.join("tests/test.sh"),
+        "#!/bin/bash\npwd > /logs/verifier/cwd.txt\n[ -f done.txt ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    )
+    .unwrap();
+    reeval::harbor::tasks(&t).expect("the task loads").remove(0)
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn mapped_images_run_and_the_record_names_both() {
+    require_docker!();
+    let dir = common::temp_dir("images-harbor");
+    let evals =
+        vec![eval_on("missing_image", MISSING), eval_on("pinned_image", PINNED), harbor_task(&dir)];
+    let runner = common::runner_with("images-mapped", |c| {
+        c.harnesses = vec!["shell".into()];
+        c.threads = 3;
+        c.images = map();
+    });
+    let report = runner.run(evals).await.expect("preflight passes");
+    let r: BTreeMap<String, Record> =
+        report.records.iter().map(|r| (r.eval.clone(), r.clone())).collect();
+    for (eval, named) in [
+        ("missing_image", MISSING),
+        ("pinned_image", PINNED),
+        ("prebuilt", "reeval-test/harbor-prebuilt:1"),
+    ] {
+        let rec = &r[eval];
+        assert_eq!(rec.outcome, Outcome::Pass, "{eval}: {:?}", rec.message);
+        assert_eq!(rec.image.as_deref(), Some(BASE), "{eval}: the record names the mapped image");
+        assert_eq!(rec.image_mapped_from.as_deref(), Some(named), "{eval}: and the one it named");
+        let image = rec.phases.iter().find(|p| p.phase == Phase::Image).expect("an image phase");
+        assert!(
+            image.detail.contains(&format!("the eval named {named}; [images] maps it")),
+            "{eval}: {}",
+            image.detail
+        );
+        let on_disk = common::json(&report.run_dir.join(rec.file_name()));
+        assert_eq!(on_disk["imageMappedFrom"], named);
+    }
+    let harbor = &r["prebuilt"];
+    assert_eq!(harbor.reward.as_ref().map(|m| m["reward"]), Some(1.0));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The control: without the map, the name is looked for as it is, and is nowhere.
+    let runner = common::runner_with("images-unmapped", |c| c.harnesses = vec!["shell".into()]);
+    let report = runner.run(vec![eval_on("missing_image", MISSING)]).await;
+    match report {
+        Ok(report) => {
+            let rec = &report.records[0];
+            assert_eq!(rec.outcome, Outcome::InfraError, "{:?}", rec.message);
+            assert!(rec.message.as_deref().unwrap_or("").contains(MISSING), "{:?}", rec.message);
+        }
+        Err(e) => assert!(e.to_string().contains(MISSING), "{e}"),
+    }
+}
