@@ -324,3 +324,33 @@ async fn an_interruption_during_a_fills_commit_leaves_no_container_and_no_half_i
     }
     prune(&run_id).await;
 }
+
+/// A sandbox with a way out runs the gateway's relay, whose serving processes
+/// are started through `/proc/self/exe` (so the kernel names them `exe`): the
+/// fill's check for what a setup left running must know them as the relay's,
+/// or no environment with egress and a setup step is ever cached.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn a_setup_with_egress_is_cached_despite_the_relays_processes() {
+    require_docker!();
+    let nonce = nonce();
+    let env =
+        environment(&nonce, "echo prepared > built.txt", "given\n").allow_egress("example.invalid");
+    let first = common::runner_with("setup-cache-egress-a", |c| c.setup_cache = true);
+    let report = first.run(vec![prepared("egress_setup", env.clone())]).await.expect("preflight");
+    let miss = &report.records[0];
+    assert_eq!(miss.outcome, Outcome::Pass, "{:?}", miss.message);
+    let digest = cached_as(miss).expect("the miss asked for a fill").to_string();
+    assert!(
+        image_exists(&digest).await,
+        "the fill was not committed (see the run's events.jsonl in {})",
+        report.run_dir.display()
+    );
+    let second = common::runner_with("setup-cache-egress-b", |c| c.setup_cache = true);
+    let again = second.run(vec![prepared("egress_setup", env)]).await.expect("preflight");
+    assert_eq!(hit(&again.records[0]), Some(digest.as_str()), "{:?}", again.records[0].phases);
+    prune(&report.run_id).await;
+}

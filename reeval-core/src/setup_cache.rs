@@ -136,6 +136,13 @@ for d in /proc/[0-9]*; do
   status "$p"
   if [ "$state" = Z ] || [ -z "$name" ]; then continue; fi
   case $name in reeval-relay|reeval-diff) continue ;; esac
+  # The relay starts its servers through /proc/self/exe: the kernel names
+  # them `exe`, so they are known by their argv[0] (`read` joins cmdline's
+  # NUL-separated words; the exe link is not readable by the agent's user).
+  if [ "$name" = exe ]; then
+    cmd=; IFS= read -r cmd 2>/dev/null < "/proc/$p/cmdline"
+    case $cmd in reeval-relay*) continue ;; esac
+  fi
   echo "$p $name"
 done
 "#;
