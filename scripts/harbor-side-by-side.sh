@@ -170,7 +170,7 @@ run_reeval() {
   echo "reeval: $REEVAL ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "dataset: $DATASET ($(find "$DATASET" -mindepth 2 -maxdepth 2 -name task.toml | wc -l) tasks)"
   echo "concurrency: $CONCURRENCY; rounds: $ROUNDS; reeval cold: $COLD"
-} | tee "$OUT/machine.txt" >&2
+} > "$OUT/machine.txt"
 
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate who goes first, so that drift in the machine's load hits both.
