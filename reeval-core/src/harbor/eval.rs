@@ -411,6 +411,13 @@ mod tests {
     }
 
     #[test]
+    fn the_workdir_move_is_not_setup_cached() {
+        let env = task_with("").environment();
+        assert_eq!(env.setup_cache, crate::environment::SetupCache::Off);
+        assert_eq!(env.setup.len(), 1, "one setup step: the log directories and the workdir move");
+    }
+
+    #[test]
     fn networks_map_onto_the_gateway() {
         // Harbor's default is public: any host for the agent, setup and verifier.
         let env = task_with("").environment();
