@@ -83,6 +83,11 @@ async fn the_oracle_solves_every_gradable_task() {
     assert_eq!(agent("oracle-saw-tests.txt"), None, "/tests is copied in only after the agent");
     assert!(agent("oracle.txt").is_some(), "solve.sh's output is in /logs/agent/oracle.txt");
     assert_eq!(agent("exit-code.txt"), None, "solve.sh exited 0");
+    assert_eq!(
+        agent("home.txt").as_deref(),
+        Some("/root\n"),
+        "HOME is its user's, as docker exec -u sets it"
+    );
     let verifier = |name: &str| captured(&run_dir, hello, "logs-verifier", name);
     assert_eq!(verifier("cwd.txt").as_deref(), Some("/app\n"), "the verifier runs in the workdir");
     assert_eq!(verifier("test-stdout.txt").as_deref(), Some("checked greeting\n"));
@@ -95,6 +100,11 @@ async fn the_oracle_solves_every_gradable_task() {
         captured(&run_dir, python, "logs-verifier", "user.txt").as_deref(),
         Some("nobody\n"),
         "test.sh runs as [verifier].user"
+    );
+    assert_eq!(
+        captured(&run_dir, python, "logs-verifier", "home.txt").as_deref(),
+        Some("/nonexistent\n"),
+        "with its HOME from /etc/passwd, not the agent's"
     );
 
     let multi = &r["multi-key-json"];

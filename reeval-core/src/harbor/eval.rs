@@ -293,7 +293,11 @@ impl HarborTask {
         if let Some(mb) = self.config.environment.memory_mb {
             env = env.memory((mb as i64) << 20);
         }
-        env = env.setup(setup_script(&self.workdir()));
+        // Not cached as a setup image: the setup is a move of the workdir
+        // (a copy that a cached image would hold once more, of every task),
+        // and a fill per task is a sandbox prepared and committed while the
+        // run waits, which costs more than the move on these short attempts.
+        env = env.setup(setup_script(&self.workdir())).setup_cache(false);
         let c = &self.config;
         match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
             NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),
@@ -411,6 +415,13 @@ mod tests {
         let task = HarborTask::read(&dir, &|_| None).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         task
+    }
+
+    #[test]
+    fn the_workdir_move_is_not_setup_cached() {
+        let env = task_with("").environment();
+        assert_eq!(env.setup_cache, crate::environment::SetupCache::Off);
+        assert_eq!(env.setup.len(), 1, "one setup step: the log directories and the workdir move");
     }
 
     #[test]

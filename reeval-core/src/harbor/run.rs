@@ -14,20 +14,22 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecOutput};
 use crate::turn::TurnOptions;
 
+/// Harbor runs every command through `docker compose exec -u USER`, so its
+/// `HOME` is USER's home in the image's `/etc/passwd` (`/` without an
+/// entry), where reeval gives every command the agent's (`/home/agent`): a
+/// `solve.sh` or `test.sh` run as root would miss root's `~/.gitconfig`.
+/// This prefix of a `bash -c` script sets it as Docker does, in bash alone
+/// (not every image has `getent`).
+pub(super) const USER_HOME: &str = "HOME=/; while IFS=: read -r _ _ u _ _ d _; do \
+    if [ \"$u\" = \"$EUID\" ]; then HOME=$d; break; fi; done < /etc/passwd; export HOME; ";
+
 /// Files as `(path, bytes, mode)`.
 pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
 
-/// A tar of `files` unpacked under `dir` as root (owned by `owner` when given).
-fn upload(files: &Files, dir: &str, owner: Option<u64>) -> Result<Command> {
-    let tar = match owner {
-        Some(uid) => crate::sandbox::archive::tar_owned_by(files, uid)?,
-        None => crate::sandbox::archive::tar_of(files)?,
-    };
-    let mut args = vec!["-x"];
-    if owner.is_none() {
-        args.push("-o");
-    }
-    Ok(Command::new("tar").args(args).args(["-C", dir]).stdin(tar).user("0"))
+/// A tar of `files` unpacked under `dir` as root, owned by the agent's user.
+fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {
+    let tar = crate::sandbox::archive::tar_owned_by(files, crate::sandbox::AgentUser::ID)?;
+    Ok(Command::new("tar").args(["-x", "-C", dir]).stdin(tar).user("0"))
 }
 
 fn expect_ok(out: ExecOutput, what: &str) -> Result<()> {
@@ -37,15 +39,24 @@ fn expect_ok(out: ExecOutput, what: &str) -> Result<()> {
     Err(Error::infra(what, format!("exit {}: {}", out.exit_code, out.stderr.trim())))
 }
 
-/// Copies `files` in under `dir` as root.
-pub(super) async fn copy_in(c: &mut Ctx, files: &Files, dir: &str, what: &str) -> Result<()> {
-    expect_ok(c.exec(upload(files, dir, None)?).await?, what)
+/// `before`, then `files` unpacked under `/` (owners and modes as in the
+/// tar), then `after`: one exec as root, where Harbor makes three (each of
+/// reeval's execs costs a round trip to the engine).
+async fn copy_in_between(
+    c: &mut Ctx,
+    before: &str,
+    files: &Files,
+    after: &str,
+    what: &str,
+) -> Result<()> {
+    let tar = crate::sandbox::archive::tar_of(files)?;
+    let script = format!("{before} && tar -x -o -C / && {after}");
+    expect_ok(c.exec(Command::shell(script).stdin(tar).user("0")).await?, what)
 }
 
 /// Copies `files` into the workspace, owned by the agent's user (a step's `workdir/`).
 pub(super) async fn copy_in_for_agent(c: &mut Ctx, files: &Files, dir: &str) -> Result<()> {
-    let owner = Some(crate::sandbox::AgentUser::ID);
-    expect_ok(c.exec(upload(files, dir, owner)?).await?, "copy a step's workdir/ in")
+    expect_ok(c.exec(upload_for_agent(files, dir)?).await?, "copy a step's workdir/ in")
 }
 
 /// One turn with `prompt`, limited to `limit` (an hour when the task has none).
@@ -127,12 +138,17 @@ pub(super) enum Graded {
 /// the log directories captured, the reward read.
 pub(super) async fn verify(c: &mut Ctx, task: &HarborTask, v: &Verifier) -> Result<Graded> {
     let workdir = task.workdir();
-    c.exec(Command::shell(format!("rm -f {REWARD_TXT} {REWARD_JSON}")).user("0")).await?;
-    copy_in(c, &v.tests, "/", "copy tests/ into /tests").await?;
-    expect_ok(c.exec(Command::shell("chmod +x /tests/test.sh").user("0")).await?, "chmod /tests")?;
+    copy_in_between(
+        c,
+        &format!("rm -f {REWARD_TXT} {REWARD_JSON}"),
+        &v.tests,
+        "chmod +x /tests/test.sh",
+        "copy tests/ into /tests",
+    )
+    .await?;
     let mut run = Command::new("bash")
         .arg("-c")
-        .arg("(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1")
+        .arg(format!("{USER_HOME}(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"))
         // bash keeps a PWD naming its cwd: `pwd` says the workdir, not where its symlink points.
         .env("PWD", workdir.clone())
         .workdir(workdir)
@@ -144,18 +160,17 @@ pub(super) async fn verify(c: &mut Ctx, task: &HarborTask, v: &Verifier) -> Resu
         run = run.user(user.clone());
     }
     let ran = c.exec(run).await?;
-    capture_logs(c, &v.prefix).await?;
+    // One listing: the log directories holding a file, and the reward files.
+    let listing = format!(
+        "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; \
+         [ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true",
+        LOG_DIRS.join(" ")
+    );
+    let present = c.exec(Command::shell(listing).user("0")).await?;
+    capture_logs(c, &v.prefix, &present.stdout).await?;
     if ran.timed_out {
         return Ok(Graded::TimedOut(v.timeout));
     }
-    let present = c
-        .exec(
-            Command::shell(format!(
-                "[ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true"
-            ))
-            .user("0"),
-        )
-        .await?;
     let has = |what: &str| present.stdout.lines().any(|l| l == what);
     let json = if has("json") { Some(c.read_bytes(REWARD_JSON).await?) } else { None };
     let txt = if has("txt") { Some(c.read_bytes(REWARD_TXT).await?) } else { None };
@@ -165,15 +180,11 @@ pub(super) async fn verify(c: &mut Ctx, task: &HarborTask, v: &Verifier) -> Resu
     })
 }
 
-/// `/logs/agent`, `/logs/verifier`, `/logs/artifacts` as captures; a
-/// directory with no file has nothing to keep (and a capture of one fails).
-async fn capture_logs(c: &mut Ctx, prefix: &str) -> Result<()> {
-    let listing = format!(
-        "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; true",
-        LOG_DIRS.join(" ")
-    );
-    let holding = c.exec(Command::shell(listing).user("0")).await?;
-    for dir in holding.stdout.lines().filter(|d| LOG_DIRS.contains(d)) {
+/// `/logs/agent`, `/logs/verifier`, `/logs/artifacts` as captures, those of
+/// them `listed` (a line each) as holding a file: an empty directory has
+/// nothing to keep (and a capture of one fails).
+async fn capture_logs(c: &mut Ctx, prefix: &str, listed: &str) -> Result<()> {
+    for dir in listed.lines().filter(|d| LOG_DIRS.contains(d)) {
         let name = dir.trim_start_matches('/').replace('/', "-");
         c.capture(&format!("{prefix}{name}"), Artifact::dir(dir)).await?;
     }
@@ -228,15 +239,17 @@ pub(super) async fn solve(
     user: Option<String>,
     limit: Option<Duration>,
 ) -> Result<()> {
-    c.exec(Command::shell("rm -rf /solution").user("0")).await?;
-    copy_in(c, solution, "/", "copy solution/ into /solution").await?;
-    expect_ok(
-        c.exec(Command::shell("chmod +x /solution/solve.sh").user("0")).await?,
-        "chmod /solution/solve.sh",
-    )?;
+    copy_in_between(
+        c,
+        "rm -rf /solution",
+        solution,
+        "chmod +x /solution/solve.sh",
+        "copy solution/ into /solution",
+    )
+    .await?;
     let mut run = Command::new("bash")
         .arg("-c")
-        .arg("(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1")
+        .arg(format!("{USER_HOME}(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1"))
         .workdir(task.workdir())
         .env("PWD", task.workdir())
         .env("DEBIAN_FRONTEND", "noninteractive");

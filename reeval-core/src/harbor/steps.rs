@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::eval::{HarborTask, LOG_DIRS};
+use super::eval::{HarborTask, LOG_DIRS, quote};
 use super::run::{self, Files, Graded, Verifier};
 use super::task::{RewardStrategy, StepConfig};
 use crate::attempt::Ctx;
@@ -193,7 +193,11 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
         return Ok(None);
     }
     let script = format!("{}/setup.sh", workdir.trim_end_matches('/'));
-    let mut setup = Command::new("bash").arg(script).workdir(workdir.clone()).env("PWD", workdir);
+    let mut setup = Command::new("bash")
+        .arg("-c")
+        .arg(format!("{}bash {}", run::USER_HOME, quote(&script)))
+        .workdir(workdir.clone())
+        .env("PWD", workdir);
     if let Some(user) = step_user(task, step) {
         setup = setup.user(user);
     }
