@@ -253,6 +253,19 @@ impl Harness for ReplayHarness {
         Ok(())
     }
 
+    /// A regrade names what it re-graded and carries the agent's usage as
+    /// recorded, not summed again.
+    fn conclude(&mut self, record: &mut Record, run_dir: &Path) {
+        let recorded = match self.recorded.take() {
+            Some(recorded) => Ok(recorded),
+            None => find(&self.spec, run_dir, &record.eval, record.trial, record.arm.as_deref()),
+        };
+        if let Ok(recorded) = recorded {
+            record.regrade_of = Some(recorded.regrade_of());
+            record.usage = recorded.record.usage.clone();
+        }
+    }
+
     async fn turn(
         &mut self,
         sandbox: &SandboxHandle,

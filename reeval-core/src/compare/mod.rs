@@ -70,6 +70,11 @@ impl Variant {
         &self.name
     }
 
+    /// `env` (an eval's environment, built) with this variant's change applied.
+    pub(crate) fn apply_env(&self, env: Environment) -> Environment {
+        if self.name == CONTROL { env } else { (self.apply)(env) }
+    }
+
     /// `eval` with this variant's change applied on top of its own environment.
     pub fn apply_to(&self, mut eval: Eval) -> Eval {
         if self.name == CONTROL {

@@ -11,12 +11,12 @@ use tokio::task::JoinSet;
 
 use super::config_stops::ConfigStops;
 use super::events::{EventSink, RunEvent};
-use super::preflight::{Preflighted, cell_key};
+use super::preflight::Preflighted;
 use super::prestart::Prestart;
 use super::setup_fill::{FillFrom, MAX_FILLS, SetupFills};
 use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunReport, Runner, final_tries, summarize_priced};
-use crate::attempt::{self, AttemptPlan};
+use crate::attempt::{self, AttemptPlan, CellPlan};
 use crate::eval::Eval;
 use crate::outcome::{Outcome, Retry};
 use crate::record::Record;
@@ -33,17 +33,19 @@ pub(crate) async fn dispatch(
 ) -> RunReport {
     let config = &runner.config;
     let run_dir = config.record_dir.join(&config.run_id);
-    let Preflighted { pool, secrets, redactor, detail, engine } = ready;
+    let Preflighted { pool, plans, redactor, detail, engine } = ready;
     let started = std::time::SystemTime::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
     // One gateway for the run, started by the first attempt that needs a way out.
     let egress = Arc::new(crate::egress::RunEgress::new(config.egress.clone()));
 
     // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
-    for eval in &evals {
-        if let Ok(env) = attempt::build_environment(eval)
-            && let Some(crate::environment::Workspace::Git { url, rev, .. }) = &env.workspace
+    let mut fetched = Vec::new();
+    for plan in plans.iter().flatten() {
+        if let Some(crate::environment::Workspace::Git { url, rev, .. }) = &plan.env.workspace
+            && !fetched.contains(&(url, rev))
         {
+            fetched.push((url, rev));
             let _ = crate::workspace::fetch_git(url, rev).await;
         }
     }
@@ -58,7 +60,7 @@ pub(crate) async fn dispatch(
         }
     }
 
-    let ahead = ensure_images_ahead(runner, &evals, &pool);
+    let ahead = ensure_images_ahead(&plans, &pool);
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
     let turnstile = Arc::new(Turnstile::default());
     let mut next_ticket = 0;
@@ -78,13 +80,13 @@ pub(crate) async fn dispatch(
     let mut lost: Vec<String> = Vec::new();
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
-        let cells = runner.arm_cells(eval);
+        let cells = &plans[i];
         pending.insert(i, cells.len() * trials as usize);
         // Trials outside, cells (harnesses, arms) inside: a comparison's arms
         // take turns, so that a provider drifting over the run hits both alike.
         for trial in 1..=trials {
-            for cell in &cells {
-                let (spec, arm) = (&cell.spec, cell.arm.as_deref());
+            for cell in cells {
+                let (spec, arm) = (&cell.harness_spec, cell.arm.as_deref());
                 // A resumed run keeps the trials it recorded.
                 let kept: Vec<Record> = runner
                     .kept
@@ -103,23 +105,13 @@ pub(crate) async fn dispatch(
                     *pending.get_mut(&i).expect("planned above") -= 1;
                     continue;
                 }
-                let mut planned = cell.eval.clone();
-                if planned.options.judge.is_none() {
-                    planned.options.judge = config.judge.clone();
-                }
-                if config.min_pass_rate.is_some() {
-                    planned.options.min_pass_rate = config.min_pass_rate;
-                }
                 // A trial recorded before in this run (nextest's --retries runs the process
                 // again; --resume completes the run) is numbered on, never overwritten.
                 let try_ = crate::runs::next_try(&run_dir, &eval.name, spec, arm, trial);
                 let plan = AttemptPlan {
+                    cell: cell.clone(),
                     run_id: config.run_id.clone(),
                     run_dir: run_dir.clone(),
-                    eval: planned,
-                    harness_spec: spec.clone(),
-                    arm: cell.arm.clone(),
-                    timeout: config.timeout.unwrap_or(eval.options.timeout),
                     trial,
                     try_,
                     events: Some(tx.clone()),
@@ -136,7 +128,6 @@ pub(crate) async fn dispatch(
                     pool: pool.clone(),
                     harnesses: runner.harnesses.clone(),
                     shutdown: runner.shutdown.clone(),
-                    secrets: secrets.get(&cell_key(&eval.name, spec)).cloned().unwrap_or_default(),
                     retries: config.infra_retries,
                     events: tx.clone(),
                     teardowns: teardowns.clone(),
@@ -151,7 +142,7 @@ pub(crate) async fn dispatch(
         }
     }
     let planned = set.len();
-    let cells: usize = evals.iter().map(|e| runner.arm_cells(e).len()).sum();
+    let cells: usize = plans.iter().map(Vec::len).sum();
     report_all(
         reporters,
         &mut lost,
@@ -259,33 +250,20 @@ pub(crate) async fn dispatch(
 /// once per digest (a lock per digest), so an attempt that needs an image
 /// being built here waits for that build.
 fn ensure_images_ahead(
-    runner: &Runner,
-    evals: &[Eval],
+    plans: &[Vec<Arc<CellPlan>>],
     pool: &Arc<super::pool::Pool>,
 ) -> tokio::task::JoinHandle<()> {
-    let mut wanted: Vec<(crate::environment::ImageSpec, Option<String>)> = Vec::new();
-    for eval in evals {
-        let Ok(env) = attempt::build_environment(eval) else { continue };
-        for spec in runner.harness_specs(eval) {
-            let harness = runner.harnesses.make(&spec);
-            let image = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());
-            let entry = (image, Some(spec));
-            if !wanted.iter().any(|(i, _)| *i == entry.0) {
-                wanted.push(entry);
-            }
+    let mut wanted: Vec<(crate::environment::ImageSpec, String)> = Vec::new();
+    for plan in plans.iter().flatten() {
+        if !wanted.iter().any(|(i, _)| *i == plan.image) {
+            wanted.push((plan.image.clone(), plan.image_key.clone()));
         }
     }
-    let (pool, harnesses) = (pool.clone(), runner.harnesses.clone());
+    let pool = pool.clone();
     tokio::spawn(async move {
-        for (image, spec) in wanted {
-            let harness = spec.and_then(|s| harnesses.make(&s));
+        for (image, key) in wanted {
             for engine in pool.engines() {
-                crate::lifecycle::image::ensure_ahead(
-                    engine.backend.as_ref(),
-                    &image,
-                    harness.as_deref(),
-                )
-                .await;
+                crate::lifecycle::image::ensure_ahead(engine.backend.as_ref(), &image, &key).await;
             }
         }
     })
@@ -353,7 +331,6 @@ struct TrialRun {
     pool: Arc<super::pool::Pool>,
     harnesses: crate::harness::HarnessRegistry,
     shutdown: tokio_util::sync::CancellationToken,
-    secrets: Vec<crate::secrets::Secret>,
     retries: u32,
     events: EventSink,
     teardowns: Arc<Teardowns>,
@@ -376,7 +353,7 @@ impl TrialRun {
                     if self.slots.available_permits() == 0
                         && self.config_stops.stopped(&plan).is_none() =>
                 {
-                    self.prestart.create(&plan, &backend, &self.harnesses, &self.secrets).await
+                    self.prestart.create(&plan, &backend).await
                 }
                 _ => None,
             };
@@ -411,14 +388,7 @@ impl TrialRun {
                     if let Some((sandbox, _)) = prestarted {
                         self.teardowns.destroy(sandbox);
                     }
-                    let mut r = Record::new(
-                        &plan.run_id,
-                        &plan.eval.name,
-                        &plan.harness_spec,
-                        plan.trial,
-                        plan.try_,
-                    );
-                    r.arm = plan.arm.clone();
+                    let mut r = plan.new_record();
                     r.outcome = Outcome::InfraError;
                     r.message = Some(e.to_string());
                     let _ = self.events.send(RunEvent::AttemptEnded {
@@ -430,14 +400,13 @@ impl TrialRun {
                 }
             };
             let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
-            let harness = self.harnesses.make(&plan.harness_spec);
+            let harness = self.harnesses.make(&plan.cell.harness_spec);
             // A miss of the setup cache is filled in the background, on this attempt's engine.
             let mut attempt_plan = plan.clone();
             let from = FillFrom {
                 plan: plan.clone(),
                 backend: engine.engine.backend.clone(),
                 harnesses: self.harnesses.clone(),
-                secrets: self.secrets.clone(),
             };
             let fills = self.fills.clone();
             attempt_plan.ask_fill =
@@ -446,7 +415,6 @@ impl TrialRun {
                 attempt_plan,
                 Some(engine.engine.backend.clone()),
                 harness,
-                self.secrets.clone(),
                 self.shutdown.clone(),
                 prestarted,
             )

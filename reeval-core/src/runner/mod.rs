@@ -12,7 +12,10 @@
 //! The flow: `suite::main` (the binary's `main!`) parses the command line and
 //! settings → selection (filters, tags, rerun, resume) → preflight (engines,
 //! images, secrets, the judge; a config error stops the run before anything
-//! starts) → dispatch: each attempt waits for a slot on an engine, runs
+//! starts), which plans every cell once (`plan.rs`: the eval's environment
+//! built from its function once, the image spec, the harness's version, the
+//! secrets; one `attempt::CellPlan` shared by dispatch, prestart, the setup
+//! fills and every attempt) → dispatch: each attempt waits for a slot on an engine, runs
 //! (`crate::attempt::run`), is retried on infra → its record is written and
 //! announced → background work the run waits for before it ends
 //! (`background.rs`: teardown's destroys, `setup_fill.rs`'s cache fills,
@@ -37,6 +40,7 @@ mod dispatch;
 pub mod events;
 #[cfg(test)]
 mod fake_tests;
+mod plan;
 pub mod pool;
 mod preflight;
 mod prestart;
@@ -147,12 +151,13 @@ pub struct Runner {
 }
 
 /// One cell of an eval as the run plans it: the harness, the arm of a
-/// comparison, and the eval with the arm's change applied.
+/// comparison, and the variant whose change the arm makes to the eval's
+/// environment (`runner/plan.rs` applies it to the environment built once).
 #[derive(Debug, Clone)]
 pub(crate) struct ArmCell {
     pub(crate) spec: String,
     pub(crate) arm: Option<String>,
-    pub(crate) eval: Eval,
+    pub(crate) variant: Option<crate::compare::Variant>,
 }
 
 impl Runner {
@@ -184,18 +189,6 @@ impl Runner {
         self
     }
 
-    /// The version of each harness `evals` run with, by harness spec (where
-    /// the harness pins one).
-    pub(crate) fn harness_versions(&self, evals: &[Eval]) -> BTreeMap<String, String> {
-        let mut versions = BTreeMap::new();
-        for cell in evals.iter().flat_map(|e| self.arm_cells(e)) {
-            if let Some(version) = self.harnesses.make(&cell.spec).and_then(|h| h.version()) {
-                versions.insert(cell.spec.clone(), version);
-            }
-        }
-        versions
-    }
-
     /// The cells `eval` runs as: each harness, and in a comparison each arm.
     pub(crate) fn arm_cells(&self, eval: &Eval) -> Vec<ArmCell> {
         use crate::compare::Arms;
@@ -207,26 +200,25 @@ impl Runner {
                     [a, b].map(|v| ArmCell {
                         spec: spec.clone(),
                         arm: Some(v.name().to_string()),
-                        eval: v.apply_to(eval.clone()),
+                        variant: Some(v.clone()),
                     })
                 })
                 .collect(),
             (Some(Arms::Harnesses(..)), _) => specs
                 .into_iter()
-                .map(|spec| ArmCell { arm: Some(spec.clone()), spec, eval: eval.clone() })
+                .map(|spec| ArmCell { arm: Some(spec.clone()), spec, variant: None })
                 .collect(),
             (None, Some(v)) => specs
                 .into_iter()
                 .map(|spec| ArmCell {
                     spec,
                     arm: Some(v.name().to_string()),
-                    eval: v.apply_to(eval.clone()),
+                    variant: Some(v.clone()),
                 })
                 .collect(),
-            (None, None) => specs
-                .into_iter()
-                .map(|spec| ArmCell { spec, arm: None, eval: eval.clone() })
-                .collect(),
+            (None, None) => {
+                specs.into_iter().map(|spec| ArmCell { spec, arm: None, variant: None }).collect()
+            }
         }
     }
 
@@ -310,8 +302,13 @@ impl Runner {
     ) -> Result<RunReport, PreflightError> {
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
-        // Once per run: the trajectories name them, and the summary's provenance.
-        let versions = self.harness_versions(&evals);
+        // Found once, in the cells' plans: the trajectories name them, and the summary's provenance.
+        let versions: BTreeMap<String, String> = ready
+            .plans
+            .iter()
+            .flatten()
+            .filter_map(|p| Some((p.harness_spec.clone(), p.harness_version.clone()?)))
+            .collect();
         let atif = AtifFiles::new(
             run_dir.clone(),
             ready.redactor.clone(),
