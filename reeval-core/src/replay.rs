@@ -340,7 +340,8 @@ pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayE
     // The replay names the run by its path, so the regrade may be recorded anywhere.
     let source = std::fs::canonicalize(&run_dir).unwrap_or(run_dir.clone());
     let spec = |harness: &str| format!("{REPLAY}:{}@{harness}", source.display());
-    let recorded: Vec<Record> = crate::runner::final_tries(&records).into_iter().cloned().collect();
+    let recorded: Vec<Record> =
+        crate::report::summary::final_tries(&records).into_iter().cloned().collect();
     let mut harnesses: Vec<String> = recorded.iter().map(|r| spec(&r.harness)).collect();
     harnesses.sort();
     harnesses.dedup();
@@ -354,7 +355,7 @@ pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayE
 
 /// What a regrade changed: verdicts up (fail → pass) and down (pass → fail), one line each.
 pub fn regrade_delta(plan: &RegradePlan, records: &[Record]) -> String {
-    let finals = crate::runner::final_tries(records);
+    let finals = crate::report::summary::final_tries(records);
     let (mut up, mut down, mut unknown, mut same) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for new in finals {
         let Some(of) = &new.regrade_of else { continue };

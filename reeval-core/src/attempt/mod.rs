@@ -89,7 +89,7 @@ pub(crate) struct AttemptPlan {
     pub(crate) trial: u32,
     pub(crate) try_: u32,
     /// Where the attempt's phases and events go as they happen.
-    pub(crate) events: Option<crate::runner::events::EventSink>,
+    pub(crate) events: Option<crate::report::events::EventSink>,
     /// The run-wide preflight's detail (`ok in 12ms`).
     pub(crate) preflight: String,
     /// The run's redactor, built in preflight.
@@ -104,8 +104,8 @@ pub(crate) struct AttemptPlan {
 
 impl AttemptPlan {
     /// The attempt's id on the event stream.
-    pub(crate) fn id(&self) -> crate::runner::events::AttemptId {
-        crate::runner::events::AttemptId {
+    pub(crate) fn id(&self) -> crate::report::events::AttemptId {
+        crate::report::events::AttemptId {
             eval: self.cell.eval.clone(),
             harness: self.cell.harness_spec.clone(),
             arm: self.cell.arm.clone(),

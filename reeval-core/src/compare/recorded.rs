@@ -2,24 +2,15 @@
 //! RUN_A the control and RUN_B the treatment, paired by eval and trial (and
 //! harness, when both runs ran the same harnesses).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::Look;
-use super::analysis::{self, Comparison, Sides};
+use super::analysis::{self, Sides};
 use crate::prices::PriceTable;
 use crate::record::Record;
 use crate::runs::RunsError;
 
-/// Two recorded runs compared.
-#[derive(Debug, Clone)]
-pub struct RecordedComparison {
-    /// The analysis (each arm is named by its run id).
-    pub comparison: Comparison,
-    /// The control run's directory and records.
-    pub control: (PathBuf, Vec<Record>),
-    /// The treatment run's directory and records.
-    pub treatment: (PathBuf, Vec<Record>),
-}
+pub use super::analysis::RecordedComparison;
 
 /// The name of a run: its directory's name.
 fn run_name(dir: &Path) -> String {

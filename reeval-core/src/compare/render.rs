@@ -176,7 +176,7 @@ fn final_of<'a>(
 ///
 /// # Errors
 /// An [`askama::Error`] when the page cannot be rendered.
-pub fn html(compared: &super::recorded::RecordedComparison) -> Result<String, askama::Error> {
+pub fn html(compared: &super::analysis::RecordedComparison) -> Result<String, askama::Error> {
     use askama::Template;
     let c = &compared.comparison;
     let mut rows: Vec<RowView> = c.evals.iter().map(|r| row_view(r, false)).collect();

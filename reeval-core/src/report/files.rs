@@ -9,8 +9,8 @@ use std::io;
 use std::path::PathBuf;
 
 use super::Reporter;
-use crate::runner::RunReport;
-use crate::runner::events::RunEvent;
+use crate::report::events::RunEvent;
+use crate::report::summary::RunReport;
 use crate::secrets::Redactor;
 
 /// Writes records and the summary under the run directory.

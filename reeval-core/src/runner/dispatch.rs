@@ -10,7 +10,6 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::config_stops::ConfigStops;
-use super::events::{EventSink, RunEvent};
 use super::preflight::Preflighted;
 use super::prestart::Prestart;
 use super::setup_fill::{FillFrom, MAX_FILLS, SetupFills};
@@ -21,6 +20,7 @@ use crate::eval::Eval;
 use crate::outcome::{Outcome, Retry};
 use crate::record::Record;
 use crate::report::Reporter;
+use crate::report::events::{EventSink, RunEvent};
 use crate::sandbox::Sweep;
 
 /// Runs every attempt of `evals` and reports as it goes.
