@@ -455,7 +455,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "reeval-runs-{}-{}",
             std::process::id(),
-            crate::runner::new_run_id()
+            crate::settings::run_id_from(&crate::settings::process_env)
         ));
         let run = dir.join("run-1");
         std::fs::create_dir_all(&run).unwrap();

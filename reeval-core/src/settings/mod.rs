@@ -36,6 +36,7 @@ pub mod args;
 mod engines;
 mod env_files;
 pub mod file;
+mod parse;
 pub mod render;
 pub mod table;
 #[cfg(test)]
