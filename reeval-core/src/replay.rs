@@ -40,7 +40,7 @@ pub enum ReplayError {
         run: String,
         /// Why it cannot be read.
         #[source]
-        source: crate::runs::RunsError,
+        source: crate::report::runs::RunsError,
     },
     /// The run recorded no attempt of this eval and trial (with that harness, when named).
     #[error("failed to replay run {run}: it recorded no attempt of {eval} trial {trial}{}", harness.as_ref().map(|h| format!(" with harness {h}")).unwrap_or_default())]
@@ -142,7 +142,7 @@ pub fn find(
     } else {
         current_run_dir.parent().unwrap_or(Path::new(".")).join(run)
     };
-    let records = crate::runs::records(&run_dir)
+    let records = crate::report::runs::records(&run_dir)
         .map_err(|source| ReplayError::Run { run: run.to_string(), source })?;
     let mut of_trial: Vec<Record> = records
         .into_iter()
@@ -327,7 +327,7 @@ pub struct RegradePlan {
 /// when it holds no attempt or compared arms (not supported yet).
 pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayError> {
     let run_dir = if Path::new(run).is_dir() { PathBuf::from(run) } else { record_dir.join(run) };
-    let records = crate::runs::records(&run_dir)
+    let records = crate::report::runs::records(&run_dir)
         .map_err(|source| ReplayError::Run { run: run.to_string(), source })?;
     let refuse =
         |message: &str| ReplayError::Regrade { run: run.to_string(), message: message.into() };

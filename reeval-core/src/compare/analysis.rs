@@ -22,18 +22,6 @@ use crate::stats::paired::{self, PairedTable, Verdict};
 
 pub use reeval_record::comparison::{ArmFigures, Comparison, ComparisonRow, Differences, Excluded};
 
-/// Two recorded runs compared (`reeval compare RUN_A RUN_B`, made by
-/// [`super::recorded::compare_runs`]; rendered by [`super::render::html`]).
-#[derive(Debug, Clone)]
-pub struct RecordedComparison {
-    /// The analysis (each arm is named by its run id).
-    pub comparison: Comparison,
-    /// The control run's directory and records.
-    pub control: (std::path::PathBuf, Vec<Record>),
-    /// The treatment run's directory and records.
-    pub treatment: (std::path::PathBuf, Vec<Record>),
-}
-
 /// How records are split into the two arms.
 #[derive(Debug, Clone, Copy)]
 pub struct Sides<'a> {

@@ -13,7 +13,8 @@
 
 pub mod analysis;
 pub mod recorded;
-pub mod render;
+/// How a comparison reads, at its old path (a reporter's: [`crate::report::compare`]).
+pub use crate::report::compare as render;
 
 use std::sync::Arc;
 

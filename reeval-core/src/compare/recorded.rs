@@ -8,9 +8,9 @@ use super::Look;
 use super::analysis::{self, Sides};
 use crate::prices::PriceTable;
 use crate::record::Record;
-use crate::runs::RunsError;
+use crate::report::runs::RunsError;
 
-pub use super::analysis::RecordedComparison;
+pub use crate::report::compare::RecordedComparison;
 
 /// The name of a run: its directory's name.
 fn run_name(dir: &Path) -> String {
@@ -26,8 +26,8 @@ pub fn compare_runs(
     treatment: &Path,
     prices: &PriceTable,
 ) -> Result<RecordedComparison, RunsError> {
-    let c = crate::runs::records(control)?;
-    let t = crate::runs::records(treatment)?;
+    let c = crate::report::runs::records(control)?;
+    let t = crate::report::runs::records(treatment)?;
     let harnesses = |records: &[Record]| -> std::collections::BTreeSet<String> {
         records.iter().map(|r| r.harness.clone()).collect()
     };

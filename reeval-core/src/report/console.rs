@@ -374,7 +374,7 @@ fn summary_text(
         ));
     }
     if let Some(comparison) = &s.comparison {
-        out.push_str(&crate::compare::render::table(comparison));
+        out.push_str(&super::compare::table(comparison));
     }
     out
 }

@@ -73,7 +73,7 @@ impl Reporter for JsonFiles {
                 std::fs::File::create(&path).and_then(|f| f.lock().map(|()| f)).map_err(|e| {
                     io::Error::new(e.kind(), format!("failed to lock {}: {e}", path.display()))
                 })?;
-            crate::runs::rebuild(&self.run_dir, prices, &self.redactor)
+            crate::report::runs::rebuild(&self.run_dir, prices, &self.redactor)
                 .map_err(io::Error::other)?;
         }
         Ok(())

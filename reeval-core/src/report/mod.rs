@@ -7,6 +7,7 @@
 //! write a secret.
 
 mod atif;
+pub mod compare;
 mod console;
 pub mod events;
 mod files;
@@ -15,6 +16,7 @@ pub mod junit;
 mod libtest_json;
 pub(crate) mod lines;
 mod live;
+pub mod runs;
 pub(crate) mod summary;
 
 use std::io;

@@ -107,7 +107,7 @@ pub(crate) async fn dispatch(
                 }
                 // A trial recorded before in this run (nextest's --retries runs the process
                 // again; --resume completes the run) is numbered on, never overwritten.
-                let try_ = crate::runs::next_try(&run_dir, &eval.name, spec, arm, trial);
+                let try_ = crate::report::runs::next_try(&run_dir, &eval.name, spec, arm, trial);
                 let plan = AttemptPlan {
                     cell: cell.clone(),
                     run_id: config.run_id.clone(),

@@ -146,7 +146,7 @@ impl Runner {
     /// Completes the run of `records` (same run id): their finished trials
     /// are kept and count in the summary; the other trials run.
     pub fn resuming(mut self, records: Vec<Record>) -> Self {
-        self.kept = crate::runs::finished_trials(records, self.config.infra_retries);
+        self.kept = crate::report::runs::finished_trials(records, self.config.infra_retries);
         self
     }
 

@@ -1,6 +1,22 @@
-//! How a comparison reads: a terminal table, and (for `reeval compare`) an HTML page.
+//! How a comparison reads: a terminal table, and (for `reeval compare`) an
+//! HTML page. Re-exported as `compare::render`.
 
-use super::analysis::{ArmFigures, Comparison, ComparisonRow};
+use std::path::PathBuf;
+
+use crate::comparison::{ArmFigures, Comparison, ComparisonRow};
+use crate::record::Record;
+
+/// Two recorded runs compared (`reeval compare RUN_A RUN_B`, made by
+/// [`crate::compare::recorded::compare_runs`]).
+#[derive(Debug, Clone)]
+pub struct RecordedComparison {
+    /// The analysis (each arm is named by its run id).
+    pub comparison: Comparison,
+    /// The control run's directory and records.
+    pub control: (PathBuf, Vec<Record>),
+    /// The treatment run's directory and records.
+    pub treatment: (PathBuf, Vec<Record>),
+}
 
 fn percent(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
@@ -176,7 +192,7 @@ fn final_of<'a>(
 ///
 /// # Errors
 /// An [`askama::Error`] when the page cannot be rendered.
-pub fn html(compared: &super::analysis::RecordedComparison) -> Result<String, askama::Error> {
+pub fn html(compared: &RecordedComparison) -> Result<String, askama::Error> {
     use askama::Template;
     let c = &compared.comparison;
     let mut rows: Vec<RowView> = c.evals.iter().map(|r| row_view(r, false)).collect();
