@@ -69,13 +69,16 @@ pub(crate) async fn dispatch(
         Arc::new(SetupFills::new(MAX_FILLS, config.setup_cache_max_bytes, runner.shutdown.clone()));
     let prestart = Prestart::new(config.prestart);
     let config_stops = Arc::new(ConfigStops::default());
-    let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
+    let mut set: JoinSet<usize> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
     // Each eval's records, as indices into `all` (one copy of each record:
-    // a run of many attempts with long final messages holds them all).
+    // a run of many attempts with long final messages holds them all). A
+    // record reaches dispatch once, in its `AttemptEnded` event.
     let mut results: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut all: Vec<Record> = Vec::new();
+    let index_of: HashMap<&str, usize> =
+        evals.iter().enumerate().rev().map(|(i, e)| (e.name.as_str(), i)).collect();
     // Every record, summary or report that could not be written: an error of the run.
     let mut lost: Vec<String> = Vec::new();
     for (i, eval) in evals.iter().enumerate() {
@@ -136,7 +139,10 @@ pub(crate) async fn dispatch(
                     config_stops: config_stops.clone(),
                 };
                 next_ticket += 1;
-                let task = set.spawn(async move { (i, trial_run.run(plan).await) });
+                let task = set.spawn(async move {
+                    trial_run.run(plan).await;
+                    i
+                });
                 tasks.insert(task.id(), (i, spec.clone(), cell.arm.clone(), trial));
             }
         }
@@ -175,12 +181,15 @@ pub(crate) async fn dispatch(
         tokio::select! {
             _ = ticks.tick() => report_all(reporters, &mut lost, &RunEvent::Tick),
             event = rx.recv(), if events_open => match event {
-                Some(event) => report_all(reporters, &mut lost, &event),
+                Some(event) => {
+                    report_all(reporters, &mut lost, &event);
+                    keep(event, &index_of, &mut results, &mut all);
+                }
                 None => events_open = false,
             },
             Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
-                let (i, records) = match joined {
-                    Ok((_, (i, records))) => (i, records),
+                let i = match joined {
+                    Ok((_, i)) => i,
                     Err(e) => {
                         // A bug of ours (the eval's panics are caught inside): still a record, never a silent gap.
                         let (i, spec, arm, trial) = tasks.remove(&e.id()).expect("every task is known");
@@ -188,16 +197,17 @@ pub(crate) async fn dispatch(
                         r.arm = arm;
                         r.outcome = Outcome::InfraError;
                         r.message = Some(format!("failed to run the attempt: {e}"));
-                        report_all(reporters, &mut lost, &RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Final });
-                        (i, vec![r])
+                        let event = RunEvent::AttemptEnded { record: Box::new(r), retry: Retry::Final };
+                        report_all(reporters, &mut lost, &event);
+                        keep(event, &index_of, &mut results, &mut all);
+                        i
                     }
                 };
                 // The attempts' own events come first: drain what they sent before their end.
                 while let Ok(event) = rx.try_recv() {
                     report_all(reporters, &mut lost, &event);
+                    keep(event, &index_of, &mut results, &mut all);
                 }
-                results.entry(i).or_default().extend(all.len()..all.len() + records.len());
-                all.extend(records);
                 let left = pending.get_mut(&i).expect("known eval");
                 *left -= 1;
                 if *left == 0 {
@@ -289,6 +299,22 @@ fn missing_records(run_dir: &std::path::Path, records: &[Record], lost: &mut Vec
     }
 }
 
+/// Keeps the record an `AttemptEnded` event carries (moved, not copied), as
+/// one of its eval's records.
+fn keep(
+    event: RunEvent,
+    index_of: &HashMap<&str, usize>,
+    results: &mut BTreeMap<usize, Vec<usize>>,
+    all: &mut Vec<Record>,
+) {
+    if let RunEvent::AttemptEnded { record, .. } = event
+        && let Some(&i) = index_of.get(record.eval.as_str())
+    {
+        results.entry(i).or_default().push(all.len());
+        all.push(*record);
+    }
+}
+
 /// Gives `event` to every reporter; what one fails to write is said at once
 /// and kept in `lost`, which makes it an error of the run.
 fn report_all(reporters: &mut [Box<dyn Reporter>], lost: &mut Vec<String>, event: &RunEvent) {
@@ -341,8 +367,8 @@ struct TrialRun {
 }
 
 impl TrialRun {
-    async fn run(self, mut plan: AttemptPlan) -> Vec<Record> {
-        let mut records = Vec::new();
+    /// Runs the trial's tries; each one's record goes out in its `AttemptEnded` event.
+    async fn run(self, mut plan: AttemptPlan) {
         // Tries of this process: a trial numbered on from an earlier process still gets its retries.
         let mut tried = 0;
         loop {
@@ -374,12 +400,10 @@ impl TrialRun {
                 if let Some((sandbox, _)) = prestarted {
                     self.teardowns.destroy(sandbox);
                 }
-                let _ = self.events.send(RunEvent::AttemptEnded {
-                    record: Box::new(r.clone()),
-                    retry: Retry::Final,
-                });
-                records.push(r);
-                return records;
+                let _ = self
+                    .events
+                    .send(RunEvent::AttemptEnded { record: Box::new(r), retry: Retry::Final });
+                return;
             }
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
@@ -392,11 +416,10 @@ impl TrialRun {
                     r.outcome = Outcome::InfraError;
                     r.message = Some(e.to_string());
                     let _ = self.events.send(RunEvent::AttemptEnded {
-                        record: Box::new(r.clone()),
+                        record: Box::new(r),
                         retry: Retry::Hopeless,
                     });
-                    records.push(r);
-                    return records;
+                    return;
                 }
             };
             let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
@@ -438,13 +461,11 @@ impl TrialRun {
                 self.retries,
                 self.shutdown.is_cancelled(),
             );
-            let _ = self
-                .events
-                .send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
+            let _ =
+                self.events.send(RunEvent::AttemptEnded { record: Box::new(done.record), retry });
             drop(slot);
-            records.push(done.record);
             if retry != Retry::Again {
-                return records;
+                return;
             }
             plan.try_ += 1;
         }
