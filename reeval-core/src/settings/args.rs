@@ -2,7 +2,7 @@
 //! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin
 //! that [`crate::settings`] reads. Which flags exist, what they take and what
 //! they set is [`super::table`]; `parse.rs` walks the command line; this
-//! module holds what it fills ([`Args`]) and what the table's setters read ([`Given`]).
+//! module holds what it fills ([`Args`]) and what the table's setters read (`Given`).
 //!
 //! Parsed with `lexopt`, so it reads like any getopt-style command line:
 //! `--flag value` and `--flag=value`, clustered short flags (`-vq`), and `--`
