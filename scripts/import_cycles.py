@@ -4,8 +4,11 @@ graph of its files, with an edge a -> b when a names `crate::<module of b>`
 (or `super::`). Test modules (`#[cfg(test)] mod …` blocks and files named
 *tests.rs) are left out unless --tests is given.
 
-Usage: scripts/import_cycles.py [--tests] [--edges] CRATE_SRC_DIR   (e.g. reeval-core/src)
+Usage: scripts/import_cycles.py [--tests] [--edges] [--top] CRATE_SRC_DIR   (e.g. reeval-core/src)
 --edges also lists each circle's edges (the imports that make it).
+--top merges the files of each top-level module (`attempt/`, `runner/`,
+`report/`, …) into one node: circles between the crate's modules, as a
+crate split would meet them.
 """
 import os
 import re
@@ -55,6 +58,7 @@ def main():
     args = sys.argv[1:]
     tests = "--tests" in args
     show_edges = "--edges" in args
+    top = "--top" in args
     src = [a for a in args if not a.startswith("--")][0]
     renamed = path_attr_modules(src)
     files = {}
@@ -88,6 +92,22 @@ def main():
                     if target != p and tuple(r[:n]) != ():
                         edges[p].add(target)
                     break
+    if top:
+        # One node per top-level module; an edge keeps the file-level edges that make it.
+        def top_of(p):
+            rel = os.path.relpath(p, src).split(os.sep)
+            return rel[0][:-3] if len(rel) == 1 else rel[0]
+        merged, why = {}, {}
+        for p, ws in edges.items():
+            a = top_of(p)
+            merged.setdefault(a, set())
+            for w in ws:
+                b = top_of(w)
+                if a != b:
+                    merged[a].add(b)
+                    why.setdefault((a, b), []).append((p, w))
+        files = {m: (m,) for m in merged}
+        edges = merged
     # Tarjan's strongly connected components.
     index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
     sys.setrecursionlimit(10000)
@@ -110,13 +130,17 @@ def main():
         if v not in index:
             visit(v)
     circles = sorted((c for c in sccs if len(c) > 1), key=len, reverse=True)
-    print(f"{len(files)} files, {sum(map(len, edges.values()))} edges, {len(circles)} circle(s)")
+    unit = "modules" if top else "files"
+    print(f"{len(files)} {unit}, {sum(map(len, edges.values()))} edges, {len(circles)} circle(s)")
     for c in circles:
         print(f"\ncircle of {len(c)} files:")
         for p in sorted(c):
-            print("  " + os.path.relpath(p, src))
+            print("  " + (p if top else os.path.relpath(p, src)))
             if show_edges:
                 for w in sorted(edges[p] & set(c)):
-                    print("      -> " + os.path.relpath(w, src))
+                    print("      -> " + (w if top else os.path.relpath(w, src)))
+                    if top:
+                        for a, b in why[(p, w)]:
+                            print("           " + os.path.relpath(a, src) + " -> " + os.path.relpath(b, src))
 
 main()

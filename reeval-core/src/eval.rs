@@ -12,9 +12,7 @@ use crate::environment::Environment;
 /// The default attempt budget.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
-/// The function an eval runs. A plain `fn` pointer or a closure returning a boxed future.
-pub type EvalFn =
-    Arc<dyn for<'a> Fn(&'a mut Ctx) -> BoxFuture<'a, crate::Result<()>> + Send + Sync>;
+pub use crate::attempt::EvalFn;
 
 /// Options of an eval (the `#[reeval::eval(..)]` arguments).
 #[derive(Clone)]

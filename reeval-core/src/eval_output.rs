@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 
-use crate::report::Lines;
+use crate::report::lines::{self, Lines};
 
 /// The most of an attempt's output its record keeps: the tail, as libtest keeps a panic's end.
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -46,9 +46,6 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The process's capture, once [`install`]ed.
 struct Capture {
-    /// The real stdout and stderr, for the reporters.
-    real_out: Mutex<File>,
-    real_err: Mutex<File>,
     /// The pipe's read end (non-blocking); descriptors 1 and 2 are its write end.
     read: OwnedFd,
     state: Mutex<State>,
@@ -121,8 +118,6 @@ pub(crate) fn install() -> io::Result<()> {
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     rustix::io::ioctl_fionbio(&read, true)?;
     let capture = Capture {
-        real_out: Mutex::new(real_out),
-        real_err: Mutex::new(real_err),
         read,
         state: Mutex::new(State::default()),
         polls: Mutex::new(()),
@@ -131,6 +126,8 @@ pub(crate) fn install() -> io::Result<()> {
     if CAPTURE.set(capture).is_err() {
         return Ok(());
     }
+    // The real stdout and stderr, for the reporters (`report/lines.rs` writes to them).
+    lines::keep_real(real_out, real_err);
     std::thread::Builder::new().name("reeval-eval-output".into()).spawn(read_forever)?;
     // Last, so a failure above leaves the descriptors as they were. Subprocesses
     // inherit the pipe as their stdout and stderr (dup2 clears close-on-exec).
@@ -145,27 +142,6 @@ pub(crate) fn install() -> io::Result<()> {
 pub(crate) fn echo_live(lines: Lines, to_stderr: bool) {
     if let Some(c) = CAPTURE.get() {
         let _ = c.echo.set(Echo { lines, to_stderr });
-    }
-}
-
-/// The real stdout once [`install`]ed; `None` when descriptor 1 is still it.
-pub(crate) fn real_stdout() -> Option<MutexGuard<'static, File>> {
-    CAPTURE.get().map(|c| lock(&c.real_out))
-}
-
-/// The real stderr once [`install`]ed; `None` when descriptor 2 is still it.
-pub(crate) fn real_stderr() -> Option<MutexGuard<'static, File>> {
-    CAPTURE.get().map(|c| lock(&c.real_err))
-}
-
-/// A handle on the real stderr that outlives the call (for a progress display).
-///
-/// # Errors
-/// An I/O error when the descriptor cannot be duplicated.
-pub(crate) fn real_stderr_file() -> io::Result<File> {
-    match CAPTURE.get() {
-        Some(c) => lock(&c.real_err).try_clone(),
-        None => Ok(File::from(rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 3)?)),
     }
 }
 
@@ -202,7 +178,9 @@ impl Capture {
                 }
                 Some(e) => e.lines.err(&text),
                 None => {
-                    let _ = lock(&self.real_err).write_all(text.as_bytes());
+                    if let Some(mut err) = lines::real_stderr() {
+                        let _ = err.write_all(text.as_bytes());
+                    }
                 }
             }
         };

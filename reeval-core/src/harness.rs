@@ -224,6 +224,20 @@ pub trait Harness: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Whether the eval's reference solution (its `oracle = …`) runs at the
+    /// first `send`, before this harness's first turn, so that the turn's
+    /// diff is the solution's work (the oracle harness). Without a solution,
+    /// that `send` is a config error.
+    fn runs_reference_solution(&self) -> bool {
+        false
+    }
+
+    /// The harness's last word on the attempt's record, once it is concluded
+    /// and the sandbox torn down (a replay names the attempt it re-graded and
+    /// carries its recorded usage). `run_dir` is the attempt's run directory.
+    /// Called whether or not the session started.
+    fn conclude(&mut self, _record: &mut crate::record::Record, _run_dir: &std::path::Path) {}
+
     /// Failure classification for a turn that got no events at all within `elapsed`.
     fn never_started(&self, elapsed: Duration) -> String {
         format!("harness {} produced no event in {:.1}s", self.name(), elapsed.as_secs_f64())

@@ -272,7 +272,7 @@ mod tests {
             let seen = mapped("ubuntu:24.04");
             Environment::new().image(crate::Image::from(seen))
         }));
-        let env = crate::attempt::build_environment(&eval).unwrap();
+        let env = crate::runner::plan::build_environment(&eval).unwrap();
         assert_eq!(env.image, Some(ImageSpec::From("mirror/ubuntu:24.04".into())));
         assert_eq!(mapped("ubuntu:24.04"), "ubuntu:24.04");
     }

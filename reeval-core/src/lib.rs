@@ -46,7 +46,6 @@ mod progress;
 pub mod replay;
 pub mod report;
 pub mod runner;
-pub mod runs;
 pub mod sandbox;
 pub mod secrets;
 pub mod settings;
@@ -55,6 +54,9 @@ mod setup_key;
 mod suggest;
 pub mod turn_archive;
 mod workspace;
+
+/// Recorded runs on disk, at their old path (the reporters own them: [`report::runs`]).
+pub use report::runs;
 
 // The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::Ctx;

@@ -37,6 +37,10 @@ impl Harness for OracleHarness {
         false
     }
 
+    fn runs_reference_solution(&self) -> bool {
+        true
+    }
+
     async fn turn(
         &mut self,
         _sandbox: &SandboxHandle,

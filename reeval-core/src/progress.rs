@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::phase::Phase;
 use crate::record::{Event, PhaseRecord};
-use crate::runner::events::{AttemptId, EventSink, RunEvent};
+use crate::report::events::{AttemptId, EventSink, RunEvent};
 use crate::secrets::Redactor;
 
 /// Collects phases and events for one attempt; all text through the run's redactor.
@@ -77,7 +77,7 @@ impl PhaseLog {
     /// Where the harness reports the agent's events: onto the stream, redacted and
     /// shortened to a line; `None` when nothing listens.
     pub(crate) fn agent_events(&self) -> Option<crate::harness::AgentEvents> {
-        use crate::runner::events::AgentEvent;
+        use crate::report::events::AgentEvent;
         let (sink, redactor, attempt) =
             (self.sink.clone()?, self.redactor.clone(), self.attempt.clone());
         Some(crate::harness::AgentEvents::new(move |event| {

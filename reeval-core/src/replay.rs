@@ -40,7 +40,7 @@ pub enum ReplayError {
         run: String,
         /// Why it cannot be read.
         #[source]
-        source: crate::runs::RunsError,
+        source: crate::report::runs::RunsError,
     },
     /// The run recorded no attempt of this eval and trial (with that harness, when named).
     #[error("failed to replay run {run}: it recorded no attempt of {eval} trial {trial}{}", harness.as_ref().map(|h| format!(" with harness {h}")).unwrap_or_default())]
@@ -142,7 +142,7 @@ pub fn find(
     } else {
         current_run_dir.parent().unwrap_or(Path::new(".")).join(run)
     };
-    let records = crate::runs::records(&run_dir)
+    let records = crate::report::runs::records(&run_dir)
         .map_err(|source| ReplayError::Run { run: run.to_string(), source })?;
     let mut of_trial: Vec<Record> = records
         .into_iter()
@@ -253,6 +253,19 @@ impl Harness for ReplayHarness {
         Ok(())
     }
 
+    /// A regrade names what it re-graded and carries the agent's usage as
+    /// recorded, not summed again.
+    fn conclude(&mut self, record: &mut Record, run_dir: &Path) {
+        let recorded = match self.recorded.take() {
+            Some(recorded) => Ok(recorded),
+            None => find(&self.spec, run_dir, &record.eval, record.trial, record.arm.as_deref()),
+        };
+        if let Ok(recorded) = recorded {
+            record.regrade_of = Some(recorded.regrade_of());
+            record.usage = recorded.record.usage.clone();
+        }
+    }
+
     async fn turn(
         &mut self,
         sandbox: &SandboxHandle,
@@ -314,7 +327,7 @@ pub struct RegradePlan {
 /// when it holds no attempt or compared arms (not supported yet).
 pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayError> {
     let run_dir = if Path::new(run).is_dir() { PathBuf::from(run) } else { record_dir.join(run) };
-    let records = crate::runs::records(&run_dir)
+    let records = crate::report::runs::records(&run_dir)
         .map_err(|source| ReplayError::Run { run: run.to_string(), source })?;
     let refuse =
         |message: &str| ReplayError::Regrade { run: run.to_string(), message: message.into() };
@@ -327,7 +340,8 @@ pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayE
     // The replay names the run by its path, so the regrade may be recorded anywhere.
     let source = std::fs::canonicalize(&run_dir).unwrap_or(run_dir.clone());
     let spec = |harness: &str| format!("{REPLAY}:{}@{harness}", source.display());
-    let recorded: Vec<Record> = crate::runner::final_tries(&records).into_iter().cloned().collect();
+    let recorded: Vec<Record> =
+        crate::report::summary::final_tries(&records).into_iter().cloned().collect();
     let mut harnesses: Vec<String> = recorded.iter().map(|r| spec(&r.harness)).collect();
     harnesses.sort();
     harnesses.dedup();
@@ -341,7 +355,7 @@ pub fn regrade_plan(record_dir: &Path, run: &str) -> Result<RegradePlan, ReplayE
 
 /// What a regrade changed: verdicts up (fail → pass) and down (pass → fail), one line each.
 pub fn regrade_delta(plan: &RegradePlan, records: &[Record]) -> String {
-    let finals = crate::runner::final_tries(records);
+    let finals = crate::report::summary::final_tries(records);
     let (mut up, mut down, mut unknown, mut same) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for new in finals {
         let Some(of) = &new.regrade_of else { continue };

@@ -16,7 +16,7 @@
 //! `egress::attempt`), and a check that failed in a sandbox lost meanwhile
 //! is the platform's (`lost.rs`).
 
-use super::{Attempt, Oracle, SandboxState, lost};
+use super::{Attempt, SandboxState, Solution, lost};
 use crate::diff::{Diff, Snapshot};
 use crate::error::Result;
 use crate::exec::{Command, ExecOutput};
@@ -78,7 +78,7 @@ impl Attempt {
     /// Costs nothing when the eval wrote nothing.
     pub(super) async fn before_check(&mut self, handle: &SandboxHandle) {
         // The oracle's solution writing and then running a script is all the turn's work.
-        if !self.ready().eval_wrote || matches!(self.oracle, Oracle::Solving) {
+        if !self.ready().eval_wrote || matches!(self.solution, Solution::Solving) {
             return;
         }
         let before = self.ready().latest();
@@ -105,7 +105,7 @@ impl Attempt {
     ) -> Option<Diff> {
         let SandboxState::Ready(ready) = &self.sandbox else { return None };
         // The oracle's solution acting through checks is doing the turn's work.
-        if matches!(self.oracle, Oracle::Solving) {
+        if matches!(self.solution, Solution::Solving) {
             return None;
         }
         let before = ready.latest();

@@ -18,6 +18,11 @@ use crate::record::Record;
 use crate::sandbox::SandboxHandle;
 use crate::turn::{Turn, TurnOptions};
 
+/// The function an eval runs. A plain `fn` pointer or a closure returning a boxed future.
+pub type EvalFn = std::sync::Arc<
+    dyn for<'a> Fn(&'a mut Ctx) -> futures_util::future::BoxFuture<'a, Result<()>> + Send + Sync,
+>;
+
 /// How long `serve` waits for the port to accept connections.
 pub(super) const SERVE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -85,7 +90,7 @@ impl Ctx {
         let at = Location::caller();
         let prompt: String = prompt.into();
         async move {
-            if let Err(e) = self.run_oracle().await {
+            if let Err(e) = self.run_solution().await {
                 return self.attempt.calls.ended(Err(e));
             }
             self.attempt.calls.began("send", at);
@@ -96,21 +101,21 @@ impl Ctx {
 
     /// Under `--harness oracle`, the first `send` runs the eval's reference
     /// solution first, so that the turn's diff is the solution's work.
-    async fn run_oracle(&mut self) -> Result<()> {
-        use super::Oracle;
-        match std::mem::replace(&mut self.attempt.oracle, Oracle::Ran) {
-            Oracle::Pending(solve) => {
+    async fn run_solution(&mut self) -> Result<()> {
+        use super::Solution;
+        match std::mem::replace(&mut self.attempt.solution, Solution::Ran) {
+            Solution::Pending(solve) => {
                 // The solution's own checks are its work, not a check's (`checks.rs`).
-                self.attempt.oracle = Oracle::Solving;
+                self.attempt.solution = Solution::Solving;
                 let solved = solve(self).await;
-                self.attempt.oracle = Oracle::Ran;
+                self.attempt.solution = Solution::Ran;
                 solved
             }
-            Oracle::Missing => Err(crate::Error::Config(format!(
+            Solution::Missing => Err(crate::Error::Config(format!(
                 "failed to run the oracle: eval {} names no reference solution (add oracle = solve to #[reeval::eval])",
                 self.attempt.record().eval
             ))),
-            Oracle::None | Oracle::Solving | Oracle::Ran => Ok(()),
+            Solution::None | Solution::Solving | Solution::Ran => Ok(()),
         }
     }
 
@@ -131,7 +136,7 @@ impl Ctx {
         let at = Location::caller();
         let prompt: String = prompt.into();
         async move {
-            if let Err(e) = self.run_oracle().await {
+            if let Err(e) = self.run_solution().await {
                 return self.attempt.calls.ended(Err(e));
             }
             self.attempt.calls.began("send_with", at);

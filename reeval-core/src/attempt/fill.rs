@@ -9,11 +9,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Attempt, AttemptPlan, Purpose, build_environment};
+use super::{Attempt, AttemptPlan, Purpose};
 use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::sandbox::{Backend, Sandbox};
-use crate::secrets::Secret;
 
 /// Asks the run to fill the setup cache for a digest, in the background.
 /// The answer is why the digest will not be cached, when an earlier fill
@@ -64,20 +63,11 @@ pub(crate) async fn prepare_for_cache(
     mut plan: AttemptPlan,
     backend: Arc<dyn Backend>,
     harness: Option<Box<dyn Harness>>,
-    secrets: Vec<Secret>,
     shutdown: CancellationToken,
 ) -> ForCache {
-    let env = match build_environment(&plan.eval) {
-        Ok(env) => env,
-        Err(panic) => {
-            let e = Error::other(format!("failed to build the environment: {panic}"));
-            return ForCache { sandbox: None, prepared: Err(e) };
-        }
-    };
     plan.try_ = 0;
     plan.events = None;
-    let mut attempt =
-        Attempt::new(&plan, env, Some(backend), harness, secrets, &shutdown, None, Purpose::Fill);
+    let mut attempt = Attempt::new(&plan, Some(backend), harness, &shutdown, None, Purpose::Fill);
     let scratch = std::env::temp_dir().join(format!(
         "reeval-fill-{}-{}",
         std::process::id(),

@@ -23,16 +23,20 @@
 //! classifies, the record is finished. A step that failed in a lost sandbox
 //! is the platform's (`lost.rs`); the final collection reads a lost sandbox
 //! too (`collect.rs`); `calls.rs` names the eval's line a failure
-//! came from; `fill.rs` prepares a sandbox the same way for the setup cache.
+//! came from; `fill.rs` prepares a sandbox the same way for the setup cache;
+//! `plan.rs` is the cell's plan the attempt is given.
 //!
 //! What may depend on what: the attempt uses the phases (`lifecycle`), its
 //! egress (`crate::egress`), the sandbox traits (`crate::sandbox`), the
 //! harness trait, the judge, and the record's types it fills; the runner
 //! calls `run` and gets a record back. It should know nothing of the runner,
-//! the reporters, compare or replay. Exceptions today (issue 20 removes
-//! them): it names the runner's event sink and attempt id
-//! (`runner::events`), and checks the harness's name for replay and the
-//! oracle.
+//! the reporters, compare or replay. What every attempt of a cell shares
+//! (the environment built once, the image spec, the harness's version, the
+//! secrets) comes in its [`CellPlan`] (`plan.rs`), built by the runner before
+//! any attempt. Replay and the oracle are harnesses like any other: the
+//! attempt asks the harness's hooks (`Harness::runs_reference_solution`,
+//! `Harness::conclude`), never its name. Exception today: it names the
+//! runner's event sink and attempt id (`runner::events`).
 
 mod calls;
 mod checks;
@@ -43,6 +47,7 @@ mod io;
 mod judge;
 mod lost;
 mod phases;
+mod plan;
 mod run;
 mod start;
 mod teardown;
@@ -52,20 +57,20 @@ mod turn;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-pub use ctx::Ctx;
+pub use ctx::{Ctx, EvalFn};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
 pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
-pub(crate) use run::{build_environment, run};
+pub(crate) use plan::CellPlan;
+pub(crate) use run::{panic_message, run};
 
 use crate::capture::Capture;
 use crate::diff::Snapshot;
 use crate::egress::{AttemptEgress, RunEgress};
 use crate::environment::Environment;
-use crate::eval::Eval;
 use crate::harness::Harness;
 use crate::lifecycle;
 use crate::record::{EgressRecord, Record};
@@ -73,20 +78,18 @@ use crate::sandbox::{Backend, SandboxHandle};
 use crate::secrets::{Redactor, Secret};
 use crate::turn::Turn;
 
-/// Everything an attempt needs from its run.
+/// Everything an attempt needs from its run: its cell's plan (shared by
+/// every attempt of the cell), and what makes this attempt one of them.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptPlan {
+    /// The cell's plan, built once before any attempt.
+    pub(crate) cell: Arc<CellPlan>,
     pub(crate) run_id: String,
     pub(crate) run_dir: PathBuf,
-    pub(crate) eval: Eval,
-    pub(crate) harness_spec: String,
-    /// The arm of a comparison, when the run compares.
-    pub(crate) arm: Option<String>,
-    pub(crate) timeout: Duration,
     pub(crate) trial: u32,
     pub(crate) try_: u32,
     /// Where the attempt's phases and events go as they happen.
-    pub(crate) events: Option<crate::runner::events::EventSink>,
+    pub(crate) events: Option<crate::report::events::EventSink>,
     /// The run-wide preflight's detail (`ok in 12ms`).
     pub(crate) preflight: String,
     /// The run's redactor, built in preflight.
@@ -101,14 +104,27 @@ pub(crate) struct AttemptPlan {
 
 impl AttemptPlan {
     /// The attempt's id on the event stream.
-    pub(crate) fn id(&self) -> crate::runner::events::AttemptId {
-        crate::runner::events::AttemptId {
-            eval: self.eval.name.clone(),
-            harness: self.harness_spec.clone(),
-            arm: self.arm.clone(),
+    pub(crate) fn id(&self) -> crate::report::events::AttemptId {
+        crate::report::events::AttemptId {
+            eval: self.cell.eval.clone(),
+            harness: self.cell.harness_spec.clone(),
+            arm: self.cell.arm.clone(),
             trial: self.trial,
             try_: self.try_,
         }
+    }
+
+    /// A record of this attempt, nothing in it yet but its identity.
+    pub(crate) fn new_record(&self) -> Record {
+        let mut r = Record::new(
+            &self.run_id,
+            &self.cell.eval,
+            &self.cell.harness_spec,
+            self.trial,
+            self.try_,
+        );
+        r.arm = self.cell.arm.clone();
+        r
     }
 }
 
@@ -176,14 +192,18 @@ pub(crate) struct Attempt {
     forwards: Vec<lifecycle::serve::Forward>,
     /// OOM kills already reported.
     oom_kills_seen: u64,
-    /// Under `--harness oracle`: the eval's reference solution, until the first `send` runs it.
-    pub(super) oracle: Oracle,
+    /// Under a harness that runs the eval's reference solution (`--harness
+    /// oracle`): the solution, until the first `send` runs it.
+    pub(super) solution: Solution,
 }
 
 /// What an attempt was given: the eval's environment and what runs it.
 #[derive(Debug)]
 struct Given {
-    env: Environment,
+    /// The cell's plan, shared by its attempts.
+    cell: Arc<CellPlan>,
+    /// The cell's environment.
+    env: Arc<Environment>,
     backend: Option<Arc<dyn Backend>>,
     harness: Option<Box<dyn Harness>>,
     secrets: Vec<Secret>,
@@ -263,12 +283,13 @@ enum Purpose {
     Fill,
 }
 
-/// The oracle of an attempt under `--harness oracle`.
-pub(super) enum Oracle {
-    /// Not the oracle harness.
+/// The eval's reference solution, under a harness that runs it in place of
+/// an agent's work ([`Harness::runs_reference_solution`]: the oracle's).
+pub(super) enum Solution {
+    /// The harness does not run it.
     None,
     /// The solution, still to run at the first `send`.
-    Pending(crate::eval::EvalFn),
+    Pending(EvalFn),
     /// The eval names no solution.
     Missing,
     /// The solution is running.
@@ -277,14 +298,14 @@ pub(super) enum Oracle {
     Ran,
 }
 
-impl std::fmt::Debug for Oracle {
+impl std::fmt::Debug for Solution {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Oracle::None => "None",
-            Oracle::Pending(_) => "Pending",
-            Oracle::Missing => "Missing",
-            Oracle::Solving => "Solving",
-            Oracle::Ran => "Ran",
+            Solution::None => "None",
+            Solution::Pending(_) => "Pending",
+            Solution::Missing => "Missing",
+            Solution::Solving => "Solving",
+            Solution::Ran => "Ran",
         })
     }
 }

@@ -12,13 +12,11 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ABORT_GRACE, Attempt, AttemptPlan, EgressState, Given, InFlight, Oracle, Phases, Prepare,
-    Purpose, SandboxState, TurnUnsettled, Turns, calls,
+    ABORT_GRACE, Attempt, AttemptPlan, EgressState, Given, InFlight, Phases, Prepare, Purpose,
+    SandboxState, Solution, TurnUnsettled, Turns, calls,
 };
 use crate::budget::Budget;
-use crate::environment::Environment;
 use crate::error::Error;
-use crate::eval::Eval;
 use crate::harness::Harness;
 use crate::lifecycle;
 use crate::outcome::{Conclusion, Ended, conclude};
@@ -26,7 +24,6 @@ use crate::phase::Phase;
 use crate::progress::PhaseLog;
 use crate::record::Record;
 use crate::sandbox::Backend;
-use crate::secrets::Secret;
 use crate::turn::TurnStatus;
 
 /// Runs one attempt to its record. Never panics on the eval's account.
@@ -34,19 +31,12 @@ pub(crate) async fn run(
     plan: AttemptPlan,
     backend: Option<Arc<dyn Backend>>,
     harness: Option<Box<dyn Harness>>,
-    secrets: Vec<Secret>,
     shutdown: CancellationToken,
     prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
 ) -> Attempted {
-    // Preflight already built it once; a panic here is a panic of the eval's own code.
-    let (env, env_panic) = match build_environment(&plan.eval) {
-        Ok(env) => (env, None),
-        Err(panic) => (Environment::default(), Some(panic)),
-    };
-    let deadline = plan.eval.options.deadline.map(|d| Instant::now() + d);
+    let deadline = plan.cell.deadline.map(|d| Instant::now() + d);
     let purpose = Purpose::Eval(plan.ask_fill.clone());
-    let attempt = Attempt::new(&plan, env, backend, harness, secrets, &shutdown, deadline, purpose);
-    let mut attempt = attempt;
+    let mut attempt = Attempt::new(&plan, backend, harness, &shutdown, deadline, purpose);
     attempt.prepare.prestarted = prestarted;
     let (budget, turn_unsettled) = (attempt.phases.budget.clone(), attempt.turns.unsettled.clone());
     let redactor = attempt.given.redactor.clone();
@@ -57,9 +47,9 @@ pub(crate) async fn run(
     // What the eval's body prints is its own (under the suite binary; see eval_output.rs).
     let output = crate::eval_output::Output::begin();
     let ended = {
-        let run = plan.eval.run.clone();
+        let run = plan.cell.run.clone();
         let fut = crate::matchers::CURRENT_EVAL
-            .scope(plan.eval.name.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
+            .scope(plan.cell.eval.clone(), AssertUnwindSafe(run(&mut ctx)).catch_unwind());
         let fut = output.around(fut.map(|r| r.map_err(|p| panic_message(p.as_ref()))));
         tokio::pin!(fut);
         let deadline = async {
@@ -68,26 +58,20 @@ pub(crate) async fn run(
                 None => std::future::pending().await,
             }
         };
-        if let Some(p) = env_panic {
-            Ended::Returned(Ok(Err(Error::other(format!(
-                "failed to build the environment: its function panicked: {p}"
-            )))))
-        } else {
-            tokio::select! {
-                r = &mut fut => Ended::Returned(r),
-                _ = signal.cancelled() => {
-                    // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
-                    let grace = if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
-                    Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
+        tokio::select! {
+            r = &mut fut => Ended::Returned(r),
+            _ = signal.cancelled() => {
+                // A running turn needs its grace, its kill and its diff; reeval's other calls return at once.
+                let grace = if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) { ABORT_GRACE } else { Duration::from_secs(1) };
+                Ended::BudgetRanOut(tokio::time::timeout(grace, &mut fut).await.ok())
+            }
+            _ = deadline => Ended::DeadlinePassed,
+            _ = shutdown.cancelled() => {
+                // A running turn stops as `interrupted`: let it record what it did so far.
+                if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = tokio::time::timeout(ABORT_GRACE, &mut fut).await;
                 }
-                _ = deadline => Ended::DeadlinePassed,
-                _ = shutdown.cancelled() => {
-                    // A running turn stops as `interrupted`: let it record what it did so far.
-                    if turn_unsettled.load(std::sync::atomic::Ordering::SeqCst) {
-                        let _ = tokio::time::timeout(ABORT_GRACE, &mut fut).await;
-                    }
-                    Ended::Interrupted
-                }
+                Ended::Interrupted
             }
         }
     };
@@ -108,20 +92,12 @@ pub(crate) async fn run(
     };
     // A container made ahead that the attempt never used goes too.
     let to_destroy = to_destroy.or_else(|| attempt.prepare.prestarted.take().map(|(s, _)| s));
-    let (mut record, cause) = attempt.finish(ended, plan.timeout);
+    let harness = attempt.given.harness.take();
+    let (mut record, cause) = attempt.finish(ended, plan.cell.timeout);
     record.output = output.finish();
-    if crate::replay::is_replay(&plan.harness_spec) {
-        // A regrade names what it re-graded and carries the agent's usage as recorded, not summed again.
-        if let Ok(recorded) = crate::replay::find(
-            &plan.harness_spec,
-            &plan.run_dir,
-            &record.eval,
-            record.trial,
-            record.arm.as_deref(),
-        ) {
-            record.regrade_of = Some(recorded.regrade_of());
-            record.usage = recorded.record.usage.clone();
-        }
+    // The harness's last word on the record (a replay names what it re-graded).
+    if let Some(mut harness) = harness {
+        harness.conclude(&mut record, &plan.run_dir);
     }
     // Everything downstream (reporters, an embedding program) gets the redacted record.
     Attempted { record: redactor.scrub(&record).unwrap_or(record), cause, to_destroy }
@@ -129,41 +105,45 @@ pub(crate) async fn run(
 
 impl Attempt {
     /// A fresh attempt of `plan`, its sandbox not started, its clock not running.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         plan: &AttemptPlan,
-        env: Environment,
         backend: Option<Arc<dyn Backend>>,
         harness: Option<Box<dyn Harness>>,
-        secrets: Vec<Secret>,
         shutdown: &CancellationToken,
         deadline: Option<Instant>,
         purpose: Purpose,
     ) -> Self {
-        let mut record =
-            Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
-        record.arm = plan.arm.clone();
-        record.source = plan.eval.location.map(|(file, line)| format!("{file}:{line}"));
-        record.tags = plan.eval.options.tags.clone();
-        record.min_pass_rate = plan.eval.options.min_pass_rate;
+        let cell = &plan.cell;
+        let mut record = plan.new_record();
+        record.source = cell.source.clone();
+        record.tags = cell.tags.clone();
+        record.min_pass_rate = cell.min_pass_rate;
         calls::remember_panic_locations();
         let artifacts_dir = plan.run_dir.join(record.artifacts_dir_name());
         let redactor = plan.redactor.clone();
         let log = PhaseLog::new(plan.id(), redactor.clone(), plan.events.clone());
-        let budget = Budget::new(plan.timeout);
+        let budget = Budget::new(cell.timeout);
         let mut phases = Phases::new(log, budget, deadline);
         // Preflight ran once for the whole run, before anything started.
         let started = phases.log.started();
         phases.record(Phase::Preflight, started, plan.preflight.clone());
+        // A harness that runs the eval's reference solution (the oracle) runs it at the first `send`.
+        let solution =
+            match (&cell.oracle, harness.as_ref().is_some_and(|h| h.runs_reference_solution())) {
+                (_, false) => Solution::None,
+                (Some(solve), true) => Solution::Pending(solve.clone()),
+                (None, true) => Solution::Missing,
+            };
         Attempt {
             given: Given {
-                env,
+                cell: cell.clone(),
+                env: cell.env.clone(),
                 backend,
                 harness,
-                secrets,
+                secrets: cell.secrets.clone(),
                 redactor,
                 artifacts_dir,
-                judge_spec: plan.eval.options.judge.clone(),
+                judge_spec: cell.judge.clone(),
             },
             phases,
             sandbox: SandboxState::NotStarted,
@@ -193,12 +173,7 @@ impl Attempt {
             captures: Vec::new(),
             forwards: Vec::new(),
             oom_kills_seen: 0,
-            oracle: match (&plan.eval.options.oracle, crate::oracle::is_oracle(&plan.harness_spec))
-            {
-                (_, false) => Oracle::None,
-                (Some(solve), true) => Oracle::Pending(solve.clone()),
-                (None, true) => Oracle::Missing,
-            },
+            solution,
         }
     }
 
@@ -259,15 +234,6 @@ impl Attempt {
         record.phases = self.phases.log.phases;
         record.events = self.phases.log.events;
         (record, cause)
-    }
-}
-
-/// The eval's environment, or the message of the panic its function raised.
-pub(crate) fn build_environment(eval: &Eval) -> std::result::Result<Environment, String> {
-    match &eval.options.environment {
-        None => Ok(Environment::default()),
-        Some(f) => std::panic::catch_unwind(AssertUnwindSafe(|| f()))
-            .map_err(|p| panic_message(p.as_ref())),
     }
 }
 

@@ -107,16 +107,15 @@ impl Attempt {
 
     /// The image phase: the image found or built; the record names it.
     async fn image(&mut self, backend: &Arc<dyn Backend>) -> Result<ReadyImage> {
-        let harness = self.given.harness.as_deref();
-        let spec = lifecycle::image::spec(self.given.env.image.as_ref(), harness);
-        let mapped_from = self.given.env.image_mapped_from.clone();
+        // The cell's plan found the image once for all its attempts.
+        let cell = self.given.cell.clone();
+        let mapped_from = cell.env.image_mapped_from.clone();
+        let ensure = lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key);
         let image = self
             .phases
-            .run(Phase::Image, lifecycle::image::ensure(backend.as_ref(), &spec, harness), |i| {
-                match &mapped_from {
-                    Some(from) => format!("{} (the eval named {from}; [images] maps it)", i.detail),
-                    None => i.detail.clone(),
-                }
+            .run(Phase::Image, ensure, |i| match &mapped_from {
+                Some(from) => format!("{} (the eval named {from}; [images] maps it)", i.detail),
+                None => i.detail.clone(),
             })
             .await?;
         self.record.image = Some(image.reference.clone());
@@ -459,7 +458,9 @@ impl Attempt {
             .given
             .harness
             .as_ref()
-            .map(|h| format!("{} {}", h.name(), h.version().unwrap_or_default()))
+            .map(|h| {
+                format!("{} {}", h.name(), self.given.cell.harness_version.as_deref().unwrap_or(""))
+            })
             .unwrap_or_default();
         crate::setup_key::key(&self.given.env, base_image_id, &harness, rules_file).ok()
     }

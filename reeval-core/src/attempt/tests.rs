@@ -319,8 +319,8 @@ async fn infra_errors_are_retried_with_a_fresh_sandbox_and_fails_never() {
 struct Collect(Arc<std::sync::Mutex<Vec<String>>>);
 
 impl crate::report::Reporter for Collect {
-    fn event(&mut self, event: &crate::runner::events::RunEvent) -> std::io::Result<()> {
-        use crate::runner::events::RunEvent;
+    fn event(&mut self, event: &crate::report::events::RunEvent) -> std::io::Result<()> {
+        use crate::report::events::RunEvent;
         let line = match event {
             RunEvent::Planned { evals, attempts, .. } => {
                 format!("planned {} evals, {attempts} attempts", evals.len())

@@ -13,7 +13,8 @@
 
 pub mod analysis;
 pub mod recorded;
-pub mod render;
+/// How a comparison reads, at its old path (a reporter's: [`crate::report::compare`]).
+pub use crate::report::compare as render;
 
 use std::sync::Arc;
 
@@ -68,6 +69,11 @@ impl Variant {
     /// The variant's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `env` (an eval's environment, built) with this variant's change applied.
+    pub(crate) fn apply_env(&self, env: Environment) -> Environment {
+        if self.name == CONTROL { env } else { (self.apply)(env) }
     }
 
     /// `eval` with this variant's change applied on top of its own environment.

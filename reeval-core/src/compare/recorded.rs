@@ -2,24 +2,15 @@
 //! RUN_A the control and RUN_B the treatment, paired by eval and trial (and
 //! harness, when both runs ran the same harnesses).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::Look;
-use super::analysis::{self, Comparison, Sides};
+use super::analysis::{self, Sides};
 use crate::prices::PriceTable;
 use crate::record::Record;
-use crate::runs::RunsError;
+use crate::report::runs::RunsError;
 
-/// Two recorded runs compared.
-#[derive(Debug, Clone)]
-pub struct RecordedComparison {
-    /// The analysis (each arm is named by its run id).
-    pub comparison: Comparison,
-    /// The control run's directory and records.
-    pub control: (PathBuf, Vec<Record>),
-    /// The treatment run's directory and records.
-    pub treatment: (PathBuf, Vec<Record>),
-}
+pub use crate::report::compare::RecordedComparison;
 
 /// The name of a run: its directory's name.
 fn run_name(dir: &Path) -> String {
@@ -35,8 +26,8 @@ pub fn compare_runs(
     treatment: &Path,
     prices: &PriceTable,
 ) -> Result<RecordedComparison, RunsError> {
-    let c = crate::runs::records(control)?;
-    let t = crate::runs::records(treatment)?;
+    let c = crate::report::runs::records(control)?;
+    let t = crate::report::runs::records(treatment)?;
     let harnesses = |records: &[Record]| -> std::collections::BTreeSet<String> {
         records.iter().map(|r| r.harness.clone()).collect()
     };

@@ -41,12 +41,13 @@ fn ahead_key(backend: &dyn Backend, spec: &ImageSpec, harness_id: &str) -> Ahead
     (backend as *const dyn Backend as *const () as usize, format!("{spec:?}\n{harness_id}"))
 }
 
-fn harness_id(harness: Option<&dyn Harness>) -> String {
+/// The key images built for `harness` are told apart by (its [`Harness::image_key`]; empty without one).
+pub(crate) fn harness_id(harness: Option<&dyn Harness>) -> String {
     harness.map(|h| h.image_key().to_string()).unwrap_or_default()
 }
 
-/// Makes the image present for an attempt; the harness's name goes into the
-/// digest of built images. An image built ahead of the attempts and not yet
+/// Makes the image present for an attempt; the harness's image key
+/// ([`harness_id`]) goes into the digest of built images. An image built ahead of the attempts and not yet
 /// in any record is said to be built here, with its build time.
 ///
 /// # Errors
@@ -57,12 +58,11 @@ fn harness_id(harness: Option<&dyn Harness>) -> String {
 pub(crate) async fn ensure(
     backend: &dyn Backend,
     spec: &ImageSpec,
-    harness: Option<&dyn Harness>,
+    harness_id: &str,
 ) -> Result<ReadyImage> {
     let began = Instant::now();
-    let harness_id = harness_id(harness);
-    let mut ready = backend.ensure_image(spec, &harness_id).await?;
-    let key = ahead_key(backend, spec, &harness_id);
+    let mut ready = backend.ensure_image(spec, harness_id).await?;
+    let key = ahead_key(backend, spec, harness_id);
     let ahead = AHEAD.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
     if let Some(mut done) = ahead
         && ready.detail.starts_with("cache hit")
@@ -92,16 +92,11 @@ pub(crate) async fn ensure(
 ///
 /// # Cancel safety
 /// Cancelled, it reports nothing: attempts say what they find.
-pub(crate) async fn ensure_ahead(
-    backend: &dyn Backend,
-    spec: &ImageSpec,
-    harness: Option<&dyn Harness>,
-) {
-    let harness_id = harness_id(harness);
+pub(crate) async fn ensure_ahead(backend: &dyn Backend, spec: &ImageSpec, harness_id: &str) {
     let (tx, rx) = watch::channel(None);
-    let key = ahead_key(backend, spec, &harness_id);
+    let key = ahead_key(backend, spec, harness_id);
     AHEAD.lock().unwrap_or_else(|e| e.into_inner()).insert(key, rx);
-    let made = backend.ensure_image(spec, &harness_id).await;
+    let made = backend.ensure_image(spec, harness_id).await;
     let built = made.ok().map(|r| r.detail).filter(|d| !d.starts_with("cache hit"));
     let _ = tx.send(Some(built));
 }

@@ -158,3 +158,35 @@ impl ChatModel {
         }
     }
 }
+
+/// `anthropic:claude-sonnet-4-5` → (Anthropic, `claude-sonnet-4-5`).
+pub(crate) fn parse_spec(spec: &str) -> std::result::Result<(Provider, String), String> {
+    let (provider, model) = spec.split_once(':').ok_or_else(|| {
+        format!(
+            "judge model `{spec}` names no provider; write `anthropic:<model>` or `openai:<model>`"
+        )
+    })?;
+    let provider = match provider.trim() {
+        "anthropic" => Provider::Anthropic,
+        "openai" => Provider::OpenAi,
+        other => {
+            return Err(format!(
+                "judge provider `{other}` of `{spec}` is not known; use `anthropic:<model>` or `openai:<model>`"
+            ));
+        }
+    };
+    let model = model.trim();
+    if model.is_empty() {
+        return Err(format!("judge model `{spec}` names no model after the colon"));
+    }
+    Ok((provider, model.to_string()))
+}
+
+/// The host variable holding the key for a judge spec (`anthropic:..` → `ANTHROPIC_API_KEY`),
+/// for a preflight that checks it before anything starts.
+///
+/// # Errors
+/// The spec's problem, when it names no known provider or no model.
+pub fn key_env(spec: &str) -> std::result::Result<&'static str, String> {
+    parse_spec(spec).map(|(provider, _)| provider.default_key_env())
+}

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::Reporter;
 use crate::prices::PriceTable;
-use crate::runner::events::RunEvent;
+use crate::report::events::RunEvent;
 use crate::secrets::Redactor;
 
 /// Writes an ATIF trajectory beside each record that has turns.

@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::Reporter;
 use super::lines::Lines;
+use super::{Reporter, arm_label};
 use crate::outcome::Outcome;
 use crate::record::{CellSummary, Record};
-use crate::runner::RunReport;
-use crate::runner::events::{AgentEvent, AttemptId, RunEvent};
+use crate::report::events::{AgentEvent, AttemptId, RunEvent};
+use crate::report::summary::RunReport;
 
 /// Prints the run for a person or for cargo/nextest.
 #[derive(Debug)]
@@ -392,17 +392,9 @@ fn summary_text(
         ));
     }
     if let Some(comparison) = &s.comparison {
-        out.push_str(&crate::compare::render::table(comparison));
+        out.push_str(&super::compare::table(comparison));
     }
     out
-}
-
-/// `harness`, or `harness, arm` in a comparison whose arm is not the harness.
-pub(crate) fn arm_label(harness: &str, arm: Option<&str>) -> String {
-    match arm {
-        Some(arm) if arm != harness => format!("{harness}, {arm}"),
-        _ => harness.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -417,7 +409,7 @@ mod tests {
     }
 
     fn report(records: Vec<Record>) -> RunReport {
-        let summary = crate::runner::summarize("run", &records);
+        let summary = crate::report::summary::summarize("run", &records);
         RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary }
     }
 

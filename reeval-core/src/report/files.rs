@@ -9,8 +9,8 @@ use std::io;
 use std::path::PathBuf;
 
 use super::Reporter;
-use crate::runner::RunReport;
-use crate::runner::events::RunEvent;
+use crate::report::events::RunEvent;
+use crate::report::summary::RunReport;
 use crate::secrets::Redactor;
 
 /// Writes records and the summary under the run directory.
@@ -73,7 +73,7 @@ impl Reporter for JsonFiles {
                 std::fs::File::create(&path).and_then(|f| f.lock().map(|()| f)).map_err(|e| {
                     io::Error::new(e.kind(), format!("failed to lock {}: {e}", path.display()))
                 })?;
-            crate::runs::rebuild(&self.run_dir, prices, &self.redactor)
+            crate::report::runs::rebuild(&self.run_dir, prices, &self.redactor)
                 .map_err(io::Error::other)?;
         }
         Ok(())

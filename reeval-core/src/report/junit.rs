@@ -19,8 +19,8 @@ use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, Te
 
 use super::Reporter;
 use crate::outcome::Outcome;
-use crate::runner::RunReport;
-use crate::runner::events::RunEvent;
+use crate::report::events::RunEvent;
+use crate::report::summary::RunReport;
 
 /// Writes the run's JUnit XML when it ends.
 #[derive(Debug)]
@@ -65,7 +65,7 @@ pub fn render(report: &RunReport) -> Report {
             format!(
                 "{} [{}] #{} try {}",
                 r.eval,
-                super::console::arm_label(&r.harness, r.arm.as_deref()),
+                super::arm_label(&r.harness, r.arm.as_deref()),
                 r.trial,
                 r.try_
             ),
@@ -133,7 +133,7 @@ mod tests {
     fn each_testcase_says_how_its_cell_ended() {
         let records =
             vec![rec("ok", 1, 1, Outcome::Pass), rec("broken", 1, 1, Outcome::InfraError)];
-        let summary = crate::runner::summarize("run", &records);
+        let summary = crate::report::summary::summarize("run", &records);
         let report =
             RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary };
         let xml = render(&report).to_string().unwrap();
@@ -163,7 +163,7 @@ mod tests {
         let mut printed = rec("chatty", 1, 1, Outcome::Pass);
         printed.output = Some("\u{1b}[32mgreen\u{1b}[0m <done>\n".into());
         let records = vec![printed];
-        let summary = crate::runner::summarize("run", &records);
+        let summary = crate::report::summary::summarize("run", &records);
         let report =
             RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary };
         let xml = render(&report).to_string().unwrap();

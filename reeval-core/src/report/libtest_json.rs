@@ -26,8 +26,8 @@ use super::console::{EvalStatus, eval_status};
 use super::lines::Lines;
 use crate::outcome::Outcome;
 use crate::record::Record;
-use crate::runner::RunReport;
-use crate::runner::events::RunEvent;
+use crate::report::events::RunEvent;
+use crate::report::summary::RunReport;
 
 /// Prints libtest's JSON events.
 #[derive(Debug)]
@@ -149,7 +149,7 @@ impl Reporter for LibtestJson {
                             format!(
                                 "#{} [{}] {}: {}{printed}",
                                 r.trial,
-                                super::console::arm_label(&r.harness, r.arm.as_deref()),
+                                super::arm_label(&r.harness, r.arm.as_deref()),
                                 r.outcome.kind().map(|k| k.as_str()).unwrap_or(""),
                                 r.message.as_deref().unwrap_or("")
                             )

@@ -3,10 +3,42 @@
 //! closed (`… | head`): the run goes on, tears down and records, and exits
 //! non-zero because part of its output was lost.
 
+use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use indicatif::ProgressBar;
+
+/// The real stdout and stderr once the eval's output is captured
+/// (`crate::eval_output`): duplicates of descriptors 1 and 2 kept for the reporters.
+static REAL: OnceLock<(Mutex<File>, Mutex<File>)> = OnceLock::new();
+
+/// Keeps the real stdout and stderr (`crate::eval_output::install`, once; later calls do nothing).
+pub(crate) fn keep_real(out: File, err: File) {
+    let _ = REAL.set((Mutex::new(out), Mutex::new(err)));
+}
+
+/// The real stdout once the eval's output is captured; `None` when descriptor 1 is still it.
+pub(crate) fn real_stdout() -> Option<MutexGuard<'static, File>> {
+    REAL.get().map(|(out, _)| out.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// The real stderr once the eval's output is captured; `None` when descriptor 2 is still it.
+pub(crate) fn real_stderr() -> Option<MutexGuard<'static, File>> {
+    REAL.get().map(|(_, err)| err.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// A handle on the real stderr that outlives the call (for a progress display).
+///
+/// # Errors
+/// An I/O error when the descriptor cannot be duplicated.
+pub(crate) fn real_stderr_file() -> io::Result<File> {
+    match real_stderr() {
+        Some(err) => err.try_clone(),
+        None => Ok(File::from(rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 3)?)),
+    }
+}
 
 /// Set once a write to stdout found it closed.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
@@ -23,9 +55,9 @@ pub fn say(text: &str) {
 }
 
 /// Writes `text` to the real stdout: descriptor 1, or, once the eval's output is
-/// captured ([`crate::eval_output`]), the duplicate kept for the reporters.
+/// captured (`crate::eval_output`), the duplicate kept for the reporters.
 fn to_stdout(text: &str) -> io::Result<()> {
-    match crate::eval_output::real_stdout() {
+    match real_stdout() {
         Some(mut out) => out.write_all(text.as_bytes()).and_then(|()| out.flush()),
         None => {
             let mut out = io::stdout().lock();
@@ -36,7 +68,7 @@ fn to_stdout(text: &str) -> io::Result<()> {
 
 /// Writes `text` to the real stderr (see [`to_stdout`]).
 fn to_stderr(text: &str) -> io::Result<()> {
-    match crate::eval_output::real_stderr() {
+    match real_stderr() {
         Some(mut err) => err.write_all(text.as_bytes()).and_then(|()| err.flush()),
         None => {
             let mut err = io::stderr().lock();

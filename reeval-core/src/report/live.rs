@@ -13,8 +13,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::Reporter;
 use crate::outcome::{Outcome, Retry};
 use crate::phase::Phase;
-use crate::runner::RunReport;
-use crate::runner::events::{AttemptId, RunEvent};
+use crate::report::events::{AttemptId, RunEvent};
+use crate::report::summary::RunReport;
 
 /// The progress display.
 #[derive(Debug)]
@@ -30,12 +30,8 @@ const SHOWN_RUNNING: usize = 6;
 /// `fix_parser#2 shell` (and `(try 2)` after an infra error): an attempt as the display and
 /// the slow notice name it, as `-v` does.
 pub(crate) fn attempt_label(id: &AttemptId) -> String {
-    let mut label = format!(
-        "{}#{} {}",
-        id.eval,
-        id.trial,
-        super::console::arm_label(&id.harness, id.arm.as_deref())
-    );
+    let mut label =
+        format!("{}#{} {}", id.eval, id.trial, super::arm_label(&id.harness, id.arm.as_deref()));
     if id.try_ > 1 {
         label.push_str(&format!(" (try {})", id.try_));
     }
@@ -192,10 +188,7 @@ impl Counts {
 impl Progress {
     /// A display on the real stderr, not on descriptor 2, where the evals' output is captured.
     pub fn new() -> Self {
-        let target = match (
-            crate::eval_output::real_stderr_file(),
-            crate::eval_output::real_stderr_file(),
-        ) {
+        let target = match (super::lines::real_stderr_file(), super::lines::real_stderr_file()) {
             (Ok(read), Ok(write)) => {
                 ProgressDrawTarget::term(console::Term::read_write_pair(read, write), 20)
             }
@@ -246,7 +239,7 @@ impl Reporter for Progress {
 mod tests {
     use super::*;
     use crate::record::Record;
-    use crate::runner::events::AttemptId;
+    use crate::report::events::AttemptId;
 
     #[test]
     fn counts_follow_the_run() {

@@ -7,13 +7,17 @@
 //! write a secret.
 
 mod atif;
+pub mod compare;
 mod console;
+pub mod events;
 mod files;
 pub mod html;
 pub mod junit;
 mod libtest_json;
-mod lines;
+pub(crate) mod lines;
 mod live;
+pub mod runs;
+pub(crate) mod summary;
 
 use std::io;
 
@@ -26,8 +30,8 @@ pub use libtest_json::LibtestJson;
 pub use lines::{Lines, say, stdout_closed};
 pub use live::Progress;
 
-use crate::runner::RunReport;
-use crate::runner::events::RunEvent;
+use events::RunEvent;
+use summary::RunReport;
 
 /// A sink of the run's events.
 pub trait Reporter: Send {
@@ -43,5 +47,13 @@ pub trait Reporter: Send {
     /// An I/O error; the runner says so and goes on.
     fn finish(&mut self, _report: &RunReport) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// `harness`, or `harness, arm` in a comparison whose arm is not the harness.
+pub(crate) fn arm_label(harness: &str, arm: Option<&str>) -> String {
+    match arm {
+        Some(arm) if arm != harness => format!("{harness}, {arm}"),
+        _ => harness.to_string(),
     }
 }

@@ -19,7 +19,7 @@ pub(crate) struct ConfigStops {
 }
 
 fn cell(plan: &AttemptPlan) -> CellKey {
-    (plan.eval.name.clone(), plan.harness_spec.clone(), plan.arm.clone())
+    (plan.cell.eval.clone(), plan.cell.harness_spec.clone(), plan.cell.arm.clone())
 }
 
 impl ConfigStops {
@@ -40,10 +40,8 @@ impl ConfigStops {
     /// The record of `plan`'s attempt, not run, when its cell already found a config error.
     pub(crate) fn stopped(&self, plan: &AttemptPlan) -> Option<Record> {
         let found = self.found.lock().expect("not poisoned").get(&cell(plan)).cloned()?;
-        let mut r =
-            Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_);
-        r.arm = plan.arm.clone();
-        r.tags = plan.eval.options.tags.clone();
+        let mut r = plan.new_record();
+        r.tags = plan.cell.tags.clone();
         r.outcome = Outcome::Config;
         r.message = Some(format!(
             "not run: an earlier attempt of this cell found a config error, which running it again would meet too ({found})"

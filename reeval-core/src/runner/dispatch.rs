@@ -10,17 +10,17 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::config_stops::ConfigStops;
-use super::events::{EventSink, RunEvent};
-use super::preflight::{Preflighted, cell_key};
+use super::preflight::Preflighted;
 use super::prestart::Prestart;
 use super::setup_fill::{FillFrom, MAX_FILLS, SetupFills};
 use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunReport, Runner, final_tries, summarize_priced};
-use crate::attempt::{self, AttemptPlan};
+use crate::attempt::{self, AttemptPlan, CellPlan};
 use crate::eval::Eval;
 use crate::outcome::{Outcome, Retry};
 use crate::record::Record;
 use crate::report::Reporter;
+use crate::report::events::{EventSink, RunEvent};
 use crate::sandbox::Sweep;
 
 /// Runs every attempt of `evals` and reports as it goes.
@@ -33,17 +33,19 @@ pub(crate) async fn dispatch(
 ) -> RunReport {
     let config = &runner.config;
     let run_dir = config.record_dir.join(&config.run_id);
-    let Preflighted { pool, secrets, redactor, detail, engine } = ready;
+    let Preflighted { pool, plans, redactor, detail, engine } = ready;
     let started = std::time::SystemTime::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<RunEvent>();
     // One gateway for the run, started by the first attempt that needs a way out.
     let egress = Arc::new(crate::egress::RunEgress::new(config.egress.clone()));
 
     // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
-    for eval in &evals {
-        if let Ok(env) = attempt::build_environment(eval)
-            && let Some(crate::environment::Workspace::Git { url, rev, .. }) = &env.workspace
+    let mut fetched = Vec::new();
+    for plan in plans.iter().flatten() {
+        if let Some(crate::environment::Workspace::Git { url, rev, .. }) = &plan.env.workspace
+            && !fetched.contains(&(url, rev))
         {
+            fetched.push((url, rev));
             let _ = crate::workspace::fetch_git(url, rev).await;
         }
     }
@@ -58,7 +60,7 @@ pub(crate) async fn dispatch(
         }
     }
 
-    let ahead = ensure_images_ahead(runner, &evals, &pool);
+    let ahead = ensure_images_ahead(&plans, &pool);
     let slots = Arc::new(Semaphore::new(config.threads.max(1)));
     let turnstile = Arc::new(Turnstile::default());
     let mut next_ticket = 0;
@@ -67,24 +69,27 @@ pub(crate) async fn dispatch(
         Arc::new(SetupFills::new(MAX_FILLS, config.setup_cache_max_bytes, runner.shutdown.clone()));
     let prestart = Prestart::new(config.prestart);
     let config_stops = Arc::new(ConfigStops::default());
-    let mut set: JoinSet<(usize, Vec<Record>)> = JoinSet::new();
+    let mut set: JoinSet<usize> = JoinSet::new();
     let mut pending: BTreeMap<usize, usize> = BTreeMap::new();
     let mut tasks = HashMap::new();
     // Each eval's records, as indices into `all` (one copy of each record:
-    // a run of many attempts with long final messages holds them all).
+    // a run of many attempts with long final messages holds them all). A
+    // record reaches dispatch once, in its `AttemptEnded` event.
     let mut results: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut all: Vec<Record> = Vec::new();
+    let index_of: HashMap<&str, usize> =
+        evals.iter().enumerate().rev().map(|(i, e)| (e.name.as_str(), i)).collect();
     // Every record, summary or report that could not be written: an error of the run.
     let mut lost: Vec<String> = Vec::new();
     for (i, eval) in evals.iter().enumerate() {
         let trials = config.trials.unwrap_or(eval.options.trials).max(1);
-        let cells = runner.arm_cells(eval);
+        let cells = &plans[i];
         pending.insert(i, cells.len() * trials as usize);
         // Trials outside, cells (harnesses, arms) inside: a comparison's arms
         // take turns, so that a provider drifting over the run hits both alike.
         for trial in 1..=trials {
-            for cell in &cells {
-                let (spec, arm) = (&cell.spec, cell.arm.as_deref());
+            for cell in cells {
+                let (spec, arm) = (&cell.harness_spec, cell.arm.as_deref());
                 // A resumed run keeps the trials it recorded.
                 let kept: Vec<Record> = runner
                     .kept
@@ -103,23 +108,13 @@ pub(crate) async fn dispatch(
                     *pending.get_mut(&i).expect("planned above") -= 1;
                     continue;
                 }
-                let mut planned = cell.eval.clone();
-                if planned.options.judge.is_none() {
-                    planned.options.judge = config.judge.clone();
-                }
-                if config.min_pass_rate.is_some() {
-                    planned.options.min_pass_rate = config.min_pass_rate;
-                }
                 // A trial recorded before in this run (nextest's --retries runs the process
                 // again; --resume completes the run) is numbered on, never overwritten.
-                let try_ = crate::runs::next_try(&run_dir, &eval.name, spec, arm, trial);
+                let try_ = crate::report::runs::next_try(&run_dir, &eval.name, spec, arm, trial);
                 let plan = AttemptPlan {
+                    cell: cell.clone(),
                     run_id: config.run_id.clone(),
                     run_dir: run_dir.clone(),
-                    eval: planned,
-                    harness_spec: spec.clone(),
-                    arm: cell.arm.clone(),
-                    timeout: config.timeout.unwrap_or(eval.options.timeout),
                     trial,
                     try_,
                     events: Some(tx.clone()),
@@ -136,7 +131,6 @@ pub(crate) async fn dispatch(
                     pool: pool.clone(),
                     harnesses: runner.harnesses.clone(),
                     shutdown: runner.shutdown.clone(),
-                    secrets: secrets.get(&cell_key(&eval.name, spec)).cloned().unwrap_or_default(),
                     retries: config.infra_retries,
                     events: tx.clone(),
                     teardowns: teardowns.clone(),
@@ -145,13 +139,16 @@ pub(crate) async fn dispatch(
                     config_stops: config_stops.clone(),
                 };
                 next_ticket += 1;
-                let task = set.spawn(async move { (i, trial_run.run(plan).await) });
+                let task = set.spawn(async move {
+                    trial_run.run(plan).await;
+                    i
+                });
                 tasks.insert(task.id(), (i, spec.clone(), cell.arm.clone(), trial));
             }
         }
     }
     let planned = set.len();
-    let cells: usize = evals.iter().map(|e| runner.arm_cells(e).len()).sum();
+    let cells: usize = plans.iter().map(Vec::len).sum();
     report_all(
         reporters,
         &mut lost,
@@ -184,12 +181,15 @@ pub(crate) async fn dispatch(
         tokio::select! {
             _ = ticks.tick() => report_all(reporters, &mut lost, &RunEvent::Tick),
             event = rx.recv(), if events_open => match event {
-                Some(event) => report_all(reporters, &mut lost, &event),
+                Some(event) => {
+                    report_all(reporters, &mut lost, &event);
+                    keep(event, &index_of, &mut results, &mut all);
+                }
                 None => events_open = false,
             },
             Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
-                let (i, records) = match joined {
-                    Ok((_, (i, records))) => (i, records),
+                let i = match joined {
+                    Ok((_, i)) => i,
                     Err(e) => {
                         // A bug of ours (the eval's panics are caught inside): still a record, never a silent gap.
                         let (i, spec, arm, trial) = tasks.remove(&e.id()).expect("every task is known");
@@ -197,16 +197,17 @@ pub(crate) async fn dispatch(
                         r.arm = arm;
                         r.outcome = Outcome::InfraError;
                         r.message = Some(format!("failed to run the attempt: {e}"));
-                        report_all(reporters, &mut lost, &RunEvent::AttemptEnded { record: Box::new(r.clone()), retry: Retry::Final });
-                        (i, vec![r])
+                        let event = RunEvent::AttemptEnded { record: Box::new(r), retry: Retry::Final };
+                        report_all(reporters, &mut lost, &event);
+                        keep(event, &index_of, &mut results, &mut all);
+                        i
                     }
                 };
                 // The attempts' own events come first: drain what they sent before their end.
                 while let Ok(event) = rx.try_recv() {
                     report_all(reporters, &mut lost, &event);
+                    keep(event, &index_of, &mut results, &mut all);
                 }
-                results.entry(i).or_default().extend(all.len()..all.len() + records.len());
-                all.extend(records);
                 let left = pending.get_mut(&i).expect("known eval");
                 *left -= 1;
                 if *left == 0 {
@@ -259,33 +260,20 @@ pub(crate) async fn dispatch(
 /// once per digest (a lock per digest), so an attempt that needs an image
 /// being built here waits for that build.
 fn ensure_images_ahead(
-    runner: &Runner,
-    evals: &[Eval],
+    plans: &[Vec<Arc<CellPlan>>],
     pool: &Arc<super::pool::Pool>,
 ) -> tokio::task::JoinHandle<()> {
-    let mut wanted: Vec<(crate::environment::ImageSpec, Option<String>)> = Vec::new();
-    for eval in evals {
-        let Ok(env) = attempt::build_environment(eval) else { continue };
-        for spec in runner.harness_specs(eval) {
-            let harness = runner.harnesses.make(&spec);
-            let image = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());
-            let entry = (image, Some(spec));
-            if !wanted.iter().any(|(i, _)| *i == entry.0) {
-                wanted.push(entry);
-            }
+    let mut wanted: Vec<(crate::environment::ImageSpec, String)> = Vec::new();
+    for plan in plans.iter().flatten() {
+        if !wanted.iter().any(|(i, _)| *i == plan.image) {
+            wanted.push((plan.image.clone(), plan.image_key.clone()));
         }
     }
-    let (pool, harnesses) = (pool.clone(), runner.harnesses.clone());
+    let pool = pool.clone();
     tokio::spawn(async move {
-        for (image, spec) in wanted {
-            let harness = spec.and_then(|s| harnesses.make(&s));
+        for (image, key) in wanted {
             for engine in pool.engines() {
-                crate::lifecycle::image::ensure_ahead(
-                    engine.backend.as_ref(),
-                    &image,
-                    harness.as_deref(),
-                )
-                .await;
+                crate::lifecycle::image::ensure_ahead(engine.backend.as_ref(), &image, &key).await;
             }
         }
     })
@@ -308,6 +296,22 @@ fn missing_records(run_dir: &std::path::Path, records: &[Record], lost: &mut Vec
         );
         crate::report::say(&format!("reeval: {e}\n"));
         lost.push(e);
+    }
+}
+
+/// Keeps the record an `AttemptEnded` event carries (moved, not copied), as
+/// one of its eval's records.
+fn keep(
+    event: RunEvent,
+    index_of: &HashMap<&str, usize>,
+    results: &mut BTreeMap<usize, Vec<usize>>,
+    all: &mut Vec<Record>,
+) {
+    if let RunEvent::AttemptEnded { record, .. } = event
+        && let Some(&i) = index_of.get(record.eval.as_str())
+    {
+        results.entry(i).or_default().push(all.len());
+        all.push(*record);
     }
 }
 
@@ -353,7 +357,6 @@ struct TrialRun {
     pool: Arc<super::pool::Pool>,
     harnesses: crate::harness::HarnessRegistry,
     shutdown: tokio_util::sync::CancellationToken,
-    secrets: Vec<crate::secrets::Secret>,
     retries: u32,
     events: EventSink,
     teardowns: Arc<Teardowns>,
@@ -364,8 +367,8 @@ struct TrialRun {
 }
 
 impl TrialRun {
-    async fn run(self, mut plan: AttemptPlan) -> Vec<Record> {
-        let mut records = Vec::new();
+    /// Runs the trial's tries; each one's record goes out in its `AttemptEnded` event.
+    async fn run(self, mut plan: AttemptPlan) {
         // Tries of this process: a trial numbered on from an earlier process still gets its retries.
         let mut tried = 0;
         loop {
@@ -376,7 +379,7 @@ impl TrialRun {
                     if self.slots.available_permits() == 0
                         && self.config_stops.stopped(&plan).is_none() =>
                 {
-                    self.prestart.create(&plan, &backend, &self.harnesses, &self.secrets).await
+                    self.prestart.create(&plan, &backend).await
                 }
                 _ => None,
             };
@@ -397,12 +400,10 @@ impl TrialRun {
                 if let Some((sandbox, _)) = prestarted {
                     self.teardowns.destroy(sandbox);
                 }
-                let _ = self.events.send(RunEvent::AttemptEnded {
-                    record: Box::new(r.clone()),
-                    retry: Retry::Final,
-                });
-                records.push(r);
-                return records;
+                let _ = self
+                    .events
+                    .send(RunEvent::AttemptEnded { record: Box::new(r), retry: Retry::Final });
+                return;
             }
             // Then a slot on the engine with the most free ones.
             let engine = match self.pool.acquire().await {
@@ -411,33 +412,24 @@ impl TrialRun {
                     if let Some((sandbox, _)) = prestarted {
                         self.teardowns.destroy(sandbox);
                     }
-                    let mut r = Record::new(
-                        &plan.run_id,
-                        &plan.eval.name,
-                        &plan.harness_spec,
-                        plan.trial,
-                        plan.try_,
-                    );
-                    r.arm = plan.arm.clone();
+                    let mut r = plan.new_record();
                     r.outcome = Outcome::InfraError;
                     r.message = Some(e.to_string());
                     let _ = self.events.send(RunEvent::AttemptEnded {
-                        record: Box::new(r.clone()),
+                        record: Box::new(r),
                         retry: Retry::Hopeless,
                     });
-                    records.push(r);
-                    return records;
+                    return;
                 }
             };
             let _ = self.events.send(RunEvent::AttemptStarted(plan.id()));
-            let harness = self.harnesses.make(&plan.harness_spec);
+            let harness = self.harnesses.make(&plan.cell.harness_spec);
             // A miss of the setup cache is filled in the background, on this attempt's engine.
             let mut attempt_plan = plan.clone();
             let from = FillFrom {
                 plan: plan.clone(),
                 backend: engine.engine.backend.clone(),
                 harnesses: self.harnesses.clone(),
-                secrets: self.secrets.clone(),
             };
             let fills = self.fills.clone();
             attempt_plan.ask_fill =
@@ -446,7 +438,6 @@ impl TrialRun {
                 attempt_plan,
                 Some(engine.engine.backend.clone()),
                 harness,
-                self.secrets.clone(),
                 self.shutdown.clone(),
                 prestarted,
             )
@@ -470,13 +461,11 @@ impl TrialRun {
                 self.retries,
                 self.shutdown.is_cancelled(),
             );
-            let _ = self
-                .events
-                .send(RunEvent::AttemptEnded { record: Box::new(done.record.clone()), retry });
+            let _ =
+                self.events.send(RunEvent::AttemptEnded { record: Box::new(done.record), retry });
             drop(slot);
-            records.push(done.record);
             if retry != Retry::Again {
-                return records;
+                return;
             }
             plan.try_ += 1;
         }

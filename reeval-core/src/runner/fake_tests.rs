@@ -346,3 +346,114 @@ async fn preflight_names_an_env_file_that_does_not_exist() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn the_environment_is_built_once_per_eval_however_many_attempts_and_harnesses() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let built = Arc::new(AtomicUsize::new(0));
+    let counted = |trials: u32, harnesses: &[&str]| {
+        let built = built.clone();
+        let mut eval = Eval::new("counted", |c| {
+            Box::pin(async move { expect(c.exec("exit 0").await?).to_succeed() })
+        })
+        .trials(trials)
+        .environment(move || {
+            built.fetch_add(1, Ordering::SeqCst);
+            crate::environment::Environment::new().env("COUNTED", "yes")
+        });
+        for h in harnesses {
+            eval = eval.harness(*h);
+        }
+        eval
+    };
+    let backend = scripted();
+    // One slot and containers made ahead: preflight, dispatch, prestart and
+    // every attempt all read the one plan of the cell.
+    let config = RunConfig { threads: 1, prestart: 2, ..config() };
+    let report = runner(&backend, config).run(vec![counted(5, &["script"])]).await.unwrap();
+    assert_eq!(report.records.len(), 5);
+    assert_eq!(report.exit_code(), 0, "{}", report.summary.exit_reason);
+    assert_eq!(
+        built.load(Ordering::SeqCst),
+        1,
+        "the environment's function ran once for 5 attempts"
+    );
+
+    built.store(0, Ordering::SeqCst);
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("script", |_| Box::new(Script));
+    harnesses.register("other", |_| Box::new(Script));
+    let report = Runner::new(config_two(), harnesses)
+        .with_backend(Arc::new(backend.clone()))
+        .run(vec![counted(3, &["script", "other"])])
+        .await
+        .unwrap();
+    assert_eq!(report.records.len(), 6);
+    assert_eq!(built.load(Ordering::SeqCst), 1, "once for the eval's two cells");
+}
+
+fn config_two() -> RunConfig {
+    RunConfig { threads: 2, ..config() }
+}
+
+/// A harness of another name that runs the eval's reference solution: the hook decides, not the name.
+#[derive(Debug)]
+struct Solver;
+
+#[async_trait::async_trait]
+impl crate::harness::Harness for Solver {
+    fn name(&self) -> &str {
+        "solver"
+    }
+
+    fn runs_reference_solution(&self) -> bool {
+        true
+    }
+
+    async fn turn(
+        &mut self,
+        _sandbox: &crate::sandbox::SandboxHandle,
+        _prompt: &str,
+        _turn: &crate::harness::TurnContext,
+    ) -> Result<crate::turn::TurnReport, crate::harness::HarnessError> {
+        Ok(crate::turn::TurnReport {
+            status: TurnStatus::Completed,
+            events: 1,
+            ..Default::default()
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_harness_that_runs_the_reference_solution_runs_it_at_the_first_send() {
+    let solved = Eval::new("solved", |c| {
+        Box::pin(async move {
+            c.send("solve it").await?;
+            expect(c.exec("exit 0").await?).to_succeed()
+        })
+    })
+    .oracle(|c| Box::pin(async move { c.write_file("solution.txt", "done").await }))
+    .harness("solver");
+    let unsolved = Eval::new("unsolved", |c| {
+        Box::pin(async move {
+            c.send("solve it").await?;
+            Ok(())
+        })
+    })
+    .harness("solver");
+    let mut harnesses = HarnessRegistry::new();
+    harnesses.register("solver", |_| Box::new(Solver));
+    let report = Runner::new(config(), harnesses)
+        .with_backend(Arc::new(scripted()))
+        .run(vec![solved, unsolved])
+        .await
+        .unwrap();
+    let of = |eval: &str| report.records.iter().find(|r| r.eval == eval).unwrap();
+    let solved = of("solved");
+    assert_eq!(solved.outcome, Outcome::Pass, "{:?}", solved.message);
+    let files: Vec<&str> = solved.turns[0].diff.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(files, ["solution.txt"], "the turn's diff is the solution's work");
+    let unsolved = of("unsolved");
+    assert_eq!(unsolved.outcome, Outcome::Config);
+    assert!(unsolved.message.as_deref().unwrap().contains("names no reference solution"));
+}

@@ -3,23 +3,24 @@
 //! every environment is valid, and the engine answers. Every miss is listed
 //! at once; nothing is started (exit code 2).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::plan::{self, EvalDraft};
 use super::pool::Pool;
 use super::{PreflightError, Runner};
+use crate::attempt::CellPlan;
 use crate::eval::Eval;
 use crate::sandbox::{Backend, DockerBackend};
 use crate::secrets::{ExposeSecret, Redactor, Secret as ResolvedSecret, SecretScope};
 use crate::settings;
 
-/// What preflight found: the engine, the secrets of each cell, the run's redactor.
+/// What preflight found: the engine, the plan of every cell, the run's redactor.
 pub(crate) struct Preflighted {
     /// The engines attempts run on (one, or a pool).
     pub(crate) pool: Arc<Pool>,
-    /// Per cell ([`cell_key`]), the secrets its attempts get.
-    pub(crate) secrets: BTreeMap<String, Vec<ResolvedSecret>>,
+    /// Per eval (in the order given), the plans of its cells, their secrets resolved.
+    pub(crate) plans: Vec<Vec<Arc<CellPlan>>>,
     pub(crate) redactor: Redactor,
     /// `ok in 12ms`, the preflight phase's detail in every record.
     pub(crate) detail: String,
@@ -28,7 +29,8 @@ pub(crate) struct Preflighted {
 }
 
 /// Checks, before anything starts, that every harness is known, every
-/// secret and credential is present and the engine answers. Lists every miss.
+/// secret and credential is present and the engine answers, and plans every
+/// cell ([`plan`]: each eval's environment built once). Lists every miss.
 ///
 /// # Errors
 /// A [`PreflightError`] naming everything missing.
@@ -41,7 +43,7 @@ pub(crate) async fn preflight(
 ) -> Result<Preflighted, PreflightError> {
     let began = Instant::now();
     let mut missing = Vec::new();
-    let mut secrets = BTreeMap::new();
+    let mut plans: Vec<Vec<Arc<CellPlan>>> = Vec::new();
     // The host environment, then the env files; an unreadable file is a miss like any other.
     let from = settings::SecretLookup::load(
         runner.config.env_file.as_deref(),
@@ -74,11 +76,14 @@ pub(crate) async fn preflight(
     // Evals that ask a judge and have no judge model chosen.
     let mut unjudged = Vec::new();
     for eval in evals {
-        let env = match crate::attempt::build_environment(eval) {
+        let EvalDraft { env, cells } = plan::draft(runner, eval);
+        let mut planned = Vec::new();
+        let env = match env {
             Ok(env) => env,
             Err(panic) => {
                 missing
                     .push(format!("environment function of eval {} panicked: {panic}", eval.name));
+                plans.push(planned);
                 continue;
             }
         };
@@ -136,25 +141,31 @@ pub(crate) async fn preflight(
                 },
             }
         }
-        for spec in runner.harness_specs(eval) {
+        for draft in cells {
+            let spec = &draft.cell.spec;
             // A harness credential is a secret like any other: the agent sees a placeholder.
             let mut for_cell = resolved.clone();
-            match runner.harnesses.make(&spec) {
+            match &draft.harness {
                 // Named by the run (--harness, REEVAL_HARNESS, reeval.toml): said once, not per eval.
-                None if runner.config.harnesses.contains(&spec) => {
+                None if runner.config.harnesses.contains(spec) => {
                     let line = format!(
                         "harness `{spec}` (from --harness, REEVAL_HARNESS or `harness` in reeval.toml) is not known; {}",
-                        runner.harnesses.unknown(&spec)
+                        runner.harnesses.unknown(spec)
                     );
                     if !missing.contains(&line) {
                         missing.push(line);
                     }
                 }
-                None => missing.push(format!(
-                    "harness `{spec}` of eval {} (its `harness = …`) is not known; {}",
-                    eval.name,
-                    runner.harnesses.unknown(&spec)
-                )),
+                None => {
+                    let line = format!(
+                        "harness `{spec}` of eval {} (its `harness = …`) is not known; {}",
+                        eval.name,
+                        runner.harnesses.unknown(spec)
+                    );
+                    if !missing.contains(&line) {
+                        missing.push(line);
+                    }
+                }
                 Some(h) => {
                     for cred in h.credentials() {
                         match lookup(&cred) {
@@ -175,8 +186,25 @@ pub(crate) async fn preflight(
                     }
                 }
             }
-            secrets.insert(cell_key(&eval.name, &spec), for_cell);
+            match (draft.env, &draft.harness) {
+                (Ok(env), Some(h)) => planned.push(Arc::new(plan::plan(
+                    runner,
+                    eval,
+                    &draft.cell,
+                    env,
+                    h.as_ref(),
+                    for_cell,
+                ))),
+                (Err(panic), _) => {
+                    let line = format!("environment of eval {}: {panic}", eval.name);
+                    if !missing.contains(&line) {
+                        missing.push(line);
+                    }
+                }
+                (Ok(_), None) => {}
+            }
         }
+        plans.push(planned);
     }
     if !unjudged.is_empty() {
         missing.push(format!(
@@ -191,7 +219,7 @@ pub(crate) async fn preflight(
     let pool = if let Some(b) = &runner.backend {
         Some(Pool::single(b.name().to_string(), b.clone()))
     } else if let Some(config) = &runner.config.kubernetes {
-        kubernetes(runner, evals, config, &secrets, &mut missing).await
+        kubernetes(&plans, config, &mut missing).await
     } else if !runner.config.engines.is_empty() {
         Pool::connect(&runner.config.engines).await.map_err(|misses| missing.extend(misses)).ok()
     } else {
@@ -238,13 +266,15 @@ pub(crate) async fn preflight(
         return Err(PreflightError { missing });
     }
     // The one redactor of the run: every sink writes through it.
-    let redactor = Redactor::new(secrets.values().flatten().map(|s| s.value.expose_secret()));
+    let redactor = Redactor::new(
+        plans.iter().flatten().flat_map(|p| &p.secrets).map(|s| s.value.expose_secret()),
+    );
     crate::secrets::remember(&redactor);
     let pool = pool.expect("no miss means an engine");
     let engine = (!engines.is_empty()).then(|| engines.join(", "));
     Ok(Preflighted {
         pool: Arc::new(pool),
-        secrets,
+        plans,
         redactor,
         detail: format!("ok in {}ms · {}", began.elapsed().as_millis(), engines.join(", ")),
         engine,
@@ -257,10 +287,8 @@ pub(crate) async fn preflight(
 /// the run brokers, which its gateway pod gets.
 #[cfg(feature = "kubernetes")]
 async fn kubernetes(
-    runner: &Runner,
-    evals: &[Eval],
+    plans: &[Vec<Arc<CellPlan>>],
     config: &crate::settings::KubernetesConfig,
-    secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {
     use crate::sandbox::kubernetes::KubeBackend;
@@ -276,47 +304,36 @@ async fn kubernetes(
         crate::report::say(&format!("reeval: warning: {warning}\n"));
     }
     missing.extend(found.missing);
-    let mut credentials = BTreeMap::new();
+    let mut credentials = std::collections::BTreeMap::new();
     let mut unisolated = false;
-    for eval in evals {
-        let Ok(env) = crate::attempt::build_environment(eval) else { continue };
-        let specs = runner.harness_specs(eval);
-        let harnesses: Vec<_> = specs
-            .iter()
-            .filter_map(|spec| runner.harnesses.make(spec).map(|h| (spec, h)))
-            .collect();
+    for cells in plans {
+        let Some(first) = cells.first() else { continue };
+        let eval = &first.eval;
         // The image each cell would use (the eval's, else its harness's): built ones need a registry.
-        let mut images: Vec<_> = harnesses
-            .iter()
-            .map(|(_, h)| crate::lifecycle::image::spec(env.image.as_ref(), Some(h.as_ref())))
-            .collect();
-        images.push(crate::lifecycle::image::spec(env.image.as_ref(), None));
+        let mut images: Vec<_> = cells.iter().map(|c| c.image.clone()).collect();
+        images.push(crate::lifecycle::image::spec(first.env.image.as_ref(), None));
         images.dedup();
         for spec in &images {
             if let Err(e) = backend.check_image(spec) {
-                let line = format!("environment of eval {}: {e}", eval.name);
+                let line = format!("environment of eval {eval}: {e}");
                 if !missing.contains(&line) {
                     missing.push(line);
                 }
             }
         }
-        let needs_egress =
-            env.wants_egress() || harnesses.iter().any(|(_, h)| !h.egress().is_empty());
+        let needs_egress = cells.iter().any(|c| c.gateway);
         if needs_egress && config.host_network && !config.unisolated_egress {
             missing.push(format!(
-                "eval {} needs egress, and its pods would run on the node's network (host_network = true), where no NetworkPolicy applies, so the gateway could not be their only way out; run it on a cluster without host_network (test clusters only: unisolated_egress = true runs it anyway, isolation not enforced)",
-                eval.name
+                "eval {eval} needs egress, and its pods would run on the node's network (host_network = true), where no NetworkPolicy applies, so the gateway could not be their only way out; run it on a cluster without host_network (test clusters only: unisolated_egress = true runs it anyway, isolation not enforced)",
             ));
         }
         unisolated |= needs_egress && config.host_network && config.unisolated_egress;
         // The secrets the run brokers: their real values go into the gateway pod's Secret.
-        for (spec, h) in &harnesses {
-            let Some(cell) = secrets.get(&cell_key(&eval.name, spec)) else { continue };
-            let brokers = h.egress().brokers.into_iter().chain(env.brokers.iter().cloned());
-            for (name, _) in brokers {
-                if let Some(secret) = cell.iter().find(|s| s.name == name) {
+        for cell in cells {
+            for name in &cell.brokered {
+                if let Some(secret) = cell.secrets.iter().find(|s| &s.name == name) {
                     credentials.insert(
-                        crate::egress::secret_env(&name),
+                        crate::egress::secret_env(name),
                         secrecy::SecretString::from(secret.value.expose_secret().to_string()),
                     );
                 }
@@ -335,10 +352,8 @@ async fn kubernetes(
 
 #[cfg(not(feature = "kubernetes"))]
 async fn kubernetes(
-    _runner: &Runner,
-    _evals: &[Eval],
+    _plans: &[Vec<Arc<CellPlan>>],
     _config: &crate::settings::KubernetesConfig,
-    _secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
     missing: &mut Vec<String>,
 ) -> Option<Pool> {
     missing.push(
@@ -385,8 +400,4 @@ fn writable(run_dir: &std::path::Path) -> Result<(), std::io::Error> {
     // Left empty until the first record, so a run that stops in preflight leaves no directory.
     let _ = std::fs::remove_dir(run_dir);
     Ok(())
-}
-
-pub(crate) fn cell_key(eval: &str, harness: &str) -> String {
-    format!("{eval}\u{0}{harness}")
 }

@@ -12,11 +12,8 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::attempt::{self, AttemptPlan};
-use crate::harness::HarnessRegistry;
-use crate::record::Record;
+use crate::attempt::AttemptPlan;
 use crate::sandbox::{Backend, NetworkSpec, Sandbox};
-use crate::secrets::Secret;
 
 /// A container made ahead of its slot, and the permit it holds until then.
 #[derive(Debug)]
@@ -56,29 +53,23 @@ impl Prestart {
         &self,
         plan: &AttemptPlan,
         backend: &Arc<dyn Backend>,
-        harnesses: &HarnessRegistry,
-        secrets: &[Secret],
     ) -> Option<Prestarted> {
-        let permit = self.ahead.clone().try_acquire_owned().ok()?;
-        let env = attempt::build_environment(&plan.eval).ok()?;
-        let harness = harnesses.make(&plan.harness_spec);
+        let cell = &plan.cell;
         // A sandbox with a way out is made with its gateway, in its container phase.
-        if crate::egress::attempt::plan(&env, harness.as_deref(), secrets).ok()?.is_some() {
+        if cell.gateway {
             return None;
         }
-        let spec = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());
-        let image = crate::lifecycle::image::ensure(backend.as_ref(), &spec, harness.as_deref())
+        let permit = self.ahead.clone().try_acquire_owned().ok()?;
+        let image = crate::lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key)
             .await
             .ok()?;
-        let attempt_id =
-            Record::new(&plan.run_id, &plan.eval.name, &plan.harness_spec, plan.trial, plan.try_)
-                .artifacts_dir_name();
+        let attempt_id = plan.new_record().artifacts_dir_name();
         let sandbox = crate::lifecycle::container::create(
             backend.as_ref(),
             &image.reference,
             &plan.run_id,
             &attempt_id,
-            &env.limits,
+            &cell.env.limits,
             NetworkSpec::None,
             None,
         )

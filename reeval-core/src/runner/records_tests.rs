@@ -13,7 +13,7 @@ use crate::harness::HarnessRegistry;
 use crate::matchers::expect;
 use crate::record::CellStatus;
 use crate::report::Reporter;
-use crate::runner::events::RunEvent;
+use crate::report::events::RunEvent;
 use crate::runner::{RunConfig, Runner};
 use crate::sandbox::fake::{FakeBackend, FakeFailure};
 

@@ -29,7 +29,6 @@ use super::background::Background;
 use crate::attempt::{self, AttemptPlan, ForCache};
 use crate::harness::HarnessRegistry;
 use crate::sandbox::{Backend, Sandbox, SandboxHandle};
-use crate::secrets::Secret;
 use crate::setup_cache;
 
 /// Fills running at once, at most: each prepares a sandbox and commits it.
@@ -56,7 +55,6 @@ pub(crate) struct FillFrom {
     pub(crate) plan: AttemptPlan,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) harnesses: HarnessRegistry,
-    pub(crate) secrets: Vec<Secret>,
 }
 
 impl SetupFills {
@@ -95,20 +93,14 @@ impl SetupFills {
     }
 
     async fn run(&self, digest: &str, from: FillFrom) -> Result<(), String> {
-        let FillFrom { plan, backend, harnesses, secrets } = from;
+        let FillFrom { plan, backend, harnesses } = from;
         // Another process may have filled it meanwhile.
         if let Ok(Some(_)) = backend.find_setup(digest).await {
             return Ok(());
         }
-        let harness = harnesses.make(&plan.harness_spec);
-        let ForCache { sandbox, prepared } = attempt::prepare_for_cache(
-            plan,
-            backend.clone(),
-            harness,
-            secrets,
-            self.shutdown.clone(),
-        )
-        .await;
+        let harness = harnesses.make(&plan.cell.harness_spec);
+        let ForCache { sandbox, prepared } =
+            attempt::prepare_for_cache(plan, backend.clone(), harness, self.shutdown.clone()).await;
         let committed = match (&prepared, &sandbox) {
             (Ok((made, _)), _) if made != digest => {
                 Err(format!("its inputs gave another key ({made}) when prepared again"))

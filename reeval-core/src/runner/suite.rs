@@ -88,14 +88,14 @@ pub fn main_with_args(
     let mut only_cells = None;
     if let Some(run_id) = &args.resume {
         let run_dir = config.record_dir.join(run_id);
-        match crate::runs::records(&run_dir) {
+        match crate::report::runs::records(&run_dir) {
             Ok(records) => kept = records,
             Err(e) => {
                 say(&format!("error: failed to resume run {run_id}: {e}\n"));
                 return 2;
             }
         }
-        if let Err(why) = crate::runs::belongs_to(&run_dir, &suite) {
+        if let Err(why) = crate::report::runs::belongs_to(&run_dir, &suite) {
             say(&format!("error: failed to resume run {run_id}: {why}\n"));
             return 2;
         }
@@ -105,7 +105,7 @@ pub fn main_with_args(
             kept.len()
         ));
         // A compare run resumed is a later look at its comparison.
-        previous_comparison = crate::runs::summaries(&run_dir)
+        previous_comparison = crate::report::runs::summaries(&run_dir)
             .ok()
             .and_then(|s| s.into_iter().find_map(|s| s.comparison));
         // Resuming a comparison without naming its arms again compares the same arms.
@@ -149,10 +149,10 @@ pub fn main_with_args(
     }
     let mut rerun_of = None;
     if args.rerun_failed {
-        let last = crate::runs::latest_of(&config.record_dir, &suite)
-            .and_then(|run| crate::runs::records(&run.path).map(|records| (run, records)));
+        let last = crate::report::runs::latest_of(&config.record_dir, &suite)
+            .and_then(|run| crate::report::runs::records(&run.path).map(|records| (run, records)));
         let (run, cells) = match last {
-            Ok((run, records)) => (run, crate::runs::failed_cells(&records)),
+            Ok((run, records)) => (run, crate::report::runs::failed_cells(&records)),
             Err(e) => {
                 say(&format!(
                     "error: failed to find the last run's failures (--rerun-failed): {e}\n"

@@ -1,7 +1,8 @@
 //! The command line of an eval suite: libtest's flags (so `cargo test` and
 //! cargo-nextest drive it) plus reeval's own, each with a `REEVAL_*` twin
 //! that [`crate::settings`] reads. Which flags exist, what they take and what
-//! they set is [`super::table`]; this module walks the command line.
+//! they set is [`super::table`]; `parse.rs` walks the command line; this
+//! module holds what it fills ([`Args`]) and what the table's setters read (`Given`).
 //!
 //! Parsed with `lexopt`, so it reads like any getopt-style command line:
 //! `--flag value` and `--flag=value`, clustered short flags (`-vq`), and `--`
@@ -11,7 +12,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::table;
+/// `a, b,,c` → `[a, b, c]`.
+pub(crate) fn split_list(text: &str) -> Vec<String> {
+    text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect()
+}
 
 /// What the command line asked for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -89,7 +93,7 @@ pub struct UsageError(pub String);
 pub(crate) struct Given {
     /// The flag as written in messages.
     pub(crate) flag: String,
-    value: Option<OsString>,
+    pub(super) value: Option<OsString>,
 }
 
 impl Given {
@@ -128,79 +132,11 @@ impl Given {
 
     /// The value as a comma-separated list, trimmed, empty entries dropped.
     pub(crate) fn list(self) -> Result<Vec<String>, UsageError> {
-        Ok(super::vars::split_list(&self.text()?))
+        Ok(split_list(&self.text()?))
     }
-}
-
-/// lexopt's own errors, in the words of this command line.
-fn usage(e: lexopt::Error) -> UsageError {
-    UsageError(match e {
-        lexopt::Error::MissingValue { option: Some(option) } => format!("{option} needs a value"),
-        lexopt::Error::UnexpectedValue { option, .. } => format!("{option} takes no value"),
-        lexopt::Error::UnexpectedOption(option) => format!("unknown option `{option}`; see --help"),
-        other => other.to_string(),
-    })
 }
 
 impl Args {
-    /// Parses `argv` (without the program name): the flags of
-    /// [`OPTIONS`](super::table::OPTIONS) only; their `REEVAL_*` twins are
-    /// merged by [`Settings::load`](crate::settings::Settings::load).
-    /// A value that is not UTF-8 is a usage error rather than a panic.
-    ///
-    /// # Errors
-    /// A [`UsageError`] for an unknown flag or a bad value; `Ok(None)` means `--help` was printed.
-    pub fn parse<I>(argv: I) -> Result<Option<Args>, UsageError>
-    where
-        I: IntoIterator,
-        I::Item: Into<OsString>,
-    {
-        use lexopt::prelude::*;
-
-        let mut a = Args::default();
-        let mut p = lexopt::Parser::from_args(argv);
-        while let Some(arg) = p.next().map_err(usage)? {
-            let (opt, flag) = match arg {
-                Short('h') | Long("help") => {
-                    println!("{}", super::render::help());
-                    return Ok(None);
-                }
-                // Everything after `--` comes here too, even when it starts with `-`.
-                Value(filter) => {
-                    a.filters.push(
-                        filter
-                            .into_string()
-                            .map_err(|v| UsageError(format!("filter {v:?} is not valid UTF-8")))?,
-                    );
-                    continue;
-                }
-                Short(c) => match table::by_short(c) {
-                    Some(opt) => (opt, format!("-{c}")),
-                    None => return Err(UsageError(format!("unknown option `-{c}`; see --help"))),
-                },
-                Long(name) => match table::by_long(name) {
-                    Some(opt) => (opt, format!("--{name}")),
-                    None => {
-                        return Err(UsageError(format!("unknown option `--{name}`; see --help")));
-                    }
-                },
-            };
-            let value = match opt.value {
-                Some(_) => Some(p.value().map_err(usage)?),
-                None => None,
-            };
-            let set = opt.set.expect("an option with a flag has a setter");
-            set(&mut a, Given { flag, value })?;
-        }
-        if a.trials == Some(0) {
-            return Err(UsageError("--trials must be at least 1".into()));
-        }
-        if a.test_threads == Some(0) {
-            return Err(UsageError("--test-threads must be at least 1".into()));
-        }
-        Ok(Some(a))
-    }
-
     /// Whether an eval named `name` with `ignore` is selected.
     pub fn selects(&self, name: &str, ignore: bool) -> bool {
         if self.ignored && !ignore {

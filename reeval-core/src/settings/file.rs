@@ -110,7 +110,7 @@ impl SuiteConfig {
             }
         }
         if let Some(spec) = &config.judge {
-            crate::judge::key_env(spec).map_err(|e| fail(format!("judge `{spec}`: {e}")))?;
+            crate::llm::chat::key_env(spec).map_err(|e| fail(format!("judge `{spec}`: {e}")))?;
         }
         if let Some(t) = &config.timeout {
             humantime::parse_duration(t).map_err(|e| {

@@ -36,6 +36,7 @@ pub mod args;
 mod engines;
 mod env_files;
 pub mod file;
+mod parse;
 pub mod render;
 pub mod table;
 #[cfg(test)]
@@ -256,7 +257,7 @@ impl Settings {
         let threads = vars.count::<usize>(&TEST_THREADS)?;
         let judge = vars.get(&JUDGE).map(|j| j.trim().to_string());
         if let Some(spec) = &judge {
-            crate::judge::key_env(spec)
+            crate::llm::chat::key_env(spec)
                 .map_err(|problem| Vars::fail(JUDGE.var(), spec, problem))?;
         }
 

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::SettingsError;
+use super::args::split_list;
 use super::table::{self, Opt};
 
 /// The process environment, as [`Settings::load`](super::Settings::load) takes it.
@@ -117,11 +118,6 @@ impl Vars<'_> {
     pub(super) fn path(&self, opt: &Opt) -> Option<PathBuf> {
         self.get(opt).map(PathBuf::from)
     }
-}
-
-/// `a, b,,c` → `[a, b, c]`.
-pub(crate) fn split_list(text: &str) -> Vec<String> {
-    text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect()
 }
 
 /// The usual yes/no words, case-insensitive: 1/0, true/false, yes/no, on/off.

@@ -22,7 +22,7 @@ use askama::Template;
 use crate::outcome::Outcome;
 use crate::prices::PriceTable;
 use crate::record::{Record, Summary};
-use crate::runner::RunReport;
+use crate::report::summary::RunReport;
 use crate::secrets::Redactor;
 use steps::StepView;
 
@@ -278,7 +278,7 @@ fn cell_view(c: &crate::record::CellSummary) -> CellView {
         c.by_k.iter().map(|a| format!("{:.2}", f(a))).collect::<Vec<_>>().join(" · ")
     };
     CellView {
-        harness: super::console::arm_label(&c.harness, c.arm.as_deref()),
+        harness: super::arm_label(&c.harness, c.arm.as_deref()),
         passed: c.passed,
         failed: c.failed,
         infra: c.infra,
@@ -417,7 +417,7 @@ pub fn render_priced(
     let mut trials: BTreeMap<(&str, String, u32), Vec<&Record>> = BTreeMap::new();
     for r in records {
         // A comparison's arms are apart: `harness, arm`.
-        let harness = super::console::arm_label(&r.harness, r.arm.as_deref());
+        let harness = super::arm_label(&r.harness, r.arm.as_deref());
         trials.entry((&r.eval, harness, r.trial)).or_default().push(r);
     }
     let attempts = trials.len();
@@ -516,7 +516,7 @@ impl HtmlReport {
 }
 
 impl super::Reporter for HtmlReport {
-    fn event(&mut self, _event: &crate::runner::events::RunEvent) -> std::io::Result<()> {
+    fn event(&mut self, _event: &crate::report::events::RunEvent) -> std::io::Result<()> {
         Ok(())
     }
 

@@ -14,7 +14,7 @@ fn report_escapes_and_shows_phases() {
         duration_ms: 50,
         detail: "1 completed".into(),
     });
-    let summary = crate::runner::summarize("run-1", std::slice::from_ref(&r));
+    let summary = crate::report::summary::summarize("run-1", std::slice::from_ref(&r));
     let html = render(&summary, &[r], &crate::secrets::Redactor::new(["not bold"])).unwrap();
     assert!(html.contains("evil&#60;script&#62;") || html.contains("evil&lt;script&gt;"), "{html}");
     assert!(!html.contains("not bold") && html.contains("[redacted]"));
@@ -47,7 +47,7 @@ fn failures_come_first_and_tries_are_grouped() {
         tries.push(r);
     }
     let records = [pass, tries[0].clone(), tries[1].clone()];
-    let summary = crate::runner::summarize("run", &records);
+    let summary = crate::report::summary::summarize("run", &records);
     let html = render(&summary, &records, &Redactor::new(Vec::<&str>::new())).unwrap();
     let fail = html.find("z_fails #1 [shell]").unwrap();
     let ok = html.find("a_passes #1 [shell]").unwrap();
@@ -149,7 +149,7 @@ fn a_stopped_turn_says_so_and_not_its_harness_exit() {
     let mut r = Record::new("run", "e", "shell", 1, 1);
     r.turns = vec![turn(crate::TurnStatus::TimedOut, Some("script exited 143: "))];
     r.phases = vec![phase(crate::Phase::Turn, 10, "1 timed_out in 30.0s, 0 files changed")];
-    let summary = crate::runner::summarize("run", std::slice::from_ref(&r));
+    let summary = crate::report::summary::summarize("run", std::slice::from_ref(&r));
     let html = render(&summary, &[r], &Redactor::new(Vec::<&str>::new())).unwrap();
     assert!(html.contains("turn 1 timed out after 30.0s"), "{html}");
     assert!(!html.contains("exited 143"), "{html}");
@@ -162,7 +162,7 @@ fn paths_are_shown_byte_for_byte() {
     let file = serde_json::json!({"path": "README.md", "change": "added"});
     t.diff.files = vec![serde_json::from_value(file).unwrap()];
     r.turns = vec![t];
-    let summary = crate::runner::summarize("run", std::slice::from_ref(&r));
+    let summary = crate::report::summary::summarize("run", std::slice::from_ref(&r));
     let html = render(&summary, &[r], &Redactor::new(Vec::<&str>::new())).unwrap();
     assert!(html.contains("README.md (added)"), "{html}");
     assert!(!html.to_lowercase().contains("text-transform"), "no style changes the text's case");
@@ -178,7 +178,7 @@ fn a_cells_statistics_are_one_line_each() {
             r
         })
         .collect();
-    let summary = crate::runner::summarize("run", &records);
+    let summary = crate::report::summary::summarize("run", &records);
     let cell = cell_view(&summary.cells[0]);
     assert_eq!(cell.at_k, "0.67 · 1.00 · 1.00");
     assert_eq!(cell.k_title, "k = 1 … 3");

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use crate::outcome::Outcome;
 use crate::prices::PriceTable;
 use crate::record::{Provenance, Record, SuiteIdentity, Summary};
-use crate::runner::RunReport;
+use crate::report::summary::RunReport;
 use crate::secrets::Redactor;
 
 /// A run directory that cannot be read or written.
@@ -311,15 +311,16 @@ pub fn rebuild(
 ) -> Result<RunReport, RunsError> {
     let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let records = records(run_dir)?;
-    let mut summary = crate::runner::summarize_priced(&run_id, &records, prices);
+    let mut summary = crate::report::summary::summarize_priced(&run_id, &records, prices);
     let per_process = summaries(run_dir)?;
     summary.provenance = merge_provenance(&per_process);
     summary.suite = per_process.iter().find_map(|s| s.suite.clone());
     // What a process could not write, or that was interrupted, stays said in the whole run's summary.
     let lost: Vec<String> = per_process.iter().flat_map(|s| s.write_errors.clone()).collect();
-    let interrupted = per_process.iter().any(|s| s.exit_code == crate::runner::EXIT_INTERRUPTED);
+    let interrupted =
+        per_process.iter().any(|s| s.exit_code == crate::report::summary::EXIT_INTERRUPTED);
     let counted = (summary.exit_code, summary.exit_reason.clone());
-    crate::runner::settle_exit(&mut summary, &counted, interrupted, &lost);
+    crate::report::summary::settle_exit(&mut summary, &counted, interrupted, &lost);
     let report = RunReport { run_id, run_dir: run_dir.to_path_buf(), records, summary };
     write_summary_and_report(&report, "summary.json", "report.html", redactor, prices)?;
     Ok(report)
@@ -347,7 +348,7 @@ pub fn write_summary_and_report(
 
 /// The cells (eval, harness) of `records` that failed or had an infra error.
 pub fn failed_cells(records: &[Record]) -> Vec<(String, String)> {
-    let summary = crate::runner::summarize("", records);
+    let summary = crate::report::summary::summarize("", records);
     summary
         .cells
         .iter()
@@ -454,7 +455,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "reeval-runs-{}-{}",
             std::process::id(),
-            crate::runner::new_run_id()
+            crate::settings::run_id_from(&crate::settings::process_env)
         ));
         let run = dir.join("run-1");
         std::fs::create_dir_all(&run).unwrap();

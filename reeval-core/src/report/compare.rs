@@ -1,7 +1,23 @@
-//! How a comparison reads: a terminal table, and (for `reeval compare`) an HTML page.
+//! How a comparison reads: a terminal table, and (for `reeval compare`) an
+//! HTML page. Re-exported as `compare::render`.
 
-use super::analysis::{ArmFigures, Comparison, ComparisonRow, RewardComparison};
+use std::path::PathBuf;
+
+use crate::comparison::{ArmFigures, Comparison, ComparisonRow, RewardComparison};
+use crate::record::Record;
 use crate::stats::paired::Verdict;
+
+/// Two recorded runs compared (`reeval compare RUN_A RUN_B`, made by
+/// [`crate::compare::recorded::compare_runs`]).
+#[derive(Debug, Clone)]
+pub struct RecordedComparison {
+    /// The analysis (each arm is named by its run id).
+    pub comparison: Comparison,
+    /// The control run's directory and records.
+    pub control: (PathBuf, Vec<Record>),
+    /// The treatment run's directory and records.
+    pub treatment: (PathBuf, Vec<Record>),
+}
 
 fn percent(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
@@ -238,7 +254,7 @@ fn final_of<'a>(
 ///
 /// # Errors
 /// An [`askama::Error`] when the page cannot be rendered.
-pub fn html(compared: &super::recorded::RecordedComparison) -> Result<String, askama::Error> {
+pub fn html(compared: &RecordedComparison) -> Result<String, askama::Error> {
     use askama::Template;
     let c = &compared.comparison;
     let mut rows: Vec<RowView> = c.evals.iter().map(|r| row_view(r, false)).collect();
@@ -337,17 +353,17 @@ mod tests {
         let treatment: Vec<Record> = (1..=6).map(|t| rewarded("b", t, 1.0)).collect();
         let (c, t): (Vec<&Record>, Vec<&Record>) =
             (control.iter().collect(), treatment.iter().collect());
-        let sides = super::super::analysis::Sides {
+        let sides = crate::compare::analysis::Sides {
             control: ("a", &c),
             treatment: ("b", &t),
             by_harness: true,
         };
-        let comparison = super::super::analyze(sides, &Default::default(), &Default::default());
+        let comparison = crate::compare::analyze(sides, &Default::default(), &Default::default());
         let text = table(&comparison);
         assert!(text.contains("mean reward 0.25 → 1.00, difference +0.75 ["), "{text}");
         assert!(text.contains("over 6 pairs: helped"), "{text}");
         assert!(text.contains("rewards: the mean of paired differences"), "{text}");
-        let compared = super::super::recorded::RecordedComparison {
+        let compared = RecordedComparison {
             comparison,
             control: ("/runs/a".into(), control),
             treatment: ("/runs/b".into(), treatment),

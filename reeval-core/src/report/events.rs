@@ -1,7 +1,9 @@
-//! The runner's event stream. The dispatcher emits typed events as a run
+//! The run's event stream. The dispatcher emits typed events as a run
 //! goes; everything the runner prints or writes (the libtest lines, `-v`,
 //! the records, the summary, the HTML report) is a [`crate::report::Reporter`]
-//! on this stream. Every event's text was redacted where it was made.
+//! on this stream. Every event's text was redacted where it was made. The
+//! reporters own these types, and the runner depends on them (it re-exports
+//! this module as `runner::events`), never the reverse.
 
 use std::path::PathBuf;
 
