@@ -8,6 +8,7 @@ use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
 pub use crate::sandbox::ImageSpec;
+pub use crate::sandbox::{Condition, Healthcheck, Service};
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
@@ -222,6 +223,8 @@ pub struct Environment {
     pub(crate) brokers: Vec<(String, Broker)>,
     /// Whether the prepared sandbox may be cached (see `crate::setup_cache`).
     pub(crate) setup_cache: SetupCache,
+    /// Services started beside the sandbox (`sandbox/service.rs`).
+    pub(crate) services: Vec<Service>,
 }
 
 impl Default for Environment {
@@ -252,6 +255,7 @@ impl Environment {
             check_network: None,
             brokers: Vec::new(),
             setup_cache: Default::default(),
+            services: Vec::new(),
         }
     }
 
@@ -384,6 +388,15 @@ impl Environment {
         self
     }
 
+    /// A service started beside the sandbox, on its private network,
+    /// reachable from it by the service's name (a database, a web server);
+    /// it has no way out of its own. Engines that cannot run services
+    /// (Kubernetes) refuse the eval in preflight.
+    pub fn service(mut self, service: Service) -> Self {
+        self.services.push(service);
+        self
+    }
+
     /// Whether this environment asks for a way out of the sandbox.
     pub(crate) fn wants_egress(&self) -> bool {
         !self.allow_egress.is_empty()
@@ -455,6 +468,7 @@ impl Environment {
                 out.push(format!("broker for {name}: {e}"));
             }
         }
+        out.extend(crate::sandbox::service::problems(&self.services));
         if self.limits.memory_bytes < 6 << 20 {
             out.push(format!(
                 "memory limit {} bytes is below Docker's minimum of 6 MiB",

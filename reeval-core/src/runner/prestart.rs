@@ -62,8 +62,11 @@ impl Prestart {
         let permit = self.ahead.clone().try_acquire_owned().ok()?;
         let env = attempt::build_environment(&plan.eval).ok()?;
         let harness = harnesses.make(&plan.harness_spec);
-        // A sandbox with a way out is made with its gateway, in its container phase.
-        if crate::egress::attempt::plan(&env, harness.as_deref(), secrets).ok()?.is_some() {
+        // A sandbox with a way out is made with its gateway, and one with services with
+        // them, in its container phase.
+        if !env.services.is_empty()
+            || crate::egress::attempt::plan(&env, harness.as_deref(), secrets).ok()?.is_some()
+        {
             return None;
         }
         let spec = crate::lifecycle::image::spec(env.image.as_ref(), harness.as_deref());

@@ -49,11 +49,18 @@ pub struct DockerSandbox {
     flavor: Flavor,
     /// The internal network it was created on (its only way to its gateway), if any.
     network: Option<String>,
+    /// Its services (`services.rs`): started before it, removed after it.
+    services: Option<super::services::Services>,
 }
 
 impl DockerSandbox {
     pub(super) fn new(docker: Docker, id: String, flavor: Flavor, network: Option<String>) -> Self {
-        Self { docker, id, next_pid: AtomicU64::new(0), flavor, network }
+        Self { docker, id, next_pid: AtomicU64::new(0), flavor, network, services: None }
+    }
+
+    pub(super) fn with_services(mut self, services: Option<super::services::Services>) -> Self {
+        self.services = services;
+        self
     }
 
     /// Podman unpacks uploads as root and creates a missing directory: make it
@@ -244,10 +251,17 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn start(&self) -> Result<(), SandboxError> {
+        if let Some(services) = &self.services {
+            services.start().await?;
+        }
         self.docker
             .start_container(&self.id, None)
             .await
-            .map_err(|e| SandboxError::engine("start the container", e))
+            .map_err(|e| SandboxError::engine("start the container", e))?;
+        if let Some(services) = &self.services {
+            services.ready(self).await?;
+        }
+        Ok(())
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
@@ -398,7 +412,11 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
-        remove_container(&self.docker, &self.id).await
+        let removed = remove_container(&self.docker, &self.id).await;
+        if let Some(services) = &self.services {
+            services.remove().await;
+        }
+        removed
     }
 }
 

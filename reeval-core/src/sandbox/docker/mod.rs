@@ -4,6 +4,7 @@
 
 mod container;
 mod gateway;
+mod services;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
 #[cfg(feature = "kubernetes")]
@@ -200,6 +201,10 @@ impl Backend for DockerBackend {
         Capabilities { gateway_socket: local, oom_kills: true, helper_tools: HELPER_TOOLS }
     }
 
+    fn runs_services(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
             message: format!("{}: {e}", self.host),
@@ -252,6 +257,11 @@ impl Backend for DockerBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
         labels.insert(LABEL_OWNER.into(), owner_label());
+        // A sandbox with services joins their network (see `services.rs`).
+        let services = match spec.services.is_empty() {
+            true => None,
+            false => Some(services::create(self, &spec.services, &labels).await?),
+        };
         let (binds, network_mode) = match &spec.network {
             NetworkSpec::None => (None, "none".to_string()),
             NetworkSpec::GatewaySocket { host_dir, sandbox_dir } => {
@@ -259,10 +269,19 @@ impl Backend for DockerBackend {
             }
             NetworkSpec::Internal { network } => (None, network.clone()),
             NetworkSpec::PodGateway { .. } => {
+                if let Some(services) = &services {
+                    services.remove().await;
+                }
                 return Err(SandboxError::EngineConfig {
                     message: "failed to create a container: a Kubernetes gateway policy was asked of the Docker backend".into(),
                 });
             }
+        };
+        let network_mode = match (&services, &spec.network) {
+            (Some(services), NetworkSpec::None | NetworkSpec::GatewaySocket { .. }) => {
+                services.network.clone()
+            }
+            _ => network_mode,
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
@@ -310,26 +329,46 @@ impl Backend for DockerBackend {
             created
         });
         let created = match create.await {
-            Ok(created) => created,
+            Ok(created) => created.map_err(|e| {
+                if is_not_found(&e) {
+                    SandboxError::ImageMissing {
+                        image: spec.image.clone(),
+                        hint: "build it first (scripts/build-base-image.sh builds reeval/base)"
+                            .into(),
+                    }
+                } else {
+                    SandboxError::engine(format!("create a container from {}", spec.image), e)
+                }
+            }),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Cancelled: the runtime is shutting down under it.
-            Err(e) => return Err(SandboxError::engine("create a container", e)),
+            Err(e) => Err(SandboxError::engine("create a container", e)),
         };
-        let created = created.map_err(|e| {
-            if is_not_found(&e) {
-                SandboxError::ImageMissing {
-                    image: spec.image.clone(),
-                    hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into(),
+        let created = match (created, &services) {
+            (Ok(created), Some(services)) => {
+                match services.join(&self.docker, &created.id, &spec.network).await {
+                    Ok(()) => created,
+                    Err(e) => {
+                        let _ = remove_container(&self.docker, &created.id).await;
+                        services.remove().await;
+                        return Err(e);
+                    }
                 }
-            } else {
-                SandboxError::engine(format!("create a container from {}", spec.image), e)
             }
-        })?;
+            (Ok(created), None) => created,
+            (Err(e), services) => {
+                if let Some(services) = services {
+                    services.remove().await;
+                }
+                return Err(e);
+            }
+        };
         let network = match &spec.network {
             NetworkSpec::Internal { network } => Some(network.clone()),
             _ => None,
         };
-        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network)))
+        let sandbox = DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network);
+        Ok(Arc::new(sandbox.with_services(services)))
     }
 
     async fn start_gateway(
