@@ -277,7 +277,8 @@ impl Services {
                 Condition::Started if running => return Ok(()),
                 Condition::Healthy if health == Some(HealthStatusEnum::HEALTHY) => return Ok(()),
                 Condition::CompletedSuccessfully if exited && exit == 0 => return Ok(()),
-                Condition::CompletedSuccessfully if exited => {
+                // An exited container's health says unhealthy too: its exit is the news.
+                _ if exited => {
                     return Err(self.failed(name, id, &format!("exited with {exit}")).await);
                 }
                 Condition::Healthy if health == Some(HealthStatusEnum::UNHEALTHY) => {
@@ -288,9 +289,6 @@ impl Services {
                         .unwrap_or_default();
                     let why = format!("is unhealthy (its last check said: {})", last.trim());
                     return Err(self.failed(name, id, &why).await);
-                }
-                Condition::Started | Condition::Healthy if exited => {
-                    return Err(self.failed(name, id, &format!("exited with {exit}")).await);
                 }
                 _ => {}
             }
