@@ -2,10 +2,10 @@
 //! against the real Docker engine: the tasks under `tests/harbor/services/`
 //! (FROM reeval/base, built offline), run with the oracle and with the
 //! scripted shell agent. Their services are built as the sandbox's image is,
-//! started beside it on its private network, reached by name (through
+//! started beside it in its network namespace, reached by name (through
 //! `NO_PROXY` when the sandbox has a way out), waited for (a healthcheck, a
-//! one-shot job, a slow port), and gone after the run, also when a service
-//! fails to start.
+//! one-shot job, a slow port), reach nothing the sandbox does not, and are
+//! gone after the run, also when a service fails to start.
 
 mod common;
 
@@ -103,7 +103,7 @@ async fn check(records: &BTreeMap<String, Record>, run_id: &str) {
     let web = &records["web-service"];
     let container = detail(web, Phase::Container);
     assert!(
-        container.contains("services api (healthy), seed on its private network"),
+        container.contains("services api (healthy), seed in its network namespace"),
         "{container}"
     );
     assert!(detail(web, Phase::Gateway).contains("isolation verified"), "{web:?}");
@@ -112,7 +112,7 @@ async fn check(records: &BTreeMap<String, Record>, run_id: &str) {
     let offline = &records["offline-service"];
     assert!(
         detail(offline, Phase::Container)
-            .contains("service echo (port 7000) on its private network"),
+            .contains("service echo (port 7000) in its network namespace"),
         "{}",
         detail(offline, Phase::Container)
     );

@@ -60,7 +60,7 @@ pub(crate) fn detail(sandbox: &dyn Sandbox, image: &str, gateway: bool) -> Strin
     format!("{short_id} from {image}, {network}")
 }
 
-/// `, services db (healthy), web on its private network`, or nothing.
+/// `, services db (healthy), web (port 80) in its network namespace`, or nothing.
 pub(crate) fn services_detail(services: &[crate::sandbox::ServiceStart]) -> String {
     if services.is_empty() {
         return String::new();
@@ -78,5 +78,5 @@ pub(crate) fn services_detail(services: &[crate::sandbox::ServiceStart]) -> Stri
         })
         .collect();
     let noun = if names.len() == 1 { "service" } else { "services" };
-    format!(", {noun} {} on its private network", names.join(", "))
+    format!(", {noun} {} in its network namespace", names.join(", "))
 }

@@ -49,7 +49,7 @@ pub struct DockerSandbox {
     flavor: Flavor,
     /// The internal network it was created on (its only way to its gateway), if any.
     network: Option<String>,
-    /// Its services (`services.rs`): started before it, removed after it.
+    /// Its services (`services.rs`): in its network namespace, started after it, removed before it.
     services: Option<super::services::Services>,
 }
 
@@ -251,14 +251,12 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn start(&self) -> Result<(), SandboxError> {
-        if let Some(services) = &self.services {
-            services.start().await?;
-        }
         self.docker
             .start_container(&self.id, None)
             .await
             .map_err(|e| SandboxError::engine("start the container", e))?;
         if let Some(services) = &self.services {
+            services.start().await?;
             services.ready(self).await?;
         }
         Ok(())
@@ -412,11 +410,10 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
-        let removed = remove_container(&self.docker, &self.id).await;
         if let Some(services) = &self.services {
             services.remove().await;
         }
-        removed
+        remove_container(&self.docker, &self.id).await
     }
 }
 

@@ -257,11 +257,6 @@ impl Backend for DockerBackend {
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
         let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
         labels.insert(LABEL_OWNER.into(), owner_label());
-        // A sandbox with services joins their network (see `services.rs`).
-        let services = match spec.services.is_empty() {
-            true => None,
-            false => Some(services::create(self, &spec.services, &labels).await?),
-        };
         let (binds, network_mode) = match &spec.network {
             NetworkSpec::None => (None, "none".to_string()),
             NetworkSpec::GatewaySocket { host_dir, sandbox_dir } => {
@@ -269,19 +264,10 @@ impl Backend for DockerBackend {
             }
             NetworkSpec::Internal { network } => (None, network.clone()),
             NetworkSpec::PodGateway { .. } => {
-                if let Some(services) = &services {
-                    services.remove().await;
-                }
                 return Err(SandboxError::EngineConfig {
                     message: "failed to create a container: a Kubernetes gateway policy was asked of the Docker backend".into(),
                 });
             }
-        };
-        let network_mode = match (&services, &spec.network) {
-            (Some(services), NetworkSpec::None | NetworkSpec::GatewaySocket { .. }) => {
-                services.network.clone()
-            }
-            _ => network_mode,
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
@@ -290,7 +276,7 @@ impl Backend for DockerBackend {
                     .clone()
                     .unwrap_or_else(|| vec!["sleep".into(), "infinity".into()]),
             ),
-            labels: Some(labels),
+            labels: Some(labels.clone()),
             working_dir: Some(spec.workdir.clone()),
             network_disabled: None,
             host_config: Some(HostConfig {
@@ -298,6 +284,8 @@ impl Backend for DockerBackend {
                 // internal network) is the only way out.
                 network_mode: Some(network_mode),
                 binds,
+                // Its services share its network namespace: their names are 127.0.0.1.
+                extra_hosts: (!spec.services.is_empty()).then(|| services::hosts(&spec.services)),
                 memory: Some(spec.limits.memory_bytes),
                 memory_swap: Some(spec.limits.memory_bytes),
                 nano_cpus: Some(spec.limits.nano_cpus),
@@ -344,24 +332,17 @@ impl Backend for DockerBackend {
             // Cancelled: the runtime is shutting down under it.
             Err(e) => Err(SandboxError::engine("create a container", e)),
         };
-        let created = match (created, &services) {
-            (Ok(created), Some(services)) => {
-                match services.join(&self.docker, &created.id, &spec.network).await {
-                    Ok(()) => created,
-                    Err(e) => {
-                        let _ = remove_container(&self.docker, &created.id).await;
-                        services.remove().await;
-                        return Err(e);
-                    }
+        let created = created?;
+        // Its services, in its network namespace (see `services.rs`).
+        let services = match spec.services.is_empty() {
+            true => None,
+            false => match services::create(self, &spec.services, &labels, &created.id).await {
+                Ok(services) => Some(services),
+                Err(e) => {
+                    let _ = remove_container(&self.docker, &created.id).await;
+                    return Err(e);
                 }
-            }
-            (Ok(created), None) => created,
-            (Err(e), services) => {
-                if let Some(services) = services {
-                    services.remove().await;
-                }
-                return Err(e);
-            }
+            },
         };
         let network = match &spec.network {
             NetworkSpec::Internal { network } => Some(network.clone()),
@@ -383,7 +364,8 @@ impl Backend for DockerBackend {
         match scope {
             // Containers left by runners that are gone: those whose owner label names a process of this host that no longer runs.
             Sweep::Orphans => {
-                for (id, labels) in self.containers_labelled(LABEL_RUN, None).await? {
+                for (id, labels) in services_first(self.containers_labelled(LABEL_RUN, None).await?)
+                {
                     let owner = labels.get(LABEL_OWNER).map(String::as_str).unwrap_or("");
                     if owner_is_gone(owner) && self.remove(&id).await.is_ok() {
                         removed += 1;
@@ -396,7 +378,8 @@ impl Backend for DockerBackend {
                 let mut creating = self.creating.subscribe();
                 let _ = tokio::time::timeout(CREATES_LIMIT, creating.wait_for(|n| *n == 0)).await;
                 let me = owner_label();
-                for (id, labels) in self.containers_labelled(LABEL_RUN, Some(run_id)).await? {
+                let listed = self.containers_labelled(LABEL_RUN, Some(run_id)).await?;
+                for (id, labels) in services_first(listed) {
                     if labels.get(LABEL_OWNER) == Some(&me) && self.remove(&id).await.is_ok() {
                         removed += 1;
                     }
@@ -407,6 +390,15 @@ impl Backend for DockerBackend {
         removed += gateway::sweep_networks(self, scope).await;
         Ok(removed)
     }
+}
+
+/// Services' containers before the sandboxes whose network namespace they
+/// share (Podman refuses to remove those first).
+fn services_first(
+    mut list: Vec<(String, HashMap<String, String>)>,
+) -> Vec<(String, HashMap<String, String>)> {
+    list.sort_by_key(|(_, labels)| !labels.contains_key(super::LABEL_SERVICE));
+    list
 }
 
 /// Open files and processes, capped by this process's own hard limits (read

@@ -1,33 +1,44 @@
-//! A sandbox's services on a Docker engine (see `sandbox/service.rs`): an
-//! internal network of the sandbox's own (`--internal` and `inhibit_ipv4`, as
-//! the gateway's: no route out, no address of the engine's host), each
-//! service a container on it under its names (network aliases), hardened
-//! and limited as the sandbox is, labelled with the run, the attempt, the
-//! owner and the service's name.
+//! A sandbox's services on a Docker engine (see `sandbox/service.rs`): each
+//! a container in the sandbox's own network namespace (`--network
+//! container:<sandbox>`), as the containers of a Kubernetes pod are, its
+//! names in the sandbox's `/etc/hosts` as `127.0.0.1` (Docker shares that
+//! file with the services, so they reach each other by name too; Podman
+//! gives each its own and refuses entries in it, so there they reach each
+//! other at `localhost`). A service thus reaches exactly what the sandbox reaches: no
+//! network of its own, no address of the engine's host, and the way out the
+//! sandbox has (its relay on 127.0.0.1, when the task gives it one), every
+//! request through the gateway. Hardened and limited as the sandbox,
+//! labelled with the run, the attempt, the owner and the service's name.
 //!
-//! `create` makes the network and the containers (not started) before the
-//! sandbox; `start` starts them in dependency order, each once what it
-//! depends on reached its condition; `ready`, after the sandbox started,
-//! waits for each to be healthy (with a healthcheck) or running, and its
-//! ports to accept a connection from the sandbox; `remove` removes them and
-//! the network, after the sandbox. The run's sweep finds what is left by its
-//! labels (containers by the run label, the network by `sweep_networks`).
+//! (A network of its own per sandbox was tried first: on Podman, an
+//! internal network keeps an address of the host on its bridge, and where
+//! Docker runs beside Podman its `FORWARD DROP` policy drops the traffic
+//! between the containers of Podman's internal bridges.)
+//!
+//! `create` makes the containers (not started) after the sandbox; `start`,
+//! after the sandbox started, starts them in dependency order, each once
+//! what it depends on reached its condition; `ready` waits for each to be
+//! healthy (with a healthcheck) or running, and its ports to accept a
+//! connection from the sandbox; `remove` removes them, before the sandbox
+//! (Podman refuses to remove a container others share the namespace of).
+//! The run's sweep finds what is left by the run label.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HealthConfig, HealthStatusEnum, HostConfig,
-    NetworkConnectRequest, NetworkCreateRequest, NetworkingConfig,
+    ContainerCreateBody, ContainerState, HealthConfig, HealthStatusEnum, HostConfig,
 };
-use bollard::query_parameters::{CreateContainerOptionsBuilder, LogsOptionsBuilder};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, LogsOptionsBuilder, WaitContainerOptionsBuilder,
+};
 use futures_util::StreamExt;
 
 use super::{DockerBackend, Flavor, InFlight, remove_container, ulimits};
 use crate::exec::Command;
 use crate::sandbox::service::{LABEL_SERVICE, start_order};
-use crate::sandbox::{Condition, ExecRequest, NetworkSpec, Sandbox, SandboxError, ServiceStart};
+use crate::sandbox::{Condition, ExecRequest, Sandbox, SandboxError, ServiceStart};
 
 /// How long a service without a healthcheck may take to open its ports.
 const PORTS_LIMIT: Duration = Duration::from_secs(120);
@@ -38,15 +49,17 @@ const POLL: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub(super) struct Services {
     docker: Docker,
-    /// The network's id and name.
-    network_id: String,
-    pub(super) network: String,
     /// Each service with its container's id, in the order given.
     started: Vec<(ServiceStart, String)>,
 }
 
-/// Creates the services' network and containers (not started). On failure,
-/// what was made is removed again.
+/// The sandbox's `/etc/hosts` entries: every service's names at 127.0.0.1.
+pub(super) fn hosts(services: &[ServiceStart]) -> Vec<String> {
+    services.iter().flat_map(|s| s.service.names()).map(|n| format!("{n}:127.0.0.1")).collect()
+}
+
+/// Creates the services' containers (not started) in the network namespace
+/// of the sandbox `sandbox` (created). On failure, what was made is removed again.
 ///
 /// # Cancel safety
 /// Run to its end in a task of its own, counted as a create under way: a
@@ -55,12 +68,13 @@ pub(super) async fn create(
     backend: &DockerBackend,
     services: &[ServiceStart],
     labels: &HashMap<String, String>,
+    sandbox: &str,
 ) -> Result<Services, SandboxError> {
     let (docker, flavor, counted) =
         (backend.docker.clone(), backend.flavor, InFlight::new(&backend.creating));
-    let (services, labels) = (services.to_vec(), labels.clone());
+    let (services, labels, sandbox) = (services.to_vec(), labels.clone(), sandbox.to_string());
     let made = tokio::spawn(async move {
-        let made = make(docker, flavor, services, labels).await;
+        let made = make(docker, flavor, services, labels, sandbox).await;
         drop(counted);
         made
     });
@@ -76,30 +90,11 @@ async fn make(
     flavor: Flavor,
     services: Vec<ServiceStart>,
     labels: HashMap<String, String>,
+    sandbox: String,
 ) -> Result<Services, SandboxError> {
-    let name = format!("reeval-svc-{}", unique());
-    let network = docker
-        .create_network(NetworkCreateRequest {
-            name: name.clone(),
-            driver: Some("bridge".into()),
-            internal: Some(true),
-            options: Some(HashMap::from([(
-                "com.docker.network.bridge.inhibit_ipv4".to_string(),
-                "true".to_string(),
-            )])),
-            labels: Some(labels.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| SandboxError::engine("create the services' network", e))?;
-    let mut made = Services {
-        docker: docker.clone(),
-        network_id: network.id,
-        network: name,
-        started: Vec::new(),
-    };
+    let mut made = Services { docker: docker.clone(), started: Vec::new() };
     for service in services {
-        match create_one(&docker, flavor, &service, &made.network, &labels).await {
+        match create_one(&docker, flavor, &service, &sandbox, &labels).await {
             Ok(id) => made.started.push((service, id)),
             Err(e) => {
                 made.remove().await;
@@ -110,24 +105,11 @@ async fn make(
     Ok(made)
 }
 
-/// A name no other sandbox's network has.
-fn unique() -> String {
-    use sha2::{Digest, Sha256};
-    let seed = format!(
-        "{}-{:?}-{:?}",
-        super::owner_label(),
-        std::time::SystemTime::now(),
-        std::thread::current().id()
-    );
-    let hash = Sha256::digest(seed.as_bytes());
-    hash[..5].iter().map(|b| format!("{b:02x}")).collect()
-}
-
 async fn create_one(
     docker: &Docker,
     flavor: Flavor,
     start: &ServiceStart,
-    network: &str,
+    sandbox: &str,
     labels: &HashMap<String, String>,
 ) -> Result<String, SandboxError> {
     let s = &start.service;
@@ -142,10 +124,8 @@ async fn create_one(
         start_period: h.start_period.map(nanos),
         start_interval: None,
     });
-    let endpoint = EndpointSettings { aliases: Some(s.names()), ..Default::default() };
     let body = ContainerCreateBody {
         image: Some(start.image.clone()),
-        hostname: Some(s.name.chars().take(63).collect()),
         env: Some(s.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         entrypoint: s.entrypoint.clone(),
         cmd: s.command.clone(),
@@ -153,13 +133,10 @@ async fn create_one(
         user: s.user.clone(),
         healthcheck,
         labels: Some(labels),
-        networking_config: Some(NetworkingConfig {
-            endpoints_config: Some(HashMap::from([(network.to_string(), endpoint)])),
-        }),
         // As the sandbox: limited, capabilities dropped but those ordinary
-        // entrypoints need (a database's chown and user switch), on its network only.
+        // entrypoints need (a database's chown and user switch), in its network namespace.
         host_config: Some(HostConfig {
-            network_mode: Some(network.to_string()),
+            network_mode: Some(format!("container:{sandbox}")),
             memory: Some(s.limits.memory_bytes),
             memory_swap: Some(s.limits.memory_bytes),
             nano_cpus: Some(s.limits.nano_cpus),
@@ -187,26 +164,8 @@ async fn create_one(
 }
 
 impl Services {
-    /// Puts the sandbox `id` (created, not started) on the services' network
-    /// when it was created on its gateway's (a remote engine's); otherwise it
-    /// was created on the services' network already.
-    pub(super) async fn join(
-        &self,
-        docker: &Docker,
-        id: &str,
-        network: &NetworkSpec,
-    ) -> Result<(), SandboxError> {
-        if !matches!(network, NetworkSpec::Internal { .. }) {
-            return Ok(());
-        }
-        let request = NetworkConnectRequest { container: id.to_string(), endpoint_config: None };
-        docker
-            .connect_network(&self.network_id, request)
-            .await
-            .map_err(|e| SandboxError::engine("connect the sandbox to its services' network", e))
-    }
-
-    /// Starts every service, each after those it depends on reached their conditions.
+    /// Starts every service (after the sandbox, whose network namespace they
+    /// join), each after those it depends on reached their conditions.
     pub(super) async fn start(&self) -> Result<(), SandboxError> {
         let services: Vec<_> = self.started.iter().map(|(s, _)| s.service.clone()).collect();
         let order = start_order(&services).unwrap_or_else(|| (0..services.len()).collect());
@@ -262,12 +221,17 @@ impl Services {
             .max(PORTS_LIMIT);
         let began = Instant::now();
         loop {
-            let inspected = self
-                .docker
-                .inspect_container(id, None)
-                .await
-                .map_err(|e| SandboxError::engine(format!("inspect service {name}"), e))?;
-            let state = inspected.state.unwrap_or_default();
+            let state = match self.docker.inspect_container(id, None).await {
+                Ok(inspected) => inspected.state.unwrap_or_default(),
+                // Podman says `stopped`, which the Docker API does not name: it exited.
+                Err(bollard::errors::Error::JsonSerdeError { .. }) => ContainerState {
+                    running: Some(false),
+                    exit_code: Some(self.exit_code(id).await),
+                    finished_at: Some("stopped".into()),
+                    ..Default::default()
+                },
+                Err(e) => return Err(SandboxError::engine(format!("inspect service {name}"), e)),
+            };
             let running = state.running == Some(true);
             let health = state.health.as_ref().and_then(|h| h.status);
             let exit = state.exit_code.unwrap_or(-1);
@@ -336,6 +300,16 @@ impl Services {
         }
     }
 
+    /// The exit status of a stopped container (-1 when the engine does not say).
+    async fn exit_code(&self, id: &str) -> i64 {
+        let options = WaitContainerOptionsBuilder::default().condition("not-running").build();
+        match self.docker.wait_container(id, Some(options)).next().await {
+            Some(Ok(done)) => done.status_code,
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
+            _ => -1,
+        }
+    }
+
     /// The error of a service that did not come up, with the tail of its log.
     async fn failed(&self, name: &str, id: &str, why: &str) -> SandboxError {
         let mut logs = self.docker.logs(
@@ -352,7 +326,7 @@ impl Services {
         SandboxError::engine_says(format!("start service {name}"), format!("it {why}; {log}"))
     }
 
-    /// Removes every service's container, then the network. Missing is fine.
+    /// Removes every service's container. Missing is fine.
     ///
     /// # Cancel safety
     /// What a cancelled removal leaves, the run's end sweep removes.
@@ -360,7 +334,6 @@ impl Services {
         for (_, id) in &self.started {
             let _ = remove_container(&self.docker, id).await;
         }
-        let _ = self.docker.remove_network(&self.network_id).await;
     }
 }
 

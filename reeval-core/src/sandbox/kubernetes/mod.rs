@@ -20,6 +20,8 @@ mod preflight;
 mod registry;
 mod sandbox;
 #[cfg(test)]
+mod services_refused;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
