@@ -49,6 +49,9 @@ const POLL: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub(super) struct Services {
     docker: Docker,
+    /// Podman runs healthchecks from systemd timers, which a host without
+    /// systemd never fires: there reeval runs each check itself.
+    flavor: Flavor,
     /// Each service with its container's id, in the order given.
     started: Vec<(ServiceStart, String)>,
 }
@@ -92,7 +95,7 @@ async fn make(
     labels: HashMap<String, String>,
     sandbox: String,
 ) -> Result<Services, SandboxError> {
-    let mut made = Services { docker: docker.clone(), started: Vec::new() };
+    let mut made = Services { docker: docker.clone(), flavor, started: Vec::new() };
     for service in services {
         match create_one(&docker, flavor, &service, &sandbox, &labels).await {
             Ok(id) => made.started.push((service, id)),
@@ -224,7 +227,7 @@ impl Services {
             let state = match self.docker.inspect_container(id, None).await {
                 Ok(inspected) => inspected.state.unwrap_or_default(),
                 // Podman says `stopped`, which the Docker API does not name: it exited.
-                Err(bollard::errors::Error::JsonSerdeError { .. }) => ContainerState {
+                Err(bollard::errors::Error::JsonDataError { .. }) => ContainerState {
                     running: Some(false),
                     exit_code: Some(self.exit_code(id).await),
                     finished_at: Some("stopped".into()),
@@ -233,7 +236,10 @@ impl Services {
                 Err(e) => return Err(SandboxError::engine(format!("inspect service {name}"), e)),
             };
             let running = state.running == Some(true);
-            let health = state.health.as_ref().and_then(|h| h.status);
+            let mut health = state.health.as_ref().and_then(|h| h.status);
+            if self.flavor == Flavor::Podman && running && condition == Condition::Healthy {
+                health = self.check_health(name, id, began.elapsed()).await;
+            }
             let exit = state.exit_code.unwrap_or(-1);
             let exited =
                 !running && state.finished_at.as_deref().is_some_and(|t| !t.starts_with("0001-"));
@@ -297,6 +303,59 @@ impl Services {
                 }
                 _ => tokio::time::sleep(POLL).await,
             }
+        }
+    }
+
+    /// One run of service `name`'s healthcheck by reeval, in its container:
+    /// healthy on exit 0; unhealthy once it failed after the start period
+    /// for longer than its retries allow (counted in intervals since the start).
+    async fn check_health(
+        &self,
+        name: &str,
+        id: &str,
+        since: Duration,
+    ) -> Option<HealthStatusEnum> {
+        let (start, _) = self.started.iter().find(|(s, _)| s.service.name == name)?;
+        let check = start.service.healthcheck.as_ref()?;
+        // As the engine does, the first check after one interval.
+        if since < check.interval.unwrap_or(Duration::from_secs(30)) {
+            return Some(HealthStatusEnum::STARTING);
+        }
+        let argv: Vec<String> = match check.test.first().map(String::as_str) {
+            Some("CMD-SHELL") => {
+                vec!["/bin/sh".into(), "-c".into(), check.test[1..].join(" ")]
+            }
+            _ => check.test[1..].to_vec(),
+        };
+        let exec = self
+            .docker
+            .create_exec(
+                id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(argv),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await
+            .ok()?;
+        let limit = check.timeout.unwrap_or(Duration::from_secs(30));
+        let run = async {
+            if let Ok(bollard::exec::StartExecResults::Attached { mut output, .. }) =
+                self.docker.start_exec(&exec.id, None).await
+            {
+                while output.next().await.is_some() {}
+            }
+            self.docker.inspect_exec(&exec.id).await.ok().and_then(|i| i.exit_code)
+        };
+        let code = tokio::time::timeout(limit, run).await.ok().flatten();
+        let grace = check.start_period.unwrap_or_default()
+            + check.interval.unwrap_or(Duration::from_secs(30)) * (check.retries.unwrap_or(3) + 1);
+        match code {
+            Some(0) => Some(HealthStatusEnum::HEALTHY),
+            _ if since > grace => Some(HealthStatusEnum::UNHEALTHY),
+            _ => Some(HealthStatusEnum::STARTING),
         }
     }
 
