@@ -388,9 +388,9 @@ impl Environment {
         self
     }
 
-    /// A service started beside the sandbox, on its private network,
+    /// A service started beside the sandbox, in its network namespace,
     /// reachable from it by the service's name (a database, a web server);
-    /// it has no way out of its own. Engines that cannot run services
+    /// it reaches nothing the sandbox does not. Engines that cannot run services
     /// (Kubernetes) refuse the eval in preflight.
     pub fn service(mut self, service: Service) -> Self {
         self.services.push(service);

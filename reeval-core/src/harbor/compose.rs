@@ -4,7 +4,7 @@
 //! task's file adds services beside `main` and may override `main`'s keys.
 //!
 //! reeval's sandbox is `main`; every other service becomes a
-//! [`Service`] the backend starts beside it on its private network
+//! [`Service`] the backend starts beside it, in its network namespace
 //! (`sandbox/service.rs`). The subset real tasks use is supported; any other
 //! key is refused, naming the service and the key, when the task is read.
 //! `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `$VAR`

@@ -308,7 +308,7 @@ pub struct SandboxSpec {
     /// What the sandbox's main process runs; by default it sleeps for ever.
     /// (The gateway's relay supervises the sandbox when it has a way out.)
     pub main_process: Option<Vec<String>>,
-    /// Services started beside it on its private network (see [`Service`]).
+    /// Services started beside it, in its network namespace (see [`Service`]).
     pub services: Vec<ServiceStart>,
 }
 

@@ -1,16 +1,17 @@
 //! Services: containers a backend starts beside a sandbox (a database, a web
-//! server), on the sandbox's private network, reachable from it by name. A
-//! Harbor task's `environment/docker-compose.yaml` declares them
-//! (`harbor/compose.rs`); an eval's `Environment::service` does too.
+//! server), reachable from it by name. A Harbor task's
+//! `environment/docker-compose.yaml` declares them (`harbor/compose.rs`); an
+//! eval's `Environment::service` does too.
 //!
-//! A service gets no way out of its own: it is on the sandbox's internal
-//! network only (no route out, no address of the engine's host), with the
-//! sandbox's capabilities and limits. Its image is resolved as the sandbox's
-//! is (the image phase). The backend starts the services before the sandbox,
-//! each after what it depends on, waits for them (healthy when they have a
-//! healthcheck, their ports open when they declare ports), and removes them
-//! with the sandbox; they carry the run's labels, so the run's end sweep
-//! finds what a killed attempt left.
+//! A service gets no network of its own: on Docker and Podman it joins the
+//! sandbox's network namespace (`docker/services.rs`), so it reaches what the
+//! sandbox reaches and nothing else, with the sandbox's capabilities and
+//! limits. Its image is resolved as the sandbox's is (the image phase). The
+//! backend starts the services after the sandbox, each after what it depends
+//! on, waits for them (healthy when they have a healthcheck, their ports
+//! open when they declare ports), and removes them with the sandbox; they
+//! carry the run's labels, so the run's end sweep finds what a killed
+//! attempt left.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
