@@ -97,6 +97,14 @@ fn reward(r: &Record) -> f64 {
 async fn check(records: &BTreeMap<String, Record>, run_id: &str) {
     assert_eq!(records.len(), 2, "{:?}", records.keys());
     for r in records.values() {
+        let ms = |phase| r.phases.iter().find(|p| p.phase == phase).map_or(0, |p| p.duration_ms);
+        eprintln!(
+            "{} {}: image {} ms, container (services started and waited for) {} ms",
+            r.eval,
+            r.harness,
+            ms(Phase::Image),
+            ms(Phase::Container)
+        );
         assert_eq!(r.outcome, Outcome::Pass, "{}: {:?} {:?}", r.eval, r.message, r.events);
         assert_eq!(reward(r), 1.0, "{}", r.eval);
     }
@@ -217,4 +225,45 @@ services:
     assert!(message.contains("broken config"), "the service's log is told: {message}");
     assert!(r.turns.is_empty(), "the agent never ran");
     assert_eq!(left_behind(&run_id).await, (0, 0), "no container or network of the run is left");
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn services_an_attempt_lost_track_of_are_removed_by_the_end_sweep() {
+    require_docker!();
+    use reeval::environment::{Image, Service};
+    use reeval::sandbox::{Backend, DockerBackend, SandboxSpec, ServiceStart, Sweep};
+    let backend = DockerBackend::connect().await.expect("the engine answers");
+    let run_id = format!("services-sweep-{}", std::process::id());
+    let service = Service::new("db", Image::from("reeval/base:latest"))
+        .command(["python3", "-m", "http.server", "5432"])
+        .port(5432);
+    let spec = SandboxSpec {
+        image: "reeval/base:latest".into(),
+        labels: BTreeMap::from([
+            ("dev.reeval.run".to_string(), run_id.clone()),
+            ("dev.reeval.attempt".to_string(), "lost.shell.t1.try1".to_string()),
+        ]),
+        workdir: "/workspace".into(),
+        limits: reeval::sandbox::Limits::default(),
+        network: reeval::sandbox::NetworkSpec::None,
+        main_process: None,
+        services: vec![ServiceStart { service, image: "reeval/base:latest".into() }],
+    };
+    // One started (the service waited for by its port), then forgotten; creates dropped on their way.
+    let sandbox = backend.create(&spec).await.expect("create");
+    sandbox.start().await.expect("the sandbox and its service start");
+    drop(sandbox);
+    for ms in [2, 8, 32, 128] {
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_millis(ms), backend.create(&spec)).await;
+    }
+    assert!(left_behind(&run_id).await.0 >= 2, "the sandbox and its service are there");
+    let removed = backend.sweep(Sweep::OwnRun(&run_id)).await.expect("sweep");
+    assert!(removed >= 2, "{removed}");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(left_behind(&run_id).await, (0, 0), "the sweep found every service by its labels");
 }
