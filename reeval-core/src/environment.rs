@@ -8,6 +8,7 @@ use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
 pub use crate::sandbox::ImageSpec;
+pub use crate::sandbox::{Condition, Healthcheck, Service};
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
@@ -224,6 +225,8 @@ pub struct Environment {
     pub(crate) setup_cache: SetupCache,
     /// The image the eval named, when `[images]` mapped it (`crate::image_map`).
     pub(crate) image_mapped_from: Option<String>,
+    /// Services started beside the sandbox (`sandbox/service.rs`).
+    pub(crate) services: Vec<Service>,
 }
 
 impl Default for Environment {
@@ -255,6 +258,7 @@ impl Environment {
             brokers: Vec::new(),
             setup_cache: Default::default(),
             image_mapped_from: None,
+            services: Vec::new(),
         }
     }
 
@@ -387,6 +391,15 @@ impl Environment {
         self
     }
 
+    /// A service started beside the sandbox, in its network namespace,
+    /// reachable from it by the service's name (a database, a web server);
+    /// it reaches nothing the sandbox does not. Engines that cannot run services
+    /// (Kubernetes) refuse the eval in preflight.
+    pub fn service(mut self, service: Service) -> Self {
+        self.services.push(service);
+        self
+    }
+
     /// Whether this environment asks for a way out of the sandbox.
     pub(crate) fn wants_egress(&self) -> bool {
         !self.allow_egress.is_empty()
@@ -458,6 +471,7 @@ impl Environment {
                 out.push(format!("broker for {name}: {e}"));
             }
         }
+        out.extend(crate::sandbox::service::problems(&self.services));
         if self.limits.memory_bytes < 6 << 20 {
             out.push(format!(
                 "memory limit {} bytes is below Docker's minimum of 6 MiB",

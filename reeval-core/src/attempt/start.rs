@@ -34,6 +34,8 @@ struct Launch {
     rules_file: String,
     /// A container made ahead of the slot, when it is what this start would make.
     ahead: Option<Arc<dyn Sandbox>>,
+    /// The services started beside the sandbox, their images present.
+    services: Vec<crate::sandbox::ServiceStart>,
 }
 
 impl Attempt {
@@ -82,8 +84,9 @@ impl Attempt {
     /// (cached setup | workspace → files → setup) → snapshot.
     async fn start(&mut self) -> Result<Ready> {
         let backend = self.backend()?;
-        let image = self.image(&backend).await?;
+        let (image, services) = self.image(&backend).await?;
         let mut launch = self.launch(&backend, &image).await?;
+        launch.services = services;
         let handle = self.container(&backend, &mut launch).await?;
         self.gateway().await?;
         self.env(&launch).await?;
@@ -105,22 +108,37 @@ impl Attempt {
             .ok_or_else(|| Error::infra("start the sandbox", "no sandbox backend is configured"))
     }
 
-    /// The image phase: the image found or built; the record names it.
-    async fn image(&mut self, backend: &Arc<dyn Backend>) -> Result<ReadyImage> {
+    /// The image phase: the image found or built, and its services'; the record names it.
+    async fn image(
+        &mut self,
+        backend: &Arc<dyn Backend>,
+    ) -> Result<(ReadyImage, Vec<crate::sandbox::ServiceStart>)> {
         // The cell's plan found the image once for all its attempts.
         let cell = self.given.cell.clone();
         let mapped_from = cell.env.image_mapped_from.clone();
-        let ensure = lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key);
-        let image = self
+        let both = async {
+            let image =
+                lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key).await?;
+            let services =
+                lifecycle::image::ensure_services(backend.as_ref(), &cell.env.services).await?;
+            Ok((image, services))
+        };
+        let (image, (services, _)) = self
             .phases
-            .run(Phase::Image, ensure, |i| match &mapped_from {
-                Some(from) => format!("{} (the eval named {from}; [images] maps it)", i.detail),
-                None => i.detail.clone(),
+            .run(Phase::Image, both, |(i, (_, s))| {
+                let mut detail = match &mapped_from {
+                    Some(from) => format!("{} (the eval named {from}; [images] maps it)", i.detail),
+                    None => i.detail.clone(),
+                };
+                if !s.is_empty() {
+                    detail = format!("{detail}; {s}");
+                }
+                detail
             })
             .await?;
         self.record.image = Some(image.reference.clone());
         self.record.image_mapped_from = mapped_from;
-        Ok(image)
+        Ok((image, services))
     }
 
     /// Before the container: the egress plan, the sandbox's variables, the
@@ -132,6 +150,8 @@ impl Attempt {
                 .map_err(|e| e.in_phase(Phase::Gateway))?;
         let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
         variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
+        crate::sandbox::service::bypass_proxy(&mut variables, &given.env.services);
+        let without_services = given.env.services.is_empty();
         let rules_file = given
             .harness
             .as_ref()
@@ -154,14 +174,28 @@ impl Attempt {
         };
         // A container made ahead serves when it is what this start would make.
         let ahead = match self.prepare.prestarted.take() {
-            Some((sandbox, made_from)) if egress.is_none() && made_from == from => Some(sandbox),
+            Some((sandbox, made_from))
+                if egress.is_none() && without_services && made_from == from =>
+            {
+                Some(sandbox)
+            }
             Some((sandbox, _)) => {
                 let _ = sandbox.destroy().await;
                 None
             }
             None => None,
         };
-        Ok(Launch { from, hit, digest, egress, variables, env_detail, rules_file, ahead })
+        Ok(Launch {
+            from,
+            hit,
+            digest,
+            egress,
+            variables,
+            env_detail,
+            rules_file,
+            ahead,
+            services: Vec::new(),
+        })
     }
 
     /// The container phase: the sandbox created (or the one made ahead taken),
@@ -177,6 +211,8 @@ impl Attempt {
         let (ahead, egress_plan) = (launch.ahead.take(), launch.egress.take());
         let prestarted = ahead.is_some();
         let variables = std::mem::take(&mut launch.variables);
+        let services = std::mem::take(&mut launch.services);
+        let beside = lifecycle::container::services_detail(&services);
         let from = &launch.from;
         let Attempt { phases, given, record, sandbox: state, egress, .. } = &mut *self;
         phases
@@ -206,16 +242,16 @@ impl Attempt {
                         }
                         None => (crate::sandbox::NetworkSpec::None, None, Vec::new()),
                     };
-                    let sandbox = lifecycle::container::create(
-                        backend.as_ref(),
+                    let mut spec = lifecycle::container::spec(
                         from,
                         &record.run_id,
                         &attempt_id,
                         &given.env.limits,
                         network,
                         main_process,
-                    )
-                    .await?;
+                    );
+                    spec.services = services;
+                    let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());
                     let handle = SandboxHandle::new(
@@ -237,6 +273,7 @@ impl Attempt {
                 },
                 |h| {
                     let detail = lifecycle::container::detail(h.sandbox().as_ref(), from, gateway);
+                    let detail = format!("{detail}{beside}");
                     if prestarted { format!("{detail}, started ahead of its slot") } else { detail }
                 },
             )
@@ -439,7 +476,8 @@ impl Attempt {
         use crate::setup_cache::SetupCache;
         let env = &self.given.env;
         // Only a setup is worth an image; without steps, preparing is a few uploads.
-        if !self.prepare.setup_cache || env.setup.is_empty() {
+        // A setup beside services may have written to them, which no image keeps.
+        if !self.prepare.setup_cache || env.setup.is_empty() || !env.services.is_empty() {
             return None;
         }
         match env.setup_cache {

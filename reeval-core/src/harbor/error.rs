@@ -69,4 +69,13 @@ pub enum HarborError {
         /// What it uses.
         what: String,
     },
+    /// The task's `environment/docker-compose.yaml` does not parse, or uses
+    /// what reeval does not support.
+    #[error("failed to load Harbor task {task}: docker-compose.yaml {message}")]
+    Compose {
+        /// The task.
+        task: String,
+        /// What is wrong, naming the service and the key.
+        message: String,
+    },
 }

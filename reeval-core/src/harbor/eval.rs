@@ -70,6 +70,8 @@ pub struct HarborTask {
     /// An attempt passes when its reward (its `reward` key, else every key)
     /// reaches this: [`PASS_THRESHOLD`] unless set (`--reward-threshold`).
     pub reward_threshold: f64,
+    /// `environment/docker-compose.yaml`: the services beside the sandbox, `main`'s env.
+    pub compose: super::compose::Compose,
     image: ImageSpec,
     workdir: WorkdirSource,
     resolved_workdir: Arc<OnceLock<String>>,
@@ -137,13 +139,17 @@ impl HarborTask {
             let table = format!("steps.{}.verifier", step.name);
             step_verifier_envs.push(resolve_env(&name, &table, &merged, lookup)?);
         }
-        if dir.join("environment/docker-compose.yaml").is_file()
-            || dir.join("environment/docker-compose.yml").is_file()
-        {
-            return Err(unsupported(
-                "a task with compose services (environment/docker-compose.yaml)",
-            ));
-        }
+        // Harbor reads `docker-compose.yaml` only (a `.yml` is not merged).
+        let compose_file = dir.join("environment/docker-compose.yaml");
+        let compose = match compose_file.is_file() {
+            true => super::compose::read(
+                &name,
+                &dir.join("environment"),
+                &read(compose_file.clone())?,
+                lookup,
+            )?,
+            false => Default::default(),
+        };
         if config.environment.os.as_deref().is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
             return Err(unsupported("a task for an OS other than linux ([environment].os)"));
         }
@@ -223,6 +229,7 @@ impl HarborTask {
             agent_timeout_multiplier: 1.0,
             verifier_timeout_multiplier: 1.0,
             reward_threshold: PASS_THRESHOLD,
+            compose,
             image,
             workdir,
             resolved_workdir: Arc::new(OnceLock::new()),
@@ -284,6 +291,13 @@ impl HarborTask {
     /// that makes the log directories and maps the workdir onto the workspace.
     pub fn environment(&self) -> Environment {
         let mut env = Environment::new().image(self.image.clone());
+        // `main`'s compose environment first: `[environment].env` wins, as in Harbor.
+        for (k, v) in &self.compose.main_env {
+            env = env.env(k.clone(), v.clone());
+        }
+        for service in &self.compose.services {
+            env = env.service(service.clone());
+        }
         for (k, v) in &self.environment_env {
             env = env.env(k.clone(), v.clone());
         }

@@ -7,9 +7,11 @@
 //! - [`eval`]: one task as an [`Eval`]: its environment, budget, tags and oracle.
 //! - `run`: in the sandbox: the turn, artifacts, verifier, reward outcome, oracle.
 //! - `steps`: multi-step tasks, step by step.
+//! - [`compose`]: `environment/docker-compose.yaml`: the services beside the sandbox.
 //! - [`files`]: the task's directories uploaded into the sandbox, its Dockerfile's WORKDIR.
 //! - [`reward`]: the reward files, read as Harbor reads them.
 
+pub mod compose;
 mod error;
 pub mod eval;
 pub mod files;

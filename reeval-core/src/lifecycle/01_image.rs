@@ -100,3 +100,38 @@ pub(crate) async fn ensure_ahead(backend: &dyn Backend, spec: &ImageSpec, harnes
     let built = made.ok().map(|r| r.detail).filter(|d| !d.starts_with("cache hit"));
     let _ = tx.send(Some(built));
 }
+
+/// Makes every service's image present (as the sandbox's is, without a
+/// harness); the services with their references, and the phase's detail.
+///
+/// # Errors
+/// The engine's, naming the service, when an image cannot be found, pulled or built.
+///
+/// # Cancel safety
+/// A cancelled build leaves at worst an untagged image.
+pub(crate) async fn ensure_services(
+    backend: &dyn Backend,
+    services: &[crate::sandbox::Service],
+) -> Result<(Vec<crate::sandbox::ServiceStart>, String)> {
+    let mut started = Vec::with_capacity(services.len());
+    let mut details = Vec::new();
+    for service in services {
+        use crate::sandbox::SandboxError;
+        let of = |image: String| format!("{image} (of service {})", service.name);
+        let ready = backend.ensure_image(&service.image, "").await.map_err(|e| match e {
+            SandboxError::ImageMissing { image, hint } => {
+                SandboxError::ImageMissing { image: of(image), hint }
+            }
+            SandboxError::ImageBuild { image, message } => {
+                SandboxError::ImageBuild { image: of(image), message }
+            }
+            other => other,
+        })?;
+        details.push(format!("service {}: {}", service.name, ready.detail));
+        started.push(crate::sandbox::ServiceStart {
+            service: service.clone(),
+            image: ready.reference,
+        });
+    }
+    Ok((started, details.join("; ")))
+}

@@ -29,16 +29,28 @@ pub(crate) async fn create(
     network: NetworkSpec,
     main_process: Option<Vec<String>>,
 ) -> Result<Arc<dyn Sandbox>> {
-    let labels = labels(run_id, attempt_id);
-    let spec = SandboxSpec {
+    let spec = spec(image, run_id, attempt_id, limits, network, main_process);
+    Ok(backend.create(&spec).await?)
+}
+
+/// What the sandbox is created from (no services: the caller adds them).
+pub(crate) fn spec(
+    image: &str,
+    run_id: &str,
+    attempt_id: &str,
+    limits: &Limits,
+    network: NetworkSpec,
+    main_process: Option<Vec<String>>,
+) -> SandboxSpec {
+    SandboxSpec {
         image: image.to_string(),
-        labels,
+        labels: labels(run_id, attempt_id),
         workdir: WORKSPACE.into(),
         limits: limits.clone(),
         network,
         main_process,
-    };
-    Ok(backend.create(&spec).await?)
+        services: Vec::new(),
+    }
 }
 
 /// The phase's detail: `f4b7c5e2f350 from reeval/base:latest, no network`.
@@ -46,4 +58,25 @@ pub(crate) fn detail(sandbox: &dyn Sandbox, image: &str, gateway: bool) -> Strin
     let short_id: String = sandbox.id().chars().take(12).collect();
     let network = if gateway { "network policy gateway · only way out" } else { "no network" };
     format!("{short_id} from {image}, {network}")
+}
+
+/// `, services db (healthy), web (port 80) in its network namespace`, or nothing.
+pub(crate) fn services_detail(services: &[crate::sandbox::ServiceStart]) -> String {
+    if services.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = services
+        .iter()
+        .map(|s| match (&s.service.healthcheck, s.service.ports.as_slice()) {
+            (Some(_), _) => format!("{} (healthy)", s.service.name),
+            (None, []) => s.service.name.clone(),
+            (None, ports) => format!(
+                "{} (port {})",
+                s.service.name,
+                ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        })
+        .collect();
+    let noun = if names.len() == 1 { "service" } else { "services" };
+    format!(", {noun} {} in its network namespace", names.join(", "))
 }

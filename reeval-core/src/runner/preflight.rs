@@ -73,6 +73,8 @@ pub(crate) async fn preflight(
         ));
     }
     let mut images = Vec::new();
+    // Evals with services, which only some engines can start.
+    let mut with_services = Vec::new();
     // Evals that ask a judge and have no judge model chosen.
     let mut unjudged = Vec::new();
     for eval in evals {
@@ -90,6 +92,10 @@ pub(crate) async fn preflight(
         missing.extend(
             env.problems().into_iter().map(|p| format!("environment of eval {}: {p}", eval.name)),
         );
+        if !env.services.is_empty() {
+            let names: Vec<&str> = env.services.iter().map(|s| s.name.as_str()).collect();
+            with_services.push((eval.name.clone(), names.join(", ")));
+        }
         if let Some(spec @ crate::environment::ImageSpec::From(_)) = &env.image
             && !images.iter().any(|(s, _)| s == spec)
         {
@@ -243,6 +249,18 @@ pub(crate) async fn preflight(
     // Which engines, where: `-v` and every record say so.
     let mut engines = Vec::new();
     for engine in pool.iter().flat_map(|p| p.engines()) {
+        if let (Some((eval, names)), Err(why)) =
+            (with_services.first(), engine.backend.runs_services())
+        {
+            let more = match with_services.len() {
+                1 => String::new(),
+                n => format!(" (and {} more evals with services)", n - 1),
+            };
+            missing.push(format!(
+                "eval {eval} has services ({names}) that engine {} cannot start{more}: {why}",
+                engine.name
+            ));
+        }
         match engine.backend.ping().await {
             Ok(info) => {
                 engines.push(format!(

@@ -43,6 +43,7 @@ mod image_spec;
 pub mod kubernetes;
 mod kubernetes_config;
 pub(crate) mod procs;
+pub(crate) mod service;
 mod state;
 
 use std::collections::BTreeMap;
@@ -60,6 +61,7 @@ pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::ImageSpec;
 pub use kubernetes_config::{GatewayAddress, KubernetesConfig};
+pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
 pub use state::{Lost, SandboxState};
 
 /// A boxed cause, kept as an error's `source`.
@@ -306,6 +308,8 @@ pub struct SandboxSpec {
     /// What the sandbox's main process runs; by default it sleeps for ever.
     /// (The gateway's relay supervises the sandbox when it has a way out.)
     pub main_process: Option<Vec<String>>,
+    /// Services started beside it, in its network namespace (see [`Service`]).
+    pub services: Vec<ServiceStart>,
 }
 
 /// The engine a backend talks to, as preflight reports it.
@@ -442,6 +446,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// Safe: what is not removed now is removed by a later sweep.
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
+
+    /// Whether this engine can start services beside a sandbox ([`Service`]);
+    /// `Err` says why not, and preflight refuses an eval that has some.
+    fn runs_services(&self) -> Result<(), String> {
+        Err(format!("the {} backend cannot start services beside a sandbox", self.name()))
+    }
 
     /// Whether this engine keeps a setup cache ([`Backend::find_setup`],
     /// [`Backend::commit_setup`]); without one, no attempt looks it up or fills it.

@@ -49,11 +49,18 @@ pub struct DockerSandbox {
     flavor: Flavor,
     /// The internal network it was created on (its only way to its gateway), if any.
     network: Option<String>,
+    /// Its services (`services.rs`): in its network namespace, started after it, removed before it.
+    services: Option<super::services::Services>,
 }
 
 impl DockerSandbox {
     pub(super) fn new(docker: Docker, id: String, flavor: Flavor, network: Option<String>) -> Self {
-        Self { docker, id, next_pid: AtomicU64::new(0), flavor, network }
+        Self { docker, id, next_pid: AtomicU64::new(0), flavor, network, services: None }
+    }
+
+    pub(super) fn with_services(mut self, services: Option<super::services::Services>) -> Self {
+        self.services = services;
+        self
     }
 
     /// Podman unpacks uploads as root and creates a missing directory: make it
@@ -247,7 +254,12 @@ impl Sandbox for DockerSandbox {
         self.docker
             .start_container(&self.id, None)
             .await
-            .map_err(|e| SandboxError::engine("start the container", e))
+            .map_err(|e| SandboxError::engine("start the container", e))?;
+        if let Some(services) = &self.services {
+            services.start().await?;
+            services.ready(self).await?;
+        }
+        Ok(())
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
@@ -398,6 +410,9 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
+        if let Some(services) = &self.services {
+            services.remove().await;
+        }
         remove_container(&self.docker, &self.id).await
     }
 }

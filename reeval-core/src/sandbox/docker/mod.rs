@@ -4,6 +4,7 @@
 
 mod container;
 mod gateway;
+mod services;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
 #[cfg(feature = "kubernetes")]
@@ -200,6 +201,10 @@ impl Backend for DockerBackend {
         Capabilities { gateway_socket: local, oom_kills: true, helper_tools: HELPER_TOOLS }
     }
 
+    fn runs_services(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
             message: format!("{}: {e}", self.host),
@@ -271,7 +276,7 @@ impl Backend for DockerBackend {
                     .clone()
                     .unwrap_or_else(|| vec!["sleep".into(), "infinity".into()]),
             ),
-            labels: Some(labels),
+            labels: Some(labels.clone()),
             working_dir: Some(spec.workdir.clone()),
             network_disabled: None,
             host_config: Some(HostConfig {
@@ -279,6 +284,8 @@ impl Backend for DockerBackend {
                 // internal network) is the only way out.
                 network_mode: Some(network_mode),
                 binds,
+                // Its services share its network namespace: their names are 127.0.0.1.
+                extra_hosts: (!spec.services.is_empty()).then(|| services::hosts(&spec.services)),
                 memory: Some(spec.limits.memory_bytes),
                 memory_swap: Some(spec.limits.memory_bytes),
                 nano_cpus: Some(spec.limits.nano_cpus),
@@ -310,26 +317,39 @@ impl Backend for DockerBackend {
             created
         });
         let created = match create.await {
-            Ok(created) => created,
+            Ok(created) => created.map_err(|e| {
+                if is_not_found(&e) {
+                    SandboxError::ImageMissing {
+                        image: spec.image.clone(),
+                        hint: "build it first (scripts/build-base-image.sh builds reeval/base)"
+                            .into(),
+                    }
+                } else {
+                    SandboxError::engine(format!("create a container from {}", spec.image), e)
+                }
+            }),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Cancelled: the runtime is shutting down under it.
-            Err(e) => return Err(SandboxError::engine("create a container", e)),
+            Err(e) => Err(SandboxError::engine("create a container", e)),
         };
-        let created = created.map_err(|e| {
-            if is_not_found(&e) {
-                SandboxError::ImageMissing {
-                    image: spec.image.clone(),
-                    hint: "build it first (scripts/build-base-image.sh builds reeval/base)".into(),
+        let created = created?;
+        // Its services, in its network namespace (see `services.rs`).
+        let services = match spec.services.is_empty() {
+            true => None,
+            false => match services::create(self, &spec.services, &labels, &created.id).await {
+                Ok(services) => Some(services),
+                Err(e) => {
+                    let _ = remove_container(&self.docker, &created.id).await;
+                    return Err(e);
                 }
-            } else {
-                SandboxError::engine(format!("create a container from {}", spec.image), e)
-            }
-        })?;
+            },
+        };
         let network = match &spec.network {
             NetworkSpec::Internal { network } => Some(network.clone()),
             _ => None,
         };
-        Ok(Arc::new(DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network)))
+        let sandbox = DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network);
+        Ok(Arc::new(sandbox.with_services(services)))
     }
 
     async fn start_gateway(
@@ -344,7 +364,8 @@ impl Backend for DockerBackend {
         match scope {
             // Containers left by runners that are gone: those whose owner label names a process of this host that no longer runs.
             Sweep::Orphans => {
-                for (id, labels) in self.containers_labelled(LABEL_RUN, None).await? {
+                for (id, labels) in services_first(self.containers_labelled(LABEL_RUN, None).await?)
+                {
                     let owner = labels.get(LABEL_OWNER).map(String::as_str).unwrap_or("");
                     if owner_is_gone(owner) && self.remove(&id).await.is_ok() {
                         removed += 1;
@@ -357,7 +378,8 @@ impl Backend for DockerBackend {
                 let mut creating = self.creating.subscribe();
                 let _ = tokio::time::timeout(CREATES_LIMIT, creating.wait_for(|n| *n == 0)).await;
                 let me = owner_label();
-                for (id, labels) in self.containers_labelled(LABEL_RUN, Some(run_id)).await? {
+                let listed = self.containers_labelled(LABEL_RUN, Some(run_id)).await?;
+                for (id, labels) in services_first(listed) {
                     if labels.get(LABEL_OWNER) == Some(&me) && self.remove(&id).await.is_ok() {
                         removed += 1;
                     }
@@ -368,6 +390,15 @@ impl Backend for DockerBackend {
         removed += gateway::sweep_networks(self, scope).await;
         Ok(removed)
     }
+}
+
+/// Services' containers before the sandboxes whose network namespace they
+/// share (Podman refuses to remove those first).
+fn services_first(
+    mut list: Vec<(String, HashMap<String, String>)>,
+) -> Vec<(String, HashMap<String, String>)> {
+    list.sort_by_key(|(_, labels)| !labels.contains_key(super::LABEL_SERVICE));
+    list
 }
 
 /// Open files and processes, capped by this process's own hard limits (read

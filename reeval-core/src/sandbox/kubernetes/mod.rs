@@ -20,6 +20,8 @@ mod preflight;
 mod registry;
 mod sandbox;
 #[cfg(test)]
+mod services_refused;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
@@ -251,6 +253,13 @@ impl Backend for KubeBackend {
         Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
     }
 
+    fn runs_services(&self) -> Result<(), String> {
+        Err("the kubernetes backend cannot start services beside a sandbox: a sandbox is one \
+             pod whose NetworkPolicy lets it reach its gateway only, and reeval makes no pods \
+             or Services for a task's services yet; run it on a Docker or Podman engine"
+            .into())
+    }
+
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         let v = self.client.apiserver_version().await.map_err(|e| {
             SandboxError::EngineUnreachable { message: format!("{}: {e}", self.server) }
@@ -302,6 +311,11 @@ impl Backend for KubeBackend {
         if !matches!(spec.network, NetworkSpec::None | NetworkSpec::PodGateway { .. }) {
             return Err(SandboxError::EngineConfig {
                 message: "failed to create a pod: the Kubernetes backend gives a sandbox no network but its own policy, which lets it reach the run's gateway pod at most".into(),
+            });
+        }
+        if let (false, Err(why)) = (spec.services.is_empty(), self.runs_services()) {
+            return Err(SandboxError::EngineConfig {
+                message: format!("failed to create a pod: {why}"),
             });
         }
         let name = pod::new_name();

@@ -279,6 +279,7 @@ fn spec() -> SandboxSpec {
         limits: Limits { memory_bytes: 1 << 30, nano_cpus: 500_000_000, pids: 256 },
         network: NetworkSpec::None,
         main_process: None,
+        services: Vec::new(),
     }
 }
 
