@@ -21,8 +21,9 @@
 //! What may depend on what: a backend knows images, containers, pods and
 //! bytes, never evals, turns, records, the runner, reporters, the judge,
 //! compare or replay. Code above it (the attempt, the runner's pool and
-//! preflight) sees the traits; `archive.rs` and `procs.rs` are shared by the
-//! backends that run commands through a shell. The types a backend is given
+//! preflight) sees the traits; `archive.rs` and `shell_exec.rs` (the exec
+//! protocol: pid files, timeouts, the kill of a process tree, bounded
+//! capture) are shared by the backends that run commands through a shell. The types a backend is given
 //! are defined here, not above it: [`ImageSpec`] (`image_spec.rs`; the
 //! environment re-exports it), [`KubernetesConfig`] (`kubernetes_config.rs`;
 //! the runner's config file re-exports it) and [`Cause`]. Besides itself,
@@ -42,7 +43,7 @@ mod image_spec;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 mod kubernetes_config;
-pub(crate) mod procs;
+pub(crate) mod shell_exec;
 mod state;
 
 use std::collections::BTreeMap;
