@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::pool::Pool;
 use super::{PreflightError, Runner};
 use crate::eval::Eval;
-use crate::sandbox::{Backend, DockerBackend};
+use crate::sandbox::{CellNeeds, RunNeeds};
 use crate::secrets::{ExposeSecret, Redactor, Secret as ResolvedSecret, SecretScope};
 use crate::settings;
 
@@ -73,6 +73,8 @@ pub(crate) async fn preflight(
     let mut images = Vec::new();
     // Evals that ask a judge and have no judge model chosen.
     let mut unjudged = Vec::new();
+    // Each eval's environment, for what its cells ask of the engines.
+    let mut envs = Vec::new();
     for eval in evals {
         let env = match crate::attempt::build_environment(eval) {
             Ok(env) => env,
@@ -177,6 +179,7 @@ pub(crate) async fn preflight(
             }
             secrets.insert(cell_key(&eval.name, &spec), for_cell);
         }
+        envs.push((eval, env));
     }
     if !unjudged.is_empty() {
         missing.push(format!(
@@ -187,31 +190,13 @@ pub(crate) async fn preflight(
             crate::judge::JUDGE_ENV,
         ));
     }
-    // The engines: the backend given, a Kubernetes cluster, a pool, or the one DOCKER_HOST names.
-    let pool = if let Some(b) = &runner.backend {
-        Some(Pool::single(b.name().to_string(), b.clone()))
-    } else if let Some(config) = &runner.config.kubernetes {
-        kubernetes(runner, evals, config, &secrets, &mut missing).await
-    } else if !runner.config.engines.is_empty() {
-        Pool::connect(&runner.config.engines).await.map_err(|misses| missing.extend(misses)).ok()
-    } else {
-        match DockerBackend::connect().await {
-            Ok(b) => {
-                let name = b.ping().await.map(|i| i.host).unwrap_or_default();
-                Some(Pool::single(name, Arc::new(b)))
-            }
-            Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
-                missing.push(e.to_string());
-                None
-            }
-            Err(e) => {
-                missing.push(format!(
-                    "the Docker engine does not answer ({e}); start it or set DOCKER_HOST"
-                ));
-                None
-            }
-        }
+    // The engines of the run's backend, whichever it is.
+    let config = match &runner.backend {
+        Some(b) => crate::sandbox::BackendConfig::Given(b.clone()),
+        None => runner.config.backend(),
     };
+    let pool = Pool::connect(&config).await.map_err(|misses| missing.extend(misses)).ok();
+    let needs = needs(runner, &envs, &secrets);
     // Which engines, where: `-v` and every record say so.
     let mut engines = Vec::new();
     for engine in pool.iter().flat_map(|p| p.engines()) {
@@ -233,6 +218,16 @@ pub(crate) async fn preflight(
             }
             Err(e) => missing.push(format!("engine {} does not answer ({e})", engine.name)),
         }
+        // What the backend itself cannot run (a cluster without a registry, say).
+        let found = engine.backend.check_run(&needs).await;
+        for warning in &found.warnings {
+            crate::report::say(&format!("reeval: warning: {warning}\n"));
+        }
+        for line in found.missing {
+            if !missing.contains(&line) {
+                missing.push(line);
+            }
+        }
     }
     if !missing.is_empty() {
         return Err(PreflightError { missing });
@@ -251,100 +246,40 @@ pub(crate) async fn preflight(
     })
 }
 
-/// The Kubernetes backend: connected, its own checks (API, namespace, RBAC),
-/// what it cannot run (images reeval builds, without a registry; egress from
-/// pods on the host network, unless a test cluster says so), and the secrets
-/// the run brokers, which its gateway pod gets.
-#[cfg(feature = "kubernetes")]
-async fn kubernetes(
+/// What the run's cells ask of an engine (see [`crate::sandbox::Backend::check_run`]):
+/// each cell's images, whether it needs egress, the secrets its gateway brokers.
+fn needs(
     runner: &Runner,
-    evals: &[Eval],
-    config: &crate::settings::KubernetesConfig,
+    envs: &[(&Eval, crate::environment::Environment)],
     secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
-    missing: &mut Vec<String>,
-) -> Option<Pool> {
-    use crate::sandbox::kubernetes::KubeBackend;
-    let mut backend = match KubeBackend::connect(config.clone()).await {
-        Ok(b) => b,
-        Err(e) => {
-            missing.push(e.to_string());
-            return None;
-        }
-    };
-    let found = backend.preflight().await;
-    for warning in &found.warnings {
-        crate::report::say(&format!("reeval: warning: {warning}\n"));
-    }
-    missing.extend(found.missing);
-    let mut credentials = BTreeMap::new();
-    let mut unisolated = false;
-    for eval in evals {
-        let Ok(env) = crate::attempt::build_environment(eval) else { continue };
-        let specs = runner.harness_specs(eval);
-        let harnesses: Vec<_> = specs
-            .iter()
-            .filter_map(|spec| runner.harnesses.make(spec).map(|h| (spec, h)))
-            .collect();
-        // The image each cell would use (the eval's, else its harness's): built ones need a registry.
-        let mut images: Vec<_> = harnesses
-            .iter()
-            .map(|(_, h)| crate::lifecycle::image::spec(env.image.as_ref(), Some(h.as_ref())))
-            .collect();
-        images.push(crate::lifecycle::image::spec(env.image.as_ref(), None));
-        images.dedup();
-        for spec in &images {
-            if let Err(e) = backend.check_image(spec) {
-                let line = format!("environment of eval {}: {e}", eval.name);
-                if !missing.contains(&line) {
-                    missing.push(line);
-                }
-            }
-        }
-        let needs_egress =
-            env.wants_egress() || harnesses.iter().any(|(_, h)| !h.egress().is_empty());
-        if needs_egress && config.host_network && !config.unisolated_egress {
-            missing.push(format!(
-                "eval {} needs egress, and its pods would run on the node's network (host_network = true), where no NetworkPolicy applies, so the gateway could not be their only way out; run it on a cluster without host_network (test clusters only: unisolated_egress = true runs it anyway, isolation not enforced)",
-                eval.name
-            ));
-        }
-        unisolated |= needs_egress && config.host_network && config.unisolated_egress;
-        // The secrets the run brokers: their real values go into the gateway pod's Secret.
-        for (spec, h) in &harnesses {
-            let Some(cell) = secrets.get(&cell_key(&eval.name, spec)) else { continue };
-            let brokers = h.egress().brokers.into_iter().chain(env.brokers.iter().cloned());
-            for (name, _) in brokers {
-                if let Some(secret) = cell.iter().find(|s| s.name == name) {
-                    credentials.insert(
+) -> RunNeeds {
+    let mut cells = Vec::new();
+    for (eval, env) in envs {
+        for spec in runner.harness_specs(eval) {
+            let Some(h) = runner.harnesses.make(&spec) else { continue };
+            let images = vec![
+                crate::lifecycle::image::spec(env.image.as_ref(), Some(h.as_ref())),
+                crate::lifecycle::image::spec(env.image.as_ref(), None),
+            ];
+            let egress = env.wants_egress() || !h.egress().is_empty();
+            let cell = secrets.get(&cell_key(&eval.name, &spec));
+            let brokered = h
+                .egress()
+                .brokers
+                .into_iter()
+                .chain(env.brokers.iter().cloned())
+                .filter_map(|(name, _)| {
+                    let secret = cell?.iter().find(|s| s.name == name)?;
+                    Some((
                         crate::egress::secret_env(&name),
                         secrecy::SecretString::from(secret.value.expose_secret().to_string()),
-                    );
-                }
-            }
+                    ))
+                })
+                .collect();
+            cells.push(CellNeeds { eval: eval.name.clone(), images, egress, brokered });
         }
     }
-    if unisolated {
-        crate::report::say(
-            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only\n",
-        );
-    }
-    backend.set_gateway_credentials(credentials);
-    let name = backend.ping().await.map(|i| i.host).unwrap_or_default();
-    Some(Pool::single(name, Arc::new(backend)))
-}
-
-#[cfg(not(feature = "kubernetes"))]
-async fn kubernetes(
-    _runner: &Runner,
-    _evals: &[Eval],
-    _config: &crate::settings::KubernetesConfig,
-    _secrets: &BTreeMap<String, Vec<ResolvedSecret>>,
-    missing: &mut Vec<String>,
-) -> Option<Pool> {
-    missing.push(
-        "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] }".into(),
-    );
-    None
+    RunNeeds { cells }
 }
 
 /// Where preflight looked for a secret, for the message naming one it did not find.

@@ -3,7 +3,7 @@
 //! running sandbox: exec, files, streams, destroy). Docker (local, or remote
 //! by `DOCKER_HOST`) is one implementation, in [`docker`]; an in-memory fake
 //! for tests is another, in `fake` (feature `test-util`); Kubernetes a third,
-//! in `kubernetes` (feature `kubernetes`). Contexts and harnesses act through
+//! in [`kubernetes`] (its engine behind the feature `kubernetes`). Contexts and harnesses act through
 //! a [`SandboxHandle`].
 //!
 //! Key types: `Backend` (create a sandbox from an image spec and limits;
@@ -12,37 +12,44 @@
 //! the diff use: bounded reads, the agent's user), `SandboxError` (what an
 //! engine said, which `outcome::classify` maps to infra or config).
 //!
-//! The flow: preflight pings a backend; the attempt's container phase asks it
-//! for a sandbox; execs, uploads and downloads go through the handle; teardown
-//! destroys it (in the background, off the attempt's slot); the run's sweep
-//! removes what a killed runner left. After a step failed, the attempt asks
-//! `Sandbox::state` (`state.rs`) whether the sandbox was lost.
+//! The flow: the run's [`BackendConfig`] (one arm per backend) connects its
+//! engines (`backend_config.rs`, the one place that matches on a backend;
+//! each engine's errors then name it, `named.rs`); preflight pings them and
+//! asks each what it cannot run ([`Backend::check_run`]); the attempt's
+//! container phase asks one for a sandbox; execs, uploads and downloads go
+//! through the handle; teardown destroys it (in the background, off the
+//! attempt's slot); the run's sweep removes what a killed runner left. After
+//! a step failed, the attempt asks `Sandbox::state` (`state.rs`) whether the
+//! sandbox was lost.
 //!
 //! What may depend on what: a backend knows images, containers, pods and
 //! bytes, never evals, turns, records, the runner, reporters, the judge,
 //! compare or replay. Code above it (the attempt, the runner's pool and
-//! preflight) sees the traits; `archive.rs` and `shell_exec.rs` (the exec
-//! protocol: pid files, timeouts, the kill of a process tree, bounded
-//! capture) are shared by the backends that run commands through a shell. The types a backend is given
-//! are defined here, not above it: [`ImageSpec`] (`image_spec.rs`; the
-//! environment re-exports it), [`KubernetesConfig`] (`kubernetes_config.rs`;
-//! the runner's config file re-exports it) and [`Cause`]. Besides itself,
-//! `image.rs` and `setup_cache.rs`, this module names only `crate::exec`;
-//! the setup cache's key, which reads the eval's environment, is
-//! `setup_key.rs`. Still in the way of a crate of its own: `ExecOutput`
+//! preflight) sees the traits and [`BackendConfig`]; `archive.rs` and
+//! `shell_exec.rs` (the exec protocol: pid files, timeouts, the kill of a
+//! process tree, bounded capture) are shared by the backends that run
+//! commands through a shell. A backend is one folder (`docker/`,
+//! `kubernetes/`, with its settings: [`KubernetesConfig`] is
+//! `kubernetes/config.rs`, read whether or not the backend is built) and one
+//! arm of [`BackendConfig`] (docs/backends.md walks through adding one). The
+//! types a backend is given are defined here, not above it: [`ImageSpec`]
+//! (`image_spec.rs`; the environment re-exports it) and [`Cause`]. Besides
+//! itself, `image.rs` and `setup_cache.rs`, this module names only
+//! `crate::exec`; the setup cache's key, which reads the eval's environment,
+//! is `setup_key.rs`. Still in the way of a crate of its own: `ExecOutput`
 //! must stay in the crate of `matchers.rs` (see docs/layout.md), and the
 //! attempt, the pool and preflight reach `pub(crate)` items here.
 
 pub mod archive;
+mod backend_config;
 pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
-#[cfg(feature = "kubernetes")]
 pub mod kubernetes;
-mod kubernetes_config;
+mod named;
 pub(crate) mod shell_exec;
 mod state;
 
@@ -57,10 +64,11 @@ use tokio::sync::mpsc;
 
 use crate::exec::{Command, ExecOutput};
 
+pub use backend_config::{BackendConfig, CellNeeds, Connected, Preflight, RunNeeds};
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::ImageSpec;
-pub use kubernetes_config::{GatewayAddress, KubernetesConfig};
+pub use kubernetes::{GatewayAddress, KubernetesConfig};
 pub use state::{Lost, SandboxState};
 
 /// A boxed cause, kept as an error's `source`.
@@ -434,6 +442,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// A cancelled create may leave a labelled sandbox, which the sweep at
     /// the end of the run, or the next run, removes.
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError>;
+
+    /// The backend's own preflight, given what the run will ask of it (the
+    /// images, egress and brokered secrets of every cell): what it cannot
+    /// run, and what a user should know. A backend that runs the gateway
+    /// away from this process keeps the brokered secrets for it. The
+    /// default finds nothing.
+    ///
+    /// # Cancel safety
+    /// Safe: it starts nothing.
+    async fn check_run(&self, _run: &RunNeeds) -> Preflight {
+        Preflight::default()
+    }
 
     /// Removes leftover sandboxes; returns how many.
     ///

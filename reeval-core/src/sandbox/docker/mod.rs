@@ -3,6 +3,7 @@
 //! `https://`). Works against API 1.41 (Docker 20.10).
 
 mod container;
+pub(crate) mod engines;
 mod gateway;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
@@ -20,6 +21,7 @@ use bollard::query_parameters::{
 };
 
 pub use container::DockerSandbox;
+pub use engines::EngineSpec;
 
 use super::{
     Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,

@@ -18,6 +18,10 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 
 use super::*;
 use crate::exec::{CAPTURE_LIMIT, Command};
+use crate::sandbox::docker::owner_label;
+use crate::sandbox::{
+    Backend, ImageSpec, LABEL_OWNER, LABEL_RUN, NetworkSpec, Sandbox, SandboxError, Sweep,
+};
 use crate::sandbox::{ExecRequest, Limits, SandboxSpec, archive};
 
 /// One request the fake server got.
