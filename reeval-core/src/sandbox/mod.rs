@@ -33,9 +33,11 @@
 //! `kubernetes/config.rs`, read whether or not the backend is built) and one
 //! arm of [`BackendConfig`] (docs/backends.md walks through adding one). The
 //! types a backend is given are defined here, not above it: [`ImageSpec`]
-//! (`image_spec.rs`; the environment re-exports it) and [`Cause`]. Besides
-//! itself, `image.rs` and `setup_cache.rs`, this module names only
-//! `crate::exec`; the setup cache's key, which reads the eval's environment,
+//! (`image_spec.rs`; the environment re-exports it) and [`Cause`]. Docker's
+//! image building (`docker/image.rs`) and its setup cache on the engine
+//! (`docker/setup_cache.rs`) are in its folder; besides itself this module
+//! names only `crate::exec` and `crate::setup_cache` (the cache's labels
+//! and size cap); the setup cache's key, which reads the eval's environment,
 //! is `setup_key.rs`. Still in the way of a crate of its own: `ExecOutput`
 //! must stay in the crate of `matchers.rs` (see docs/layout.md), and the
 //! attempt, the pool and preflight reach `pub(crate)` items here.
@@ -284,6 +286,19 @@ pub trait GatewayContainer: Send + Sync + fmt::Debug {
         "a container next to the sandbox"
     }
 
+    /// Whether the sandbox gets the gateway's directory mounted (the relay and
+    /// the CA in it: nothing to upload), as the run's gateway in this process
+    /// does; a gateway next to the sandbox is reached over the network.
+    fn mounted(&self) -> bool {
+        false
+    }
+
+    /// Connections to this host's canary listener since the attempt began,
+    /// where the gateway has one (any is a leak).
+    fn leaks(&self) -> u64 {
+        0
+    }
+
     /// `None` where the engine enforces the sandbox's isolation; otherwise
     /// why it does not (a Kubernetes test cluster on the host network): the
     /// relay's probes still run, and what they reach is reported instead of
@@ -297,6 +312,32 @@ pub trait GatewayContainer: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// A cancelled close leaves the container and network to the sweep.
     async fn close(&self) -> Vec<reeval_gateway::EgressEntry>;
+}
+
+/// The ways to the egress gateway the attempt offers a backend, which picks
+/// one for its sandboxes ([`Backend::place_gateway`]): neither is made until asked for.
+#[async_trait]
+pub trait GatewayOffer: Send + Sync {
+    /// The run's gateway in this process, with a socket for this attempt in
+    /// a directory of this host that the sandbox gets mounted
+    /// ([`NetworkSpec::GatewaySocket`]): for engines that can mount one.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the gateway cannot start or take the attempt.
+    ///
+    /// # Cancel safety
+    /// Safe: the attempt's directory is removed with the run's gateway.
+    async fn in_process(&self) -> Result<Box<dyn GatewayContainer>, SandboxError>;
+
+    /// What a gateway that the backend runs next to the sandbox needs (see
+    /// [`Backend::start_gateway`]).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when its binary or CA cannot be had.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn beside(&self) -> Result<GatewayRequest, SandboxError>;
 }
 
 /// What a sandbox is created from.
@@ -513,6 +554,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Err(SandboxError::EngineConfig {
             message: format!("the {} backend has no setup cache", self.name()),
         })
+    }
+
+    /// How this backend's sandboxes reach the egress gateway, from what the
+    /// attempt `offer`s: the sandbox's network comes from the answer
+    /// ([`GatewayContainer::network`]). The default: the run's gateway in this
+    /// process where a host directory can be mounted
+    /// ([`Capabilities::gateway_socket`]), else one next to the sandbox
+    /// ([`Backend::start_gateway`]).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the gateway cannot be started.
+    ///
+    /// # Cancel safety
+    /// A cancelled placement may leave a gateway container to the sweep.
+    async fn place_gateway(
+        &self,
+        offer: &dyn GatewayOffer,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        if self.capabilities().gateway_socket {
+            offer.in_process().await
+        } else {
+            self.start_gateway(&offer.beside().await?).await
+        }
     }
 
     /// Starts a gateway container (or, on Kubernetes, a process in the run's

@@ -13,8 +13,8 @@ use bytes::Bytes;
 
 use super::{
     Backend, Capabilities, Connected, EngineInfo, ExecRequest, ExecStream, FoundSetup,
-    GatewayContainer, GatewayRequest, ImageSpec, PortStream, Preflight, ReadyImage, RunNeeds,
-    Sandbox, SandboxError, SandboxSpec, SandboxState, Signal, Sweep,
+    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, PortStream, Preflight, ReadyImage,
+    RunNeeds, Sandbox, SandboxError, SandboxSpec, SandboxState, Signal, Sweep,
 };
 use crate::exec::ExecOutput;
 
@@ -124,6 +124,13 @@ impl Backend for Named {
         max_bytes: u64,
     ) -> Result<(), SandboxError> {
         self.name_it(self.inner.commit_setup(sandbox_id, digest, labels, max_bytes).await)
+    }
+
+    async fn place_gateway(
+        &self,
+        offer: &dyn GatewayOffer,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        self.name_it(self.inner.place_gateway(offer).await)
     }
 
     async fn start_gateway(
