@@ -31,7 +31,7 @@ pub struct KubeBackend {
     /// Real values of the secrets the run brokers, by the gateway's variable
     /// name (`REEVAL_GW_SECRET_<NAME>`): they go into the run's gateway Secret.
     /// Set by preflight ([`Backend::check_run`]) or [`KubeBackend::set_gateway_credentials`].
-    credentials: Arc<std::sync::RwLock<BTreeMap<String, SecretString>>>,
+    pub(super) credentials: Arc<std::sync::RwLock<BTreeMap<String, SecretString>>>,
     /// The gateway pod of each run, started by its first attempt that needs egress.
     gateways: Arc<tokio::sync::Mutex<BTreeMap<String, Arc<gateway::RunGateway>>>>,
     /// The local Docker engine that builds and pushes images (with a `registry`), once needed.
