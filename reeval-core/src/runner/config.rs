@@ -74,7 +74,7 @@ impl RunConfig {
     pub fn backend(&self) -> crate::sandbox::BackendConfig {
         use crate::sandbox::BackendConfig;
         match &self.kubernetes {
-            Some(config) => BackendConfig::Kubernetes(config.clone()),
+            Some(config) => BackendConfig::Kubernetes(Box::new(config.clone())),
             None => BackendConfig::Docker { engines: self.engines.clone() },
         }
     }

@@ -26,7 +26,7 @@ pub enum BackendConfig {
         engines: Vec<EngineSpec>,
     },
     /// A Kubernetes cluster, a pod per attempt (needs the feature `kubernetes`).
-    Kubernetes(KubernetesConfig),
+    Kubernetes(Box<KubernetesConfig>),
     /// A backend already made: the in-memory fake of tests
     /// (`sandbox::fake`, feature `test-util`), or an embedder's own.
     Given(Arc<dyn Backend>),
