@@ -34,7 +34,8 @@ pub mod exec;
 pub mod git_archive;
 pub mod harbor;
 pub mod harness;
-pub(crate) mod image;
+// The image phase's building and tar helpers: the Docker backend's (sandbox/docker/image.rs).
+pub(crate) use sandbox::docker::image;
 pub mod image_map;
 pub mod judge;
 pub(crate) mod lifecycle;

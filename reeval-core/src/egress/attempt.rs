@@ -11,8 +11,12 @@
 //! 127.0.0.1:3128, and reports to the gateway through the socket. The
 //! gateway phase waits for that report: isolation that does not hold is an
 //! infra error. The gateway itself is the run's (`gateway.rs`), with an
-//! identity per attempt (the socket a connection comes in on); on a remote
-//! engine the attempt gets a gateway container next to its sandbox.
+//! identity per attempt (the socket a connection comes in on, `socket.rs`);
+//! on a remote engine the attempt gets a gateway container next to its
+//! sandbox, on a cluster a process in the run's gateway pod. The backend
+//! decides which (`Backend::place_gateway`): the attempt offers both, made
+//! only when asked for, and drives whichever it got through the same
+//! `GatewayContainer` calls, never asking which backend it is.
 //!
 //! The flow: [`plan`] before the container (what the attempt asks of the
 //! gateway), [`prepare`] with it (the attempt's identity, what the sandbox
@@ -21,21 +25,23 @@
 //! [`AttemptEgress::close`] at teardown (what went out, for the record).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use reeval_gateway::relay::{self, RelayReport};
-use reeval_gateway::{AttemptGateway, Binding, Policy, Serving};
+use reeval_gateway::{Binding, Policy};
 
-use super::gateway::{OUTSIDE, RunEgress, RunGateway, set_mode};
+use super::gateway::{OUTSIDE, RemoteGateway, RunEgress, set_mode};
+use super::socket::SocketGateway;
 use crate::egress::{BrokerRoute, Egress};
 use crate::environment::Environment;
 use crate::error::{Error, Result};
 use crate::harness::Harness;
 use crate::record::EgressRecord;
-use crate::sandbox::{Backend, GatewayContainer, GatewayRequest, NetworkSpec};
+use crate::sandbox::{
+    Backend, GatewayContainer, GatewayOffer, GatewayRequest, NetworkSpec, SandboxError,
+};
 use crate::secrets::{ExposeSecret, Secret, SecretScope};
 
 /// How long the relay gets to report once the sandbox started.
@@ -136,27 +142,18 @@ impl Plan {
     }
 }
 
-/// An attempt's gateway: its identity on the run's gateway and its socket (a
-/// local engine), or a gateway container next to the sandbox (a remote one).
+/// An attempt's gateway, wherever its backend placed it: the run's gateway in
+/// this process with a socket mounted into the sandbox (`socket.rs`), or a
+/// gateway next to the sandbox (a remote engine's container, a process in a
+/// cluster's gateway pod).
 #[derive(Debug)]
 pub(crate) struct AttemptEgress {
-    route: Route,
+    gateway: Box<dyn GatewayContainer>,
+    /// Whether the backend runs it next to the sandbox (the phase's detail says where).
+    beside: bool,
+    /// This host's addresses the sandbox's relay probes.
+    probes: usize,
     plan: Plan,
-}
-
-#[derive(Debug)]
-enum Route {
-    Socket {
-        gateway: AttemptGateway,
-        serving: Option<Serving>,
-        dir: PathBuf,
-        run: Arc<RunGateway>,
-        canary_before: u64,
-    },
-    Container {
-        container: Box<dyn GatewayContainer>,
-        probes: usize,
-    },
 }
 
 /// What the sandbox needs from its gateway when it is created.
@@ -169,21 +166,94 @@ pub(crate) struct ForSandbox {
     pub(crate) files: Vec<(String, Vec<u8>, u32)>,
 }
 
-/// Before the container: the attempt's gateway, and what the sandbox needs of it.
+/// What the attempt offers its backend (see [`Backend::place_gateway`]). An
+/// error of ours is kept as it is (a config error stays one) and returned in
+/// place of the backend's.
+struct Offer<'a> {
+    run: &'a RunEgress,
+    plan: &'a Plan,
+    labels: &'a BTreeMap<String, String>,
+    /// The run's CA and binary, once a gateway next to the sandbox was asked for.
+    remote: std::sync::OnceLock<Arc<RemoteGateway>>,
+    failed: std::sync::Mutex<Option<Error>>,
+}
+
+impl Offer<'_> {
+    fn keep(&self, e: Error) -> SandboxError {
+        let message = e.to_string();
+        *self.failed.lock().expect("offer lock") = Some(e);
+        SandboxError::EngineConfig { message }
+    }
+}
+
+#[async_trait::async_trait]
+impl GatewayOffer for Offer<'_> {
+    async fn in_process(&self) -> std::result::Result<Box<dyn GatewayContainer>, SandboxError> {
+        socket(self.run, self.plan).await.map_err(|e| self.keep(e))
+    }
+
+    async fn beside(&self) -> std::result::Result<GatewayRequest, SandboxError> {
+        let remote = self.run.remote().await.map_err(|e| self.keep(e))?;
+        let request = container_request(self.run, self.plan, &remote, self.labels);
+        let _ = self.remote.set(remote);
+        Ok(request)
+    }
+}
+
+/// Before the container: the attempt's gateway, where its backend places it,
+/// and what the sandbox needs of it.
 pub(crate) async fn prepare(
     run: &RunEgress,
     plan: Plan,
     backend: &dyn Backend,
     labels: &BTreeMap<String, String>,
 ) -> Result<(AttemptEgress, ForSandbox)> {
-    if backend.capabilities().gateway_socket {
-        prepare_socket(run, plan).await
-    } else {
-        prepare_container(run, plan, backend, labels).await
+    let offer = Offer {
+        run,
+        plan: &plan,
+        labels,
+        remote: std::sync::OnceLock::new(),
+        failed: std::sync::Mutex::new(None),
+    };
+    let placed = backend.place_gateway(&offer).await;
+    let gateway = match (placed, offer.failed.lock().expect("offer lock").take()) {
+        (Err(_), Some(ours)) => return Err(ours),
+        (Err(e), None) => return Err(Error::from(e).in_phase(crate::phase::Phase::Gateway)),
+        (Ok(gateway), _) => gateway,
+    };
+    let host_probes = gateway.probes();
+    let mut probes = host_probes.clone();
+    probes.extend(OUTSIDE);
+    let mut main_process =
+        relay::supervise_argv(&relay_in_sandbox(), &probes, true, plan.intercept);
+    // The relay reaches a gateway next to the sandbox over the network, not a socket.
+    if let Some(at) = main_process.iter().position(|a| a == relay::SANDBOX_SOCKET_PATH) {
+        main_process[at] = gateway.upstream();
     }
+    // Where nothing is mounted, the relay last: a pod whose main process waits
+    // for it then finds the CA complete.
+    let mut files = Vec::new();
+    if !gateway.mounted() {
+        if let Some(remote) = offer.remote.get().filter(|_| plan.intercept) {
+            files.push((
+                relay::SANDBOX_CA_SOURCE.to_string(),
+                remote.ca.cert_pem().as_bytes().to_vec(),
+                0o644,
+            ));
+        }
+        files.push((relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755));
+    }
+    let network = gateway.network();
+    let beside = !gateway.mounted();
+    drop(offer);
+    Ok((
+        AttemptEgress { gateway, beside, probes: host_probes.len(), plan },
+        ForSandbox { network, main_process, files },
+    ))
 }
 
-async fn prepare_socket(run: &RunEgress, plan: Plan) -> Result<(AttemptEgress, ForSandbox)> {
+/// The run's gateway in this process, with a directory and a socket for this attempt.
+async fn socket(run: &RunEgress, plan: &Plan) -> Result<Box<dyn GatewayContainer>> {
     let gateway = run.gateway().await?;
     let n = run.attempts.fetch_add(1, Ordering::SeqCst);
     let dir = gateway.dir.join(n.to_string());
@@ -207,21 +277,14 @@ async fn prepare_socket(run: &RunEgress, plan: Plan) -> Result<(AttemptEgress, F
     let serving = attempt
         .bind_unix(dir.join("gateway.sock"))
         .map_err(|e| fail("listen on its socket", &e))?;
-    let main_process =
-        relay::supervise_argv(&relay_in_sandbox(), &gateway.probes, true, plan.intercept);
-    let network = NetworkSpec::GatewaySocket {
-        host_dir: dir.clone(),
-        sandbox_dir: relay::SANDBOX_SOCKET_DIR.into(),
-    };
     let canary_before = gateway.canary_hits.load(Ordering::SeqCst);
-    let route = Route::Socket {
+    Ok(Box::new(SocketGateway {
         gateway: attempt,
-        serving: Some(serving),
+        serving: std::sync::Mutex::new(Some(serving)),
         dir,
         run: gateway,
         canary_before,
-    };
-    Ok((AttemptEgress { route, plan }, ForSandbox { network, main_process, files: Vec::new() }))
+    }))
 }
 
 fn relay_in_sandbox() -> String {
@@ -233,13 +296,13 @@ const CONTAINER_DIR: &str = "/etc/reeval-gateway";
 /// The port it listens on.
 const CONTAINER_PORT: u16 = 3128;
 
-async fn prepare_container(
+/// What a gateway next to the sandbox needs: the binary, its configuration and CA, the secrets it swaps in.
+fn container_request(
     run: &RunEgress,
-    plan: Plan,
-    backend: &dyn Backend,
+    plan: &Plan,
+    remote: &RemoteGateway,
     labels: &BTreeMap<String, String>,
-) -> Result<(AttemptEgress, ForSandbox)> {
-    let remote = run.remote().await?;
+) -> GatewayRequest {
     let mut files = vec![
         (format!("{CONTAINER_DIR}/ca.pem"), remote.ca.cert_pem().as_bytes().to_vec(), 0o644),
         (
@@ -275,7 +338,7 @@ async fn prepare_container(
             )
         })
         .collect();
-    let request = GatewayRequest {
+    GatewayRequest {
         labels: labels.clone(),
         binary: remote.binary.clone(),
         base_image: crate::environment::DEFAULT_IMAGE.into(),
@@ -287,60 +350,15 @@ async fn prepare_container(
             format!("{CONTAINER_DIR}/config.json"),
         ],
         port: CONTAINER_PORT,
-    };
-    let container = backend
-        .start_gateway(&request)
-        .await
-        .map_err(|e| Error::from(e).in_phase(crate::phase::Phase::Gateway))?;
-    let mut probes = container.probes();
-    let host_probes = probes.len();
-    probes.extend(OUTSIDE);
-    let mut main_process =
-        relay::supervise_argv(&relay_in_sandbox(), &probes, true, plan.intercept);
-    // The relay reaches the gateway container over the network, not a socket.
-    if let Some(at) = main_process.iter().position(|a| a == relay::SANDBOX_SOCKET_PATH) {
-        main_process[at] = container.upstream();
     }
-    // The relay last: a pod whose main process waits for it then finds the CA complete.
-    let mut sandbox_files = Vec::new();
-    if plan.intercept {
-        sandbox_files.push((
-            relay::SANDBOX_CA_SOURCE.to_string(),
-            remote.ca.cert_pem().as_bytes().to_vec(),
-            0o644,
-        ));
-    }
-    sandbox_files.push((relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755));
-    let network = container.network();
-    Ok((
-        AttemptEgress { route: Route::Container { container, probes: host_probes }, plan },
-        ForSandbox { network, main_process, files: sandbox_files },
-    ))
 }
 
 impl AttemptEgress {
     /// After the container started: the relay's report, checked. The phase's detail.
     pub(crate) async fn verify(&self) -> Result<String> {
-        let unenforced = match &self.route {
-            Route::Container { container, .. } => container.unenforced(),
-            Route::Socket { .. } => None,
-        };
-        let (report, leaks, hosts) = match &self.route {
-            Route::Socket { gateway, run, canary_before, .. } => {
-                let report = gateway
-                    .isolation(REPORT_WITHIN)
-                    .await
-                    .map_err(|e| Error::infra("start the egress gateway", e))?;
-                (
-                    (*report).clone(),
-                    run.canary_hits.load(Ordering::SeqCst) - canary_before,
-                    run.probes.len() - OUTSIDE.len(),
-                )
-            }
-            Route::Container { container, probes } => {
-                (container.isolation(REPORT_WITHIN).await?, 0, *probes)
-            }
-        };
+        let unenforced = self.gateway.unenforced();
+        let report = self.gateway.isolation(REPORT_WITHIN).await?;
+        let (leaks, hosts) = (self.gateway.leaks(), self.probes);
         // Where nothing enforces isolation (a test cluster), what the probes reached is told, not fatal.
         if let Some(why) = &unenforced {
             let mut found: Vec<String> =
@@ -365,7 +383,7 @@ impl AttemptEgress {
             }
             return Ok(format!(
                 "started ({}){} · allows {} hosts · isolation NOT enforced: {why}{reached}",
-                self.place(),
+                self.gateway.place(),
                 brokers_detail(&self.plan),
                 self.plan.hosts
             ));
@@ -374,10 +392,8 @@ impl AttemptEgress {
             return Err(Error::infra("verify the sandbox's isolation", why));
         }
         let brokers = brokers_detail(&self.plan);
-        let place = match self.route {
-            Route::Socket { .. } => String::new(),
-            Route::Container { .. } => format!(" ({})", self.place()),
-        };
+        let place =
+            if self.beside { format!(" ({})", self.gateway.place()) } else { String::new() };
         Ok(format!(
             "started{place}{brokers} · allows {} hosts · isolation verified: {hosts} host addresses, {} outside addresses and DNS unreachable",
             self.plan.hosts,
@@ -385,25 +401,10 @@ impl AttemptEgress {
         ))
     }
 
-    /// Where the gateway runs, for the phase's detail.
-    fn place(&self) -> &'static str {
-        match &self.route {
-            Route::Socket { .. } => "in this process",
-            Route::Container { container, .. } => container.place(),
-        }
-    }
-
     async fn switch(&self, policy: &Policy) -> Result<()> {
-        match &self.route {
-            Route::Socket { gateway, .. } => gateway
-                .set_policy(policy.clone())
-                .map_err(|e| Error::infra("switch the egress policy", e)),
-            Route::Container { container, .. } => {
-                let json = serde_json::to_string(policy)
-                    .map_err(|e| Error::infra("switch the egress policy", e))?;
-                Ok(container.set_policy(&json).await?)
-            }
-        }
+        let json = serde_json::to_string(policy)
+            .map_err(|e| Error::infra("switch the egress policy", e))?;
+        Ok(self.gateway.set_policy(&json).await?)
     }
 
     /// Setup steps run: what setup may reach.
@@ -428,17 +429,7 @@ impl AttemptEgress {
 
     /// Teardown: no more egress, the gateway closed; what went out, as the record keeps it.
     pub(crate) async fn close(self, attempt_started_unix_ms: u64) -> (Vec<EgressRecord>, String) {
-        let entries = match self.route {
-            Route::Socket { gateway, mut serving, dir, .. } => {
-                let _ = gateway.set_policy(Policy::deny_all());
-                if let Some(serving) = serving.take() {
-                    serving.shutdown().await;
-                }
-                let _ = std::fs::remove_dir_all(&dir);
-                gateway.take_log()
-            }
-            Route::Container { container, .. } => container.close().await,
-        };
+        let entries = self.gateway.close().await;
         let refused = entries.iter().filter(|e| !e.allowed).count();
         let summary = format!("egress: {} requests, {refused} refused", entries.len());
         (entries.into_iter().map(|e| record(e, attempt_started_unix_ms)).collect(), summary)

@@ -22,6 +22,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod gateway;
+mod socket;
 
 pub(crate) use attempt::AttemptEgress;
 pub(crate) use gateway::RunEgress;

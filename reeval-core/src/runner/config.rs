@@ -71,6 +71,18 @@ pub struct RunConfig {
     pub images: crate::image_map::ImageMap,
 }
 
+impl RunConfig {
+    /// The backend these settings choose: Kubernetes with its settings, else
+    /// the Docker engines (a pool, or the one of `DOCKER_HOST`).
+    pub fn backend(&self) -> crate::sandbox::BackendConfig {
+        use crate::sandbox::BackendConfig;
+        match &self.kubernetes {
+            Some(config) => BackendConfig::Kubernetes(Box::new(config.clone())),
+            None => BackendConfig::Docker { engines: self.engines.clone() },
+        }
+    }
+}
+
 impl Default for RunConfig {
     /// The defaults and where this process runs ([`Settings::base`]); no flags, twins or `reeval.toml`.
     fn default() -> Self {

@@ -1,5 +1,6 @@
-//! A pool of engines: attempts spread over several Docker-API engines
-//! (`REEVAL_ENGINES=ssh://a,tcp://b:2376=4,unix:///var/run/docker.sock`, or
+//! A pool of engines: attempts spread over the engines the run's
+//! [`BackendConfig`] connects (several Docker-API engines with
+//! `REEVAL_ENGINES=ssh://a,tcp://b:2376=4,unix:///var/run/docker.sock`, or
 //! `engines = [...]` in `reeval.toml`), each with its slots. An attempt goes
 //! to the engine with the most free slots. An engine that stops answering is
 //! drained: its attempts fail as infra errors, are retried on the others, and
@@ -11,10 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::sandbox::{Backend, DockerBackend, SandboxError};
-
-/// Memory each slot of an engine is sized for (a sandbox's default limit).
-const SLOT_MEMORY: i64 = 4 << 30;
+use crate::sandbox::{Backend, BackendConfig, SandboxError};
 
 pub use crate::settings::EngineSpec;
 
@@ -57,49 +55,29 @@ impl Drop for Slot {
 }
 
 impl Pool {
-    /// A pool of the one backend a run was given (it never limits more than the run's threads do).
-    pub(crate) fn single(name: String, backend: Arc<dyn Backend>) -> Self {
-        let engine = Engine {
-            name,
-            backend,
-            slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
-            drained: AtomicBool::new(false),
-        };
-        Self { engines: vec![Arc::new(engine)], changed: Arc::new(Notify::new()) }
-    }
-
-    /// Connects to every engine of `specs`; slots not given come from each engine's CPUs and memory.
+    /// Connects to the engines of `config`; an engine without slots of its
+    /// own never limits more than the run's threads do.
     ///
     /// # Errors
     /// One message per engine that cannot be used or does not answer.
     ///
     /// # Cancel safety
     /// Safe.
-    pub(crate) async fn connect(specs: &[EngineSpec]) -> Result<Self, Vec<String>> {
-        let mut engines = Vec::new();
-        let mut missing = Vec::new();
-        for spec in specs {
-            match DockerBackend::connect_to(Some(&spec.host)).await {
-                Ok(backend) => {
-                    let slots = match spec.slots {
-                        Some(n) => n,
-                        None => default_slots(&backend).await,
-                    };
-                    engines.push(Arc::new(Engine {
-                        name: spec.host.clone(),
-                        backend: Arc::new(backend),
-                        slots: Arc::new(Semaphore::new(slots)),
-                        drained: AtomicBool::new(false),
-                    }));
-                }
-                Err(e) => missing.push(format!("engine {} of the pool: {e}", spec.host)),
-            }
-        }
-        if missing.is_empty() {
-            Ok(Self { engines, changed: Arc::new(Notify::new()) })
-        } else {
-            Err(missing)
-        }
+    pub(crate) async fn connect(config: &BackendConfig) -> Result<Self, Vec<String>> {
+        let engines = config
+            .connect()
+            .await?
+            .into_iter()
+            .map(|c| {
+                Arc::new(Engine {
+                    name: c.name,
+                    backend: c.backend,
+                    slots: Arc::new(Semaphore::new(c.slots.unwrap_or(Semaphore::MAX_PERMITS))),
+                    drained: AtomicBool::new(false),
+                })
+            })
+            .collect();
+        Ok(Self { engines, changed: Arc::new(Notify::new()) })
     }
 
     /// Every engine, drained ones included (for sweeps).
@@ -161,18 +139,6 @@ impl Pool {
             self.changed.notify_waiters();
         }
         gone
-    }
-}
-
-/// One slot per CPU, and no more than its memory holds sandboxes of the default limit.
-async fn default_slots(backend: &DockerBackend) -> usize {
-    match backend.client().info().await {
-        Ok(info) => {
-            let cpus = info.ncpu.unwrap_or(1).max(1) as usize;
-            let by_memory = (info.mem_total.unwrap_or(SLOT_MEMORY) / SLOT_MEMORY).max(1) as usize;
-            cpus.min(by_memory)
-        }
-        Err(_) => 1,
     }
 }
 

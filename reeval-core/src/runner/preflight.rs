@@ -11,7 +11,7 @@ use super::pool::Pool;
 use super::{PreflightError, Runner};
 use crate::attempt::CellPlan;
 use crate::eval::Eval;
-use crate::sandbox::{Backend, DockerBackend};
+use crate::sandbox::{CellNeeds, RunNeeds};
 use crate::secrets::{ExposeSecret, Redactor, Secret as ResolvedSecret, SecretScope};
 use crate::settings;
 
@@ -221,31 +221,13 @@ pub(crate) async fn preflight(
             crate::judge::JUDGE_ENV,
         ));
     }
-    // The engines: the backend given, a Kubernetes cluster, a pool, or the one DOCKER_HOST names.
-    let pool = if let Some(b) = &runner.backend {
-        Some(Pool::single(b.name().to_string(), b.clone()))
-    } else if let Some(config) = &runner.config.kubernetes {
-        kubernetes(&plans, config, &mut missing).await
-    } else if !runner.config.engines.is_empty() {
-        Pool::connect(&runner.config.engines).await.map_err(|misses| missing.extend(misses)).ok()
-    } else {
-        match DockerBackend::connect().await {
-            Ok(b) => {
-                let name = b.ping().await.map(|i| i.host).unwrap_or_default();
-                Some(Pool::single(name, Arc::new(b)))
-            }
-            Err(e @ crate::sandbox::SandboxError::EngineConfig { .. }) => {
-                missing.push(e.to_string());
-                None
-            }
-            Err(e) => {
-                missing.push(format!(
-                    "the Docker engine does not answer ({e}); start it or set DOCKER_HOST"
-                ));
-                None
-            }
-        }
+    // The engines of the run's backend, whichever it is.
+    let config = match &runner.backend {
+        Some(b) => crate::sandbox::BackendConfig::Given(b.clone()),
+        None => runner.config.backend(),
     };
+    let pool = Pool::connect(&config).await.map_err(|misses| missing.extend(misses)).ok();
+    let needs = needs(&plans);
     // Which engines, where: `-v` and every record say so.
     let mut engines = Vec::new();
     for engine in pool.iter().flat_map(|p| p.engines()) {
@@ -279,6 +261,16 @@ pub(crate) async fn preflight(
             }
             Err(e) => missing.push(format!("engine {} does not answer ({e})", engine.name)),
         }
+        // What the backend itself cannot run (a cluster without a registry, say).
+        let found = engine.backend.check_run(&needs).await;
+        for warning in &found.warnings {
+            crate::report::say(&format!("reeval: warning: {warning}\n"));
+        }
+        for line in found.missing {
+            if !missing.contains(&line) {
+                missing.push(line);
+            }
+        }
     }
     if !missing.is_empty() {
         return Err(PreflightError { missing });
@@ -299,85 +291,34 @@ pub(crate) async fn preflight(
     })
 }
 
-/// The Kubernetes backend: connected, its own checks (API, namespace, RBAC),
-/// what it cannot run (images reeval builds, without a registry; egress from
-/// pods on the host network, unless a test cluster says so), and the secrets
-/// the run brokers, which its gateway pod gets.
-#[cfg(feature = "kubernetes")]
-async fn kubernetes(
-    plans: &[Vec<Arc<CellPlan>>],
-    config: &crate::settings::KubernetesConfig,
-    missing: &mut Vec<String>,
-) -> Option<Pool> {
-    use crate::sandbox::kubernetes::KubeBackend;
-    let mut backend = match KubeBackend::connect(config.clone()).await {
-        Ok(b) => b,
-        Err(e) => {
-            missing.push(e.to_string());
-            return None;
-        }
-    };
-    let found = backend.preflight().await;
-    for warning in &found.warnings {
-        crate::report::say(&format!("reeval: warning: {warning}\n"));
-    }
-    missing.extend(found.missing);
-    let mut credentials = std::collections::BTreeMap::new();
-    let mut unisolated = false;
-    for cells in plans {
-        let Some(first) = cells.first() else { continue };
-        let eval = &first.eval;
-        // The image each cell would use (the eval's, else its harness's): built ones need a registry.
-        let mut images: Vec<_> = cells.iter().map(|c| c.image.clone()).collect();
-        images.push(crate::lifecycle::image::spec(first.env.image.as_ref(), None));
-        images.dedup();
-        for spec in &images {
-            if let Err(e) = backend.check_image(spec) {
-                let line = format!("environment of eval {eval}: {e}");
-                if !missing.contains(&line) {
-                    missing.push(line);
-                }
-            }
-        }
-        let needs_egress = cells.iter().any(|c| c.gateway);
-        if needs_egress && config.host_network && !config.unisolated_egress {
-            missing.push(format!(
-                "eval {eval} needs egress, and its pods would run on the node's network (host_network = true), where no NetworkPolicy applies, so the gateway could not be their only way out; run it on a cluster without host_network (test clusters only: unisolated_egress = true runs it anyway, isolation not enforced)",
-            ));
-        }
-        unisolated |= needs_egress && config.host_network && config.unisolated_egress;
-        // The secrets the run brokers: their real values go into the gateway pod's Secret.
-        for cell in cells {
-            for name in &cell.brokered {
-                if let Some(secret) = cell.secrets.iter().find(|s| &s.name == name) {
-                    credentials.insert(
+/// What the run's cells ask of an engine (see [`crate::sandbox::Backend::check_run`]),
+/// from their plans: each cell's images (its own, and the eval's without the
+/// harness's install), whether it needs egress, the secrets its gateway brokers.
+fn needs(plans: &[Vec<Arc<CellPlan>>]) -> RunNeeds {
+    let cells = plans
+        .iter()
+        .flatten()
+        .map(|cell| {
+            let mut images = vec![
+                cell.image.clone(),
+                crate::lifecycle::image::spec(cell.env.image.as_ref(), None),
+            ];
+            images.dedup();
+            let brokered = cell
+                .brokered
+                .iter()
+                .filter_map(|name| {
+                    let secret = cell.secrets.iter().find(|s| &s.name == name)?;
+                    Some((
                         crate::egress::secret_env(name),
                         secrecy::SecretString::from(secret.value.expose_secret().to_string()),
-                    );
-                }
-            }
-        }
-    }
-    if unisolated {
-        crate::report::say(
-            "reeval: warning: unisolated_egress = true: attempts that need egress run on the node's network, where nothing keeps them from reaching anything but the gateway; for test clusters only\n",
-        );
-    }
-    backend.set_gateway_credentials(credentials);
-    let name = backend.ping().await.map(|i| i.host).unwrap_or_default();
-    Some(Pool::single(name, Arc::new(backend)))
-}
-
-#[cfg(not(feature = "kubernetes"))]
-async fn kubernetes(
-    _plans: &[Vec<Arc<CellPlan>>],
-    _config: &crate::settings::KubernetesConfig,
-    missing: &mut Vec<String>,
-) -> Option<Pool> {
-    missing.push(
-        "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] }".into(),
-    );
-    None
+                    ))
+                })
+                .collect();
+            CellNeeds { eval: cell.eval.clone(), images, egress: cell.gateway, brokered }
+        })
+        .collect();
+    RunNeeds { cells }
 }
 
 /// Where preflight looked for a secret, for the message naming one it did not find.

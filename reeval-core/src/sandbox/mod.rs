@@ -3,7 +3,7 @@
 //! running sandbox: exec, files, streams, destroy). Docker (local, or remote
 //! by `DOCKER_HOST`) is one implementation, in [`docker`]; an in-memory fake
 //! for tests is another, in `fake` (feature `test-util`); Kubernetes a third,
-//! in `kubernetes` (feature `kubernetes`). Contexts and harnesses act through
+//! in [`kubernetes`] (its engine behind the feature `kubernetes`). Contexts and harnesses act through
 //! a [`SandboxHandle`].
 //!
 //! Key types: `Backend` (create a sandbox from an image spec and limits;
@@ -12,38 +12,48 @@
 //! the diff use: bounded reads, the agent's user), `SandboxError` (what an
 //! engine said, which `outcome::classify` maps to infra or config).
 //!
-//! The flow: preflight pings a backend; the attempt's container phase asks it
-//! for a sandbox; execs, uploads and downloads go through the handle; teardown
-//! destroys it (in the background, off the attempt's slot); the run's sweep
-//! removes what a killed runner left. After a step failed, the attempt asks
-//! `Sandbox::state` (`state.rs`) whether the sandbox was lost.
+//! The flow: the run's [`BackendConfig`] (one arm per backend) connects its
+//! engines (`backend_config.rs`, the one place that matches on a backend;
+//! each engine's errors then name it, `named.rs`); preflight pings them and
+//! asks each what it cannot run ([`Backend::check_run`]); the attempt's
+//! container phase asks one for a sandbox; execs, uploads and downloads go
+//! through the handle; teardown destroys it (in the background, off the
+//! attempt's slot); the run's sweep removes what a killed runner left. After
+//! a step failed, the attempt asks `Sandbox::state` (`state.rs`) whether the
+//! sandbox was lost.
 //!
 //! What may depend on what: a backend knows images, containers, pods and
 //! bytes, never evals, turns, records, the runner, reporters, the judge,
 //! compare or replay. Code above it (the attempt, the runner's pool and
-//! preflight) sees the traits; `archive.rs` and `procs.rs` are shared by the
-//! backends that run commands through a shell. The types a backend is given
-//! are defined here, not above it: [`ImageSpec`] (`image_spec.rs`; the
-//! environment re-exports it), [`KubernetesConfig`] (`kubernetes_config.rs`;
-//! the runner's config file re-exports it) and [`Cause`]. Besides itself,
-//! `image.rs` and `setup_cache.rs`, this module names only `crate::exec`;
-//! the setup cache's key, which reads the eval's environment, is
-//! `setup_key.rs`. Still in the way of a crate of its own: `ExecOutput`
+//! preflight) sees the traits and [`BackendConfig`]; `archive.rs` and
+//! `shell_exec.rs` (the exec protocol: pid files, timeouts, the kill of a
+//! process tree, bounded capture) are shared by the backends that run
+//! commands through a shell. A backend is one folder (`docker/`,
+//! `kubernetes/`, with its settings: [`KubernetesConfig`] is
+//! `kubernetes/config.rs`, read whether or not the backend is built) and one
+//! arm of [`BackendConfig`] (docs/backends.md walks through adding one). The
+//! types a backend is given are defined here, not above it: [`ImageSpec`]
+//! (`image_spec.rs`; the environment re-exports it) and [`Cause`]. Docker's
+//! image building (`docker/image.rs`) and its setup cache on the engine
+//! (`docker/setup_cache.rs`) are in its folder; besides itself this module
+//! names only `crate::exec` and `crate::setup_cache` (the cache's labels
+//! and size cap); the setup cache's key, which reads the eval's environment,
+//! is `setup_key.rs`. Still in the way of a crate of its own: `ExecOutput`
 //! must stay in the crate of `matchers.rs` (see docs/layout.md), and the
 //! attempt, the pool and preflight reach `pub(crate)` items here.
 
 pub mod archive;
+mod backend_config;
 pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
-#[cfg(feature = "kubernetes")]
 pub mod kubernetes;
-mod kubernetes_config;
-pub(crate) mod procs;
+mod named;
 pub(crate) mod service;
+pub(crate) mod shell_exec;
 mod state;
 
 use std::collections::BTreeMap;
@@ -57,10 +67,11 @@ use tokio::sync::mpsc;
 
 use crate::exec::{Command, ExecOutput};
 
+pub use backend_config::{BackendConfig, CellNeeds, Connected, Preflight, RunNeeds};
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::ImageSpec;
-pub use kubernetes_config::{GatewayAddress, KubernetesConfig};
+pub use kubernetes::{GatewayAddress, KubernetesConfig};
 pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
 pub use state::{Lost, SandboxState};
 
@@ -277,6 +288,19 @@ pub trait GatewayContainer: Send + Sync + fmt::Debug {
         "a container next to the sandbox"
     }
 
+    /// Whether the sandbox gets the gateway's directory mounted (the relay and
+    /// the CA in it: nothing to upload), as the run's gateway in this process
+    /// does; a gateway next to the sandbox is reached over the network.
+    fn mounted(&self) -> bool {
+        false
+    }
+
+    /// Connections to this host's canary listener since the attempt began,
+    /// where the gateway has one (any is a leak).
+    fn leaks(&self) -> u64 {
+        0
+    }
+
     /// `None` where the engine enforces the sandbox's isolation; otherwise
     /// why it does not (a Kubernetes test cluster on the host network): the
     /// relay's probes still run, and what they reach is reported instead of
@@ -290,6 +314,32 @@ pub trait GatewayContainer: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// A cancelled close leaves the container and network to the sweep.
     async fn close(&self) -> Vec<reeval_gateway::EgressEntry>;
+}
+
+/// The ways to the egress gateway the attempt offers a backend, which picks
+/// one for its sandboxes ([`Backend::place_gateway`]): neither is made until asked for.
+#[async_trait]
+pub trait GatewayOffer: Send + Sync {
+    /// The run's gateway in this process, with a socket for this attempt in
+    /// a directory of this host that the sandbox gets mounted
+    /// ([`NetworkSpec::GatewaySocket`]): for engines that can mount one.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the gateway cannot start or take the attempt.
+    ///
+    /// # Cancel safety
+    /// Safe: the attempt's directory is removed with the run's gateway.
+    async fn in_process(&self) -> Result<Box<dyn GatewayContainer>, SandboxError>;
+
+    /// What a gateway that the backend runs next to the sandbox needs (see
+    /// [`Backend::start_gateway`]).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when its binary or CA cannot be had.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn beside(&self) -> Result<GatewayRequest, SandboxError>;
 }
 
 /// What a sandbox is created from.
@@ -438,6 +488,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// the end of the run, or the next run, removes.
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError>;
 
+    /// The backend's own preflight, given what the run will ask of it (the
+    /// images, egress and brokered secrets of every cell): what it cannot
+    /// run, and what a user should know. A backend that runs the gateway
+    /// away from this process keeps the brokered secrets for it. The
+    /// default finds nothing.
+    ///
+    /// # Cancel safety
+    /// Safe: it starts nothing.
+    async fn check_run(&self, _run: &RunNeeds) -> Preflight {
+        Preflight::default()
+    }
+
     /// Removes leftover sandboxes; returns how many.
     ///
     /// # Errors
@@ -502,6 +564,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Err(SandboxError::EngineConfig {
             message: format!("the {} backend has no setup cache", self.name()),
         })
+    }
+
+    /// How this backend's sandboxes reach the egress gateway, from what the
+    /// attempt `offer`s: the sandbox's network comes from the answer
+    /// ([`GatewayContainer::network`]). The default: the run's gateway in this
+    /// process where a host directory can be mounted
+    /// ([`Capabilities::gateway_socket`]), else one next to the sandbox
+    /// ([`Backend::start_gateway`]).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the gateway cannot be started.
+    ///
+    /// # Cancel safety
+    /// A cancelled placement may leave a gateway container to the sweep.
+    async fn place_gateway(
+        &self,
+        offer: &dyn GatewayOffer,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        if self.capabilities().gateway_socket {
+            offer.in_process().await
+        } else {
+            self.start_gateway(&offer.beside().await?).await
+        }
     }
 
     /// Starts a gateway container (or, on Kubernetes, a process in the run's

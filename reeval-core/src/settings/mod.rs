@@ -33,7 +33,6 @@
 //! of it; the runner turns [`Settings`] into its `RunConfig`.
 
 pub mod args;
-mod engines;
 mod env_files;
 pub mod file;
 mod parse;
@@ -47,7 +46,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::{Args, UsageError};
-pub use engines::EngineSpec;
+// A pool's engines are the Docker backend's data (sandbox/docker/engines.rs).
+pub use crate::sandbox::docker::EngineSpec;
 pub use env_files::{EnvFileError, SecretLookup};
 pub use file::{ConfigFileError, FILE_NAME, OneOrMore, SuiteConfig};
 // The Kubernetes backend's settings are the backend's data (sandbox/kubernetes_config.rs).

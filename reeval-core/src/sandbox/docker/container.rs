@@ -19,33 +19,15 @@ use tokio::sync::mpsc;
 
 use super::{Flavor, is_not_found, remove_container};
 use crate::exec::{BoundedBuffer, ExecOutput};
-use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
-use crate::sandbox::{
-    ExecRequest, ExecStream, ProcessGroup, Sandbox, SandboxError, SandboxState, Signal,
-};
-
-/// One exec's process: argv (data, never a shell string of ours), environment, directory, user, stdin.
-struct ExecSpec<'a> {
-    argv: Vec<String>,
-    env: &'a [(String, String)],
-    workdir: Option<String>,
-    user: Option<String>,
-    stdin: Option<&'a [u8]>,
-}
-
-impl ExecSpec<'_> {
-    /// A plain command as the container's own user (root), for reeval's housekeeping.
-    fn root(argv: Vec<String>) -> Self {
-        ExecSpec { argv, env: &[], workdir: None, user: None, stdin: None }
-    }
-}
+use crate::sandbox::shell_exec::{self, PidFiles, Process, RunProcess};
+use crate::sandbox::{ExecRequest, ExecStream, Sandbox, SandboxError, SandboxState, Signal};
 
 /// A running Docker container.
 #[derive(Debug)]
 pub struct DockerSandbox {
     docker: Docker,
     id: String,
-    next_pid: AtomicU64,
+    pids: PidFiles,
     flavor: Flavor,
     /// The internal network it was created on (its only way to its gateway), if any.
     network: Option<String>,
@@ -55,7 +37,7 @@ pub struct DockerSandbox {
 
 impl DockerSandbox {
     pub(super) fn new(docker: Docker, id: String, flavor: Flavor, network: Option<String>) -> Self {
-        Self { docker, id, next_pid: AtomicU64::new(0), flavor, network, services: None }
+        Self { docker, id, pids: PidFiles::default(), flavor, network, services: None }
     }
 
     pub(super) fn with_services(mut self, services: Option<super::services::Services>) -> Self {
@@ -68,8 +50,8 @@ impl DockerSandbox {
     async fn upload_like_docker(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
         let argv = vec!["test".into(), "-d".into(), dir.to_string()];
         if self
-            .run_exec(
-                ExecSpec::root(argv),
+            .run_process(
+                Process::root(argv),
                 None,
                 &mut BoundedBuffer::new(0),
                 &mut BoundedBuffer::new(0),
@@ -95,7 +77,7 @@ impl DockerSandbox {
             );
             let mut err = BoundedBuffer::new(4096);
             if self
-                .run_exec(ExecSpec::root(argv), None, &mut BoundedBuffer::new(0), &mut err)
+                .run_process(Process::root(argv), None, &mut BoundedBuffer::new(0), &mut err)
                 .await?
                 != 0
             {
@@ -124,15 +106,18 @@ impl DockerSandbox {
                 }
             })
     }
+}
 
-    async fn run_exec(
+#[async_trait]
+impl RunProcess for DockerSandbox {
+    async fn run_process(
         &self,
-        spec: ExecSpec<'_>,
+        process: Process<'_>,
         sink: Option<&mpsc::UnboundedSender<Bytes>>,
         out: &mut BoundedBuffer,
         err: &mut BoundedBuffer,
     ) -> Result<i64, SandboxError> {
-        let ExecSpec { argv, env, workdir, user, stdin } = spec;
+        let Process { argv, env, workdir, user, stdin } = process;
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let created = self
             .docker
@@ -263,51 +248,11 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
-        let ExecRequest { command: cmd, env, stdout, group } = request;
-        let started = Instant::now();
-        // A timed command must be killable too: its timeout kills its process tree.
-        let killable = group == ProcessGroup::Killable || cmd.timeout.is_some();
-        let pid_file = format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed));
-        let mut argv = Vec::with_capacity(cmd.argv.len() + 4);
-        if killable {
-            argv.extend(["/bin/sh".to_string(), "-c".into(), PID_WRAPPER.into(), pid_file.clone()]);
-        }
-        argv.extend(cmd.argv.iter().cloned());
-        let mut env = env.to_vec();
-        env.extend(cmd.env.iter().cloned());
-        let (mut out, mut err) = BoundedBuffer::for_exec(stdout.is_some());
-        let spec = ExecSpec {
-            argv,
-            env: &env,
-            workdir: cmd.workdir.clone(),
-            user: cmd.user.clone(),
-            stdin: cmd.stdin.as_deref(),
-        };
-        let run = self.run_exec(spec, stdout.as_ref(), &mut out, &mut err);
-        let (exit_code, timed_out) = match cmd.timeout {
-            None => (run.await?, false),
-            Some(limit) => match tokio::time::timeout(limit, run).await {
-                Ok(code) => (code?, false),
-                Err(_) => {
-                    self.kill_matching(&pid_file, Signal::Kill).await?;
-                    (-1, true)
-                }
-            },
-        };
-        Ok(ExecOutput {
-            command: cmd.display(),
-            exit_code,
-            stdout_bytes: out.total(),
-            stderr_bytes: err.total(),
-            stdout: out.into_string(),
-            stderr: err.into_string(),
-            duration_ms: started.elapsed().as_millis() as u64,
-            timed_out,
-        })
+        shell_exec::exec(self, &self.pids, request).await
     }
 
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
-        self.kill_matching(&format!("{PID_DIR}/*.pid"), signal).await
+        shell_exec::kill(self, signal).await
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
@@ -441,27 +386,5 @@ fn state_of(state: bollard::models::ContainerState, restarts: i64) -> SandboxSta
         }
     } else {
         SandboxState::Running
-    }
-}
-
-impl DockerSandbox {
-    /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
-    async fn kill_matching(&self, pid_files: &str, signal: Signal) -> Result<(), SandboxError> {
-        // Our own paths, without spaces: the pattern is expanded by the shell on purpose.
-        let argv = vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            KILL_SCRIPT.into(),
-            pid_files.to_string(),
-            signal.name().to_string(),
-        ];
-        self.run_exec(
-            ExecSpec::root(argv),
-            None,
-            &mut BoundedBuffer::new(0),
-            &mut BoundedBuffer::new(4096),
-        )
-        .await
-        .map(|_| ())
     }
 }

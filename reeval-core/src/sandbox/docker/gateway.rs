@@ -135,7 +135,7 @@ pub(crate) async fn ensure_image(
         ("Dockerfile".into(), dockerfile.into_bytes(), 0o644),
         ("reeval-gateway".into(), request.binary.to_vec(), 0o755),
     ])?;
-    crate::image::build_context(backend, &tag, context.to_vec(), "Dockerfile").await?;
+    super::image::build_context(backend, &tag, context.to_vec(), "Dockerfile").await?;
     Ok(tag)
 }
 

@@ -3,8 +3,11 @@
 //! `https://`). Works against API 1.41 (Docker 20.10).
 
 mod container;
+pub(crate) mod engines;
 mod gateway;
+pub(crate) mod image;
 mod services;
+pub(crate) mod setup_cache;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
 #[cfg(feature = "kubernetes")]
@@ -21,6 +24,7 @@ use bollard::query_parameters::{
 };
 
 pub use container::DockerSandbox;
+pub use engines::EngineSpec;
 
 use super::{
     Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,
@@ -225,7 +229,7 @@ impl Backend for DockerBackend {
         spec: &ImageSpec,
         extra: &str,
     ) -> Result<ReadyImage, SandboxError> {
-        crate::image::ensure(self, spec, extra).await
+        image::ensure(self, spec, extra).await
     }
 
     fn caches_setups(&self) -> bool {
@@ -233,15 +237,12 @@ impl Backend for DockerBackend {
     }
 
     async fn find_setup(&self, digest: &str) -> Result<Option<FoundSetup>, SandboxError> {
-        let found = crate::setup_cache::find(self.client(), digest).await?;
-        Ok(found.map(|snapshot| FoundSetup {
-            reference: crate::setup_cache::reference(digest),
-            snapshot,
-        }))
+        let found = setup_cache::find(self.client(), digest).await?;
+        Ok(found.map(|snapshot| FoundSetup { reference: setup_cache::reference(digest), snapshot }))
     }
 
     async fn forget_setup(&self, digest: &str) -> Result<(), SandboxError> {
-        crate::setup_cache::forget(self.client(), digest).await
+        setup_cache::forget(self.client(), digest).await
     }
 
     async fn commit_setup(
@@ -251,7 +252,7 @@ impl Backend for DockerBackend {
         labels: &BTreeMap<String, String>,
         max_bytes: u64,
     ) -> Result<(), SandboxError> {
-        crate::setup_cache::commit(self.client(), sandbox_id, digest, labels, max_bytes).await
+        setup_cache::commit(self.client(), sandbox_id, digest, labels, max_bytes).await
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {

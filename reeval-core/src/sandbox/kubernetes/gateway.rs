@@ -45,7 +45,7 @@ use super::exec::{self, ExecSpec};
 use super::pod;
 use super::sandbox::KubeSandbox;
 use crate::sandbox::gateway_stream::GatewayStream;
-use crate::sandbox::procs::PID_WRAPPER;
+use crate::sandbox::shell_exec::PID_WRAPPER;
 use crate::sandbox::{GatewayAddress, KubernetesConfig};
 use crate::sandbox::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,

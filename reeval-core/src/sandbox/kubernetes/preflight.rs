@@ -10,6 +10,8 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 
+use crate::sandbox::Preflight;
+
 /// `(resource, subresource, verbs)` the backend needs in its namespace.
 pub(super) const NEEDED: &[(&str, &str, &str, &[&str])] = &[
     ("", "pods", "", &["create", "get", "list", "delete"]),
@@ -19,15 +21,6 @@ pub(super) const NEEDED: &[(&str, &str, &str, &[&str])] = &[
     ("", "secrets", "", &["create", "list", "delete"]),
     ("", "services", "", &["create", "list", "delete"]),
 ];
-
-/// What preflight found.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Preflight {
-    /// Misses that stop the run, each a whole sentence naming what to fix.
-    pub missing: Vec<String>,
-    /// Things a user should know, that do not stop it.
-    pub warnings: Vec<String>,
-}
 
 pub(super) async fn check(client: &kube::Client, namespace: &str) -> Preflight {
     let mut found = Preflight::default();

@@ -2,7 +2,6 @@
 //! over exec (as `kubectl cp` does; archives from the pod are parsed in
 //! memory, never unpacked on the host), port-forward, deletion.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -16,9 +15,9 @@ use tokio::io::AsyncReadExt;
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::pod::{self, CONTAINER};
 use crate::exec::{BoundedBuffer, ExecOutput};
-use crate::sandbox::procs::{KILL_SCRIPT, PID_DIR, PID_WRAPPER};
+use crate::sandbox::shell_exec::{self, PidFiles, Process, RunProcess};
 use crate::sandbox::{
-    ExecRequest, ExecStream, PortStream, ProcessGroup, Sandbox, SandboxError, SandboxState, Signal,
+    ExecRequest, ExecStream, PortStream, Sandbox, SandboxError, SandboxState, Signal, StdoutSink,
 };
 
 /// How long `exec true` may keep failing after Ready (exec can fail just after it).
@@ -33,7 +32,7 @@ pub struct KubeSandbox {
     policies: Api<NetworkPolicy>,
     name: String,
     ready_within: Duration,
-    next_pid: AtomicU64,
+    pids: PidFiles,
     /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
     started: tokio::sync::OnceCell<()>,
     /// Something to let go of once the pod is gone (the node network's relay port).
@@ -52,7 +51,7 @@ impl KubeSandbox {
             policies,
             name,
             ready_within,
-            next_pid: AtomicU64::new(0),
+            pids: PidFiles::default(),
             started: tokio::sync::OnceCell::new(),
             held: std::sync::Mutex::new(None),
         }
@@ -75,17 +74,7 @@ impl KubeSandbox {
 
     /// A fresh pid file for a killable process.
     pub(super) fn pid_file(&self) -> String {
-        format!("{PID_DIR}/{}.pid", self.next_pid.fetch_add(1, Ordering::Relaxed))
-    }
-
-    async fn run(
-        &self,
-        spec: ExecSpec<'_>,
-        sink: Option<&tokio::sync::mpsc::UnboundedSender<Bytes>>,
-        out: &mut BoundedBuffer,
-        err: &mut BoundedBuffer,
-    ) -> Result<i64, SandboxError> {
-        exec::run(&self.pods, &self.name, spec, sink, out, err).await
+        self.pids.next()
     }
 
     /// A root command with no output kept but stderr, for housekeeping.
@@ -96,12 +85,8 @@ impl KubeSandbox {
     ) -> Result<(i64, String), SandboxError> {
         let mut err = BoundedBuffer::new(4096);
         let code = self
-            .run(
-                ExecSpec {
-                    argv,
-                    stdin: stdin.map_or(Stdin::None, Stdin::Bytes),
-                    ..Default::default()
-                },
+            .run_process(
+                Process { argv, stdin, ..Default::default() },
                 None,
                 &mut BoundedBuffer::new(0),
                 &mut err,
@@ -116,14 +101,7 @@ impl KubeSandbox {
         pid_files: &str,
         signal: Signal,
     ) -> Result<(), SandboxError> {
-        let argv = vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            KILL_SCRIPT.into(),
-            pid_files.to_string(),
-            signal.name().to_string(),
-        ];
-        self.root(argv, None).await.map(|_| ())
+        shell_exec::kill_matching(self, pid_files, signal).await
     }
 
     /// Waits until `exec true` works, up to [`EXEC_READY_WITHIN`].
@@ -152,6 +130,22 @@ impl KubeSandbox {
 }
 
 #[async_trait]
+impl RunProcess for KubeSandbox {
+    async fn run_process(
+        &self,
+        process: Process<'_>,
+        sink: Option<&StdoutSink>,
+        out: &mut BoundedBuffer,
+        err: &mut BoundedBuffer,
+    ) -> Result<i64, SandboxError> {
+        let Process { argv, env, workdir, user, stdin } = process;
+        let stdin = stdin.map_or(Stdin::None, Stdin::Bytes);
+        let spec = ExecSpec { argv, env, workdir, user, stdin };
+        exec::run(&self.pods, &self.name, spec, sink, out, err).await
+    }
+}
+
+#[async_trait]
 impl Sandbox for KubeSandbox {
     fn id(&self) -> &str {
         &self.name
@@ -169,51 +163,11 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
-        let ExecRequest { command: cmd, env, stdout, group } = request;
-        let started = Instant::now();
-        // As on Docker: a timed command is killable too, and its timeout kills its tree.
-        let killable = group == ProcessGroup::Killable || cmd.timeout.is_some();
-        let pid_file = self.pid_file();
-        let mut argv = Vec::with_capacity(cmd.argv.len() + 4);
-        if killable {
-            argv.extend(["/bin/sh".to_string(), "-c".into(), PID_WRAPPER.into(), pid_file.clone()]);
-        }
-        argv.extend(cmd.argv.iter().cloned());
-        let mut all_env = env.to_vec();
-        all_env.extend(cmd.env.iter().cloned());
-        let (mut out, mut err) = BoundedBuffer::for_exec(stdout.is_some());
-        let spec = ExecSpec {
-            argv,
-            env: all_env,
-            workdir: cmd.workdir.clone(),
-            user: cmd.user.clone(),
-            stdin: cmd.stdin.as_deref().map_or(Stdin::None, Stdin::Bytes),
-        };
-        let run = self.run(spec, stdout.as_ref(), &mut out, &mut err);
-        let (exit_code, timed_out) = match cmd.timeout {
-            None => (run.await?, false),
-            Some(limit) => match tokio::time::timeout(limit, run).await {
-                Ok(code) => (code?, false),
-                Err(_) => {
-                    self.kill_matching(&pid_file, Signal::Kill).await?;
-                    (-1, true)
-                }
-            },
-        };
-        Ok(ExecOutput {
-            command: cmd.display(),
-            exit_code,
-            stdout_bytes: out.total(),
-            stderr_bytes: err.total(),
-            stdout: out.into_string(),
-            stderr: err.into_string(),
-            duration_ms: started.elapsed().as_millis() as u64,
-            timed_out,
-        })
+        shell_exec::exec(self, &self.pids, request).await
     }
 
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
-        self.kill_matching(&format!("{PID_DIR}/*.pid"), signal).await
+        shell_exec::kill(self, signal).await
     }
 
     async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
@@ -223,13 +177,13 @@ impl Sandbox for KubeSandbox {
         let argv =
             vec!["tar".into(), "-x".into(), "-f".into(), "-".into(), "--no-overwrite-dir".into()];
         let mut err = BoundedBuffer::new(4096);
-        let spec = ExecSpec {
+        let process = Process {
             argv,
             workdir: Some(dir.to_string()),
-            stdin: Stdin::Bytes(&tar),
+            stdin: Some(&tar),
             ..Default::default()
         };
-        match self.run(spec, None, &mut BoundedBuffer::new(0), &mut err).await? {
+        match self.run_process(process, None, &mut BoundedBuffer::new(0), &mut err).await? {
             0 => Ok(()),
             NO_SUCH_DIR => Err(SandboxError::NotFound { path: dir.to_string() }),
             code => Err(SandboxError::engine_says(

@@ -18,6 +18,10 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 
 use super::*;
 use crate::exec::{CAPTURE_LIMIT, Command};
+use crate::sandbox::docker::owner_label;
+use crate::sandbox::{
+    Backend, ImageSpec, LABEL_OWNER, LABEL_RUN, NetworkSpec, Sandbox, SandboxError, Sweep,
+};
 use crate::sandbox::{ExecRequest, Limits, SandboxSpec, archive};
 
 /// One request the fake server got.
@@ -875,6 +879,57 @@ async fn images_reeval_builds_need_a_registry_and_say_so() {
         ..Default::default()
     });
     assert!(with.check_image(&install).is_ok());
+}
+
+/// What a run asks of the cluster, checked before anything starts: images it cannot pull,
+/// egress on the node's network, and the brokered secrets its gateway pod gets.
+#[tokio::test]
+async fn a_runs_needs_are_checked_and_its_brokered_secrets_kept_for_the_gateway() {
+    use crate::sandbox::{Backend, CellNeeds, RunNeeds};
+    let api = FakeApi::start(|r: &Seen| {
+        if r.target.starts_with("/version") {
+            return Reply::Json(200, json!({"major": "1", "minor": "20", "gitVersion": "v1.20.2", "gitCommit": "", "gitTreeState": "", "buildDate": "", "goVersion": "", "compiler": "", "platform": ""}));
+        }
+        if r.target.starts_with("/api/v1/namespaces/") {
+            return Reply::Json(200, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "evals"}}));
+        }
+        let mut review = r.body.clone();
+        review["status"] = json!({"allowed": true});
+        Reply::Json(201, review)
+    })
+    .await;
+    let install = ImageSpec::Install { base: "debian:12".into(), steps: vec!["true".into()] };
+    let cell = |eval: &str, images: Vec<ImageSpec>, egress: bool| CellNeeds {
+        eval: eval.into(),
+        images,
+        egress,
+        brokered: BTreeMap::from([(
+            "REEVAL_GW_SECRET_KEY".to_string(),
+            secrecy::SecretString::from("real".to_string()),
+        )]),
+    };
+    let run = RunNeeds {
+        cells: vec![
+            cell("builds", vec![install.clone(), install.clone()], false),
+            cell("talks", vec![ImageSpec::From("ghcr.io/x/y:1".into())], true),
+        ],
+    };
+    let backend = api.backend(KubernetesConfig { host_network: true, ..Default::default() });
+    let found = backend.check_run(&run).await;
+    assert_eq!(found.missing.len(), 2, "one line per problem, not per image: {found:?}");
+    assert!(found.missing[0].starts_with("environment of eval builds: "), "{found:?}");
+    assert!(found.missing[1].starts_with("eval talks needs egress"), "{found:?}");
+    let unisolated = api.backend(KubernetesConfig {
+        host_network: true,
+        unisolated_egress: true,
+        registry: Some("127.0.0.1:5000".into()),
+        ..Default::default()
+    });
+    let found = unisolated.check_run(&run).await;
+    assert!(found.missing.is_empty(), "{found:?}");
+    assert!(found.warnings.iter().any(|w| w.starts_with("unisolated_egress = true")), "{found:?}");
+    let kept = unisolated.credentials.read().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(kept, ["REEVAL_GW_SECRET_KEY"]);
 }
 
 #[tokio::test]
