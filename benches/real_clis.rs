@@ -73,7 +73,13 @@ async fn direct(args: &[String]) -> Duration {
     began.elapsed()
 }
 
-async fn under_reeval(runner: &Runner, harness: &str, image: &str) -> Duration {
+/// One attempt under reeval: its total, and each phase's duration (the gaps
+/// between phases, reeval's own bookkeeping, as `(between)`).
+async fn under_reeval(
+    runner: &Runner,
+    harness: &str,
+    image: &str,
+) -> (Duration, Vec<(String, u64)>) {
     let image = image.to_string();
     let eval = Eval::new("hello", |c| {
         Box::pin(async move {
@@ -88,7 +94,30 @@ async fn under_reeval(runner: &Runner, harness: &str, image: &str) -> Duration {
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     assert!(r.egress.iter().all(|e| e.allowed), "a refused request: {:?}", r.egress);
-    Duration::from_millis(r.timings.total_ms)
+    if std::env::var_os("REEVAL_BENCH_EVENTS").is_some() {
+        for p in &r.phases {
+            eprintln!("  {:>5} +{:>4} {} {}", p.start_ms, p.duration_ms, p.phase, p.detail);
+        }
+        for e in &r.events {
+            eprintln!("  {:>5} event {}", e.at_ms, e.message);
+        }
+    }
+    let mut phases: Vec<(String, u64)> = Vec::new();
+    let mut end = r.phases.first().map_or(0, |p| p.start_ms);
+    for p in r.phases.iter().filter(|p| p.phase != reeval::Phase::Preflight) {
+        let name = p.phase.to_string();
+        match phases.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, ms)) => *ms += p.duration_ms,
+            None => phases.push((name, p.duration_ms)),
+        }
+        let gap = p.start_ms.saturating_sub(end);
+        match phases.iter_mut().find(|(n, _)| n == "(between)") {
+            Some((_, ms)) => *ms += gap,
+            None => phases.push(("(between)".into(), gap)),
+        }
+        end = end.max(p.start_ms + p.duration_ms);
+    }
+    (Duration::from_millis(r.timings.total_ms), phases)
 }
 
 #[tokio::main]
@@ -206,10 +235,12 @@ async fn main() {
         // Warm both paths once (page cache, image layers).
         direct(argv).await;
         under_reeval(&runner, &harness, image).await;
-        let (mut raw, mut ours) = (Vec::new(), Vec::new());
+        let (mut raw, mut ours, mut phases) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..n {
             raw.push(direct(argv).await);
-            ours.push(under_reeval(&runner, &harness, image).await);
+            let (total, by_phase) = under_reeval(&runner, &harness, image).await;
+            ours.push(total);
+            phases.push(by_phase);
         }
         let (raw, ours) = (median(raw), median(ours));
         println!("{name}: attempts {n} per arm");
@@ -220,6 +251,22 @@ async fn main() {
             (ours.as_secs_f64() - raw.as_secs_f64()) * 1e3,
             ours.as_secs_f64() / raw.as_secs_f64()
         );
+        // Each phase's median over the attempts, in the order they ran.
+        let names: Vec<String> = phases[0].iter().map(|(n, _)| n.clone()).collect();
+        let each: Vec<String> = names
+            .iter()
+            .map(|name| {
+                let ms: Vec<Duration> = phases
+                    .iter()
+                    .map(|p| {
+                        let ms = p.iter().find(|(n, _)| n == name).map_or(0, |(_, ms)| *ms);
+                        Duration::from_millis(ms)
+                    })
+                    .collect();
+                format!("{name} {}", median(ms).as_millis())
+            })
+            .collect();
+        println!("  phases (medians, ms): {}", each.join(", "));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
