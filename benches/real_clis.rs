@@ -7,7 +7,8 @@
 //! (one turn, answered "Hello."):
 //! 1. the CLI run directly: `docker run --rm --network host` of the same image,
 //!    talking plain HTTP to the server on loopback (Codex with the same
-//!    startup config the harness writes), timed whole;
+//!    startup config the harness writes, in a home as fresh as a sandbox's),
+//!    timed whole;
 //! 2. a reeval attempt of an eval that sends one prompt: sandbox, gateway with
 //!    the key brokered, TLS to the server, harness session setup, the turn,
 //!    diff and teardown, timed from the attempt's start to its record.
@@ -155,28 +156,19 @@ async fn main() {
         reeval::harness_registry(),
     );
 
-    // Codex's home for the direct run: the startup config the harness writes, the base URL to loopback.
-    let home = dir.join("codex-home");
-    std::fs::create_dir_all(&home).expect("codex home");
-    let catalog = std::process::Command::new("docker")
-        .args([
-            "run",
-            "--rm",
-            "-e",
-            "CODEX_HOME=/tmp",
-            &codex_image,
-            "codex",
-            "debug",
-            "models",
-            "--bundled",
-        ])
-        .output()
-        .expect("codex debug models");
-    std::fs::write(home.join("models.json"), &catalog.stdout).expect("catalog");
+    // Codex's config for the direct run: the startup config the harness writes (the
+    // catalog baked into the image), the base URL to loopback. It is copied into a
+    // home in the container's own file system, fresh in each run as a sandbox's is
+    // (a home mounted from the host and kept between runs would spare the CLI its
+    // first-run work, state databases and system skills, and their writes through
+    // the container's file system).
+    let home = dir.join("codex-config");
+    std::fs::create_dir_all(&home).expect("codex config");
     std::fs::write(
         home.join("config.toml"),
         format!(
-            "model_catalog_json = \"/codex-home/models.json\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            "model_catalog_json = \"{}\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            reeval::harnesses::cli::codex::BAKED_CATALOG,
             plain.url
         ),
     )
@@ -191,7 +183,7 @@ async fn main() {
         }
         if image.contains("codex") {
             args.push("-v".into());
-            args.push(format!("{}:/codex-home", home.display()));
+            args.push(format!("{}:/codex-config:ro", home.display()));
         }
         args.push(image.to_string());
         args.extend(argv.iter().map(|a| a.to_string()));
@@ -214,17 +206,13 @@ async fn main() {
     );
     let codex_direct = run(
         &codex_image,
-        &[("OPENAI_API_KEY", "sk-bench".into()), ("CODEX_HOME", "/codex-home".into())],
+        &[("OPENAI_API_KEY", "sk-bench".into()), ("CODEX_HOME", "/tmp/codex-home".into())],
         &[
-            "codex",
-            "exec",
-            "--json",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "--skip-git-repo-check",
-            "--model",
-            CODEX_MODEL,
-            "--",
-            "Say hello.",
+            "sh",
+            "-c",
+            &format!(
+                "mkdir -p $CODEX_HOME && cp /codex-config/config.toml $CODEX_HOME/ && exec codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --model {CODEX_MODEL} -- 'Say hello.'"
+            ),
         ],
     );
 
