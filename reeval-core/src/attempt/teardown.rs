@@ -1,6 +1,6 @@
 //! Teardown, whatever happened: the served ports closed, the egress closed
-//! and recorded, the harness's session stopped while (what an aborted turn left
-//! killed) the final workspace is collected, and the agent's commits, all
+//! and recorded, the harness's session stopped while what an aborted turn left
+//! is killed and the final workspace collected, the agent's commits kept, all
 //! under the teardown deadline (`lifecycle/15_teardown.rs`). The sandbox is
 //! destroyed by the caller, off the attempt's critical path.
 
