@@ -7,7 +7,8 @@
 //! (one turn, answered "Hello."):
 //! 1. the CLI run directly: `docker run --rm --network host` of the same image,
 //!    talking plain HTTP to the server on loopback (Codex with the same
-//!    startup config the harness writes), timed whole;
+//!    startup config the harness writes, in a home as fresh as a sandbox's),
+//!    timed whole;
 //! 2. a reeval attempt of an eval that sends one prompt: sandbox, gateway with
 //!    the key brokered, TLS to the server, harness session setup, the turn,
 //!    diff and teardown, timed from the attempt's start to its record.
@@ -73,7 +74,13 @@ async fn direct(args: &[String]) -> Duration {
     began.elapsed()
 }
 
-async fn under_reeval(runner: &Runner, harness: &str, image: &str) -> Duration {
+/// One attempt under reeval: its total, and each phase's duration (the gaps
+/// between phases, reeval's own bookkeeping, as `(between)`).
+async fn under_reeval(
+    runner: &Runner,
+    harness: &str,
+    image: &str,
+) -> (Duration, Vec<(String, u64)>) {
     let image = image.to_string();
     let eval = Eval::new("hello", |c| {
         Box::pin(async move {
@@ -88,7 +95,30 @@ async fn under_reeval(runner: &Runner, harness: &str, image: &str) -> Duration {
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     assert!(r.egress.iter().all(|e| e.allowed), "a refused request: {:?}", r.egress);
-    Duration::from_millis(r.timings.total_ms)
+    if std::env::var_os("REEVAL_BENCH_EVENTS").is_some() {
+        for p in &r.phases {
+            eprintln!("  {:>5} +{:>4} {} {}", p.start_ms, p.duration_ms, p.phase, p.detail);
+        }
+        for e in &r.events {
+            eprintln!("  {:>5} event {}", e.at_ms, e.message);
+        }
+    }
+    let mut phases: Vec<(String, u64)> = Vec::new();
+    let mut end = r.phases.first().map_or(0, |p| p.start_ms);
+    for p in r.phases.iter().filter(|p| p.phase != reeval::Phase::Preflight) {
+        let name = p.phase.to_string();
+        match phases.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, ms)) => *ms += p.duration_ms,
+            None => phases.push((name, p.duration_ms)),
+        }
+        let gap = p.start_ms.saturating_sub(end);
+        match phases.iter_mut().find(|(n, _)| n == "(between)") {
+            Some((_, ms)) => *ms += gap,
+            None => phases.push(("(between)".into(), gap)),
+        }
+        end = end.max(p.start_ms + p.duration_ms);
+    }
+    (Duration::from_millis(r.timings.total_ms), phases)
 }
 
 #[tokio::main]
@@ -126,28 +156,19 @@ async fn main() {
         reeval::harness_registry(),
     );
 
-    // Codex's home for the direct run: the startup config the harness writes, the base URL to loopback.
-    let home = dir.join("codex-home");
-    std::fs::create_dir_all(&home).expect("codex home");
-    let catalog = std::process::Command::new("docker")
-        .args([
-            "run",
-            "--rm",
-            "-e",
-            "CODEX_HOME=/tmp",
-            &codex_image,
-            "codex",
-            "debug",
-            "models",
-            "--bundled",
-        ])
-        .output()
-        .expect("codex debug models");
-    std::fs::write(home.join("models.json"), &catalog.stdout).expect("catalog");
+    // Codex's config for the direct run: the startup config the harness writes (the
+    // catalog baked into the image), the base URL to loopback. It is copied into a
+    // home in the container's own file system, fresh in each run as a sandbox's is
+    // (a home mounted from the host and kept between runs would spare the CLI its
+    // first-run work, state databases and system skills, and their writes through
+    // the container's file system).
+    let home = dir.join("codex-config");
+    std::fs::create_dir_all(&home).expect("codex config");
     std::fs::write(
         home.join("config.toml"),
         format!(
-            "model_catalog_json = \"/codex-home/models.json\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            "model_catalog_json = \"{}\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            reeval::harnesses::cli::codex::BAKED_CATALOG,
             plain.url
         ),
     )
@@ -162,7 +183,7 @@ async fn main() {
         }
         if image.contains("codex") {
             args.push("-v".into());
-            args.push(format!("{}:/codex-home", home.display()));
+            args.push(format!("{}:/codex-config:ro", home.display()));
         }
         args.push(image.to_string());
         args.extend(argv.iter().map(|a| a.to_string()));
@@ -185,17 +206,13 @@ async fn main() {
     );
     let codex_direct = run(
         &codex_image,
-        &[("OPENAI_API_KEY", "sk-bench".into()), ("CODEX_HOME", "/codex-home".into())],
+        &[("OPENAI_API_KEY", "sk-bench".into()), ("CODEX_HOME", "/tmp/codex-home".into())],
         &[
-            "codex",
-            "exec",
-            "--json",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "--skip-git-repo-check",
-            "--model",
-            CODEX_MODEL,
-            "--",
-            "Say hello.",
+            "sh",
+            "-c",
+            &format!(
+                "mkdir -p $CODEX_HOME && cp /codex-config/config.toml $CODEX_HOME/ && exec codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --model {CODEX_MODEL} -- 'Say hello.'"
+            ),
         ],
     );
 
@@ -206,10 +223,12 @@ async fn main() {
         // Warm both paths once (page cache, image layers).
         direct(argv).await;
         under_reeval(&runner, &harness, image).await;
-        let (mut raw, mut ours) = (Vec::new(), Vec::new());
+        let (mut raw, mut ours, mut phases) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..n {
             raw.push(direct(argv).await);
-            ours.push(under_reeval(&runner, &harness, image).await);
+            let (total, by_phase) = under_reeval(&runner, &harness, image).await;
+            ours.push(total);
+            phases.push(by_phase);
         }
         let (raw, ours) = (median(raw), median(ours));
         println!("{name}: attempts {n} per arm");
@@ -220,6 +239,22 @@ async fn main() {
             (ours.as_secs_f64() - raw.as_secs_f64()) * 1e3,
             ours.as_secs_f64() / raw.as_secs_f64()
         );
+        // Each phase's median over the attempts, in the order they ran.
+        let names: Vec<String> = phases[0].iter().map(|(n, _)| n.clone()).collect();
+        let each: Vec<String> = names
+            .iter()
+            .map(|name| {
+                let ms: Vec<Duration> = phases
+                    .iter()
+                    .map(|p| {
+                        let ms = p.iter().find(|(n, _)| n == name).map_or(0, |(_, ms)| *ms);
+                        Duration::from_millis(ms)
+                    })
+                    .collect();
+                format!("{name} {}", median(ms).as_millis())
+            })
+            .collect();
+        println!("  phases (medians, ms): {}", each.join(", "));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

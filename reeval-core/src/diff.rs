@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use similar::TextDiff;
 
+use crate::exec::ExecOutput;
 use crate::sandbox::archive::Entry;
 use crate::sandbox::{SandboxError, SandboxHandle};
 
@@ -122,7 +123,7 @@ impl Snapshot {
         }
         // A snapshot with a listing was made by the helper in this sandbox: it is there.
         let install = self.listing.is_none();
-        let ran = helper::run(sandbox, since, &id, install, FILE_LIMIT, SNAPSHOT_LIMIT);
+        let ran = helper::run(sandbox, since, &id, install, None, FILE_LIMIT, SNAPSHOT_LIMIT);
         // A failed session is not started again.
         let session = async {
             match (&self.session.0, install) {
@@ -138,6 +139,52 @@ impl Snapshot {
             Some(parsed) => Ok(self.apply(parsed, id, session)),
             None => Self::download(sandbox).await,
         }
+    }
+
+    /// Reads the workspace as [`Snapshot::take`] does, after `prelude` (a
+    /// shell script run as root in the workspace) in the same exec: a start
+    /// that prepares the sandbox just before its first snapshot saves an
+    /// exec. The snapshot, `None` when the prelude failed, and the exec's
+    /// output, whose stderr holds the prelude's output.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails or the workspace cannot be read.
+    ///
+    /// # Cancel safety
+    /// A cancelled call may have run the prelude; the workspace is only read.
+    pub(crate) async fn take_after(
+        sandbox: &SandboxHandle,
+        prelude: &str,
+    ) -> Result<(Option<Self>, ExecOutput), SandboxError> {
+        let id = format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed));
+        let (out, answer) =
+            helper::run(sandbox, None, &id, true, Some(prelude), FILE_LIMIT, SNAPSHOT_LIMIT)
+                .await?;
+        if out.exit_code == helper::PRELUDE_FAILED {
+            return Ok((None, out));
+        }
+        let snapshot = match (out.exit_code == 0).then(|| helper::parse(&answer)).flatten() {
+            Some(parsed) => Self::default().apply(parsed, id, helper::Shared::default()),
+            None => Self::download(sandbox).await?,
+        };
+        Ok((Some(snapshot), out))
+    }
+
+    /// This snapshot, with the helper's session started when it has a
+    /// listing and none was started yet: the next refresh asks the session
+    /// instead of running an exec. Started alongside a turn, it takes the
+    /// turn's diff off an exec. A session that cannot start is a failed one
+    /// (later refreshes use one exec each, as after any failed session).
+    ///
+    /// # Cancel safety
+    /// Safe: a cancelled start leaves at most a helper waiting for requests
+    /// that never come, which ends with the sandbox.
+    pub async fn with_session(&self, sandbox: &SandboxHandle) -> Self {
+        if self.listing.is_none() || self.session.0.is_some() {
+            return self.clone();
+        }
+        let session = helper::Session::start(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT).await;
+        Self { session: helper::Shared(Some(session)), ..self.clone() }
     }
 
     /// The whole workspace as one archive from the engine: no exec, no

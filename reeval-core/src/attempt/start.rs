@@ -369,13 +369,23 @@ impl Attempt {
             .run(
                 Phase::Snapshot,
                 async {
-                    // A cached sandbox was prepared before it was committed.
-                    if written && !hit {
-                        // Before the snapshot, so the workspace's change of owner is not a change of the agent's.
-                        git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                    // A cached sandbox was prepared before it was committed; a
+                    // sandbox for the cache is committed, never diffed. The agent
+                    // user is prepared before the snapshot (in its exec, when it
+                    // reads), so the workspace's change of owner is not a change of the agent's.
+                    match (written && !hit, written && !for_cache) {
+                        (true, true) => {
+                            let (git, baseline) =
+                                lifecycle::snapshot::prepare_agent_user_and_take(&handle).await?;
+                            git_repo = git;
+                            Ok(baseline)
+                        }
+                        (true, false) => {
+                            git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                            lifecycle::snapshot::take(&handle, false).await
+                        }
+                        (false, read) => lifecycle::snapshot::take(&handle, read).await,
                     }
-                    // A sandbox for the cache is committed, never diffed.
-                    lifecycle::snapshot::take(&handle, written && !for_cache).await
                 },
                 |s| match &fill {
                     Some((_, digest)) => format!(

@@ -1,6 +1,6 @@
 //! Teardown, whatever happened: the served ports closed, the egress closed
-//! and recorded, the harness's session stopped, what an aborted turn left
-//! killed, the final workspace collected (and the agent's commits), all
+//! and recorded, the harness's session stopped while what an aborted turn left
+//! is killed and the final workspace collected, the agent's commits kept, all
 //! under the teardown deadline (`lifecycle/15_teardown.rs`). The sandbox is
 //! destroyed by the caller, off the attempt's critical path.
 
@@ -39,22 +39,34 @@ impl Attempt {
         let artifacts_dir = &given.artifacts_dir;
         let work = async {
             if let SandboxState::Ready(ready) = &*sandbox {
-                if ready.session
-                    && let Some(h) = given.harness.as_deref_mut()
-                {
-                    events.extend(lifecycle::teardown::stop_harness(h, &handle.as_agent()).await);
+                // The session is closed (a CLI's: its config home kept) while the workspace is read.
+                let stop = async {
+                    match given.harness.as_deref_mut() {
+                        Some(h) if ready.session => {
+                            lifecycle::teardown::stop_harness(h, &handle.as_agent()).await
+                        }
+                        _ => None,
+                    }
+                };
+                let collect = async {
+                    // An aborted turn's processes must not change the workspace while it is read.
+                    if turns.unsettled.load(std::sync::atomic::Ordering::SeqCst) {
+                        lifecycle::teardown::kill_turns(handle.sandbox().as_ref()).await;
+                    }
+                    let began = Instant::now();
+                    let collected =
+                        super::collect::collect_final(&handle, &ready.baseline, &ready.latest())
+                            .await;
+                    (collected, began)
+                };
+                let (stopped, ((diff, said), began)) = tokio::join!(stop, collect);
+                events.extend(stopped);
+                if ready.session {
                     // What the harness kept (transcripts, its config home) belongs to the record.
                     let more =
                         lifecycle::teardown::harness_artifacts(artifacts_dir, &record.artifacts);
                     record.artifacts.extend(more);
                 }
-                // An aborted turn's processes must not change the workspace while it is read.
-                if turns.unsettled.load(std::sync::atomic::Ordering::SeqCst) {
-                    lifecycle::teardown::kill_turns(handle.sandbox().as_ref()).await;
-                }
-                let began = Instant::now();
-                let (diff, said) =
-                    super::collect::collect_final(&handle, &ready.baseline, &ready.latest()).await;
                 record.workspace_collected = diff.is_some();
                 record.final_diff = diff;
                 events.extend(said);

@@ -127,7 +127,7 @@ impl Attempt {
                 async {
                     // The agent runs unprivileged: nothing it starts can read a check's environment.
                     let agent = handle.as_agent();
-                    let ran = lifecycle::turn::run(
+                    let run = lifecycle::turn::run(
                         harness,
                         &agent,
                         &sent,
@@ -136,8 +136,10 @@ impl Attempt {
                         &turns.interrupt,
                         options.timeout,
                         &turns.unsettled,
-                    )
-                    .await;
+                    );
+                    // While the agent works, the diff helper's session starts, so the diff needs no exec.
+                    let before = ready.latest();
+                    let (ran, latest) = tokio::join!(run, before.with_session(handle));
                     let (mut turn, error) = lifecycle::turn::conclude(
                         prompt,
                         ran,
@@ -150,8 +152,7 @@ impl Attempt {
                         flight.turn = turn.clone();
                     }
                     let began = Instant::now();
-                    let (diff, now, diff_failed) =
-                        lifecycle::turn::diff(handle, ready.latest()).await;
+                    let (diff, now, diff_failed) = lifecycle::turn::diff(handle, latest).await;
                     // The turn's changes, kept so that regrade and replay can rebuild them exactly.
                     let changes = crate::turn_archive::TurnChanges::of(&diff, &now);
                     let archived = crate::turn_archive::record_turn(

@@ -61,12 +61,18 @@ chmod 700 "$h.tmp"
 mv -f "$h.tmp" "$h"
 exec "$h" "$@""#;
 
+/// The exit status of an install whose prelude failed (see [`run`]).
+pub(super) const PRELUDE_FAILED: i64 = 45;
+
 /// Exit statuses of an exec whose program is missing (a sandbox that has no helper yet).
 const NOT_FOUND: [i64; 2] = [126, 127];
 
 /// Runs the helper: the listing `since` (`None`: there is none) compared with
 /// the workspace now, stored as `id`. Installs it first when `install`, or
-/// when the sandbox turns out not to have it. The raw answer and how the exec ended.
+/// when the sandbox turns out not to have it; an install runs `prelude` (a
+/// shell script, as root, in the workspace, its output on stderr) first, in
+/// the same exec, and ends with [`PRELUDE_FAILED`] when it fails. The raw
+/// answer and how the exec ended.
 ///
 /// # Errors
 /// [`SandboxError`] when the engine fails.
@@ -79,6 +85,7 @@ pub(super) async fn run(
     since: Option<&str>,
     id: &str,
     install: bool,
+    prelude: Option<&str>,
     file_limit: u64,
     budget: u64,
 ) -> Result<(ExecOutput, Vec<u8>), SandboxError> {
@@ -88,15 +95,19 @@ pub(super) async fn run(
         file_limit.to_string(),
         budget.to_string(),
     ];
-    if !install {
+    if !install && prelude.is_none() {
         let direct = Command::new(HELPER_PATH.as_str()).args(args.clone()).user("0");
         let ran = exec_collecting(sandbox, direct).await?;
         if !NOT_FOUND.contains(&ran.0.exit_code) {
             return Ok(ran);
         }
     }
+    let script = match prelude {
+        Some(prelude) => format!("{{ {prelude}\n}} >&2 || exit {PRELUDE_FAILED}\n{INSTALL}"),
+        None => INSTALL.to_string(),
+    };
     let installing = Command::new("sh")
-        .args(["-c", INSTALL, "sh", HELPER_PATH.as_str()])
+        .args(["-c", script.as_str(), "sh", HELPER_PATH.as_str()])
         .args(args)
         .user("0")
         .stdin(HELPER_BINARY);

@@ -16,15 +16,31 @@ const AGENT_USER_SETUP: &str = "mkdir -p /home/agent && chown -R 1000:1000 /home
 /// (`crate::git_archive`). Once per attempt, before the agent's first action.
 /// Whether the workspace is a git repository.
 pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
-    let script = format!(
-        "{AGENT_USER_SETUP} && {} && {{ [ ! -d .git ] || echo git-repository; }}",
-        crate::git_archive::note_base()
-    );
-    let out = handle.exec(Command::shell(script)).await?;
+    let out = handle.exec(Command::shell(agent_user_script())).await?;
     if !out.success() {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
     }
     Ok(out.stdout.lines().any(|l| l == "git-repository"))
+}
+
+/// [`prepare_agent_user`], then the workspace read, in one exec (the
+/// helper's install runs the preparation first). Whether the workspace is a
+/// git repository, and the snapshot.
+pub(crate) async fn prepare_agent_user_and_take(
+    handle: &SandboxHandle,
+) -> Result<(bool, Snapshot)> {
+    let (snapshot, out) = Snapshot::take_after(handle, &agent_user_script()).await?;
+    let Some(snapshot) = snapshot else {
+        return Err(Error::infra("prepare the agent user", out.stderr.trim()));
+    };
+    Ok((out.stderr.lines().any(|l| l == "git-repository"), snapshot))
+}
+
+fn agent_user_script() -> String {
+    format!(
+        "{AGENT_USER_SETUP} && {} && {{ [ ! -d .git ] || echo git-repository; }}",
+        crate::git_archive::note_base()
+    )
 }
 
 /// Reads the workspace. An untouched workspace has nothing to read.

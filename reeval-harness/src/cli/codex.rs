@@ -135,14 +135,15 @@ impl CliAgent for Codex {
         program: &str,
         home: &str,
         setup: &SessionSetup,
-    ) {
+        mut files: Vec<SessionFile>,
+    ) -> Vec<SessionFile> {
         // The catalog of the installed release: baked into the harness's image
         // at install, else `codex debug models --bundled`, written by the CLI
-        // itself. One exec either way; it prints the file to use.
+        // itself (into the home, made for it). One exec either way; it prints the file to use.
         let dumped = format!("{home}/models.json");
         let find = Command::new("sh")
             .arg("-c")
-            .arg(r#"if test -s "$2"; then echo "$2"; else "$0" debug models --bundled > "$1" && test -s "$1" && echo "$1"; fi"#)
+            .arg(r#"if test -s "$2"; then echo "$2"; else mkdir -p "$CODEX_HOME" && "$0" debug models --bundled > "$1" && test -s "$1" && echo "$1"; fi"#)
             .arg(program)
             .arg(&dumped)
             .arg(BAKED_CATALOG)
@@ -152,10 +153,15 @@ impl CliAgent for Codex {
                 out.stdout.trim().to_string()
             }
             // An older or stand-in CLI without the command: it keeps its own catalog lookup.
-            _ => return,
+            _ => return files,
         };
-        let config = config_toml(&setup.mcp, Some(&catalog));
-        let _ = sandbox.write_file(&format!("{home}/config.toml"), config.as_bytes(), 0o600).await;
+        let path = format!("{home}/config.toml");
+        let config = config_toml(&setup.mcp, Some(&catalog)).into_bytes();
+        match files.iter_mut().find(|(p, ..)| *p == path) {
+            Some(file) => file.1 = config,
+            None => files.push((path, config, 0o600)),
+        }
+        files
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {
