@@ -33,11 +33,9 @@ pub use crate::environment::SetupCache;
 // The cache's images on a Docker engine: the Docker backend's (sandbox/docker/setup_cache.rs).
 pub(crate) use crate::sandbox::docker::setup_cache::reference;
 pub use crate::sandbox::docker::setup_cache::{
-    CachedSetup, LABEL_SETUP, REPOSITORY, list, prune, remove,
+    CachedSetup, LABEL_SETUP, LABEL_SNAPSHOT, REPOSITORY, list, prune, remove,
 };
 
-/// Label on every cached setup image: the fingerprint of its workspace as committed.
-pub const LABEL_SNAPSHOT: &str = "dev.reeval.setup.snapshot";
 /// How long a fill waits for processes a setup step left running to end.
 pub const SETTLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// The cache's size cap by default (the engine's image sizes, shared layers counted per image).

@@ -49,6 +49,7 @@ mod lost;
 mod phases;
 mod plan;
 mod run;
+mod setup_cached;
 mod start;
 mod teardown;
 #[cfg(test)]

@@ -13,7 +13,9 @@ use bollard::query_parameters::{
 };
 
 use crate::sandbox::SandboxError;
-use crate::setup_cache::LABEL_SNAPSHOT;
+
+/// Label on every cached setup image: the fingerprint of its workspace as committed.
+pub const LABEL_SNAPSHOT: &str = "dev.reeval.setup.snapshot";
 
 /// The repository cached setups are tagged in.
 pub const REPOSITORY: &str = "reeval/setup";
