@@ -109,3 +109,35 @@ async fn mapped_images_run_and_the_record_names_both() {
         Err(e) => assert!(e.to_string().contains(MISSING), "{e}"),
     }
 }
+
+/// `Image::layered` on a mapped name: the map reaches the layer's base, the
+/// steps run as root at build time, and the record still names both.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_layer_is_built_on_a_mapped_base() {
+    require_docker!();
+    let eval = Eval::new("layered", |c| {
+        Box::pin(async move {
+            expect(c.exec("test \"$(cat /layered/owner)\" = root && command -v python3").await?)
+                .to_succeed()?;
+            Ok(())
+        })
+    })
+    .environment(|| {
+        Environment::new().image(Image::layered(
+            Image::from(MISSING),
+            ["mkdir -p /layered && id -un > /layered/owner"],
+        ))
+    });
+    let runner = common::runner_with("images-layered", |c| {
+        c.harnesses = vec!["shell".into()];
+        c.images = map();
+    });
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let rec = &report.records[0];
+    assert_eq!(rec.outcome, Outcome::Pass, "{:?}", rec.message);
+    assert_eq!(rec.image_mapped_from.as_deref(), Some(MISSING));
+}

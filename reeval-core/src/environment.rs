@@ -79,6 +79,19 @@ impl Image {
     {
         ImageSpec::Install { base: base.into(), steps: steps.into_iter().map(Into::into).collect() }
     }
+
+    /// `base` (any spec: a Dockerfile, a reference, an install) plus build
+    /// steps run as root, built as a layer on it and cached with it.
+    pub fn layered<I, S>(base: ImageSpec, steps: I) -> ImageSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ImageSpec::Layered {
+            base: Box::new(base),
+            steps: steps.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 /// Where the workspace comes from.

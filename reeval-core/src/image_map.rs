@@ -142,15 +142,22 @@ impl ImageMap {
     /// `env` with its image mapped: `Image::from`'s reference, or the base of
     /// `Image::install`; the name it had is kept for the record.
     pub(crate) fn apply(&self, mut env: Environment) -> Environment {
-        match &mut env.image {
-            Some(ImageSpec::From(reference)) | Some(ImageSpec::Install { base: reference, .. }) => {
-                if let Some(to) = self.map(reference) {
-                    env.image_mapped_from = Some(std::mem::replace(reference, to));
-                }
-            }
-            _ => {}
+        if let Some(spec) = &mut env.image {
+            env.image_mapped_from = self.apply_spec(spec);
         }
         env
+    }
+
+    /// Maps `spec`'s reference (through an `Image::layered`'s base); the name it had.
+    fn apply_spec(&self, spec: &mut ImageSpec) -> Option<String> {
+        match spec {
+            ImageSpec::From(reference) | ImageSpec::Install { base: reference, .. } => {
+                let to = self.map(reference)?;
+                Some(std::mem::replace(reference, to))
+            }
+            ImageSpec::Layered { base, .. } => self.apply_spec(base),
+            ImageSpec::Dockerfile(_) => None,
+        }
     }
 
     /// `eval` with this map applied to the environment its function returns

@@ -6,7 +6,7 @@
 //! The workdir: Harbor runs every command in the task's workdir
 //! (`[environment].workdir`, else the image's WORKDIR, often `/app`), while
 //! reeval's workspace (diffs, snapshot, the agent's cwd) is `/workspace`. A
-//! setup step moves the workdir's contents into `/workspace` and leaves a
+//! layer built on the task's image (once, cached with it) moves the workdir's contents into `/workspace` and leaves a
 //! symlink in its place, so the agent starts in the task's files, absolute
 //! paths (`/app/x`) reach the same files, and the diff sees the agent's work;
 //! the oracle and the verifier run with the workdir as their cwd, as in Harbor.
@@ -287,10 +287,18 @@ impl HarborTask {
             .clone()
     }
 
+    /// The task's image with the workdir's move as a layer on it.
+    fn image_with_workdir(&self) -> ImageSpec {
+        match workdir_move(&self.workdir()) {
+            Some(step) => Image::layered(self.image.clone(), [step]),
+            None => self.image.clone(),
+        }
+    }
+
     /// The sandbox's environment: image, limits, env, network, and the setup
     /// that makes the log directories and maps the workdir onto the workspace.
     pub fn environment(&self) -> Environment {
-        let mut env = Environment::new().image(self.image.clone());
+        let mut env = Environment::new().image(self.image_with_workdir());
         // `main`'s compose environment first: `[environment].env` wins, as in Harbor.
         for (k, v) in &self.compose.main_env {
             env = env.env(k.clone(), v.clone());
@@ -307,11 +315,9 @@ impl HarborTask {
         if let Some(mb) = self.config.environment.memory_mb {
             env = env.memory((mb as i64) << 20);
         }
-        // Not cached as a setup image: the setup is a move of the workdir
-        // (a copy that a cached image would hold once more, of every task),
-        // and a fill per task is a sandbox prepared and committed while the
-        // run waits, which costs more than the move on these short attempts.
-        env = env.setup(setup_script(&self.workdir())).setup_cache(false);
+        // The workdir's move is a layer built on the task's image (once, cached
+        // with it); the setup left (two mkdirs) is not worth a setup image.
+        env = env.setup(setup_script()).setup_cache(false);
         let c = &self.config;
         match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
             NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),
@@ -367,21 +373,30 @@ pub(super) fn quote(s: &str) -> String {
 }
 
 /// The setup step: the log directories (Harbor's bind mounts, writable by
-/// all), and the workdir's contents moved into the workspace with a symlink
-/// left in its place (see the module's doc).
-fn setup_script(workdir: &str) -> String {
+/// all). The workdir's move is a layer of the image ([`workdir_move`]).
+fn setup_script() -> String {
     let dirs = LOG_DIRS.join(" ");
-    let mut script = format!("mkdir -p {dirs} && chmod 777 {dirs}");
+    format!("mkdir -p {dirs} && chmod 777 {dirs}")
+}
+
+/// The build step that moves the workdir's contents into the workspace,
+/// leaves a symlink in its place and gives the files to the agent user
+/// (see the module's doc); `None` when the workdir is the workspace, inside
+/// it, or above it.
+fn workdir_move(workdir: &str) -> Option<String> {
     let w = workdir.trim_end_matches('/');
     let maps = !w.is_empty() && w != WORKSPACE && !w.starts_with(&format!("{WORKSPACE}/"));
-    if maps && !WORKSPACE.starts_with(&format!("{w}/")) {
-        let w = quote(w);
-        script.push_str(&format!(
-            " && if [ ! -L {w} ]; then mkdir -p {w} && cp -a {w}/. {WORKSPACE}/ && rm -rf {w} && ln -s {WORKSPACE} {w}; fi"
-        ));
+    if !maps || WORKSPACE.starts_with(&format!("{w}/")) {
+        return None;
     }
-    script
+    let w = quote(w);
+    Some(format!(
+        "if [ ! -L {w} ]; then mkdir -p {w} {WORKSPACE} && cp -a {w}/. {WORKSPACE}/ && rm -rf {w} && ln -s {WORKSPACE} {w}; fi && chown -R {AGENT_UID}:{AGENT_UID} {WORKSPACE}"
+    ))
 }
+
+/// The agent user's uid and gid (the lifecycle's snapshot step makes the user).
+const AGENT_UID: u32 = 1000;
 
 /// The image's WORKDIR, asked of the local Docker engine (on a thread of its
 /// own: this is called from sync code that may run inside a runtime).
@@ -432,10 +447,18 @@ mod tests {
     }
 
     #[test]
-    fn the_workdir_move_is_not_setup_cached() {
-        let env = task_with("").environment();
+    fn the_workdir_move_is_a_layer_of_the_image() {
+        let task = task_with("");
+        let env = task.environment();
         assert_eq!(env.setup_cache, crate::environment::SetupCache::Off);
-        assert_eq!(env.setup.len(), 1, "one setup step: the log directories and the workdir move");
+        assert_eq!(env.setup.len(), 1, "one setup step: the log directories");
+        assert!(!env.setup[0].command.contains("ln -s"), "{}", env.setup[0].command);
+        let Some(ImageSpec::Layered { base, steps }) = &env.image else {
+            panic!("the move is a layer: {:?}", env.image)
+        };
+        assert_eq!(**base, task.image);
+        assert!(steps[0].contains("ln -s /workspace '/app'"), "{}", steps[0]);
+        assert!(steps[0].contains("chown -R 1000:1000 /workspace"), "{}", steps[0]);
     }
 
     #[test]
@@ -482,17 +505,19 @@ mod tests {
         assert_eq!(env.limits.nano_cpus, 1_500_000_000);
         assert_eq!(env.limits.memory_bytes, 512 << 20);
         assert!(env.env.contains(&("A".to_string(), "d".to_string())));
-        assert!(env.setup[0].command.contains("ln -s /workspace '/app'"));
+        assert!(
+            matches!(&env.image, Some(ImageSpec::Layered { steps, .. }) if steps[0].contains("ln -s /workspace '/app'"))
+        );
         let eval = task.into_eval();
         assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));
     }
 
     #[test]
-    fn the_setup_maps_a_workdir_outside_the_workspace_only() {
-        assert!(setup_script("/app").contains("ln -s /workspace '/app'"));
+    fn the_move_maps_a_workdir_outside_the_workspace_only() {
+        assert!(workdir_move("/app").unwrap().contains("ln -s /workspace '/app'"));
         for w in ["/workspace", "/workspace/", "/workspace/sub", "/", ""] {
-            assert!(!setup_script(w).contains("ln -s"), "{w}");
+            assert_eq!(workdir_move(w), None, "{w}");
         }
-        assert!(setup_script("/app").starts_with("mkdir -p /logs/agent"));
+        assert!(setup_script().starts_with("mkdir -p /logs/agent"));
     }
 }

@@ -1,5 +1,6 @@
 //! How a sandbox's image is obtained: what an eval's environment names and
-//! a backend builds, pulls or finds (`Image::from`, `dockerfile`, `install`).
+//! a backend builds, pulls or finds (`Image::from`, `dockerfile`, `install`,
+//! `layered`).
 
 use std::path::PathBuf;
 
@@ -14,6 +15,14 @@ pub enum ImageSpec {
     Install {
         /// The base image reference.
         base: String,
+        /// Shell commands run in order at build time.
+        steps: Vec<String>,
+    },
+    /// Another spec's image plus build steps (run as root, as `sh -c`), a
+    /// layer tagged by the base image's id and the steps, so built once.
+    Layered {
+        /// The image the steps are built on.
+        base: Box<ImageSpec>,
         /// Shell commands run in order at build time.
         steps: Vec<String>,
     },

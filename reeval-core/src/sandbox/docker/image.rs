@@ -38,6 +38,28 @@ pub(crate) async fn ensure(
 ) -> Result<ReadyImage, SandboxError> {
     let began = Instant::now();
     let (tag, context) = match spec {
+        ImageSpec::Layered { base, steps } => {
+            let base = Box::pin(ensure(backend, base, extra)).await?;
+            // The base's own USER, back after the steps.
+            let user = backend
+                .client()
+                .inspect_image(&base.reference)
+                .await
+                .ok()
+                .and_then(|i| i.config?.user)
+                .unwrap_or_default();
+            let dockerfile = layered_dockerfile(&base.reference, steps, &user);
+            let tar = crate::sandbox::archive::tar_of(&[(
+                "Dockerfile".into(),
+                dockerfile.clone().into_bytes(),
+                0o644,
+            )])?
+            .to_vec();
+            (
+                digest_tag(&[b"layered", base.id.as_bytes(), dockerfile.as_bytes()]),
+                BuildContext { tar, dockerfile: "Dockerfile".into() },
+            )
+        }
         ImageSpec::From(reference) => {
             if let Some(id) = backend.image_id(reference).await? {
                 return Ok(ReadyImage {
@@ -239,6 +261,22 @@ pub(crate) fn install_dockerfile(base: &str, steps: &[String]) -> String {
             "RUN {}\n",
             serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
         ));
+    }
+    dockerfile
+}
+
+/// The Dockerfile of an [`ImageSpec::Layered`]: its steps run as root on
+/// `base`, then the base's own `user` (if it set one) back.
+fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
+    let mut dockerfile = format!("FROM {base}\nUSER root\n");
+    for step in steps {
+        dockerfile.push_str(&format!(
+            "RUN {}\n",
+            serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
+        ));
+    }
+    if !user.is_empty() {
+        dockerfile.push_str(&format!("USER {user}\n"));
     }
     dockerfile
 }

@@ -434,6 +434,7 @@ impl KubeBackend {
                 ImageSpec::Dockerfile(path) => path.display().to_string(),
                 ImageSpec::Install { base, .. } => format!("{base} with install steps"),
                 ImageSpec::From(reference) => reference.clone(),
+                ImageSpec::Layered { .. } => "an image with build steps".into(),
             },
             hint: needs_registry_hint(),
         })
