@@ -8,7 +8,14 @@ use crate::exec::Command;
 use crate::sandbox::SandboxHandle;
 
 /// Prepares the unprivileged agent user (see `AgentUser`), as root.
-const AGENT_USER_SETUP: &str = "mkdir -p /home/agent && chown -R 1000:1000 /home/agent . && mkdir -p -m 1777 /tmp/.reeval-pids && chmod 1777 /tmp/.reeval-pids \
+/// The agent's user owns its home and the workspace. Only what it does not
+/// own yet is changed: on an overlay file system a change of owner copies the
+/// file up, so a workspace already owned (an image layer's, a cached setup's)
+/// costs a walk, not a copy. Where `find` cannot, `chown -R` does it all.
+const AGENT_USER_SETUP: &str = "mkdir -p /home/agent \
+    && { find /home/agent . \\( ! -user 1000 -o ! -group 1000 \\) -exec chown -h 1000:1000 {} + 2>/dev/null \
+         || chown -R 1000:1000 /home/agent . ; } \
+    && mkdir -p -m 1777 /tmp/.reeval-pids && chmod 1777 /tmp/.reeval-pids \
     && { command -v git >/dev/null 2>&1 && git config --system --add safe.directory '*' || true; }";
 
 /// The agent's user: its home, the workspace and what the environment put in

@@ -518,6 +518,7 @@ fn feed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reeval_core::environment::{McpServer, Skill};
 
     #[test]
     fn provider_keys_follow_the_model_prefix() {
