@@ -287,24 +287,7 @@ impl Backend for DockerBackend {
                 binds,
                 // Its services share its network namespace: their names are 127.0.0.1.
                 extra_hosts: (!spec.services.is_empty()).then(|| services::hosts(&spec.services)),
-                memory: Some(spec.limits.memory_bytes),
-                memory_swap: Some(spec.limits.memory_bytes),
-                nano_cpus: Some(spec.limits.nano_cpus),
-                pids_limit: Some(spec.limits.pids),
-                init: Some(true),
-                // Everything dropped, then only what ordinary tools (package
-                // installs, chown in build scripts, kill) need as root inside.
-                cap_drop: Some(vec!["ALL".into()]),
-                cap_add: Some(
-                    ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
-                        .map(String::from)
-                        .to_vec(),
-                ),
-                security_opt: Some(vec!["no-new-privileges".into()]),
-                // Podman sets rlimits of its own that an unprivileged service may not
-                // raise; explicit ones within this host's limits always start.
-                ulimits: (self.flavor == Flavor::Podman).then(ulimits),
-                ..Default::default()
+                ..confined(&spec.limits, self.flavor)
             }),
             ..Default::default()
         };
@@ -400,6 +383,30 @@ fn services_first(
 ) -> Vec<(String, HashMap<String, String>)> {
     list.sort_by_key(|(_, labels)| !labels.contains_key(super::LABEL_SERVICE));
     list
+}
+
+/// What every container reeval runs for an attempt (the sandbox, its services)
+/// is held to: its limits, an init, every capability dropped but what ordinary
+/// tools (package installs, chown in build scripts, kill) need as root inside,
+/// no new privileges. Podman sets rlimits of its own that an unprivileged
+/// container may not raise; explicit ones within this host's limits always start.
+pub(super) fn confined(limits: &crate::sandbox::Limits, flavor: Flavor) -> HostConfig {
+    HostConfig {
+        memory: Some(limits.memory_bytes),
+        memory_swap: Some(limits.memory_bytes),
+        nano_cpus: Some(limits.nano_cpus),
+        pids_limit: Some(limits.pids),
+        init: Some(true),
+        cap_drop: Some(vec!["ALL".into()]),
+        cap_add: Some(
+            ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        ulimits: (flavor == Flavor::Podman).then(ulimits),
+        ..Default::default()
+    }
 }
 
 /// Open files and processes, capped by this process's own hard limits (read

@@ -35,7 +35,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::{DockerBackend, Flavor, InFlight, remove_container, ulimits};
+use super::{DockerBackend, Flavor, InFlight, confined, remove_container};
 use crate::exec::Command;
 use crate::sandbox::service::{LABEL_SERVICE, start_order};
 use crate::sandbox::{Condition, ExecRequest, Sandbox, SandboxError, ServiceStart};
@@ -140,20 +140,7 @@ async fn create_one(
         // entrypoints need (a database's chown and user switch), in its network namespace.
         host_config: Some(HostConfig {
             network_mode: Some(format!("container:{sandbox}")),
-            memory: Some(s.limits.memory_bytes),
-            memory_swap: Some(s.limits.memory_bytes),
-            nano_cpus: Some(s.limits.nano_cpus),
-            pids_limit: Some(s.limits.pids),
-            init: Some(true),
-            cap_drop: Some(vec!["ALL".into()]),
-            cap_add: Some(
-                ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
-                    .map(String::from)
-                    .to_vec(),
-            ),
-            security_opt: Some(vec!["no-new-privileges".into()]),
-            ulimits: (flavor == Flavor::Podman).then(ulimits),
-            ..Default::default()
+            ..confined(&s.limits, flavor)
         }),
         ..Default::default()
     };
