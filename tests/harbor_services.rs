@@ -55,23 +55,7 @@ fn agent_log(run_dir: &std::path::Path, r: &Record, file: &str) -> Option<String
 
 /// Containers and networks of the run still on the engine.
 async fn left_behind(run_id: &str) -> (usize, usize) {
-    let docker = reeval::bollard::Docker::connect_with_defaults()
-        .expect("docker")
-        .negotiate_version()
-        .await
-        .expect("docker answers");
-    let filters =
-        std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
-    let networks = docker
-        .list_networks(Some(
-            reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .expect("list networks")
-        .len();
-    (common::containers_of_run(run_id).await, networks)
+    (common::containers_of_run(run_id).await, common::networks_of_run(run_id).await)
 }
 
 /// The engine's host on its default bridge.

@@ -134,15 +134,7 @@ pub async fn leftovers(run_id: &str, run_dir: Option<&Path>) -> String {
         .await
         .expect("list containers")
         .len();
-    let networks = docker
-        .list_networks(Some(
-            reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .expect("list networks")
-        .len();
+    let networks = super::networks_of_run(run_id).await;
     let tmp = run_dir
         .map(|d| files_under(d).iter().filter(|p| p.to_string_lossy().ends_with(".tmp")).count())
         .unwrap_or(0);

@@ -79,6 +79,26 @@ pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
     Runner::new(config, reeval::harness_registry())
 }
 
+/// Networks labelled with this run id.
+pub async fn networks_of_run(run_id: &str) -> usize {
+    let docker = reeval::bollard::Docker::connect_with_defaults()
+        .expect("docker")
+        .negotiate_version()
+        .await
+        .expect("docker answers");
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
+    docker
+        .list_networks(Some(
+            reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .expect("list networks")
+        .len()
+}
+
 /// Containers (any state) labelled with this run id.
 pub async fn containers_of_run(run_id: &str) -> usize {
     let docker = reeval::bollard::Docker::connect_with_defaults()
