@@ -30,7 +30,8 @@ pub mod environment;
 pub mod error;
 pub mod eval;
 pub(crate) mod eval_output;
-pub mod exec;
+/// Commands run in the sandbox and what they return (from `reeval-sandbox`).
+pub use reeval_sandbox::exec;
 pub mod git_archive;
 pub mod harbor;
 pub mod harness;

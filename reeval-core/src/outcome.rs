@@ -211,6 +211,12 @@ mod tests {
                 None,
                 Outcome::InfraError,
             ),
+            // An exec whose outcome is unknown (Kubernetes' socket closed without a status).
+            (
+                Error::Sandbox(SandboxError::engine_says("run a command in pod p", "no status")),
+                Some(Phase::Check),
+                Outcome::InfraError,
+            ),
             (Error::Config("c".into()), Some(Phase::Judge), Outcome::Config),
             // What a check finds about the agent's work is the agent's...
             (not_found(), None, ASSERTION),

@@ -23,7 +23,7 @@ use super::{
     ReadyImage, Sandbox, SandboxError, SandboxSpec, SandboxState, Signal, Sweep,
 };
 use crate::exec::ExecOutput;
-use crate::sandbox::ImageSpec;
+use crate::ImageSpec;
 
 /// One command a fake sandbox was asked to run.
 #[derive(Debug, Clone, PartialEq, Eq)]

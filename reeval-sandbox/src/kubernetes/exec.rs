@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 use super::pod::CONTAINER;
 use crate::exec::BoundedBuffer;
-use crate::sandbox::SandboxError;
+use crate::SandboxError;
 
 /// Stdin goes to the pipe in pieces of this size (one huge frame has reset connections).
 pub(super) const STDIN_CHUNK: usize = 1 << 20;

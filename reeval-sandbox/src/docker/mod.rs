@@ -3,11 +3,11 @@
 //! `https://`). Works against API 1.41 (Docker 20.10).
 
 mod container;
-pub(crate) mod engines;
+pub mod engines;
 mod gateway;
-pub(crate) mod image;
+pub mod image;
 mod services;
-pub(crate) mod setup_cache;
+pub mod setup_cache;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
 #[cfg(feature = "kubernetes")]
@@ -30,7 +30,7 @@ use super::{
     Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,
     NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
-use crate::sandbox::ImageSpec;
+use crate::ImageSpec;
 
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
@@ -390,7 +390,7 @@ fn services_first(
 /// tools (package installs, chown in build scripts, kill) need as root inside,
 /// no new privileges. Podman sets rlimits of its own that an unprivileged
 /// container may not raise; explicit ones within this host's limits always start.
-pub(super) fn confined(limits: &crate::sandbox::Limits, flavor: Flavor) -> HostConfig {
+pub(super) fn confined(limits: &crate::Limits, flavor: Flavor) -> HostConfig {
     HostConfig {
         memory: Some(limits.memory_bytes),
         memory_swap: Some(limits.memory_bytes),

@@ -42,8 +42,12 @@
 //! must stay in the crate of `matchers.rs` (see docs/layout.md), and the
 //! attempt, the pool and preflight reach `pub(crate)` items here.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod archive;
 mod backend_config;
+pub mod exec;
 pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
@@ -52,7 +56,7 @@ mod handle;
 mod image_spec;
 pub mod kubernetes;
 mod named;
-pub(crate) mod service;
+pub mod service;
 pub(crate) mod shell_exec;
 mod state;
 
@@ -70,7 +74,7 @@ use crate::exec::{Command, ExecOutput};
 pub use backend_config::{BackendConfig, CellNeeds, Connected, Preflight, RunNeeds};
 pub use docker::DockerBackend;
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
-pub use image_spec::ImageSpec;
+pub use image_spec::{Image, ImageSpec};
 pub use kubernetes::{GatewayAddress, KubernetesConfig};
 pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
 pub use state::{Lost, SandboxState};
@@ -150,7 +154,7 @@ pub enum SandboxError {
 
 impl SandboxError {
     /// An engine call that failed with `err`, kept as the source.
-    pub(crate) fn engine(
+    pub fn engine(
         op: impl Into<String>,
         err: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
@@ -162,7 +166,7 @@ impl SandboxError {
     }
 
     /// An engine call that failed in a way the engine described in words.
-    pub(crate) fn engine_says(op: impl Into<String>, message: impl fmt::Display) -> Self {
+    pub fn engine_says(op: impl Into<String>, message: impl fmt::Display) -> Self {
         SandboxError::Engine { op: op.into(), message: message.to_string(), source: None }
     }
 

@@ -44,6 +44,9 @@ pub use super::Preflight;
 pub use backend::{KubeBackend, kubeconfig_from};
 #[cfg(feature = "kubernetes")]
 pub use sandbox::KubeSandbox;
+/// kube-rs, whose `Config` [`KubeBackend::with_config`] takes.
+#[cfg(feature = "kubernetes")]
+pub use kube;
 
 use super::Connected;
 
