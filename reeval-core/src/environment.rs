@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
-pub use crate::sandbox::{Image, ImageSpec};
 pub use crate::sandbox::{Condition, Healthcheck, Service};
+pub use crate::sandbox::{Image, ImageSpec};
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
@@ -181,7 +181,7 @@ pub struct Environment {
     pub(crate) setup_cache: SetupCache,
     /// The image the eval named, when `[images]` mapped it (`crate::image_map`).
     pub(crate) image_mapped_from: Option<String>,
-    /// Services started beside the sandbox (`sandbox/service.rs`).
+    /// Services started beside the sandbox (reeval-sandbox's `service.rs`).
     pub(crate) services: Vec<Service>,
 }
 

@@ -207,7 +207,10 @@ mod tests {
             ),
             (Error::infra("start", "x"), Some(Phase::Container), Outcome::InfraError),
             (
-                Error::Sandbox(SandboxError::EngineUnreachable { message: "m".into() }),
+                Error::Sandbox(SandboxError::EngineUnreachable {
+                    engine: "e".into(),
+                    message: "m".into(),
+                }),
                 None,
                 Outcome::InfraError,
             ),

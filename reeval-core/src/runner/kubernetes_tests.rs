@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::sandbox::kubernetes::{KubeBackend, kube};
 use crate::sandbox::KubernetesConfig;
+use crate::sandbox::kubernetes::{KubeBackend, kube};
 
 /// A backend whose API server is not there: preflight says so, and about the services.
 fn backend() -> KubeBackend {

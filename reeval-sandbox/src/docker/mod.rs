@@ -115,10 +115,11 @@ impl DockerBackend {
         .map_err(|e| SandboxError::EngineConfig {
             message: format!("DOCKER_HOST={named} cannot be used: {e}"),
         })?;
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| SandboxError::EngineUnreachable { message: format!("{named}: {e}") })?;
+        let docker =
+            docker.negotiate_version().await.map_err(|e| SandboxError::EngineUnreachable {
+                engine: "the Docker engine".into(),
+                message: format!("{named}: {e}"),
+            })?;
         let flavor = match docker.version().await {
             Ok(v)
                 if v.components
@@ -211,6 +212,10 @@ impl Backend for DockerBackend {
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
+            engine: match self.flavor {
+                Flavor::Podman => "the Podman engine".into(),
+                Flavor::Docker => "the Docker engine".into(),
+            },
             message: format!("{}: {e}", self.host),
         })?;
         Ok(EngineInfo {

@@ -30,10 +30,7 @@ pub fn reference(digest: &str) -> String {
 /// The cached image of `digest`, if it exists, with the fingerprint of its
 /// workspace (`None` for an image committed before fingerprints); a found
 /// image is re-tagged, which marks it as just used for the eviction.
-pub async fn find(
-    docker: &Docker,
-    digest: &str,
-) -> Result<Option<Option<String>>, SandboxError> {
+pub async fn find(docker: &Docker, digest: &str) -> Result<Option<Option<String>>, SandboxError> {
     let reference = reference(digest);
     match docker.inspect_image(&reference).await {
         Ok(image) => {

@@ -239,9 +239,11 @@ impl Backend for KubeBackend {
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
-        let v = self.client.apiserver_version().await.map_err(|e| {
-            SandboxError::EngineUnreachable { message: format!("{}: {e}", self.server) }
-        })?;
+        let v =
+            self.client.apiserver_version().await.map_err(|e| SandboxError::EngineUnreachable {
+                engine: "the Kubernetes API server".into(),
+                message: format!("{}: {e}", self.server),
+            })?;
         Ok(EngineInfo {
             name: "Kubernetes".into(),
             version: v.git_version,

@@ -42,11 +42,11 @@ mod tests;
 pub use super::Preflight;
 #[cfg(feature = "kubernetes")]
 pub use backend::{KubeBackend, kubeconfig_from};
-#[cfg(feature = "kubernetes")]
-pub use sandbox::KubeSandbox;
 /// kube-rs, whose `Config` [`KubeBackend::with_config`] takes.
 #[cfg(feature = "kubernetes")]
 pub use kube;
+#[cfg(feature = "kubernetes")]
+pub use sandbox::KubeSandbox;
 
 use super::Connected;
 

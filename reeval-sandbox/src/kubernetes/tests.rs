@@ -17,8 +17,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
 use super::*;
-use crate::exec::{CAPTURE_LIMIT, Command};
 use crate::docker::owner_label;
+use crate::exec::{CAPTURE_LIMIT, Command};
 use crate::{
     Backend, ImageSpec, LABEL_OWNER, LABEL_RUN, NetworkSpec, Sandbox, SandboxError, Sweep,
 };
