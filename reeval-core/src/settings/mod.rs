@@ -47,11 +47,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::{Args, UsageError};
-// A pool's engines are the Docker backend's data (sandbox/docker/engines.rs).
+// A pool's engines are the Docker backend's data (reeval-sandbox/src/docker/engines.rs).
 pub use crate::sandbox::docker::EngineSpec;
 pub use env_files::{EnvFileError, SecretLookup};
 pub use file::{ConfigFileError, FILE_NAME, OneOrMore, SuiteConfig};
-// The Kubernetes backend's settings are the backend's data (sandbox/kubernetes_config.rs).
+// The Kubernetes backend's settings are the backend's data (reeval-sandbox/src/kubernetes/config.rs).
 pub use crate::sandbox::{GatewayAddress, KubernetesConfig};
 pub use variants::DeclaredVariant;
 pub use vars::{cache_dir, parse_bool, process_env};

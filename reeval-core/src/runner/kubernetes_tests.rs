@@ -1,12 +1,12 @@
 //! A task with compose services on the Kubernetes backend: refused in
 //! preflight, naming the eval, its services, the engine and why, before
-//! anything starts; and by `create` too, should anything ask.
+//! anything starts (the backend's `create` refuses too: reeval-sandbox's
+//! `kubernetes/services_refused.rs`).
 
 use std::sync::Arc;
 
-use super::KubeBackend;
-use crate::environment::Image;
-use crate::sandbox::{Backend, KubernetesConfig, NetworkSpec, SandboxSpec, Service, ServiceStart};
+use crate::sandbox::KubernetesConfig;
+use crate::sandbox::kubernetes::{KubeBackend, kube};
 
 /// A backend whose API server is not there: preflight says so, and about the services.
 fn backend() -> KubeBackend {
@@ -51,20 +51,4 @@ async fn a_task_with_services_is_refused_in_preflight_with_the_reason() {
         "{e}"
     );
     assert!(e.contains("run it on a Docker or Podman engine"), "{e}");
-}
-
-#[tokio::test]
-async fn create_refuses_services_too() {
-    let service = Service::new("db", Image::from("postgres:16"));
-    let spec = SandboxSpec {
-        image: "x".into(),
-        labels: Default::default(),
-        workdir: "/workspace".into(),
-        limits: Default::default(),
-        network: NetworkSpec::None,
-        main_process: None,
-        services: vec![ServiceStart { service, image: "postgres:16".into() }],
-    };
-    let e = backend().create(&spec).await.unwrap_err().to_string();
-    assert!(e.contains("cannot start services beside a sandbox"), "{e}");
 }

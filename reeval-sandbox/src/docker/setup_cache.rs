@@ -12,7 +12,7 @@ use bollard::query_parameters::{
     TagImageOptionsBuilder,
 };
 
-use crate::sandbox::SandboxError;
+use crate::SandboxError;
 
 /// Label on every cached setup image: the fingerprint of its workspace as committed.
 pub const LABEL_SNAPSHOT: &str = "dev.reeval.setup.snapshot";
@@ -23,17 +23,14 @@ pub const REPOSITORY: &str = "reeval/setup";
 pub const LABEL_SETUP: &str = "dev.reeval.setup";
 
 /// The image reference of a digest.
-pub(crate) fn reference(digest: &str) -> String {
+pub fn reference(digest: &str) -> String {
     format!("{REPOSITORY}:{digest}")
 }
 
 /// The cached image of `digest`, if it exists, with the fingerprint of its
 /// workspace (`None` for an image committed before fingerprints); a found
 /// image is re-tagged, which marks it as just used for the eviction.
-pub(crate) async fn find(
-    docker: &Docker,
-    digest: &str,
-) -> Result<Option<Option<String>>, SandboxError> {
+pub async fn find(docker: &Docker, digest: &str) -> Result<Option<Option<String>>, SandboxError> {
     let reference = reference(digest);
     match docker.inspect_image(&reference).await {
         Ok(image) => {
@@ -50,7 +47,7 @@ pub(crate) async fn find(
 /// Commits the running container as the cached image of `digest`, with
 /// reeval's labels, then evicts the least recently used cached images while
 /// the cache is over `max_bytes`.
-pub(crate) async fn commit(
+pub async fn commit(
     docker: &Docker,
     container: &str,
     digest: &str,
@@ -78,7 +75,7 @@ pub(crate) async fn commit(
 
 /// Removes the cached image of `digest`; one that a container still runs
 /// from is untagged at once (no attempt finds it again) and left dangling.
-pub(crate) async fn forget(docker: &Docker, digest: &str) -> Result<(), SandboxError> {
+pub async fn forget(docker: &Docker, digest: &str) -> Result<(), SandboxError> {
     let reference = reference(digest);
     let options = RemoveImageOptionsBuilder::default().force(true).build();
     match docker.remove_image(&reference, Some(options), None).await {
@@ -162,7 +159,7 @@ pub async fn prune(
     run: Option<&str>,
 ) -> Result<(Vec<String>, Vec<(String, String)>), SandboxError> {
     let label = match run {
-        Some(run) => format!("{}={run}", crate::sandbox::LABEL_RUN),
+        Some(run) => format!("{}={run}", crate::LABEL_RUN),
         None => LABEL_SETUP.to_string(),
     };
     let filters = HashMap::from([("label", vec![label.as_str(), LABEL_SETUP])]);

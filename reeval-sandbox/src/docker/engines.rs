@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::DockerBackend;
-use crate::sandbox::{Backend, Connected, SandboxError};
+use crate::{Backend, Connected, SandboxError};
 
 /// Memory each slot of an engine is sized for (a sandbox's default limit).
 const SLOT_MEMORY: i64 = 4 << 30;
@@ -55,7 +55,7 @@ impl EngineSpec {
 ///
 /// # Cancel safety
 /// Safe.
-pub(crate) async fn connect(engines: &[EngineSpec]) -> Result<Vec<Connected>, Vec<String>> {
+pub async fn connect(engines: &[EngineSpec]) -> Result<Vec<Connected>, Vec<String>> {
     if engines.is_empty() {
         return match DockerBackend::connect().await {
             Ok(b) => {

@@ -22,8 +22,8 @@ use super::{
     Backend, Capabilities, EngineInfo, ExecRequest, ExecStream, HELPER_TOOLS, ProcessGroup,
     ReadyImage, Sandbox, SandboxError, SandboxSpec, SandboxState, Signal, Sweep,
 };
+use crate::ImageSpec;
 use crate::exec::ExecOutput;
-use crate::sandbox::ImageSpec;
 
 /// One command a fake sandbox was asked to run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use bollard::auth::DockerCredentials;
 use bollard::query_parameters::{PushImageOptions, TagImageOptions};
 use futures_util::StreamExt;
 
-use crate::sandbox::SandboxError;
+use crate::SandboxError;
 
 /// `<registry>/<local reference>`: where the cluster pulls a local image from.
 pub(super) fn pushed_name(registry: &str, local: &str) -> String {

@@ -19,8 +19,8 @@ use tokio::sync::mpsc;
 
 use super::{Flavor, is_not_found, remove_container};
 use crate::exec::{BoundedBuffer, ExecOutput};
-use crate::sandbox::shell_exec::{self, PidFiles, Process, RunProcess};
-use crate::sandbox::{ExecRequest, ExecStream, Sandbox, SandboxError, SandboxState, Signal};
+use crate::shell_exec::{self, PidFiles, Process, RunProcess};
+use crate::{ExecRequest, ExecStream, Sandbox, SandboxError, SandboxState, Signal};
 
 /// A running Docker container.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ impl DockerSandbox {
             return Err(SandboxError::NotFound { path: dir.to_string() });
         }
         self.upload_as_is(dir, tar.clone()).await?;
-        let owned = crate::sandbox::archive::owners(&tar)?;
+        let owned = crate::archive::owners(&tar)?;
         for (owner, paths) in owned.into_iter().filter(|(owner, _)| *owner != (0, 0)) {
             let mut argv = vec![
                 "chown".to_string(),

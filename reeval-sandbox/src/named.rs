@@ -191,7 +191,7 @@ impl Sandbox for NamedSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::fake::FakeBackend;
+    use crate::fake::FakeBackend;
 
     #[test]
     fn an_engine_error_names_its_engine_and_others_stay_as_they_are() {
@@ -226,7 +226,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connected_engine_names_itself_in_its_errors_and_its_sandboxes() {
-        use crate::sandbox::fake::FakeFailure;
+        use crate::fake::FakeFailure;
         let failing = engine(FakeBackend::new().failing(FakeFailure::Create));
         assert_eq!(failing.name, "tcp://b:2376");
         let e = failing.backend.create(&spec()).await.expect_err("fails on purpose");

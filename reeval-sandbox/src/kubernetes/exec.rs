@@ -30,8 +30,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::pod::CONTAINER;
+use crate::SandboxError;
 use crate::exec::BoundedBuffer;
-use crate::sandbox::SandboxError;
 
 /// Stdin goes to the pipe in pieces of this size (one huge frame has reset connections).
 pub(super) const STDIN_CHUNK: usize = 1 << 20;

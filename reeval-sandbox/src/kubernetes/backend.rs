@@ -12,13 +12,13 @@ use secrecy::SecretString;
 
 use super::sandbox::KubeSandbox;
 use super::{gateway, pod, preflight, registry};
-use crate::sandbox::Preflight;
-use crate::sandbox::docker::{owner_is_gone, owner_label};
-use crate::sandbox::{
+use crate::Preflight;
+use crate::docker::{owner_is_gone, owner_label};
+use crate::{
     Backend, Capabilities, EngineInfo, GatewayContainer, GatewayRequest, HELPER_TOOLS, LABEL_OWNER,
     LABEL_RUN, NetworkSpec, ReadyImage, RunNeeds, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
-use crate::sandbox::{ImageSpec, KubernetesConfig};
+use crate::{ImageSpec, KubernetesConfig};
 
 /// A Kubernetes cluster and the namespace attempts run in, shared by every sandbox of a run.
 #[derive(Clone)]
@@ -35,7 +35,7 @@ pub struct KubeBackend {
     /// The gateway pod of each run, started by its first attempt that needs egress.
     gateways: Arc<tokio::sync::Mutex<BTreeMap<String, Arc<gateway::RunGateway>>>>,
     /// The local Docker engine that builds and pushes images (with a `registry`), once needed.
-    local: Arc<tokio::sync::OnceCell<crate::sandbox::DockerBackend>>,
+    local: Arc<tokio::sync::OnceCell<crate::DockerBackend>>,
     /// On the node's network (`host_network`) every sandbox's relay would listen on the
     /// same 127.0.0.1:3128: one pod with a relay at a time there, until it is gone.
     host_network_egress: Arc<tokio::sync::Semaphore>,
@@ -195,7 +195,7 @@ impl KubeBackend {
             (Some(image), _) => (image.clone(), false),
             (None, Some(registry)) => {
                 let local = self.local().await?;
-                let built = crate::sandbox::docker::ensure_gateway_image(local, request).await?;
+                let built = crate::docker::ensure_gateway_image(local, request).await?;
                 (registry::push(local.client(), registry, &built).await?.0, true)
             }
             (None, None) => (request.base_image.clone(), false),
@@ -239,9 +239,11 @@ impl Backend for KubeBackend {
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
-        let v = self.client.apiserver_version().await.map_err(|e| {
-            SandboxError::EngineUnreachable { message: format!("{}: {e}", self.server) }
-        })?;
+        let v =
+            self.client.apiserver_version().await.map_err(|e| SandboxError::EngineUnreachable {
+                engine: "the Kubernetes API server".into(),
+                message: format!("{}: {e}", self.server),
+            })?;
         Ok(EngineInfo {
             name: "Kubernetes".into(),
             version: v.git_version,
@@ -441,8 +443,8 @@ impl KubeBackend {
     }
 
     /// The local Docker engine that builds and pushes images.
-    async fn local(&self) -> Result<&crate::sandbox::DockerBackend, SandboxError> {
-        self.local.get_or_try_init(crate::sandbox::DockerBackend::connect).await
+    async fn local(&self) -> Result<&crate::DockerBackend, SandboxError> {
+        self.local.get_or_try_init(crate::DockerBackend::connect).await
     }
 
     pub(super) fn ready_within(&self) -> std::time::Duration {

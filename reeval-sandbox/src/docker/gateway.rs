@@ -30,8 +30,8 @@ use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
 
 use super::{DockerBackend, LABEL_OWNER, LABEL_RUN, owner_is_gone, owner_label, remove_container};
-use crate::sandbox::gateway_stream::GatewayStream;
-use crate::sandbox::{GatewayContainer, GatewayRequest, NetworkSpec, SandboxError, Sweep, archive};
+use crate::gateway_stream::GatewayStream;
+use crate::{GatewayContainer, GatewayRequest, NetworkSpec, SandboxError, Sweep, archive};
 
 /// The name the sandbox finds its gateway by on their network.
 pub(super) const GATEWAY_ALIAS: &str = "reeval-gateway";

@@ -44,10 +44,10 @@ use secrecy::{ExposeSecret, SecretString};
 use super::exec::{self, ExecSpec};
 use super::pod;
 use super::sandbox::KubeSandbox;
-use crate::sandbox::gateway_stream::GatewayStream;
-use crate::sandbox::shell_exec::PID_WRAPPER;
-use crate::sandbox::{GatewayAddress, KubernetesConfig};
-use crate::sandbox::{
+use crate::gateway_stream::GatewayStream;
+use crate::shell_exec::PID_WRAPPER;
+use crate::{GatewayAddress, KubernetesConfig};
+use crate::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,
     SandboxSpec, Signal, archive,
 };
@@ -191,7 +191,7 @@ pub(super) async fn start_run(
 ) -> Result<RunGateway, SandboxError> {
     let name = format!("reeval-gw-{}", &pod::new_name()["reeval-".len()..]);
     let labels = run_labels(request, &name);
-    let owner = crate::sandbox::docker::owner_label();
+    let owner = crate::docker::owner_label();
     let file = |suffix: &str| {
         request.files.iter().find(|(p, _, _)| p.ends_with(suffix)).map(|(_, b, _)| b.as_slice())
     };
@@ -345,7 +345,7 @@ impl KubeGateway {
         }
         let port = run.next_port.fetch_add(1, Ordering::SeqCst);
         let dir = format!("{DIR}/{port}");
-        let owner = crate::sandbox::docker::owner_label();
+        let owner = crate::docker::owner_label();
         let gateway_name = run.pod.name().to_string();
         let service_name = format!("{gateway_name}-{port}");
         let services: Api<Service> = Api::namespaced(backend.client.clone(), &backend.namespace);
@@ -522,7 +522,7 @@ impl GatewayContainer for KubeGateway {
         let entries = self.stream.finish(Duration::from_secs(10)).await;
         let _ = self.services.delete(&self.service, &DeleteParams::default()).await;
         let rm = crate::exec::Command::new("rm").arg("-rf").arg(&self.dir);
-        let _ = self.run.pod.exec(crate::sandbox::ExecRequest::plain(&rm, &[])).await;
+        let _ = self.run.pod.exec(crate::ExecRequest::plain(&rm, &[])).await;
         entries
     }
 }

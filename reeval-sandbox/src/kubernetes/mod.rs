@@ -42,6 +42,9 @@ mod tests;
 pub use super::Preflight;
 #[cfg(feature = "kubernetes")]
 pub use backend::{KubeBackend, kubeconfig_from};
+/// kube-rs, whose `Config` [`KubeBackend::with_config`] takes.
+#[cfg(feature = "kubernetes")]
+pub use kube;
 #[cfg(feature = "kubernetes")]
 pub use sandbox::KubeSandbox;
 

@@ -15,8 +15,8 @@ use tokio::io::AsyncReadExt;
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::pod::{self, CONTAINER};
 use crate::exec::{BoundedBuffer, ExecOutput};
-use crate::sandbox::shell_exec::{self, PidFiles, Process, RunProcess};
-use crate::sandbox::{
+use crate::shell_exec::{self, PidFiles, Process, RunProcess};
+use crate::{
     ExecRequest, ExecStream, PortStream, Sandbox, SandboxError, SandboxState, Signal, StdoutSink,
 };
 

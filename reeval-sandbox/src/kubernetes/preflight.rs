@@ -10,7 +10,7 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 
-use crate::sandbox::Preflight;
+use crate::Preflight;
 
 /// `(resource, subresource, verbs)` the backend needs in its namespace.
 pub(super) const NEEDED: &[(&str, &str, &str, &[&str])] = &[

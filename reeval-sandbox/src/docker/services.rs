@@ -37,8 +37,8 @@ use futures_util::StreamExt;
 
 use super::{DockerBackend, Flavor, InFlight, confined, remove_container};
 use crate::exec::Command;
-use crate::sandbox::service::{LABEL_SERVICE, start_order};
-use crate::sandbox::{Condition, ExecRequest, Sandbox, SandboxError, ServiceStart};
+use crate::service::{LABEL_SERVICE, start_order};
+use crate::{Condition, ExecRequest, Sandbox, SandboxError, ServiceStart};
 
 /// How long a service without a healthcheck may take to open its ports.
 const PORTS_LIMIT: Duration = Duration::from_secs(120);

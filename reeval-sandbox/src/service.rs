@@ -184,7 +184,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// What is wrong with these services, found without starting anything.
-pub(crate) fn problems(services: &[Service]) -> Vec<String> {
+pub fn problems(services: &[Service]) -> Vec<String> {
     let mut out = Vec::new();
     let mut names = BTreeSet::new();
     for s in services {
@@ -227,7 +227,7 @@ pub(crate) fn problems(services: &[Service]) -> Vec<String> {
 }
 
 /// The order to start them in: each after those it depends on; `None` for a cycle.
-pub(crate) fn start_order(services: &[Service]) -> Option<Vec<usize>> {
+pub fn start_order(services: &[Service]) -> Option<Vec<usize>> {
     let index: BTreeMap<&str, usize> =
         services.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
     let mut order = Vec::with_capacity(services.len());
@@ -249,7 +249,7 @@ pub(crate) fn start_order(services: &[Service]) -> Option<Vec<usize>> {
 /// Adds every service's names to `NO_PROXY`/`no_proxy` where the sandbox has
 /// them (a sandbox with a way out sends HTTP through its relay, which must
 /// not take a request for a service out to the gateway).
-pub(crate) fn bypass_proxy(variables: &mut [(String, String)], services: &[Service]) {
+pub fn bypass_proxy(variables: &mut [(String, String)], services: &[Service]) {
     let names: Vec<String> = services.iter().flat_map(Service::names).collect();
     if names.is_empty() {
         return;

@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 
-use crate::sandbox::KubernetesConfig;
-use crate::sandbox::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
+use crate::KubernetesConfig;
+use crate::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
 
 /// The container of the pod that commands run in.
 pub(super) const CONTAINER: &str = "sandbox";

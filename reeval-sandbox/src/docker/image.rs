@@ -10,12 +10,12 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
-use crate::sandbox::ImageSpec;
-pub(crate) use crate::sandbox::ReadyImage;
-use crate::sandbox::{DockerBackend, SandboxError};
+use crate::ImageSpec;
+pub use crate::ReadyImage;
+use crate::{DockerBackend, SandboxError};
 
 /// `text` without terminal escape sequences (colours, cursor moves).
-pub(crate) fn plain(text: &str) -> String {
+pub fn plain(text: &str) -> String {
     strip_ansi_escapes::strip_str(text)
 }
 
@@ -31,7 +31,7 @@ static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mute
 ///
 /// # Cancel safety
 /// A cancelled build leaves at worst an untagged image; the lock file is released.
-pub(crate) async fn ensure(
+pub async fn ensure(
     backend: &DockerBackend,
     spec: &ImageSpec,
     extra: &str,
@@ -49,7 +49,7 @@ pub(crate) async fn ensure(
                 .and_then(|i| i.config?.user)
                 .unwrap_or_default();
             let dockerfile = layered_dockerfile(&base.reference, steps, &user);
-            let tar = crate::sandbox::archive::tar_of(&[(
+            let tar = crate::archive::tar_of(&[(
                 "Dockerfile".into(),
                 dockerfile.clone().into_bytes(),
                 0o644,
@@ -119,7 +119,7 @@ pub(crate) async fn ensure(
                     image: base.clone(),
                     hint: "the base of an install image must be present locally".into(),
                 })?;
-            let tar = crate::sandbox::archive::tar_of(&[(
+            let tar = crate::archive::tar_of(&[(
                 "Dockerfile".into(),
                 dockerfile.clone().into_bytes(),
                 0o644,
@@ -178,7 +178,7 @@ pub(crate) async fn ensure(
 ///
 /// # Cancel safety
 /// A cancelled build leaves at worst an untagged image.
-pub(crate) async fn build_context(
+pub async fn build_context(
     backend: &DockerBackend,
     tag: &str,
     tar: Vec<u8>,
@@ -254,7 +254,7 @@ fn short_id(id: &str) -> &str {
 }
 
 /// The Dockerfile of an [`ImageSpec::Install`]: each step a `RUN` on `base`.
-pub(crate) fn install_dockerfile(base: &str, steps: &[String]) -> String {
+pub fn install_dockerfile(base: &str, steps: &[String]) -> String {
     let mut dockerfile = format!("FROM {base}\n");
     for step in steps {
         dockerfile.push_str(&format!(
@@ -283,7 +283,7 @@ fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
 
 /// The tag an [`ImageSpec::Install`] image is built under: its base's id, its
 /// Dockerfile and `extra` (the harness's image key).
-pub(crate) fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
+pub fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
     digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()])
 }
 
@@ -300,7 +300,7 @@ fn digest_tag(parts: &[&[u8]]) -> String {
 
 /// A deterministic tar of a directory (sorted, mtimes zeroed), for workspace
 /// fixtures: every file, hidden ones included; symlinks stay links.
-pub(crate) fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
+pub fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
     tar_files(dir, &files_under(dir)?)
 }
 
@@ -338,7 +338,7 @@ fn tar_files(dir: &Path, files: &[PathBuf]) -> std::io::Result<Vec<u8>> {
 
 /// Files and symlinks under `dir`, relative to it, sorted; hidden files
 /// included (skills and fixtures are sent whole).
-pub(crate) fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     walk(dir, None)
 }
 

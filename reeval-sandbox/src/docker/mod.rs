@@ -3,11 +3,11 @@
 //! `https://`). Works against API 1.41 (Docker 20.10).
 
 mod container;
-pub(crate) mod engines;
+pub mod engines;
 mod gateway;
-pub(crate) mod image;
+pub mod image;
 mod services;
-pub(crate) mod setup_cache;
+pub mod setup_cache;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
 #[cfg(feature = "kubernetes")]
@@ -30,7 +30,7 @@ use super::{
     Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, LABEL_OWNER, LABEL_RUN,
     NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
-use crate::sandbox::ImageSpec;
+use crate::ImageSpec;
 
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
@@ -115,10 +115,11 @@ impl DockerBackend {
         .map_err(|e| SandboxError::EngineConfig {
             message: format!("DOCKER_HOST={named} cannot be used: {e}"),
         })?;
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| SandboxError::EngineUnreachable { message: format!("{named}: {e}") })?;
+        let docker =
+            docker.negotiate_version().await.map_err(|e| SandboxError::EngineUnreachable {
+                engine: "the Docker engine".into(),
+                message: format!("{named}: {e}"),
+            })?;
         let flavor = match docker.version().await {
             Ok(v)
                 if v.components
@@ -211,6 +212,10 @@ impl Backend for DockerBackend {
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
+            engine: match self.flavor {
+                Flavor::Podman => "the Podman engine".into(),
+                Flavor::Docker => "the Docker engine".into(),
+            },
             message: format!("{}: {e}", self.host),
         })?;
         Ok(EngineInfo {
@@ -390,7 +395,7 @@ fn services_first(
 /// tools (package installs, chown in build scripts, kill) need as root inside,
 /// no new privileges. Podman sets rlimits of its own that an unprivileged
 /// container may not raise; explicit ones within this host's limits always start.
-pub(super) fn confined(limits: &crate::sandbox::Limits, flavor: Flavor) -> HostConfig {
+pub(super) fn confined(limits: &crate::Limits, flavor: Flavor) -> HostConfig {
     HostConfig {
         memory: Some(limits.memory_bytes),
         memory_swap: Some(limits.memory_bytes),

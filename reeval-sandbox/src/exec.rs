@@ -95,6 +95,11 @@ impl Command {
         &self.argv
     }
 
+    /// The limit set by [`timeout`](Self::timeout), if any.
+    pub fn time_limit(&self) -> Option<Duration> {
+        self.timeout
+    }
+
     /// A readable one-line form for records and logs.
     pub fn display(&self) -> String {
         if self.argv.len() == 3 && self.argv[0] == "sh" && self.argv[1] == "-c" {
