@@ -46,8 +46,8 @@ pub use reeval_core::{
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
-    compare, egress, environment, harbor, harness, image_map, prices, record, report, runner, runs,
-    sandbox, setup_cache, stats, turn,
+    compare, egress, environment, harbor, harness, image_map, matchers, prices, record, report,
+    runner, runs, sandbox, setup_cache, stats, turn,
 };
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main, variant};

@@ -14,7 +14,7 @@ use crate::{NetworkSpec, SandboxError};
 /// this host cannot be mounted into the sandbox: the `reeval-gateway` binary
 /// in a container on the sandbox's internal network and on a normal one (a
 /// remote Docker engine), or as a process in the run's gateway pod
-/// (Kubernetes). See `egress/attempt.rs`.
+/// (Kubernetes). reeval-core builds it for an attempt (its `egress::attempt`).
 #[derive(Debug, Clone)]
 pub struct GatewayRequest {
     /// Labels (run, attempt); the backend adds its owner label.

@@ -58,3 +58,29 @@ fn variant(name: &str, declared: &DeclaredVariant) -> Result<Variant, String> {
         env
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    inventory::submit! {
+        crate::compare::VariantRegistration { name: "registered_in_tests", apply: |env| env }
+    }
+
+    #[test]
+    fn a_declared_variant_may_not_take_the_name_of_a_registered_one() {
+        let mut settings = Settings::base(|_| None);
+        settings.variants.insert("other".into(), DeclaredVariant::default());
+        let known = known_variants(&settings).unwrap();
+        assert!(known.iter().any(|v| v.name() == "registered_in_tests"));
+        assert!(known.iter().any(|v| v.name() == "other"));
+        settings.variants.insert("registered_in_tests".into(), DeclaredVariant::default());
+        let e = known_variants(&settings).unwrap_err();
+        assert!(
+            e.starts_with(
+                "failed to declare the variant `registered_in_tests` in reeval.toml: the suite has a #[reeval::variant]"
+            ),
+            "{e}"
+        );
+    }
+}

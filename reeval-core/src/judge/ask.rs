@@ -56,7 +56,7 @@ impl Endpoint {
             .map(|s| crate::secrets::ExposeSecret::expose_secret(&s.value).to_string())
             .or_else(|| std::env::var(&key_env).ok())
             .filter(|k| !k.is_empty())
-            .ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment or the run's env files")))?;
+            .ok_or_else(|| Error::Config(format!("failed to find the judge's API key: {key_env} is not set in the host environment{}", if key_env == provider.default_key_env() { " or the run's env files" } else { "" })))?;
         let base_url = judge
             .base_url
             .clone()

@@ -147,16 +147,17 @@ pub(crate) async fn preflight(
                 },
             }
         }
-        // A judge whose model the body names (`Judge::model`) needs no judge
-        // chosen here, so none was required above; its provider's default key
-        // still comes from the run's env files or the host when they have it,
-        // as a chosen judge's does (host only: the sandbox sees nothing).
-        if spec.is_none() {
-            for provider in crate::llm::chat::Provider::ALL {
-                let var = provider.default_key_env();
-                if let Some(value) = lookup(var) {
-                    resolved.push(ResolvedSecret::new(var, value, SecretScope::Host));
-                }
+        // A judge whose model the body names (`Judge::model`) is not the one
+        // chosen here, so its key was not required above; each provider's
+        // default key still comes from the run's env files or the host when
+        // they have it, as a chosen judge's does. Host only: no broker and no
+        // sandbox takes a Host secret (egress::attempt::plan, `needs`).
+        for provider in crate::llm::chat::Provider::ALL {
+            let var = provider.default_key_env();
+            if !resolved.iter().any(|s| s.name == var)
+                && let Some(value) = lookup(var)
+            {
+                resolved.push(ResolvedSecret::new(var, value, SecretScope::Host));
             }
         }
         for draft in cells {
@@ -320,7 +321,11 @@ fn needs(plans: &[Vec<Arc<CellPlan>>]) -> RunNeeds {
                 .brokered
                 .iter()
                 .filter_map(|name| {
-                    let secret = cell.secrets.iter().find(|s| &s.name == name)?;
+                    // A Host secret (a judge's key) is never brokered.
+                    let secret = cell
+                        .secrets
+                        .iter()
+                        .find(|s| &s.name == name && s.scope != SecretScope::Host)?;
                     Some((
                         crate::egress::secret_env(name),
                         secrecy::SecretString::from(secret.value.expose_secret().to_string()),
