@@ -198,7 +198,7 @@ pub(crate) fn problems(services: &[Service]) -> Vec<String> {
                 out.push(format!("service {}: the name `{name}` is taken", s.name));
             }
         }
-        if let ImageSpec::Dockerfile(path) = &s.image
+        if let ImageSpec::Dockerfile(path) | ImageSpec::DockerfileText { path, .. } = &s.image
             && !path.is_file()
         {
             out.push(format!("service {}: Dockerfile {} does not exist", s.name, path.display()));
