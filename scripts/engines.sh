@@ -132,7 +132,9 @@ start_podman() {
   command -v podman >/dev/null || { log "no podman (apt-get install podman catatonit): skipping Podman"; return 0; }
   if [ -f "$DIR/podman.pid" ] && kill -0 "$(cat "$DIR/podman.pid")" 2>/dev/null; then return 0; fi
   mkdir -p "$DIR"
-  nohup podman system service --time=0 "unix://$DIR/podman.sock" >"$DIR/podman.log" 2>&1 &
+  # Started in its state dir: conmon can leave files in its working directory
+  # (an empty `oom` after an OOM kill appeared once at the repository's root).
+  (cd "$DIR" && exec nohup podman system service --time=0 "unix://$DIR/podman.sock" >"$DIR/podman.log" 2>&1) &
   echo $! > "$DIR/podman.pid"
   for _ in $(seq 1 50); do [ -S "$DIR/podman.sock" ] && break; sleep 0.2; done
   if ! podman image exists "$IMAGE"; then

@@ -709,6 +709,41 @@ async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     assert!(!text.contains("sk-ant-from-the-suite-file"));
 }
 
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn a_judge_whose_model_the_eval_names_takes_its_key_from_the_env_file() {
+    require_docker!();
+    // Before: "failed to find the judge's API key: OPENAI_API_KEY is not set in
+    // the host environment", the env file's key never reaching a judge that no
+    // eval option, reeval.toml or REEVAL_JUDGE chose.
+    if std::env::var_os("OPENAI_API_KEY").is_some() {
+        eprintln!("skipped: OPENAI_API_KEY is set here, and the host's key comes first");
+        return;
+    }
+    let server = ModelServer::start(|_, _| P::OpenAi.verdict(0.9, true, "ok")).await;
+    let keys = common::env_file("model-judge-keys", &[("OPENAI_API_KEY", "sk-oai-from-the-file")]);
+    let judge = Judge::new()
+        .criterion(CRITERION)
+        .model("openai:gpt-4.1")
+        .base_url(format!("{}/v1", server.url));
+    let report = common::runner_with("model-judge", |c| c.env_file = Some(keys))
+        .run(vec![judged("model_judged", judge, true)])
+        .await
+        .expect("preflight passes");
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let req = &server.requests()[0];
+    assert_eq!(
+        req.headers.get("authorization").map(String::as_str),
+        Some("Bearer sk-oai-from-the-file")
+    );
+    let text = std::fs::read_to_string(report.run_dir.join(r.file_name())).unwrap();
+    assert!(!text.contains("sk-oai-from-the-file"), "the key is in the record");
+}
+
 /// Asks a judge whose model no one chose (see the two tests below).
 #[reeval::eval(timeout = "2m", harness = "shell")]
 async fn asks_an_unchosen_judge(c: &mut Ctx) -> reeval::Result<()> {

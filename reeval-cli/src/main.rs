@@ -42,7 +42,8 @@ Commands:
                         run the Harbor task at PATH, or every task of the dataset directory
                         PATH, as evals: the flags after PATH are an eval suite's (--harness,
                         --trials, --list, filters, --tag, --record-dir, ...; see --help after
-                        PATH); exit code: the suite's
+                        PATH); --compare control,NAME with a [variants.NAME] of reeval.toml;
+                        exit code: the suite's
       --timeout-multiplier X, --agent-timeout-multiplier X, --verifier-timeout-multiplier X
                         multiply the tasks' agent and verifier timeouts (as Harbor's flags)
       --reward-threshold X

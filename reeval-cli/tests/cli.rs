@@ -220,3 +220,58 @@ fn harbor_run_runs_tasks_with_the_suites_flags() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `reeval harbor run TASKS --compare control,NAME`: a binary with no
+/// variants of its own compares with one declared in `reeval.toml`, here the
+/// file the compare tasks need (`tests/harbor_compare.rs` runs the same
+/// tasks from a suite); the verdict on pass/fail and on rewards is helped.
+#[test]
+fn harbor_run_compares_with_a_variant_declared_in_reeval_toml() {
+    let dir = std::env::temp_dir().join(format!("reeval-cli-variants-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.md"), "answer: 42\nfact: beta\nfact: gamma\nfact: delta\n")
+        .unwrap();
+    let config = dir.join("reeval.toml");
+    std::fs::write(&config, "[variants.with_notes]\nfiles = { \"NOTES.md\" = \"notes.md\" }\n")
+        .unwrap();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/harbor/compare");
+    let run = |compare: &str| {
+        Command::new(env!("CARGO_BIN_EXE_reeval"))
+            .args(["harbor", "run", tasks.to_str().unwrap(), "--harness", "shell"])
+            .args(["--trials", "4", "--test-threads", "4", "--compare", compare])
+            .arg("--record-dir")
+            .arg(dir.join("runs"))
+            .env("REEVAL_CONFIG", &config)
+            .output()
+            .expect("run reeval")
+    };
+    let out = run("control,with_notes");
+    let stdout = text(&out.stdout);
+    // The control arm fails the tasks: exit 1 with the comparison printed.
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("comparison: with_notes vs control"), "{stdout}");
+    let mut runs = std::fs::read_dir(dir.join("runs")).unwrap().flatten().map(|e| e.path());
+    let run_dir = runs.find(|p| p.is_dir()).expect("a run directory");
+    let summary = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("summary")))
+        .expect("a summary");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(summary["comparison"]["overall"]["verdict"], "helped", "{stdout}");
+    assert_eq!(summary["comparison"]["overall"]["reward"]["verdict"], "helped", "{stdout}");
+
+    // A variant neither the binary nor reeval.toml declares is named, with where to declare it.
+    let out = run("control,with_nothing");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("failed to find the variant `with_nothing`")
+            && err.contains("[variants.with_nothing]"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

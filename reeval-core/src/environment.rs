@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
-pub use crate::sandbox::ImageSpec;
 pub use crate::sandbox::{Condition, Healthcheck, Service};
+pub use crate::sandbox::{Image, ImageSpec};
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
@@ -34,63 +34,6 @@ pub enum SetupCache {
 impl From<bool> for SetupCache {
     fn from(on: bool) -> Self {
         if on { SetupCache::On } else { SetupCache::Off }
-    }
-}
-
-impl ImageSpec {
-    /// The tag the Docker backend builds an [`ImageSpec::Install`] image under,
-    /// given the id of its base on the engine (`docker image inspect -f '{{.Id}}'`)
-    /// and the harness's [`image_key`](crate::Harness::image_key); `None` for
-    /// other specs. A machine whose sandboxes cannot run the install steps (no
-    /// npm for a harness's CLI) can build the same image another way and tag it
-    /// so: the run then finds it present.
-    pub fn install_tag(&self, base_id: &str, harness_key: &str) -> Option<String> {
-        match self {
-            ImageSpec::Install { base, steps } => Some(crate::image::install_tag(
-                base_id,
-                &crate::image::install_dockerfile(base, steps),
-                harness_key,
-            )),
-            _ => None,
-        }
-    }
-}
-
-/// Images.
-#[derive(Debug, Clone, Copy)]
-pub struct Image;
-
-impl Image {
-    /// An image by reference (`name:tag`), used if present locally.
-    pub fn from(reference: impl Into<String>) -> ImageSpec {
-        ImageSpec::From(reference.into())
-    }
-
-    /// An image built from a Dockerfile; its directory is the build context.
-    pub fn dockerfile(path: impl Into<PathBuf>) -> ImageSpec {
-        ImageSpec::Dockerfile(path.into())
-    }
-
-    /// A base image plus install commands.
-    pub fn install<I, S>(base: impl Into<String>, steps: I) -> ImageSpec
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        ImageSpec::Install { base: base.into(), steps: steps.into_iter().map(Into::into).collect() }
-    }
-
-    /// `base` (any spec: a Dockerfile, a reference, an install) plus build
-    /// steps run as root, built as a layer on it and cached with it.
-    pub fn layered<I, S>(base: ImageSpec, steps: I) -> ImageSpec
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        ImageSpec::Layered {
-            base: Box::new(base),
-            steps: steps.into_iter().map(Into::into).collect(),
-        }
     }
 }
 
@@ -238,7 +181,7 @@ pub struct Environment {
     pub(crate) setup_cache: SetupCache,
     /// The image the eval named, when `[images]` mapped it (`crate::image_map`).
     pub(crate) image_mapped_from: Option<crate::image_map::MappedFrom>,
-    /// Services started beside the sandbox (`sandbox/service.rs`).
+    /// Services started beside the sandbox (reeval-sandbox's `service.rs`).
     pub(crate) services: Vec<Service>,
 }
 

@@ -8,7 +8,7 @@
 //! - `lifecycle/`: one file per phase, in phase order ([`Phase`]).
 //! - [`egress`]: what a sandbox may reach; the run's gateway service and the attempt's egress.
 //! - [`outcome`]: outcomes and the one place errors are classified and retries decided.
-//! - [`sandbox`]: the [`Backend`] and [`Sandbox`] traits, Docker, the fake.
+//! - [`sandbox`]: the [`Backend`] and [`Sandbox`] traits, Docker, Kubernetes, the fake (the `reeval-sandbox` crate, re-exported).
 //! - [`secrets`]: secret values and the one redactor every sink writes through.
 //! - [`llm`]: the model-API client and agent tools shared by the judge and the built-in agent.
 //! - [`runner`]: settings, preflight, the dispatcher and its event stream; [`report`]: the reporters.
@@ -30,11 +30,12 @@ pub mod environment;
 pub mod error;
 pub mod eval;
 pub(crate) mod eval_output;
-pub mod exec;
+/// Commands run in the sandbox and what they return (from `reeval-sandbox`).
+pub use reeval_sandbox::exec;
 pub mod git_archive;
 pub mod harbor;
 pub mod harness;
-// The image phase's building and tar helpers: the Docker backend's (sandbox/docker/image.rs).
+// The image phase's building and tar helpers: the Docker backend's (reeval-sandbox/src/docker/image.rs).
 pub(crate) use sandbox::docker::image;
 pub mod image_map;
 pub mod judge;

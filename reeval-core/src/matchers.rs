@@ -206,13 +206,74 @@ impl Expectation<&ExecOutput> {
     }
 }
 
-impl<T: AsRef<str>> Expectation<T> {
+/// Text a matcher reads (`to_contain`, `to_match`): `&str`, `String`, `&String`,
+/// `Cow<str>`, `Box<str>`, `Arc<str>`, `Rc<str>`, and references to them.
+/// Implement it for a type of your own to match on its text.
+///
+/// Not a blanket impl over `AsRef<str>`: [`ExecOutput`] has its own
+/// `to_contain` (stdout or stderr), and the compiler accepts both only while it
+/// can tell that `ExecOutput` is not text, which a trait of this crate lets it
+/// (`ExecOutput` lives in reeval-sandbox).
+pub trait Text {
+    /// The text.
+    fn text(&self) -> &str;
+}
+
+impl Text for str {
+    fn text(&self) -> &str {
+        self
+    }
+}
+
+impl Text for String {
+    fn text(&self) -> &str {
+        self
+    }
+}
+
+impl Text for Box<str> {
+    fn text(&self) -> &str {
+        self
+    }
+}
+
+impl Text for std::borrow::Cow<'_, str> {
+    fn text(&self) -> &str {
+        self
+    }
+}
+
+impl Text for std::sync::Arc<str> {
+    fn text(&self) -> &str {
+        self
+    }
+}
+
+impl Text for std::rc::Rc<str> {
+    fn text(&self) -> &str {
+        self
+    }
+}
+
+impl<T: Text + ?Sized> Text for &T {
+    fn text(&self) -> &str {
+        (**self).text()
+    }
+}
+
+impl<T: Text + ?Sized> Text for &mut T {
+    fn text(&self) -> &str {
+        (**self).text()
+    }
+}
+
+impl<T: Text> Expectation<T> {
     /// The text contains `needle`.
     ///
     /// # Errors
     /// An `assertion` failure otherwise.
     pub fn to_contain(self, needle: &str) -> Result<()> {
-        let text = self.value.as_ref();
+        let text = self.value.text();
         self.check(
             text.contains(needle),
             "to_contain(..)",
@@ -229,7 +290,7 @@ impl<T: AsRef<str>> Expectation<T> {
     pub fn to_match(self, pattern: &str) -> Result<()> {
         let re = regex::Regex::new(pattern)
             .map_err(|e| Error::other(format!("failed to compile the regex {pattern:?}: {e}")))?;
-        let text = self.value.as_ref();
+        let text = self.value.text();
         self.check(
             re.is_match(text),
             "to_match(..)",

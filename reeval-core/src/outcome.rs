@@ -207,8 +207,17 @@ mod tests {
             ),
             (Error::infra("start", "x"), Some(Phase::Container), Outcome::InfraError),
             (
-                Error::Sandbox(SandboxError::EngineUnreachable { message: "m".into() }),
+                Error::Sandbox(SandboxError::EngineUnreachable {
+                    engine: "e".into(),
+                    message: "m".into(),
+                }),
                 None,
+                Outcome::InfraError,
+            ),
+            // An exec whose outcome is unknown (Kubernetes' socket closed without a status).
+            (
+                Error::Sandbox(SandboxError::engine_says("run a command in pod p", "no status")),
+                Some(Phase::Check),
                 Outcome::InfraError,
             ),
             (Error::Config("c".into()), Some(Phase::Judge), Outcome::Config),

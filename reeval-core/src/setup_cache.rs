@@ -30,7 +30,7 @@ use crate::exec::Command;
 use crate::sandbox::{SandboxError, SandboxHandle};
 
 pub use crate::environment::SetupCache;
-// The cache's images on a Docker engine: the Docker backend's (sandbox/docker/setup_cache.rs).
+// The cache's images on a Docker engine: the Docker backend's (reeval-sandbox/src/docker/setup_cache.rs).
 pub(crate) use crate::sandbox::docker::setup_cache::reference;
 pub use crate::sandbox::docker::setup_cache::{
     CachedSetup, LABEL_SETUP, LABEL_SNAPSHOT, REPOSITORY, list, prune, remove,

@@ -2,6 +2,7 @@
 //!
 //! - `mod.rs` (here): what an arm is, the variants registered with
 //!   `#[reeval::variant]`, and how an arm changes an eval before it runs.
+//! - `declared.rs`: the variants `reeval.toml` declares (`[variants.NAME]`).
 //! - [`analysis`]: the paired analysis of recorded attempts (per eval and
 //!   overall), the same for a live run and for `reeval compare RUN_A RUN_B`.
 //! - [`recorded`]: `reeval compare RUN_A RUN_B`, the analysis of two recorded runs.
@@ -12,6 +13,7 @@
 //! Comparing harnesses (`--harness a --vs b`) makes each harness an arm.
 
 pub mod analysis;
+mod declared;
 pub mod recorded;
 /// How a comparison reads, at its old path (a reporter's: [`crate::report::compare`]).
 pub use crate::report::compare as render;
@@ -23,6 +25,7 @@ use crate::eval::Eval;
 use crate::settings::{Comparing, Settings};
 
 pub use analysis::{ArmFigures, Comparison, ComparisonRow, analyze};
+pub use declared::known_variants;
 
 /// The arm that changes nothing.
 pub const CONTROL: &str = "control";
@@ -111,7 +114,8 @@ pub fn find_variant(known: &[Variant], name: &str) -> Result<Variant, String> {
         let mut names: Vec<&str> = known.iter().map(|v| v.name.as_str()).collect();
         names.insert(0, CONTROL);
         format!(
-            "failed to find the variant `{name}`: this suite knows {} (declare one with #[reeval::variant])",
+            "failed to find the variant `{name}`: this suite knows {} (declare one with \
+             #[reeval::variant] or [variants.{name}] in reeval.toml)",
             names.join(", ")
         )
     })

@@ -5,7 +5,7 @@
 //!
 //! reeval's sandbox is `main`; every other service becomes a
 //! [`Service`] the backend starts beside it, in its network namespace
-//! (`sandbox/service.rs`). The subset real tasks use is supported; any other
+//! (reeval-sandbox's `service.rs`). The subset real tasks use is supported; any other
 //! key is refused, naming the service and the key, when the task is read.
 //! `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `$VAR`
 //! and `$$` are interpolated as compose does, from the host environment

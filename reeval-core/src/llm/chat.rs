@@ -15,6 +15,9 @@ pub(crate) enum Provider {
 }
 
 impl Provider {
+    /// Every provider a judge spec can name.
+    pub(crate) const ALL: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
+
     /// The host variable holding the key by default.
     pub(crate) fn default_key_env(self) -> &'static str {
         match self {

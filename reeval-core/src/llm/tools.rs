@@ -450,7 +450,7 @@ mod tests {
         }
         async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
             let cmd = request.command;
-            self.ran.lock().unwrap().push((cmd.argv().to_vec(), cmd.timeout));
+            self.ran.lock().unwrap().push((cmd.argv().to_vec(), cmd.time_limit()));
             let stdout = "out\n".to_string();
             Ok(ExecOutput {
                 command: cmd.argv().join(" "),

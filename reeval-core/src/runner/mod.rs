@@ -43,6 +43,8 @@ mod dispatch;
 pub use crate::report::events;
 #[cfg(test)]
 mod fake_tests;
+#[cfg(all(test, feature = "kubernetes"))]
+mod kubernetes_tests;
 pub(crate) mod plan;
 pub mod pool;
 mod preflight;

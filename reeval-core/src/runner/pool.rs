@@ -105,6 +105,7 @@ impl Pool {
                 self.engines.iter().filter(|e| !e.drained.load(Ordering::SeqCst)).collect();
             if live.is_empty() {
                 return Err(SandboxError::EngineUnreachable {
+                    engine: "any engine of the pool".into(),
                     message: "every engine of the pool stopped answering".into(),
                 });
             }

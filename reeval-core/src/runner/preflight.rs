@@ -147,6 +147,18 @@ pub(crate) async fn preflight(
                 },
             }
         }
+        // A judge whose model the body names (`Judge::model`) needs no judge
+        // chosen here, so none was required above; its provider's default key
+        // still comes from the run's env files or the host when they have it,
+        // as a chosen judge's does (host only: the sandbox sees nothing).
+        if spec.is_none() {
+            for provider in crate::llm::chat::Provider::ALL {
+                let var = provider.default_key_env();
+                if let Some(value) = lookup(var) {
+                    resolved.push(ResolvedSecret::new(var, value, SecretScope::Host));
+                }
+            }
+        }
         for draft in cells {
             let spec = &draft.cell.spec;
             // A harness credential is a secret like any other: the agent sees a placeholder.

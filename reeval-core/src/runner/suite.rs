@@ -76,7 +76,14 @@ pub fn main_with_args(
         evals.iter().map(|e| e.name.clone()).collect(),
     );
     config.suite = Some(suite.clone());
-    match settings.arms(&crate::compare::registered_variants()) {
+    let known_variants = match crate::compare::known_variants(&settings) {
+        Ok(known) => known,
+        Err(e) => {
+            say(&format!("error: {e}\n"));
+            return 2;
+        }
+    };
+    match settings.arms(&known_variants) {
         Ok((arms, variant)) => (config.compare, config.variant) = (arms, variant),
         Err(e) => {
             say(&format!("error: {e}\n"));
@@ -110,11 +117,7 @@ pub fn main_with_args(
             .and_then(|s| s.into_iter().find_map(|s| s.comparison));
         // Resuming a comparison without naming its arms again compares the same arms.
         if let Some(previous) = previous_comparison.as_ref().filter(|_| config.compare.is_none()) {
-            match crate::compare::Arms::recorded(
-                previous,
-                &kept,
-                &crate::compare::registered_variants(),
-            ) {
+            match crate::compare::Arms::recorded(previous, &kept, &known_variants) {
                 Ok(arms) => {
                     if let crate::compare::Arms::Harnesses(a, b) = &arms {
                         config.harnesses = vec![a.clone(), b.clone()];

@@ -58,6 +58,9 @@ pub struct SuiteConfig {
     /// Image names mapped to others (`[images]`, see `crate::image_map`).
     #[serde(default)]
     pub images: std::collections::BTreeMap<String, String>,
+    /// Variants declared here (`[variants.NAME]`, see [`super::DeclaredVariant`]).
+    #[serde(default)]
+    pub variants: std::collections::BTreeMap<String, super::DeclaredVariant>,
 }
 
 /// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).
@@ -130,6 +133,9 @@ impl SuiteConfig {
         }
         crate::image_map::ImageMap::new(&config.images)
             .map_err(|e| fail(format!("[{}]: {e}", table::IMAGES.file_key())))?;
+        for (name, variant) in &mut config.variants {
+            variant.resolve(name, dir).map_err(fail)?;
+        }
         Ok(config)
     }
 }

@@ -40,18 +40,20 @@ pub mod render;
 pub mod table;
 #[cfg(test)]
 mod tests;
+mod variants;
 mod vars;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use args::{Args, UsageError};
-// A pool's engines are the Docker backend's data (sandbox/docker/engines.rs).
+// A pool's engines are the Docker backend's data (reeval-sandbox/src/docker/engines.rs).
 pub use crate::sandbox::docker::EngineSpec;
 pub use env_files::{EnvFileError, SecretLookup};
 pub use file::{ConfigFileError, FILE_NAME, OneOrMore, SuiteConfig};
-// The Kubernetes backend's settings are the backend's data (sandbox/kubernetes_config.rs).
+// The Kubernetes backend's settings are the backend's data (reeval-sandbox/src/kubernetes/config.rs).
 pub use crate::sandbox::{GatewayAddress, KubernetesConfig};
+pub use variants::DeclaredVariant;
 pub use vars::{cache_dir, parse_bool, process_env};
 pub(crate) use vars::{default_record_dir_from, run_id_from};
 
@@ -118,6 +120,8 @@ pub struct Settings {
     pub kubernetes: Option<KubernetesConfig>,
     /// Image names mapped to others (`[images]` in `reeval.toml`).
     pub images: crate::image_map::ImageMap,
+    /// Variants declared in `reeval.toml` (`[variants.NAME]`), their paths resolved.
+    pub variants: std::collections::BTreeMap<String, DeclaredVariant>,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Retries of an infra error.
@@ -180,6 +184,7 @@ impl Settings {
             engines: Vec::new(),
             kubernetes: None,
             images: Default::default(),
+            variants: Default::default(),
             config_file: None,
             infra_retries: 2,
             min_pass_rate: None,
@@ -298,6 +303,7 @@ impl Settings {
         s.prices = crate::prices::PriceTable::with(&suite.prices);
         // Checked when the file was read.
         s.images = crate::image_map::ImageMap::new(&suite.images).unwrap_or_default();
+        s.variants = suite.variants.clone();
         if let Some(dir) = args.record_dir.clone().or(record_dir).or(suite.record_dir) {
             s.record_dir = dir;
         }

@@ -443,6 +443,14 @@ pub(crate) const IMAGES: Opt = Opt::new("image names", NoFlag)
         "maps an image an eval names (`Image::from`, an install image's base, a Harbor task's \
          `docker_image`) to another, `\"ubuntu:24.04\" = \"registry.internal/ubuntu:24.04\"`",
     );
+pub(crate) const VARIANTS: Opt = Opt::new("declared variants", NoFlag)
+    .key("variants")
+    .kind(Kind::Table("[variants.NAME]"))
+    .defaults_to("none: only the suite's `#[reeval::variant]`s")
+    .help(
+        "variants for `--compare` and `--variant` beside the suite's own: `files`, `skills`, \
+         `rules` and `env` added to every eval's environment (see Compare)",
+    );
 pub(crate) const JUDGE: Opt = Opt::new("judge", NoFlag)
     .env("REEVAL_JUDGE")
     .env_note(", when the file names none")
@@ -563,6 +571,7 @@ pub const OPTIONS: &[Opt] = &[
     SLOW_AFTER,
     PRICES,
     IMAGES,
+    VARIANTS,
     JUDGE,
     ENV_FILE,
     CONFIG,

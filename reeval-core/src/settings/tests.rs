@@ -235,6 +235,47 @@ fn images_come_from_the_file_into_the_run() {
 }
 
 #[test]
+fn variants_declared_in_the_file_change_the_environment_and_bad_ones_are_named() {
+    let path = config_file(
+        "variants",
+        "[variants.with_notes]\nfiles = { \"NOTES.md\" = \"notes.md\" }\nskills = [\"greet\"]\n\
+         rules = \"Run the tests.\"\nenv = { FEATURE = \"1\" }\n",
+    );
+    let dir = path.parent().unwrap();
+    std::fs::write(dir.join("notes.md"), "answer: 42\n").unwrap();
+    std::fs::create_dir_all(dir.join("greet")).unwrap();
+    std::fs::write(dir.join("greet/SKILL.md"), "# greet\n").unwrap();
+    let s =
+        load(&["--compare", "control,with_notes"], &[("REEVAL_CONFIG", path.to_str().unwrap())])
+            .unwrap();
+    let known = crate::compare::known_variants(&s).unwrap();
+    let (arms, _) = s.arms(&known).unwrap();
+    let crate::compare::Arms::Variants(_, with_notes) = arms.unwrap() else { panic!("variants") };
+    let env = with_notes.apply_env(crate::Environment::new().rules("Be brief."));
+    assert_eq!(env.files, [("NOTES.md".to_string(), b"answer: 42\n".to_vec(), 0o644)]);
+    assert_eq!(env.skills, [dir.join("greet")]);
+    assert_eq!(env.rules.as_deref(), Some("Be brief.\n\nRun the tests."), "after the eval's own");
+    assert_eq!(env.env, [("FEATURE".to_string(), "1".to_string())]);
+
+    // What stops the run before anything starts, each naming the variant.
+    for (name, text, says) in [
+        (
+            "v-missing",
+            "[variants.a]\nfiles = { \"X\" = \"nope.md\" }\n",
+            "[variants.a]: failed to find",
+        ),
+        ("v-skill", "[variants.b]\nskills = [\".\"]\n", "it needs a SKILL.md"),
+        ("v-control", "[variants.control]\nrules = \"x\"\n", "the arm without a change"),
+        ("v-name", "[variants.\"a b\"]\nrules = \"x\"\n", "letters, digits"),
+        ("v-key", "[variants.c]\nfile = { }\n", "unknown field `file`"),
+    ] {
+        let bad = config_file(name, text);
+        let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+        assert!(e.contains(says), "{name}: {e}");
+    }
+}
+
+#[test]
 fn env_files_come_from_the_file_then_the_environment() {
     let path = config_file("envfile", "env_file = \"keys.env\"\n");
     let s =

@@ -1,0 +1,328 @@
+//! The [`Backend`] trait (an engine: ping, capabilities, images, create,
+//! sweep, its setup cache, its gateway) and what a backend is given and answers.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{
+    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Preflight, RunNeeds, Sandbox,
+    SandboxError, ServiceStart,
+};
+
+/// Resource limits of a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Memory in bytes (swap is disabled).
+    pub memory_bytes: i64,
+    /// CPUs, in billionths.
+    pub nano_cpus: i64,
+    /// Maximum processes.
+    pub pids: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { memory_bytes: 4 << 30, nano_cpus: 2_000_000_000, pids: 1024 }
+    }
+}
+
+/// What network a sandbox gets. The sandbox never gets a network of its own
+/// that reaches anything: its only way out is the egress gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NetworkSpec {
+    /// No network at all: only the loopback interface.
+    #[default]
+    None,
+    /// No network, and a host directory holding the gateway's unix socket
+    /// mounted read-only into the sandbox (a local engine only).
+    GatewaySocket {
+        /// The directory on the host.
+        host_dir: PathBuf,
+        /// Where it appears in the sandbox.
+        sandbox_dir: String,
+    },
+    /// An internal network of the engine (no route out, no address on the
+    /// host) that only the sandbox and its gateway container are on.
+    Internal {
+        /// The network's name.
+        network: String,
+    },
+    /// Kubernetes: a NetworkPolicy that denies everything but egress to the
+    /// pods with these labels (the run's gateway pod) on this TCP port.
+    PodGateway {
+        /// The gateway pod's labels.
+        pod_labels: BTreeMap<String, String>,
+        /// The port of this attempt's gateway process.
+        port: u16,
+    },
+}
+
+/// What a sandbox is created from.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The image reference (already present on the engine).
+    pub image: String,
+    /// Labels (run, attempt); the backend adds its owner label.
+    pub labels: BTreeMap<String, String>,
+    /// The workspace directory.
+    pub workdir: String,
+    /// Resource limits.
+    pub limits: Limits,
+    /// The network the sandbox gets.
+    pub network: NetworkSpec,
+    /// What the sandbox's main process runs; by default it sleeps for ever.
+    /// (The gateway's relay supervises the sandbox when it has a way out.)
+    pub main_process: Option<Vec<String>>,
+    /// Services started beside it, in its network namespace (see [`Service`](crate::Service)).
+    pub services: Vec<ServiceStart>,
+}
+
+/// The engine a backend talks to, as preflight reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// Which engine (`Docker Engine`, `Podman`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its API version.
+    pub api_version: String,
+    /// Where it is (`unix:///var/run/docker.sock`, `tcp://host:2376`).
+    pub host: String,
+}
+
+/// A tool an in-sandbox helper of reeval needs from the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelperTool {
+    /// The program.
+    pub program: &'static str,
+    /// What needs it.
+    pub used_by: &'static str,
+    /// What happens without it.
+    pub without: &'static str,
+}
+
+/// The tools reeval's in-sandbox helpers use, on every backend that acts through exec.
+pub const HELPER_TOOLS: &[HelperTool] = &[
+    HelperTool {
+        program: "sh",
+        used_by: "killable commands (a pid file per process group)",
+        without: "turns and timed commands cannot run",
+    },
+    HelperTool {
+        program: "cat",
+        used_by: "incremental diffs (the first one puts the static reeval-diff helper in \
+                  /var/lib/reeval-diff, with sh, mkdir, chmod and mv)",
+        without: "every diff reads the whole workspace",
+    },
+    HelperTool {
+        program: "python3",
+        used_by: "Ctx::serve (the port relay)",
+        without: "serve fails as an infra error",
+    },
+];
+
+/// What a backend can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Whether a host directory with the gateway's unix socket can be mounted ([`NetworkSpec::GatewaySocket`]).
+    pub gateway_socket: bool,
+    /// Whether the kernel's OOM kills can be counted inside the sandbox.
+    pub oom_kills: bool,
+    /// The tools the backend's in-sandbox helpers need from the image.
+    pub helper_tools: &'static [HelperTool],
+}
+
+/// Which leftover sandboxes a [`Backend::sweep`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep<'a> {
+    /// Every sandbox of this run that this process owns (the end of a run).
+    OwnRun(&'a str),
+    /// Sandboxes of runners on this host that are gone (killed with SIGKILL).
+    Orphans,
+}
+
+/// An image ready for a container.
+#[derive(Debug, Clone)]
+pub struct ReadyImage {
+    /// The reference containers are created from.
+    pub reference: String,
+    /// The engine's image id.
+    pub id: String,
+    /// `cache hit …` or `built … in …`, for `-v` and the record.
+    pub detail: String,
+}
+
+/// A cached setup image (see [`Backend::find_setup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundSetup {
+    /// The reference containers are created from.
+    pub reference: String,
+    /// The fingerprint of its workspace as committed (`None`: committed without one).
+    pub snapshot: Option<String>,
+}
+
+/// An engine that runs sandboxes. The runner, the attempt and image building
+/// hold an `Arc<dyn Backend>`.
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// The backend's name (`docker`, `fake`).
+    fn name(&self) -> &str;
+
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Whether the engine answers, and what it is.
+    ///
+    /// # Errors
+    /// [`SandboxError::EngineUnreachable`] when it does not answer.
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn ping(&self) -> Result<EngineInfo, SandboxError>;
+
+    /// Makes `spec` present on the engine, built once per content digest;
+    /// `extra` goes into the digest (the harness's name and version).
+    ///
+    /// # Errors
+    /// [`SandboxError::ImageMissing`] for an absent image that cannot be
+    /// pulled or built here, [`SandboxError::ImageBuild`] when a build fails.
+    ///
+    /// # Cancel safety
+    /// A cancelled build leaves at worst an untagged image.
+    async fn ensure_image(&self, spec: &ImageSpec, extra: &str)
+    -> Result<ReadyImage, SandboxError>;
+
+    /// Creates a sandbox, not yet started: the caller keeps it (to destroy it
+    /// whatever happens) before [`Sandbox::start`].
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails.
+    ///
+    /// # Cancel safety
+    /// A cancelled create may leave a labelled sandbox, which the sweep at
+    /// the end of the run, or the next run, removes.
+    async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError>;
+
+    /// The backend's own preflight, given what the run will ask of it (the
+    /// images, egress and brokered secrets of every cell): what it cannot
+    /// run, and what a user should know. A backend that runs the gateway
+    /// away from this process keeps the brokered secrets for it. The
+    /// default finds nothing.
+    ///
+    /// # Cancel safety
+    /// Safe: it starts nothing.
+    async fn check_run(&self, _run: &RunNeeds) -> Preflight {
+        Preflight::default()
+    }
+
+    /// Removes leftover sandboxes; returns how many.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when listing fails; single removals that fail are skipped.
+    ///
+    /// # Cancel safety
+    /// Safe: what is not removed now is removed by a later sweep.
+    async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
+
+    /// Whether this engine can start services beside a sandbox ([`Service`](crate::Service));
+    /// `Err` says why not, and preflight refuses an eval that has some.
+    fn runs_services(&self) -> Result<(), String> {
+        Err(format!("the {} backend cannot start services beside a sandbox", self.name()))
+    }
+
+    /// Whether this engine keeps a setup cache ([`Backend::find_setup`],
+    /// [`Backend::commit_setup`]); without one, no attempt looks it up or fills it.
+    fn caches_setups(&self) -> bool {
+        false
+    }
+
+    /// The image of the cached setup `digest`, if this engine holds it (see
+    /// `crate::setup_cache`); a found image is marked as just used.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine fails (the default: no cache, `None`).
+    ///
+    /// # Cancel safety
+    /// Safe.
+    async fn find_setup(&self, _digest: &str) -> Result<Option<FoundSetup>, SandboxError> {
+        Ok(None)
+    }
+
+    /// Removes the cached setup `digest` (it did not match its own
+    /// fingerprint); no attempt finds it again.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine refuses.
+    ///
+    /// # Cancel safety
+    /// Safe: the image is removed or not.
+    async fn forget_setup(&self, _digest: &str) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
+    /// Commits the prepared sandbox `sandbox_id` as the cached setup
+    /// `digest`, with these labels, then evicts the least recently used
+    /// cached setups while the cache holds more than `max_bytes`.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine cannot (the default: this backend has no cache).
+    ///
+    /// # Cancel safety
+    /// A cancelled commit may still create the image.
+    async fn commit_setup(
+        &self,
+        _sandbox_id: &str,
+        _digest: &str,
+        _labels: &BTreeMap<String, String>,
+        _max_bytes: u64,
+    ) -> Result<(), SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message: format!("the {} backend has no setup cache", self.name()),
+        })
+    }
+
+    /// How this backend's sandboxes reach the egress gateway, from what the
+    /// attempt `offer`s: the sandbox's network comes from the answer
+    /// ([`GatewayContainer::network`]). The default: the run's gateway in this
+    /// process where a host directory can be mounted
+    /// ([`Capabilities::gateway_socket`]), else one next to the sandbox
+    /// ([`Backend::start_gateway`]).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the gateway cannot be started.
+    ///
+    /// # Cancel safety
+    /// A cancelled placement may leave a gateway container to the sweep.
+    async fn place_gateway(
+        &self,
+        offer: &dyn GatewayOffer,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        if self.capabilities().gateway_socket {
+            offer.in_process().await
+        } else {
+            self.start_gateway(&offer.beside().await?).await
+        }
+    }
+
+    /// Starts a gateway container (or, on Kubernetes, a process in the run's
+    /// gateway pod) for a sandbox (engines where [`Capabilities::gateway_socket`] is false).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the engine cannot (the default: this backend has no such thing).
+    ///
+    /// # Cancel safety
+    /// A cancelled start may leave the container and network to the sweep.
+    async fn start_gateway(
+        &self,
+        _request: &GatewayRequest,
+    ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message: format!("the {} backend cannot run a gateway container", self.name()),
+        })
+    }
+}

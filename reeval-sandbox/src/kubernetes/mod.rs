@@ -1,0 +1,77 @@
+//! The Kubernetes backend, on kube-rs (its engine behind the feature `kubernetes`;
+//! its settings, `config.rs`, are read whether or not it is built): one bare pod per
+//! attempt in a namespace of the cluster the kubeconfig (or the in-cluster
+//! service account) names, with a deny-all NetworkPolicy of its own. Commands
+//! run through the websocket exec API (`exec.rs`), files go as tar over exec,
+//! `Ctx::serve` uses the port-forward API; egress goes through the run's
+//! gateway pod (`gateway.rs`). Selected with
+//! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
+//!
+//! - `pod.rs`: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
+//! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
+//! - `sandbox.rs`: the `Sandbox` of one pod (exec, kill, files, port-forward, destroy).
+//! - `preflight.rs`: the API answers, the namespace exists, RBAC allows what the backend does.
+//! - `gateway.rs`: the run's gateway pod, its Secret, and each attempt's gateway process and Service.
+//! - `registry.rs`: images reeval builds, pushed from the local Docker engine to `registry`.
+//! - `config.rs`: [`KubernetesConfig`], `[kubernetes]` in `reeval.toml`.
+//! - `backend.rs`: the engine (connect, ping, images, create, sweep, preflight).
+
+mod config;
+pub use config::{GatewayAddress, KubernetesConfig};
+
+#[cfg(feature = "kubernetes")]
+mod backend;
+#[cfg(feature = "kubernetes")]
+mod exec;
+#[cfg(feature = "kubernetes")]
+mod gateway;
+#[cfg(feature = "kubernetes")]
+mod pod;
+#[cfg(feature = "kubernetes")]
+mod preflight;
+#[cfg(feature = "kubernetes")]
+mod registry;
+#[cfg(feature = "kubernetes")]
+mod sandbox;
+#[cfg(all(test, feature = "kubernetes"))]
+mod services_refused;
+#[cfg(all(test, feature = "kubernetes"))]
+mod tests;
+
+/// What preflight found (the backend's own checks).
+pub use super::Preflight;
+#[cfg(feature = "kubernetes")]
+pub use backend::{KubeBackend, kubeconfig_from};
+/// kube-rs, whose `Config` [`KubeBackend::with_config`] takes.
+#[cfg(feature = "kubernetes")]
+pub use kube;
+#[cfg(feature = "kubernetes")]
+pub use sandbox::KubeSandbox;
+
+use super::Connected;
+
+/// Connects to the cluster the kubeconfig names: the run's one engine.
+///
+/// # Errors
+/// What stops the run: no usable configuration, or reeval built without its
+/// `kubernetes` feature.
+///
+/// # Cancel safety
+/// Safe: nothing is created.
+pub(crate) async fn connect(config: &KubernetesConfig) -> Result<Vec<Connected>, Vec<String>> {
+    #[cfg(feature = "kubernetes")]
+    {
+        use super::Backend;
+        let backend =
+            KubeBackend::connect(config.clone()).await.map_err(|e| vec![e.to_string()])?;
+        let name = backend.ping().await.map(|i| i.host).unwrap_or_default();
+        Ok(vec![Connected { name, backend: std::sync::Arc::new(backend), slots: None }])
+    }
+    #[cfg(not(feature = "kubernetes"))]
+    {
+        let _ = config;
+        Err(vec![
+            "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] }".into(),
+        ])
+    }
+}

@@ -1,0 +1,391 @@
+//! The [`Sandbox`] of one pod: exec with killable process trees, files as tar
+//! over exec (as `kubectl cp` does; archives from the pod are parsed in
+//! memory, never unpacked on the host), port-forward, deletion.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, AttachParams, DeleteParams};
+use tokio::io::AsyncReadExt;
+
+use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
+use super::pod::{self, CONTAINER};
+use crate::exec::{BoundedBuffer, ExecOutput};
+use crate::shell_exec::{self, PidFiles, Process, RunProcess};
+use crate::{
+    ExecRequest, ExecStream, PortStream, Sandbox, SandboxError, SandboxState, Signal, StdoutSink,
+};
+
+/// How long `exec true` may keep failing after Ready (exec can fail just after it).
+const EXEC_READY_WITHIN: Duration = Duration::from_secs(60);
+/// How long a deleted pod may take to be gone.
+const GONE_WITHIN: Duration = Duration::from_secs(60);
+
+/// One attempt's pod.
+#[derive(Debug)]
+pub struct KubeSandbox {
+    pods: Api<Pod>,
+    policies: Api<NetworkPolicy>,
+    name: String,
+    ready_within: Duration,
+    pids: PidFiles,
+    /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
+    started: tokio::sync::OnceCell<()>,
+    /// Something to let go of once the pod is gone (the node network's relay port).
+    held: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+impl KubeSandbox {
+    pub(super) fn new(
+        pods: Api<Pod>,
+        policies: Api<NetworkPolicy>,
+        name: String,
+        ready_within: Duration,
+    ) -> Self {
+        Self {
+            pods,
+            policies,
+            name,
+            ready_within,
+            pids: PidFiles::default(),
+            started: tokio::sync::OnceCell::new(),
+            held: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Keeps `permit` until [`Sandbox::destroy`] saw the pod gone (or this is dropped).
+    pub(super) fn hold_until_gone(&mut self, permit: tokio::sync::OwnedSemaphorePermit) {
+        *self.held.get_mut().expect("held lock") = Some(permit);
+    }
+
+    /// The pod's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pods API of its namespace.
+    pub(super) fn pods(&self) -> &Api<Pod> {
+        &self.pods
+    }
+
+    /// A fresh pid file for a killable process.
+    pub(super) fn pid_file(&self) -> String {
+        self.pids.next()
+    }
+
+    /// A root command with no output kept but stderr, for housekeeping.
+    async fn root(
+        &self,
+        argv: Vec<String>,
+        stdin: Option<&[u8]>,
+    ) -> Result<(i64, String), SandboxError> {
+        let mut err = BoundedBuffer::new(4096);
+        let code = self
+            .run_process(
+                Process { argv, stdin, ..Default::default() },
+                None,
+                &mut BoundedBuffer::new(0),
+                &mut err,
+            )
+            .await?;
+        Ok((code, err.into_string()))
+    }
+
+    /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
+    pub(super) async fn kill_matching(
+        &self,
+        pid_files: &str,
+        signal: Signal,
+    ) -> Result<(), SandboxError> {
+        shell_exec::kill_matching(self, pid_files, signal).await
+    }
+
+    /// Waits until `exec true` works, up to [`EXEC_READY_WITHIN`].
+    async fn wait_exec(&self) -> Result<(), SandboxError> {
+        let began = Instant::now();
+        loop {
+            match self.root(vec!["true".into()], None).await {
+                Ok((0, _)) => return Ok(()),
+                result if began.elapsed() > EXEC_READY_WITHIN => {
+                    let why = match result {
+                        Ok((code, err)) => format!("`true` exited {code}: {err}"),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(SandboxError::engine_says(
+                        format!("start pod {}", self.name),
+                        format!(
+                            "exec did not work within {}s after Ready: {why}",
+                            EXEC_READY_WITHIN.as_secs()
+                        ),
+                    ));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl RunProcess for KubeSandbox {
+    async fn run_process(
+        &self,
+        process: Process<'_>,
+        sink: Option<&StdoutSink>,
+        out: &mut BoundedBuffer,
+        err: &mut BoundedBuffer,
+    ) -> Result<i64, SandboxError> {
+        let Process { argv, env, workdir, user, stdin } = process;
+        let stdin = stdin.map_or(Stdin::None, Stdin::Bytes);
+        let spec = ExecSpec { argv, env, workdir, user, stdin };
+        exec::run(&self.pods, &self.name, spec, sink, out, err).await
+    }
+}
+
+#[async_trait]
+impl Sandbox for KubeSandbox {
+    fn id(&self) -> &str {
+        &self.name
+    }
+
+    async fn start(&self) -> Result<(), SandboxError> {
+        // The pod was created (and so started) by `create`: wait until it can be used.
+        self.started
+            .get_or_try_init(|| async {
+                pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
+                self.wait_exec().await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
+        shell_exec::exec(self, &self.pids, request).await
+    }
+
+    async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
+        shell_exec::kill(self, signal).await
+    }
+
+    async fn upload(&self, dir: &str, tar: Bytes) -> Result<(), SandboxError> {
+        // Files may go in before the attempt starts the sandbox (the relay): the pod must be up.
+        self.start().await?;
+        // As root, so tar keeps the owners the archive names (as Docker's upload does).
+        let argv =
+            vec!["tar".into(), "-x".into(), "-f".into(), "-".into(), "--no-overwrite-dir".into()];
+        let mut err = BoundedBuffer::new(4096);
+        let process = Process {
+            argv,
+            workdir: Some(dir.to_string()),
+            stdin: Some(&tar),
+            ..Default::default()
+        };
+        match self.run_process(process, None, &mut BoundedBuffer::new(0), &mut err).await? {
+            0 => Ok(()),
+            NO_SUCH_DIR => Err(SandboxError::NotFound { path: dir.to_string() }),
+            code => Err(SandboxError::engine_says(
+                format!("upload files to {dir}"),
+                format!("tar exited {code}: {}", err.into_string()),
+            )),
+        }
+    }
+
+    async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
+        // A tar whose one top entry is the path's last component, as Docker's archive API gives.
+        let trimmed = path.trim_end_matches('/');
+        let (parent, base) = match trimmed.rsplit_once('/') {
+            Some(("", base)) => ("/", base),
+            Some((parent, base)) => (parent, base),
+            None => (".", trimmed),
+        };
+        let script = r#"[ -e "$0" ] || [ -L "$0" ] || exit 44; exec tar -c -f - -- "$0""#;
+        let argv = vec!["/bin/sh".into(), "-c".into(), script.into(), base.to_string()];
+        let params = AttachParams::default().container(CONTAINER).stdout(true).stderr(true);
+        let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
+        let mut attached =
+            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
+                SandboxError::engine(format!("start an exec in pod {}", self.name), e)
+            })?;
+        let status = attached.take_status().expect("status taken once");
+        let mut stdout = attached.stdout().expect("stdout requested");
+        let mut stderr = attached.stderr().expect("stderr requested");
+        let mut bytes = Vec::new();
+        let mut err = BoundedBuffer::new(4096);
+        let read_out = async {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match stdout.read(&mut buf).await {
+                    Ok(0) | Err(_) => return Ok(()),
+                    Ok(n) if bytes.len() as u64 + n as u64 > limit => {
+                        return Err(SandboxError::Archive {
+                            message: format!("{path} is larger than {limit} bytes"),
+                        });
+                    }
+                    Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        let read_err = async {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+                err.push(&buf[..n]);
+            }
+        };
+        let (read, ()) = tokio::join!(read_out, read_err);
+        // Over the limit: stop here (dropping the exec closes it).
+        read?;
+        match exec::outcome(status.await, &self.name)? {
+            exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
+            exec::Outcome::Exited(NO_SUCH_DIR) => {
+                Err(SandboxError::NotFound { path: path.to_string() })
+            }
+            exec::Outcome::Exited(code) => Err(SandboxError::engine_says(
+                format!("download {path}"),
+                format!("tar exited {code}: {}", err.into_string()),
+            )),
+            exec::Outcome::NotFound(message) => {
+                Err(SandboxError::engine_says(format!("download {path}"), message))
+            }
+        }
+    }
+
+    async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
+        let params =
+            AttachParams::default().container(CONTAINER).stdin(true).stdout(true).stderr(false);
+        let mut attached = self.pods.exec(&self.name, argv, &params).await.map_err(|e| {
+            SandboxError::engine(format!("start a relay exec in pod {}", self.name), e)
+        })?;
+        let input = attached.stdin().expect("stdin requested");
+        let stdout = attached.stdout().expect("stdout requested");
+        // The stream owns the exec: dropping it closes the connection.
+        let output =
+            futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+                let mut buf = vec![0u8; 64 << 10];
+                match stdout.read(&mut buf).await {
+                    Ok(0) => None,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Some((Ok(Bytes::from(buf)), (stdout, attached)))
+                    }
+                    Err(e) => Some((
+                        Err(SandboxError::engine("read relay output", e)),
+                        (stdout, attached),
+                    )),
+                }
+            })
+            .boxed();
+        Ok(ExecStream { input: Box::pin(input), output })
+    }
+
+    async fn connect_port(&self, port: u16) -> Result<Option<PortStream>, SandboxError> {
+        let mut forwarder = self.pods.portforward(&self.name, &[port]).await.map_err(|e| {
+            SandboxError::engine(format!("forward port {port} of pod {}", self.name), e)
+        })?;
+        let stream = forwarder.take_stream(port).expect("the port asked for");
+        Ok(Some(Box::pin(Forwarded { stream, forwarder })))
+    }
+
+    async fn state(&self) -> SandboxState {
+        match self.pods.get_opt(&self.name).await {
+            Ok(Some(pod)) => pod_state(&pod),
+            Ok(None) => SandboxState::Gone,
+            Err(_) => SandboxState::Unknown,
+        }
+    }
+
+    async fn destroy(&self) -> Result<(), SandboxError> {
+        let now = DeleteParams::default().grace_period(0);
+        match self.pods.delete(&self.name, &now).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
+        }
+        match self.policies.delete(&self.name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(SandboxError::engine(
+                    format!("delete the NetworkPolicy of pod {}", self.name),
+                    e,
+                ));
+            }
+        }
+        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        self.held.lock().expect("held lock").take();
+        Ok(())
+    }
+}
+
+/// A port-forwarded connection; the forwarder's task ends with it.
+struct Forwarded {
+    stream: tokio::io::DuplexStream,
+    forwarder: kube::api::Portforwarder,
+}
+
+impl Drop for Forwarded {
+    fn drop(&mut self) {
+        self.forwarder.abort();
+    }
+}
+
+impl tokio::io::AsyncRead for Forwarded {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Forwarded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// The sandbox's state from its pod's: a pod that is not running, or whose
+/// container restarted (every process of the attempt died with it), is lost.
+pub(super) fn pod_state(pod: &Pod) -> SandboxState {
+    let Some(status) = &pod.status else { return SandboxState::Unknown };
+    let container = status.container_statuses.as_ref().and_then(|c| c.first());
+    let terminated = container
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .or_else(|| container.and_then(|c| c.last_state.as_ref()?.terminated.as_ref()));
+    let stopped = || SandboxState::Stopped {
+        exit_code: terminated.map(|t| i64::from(t.exit_code)),
+        oom_killed: terminated.and_then(|t| t.reason.as_deref()) == Some("OOMKilled"),
+    };
+    if status.phase.as_deref() != Some("Running") {
+        return stopped();
+    }
+    match container {
+        Some(c) if c.state.as_ref().is_some_and(|s| s.running.is_none()) => stopped(),
+        Some(c) if c.restart_count > 0 => {
+            SandboxState::Restarted { how: format!("container restart count {}", c.restart_count) }
+        }
+        _ => SandboxState::Running,
+    }
+}
