@@ -251,3 +251,83 @@ async fn services_an_attempt_lost_track_of_are_removed_by_the_end_sweep() {
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     assert_eq!(left_behind(&run_id).await, (0, 0), "the sweep found every service by its labels");
 }
+
+/// Two services declaring one port (`expose`, the container side of `ports`):
+/// they would share the sandbox's network namespace, where the second fails
+/// to bind it (`Address already in use`) or is shadowed by the first. A
+/// Harbor task so is refused when it loads, an eval's environment so in
+/// preflight, each naming both services and the port; nothing starts.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn services_declaring_one_port_are_refused_naming_both() {
+    require_docker!();
+    let dir = common::temp_dir("harbor-port-clash").join("clash");
+    std::fs::create_dir_all(dir.join("environment")).unwrap();
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(dir.join("task.toml"), "[task]\nname = \"t/clash\"\n").unwrap();
+    std::fs::write(dir.join("instruction.md"), "true\n").unwrap();
+    std::fs::write(dir.join("tests/test.sh"), "echo 1 > /logs/verifier/reward.txt\n").unwrap();
+    std::fs::write(dir.join("environment/Dockerfile"), "FROM reeval/base:latest\n").unwrap();
+    std::fs::write(
+        dir.join("environment/docker-compose.yaml"),
+        r#"
+services:
+  web:
+    image: reeval/base:latest
+    command: ["python3", "-m", "http.server", "8000"]
+    expose: ["8000"]
+  api:
+    image: reeval/base:latest
+    command: ["python3", "-m", "http.server", "8000"]
+    ports: ["18000:8000"]
+"#,
+    )
+    .unwrap();
+    let e = reeval::harbor::tasks(&dir).expect_err("the task is refused").to_string();
+    assert!(
+        e.contains(
+            "failed to place services api and web beside the sandbox: both declare port 8000"
+        ),
+        "{e}"
+    );
+
+    // The same two services on an eval of the library's: refused in preflight.
+    let server = |name: &str| {
+        reeval::environment::Service::new(name, reeval::Image::from("reeval/base:latest"))
+            .command(["python3", "-m", "http.server", "8000"])
+            .port(8000)
+    };
+    let eval = reeval::Eval::new("clash", |_| Box::pin(async { Ok(()) })).environment(move || {
+        reeval::Environment::new().service(server("web")).service(server("api"))
+    });
+    let run_id = format!("port-clash-{}", std::process::id());
+    let runner = common::runner_with("harbor-port-clash", |c| {
+        c.harnesses = vec!["shell".into()];
+        c.run_id = run_id.clone();
+    });
+    let e = runner.run(vec![eval]).await.expect_err("preflight refuses the eval").to_string();
+    assert!(
+        e.contains(
+            "failed to place services web and api beside the sandbox: both declare port 8000"
+        ),
+        "{e}"
+    );
+    assert_eq!(left_behind(&run_id).await, (0, 0), "nothing was started");
+
+    // A service on the gateway relay's port, in a sandbox with a way out: refused too.
+    let eval = reeval::Eval::new("relay_port", |_| Box::pin(async { Ok(()) })).environment(|| {
+        reeval::Environment::new().allow_egress("example.com").service(
+            reeval::environment::Service::new("squid", reeval::Image::from("reeval/base:latest"))
+                .port(3128),
+        )
+    });
+    let runner = common::runner_with("harbor-relay-port", |c| c.harnesses = vec!["shell".into()]);
+    let e = runner.run(vec![eval]).await.expect_err("preflight refuses the eval").to_string();
+    assert!(
+        e.contains("failed to place service squid beside the sandbox: it declares port 3128"),
+        "{e}"
+    );
+}

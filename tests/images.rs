@@ -141,3 +141,114 @@ async fn a_layer_is_built_on_a_mapped_base() {
     assert_eq!(rec.outcome, Outcome::Pass, "{:?}", rec.message);
     assert_eq!(rec.image_mapped_from.as_deref(), Some(MISSING));
 }
+
+/// A Dockerfile's `FROM` name that exists nowhere.
+const DOCKERFILE_BASE: &str = "reeval-test/dockerfile-base:1";
+
+/// An eval built from a Dockerfile in `dir` on [`DOCKERFILE_BASE`] (two
+/// stages, the second copying from the first).
+fn dockerfile_eval(dir: &std::path::Path) -> Eval {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!(
+            "FROM {DOCKERFILE_BASE} AS stage\nRUN echo from-the-stage > /stage.txt\n\
+             FROM \\\n  {DOCKERFILE_BASE}\nCOPY --from=stage /stage.txt /stage.txt\n"
+        ),
+    )
+    .unwrap();
+    let path = dir.join("Dockerfile");
+    Eval::new("dockerfile", |c| {
+        Box::pin(async move {
+            expect(
+                c.exec("test \"$(cat /stage.txt)\" = from-the-stage && command -v python3").await?,
+            )
+            .to_succeed()?;
+            Ok(())
+        })
+    })
+    .environment(move || Environment::new().image(Image::dockerfile(path.clone())))
+}
+
+/// `Image::dockerfile` whose `FROM`s name an image that exists nowhere: mapped,
+/// the build uses the mapped name (the file on disk unchanged), the record
+/// names what was mapped, and the image's tag follows the mapping; unmapped,
+/// the same eval is an infra error naming the image.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dockerfile_builds_on_its_mapped_from() {
+    require_docker!();
+    let dir = common::temp_dir("images-dockerfile");
+    let on_disk = |d: &std::path::Path| std::fs::read_to_string(d.join("Dockerfile")).unwrap();
+    let mut tags = Vec::new();
+    // Two spellings of the same base: the same image, two Dockerfile texts, two tags.
+    for to in [BASE, "docker.io/reeval/base:latest"] {
+        let eval = dockerfile_eval(&dir);
+        let before = on_disk(&dir);
+        let runner = common::runner_with("images-dockerfile", |c| {
+            c.harnesses = vec!["shell".into()];
+            c.images = ImageMap::new(&[(DOCKERFILE_BASE.to_string(), to.to_string())].into())
+                .expect("the names parse");
+        });
+        let report = runner.run(vec![eval]).await.expect("preflight passes");
+        let rec = &report.records[0];
+        assert_eq!(rec.outcome, Outcome::Pass, "{to}: {:?}", rec.message);
+        assert_eq!(rec.image_mapped_from.as_deref(), Some(DOCKERFILE_BASE), "{to}");
+        let image = rec.phases.iter().find(|p| p.phase == Phase::Image).expect("an image phase");
+        assert!(
+            image
+                .detail
+                .contains(&format!("its Dockerfile names {DOCKERFILE_BASE}; [images] maps them")),
+            "{}",
+            image.detail
+        );
+        assert_eq!(on_disk(&dir), before, "the user's Dockerfile is not changed");
+        tags.push(rec.image.clone().expect("an image"));
+    }
+    assert_ne!(tags[0], tags[1], "the image's tag changes with the mapping");
+
+    // The control: unmapped, the build looks for the name as written, and it is nowhere.
+    let runner = common::runner_with("images-dockerfile-unmapped", |c| {
+        c.harnesses = vec!["shell".into()];
+    });
+    match runner.run(vec![dockerfile_eval(&dir)]).await {
+        Ok(report) => {
+            let rec = &report.records[0];
+            assert_eq!(rec.outcome, Outcome::InfraError, "{:?}", rec.message);
+            let message = rec.message.as_deref().unwrap_or("");
+            assert!(message.contains(DOCKERFILE_BASE), "{message}");
+            assert_eq!(rec.image_mapped_from, None);
+        }
+        Err(e) => panic!("preflight does not build images: {e}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Harbor task whose `environment/Dockerfile` names a public image
+/// (`ubuntu:24.04`, not on this machine, no registry reachable), in two
+/// stages: run with `[images]` mapping it to the local base, the task builds
+/// and its verifier's reward is 1.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_harbor_tasks_dockerfile_builds_on_its_mapped_from() {
+    require_docker!();
+    let task =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/images/public-base");
+    let evals = reeval::harbor::tasks(&task).expect("the task loads");
+    let runner = common::runner_with("images-harbor-dockerfile", |c| {
+        c.harnesses = vec!["shell".into()];
+        c.images = ImageMap::new(&[("ubuntu:24.04".to_string(), BASE.to_string())].into())
+            .expect("the names parse");
+    });
+    let report = runner.run(evals).await.expect("preflight passes");
+    let rec = &report.records[0];
+    assert_eq!(rec.outcome, Outcome::Pass, "{:?}", rec.message);
+    assert_eq!(rec.reward.as_ref().map(|m| m["reward"]), Some(1.0));
+    assert_eq!(rec.image_mapped_from.as_deref(), Some("ubuntu:24.04"));
+}

@@ -180,7 +180,7 @@ pub struct Environment {
     /// Whether the prepared sandbox may be cached (see `crate::setup_cache`).
     pub(crate) setup_cache: SetupCache,
     /// The image the eval named, when `[images]` mapped it (`crate::image_map`).
-    pub(crate) image_mapped_from: Option<String>,
+    pub(crate) image_mapped_from: Option<crate::image_map::MappedFrom>,
     /// Services started beside the sandbox (reeval-sandbox's `service.rs`).
     pub(crate) services: Vec<Service>,
 }
@@ -396,7 +396,8 @@ impl Environment {
                 out.push(format!("skill directory {} has no SKILL.md", dir.display()));
             }
         }
-        if let Some(ImageSpec::Dockerfile(path)) = &self.image
+        if let Some(ImageSpec::Dockerfile(path) | ImageSpec::DockerfileText { path, .. }) =
+            &self.image
             && !path.is_file()
         {
             out.push(format!("Dockerfile {} does not exist", path.display()));

@@ -204,6 +204,11 @@ impl FakeBackend {
     pub fn specs(&self) -> Vec<SandboxSpec> {
         self.seen().specs.clone()
     }
+
+    /// The images asked for (`ensure_image`), in order.
+    pub fn images(&self) -> Vec<ImageSpec> {
+        self.seen().images.clone()
+    }
 }
 
 #[async_trait]

@@ -11,6 +11,15 @@ pub enum ImageSpec {
     From(String),
     /// Built from a Dockerfile; the build context is the file's directory.
     Dockerfile(PathBuf),
+    /// A Dockerfile built from `text` in place of the file's own (`[images]`
+    /// rewrites a Dockerfile's `FROM` names so): the build context is still
+    /// `path`'s directory, and the file on disk is not read or changed.
+    DockerfileText {
+        /// The Dockerfile `text` stands for; its directory is the build context.
+        path: PathBuf,
+        /// The Dockerfile's text, built in its place.
+        text: String,
+    },
     /// A base image plus install commands (run as `sh -c` steps).
     Install {
         /// The base image reference.

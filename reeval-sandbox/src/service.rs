@@ -198,12 +198,13 @@ pub fn problems(services: &[Service]) -> Vec<String> {
                 out.push(format!("service {}: the name `{name}` is taken", s.name));
             }
         }
-        if let ImageSpec::Dockerfile(path) = &s.image
+        if let ImageSpec::Dockerfile(path) | ImageSpec::DockerfileText { path, .. } = &s.image
             && !path.is_file()
         {
             out.push(format!("service {}: Dockerfile {} does not exist", s.name, path.display()));
         }
     }
+    out.extend(port_collisions(services));
     for s in services {
         for (dep, condition) in &s.depends_on {
             match services.iter().find(|d| &d.name == dep) {
@@ -224,6 +225,45 @@ pub fn problems(services: &[Service]) -> Vec<String> {
         out.push("services depend on each other in a cycle".into());
     }
     out
+}
+
+/// Two services declaring one port (compose `ports`/`expose`): they share the
+/// sandbox's network namespace, where a port has one listener, so the second
+/// would fail to bind it (or, bound on another address, be shadowed by the
+/// first), and the readiness probe would be answered by the wrong one.
+fn port_collisions(services: &[Service]) -> Vec<String> {
+    let mut owner: BTreeMap<u16, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for s in services {
+        let ports: BTreeSet<u16> = s.ports.iter().copied().collect();
+        for port in ports {
+            match owner.get(&port) {
+                Some(first) => out.push(format!(
+                    "failed to place services {first} and {} beside the sandbox: both declare port {port} (compose `ports`/`expose`), and services share the sandbox's network namespace, where a port has one listener",
+                    s.name
+                )),
+                None => {
+                    owner.insert(port, &s.name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A service declaring the port the gateway's relay listens on in the
+/// sandbox's network namespace (`127.0.0.1:3128`), which a sandbox with a
+/// way out has: the relay or the service would fail to bind it.
+pub fn relay_port_taken(services: &[Service]) -> Option<String> {
+    let port: u16 = reeval_gateway::relay::SANDBOX_PROXY_ADDR
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .expect("the relay's address has a port");
+    let s = services.iter().find(|s| s.ports.contains(&port))?;
+    Some(format!(
+        "failed to place service {} beside the sandbox: it declares port {port}, where the gateway's relay listens in the sandbox's network namespace (the sandbox has a way out); services share that namespace",
+        s.name
+    ))
 }
 
 /// The order to start them in: each after those it depends on; `None` for a cycle.
@@ -322,5 +362,36 @@ mod tests {
     fn a_healthchecks_limit_is_what_the_engine_may_take() {
         let h = Healthcheck::shell("true").every(Duration::from_secs(1));
         assert_eq!(h.limit(), Duration::from_secs((1 + 30) * 4));
+    }
+
+    #[test]
+    fn two_services_declaring_one_port_are_refused_naming_both() {
+        let mut web = svc("web");
+        web.ports = vec![80, 8080, 80];
+        let mut api = svc("api");
+        api.ports = vec![8080];
+        let mut db = svc("db");
+        db.ports = vec![5432];
+        assert!(problems(&[web.clone(), db.clone()]).is_empty(), "one service, one port twice");
+        assert_eq!(
+            problems(&[web, api, db]),
+            [
+                "failed to place services web and api beside the sandbox: both declare port 8080 (compose `ports`/`expose`), and services share the sandbox's network namespace, where a port has one listener"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_service_on_the_relays_port_is_named() {
+        let mut proxy = svc("squid");
+        proxy.ports = vec![3128];
+        let said = relay_port_taken(&[svc("db"), proxy]).expect("refused");
+        assert!(
+            said.starts_with(
+                "failed to place service squid beside the sandbox: it declares port 3128"
+            ),
+            "{said}"
+        );
+        assert_eq!(relay_port_taken(&[svc("db")]), None);
     }
 }

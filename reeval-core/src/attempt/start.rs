@@ -127,7 +127,7 @@ impl Attempt {
             .phases
             .run(Phase::Image, both, |(i, (_, s))| {
                 let mut detail = match &mapped_from {
-                    Some(from) => format!("{} (the eval named {from}; [images] maps it)", i.detail),
+                    Some(from) => format!("{} ({})", i.detail, from.detail()),
                     None => i.detail.clone(),
                 };
                 if !s.is_empty() {
@@ -137,7 +137,7 @@ impl Attempt {
             })
             .await?;
         self.record.image = Some(image.reference.clone());
-        self.record.image_mapped_from = mapped_from;
+        self.record.image_mapped_from = mapped_from.map(|m| m.record());
         Ok((image, services))
     }
 

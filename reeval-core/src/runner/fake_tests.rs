@@ -457,3 +457,62 @@ async fn a_harness_that_runs_the_reference_solution_runs_it_at_the_first_send() 
     assert_eq!(unsolved.outcome, Outcome::Config);
     assert!(unsolved.message.as_deref().unwrap().contains("names no reference solution"));
 }
+
+/// `[images]` reaches the image a variant names (`--compare`): the map is
+/// applied to each cell's environment after its variant's change, a
+/// Dockerfile's `FROM` included, and each record names what was mapped.
+#[tokio::test]
+async fn images_a_variant_names_are_mapped_too() {
+    use crate::environment::{Environment, Image, ImageSpec};
+    let dir = config().record_dir.with_extension("dockerfile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dockerfile = dir.join("Dockerfile");
+    std::fs::write(&dockerfile, "FROM debian:12 AS base\nFROM base\n").unwrap();
+    let eval = Eval::new("mapped", |c| {
+        Box::pin(async move { expect(c.exec("true").await?).to_succeed() })
+    })
+    .harness("script")
+    .environment(|| Environment::new().image(Image::from("ubuntu:24.04")));
+    let in_variant = dockerfile.clone();
+    let variant = crate::compare::Variant::new("own_image", move |env| {
+        env.image(Image::dockerfile(in_variant.clone()))
+    });
+    let images = [("ubuntu:24.04", "mirror/ubuntu:24.04"), ("debian:12", "mirror/debian:12")];
+    let config = RunConfig {
+        compare: Some(crate::compare::Arms::Variants(crate::compare::Variant::control(), variant)),
+        images: crate::image_map::ImageMap::new(
+            &images.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        )
+        .unwrap(),
+        ..config()
+    };
+    let backend = scripted();
+    let report = runner(&backend, config).run(vec![eval]).await.expect("preflight");
+    let arm = |name: &str| {
+        report.records.iter().find(|r| r.arm.as_deref() == Some(name)).expect("a record").clone()
+    };
+    let control = arm("control");
+    assert_eq!(control.outcome, Outcome::Pass, "{:?}", control.message);
+    assert_eq!(control.image.as_deref(), Some("mirror/ubuntu:24.04"));
+    assert_eq!(control.image_mapped_from.as_deref(), Some("ubuntu:24.04"));
+    let own = arm("own_image");
+    assert_eq!(own.outcome, Outcome::Pass, "{:?}", own.message);
+    assert_eq!(own.image_mapped_from.as_deref(), Some("debian:12"));
+    let phase = own.phases.iter().find(|p| p.phase == crate::phase::Phase::Image).unwrap();
+    assert!(
+        phase.detail.contains("its Dockerfile names debian:12; [images] maps them"),
+        "{}",
+        phase.detail
+    );
+    // The build gets the rewritten text; the file on disk is the user's still.
+    let rewritten = ImageSpec::DockerfileText {
+        path: dockerfile.clone(),
+        text: "FROM mirror/debian:12 AS base\nFROM base\n".into(),
+    };
+    assert!(backend.images().contains(&rewritten), "{:?}", backend.images());
+    assert_eq!(
+        std::fs::read_to_string(&dockerfile).unwrap(),
+        "FROM debian:12 AS base\nFROM base\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -271,8 +271,6 @@ impl Runner {
         evals: Vec<Eval>,
         extra: Vec<Box<dyn Reporter>>,
     ) -> Result<RunReport, PreflightError> {
-        // `[images]`: every eval's environment names the mapped images from here on.
-        let evals: Vec<Eval> = evals.into_iter().map(|e| self.config.images.apply_to(e)).collect();
         let ready = preflight::preflight(self, &evals).await?;
         let run_dir = self.config.record_dir.join(&self.config.run_id);
         // Found once, in the cells' plans: the trajectories name them, and the summary's provenance.

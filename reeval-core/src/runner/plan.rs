@@ -36,19 +36,25 @@ pub(super) struct CellDraft {
 
 /// The cells of `eval`, their environments built: the eval's function runs
 /// once here, and nowhere else in the run.
+///
+/// `[images]` is applied last, to the eval's environment and to each cell's
+/// after its variant's change, so an image a variant names is mapped too (and
+/// a variant sees the names the eval gave).
 pub(super) fn draft(runner: &Runner, eval: &Eval) -> EvalDraft {
-    let env = build_environment(eval).map(Arc::new);
+    let images = &runner.config.images;
+    let raw = images.scope(|| build_environment(eval));
+    let env = raw.clone().map(|e| Arc::new(images.apply_env(e)));
     let cells = runner
         .arm_cells(eval)
         .into_iter()
         .map(|cell| {
-            let env = match (&env, &cell.variant) {
-                (Err(panic), _) => Err(panic.clone()),
-                (Ok(env), None) => Ok(env.clone()),
-                (Ok(env), Some(variant)) => {
-                    let base = Environment::clone(env);
+            let env = match (&env, &raw, &cell.variant) {
+                (Err(panic), _, _) | (_, Err(panic), _) => Err(panic.clone()),
+                (Ok(env), _, None) => Ok(env.clone()),
+                (Ok(_), Ok(raw), Some(variant)) => {
+                    let base = raw.clone();
                     std::panic::catch_unwind(AssertUnwindSafe(|| variant.apply_env(base)))
-                        .map(Arc::new)
+                        .map(|env| Arc::new(images.apply_env(env)))
                         .map_err(|p| {
                             format!(
                                 "variant {} of eval {} panicked: {}",

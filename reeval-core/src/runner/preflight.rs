@@ -206,14 +206,20 @@ pub(crate) async fn preflight(
                 }
             }
             match (draft.env, &draft.harness) {
-                (Ok(env), Some(h)) => planned.push(Arc::new(plan::plan(
-                    runner,
-                    eval,
-                    &draft.cell,
-                    env,
-                    h.as_ref(),
-                    for_cell,
-                ))),
+                (Ok(env), Some(h)) => {
+                    let plan = plan::plan(runner, eval, &draft.cell, env, h.as_ref(), for_cell);
+                    // A sandbox with a way out has the gateway's relay on its port.
+                    if plan.gateway
+                        && let Some(why) =
+                            crate::sandbox::service::relay_port_taken(&plan.env.services)
+                    {
+                        let line = format!("environment of eval {}: {why}", eval.name);
+                        if !missing.contains(&line) {
+                            missing.push(line);
+                        }
+                    }
+                    planned.push(Arc::new(plan));
+                }
                 (Err(panic), _) => {
                     let line = format!("environment of eval {}: {panic}", eval.name);
                     if !missing.contains(&line) {

@@ -97,13 +97,18 @@ pub async fn ensure(
                 }),
             };
         }
-        ImageSpec::Dockerfile(path) => {
+        ImageSpec::Dockerfile(path) | ImageSpec::DockerfileText { path, .. } => {
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "Dockerfile".into());
-            let context = context_tar(dir, &name).map_err(|e| SandboxError::ImageBuild {
+            // `[images]`' rewrite of the file goes in its place (and so into the tag).
+            let text = match spec {
+                ImageSpec::DockerfileText { text, .. } => Some(text.as_bytes()),
+                _ => None,
+            };
+            let context = context_tar(dir, &name, text).map_err(|e| SandboxError::ImageBuild {
                 image: path.display().to_string(),
                 message: format!("cannot read build context {}: {e}", dir.display()),
             })?;
@@ -301,23 +306,43 @@ fn digest_tag(parts: &[&[u8]]) -> String {
 /// A deterministic tar of a directory (sorted, mtimes zeroed), for workspace
 /// fixtures: every file, hidden ones included; symlinks stay links.
 pub fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
-    tar_files(dir, &files_under(dir)?)
+    tar_files(dir, &files_under(dir)?, None)
 }
 
 /// The build context of the Dockerfile `dockerfile` in `dir`: [`dir_tar`] less
 /// what the context's `.dockerignore` excludes. The Dockerfile and
 /// `.dockerignore` are sent even when excluded, as Docker does (the build
-/// needs them; `COPY` does not see them).
-fn context_tar(dir: &Path, dockerfile: &str) -> std::io::Result<Vec<u8>> {
+/// needs them; `COPY` does not see them). `text`, when given, is sent as the
+/// Dockerfile in place of the file's own bytes.
+fn context_tar(dir: &Path, dockerfile: &str, text: Option<&[u8]>) -> std::io::Result<Vec<u8>> {
     let ignore = DockerIgnore::read(dir)?;
-    let files = walk(dir, ignore.map(|i| i.keeping([dockerfile, DockerIgnore::FILE_NAME])))?;
-    tar_files(dir, &files)
+    let mut files = walk(dir, ignore.map(|i| i.keeping([dockerfile, DockerIgnore::FILE_NAME])))?;
+    let Some(text) = text else { return tar_files(dir, &files, None) };
+    if !files.iter().any(|f| f == Path::new(dockerfile)) {
+        files.push(dockerfile.into());
+        files.sort();
+    }
+    tar_files(dir, &files, Some((Path::new(dockerfile), text)))
 }
 
-fn tar_files(dir: &Path, files: &[PathBuf]) -> std::io::Result<Vec<u8>> {
+/// A tar of `files` under `dir`; `replace`'s file, if given, with its bytes.
+fn tar_files(
+    dir: &Path,
+    files: &[PathBuf],
+    replace: Option<(&Path, &[u8])>,
+) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     builder.follow_symlinks(false);
     for rel in files {
+        if let Some((name, bytes)) = replace.filter(|(name, _)| name == rel) {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mtime(0);
+            builder.append_data(&mut header, name, bytes)?;
+            continue;
+        }
         let full = dir.join(rel);
         let meta = std::fs::symlink_metadata(&full)?;
         let mut header = tar::Header::new_gnu();
@@ -526,7 +551,7 @@ mod tests {
                 (".env.example", ""),
             ],
         );
-        let got = names(&context_tar(&dir, "Dockerfile").unwrap());
+        let got = names(&context_tar(&dir, "Dockerfile", None).unwrap());
         assert_eq!(
             got,
             vec![
@@ -556,7 +581,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            names(&context_tar(&dir, "Dockerfile").unwrap()),
+            names(&context_tar(&dir, "Dockerfile", None).unwrap()),
             vec![".dockerignore", "Dockerfile", "vendor/keep"]
         );
     }
@@ -606,7 +631,7 @@ mod tests {
     #[test]
     fn a_bad_dockerignore_pattern_names_the_file_and_line() {
         let dir = tree("bad", &[(".dockerignore", "ok\nunclosed{a,b\n"), ("Dockerfile", "")]);
-        let Err(e) = context_tar(&dir, "Dockerfile") else {
+        let Err(e) = context_tar(&dir, "Dockerfile", None) else {
             panic!("a pattern that does not compile is an error")
         };
         let e = e.to_string();

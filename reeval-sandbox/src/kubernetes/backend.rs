@@ -433,7 +433,9 @@ impl KubeBackend {
         }
         Err(SandboxError::ImageMissing {
             image: match spec {
-                ImageSpec::Dockerfile(path) => path.display().to_string(),
+                ImageSpec::Dockerfile(path) | ImageSpec::DockerfileText { path, .. } => {
+                    path.display().to_string()
+                }
                 ImageSpec::Install { base, .. } => format!("{base} with install steps"),
                 ImageSpec::From(reference) => reference.clone(),
                 ImageSpec::Layered { .. } => "an image with build steps".into(),

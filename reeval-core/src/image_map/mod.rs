@@ -1,6 +1,7 @@
 //! `[images]` in `reeval.toml`: an image an eval names (`Image::from`, the
-//! base of `Image::install`, a Harbor task's `docker_image`) mapped to another
-//! before anything looks for it, for offline machines and private registries:
+//! base of `Image::install`, a Harbor task's `docker_image`, the images a
+//! Dockerfile's `FROM`s name, a service's image) mapped to another before
+//! anything looks for it, for offline machines and private registries:
 //!
 //! ```toml
 //! [images]
@@ -12,9 +13,20 @@
 //! `docker.io/library/ubuntu:latest`. A digest-pinned name (`name@sha256:…`)
 //! maps by its whole name; failing that, by its name without the digest, and
 //! the digest is kept on the mapped name (a mirror keeps an image's digest).
-//! The run applies the map to every eval's environment before preflight
-//! ([`ImageMap::apply_to`]); the record's `image` is the mapped name and its
-//! `imageMappedFrom` the one the eval named.
+//!
+//! A Dockerfile (`Image::dockerfile`, a Harbor task's `environment/Dockerfile`)
+//! is built from its text with the names its `FROM`s, `COPY --from`s and
+//! `RUN --mount=…,from=`s give mapped (`dockerfile.rs`), the user's file left
+//! as it is: the rewritten text replaces the file in the build context
+//! ([`ImageSpec::DockerfileText`]), so the image's tag changes with the map.
+//! Stage names and names built from an `ARG` (`FROM ${BASE}`) are not mapped.
+//!
+//! The runner applies the map to each cell's environment after its variant's
+//! change ([`ImageMap::apply_env`]), before preflight; the record's `image`
+//! is the mapped name and its `imageMappedFrom` the one the eval named (for
+//! a Dockerfile, the names its `FROM`s gave that were mapped, `, `-separated).
+
+mod dockerfile;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -139,30 +151,52 @@ impl ImageMap {
         Some(if to.contains('@') { to.clone() } else { format!("{to}@{digest}") })
     }
 
-    /// `env` with its image mapped: `Image::from`'s reference, or the base of
-    /// `Image::install`; the name it had is kept for the record.
-    pub(crate) fn apply(&self, mut env: Environment) -> Environment {
+    /// `env` with its images mapped: `Image::from`'s reference, the base of
+    /// `Image::install`, a Dockerfile's `FROM`s (through an `Image::layered`'s
+    /// base), and its services' images; the names the sandbox's image had are
+    /// kept for the record.
+    pub fn apply_env(&self, mut env: Environment) -> Environment {
+        if self.is_empty() {
+            return env;
+        }
         if let Some(spec) = &mut env.image {
             env.image_mapped_from = self.apply_spec(spec);
+        }
+        for service in &mut env.services {
+            self.apply_spec(&mut service.image);
         }
         env
     }
 
-    /// Maps `spec`'s reference (through an `Image::layered`'s base); the name it had.
-    fn apply_spec(&self, spec: &mut ImageSpec) -> Option<String> {
+    /// Maps `spec`'s references (through an `Image::layered`'s base); the names it had.
+    fn apply_spec(&self, spec: &mut ImageSpec) -> Option<MappedFrom> {
         match spec {
             ImageSpec::From(reference) | ImageSpec::Install { base: reference, .. } => {
                 let to = self.map(reference)?;
-                Some(std::mem::replace(reference, to))
+                Some(MappedFrom::Name(std::mem::replace(reference, to)))
             }
             ImageSpec::Layered { base, .. } => self.apply_spec(base),
-            ImageSpec::Dockerfile(_) => None,
+            // A file that cannot be read is left as it is: its build says why.
+            ImageSpec::Dockerfile(path) => {
+                let path = path.clone();
+                let text = std::fs::read_to_string(&path).ok()?;
+                let (text, names) = dockerfile::rewrite(&text, |n| self.map(n))?;
+                *spec = ImageSpec::DockerfileText { path, text };
+                Some(MappedFrom::Dockerfile(names))
+            }
+            ImageSpec::DockerfileText { text, .. } => {
+                let (rewritten, names) = dockerfile::rewrite(text, |n| self.map(n))?;
+                *text = rewritten;
+                Some(MappedFrom::Dockerfile(names))
+            }
         }
     }
 
     /// `eval` with this map applied to the environment its function returns
     /// (an eval without one uses its harness's image, which is not mapped).
-    /// While that function runs, [`mapped`] answers from this map.
+    /// While that function runs, [`mapped`] answers from this map. The runner
+    /// does not need it (it maps each cell's environment, a variant's change
+    /// included); it is for code that builds environments itself.
     pub fn apply_to(&self, mut eval: Eval) -> Eval {
         if self.is_empty() {
             return eval;
@@ -171,9 +205,47 @@ impl ImageMap {
         let map = Arc::new(self.clone());
         eval.options.environment = Some(Arc::new(move || {
             let env = scoped(&map, || base());
-            map.apply(env)
+            map.apply_env(env)
         }));
         eval
+    }
+
+    /// Runs `f` (an eval's environment function) with this map as the one
+    /// [`mapped`] answers from.
+    pub(crate) fn scope<T>(&self, f: impl FnOnce() -> T) -> T {
+        if self.is_empty() {
+            return f();
+        }
+        scoped(&Arc::new(self.clone()), f)
+    }
+}
+
+/// What `[images]` mapped in an environment's image: the record's `imageMappedFrom`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MappedFrom {
+    /// The name the eval gave (`Image::from`, an install's base, a Harbor task's `docker_image`).
+    Name(String),
+    /// The names a Dockerfile's `FROM`s (or `COPY --from`s) gave, in the file's order.
+    Dockerfile(Vec<String>),
+}
+
+impl MappedFrom {
+    /// The record's `imageMappedFrom`: the name, or the Dockerfile's names `, `-separated.
+    pub(crate) fn record(&self) -> String {
+        match self {
+            MappedFrom::Name(name) => name.clone(),
+            MappedFrom::Dockerfile(names) => names.join(", "),
+        }
+    }
+
+    /// What the image phase's detail says of it.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            MappedFrom::Name(name) => format!("the eval named {name}; [images] maps it"),
+            MappedFrom::Dockerfile(names) => {
+                format!("its Dockerfile names {}; [images] maps them", names.join(", "))
+            }
+        }
     }
 }
 
@@ -263,15 +335,15 @@ mod tests {
     #[test]
     fn environments_get_the_mapped_name_and_keep_the_one_they_named() {
         let m = map(&[("ubuntu:24.04", "mirror/ubuntu:24.04")]);
-        let env = m.apply(Environment::new().image(crate::Image::from("ubuntu:24.04")));
+        let env = m.apply_env(Environment::new().image(crate::Image::from("ubuntu:24.04")));
         assert_eq!(env.image, Some(ImageSpec::From("mirror/ubuntu:24.04".into())));
-        assert_eq!(env.image_mapped_from.as_deref(), Some("ubuntu:24.04"));
+        assert_eq!(env.image_mapped_from, Some(MappedFrom::Name("ubuntu:24.04".into())));
         let env =
-            m.apply(Environment::new().image(crate::Image::install("ubuntu:24.04", ["true"])));
+            m.apply_env(Environment::new().image(crate::Image::install("ubuntu:24.04", ["true"])));
         assert!(
             matches!(env.image, Some(ImageSpec::Install { ref base, .. }) if base == "mirror/ubuntu:24.04")
         );
-        let env = m.apply(Environment::new().image(crate::Image::from("debian")));
+        let env = m.apply_env(Environment::new().image(crate::Image::from("debian")));
         assert_eq!(env.image_mapped_from, None);
 
         // Inside an environment function the map answers `mapped`; outside, nothing is mapped.
@@ -282,5 +354,45 @@ mod tests {
         let env = crate::runner::plan::build_environment(&eval).unwrap();
         assert_eq!(env.image, Some(ImageSpec::From("mirror/ubuntu:24.04".into())));
         assert_eq!(mapped("ubuntu:24.04"), "ubuntu:24.04");
+    }
+
+    #[test]
+    fn a_dockerfile_is_built_from_its_mapped_text_and_its_file_is_left() {
+        let dir = std::env::temp_dir().join(format!("reeval-image-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("Dockerfile");
+        let text = format!(
+            "FROM ubuntu:24.04@{DIGEST} AS base\nFROM base\nCOPY --from=golang:1.22 /x /x\n"
+        );
+        std::fs::write(&path, &text).unwrap();
+        let m = map(&[("ubuntu:24.04", "mirror/ubuntu:24.04"), ("postgres:16", "mirror/pg:16")]);
+        let env = m.apply_env(
+            Environment::new()
+                .image(crate::Image::layered(crate::Image::dockerfile(&path), ["true"]))
+                .service(crate::environment::Service::new("db", crate::Image::from("postgres:16"))),
+        );
+        let Some(ImageSpec::Layered { base, .. }) = &env.image else { panic!("{:?}", env.image) };
+        assert_eq!(
+            **base,
+            ImageSpec::DockerfileText {
+                path: path.clone(),
+                text: format!(
+                    "FROM mirror/ubuntu:24.04@{DIGEST} AS base\nFROM base\nCOPY --from=golang:1.22 /x /x\n"
+                ),
+            },
+            "the digest kept on the mapped name; a stage and an unmapped image left"
+        );
+        assert_eq!(
+            env.image_mapped_from,
+            Some(MappedFrom::Dockerfile(vec![format!("ubuntu:24.04@{DIGEST}")]))
+        );
+        assert_eq!(env.services[0].image, ImageSpec::From("mirror/pg:16".into()), "services too");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the user's file is unchanged");
+        // A Dockerfile naming nothing the map names stays the file.
+        let env = map(&[("debian", "x")])
+            .apply_env(Environment::new().image(crate::Image::dockerfile(&path)));
+        assert_eq!(env.image, Some(ImageSpec::Dockerfile(path)));
+        assert_eq!(env.image_mapped_from, None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
