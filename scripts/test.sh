@@ -66,8 +66,8 @@ if [ "$engines" = 1 ]; then
 fi
 
 echo "== the Kubernetes backend: unit tests on a fake API server"
-cargo test -p reeval-sandbox --features kubernetes --lib kubernetes
-cargo test -p reeval-core --features kubernetes --lib runner::kubernetes_tests
+# One build for both crates' Kubernetes unit tests (the backend's, and core's preflight on it).
+cargo test -p reeval-sandbox -p reeval-core --features kubernetes --lib kubernetes
 if [ "$(id -u)" = 0 ] && scripts/kube.sh have-binaries; then
   echo "== the Kubernetes backend against a real API server and kubelet (v1.20)"
   kube=1

@@ -267,7 +267,7 @@ pub fn relay_port_taken(services: &[Service]) -> Option<String> {
 }
 
 /// The order to start them in: each after those it depends on; `None` for a cycle.
-pub fn start_order(services: &[Service]) -> Option<Vec<usize>> {
+pub(crate) fn start_order(services: &[Service]) -> Option<Vec<usize>> {
     let index: BTreeMap<&str, usize> =
         services.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
     let mut order = Vec::with_capacity(services.len());

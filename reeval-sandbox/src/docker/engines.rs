@@ -55,7 +55,7 @@ impl EngineSpec {
 ///
 /// # Cancel safety
 /// Safe.
-pub async fn connect(engines: &[EngineSpec]) -> Result<Vec<Connected>, Vec<String>> {
+pub(crate) async fn connect(engines: &[EngineSpec]) -> Result<Vec<Connected>, Vec<String>> {
     if engines.is_empty() {
         return match DockerBackend::connect().await {
             Ok(b) => {

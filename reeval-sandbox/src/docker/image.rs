@@ -11,11 +11,11 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::ImageSpec;
-pub use crate::ReadyImage;
+pub(crate) use crate::ReadyImage;
 use crate::{DockerBackend, SandboxError};
 
 /// `text` without terminal escape sequences (colours, cursor moves).
-pub fn plain(text: &str) -> String {
+pub(crate) fn plain(text: &str) -> String {
     strip_ansi_escapes::strip_str(text)
 }
 
@@ -31,7 +31,7 @@ static BUILDS: LazyLock<tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mute
 ///
 /// # Cancel safety
 /// A cancelled build leaves at worst an untagged image; the lock file is released.
-pub async fn ensure(
+pub(crate) async fn ensure(
     backend: &DockerBackend,
     spec: &ImageSpec,
     extra: &str,
@@ -183,7 +183,7 @@ pub async fn ensure(
 ///
 /// # Cancel safety
 /// A cancelled build leaves at worst an untagged image.
-pub async fn build_context(
+pub(crate) async fn build_context(
     backend: &DockerBackend,
     tag: &str,
     tar: Vec<u8>,
@@ -259,7 +259,7 @@ fn short_id(id: &str) -> &str {
 }
 
 /// The Dockerfile of an [`ImageSpec::Install`]: each step a `RUN` on `base`.
-pub fn install_dockerfile(base: &str, steps: &[String]) -> String {
+pub(crate) fn install_dockerfile(base: &str, steps: &[String]) -> String {
     let mut dockerfile = format!("FROM {base}\n");
     for step in steps {
         dockerfile.push_str(&format!(
@@ -288,7 +288,7 @@ fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
 
 /// The tag an [`ImageSpec::Install`] image is built under: its base's id, its
 /// Dockerfile and `extra` (the harness's image key).
-pub fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
+pub(crate) fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
     digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()])
 }
 
@@ -305,6 +305,7 @@ fn digest_tag(parts: &[&[u8]]) -> String {
 
 /// A deterministic tar of a directory (sorted, mtimes zeroed), for workspace
 /// fixtures: every file, hidden ones included; symlinks stay links.
+#[doc(hidden)]
 pub fn dir_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
     tar_files(dir, &files_under(dir)?, None)
 }
@@ -363,6 +364,7 @@ fn tar_files(
 
 /// Files and symlinks under `dir`, relative to it, sorted; hidden files
 /// included (skills and fixtures are sent whole).
+#[doc(hidden)]
 pub fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     walk(dir, None)
 }

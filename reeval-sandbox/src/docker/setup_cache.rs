@@ -23,6 +23,7 @@ pub const REPOSITORY: &str = "reeval/setup";
 pub const LABEL_SETUP: &str = "dev.reeval.setup";
 
 /// The image reference of a digest.
+#[doc(hidden)]
 pub fn reference(digest: &str) -> String {
     format!("{REPOSITORY}:{digest}")
 }
@@ -30,7 +31,10 @@ pub fn reference(digest: &str) -> String {
 /// The cached image of `digest`, if it exists, with the fingerprint of its
 /// workspace (`None` for an image committed before fingerprints); a found
 /// image is re-tagged, which marks it as just used for the eviction.
-pub async fn find(docker: &Docker, digest: &str) -> Result<Option<Option<String>>, SandboxError> {
+pub(crate) async fn find(
+    docker: &Docker,
+    digest: &str,
+) -> Result<Option<Option<String>>, SandboxError> {
     let reference = reference(digest);
     match docker.inspect_image(&reference).await {
         Ok(image) => {
@@ -47,7 +51,7 @@ pub async fn find(docker: &Docker, digest: &str) -> Result<Option<Option<String>
 /// Commits the running container as the cached image of `digest`, with
 /// reeval's labels, then evicts the least recently used cached images while
 /// the cache is over `max_bytes`.
-pub async fn commit(
+pub(crate) async fn commit(
     docker: &Docker,
     container: &str,
     digest: &str,
@@ -75,7 +79,7 @@ pub async fn commit(
 
 /// Removes the cached image of `digest`; one that a container still runs
 /// from is untagged at once (no attempt finds it again) and left dangling.
-pub async fn forget(docker: &Docker, digest: &str) -> Result<(), SandboxError> {
+pub(crate) async fn forget(docker: &Docker, digest: &str) -> Result<(), SandboxError> {
     let reference = reference(digest);
     let options = RemoveImageOptionsBuilder::default().force(true).build();
     match docker.remove_image(&reference, Some(options), None).await {
