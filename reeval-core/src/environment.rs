@@ -180,7 +180,7 @@ pub struct Environment {
     /// Whether the prepared sandbox may be cached (see `crate::setup_cache`).
     pub(crate) setup_cache: SetupCache,
     /// The image the eval named, when `[images]` mapped it (`crate::image_map`).
-    pub(crate) image_mapped_from: Option<crate::image_map::MappedFrom>,
+    pub(crate) image_mapped_from: Option<MappedFrom>,
     /// Services started beside the sandbox (reeval-sandbox's `service.rs`).
     pub(crate) services: Vec<Service>,
 }
@@ -445,5 +445,35 @@ impl Environment {
             || self.rules.is_some()
             || !self.setup.is_empty()
             || self.context_summary
+    }
+}
+
+/// What `[images]` mapped in an environment's image (`crate::image_map`):
+/// the record's `imageMappedFrom`. Here, below the map that makes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MappedFrom {
+    /// The name the eval gave (`Image::from`, an install's base, a Harbor task's `docker_image`).
+    Name(String),
+    /// The names a Dockerfile's `FROM`s (or `COPY --from`s) gave, in the file's order.
+    Dockerfile(Vec<String>),
+}
+
+impl MappedFrom {
+    /// The record's `imageMappedFrom`: the name, or the Dockerfile's names `, `-separated.
+    pub(crate) fn record(&self) -> String {
+        match self {
+            MappedFrom::Name(name) => name.clone(),
+            MappedFrom::Dockerfile(names) => names.join(", "),
+        }
+    }
+
+    /// What the image phase's detail says of it.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            MappedFrom::Name(name) => format!("the eval named {name}; [images] maps it"),
+            MappedFrom::Dockerfile(names) => {
+                format!("its Dockerfile names {}; [images] maps them", names.join(", "))
+            }
+        }
     }
 }

@@ -32,7 +32,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::environment::{Environment, ImageSpec};
+use crate::environment::{Environment, ImageSpec, MappedFrom};
 use crate::eval::Eval;
 
 /// An image reference taken apart: `domain/path`, tag, digest.
@@ -217,35 +217,6 @@ impl ImageMap {
             return f();
         }
         scoped(&Arc::new(self.clone()), f)
-    }
-}
-
-/// What `[images]` mapped in an environment's image: the record's `imageMappedFrom`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum MappedFrom {
-    /// The name the eval gave (`Image::from`, an install's base, a Harbor task's `docker_image`).
-    Name(String),
-    /// The names a Dockerfile's `FROM`s (or `COPY --from`s) gave, in the file's order.
-    Dockerfile(Vec<String>),
-}
-
-impl MappedFrom {
-    /// The record's `imageMappedFrom`: the name, or the Dockerfile's names `, `-separated.
-    pub(crate) fn record(&self) -> String {
-        match self {
-            MappedFrom::Name(name) => name.clone(),
-            MappedFrom::Dockerfile(names) => names.join(", "),
-        }
-    }
-
-    /// What the image phase's detail says of it.
-    pub(crate) fn detail(&self) -> String {
-        match self {
-            MappedFrom::Name(name) => format!("the eval named {name}; [images] maps it"),
-            MappedFrom::Dockerfile(names) => {
-                format!("its Dockerfile names {}; [images] maps them", names.join(", "))
-            }
-        }
     }
 }
 
