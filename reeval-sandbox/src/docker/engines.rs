@@ -1,6 +1,6 @@
 //! The Docker engines of a run: as configured (`REEVAL_ENGINES`, `engines`
 //! in `reeval.toml`: addresses and slots, parsed here, which settings
-//! re-export), and connected ([`connect`]): the one `DOCKER_HOST` names, or
+//! re-export), and connected (`connect`): the one `DOCKER_HOST` names, or
 //! each engine of a pool with its slots.
 
 use std::sync::Arc;
