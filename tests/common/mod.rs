@@ -79,40 +79,28 @@ pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
     Runner::new(config, reeval::harness_registry())
 }
 
+/// The label filter that selects what run `run_id` made.
+fn of_run(run_id: &str) -> std::collections::HashMap<&'static str, Vec<String>> {
+    std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])])
+}
+
 /// Networks labelled with this run id.
 pub async fn networks_of_run(run_id: &str) -> usize {
-    let docker = reeval::bollard::Docker::connect_with_defaults()
-        .expect("docker")
-        .negotiate_version()
-        .await
-        .expect("docker answers");
-    let filters =
-        std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
-    docker
-        .list_networks(Some(
-            reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .expect("list networks")
-        .len()
+    let filters = of_run(run_id);
+    let opts = reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    inject::docker().await.list_networks(Some(opts)).await.expect("list networks").len()
 }
 
 /// Containers (any state) labelled with this run id.
 pub async fn containers_of_run(run_id: &str) -> usize {
-    let docker = reeval::bollard::Docker::connect_with_defaults()
-        .expect("docker")
-        .negotiate_version()
-        .await
-        .expect("docker answers");
-    let filters =
-        std::collections::HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
+    let filters = of_run(run_id);
     let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
         .build();
-    docker.list_containers(Some(opts)).await.expect("list containers").len()
+    inject::docker().await.list_containers(Some(opts)).await.expect("list containers").len()
 }
 
 /// The path of an example binary built by `cargo test` (examples are built with the tests).
