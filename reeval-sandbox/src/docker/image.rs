@@ -49,15 +49,9 @@ pub(crate) async fn ensure(
                 .and_then(|i| i.config?.user)
                 .unwrap_or_default();
             let dockerfile = layered_dockerfile(&base.reference, steps, &user);
-            let tar = crate::archive::tar_of(&[(
-                "Dockerfile".into(),
-                dockerfile.clone().into_bytes(),
-                0o644,
-            )])?
-            .to_vec();
             (
                 digest_tag(&[b"layered", base.id.as_bytes(), dockerfile.as_bytes()]),
-                BuildContext { tar, dockerfile: "Dockerfile".into() },
+                dockerfile_only(&dockerfile)?,
             )
         }
         ImageSpec::From(reference) => {
@@ -124,16 +118,7 @@ pub(crate) async fn ensure(
                     image: base.clone(),
                     hint: "the base of an install image must be present locally".into(),
                 })?;
-            let tar = crate::archive::tar_of(&[(
-                "Dockerfile".into(),
-                dockerfile.clone().into_bytes(),
-                0o644,
-            )])?
-            .to_vec();
-            (
-                install_tag(&base_id, &dockerfile, extra),
-                BuildContext { tar, dockerfile: "Dockerfile".into() },
-            )
+            (install_tag(&base_id, &dockerfile, extra), dockerfile_only(&dockerfile)?)
         }
     };
 
@@ -290,6 +275,14 @@ fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
 /// Dockerfile and `extra` (the harness's image key).
 pub(crate) fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
     digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()])
+}
+
+/// A build context of one file, the generated `dockerfile` (an install or a
+/// layer: their steps need nothing from the host).
+fn dockerfile_only(dockerfile: &str) -> Result<BuildContext, SandboxError> {
+    let tar =
+        crate::archive::tar_of(&[("Dockerfile".into(), dockerfile.as_bytes().to_vec(), 0o644)])?;
+    Ok(BuildContext { tar: tar.to_vec(), dockerfile: "Dockerfile".into() })
 }
 
 /// `reeval/img:<first 16 hex of sha256 over the parts>`.
