@@ -37,6 +37,21 @@ async fn run_evals(
 }
 
 /// A file of the `logs-agent` capture (a tar under the attempt's `captures/`).
+/// A one-step task `name` in a fresh temp dir: an instruction the shell
+/// agent runs (`true`), a verifier that rewards 1, the base image, and `compose`
+/// as its `environment/docker-compose.yaml`.
+fn one_step_task(tag: &str, name: &str, compose: &str) -> PathBuf {
+    let dir = common::temp_dir(tag).join(name);
+    std::fs::create_dir_all(dir.join("environment")).unwrap();
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(dir.join("task.toml"), format!("[task]\nname = \"t/{name}\"\n")).unwrap();
+    std::fs::write(dir.join("instruction.md"), "true\n").unwrap();
+    std::fs::write(dir.join("tests/test.sh"), "echo 1 > /logs/verifier/reward.txt\n").unwrap();
+    std::fs::write(dir.join("environment/Dockerfile"), "FROM reeval/base:latest\n").unwrap();
+    std::fs::write(dir.join("environment/docker-compose.yaml"), compose).unwrap();
+    dir
+}
+
 fn agent_log(run_dir: &std::path::Path, r: &Record, file: &str) -> Option<String> {
     let listed = r.artifacts.iter().find(|a| a.contains("captures/logs-agent"))?;
     let tar = std::fs::read(run_dir.join(r.artifacts_dir_name()).join(listed)).ok()?;
@@ -181,15 +196,9 @@ async fn the_shell_agent_reaches_the_services_by_name_and_they_have_no_way_out()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_that_fails_to_start_is_an_infra_error_with_its_log_and_nothing_is_left() {
     require_docker!();
-    let dir = common::temp_dir("harbor-broken-service").join("broken");
-    std::fs::create_dir_all(dir.join("environment")).unwrap();
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    std::fs::write(dir.join("task.toml"), "[task]\nname = \"t/broken\"\n").unwrap();
-    std::fs::write(dir.join("instruction.md"), "true\n").unwrap();
-    std::fs::write(dir.join("tests/test.sh"), "echo 1 > /logs/verifier/reward.txt\n").unwrap();
-    std::fs::write(dir.join("environment/Dockerfile"), "FROM reeval/base:latest\n").unwrap();
-    std::fs::write(
-        dir.join("environment/docker-compose.yaml"),
+    let dir = one_step_task(
+        "harbor-broken-service",
+        "broken",
         r#"
 services:
   db:
@@ -199,8 +208,7 @@ services:
       test: ["CMD", "true"]
       interval: 1s
 "#,
-    )
-    .unwrap();
+    );
     let (records, run_id, _) = run(dir, "shell").await;
     let r = &records["broken"];
     assert_eq!(r.outcome, Outcome::InfraError, "{:?}", r.message);
@@ -264,15 +272,9 @@ async fn services_an_attempt_lost_track_of_are_removed_by_the_end_sweep() {
 #[tokio::test]
 async fn services_declaring_one_port_are_refused_naming_both() {
     require_docker!();
-    let dir = common::temp_dir("harbor-port-clash").join("clash");
-    std::fs::create_dir_all(dir.join("environment")).unwrap();
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    std::fs::write(dir.join("task.toml"), "[task]\nname = \"t/clash\"\n").unwrap();
-    std::fs::write(dir.join("instruction.md"), "true\n").unwrap();
-    std::fs::write(dir.join("tests/test.sh"), "echo 1 > /logs/verifier/reward.txt\n").unwrap();
-    std::fs::write(dir.join("environment/Dockerfile"), "FROM reeval/base:latest\n").unwrap();
-    std::fs::write(
-        dir.join("environment/docker-compose.yaml"),
+    let dir = one_step_task(
+        "harbor-port-clash",
+        "clash",
         r#"
 services:
   web:
@@ -284,8 +286,7 @@ services:
     command: ["python3", "-m", "http.server", "8000"]
     ports: ["18000:8000"]
 "#,
-    )
-    .unwrap();
+    );
     let e = reeval::harbor::tasks(&dir).expect_err("the task is refused").to_string();
     assert!(
         e.contains(
