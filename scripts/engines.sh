@@ -106,6 +106,9 @@ PasswordAuthentication no
 PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
+# bollard opens an SSH connection per request: sshd's default (10 unauthenticated
+# at once, then 30 % dropped) dropped one under load (an exec inspect failed).
+MaxStartups 200:30:400
 EOF
   "$(command -v sshd)" -f "$D2/ssh/sshd_config" -E "$D2/sshd.log"
   # A host alias with its port, key and known hosts, so `ssh://reeval-engine2` works
