@@ -167,7 +167,7 @@ async fn main() {
     std::fs::write(
         home.join("config.toml"),
         format!(
-            "model_catalog_json = \"{}\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            "model_catalog_json = \"{}\"\nsqlite_home = \"/tmp/codex-home-state\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
             reeval::harnesses::cli::codex::BAKED_CATALOG,
             plain.url
         ),

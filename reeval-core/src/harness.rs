@@ -52,6 +52,11 @@ pub struct SessionSetup {
     pub trial: u32,
     /// The attempt's arm in a comparison.
     pub arm: Option<String>,
+    /// The image the sandbox was made from, as the engine knows it (its id,
+    /// or a cached setup's content-named reference); `None` when unknown.
+    /// Within a run the same value is the same image, so a harness may
+    /// remember what it learned of one instead of asking each sandbox again.
+    pub image: Option<String>,
 }
 
 impl fmt::Debug for SessionSetup {
@@ -64,6 +69,7 @@ impl fmt::Debug for SessionSetup {
             .field("skills", &self.skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
             .field("mcp", &self.mcp)
             .field("artifacts_dir", &self.artifacts_dir)
+            .field("image", &self.image)
             .finish()
     }
 }

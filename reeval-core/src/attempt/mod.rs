@@ -162,6 +162,8 @@ pub(crate) struct Ready {
     /// Whether the workspace may be a git repository whose refs were noted
     /// (a cached setup's is not known): teardown then keeps the agent's commits.
     git_repo: bool,
+    /// The image the container was made from, as the engine knows it (see `SessionSetup::image`).
+    image: Option<String>,
 }
 
 impl Ready {

@@ -95,7 +95,11 @@ impl Attempt {
         self.files(&handle, &launch).await?;
         self.setup(&handle, &launch).await?;
         self.egress_for_agent().await?;
-        let ready = self.snapshot(handle, &launch).await?;
+        let mut ready = self.snapshot(handle, &launch).await?;
+        ready.image = match &launch.hit {
+            Some(found) => Some(found.reference.clone()),
+            None => Some(image.id.clone()).filter(|id| !id.is_empty()),
+        };
         self.check_cached_workspace(&launch, &ready)?;
         self.ask_fill(&launch);
         Ok(ready)
@@ -404,6 +408,7 @@ impl Attempt {
             session: false,
             eval_wrote: false,
             git_repo,
+            image: None,
         })
     }
 }

@@ -86,6 +86,7 @@ impl Attempt {
                         &given.secrets,
                         &given.artifacts_dir,
                         record,
+                        ready.image.clone(),
                     )
                     .await
                 },

@@ -18,6 +18,7 @@ pub(crate) async fn start(
     secrets: &[Secret],
     artifacts_dir: &Path,
     record: &crate::record::Record,
+    image: Option<String>,
 ) -> Result<String> {
     let wanted = harness.credentials();
     // Only an in-process harness uses these values, on the host; a CLI's agent sees placeholders.
@@ -34,6 +35,7 @@ pub(crate) async fn start(
         eval: record.eval.clone(),
         trial: record.trial,
         arm: record.arm.clone(),
+        image,
     };
     harness.start(agent, &setup).await?;
     let model = harness.model().map(|m| format!(" ({m})")).unwrap_or_default();

@@ -5,6 +5,9 @@
 //! `--json` stream has no model and no reasoning count: both are read from
 //! the session's rollout file in `CODEX_HOME/sessions/` after the turn.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use async_trait::async_trait;
 use reeval_core::Command;
 use reeval_core::environment::McpServer;
@@ -26,6 +29,30 @@ pub const VERSION: &str = "0.163.0";
 /// Where the harness's image keeps the model catalog of the Codex it installed.
 pub const BAKED_CATALOG: &str = "/usr/local/share/reeval/codex-models.json";
 
+/// Codex's SQLite state of a session whose home is `home`: beside it.
+fn state_dir(home: &str) -> String {
+    format!("{home}-state")
+}
+
+/// Where an image's Codex finds its model catalog, as the first session on
+/// that image found it (see [`Codex::prepare`]).
+#[derive(Debug, Clone)]
+enum Catalog {
+    /// Baked into the image at [`BAKED_CATALOG`].
+    Baked,
+    /// Dumped by the CLI (`codex debug models --bundled`): written into each
+    /// session's home with its config.
+    Dumped(Arc<Vec<u8>>),
+    /// The CLI has no bundled catalog (an older release, a stand-in): it keeps
+    /// its own lookup.
+    Unknown,
+}
+
+/// What each image's catalog lookup found, by `SessionSetup::image` and the
+/// program, for this process: a session on an image already seen needs no
+/// exec to find it.
+static CATALOGS: LazyLock<Mutex<HashMap<String, Catalog>>> = LazyLock::new(Default::default);
+
 /// Codex's specifics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Codex;
@@ -46,12 +73,15 @@ fn toml_str(s: &str) -> String {
 /// `config.toml`: no startup calls past the allowlist (each refused one costs
 /// seconds of retries): the model catalog from a file (`catalog`, the CLI's
 /// bundled one) instead of chatgpt.com, no plugin marketplace, no telemetry;
+/// its SQLite state beside the home (`state`), not in it, so that the home
+/// kept for the record is its sessions and config, not 3 MB of databases;
 /// then the MCP servers.
-fn config_toml(servers: &[McpServer], catalog: Option<&str>) -> String {
+fn config_toml(servers: &[McpServer], catalog: Option<&str>, state: &str) -> String {
     let mut out = String::from("# Written by reeval for this attempt.\n");
     if let Some(path) = catalog {
         out.push_str(&format!("model_catalog_json = {}\n", toml_str(path)));
     }
+    out.push_str(&format!("sqlite_home = {}\n", toml_str(state)));
     out.push_str("\n[features]\nplugins = false\nremote_plugin = false\n");
     out.push_str("\n[analytics]\nenabled = false\n");
     for s in servers {
@@ -122,7 +152,7 @@ impl CliAgent for Codex {
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
         let mut files = vec![(
             format!("{home}/config.toml"),
-            config_toml(&setup.mcp, None).into_bytes(),
+            config_toml(&setup.mcp, None, &state_dir(home)).into_bytes(),
             0o600,
         )];
         files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
@@ -137,29 +167,40 @@ impl CliAgent for Codex {
         setup: &SessionSetup,
         mut files: Vec<SessionFile>,
     ) -> Vec<SessionFile> {
-        // The catalog of the installed release: baked into the harness's image
-        // at install, else `codex debug models --bundled`, written by the CLI
-        // itself (into the home, made for it). One exec either way; it prints the file to use.
-        let dumped = format!("{home}/models.json");
-        let find = Command::new("sh")
-            .arg("-c")
-            .arg(r#"if test -s "$2"; then echo "$2"; else mkdir -p "$CODEX_HOME" && "$0" debug models --bundled > "$1" && test -s "$1" && echo "$1"; fi"#)
-            .arg(program)
-            .arg(&dumped)
-            .arg(BAKED_CATALOG)
-            .env("CODEX_HOME", home);
-        let catalog = match sandbox.exec(find).await {
-            Ok(out) if out.success() && !out.stdout.trim().is_empty() => {
-                out.stdout.trim().to_string()
-            }
-            // An older or stand-in CLI without the command: it keeps its own catalog lookup.
-            _ => return files,
+        let key = setup.image.as_ref().map(|image| format!("{image} {program}"));
+        let known = key
+            .as_ref()
+            .and_then(|key| CATALOGS.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned());
+        let catalog = match known {
+            Some(catalog) => catalog,
+            None => match find_catalog(sandbox, program, home).await {
+                Some(catalog) => {
+                    if let Some(key) = key {
+                        let mut known = CATALOGS.lock().unwrap_or_else(|e| e.into_inner());
+                        known.insert(key, catalog.clone());
+                    }
+                    catalog
+                }
+                // The engine failed: this session keeps the CLI's own lookup; the next asks again.
+                None => Catalog::Unknown,
+            },
         };
-        let path = format!("{home}/config.toml");
-        let config = config_toml(&setup.mcp, Some(&catalog)).into_bytes();
-        match files.iter_mut().find(|(p, ..)| *p == path) {
+        let dumped = format!("{home}/models.json");
+        let path = match catalog {
+            Catalog::Baked => BAKED_CATALOG.to_string(),
+            Catalog::Dumped(bytes) => {
+                if !files.iter().any(|(p, ..)| *p == dumped) {
+                    files.push((dumped.clone(), bytes.to_vec(), 0o600));
+                }
+                dumped
+            }
+            Catalog::Unknown => return files,
+        };
+        let config_path = format!("{home}/config.toml");
+        let config = config_toml(&setup.mcp, Some(&path), &state_dir(home)).into_bytes();
+        match files.iter_mut().find(|(p, ..)| *p == config_path) {
             Some(file) => file.1 = config,
-            None => files.push((path, config, 0o600)),
+            None => files.push((config_path, config, 0o600)),
         }
         files
     }
@@ -220,6 +261,34 @@ impl CliAgent for Codex {
         let Ok(bytes) = sandbox.read_file(&path).await else { return };
         read_rollout(&String::from_utf8_lossy(&bytes), turn);
     }
+}
+
+/// The catalog of the Codex installed in this sandbox's image: baked into
+/// the harness's image at install, else `codex debug models --bundled`,
+/// written by the CLI itself into the home (made for it) and read back, so
+/// that later sessions on the image get it with their config. One exec (and a
+/// read when dumped), once per image and process. `None` when the engine
+/// failed, so that nothing is concluded of the image.
+async fn find_catalog(sandbox: &SandboxHandle, program: &str, home: &str) -> Option<Catalog> {
+    let dumped = format!("{home}/models.json");
+    let find = Command::new("sh")
+        .arg("-c")
+        .arg(r#"if test -s "$2"; then echo baked; else mkdir -p "$CODEX_HOME" && "$0" debug models --bundled > "$1" && test -s "$1" && echo dumped; fi"#)
+        .arg(program)
+        .arg(&dumped)
+        .arg(BAKED_CATALOG)
+        .env("CODEX_HOME", home);
+    let out = sandbox.exec(find).await.ok()?;
+    Some(match out.stdout.trim() {
+        "baked" if out.success() => Catalog::Baked,
+        "dumped" if out.success() => match sandbox.read_file(&dumped).await {
+            Ok(bytes) if !bytes.is_empty() => Catalog::Dumped(Arc::new(bytes.to_vec())),
+            Ok(_) => Catalog::Unknown,
+            Err(_) => return None,
+        },
+        // No such command in this CLI.
+        _ => Catalog::Unknown,
+    })
 }
 
 /// Reads the last turn of a rollout file: its model, and its reasoning tokens
@@ -637,9 +706,10 @@ mod tests {
                 McpServer::http("api", "https://x/mcp"),
             ],
             Some("/h/models.json"),
+            "/h-state",
         );
         // Top-level keys before any table.
-        assert!(toml.contains("\nmodel_catalog_json = \"/h/models.json\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n"), "{toml}");
+        assert!(toml.contains("\nmodel_catalog_json = \"/h/models.json\"\nsqlite_home = \"/h-state\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n"), "{toml}");
         assert!(
             toml.contains(
                 "[mcp_servers.\"fs\"]\ncommand = \"npx\"\nargs = [\"-y\", \"a \\\"b\\\"\"]"
@@ -647,5 +717,76 @@ mod tests {
             "{toml}"
         );
         assert!(toml.contains("[mcp_servers.\"api\"]\nurl = \"https://x/mcp\""), "{toml}");
+    }
+
+    /// A session on an image seen before finds Codex's catalog without an
+    /// exec: baked, its config points there; dumped, the catalog goes in with
+    /// the config. Another image is asked again.
+    #[tokio::test]
+    async fn the_catalog_is_looked_up_once_per_image() {
+        use reeval_sandbox::archive::Entry;
+        use reeval_sandbox::fake::{FakeBackend, FakeReply};
+        use reeval_sandbox::{Backend, SandboxSpec};
+
+        let home = "/tmp/reeval-agent/codex";
+        let backend = FakeBackend::new().on_exec(move |exec, files| {
+            let line = exec.line();
+            if !line.contains("debug models") {
+                return FakeReply::ok("");
+            }
+            // This image has no baked catalog when its program is `codex-dumps`.
+            if line.contains("codex-dumps") {
+                let bytes = b"{\"models\":[]}".to_vec();
+                files.insert(format!("{home}/models.json"), Entry::File { mode: 0o600, bytes });
+                FakeReply::ok("dumped\n")
+            } else {
+                FakeReply::ok("baked\n")
+            }
+        });
+        let catalog_execs = |b: &FakeBackend| {
+            b.execs().iter().filter(|e| e.line().contains("debug models")).count()
+        };
+        let prepare = |image: &str, program: &'static str| {
+            let backend = backend.clone();
+            let setup = SessionSetup { image: Some(image.to_string()), ..SessionSetup::default() };
+            let image = image.to_string();
+            async move {
+                let spec = SandboxSpec {
+                    image: image.to_string(),
+                    labels: Default::default(),
+                    workdir: "/workspace".into(),
+                    limits: Default::default(),
+                    network: Default::default(),
+                    main_process: None,
+                    services: Vec::new(),
+                };
+                let sandbox = backend.create(&spec).await.unwrap();
+                let handle = SandboxHandle::new(sandbox, "/workspace", Vec::new()).as_agent();
+                let files = Codex.session_files(home, &setup).unwrap();
+                Codex.prepare(&handle, program, home, &setup, files).await
+            }
+        };
+        let config = |files: &[SessionFile]| {
+            let (_, bytes, _) = files.iter().find(|(p, ..)| p.ends_with("/config.toml")).unwrap();
+            String::from_utf8(bytes.clone()).unwrap()
+        };
+
+        let first = prepare("sha256:catalog-test-a", "codex").await;
+        assert_eq!(catalog_execs(&backend), 1);
+        let again = prepare("sha256:catalog-test-a", "codex").await;
+        assert_eq!(catalog_execs(&backend), 1, "the second session on the image asked again");
+        let baked = format!("model_catalog_json = \"{BAKED_CATALOG}\"");
+        assert!(config(&first).contains(&baked) && config(&again).contains(&baked));
+
+        let first = prepare("sha256:catalog-test-b", "codex-dumps").await;
+        let again = prepare("sha256:catalog-test-b", "codex-dumps").await;
+        assert_eq!(catalog_execs(&backend), 2, "another image is asked once");
+        let dumped = format!("model_catalog_json = \"{home}/models.json\"");
+        for files in [&first, &again] {
+            assert!(config(files).contains(&dumped), "{}", config(files));
+            let catalog = files.iter().find(|(p, ..)| p.ends_with("/models.json"));
+            assert_eq!(catalog.map(|(_, b, _)| b.as_slice()), Some(&b"{\"models\":[]}"[..]));
+        }
+        assert!(config(&again).contains(&format!("sqlite_home = \"{home}-state\"")));
     }
 }
