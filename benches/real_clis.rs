@@ -102,6 +102,14 @@ async fn under_reeval(
         for e in &r.events {
             eprintln!("  {:>5} event {}", e.at_ms, e.message);
         }
+        let t = &r.timings;
+        eprintln!("  timings: agent {} ms, diff {} ms", t.agent_ms, t.diff_ms);
+        for e in &r.egress {
+            eprintln!(
+                "  {:>5} egress {} {}{} {} in {} ms",
+                e.at_ms, e.method, e.host, e.path, e.status, e.duration_ms
+            );
+        }
     }
     let mut phases: Vec<(String, u64)> = Vec::new();
     let mut end = r.phases.first().map_or(0, |p| p.start_ms);

@@ -57,9 +57,9 @@ impl Attempt {
                     let collected =
                         super::collect::collect_final(&handle, &ready.baseline, &ready.latest())
                             .await;
-                    (collected, began)
+                    (collected, began.elapsed())
                 };
-                let (stopped, ((diff, said), began)) = tokio::join!(stop, collect);
+                let (stopped, ((diff, said), collecting)) = tokio::join!(stop, collect);
                 events.extend(stopped);
                 if ready.session {
                     // What the harness kept (transcripts, its config home) belongs to the record.
@@ -71,6 +71,7 @@ impl Attempt {
                 record.final_diff = diff;
                 events.extend(said);
                 // The agent's commits, for a replay to have them as commits.
+                let began = Instant::now();
                 if ready.git_repo {
                     events.extend(crate::git_archive::capture(&handle, artifacts_dir).await);
                     let bundle =
@@ -79,7 +80,8 @@ impl Attempt {
                         record.artifacts.push(bundle);
                     }
                 }
-                diff_ms = began.elapsed().as_millis() as u64;
+                // The final diff's own time: not the harness's stop, which ran beside it.
+                diff_ms = (collecting + began.elapsed()).as_millis() as u64;
             }
             Ok::<_, Error>(())
         };
