@@ -115,9 +115,13 @@ impl DockerBackend {
         .map_err(|e| SandboxError::EngineConfig {
             message: format!("DOCKER_HOST={named} cannot be used: {e}"),
         })?;
+        // An engine that does not answer cannot say what it is: its address may.
         let docker =
             docker.negotiate_version().await.map_err(|e| SandboxError::EngineUnreachable {
-                engine: "the Docker engine".into(),
+                engine: match named.to_lowercase().contains("podman") {
+                    true => "the Podman engine".into(),
+                    false => "the Docker engine".into(),
+                },
                 message: format!("{named}: {e}"),
             })?;
         let flavor = match docker.version().await {
@@ -522,6 +526,18 @@ mod tests {
         let e = DockerBackend::connect_to(Some("tcp://127.0.0.1:9")).await.unwrap_err();
         assert!(matches!(e, SandboxError::EngineUnreachable { .. }), "{e}");
         assert!(e.to_string().contains("tcp://127.0.0.1:9"), "{e}");
+        assert!(e.to_string().starts_with("failed to reach the Docker engine: "), "{e}");
+        // A Podman socket that does not answer (its listener gone, the file left) is named as Podman's.
+        let dir = std::env::temp_dir().join(format!("reeval-podman-gone-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("podman.sock");
+        let _ = std::fs::remove_file(&socket);
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        let gone = format!("unix://{}", socket.display());
+        let e = DockerBackend::connect_to(Some(&gone)).await.unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.to_string().starts_with("failed to reach the Podman engine: "), "{e}");
+        assert!(e.to_string().contains(&gone), "{e}");
     }
 
     #[test]
