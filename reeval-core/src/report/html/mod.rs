@@ -83,6 +83,8 @@ struct TryView {
     events: Vec<String>,
     /// `reward {"reward":0.5}` and each step's, or empty.
     reward: String,
+    /// What the eval printed (its end, redacted), or empty.
+    output: String,
 }
 
 struct AttemptView {
@@ -211,7 +213,7 @@ fn ticks(total_ms: u64) -> Vec<(String, String)> {
         .collect()
 }
 
-/// How much of a turn's final message the page shows: its end. The record
+/// How much of a turn's final message (or the eval's output) the page shows: its end. The record
 /// keeps all the harness kept (the shell harness: 64 KiB), and the page of a
 /// run of many chatty attempts stays small, in the browser and in the runner.
 const PAGE_MESSAGE_LIMIT: usize = 4 * 1024;
@@ -270,6 +272,7 @@ fn try_view(r: &Record, prices: &PriceTable, redactor: &Redactor) -> TryView {
             .iter()
             .map(|e| format!("{} ms: {}", e.at_ms, redact(&e.message)))
             .collect(),
+        output: r.output.as_deref().map(|o| message_end(redact(o))).unwrap_or_default(),
     }
 }
 

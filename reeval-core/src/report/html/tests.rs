@@ -36,6 +36,22 @@ fn a_long_final_message_shows_its_redacted_end_on_the_page() {
 }
 
 #[test]
+fn the_evals_output_shows_redacted_and_escaped() {
+    let mut r = Record::new("run-1", "prints", "shell", 1, 1);
+    r.output = Some("checking <b>things</b> with sk-live-secret\nall done\n".into());
+    let summary = crate::report::summary::summarize("run-1", std::slice::from_ref(&r));
+    let html = render(&summary, &[r], &Redactor::new(["sk-live-secret"])).unwrap();
+    assert!(html.contains("the eval&#39;s output") || html.contains("the eval's output"), "{html}");
+    assert!(html.contains("with [redacted]\nall done"), "{html}");
+    assert!(!html.contains("sk-live-secret") && !html.contains("<b>things"), "{html}");
+    // Without output, no block.
+    let quiet = Record::new("run-1", "quiet", "shell", 1, 1);
+    let summary = crate::report::summary::summarize("run-1", std::slice::from_ref(&quiet));
+    let html = render(&summary, &[quiet], &Redactor::new(Vec::<&str>::new())).unwrap();
+    assert!(!html.contains("output</summary>"), "{html}");
+}
+
+#[test]
 fn failures_come_first_and_tries_are_grouped() {
     let mut pass = Record::new("run", "a_passes", "shell", 1, 1);
     pass.outcome = Outcome::Pass;
