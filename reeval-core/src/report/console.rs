@@ -267,7 +267,9 @@ pub(crate) fn cell_line(c: &CellSummary) -> String {
             pow.collect::<Vec<_>>().join(" ")
         )
     };
-    let cost = c.cost_usd.map(|usd| format!("; ${usd:.4}")).unwrap_or_default();
+    // Priced from partial usage, it is a lower bound.
+    let least = if c.usage.partial { "at least " } else { "" };
+    let cost = c.cost_usd.map(|usd| format!("; {least}${usd:.4}")).unwrap_or_default();
     let reward = c.reward.as_ref().map(reward_text).unwrap_or_default();
     format!(
         "  {} [{}]: {}/{graded} passed, {rate}{infra}{threshold}{reward}; {by_k}{cost}\n",
@@ -372,7 +374,8 @@ fn summary_text(
             s.failed.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
         )
     };
-    let cost = s.cost_usd.map(|usd| format!("; cost ${usd:.4}")).unwrap_or_default();
+    let least = if s.usage.partial { "at least " } else { "" };
+    let cost = s.cost_usd.map(|usd| format!("; cost {least}${usd:.4}")).unwrap_or_default();
     out.push_str(&format!(
         "reeval: {} {} passed, {fails} failed{by_kind}, {} infra {}{cost}; {} (exit {}); records in {}\n",
         s.passed,

@@ -163,8 +163,9 @@ fn usage_text(u: &crate::turn::Usage) -> String {
     if *u == crate::turn::Usage::default() {
         return "not reported".into();
     }
+    let partial = if u.partial { " (partial: a turn was cut short before its totals)" } else { "" };
     format!(
-        "input {}, output {}, cache read {}, cache write {}, reasoning {}",
+        "input {}, output {}, cache read {}, cache write {}, reasoning {}{partial}",
         n(u.input),
         n(u.output),
         n(u.cache_read),
@@ -173,8 +174,13 @@ fn usage_text(u: &crate::turn::Usage) -> String {
     )
 }
 
-fn cost_text(cost: Option<f64>) -> String {
-    cost.map(|c| format!("${c:.4}")).unwrap_or_else(|| "unknown".into())
+/// A cost; priced from partial usage, it is a lower bound and says so.
+fn cost_text(cost: Option<f64>, usage: &crate::turn::Usage) -> String {
+    match cost {
+        Some(c) if usage.partial => format!("at least ${c:.4}"),
+        Some(c) => format!("${c:.4}"),
+        None => "unknown".into(),
+    }
 }
 
 fn outcome_label(o: Outcome) -> String {
@@ -266,7 +272,7 @@ fn try_view(r: &Record, prices: &PriceTable, redactor: &Redactor) -> TryView {
         egress: redactor.scrub(&r.egress).unwrap_or_default(),
         artifacts,
         usage: usage_text(&r.usage),
-        cost: cost_text(prices.cost([r])),
+        cost: cost_text(prices.cost([r]), &r.usage),
         events: r
             .events
             .iter()
@@ -301,7 +307,7 @@ fn cell_view(c: &crate::record::CellSummary) -> CellView {
             None => String::new(),
         },
         tokens: usage_text(&c.usage),
-        cost: cost_text(c.cost_usd),
+        cost: cost_text(c.cost_usd, &c.usage),
         reward: c.reward.as_ref().map(|r| format!("{:.2}", r.mean)).unwrap_or_default(),
         reward_interval: c
             .reward
@@ -467,7 +473,7 @@ pub fn render_priced(
         ("reeval".to_string(), p.reeval_version.clone()),
         ("engine".to_string(), p.engine.clone().unwrap_or_default()),
         ("tokens".to_string(), usage_text(&summary.usage)),
-        ("cost".to_string(), cost_text(summary.cost_usd)),
+        ("cost".to_string(), cost_text(summary.cost_usd, &summary.usage)),
     ];
     for (h, v) in &p.harness_versions {
         provenance.push((format!("harness {h}"), v.clone()));

@@ -52,6 +52,17 @@ fn the_evals_output_shows_redacted_and_escaped() {
 }
 
 #[test]
+fn a_cost_priced_from_partial_usage_is_a_lower_bound() {
+    let whole = crate::turn::Usage { input: Some(10), output: Some(2), ..Default::default() };
+    assert_eq!(cost_text(Some(0.5), &whole), "$0.5000");
+    assert!(!usage_text(&whole).contains("partial"));
+    let partial = crate::turn::Usage { partial: true, ..whole };
+    assert_eq!(cost_text(Some(0.5), &partial), "at least $0.5000");
+    assert!(usage_text(&partial).ends_with("(partial: a turn was cut short before its totals)"));
+    assert_eq!(cost_text(None, &partial), "unknown");
+}
+
+#[test]
 fn failures_come_first_and_tries_are_grouped() {
     let mut pass = Record::new("run", "a_passes", "shell", 1, 1);
     pass.outcome = Outcome::Pass;
