@@ -17,7 +17,13 @@
 //! What it cannot attribute: output written outside a body's poll, by a task
 //! or thread the eval spawned or by a subprocess writing on its own time. That
 //! goes to whichever body is being polled when it arrives, or, when none is,
-//! to the real stderr at once (never lost, never on stdout). The cost: eval
+//! to the real stderr (never lost, never on stdout).
+//!
+//! What is shown live (`--nocapture`, and output no body was polled for) is
+//! shown a line at a time, each redacted whole: a read of the pipe can end in
+//! the middle of a secret, and two halves redacted apart would each show.
+//! A partial line waits for its end at most 50 ms (or 64 KiB), and an
+//! attempt's is shown when the attempt ends. The cost: eval
 //! bodies are polled one at a time, so a body that blocks its thread (a
 //! `std::process::Command::output()`, a `std::thread::sleep`) holds up the
 //! other attempts' bodies too; blocking work belongs in `spawn_blocking`.
@@ -67,7 +73,20 @@ struct State {
     /// The attempt whose body is being polled.
     current: Option<u64>,
     tails: HashMap<u64, Tail>,
+    /// Echoed text not shown yet, by attempt ([`UNATTRIBUTED`]: no attempt's):
+    /// a line is shown once it ends, so that a secret a read cut in two is
+    /// redacted whole (see [`Capture::hold`]).
+    held: HashMap<u64, Vec<u8>>,
 }
+
+/// The key of [`State::held`] for output no eval body was polled for (ids start at 1).
+const UNATTRIBUTED: u64 = 0;
+
+/// A line held back longer than this is shown anyway: a stream without newlines is not held for ever.
+const HOLD_LIMIT: usize = 64 * 1024;
+
+/// How long a partial line waits for its end before it is shown as it is.
+const HOLD_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The last [`OUTPUT_LIMIT`] bytes of an attempt's output, and how many came before.
 #[derive(Default)]
@@ -150,9 +169,20 @@ pub(crate) fn echo_live(lines: Lines, to_stderr: bool) {
 fn read_forever() {
     let Some(c) = CAPTURE.get() else { return };
     let mut buf = vec![0u8; 64 * 1024];
+    let wait = rustix::event::Timespec { tv_sec: 0, tv_nsec: HOLD_WAIT.as_nanos() as _ };
     loop {
+        // A partial line held back is shown once nothing more came for a while.
+        let holding = lock(&c.state).held.values().any(|h| !h.is_empty());
         let mut fds = [rustix::event::PollFd::new(&c.read, rustix::event::PollFlags::IN)];
-        match rustix::event::poll(&mut fds, None) {
+        match rustix::event::poll(&mut fds, holding.then_some(&wait)) {
+            Ok(0) => {
+                let mut state = lock(&c.state);
+                let keys: Vec<u64> = state.held.keys().copied().collect();
+                for key in keys {
+                    c.show_held(&mut state, key);
+                }
+                continue;
+            }
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => return,
         }
@@ -170,28 +200,48 @@ impl Capture {
     /// A chunk read from the pipe: the current attempt's (and echoed under
     /// `--nocapture`), or, when no eval body is being polled, the real stderr's.
     fn take(&self, state: &mut State, chunk: &[u8]) {
-        let echo = |text: &str, to_stderr: bool| {
-            let text = crate::secrets::redact_output(text);
-            match self.echo.get() {
-                Some(e) if !to_stderr && !e.to_stderr => {
-                    let _ = e.lines.out(&text);
+        match state.current.filter(|id| state.tails.contains_key(id)) {
+            Some(id) => {
+                if let Some(tail) = state.tails.get_mut(&id) {
+                    tail.push(chunk);
                 }
-                Some(e) => e.lines.err(&text),
-                None => {
-                    if let Some(mut err) = lines::real_stderr() {
-                        let _ = err.write_all(text.as_bytes());
-                    }
-                }
-            }
-        };
-        match state.current.and_then(|id| state.tails.get_mut(&id)) {
-            Some(tail) => {
-                tail.push(chunk);
                 if self.echo.get().is_some() {
-                    echo(&String::from_utf8_lossy(chunk), false);
+                    self.hold(state, id, chunk);
                 }
             }
-            None => echo(&String::from_utf8_lossy(chunk), true),
+            None => self.hold(state, UNATTRIBUTED, chunk),
+        }
+    }
+
+    /// Adds `chunk` to `key`'s held text and shows what of it ends a line
+    /// (all of it past [`HOLD_LIMIT`]): a secret is never shown in two
+    /// pieces that were each redacted alone, and a character is never cut.
+    fn hold(&self, state: &mut State, key: u64, chunk: &[u8]) {
+        if let Some(ready) = ended_lines(state.held.entry(key).or_default(), chunk) {
+            self.show(key == UNATTRIBUTED, &ready);
+        }
+    }
+
+    /// Shows all of `key`'s held text (its line did not end in time, or its attempt ended).
+    fn show_held(&self, state: &mut State, key: u64) {
+        if let Some(held) = state.held.remove(&key).filter(|h| !h.is_empty()) {
+            self.show(key == UNATTRIBUTED, &held);
+        }
+    }
+
+    /// Shows text, redacted: an attempt's on the echo's stream, other output on the real stderr.
+    fn show(&self, unattributed: bool, bytes: &[u8]) {
+        let text = crate::secrets::redact_output(&String::from_utf8_lossy(bytes));
+        match self.echo.get() {
+            Some(e) if !unattributed && !e.to_stderr => {
+                let _ = e.lines.out(&text);
+            }
+            Some(e) => e.lines.err(&text),
+            None => {
+                if let Some(mut err) = lines::real_stderr() {
+                    let _ = err.write_all(text.as_bytes());
+                }
+            }
         }
     }
 
@@ -209,6 +259,19 @@ impl Capture {
             }
         }
     }
+}
+
+/// Adds `chunk` to `held`; takes out and returns what of it ends a line (all
+/// of it past [`HOLD_LIMIT`]), or `None` while it is one partial line.
+fn ended_lines(held: &mut Vec<u8>, chunk: &[u8]) -> Option<Vec<u8>> {
+    held.extend_from_slice(chunk);
+    let cut = match held.iter().rposition(|&b| b == b'\n') {
+        Some(at) => at + 1,
+        None if held.len() >= HOLD_LIMIT => held.len(),
+        None => return None,
+    };
+    let rest = held.split_off(cut);
+    Some(std::mem::replace(held, rest))
 }
 
 /// One attempt's output: made before its body runs, read after.
@@ -234,14 +297,18 @@ impl Output {
     /// What the attempt printed (its last [`OUTPUT_LIMIT`] bytes), if anything.
     pub(crate) fn finish(self) -> Option<String> {
         let c = CAPTURE.get()?;
-        lock(&c.state).tails.remove(&self.id)?.text()
+        let mut state = lock(&c.state);
+        c.show_held(&mut state, self.id);
+        state.tails.remove(&self.id)?.text()
     }
 }
 
 impl Drop for Output {
     fn drop(&mut self) {
         if let Some(c) = CAPTURE.get() {
-            lock(&c.state).tails.remove(&self.id);
+            let mut state = lock(&c.state);
+            c.show_held(&mut state, self.id);
+            state.tails.remove(&self.id);
         }
     }
 }
@@ -287,6 +354,35 @@ impl<F: Future> Future for Captured<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_cut_by_a_read_is_shown_whole_and_so_redacted() {
+        let secret = "sk-live-0123456789";
+        let redactor = crate::secrets::Redactor::new([secret]);
+        let mut held = Vec::new();
+        let mut shown = Vec::new();
+        // The pipe's reads cut the line mid-secret, and a character mid-way.
+        for chunk in
+            [&b"first line\nthe key is sk-live-0123"[..], b"456789 \xc3", b"\xa9\n", b"tail"]
+        {
+            if let Some(ready) = ended_lines(&mut held, chunk) {
+                shown.push(redactor.redact(&String::from_utf8_lossy(&ready)).into_owned());
+            }
+        }
+        assert_eq!(shown, ["first line\n", "the key is [redacted] é\n"]);
+        assert_eq!(held, b"tail", "a partial line waits for its end");
+        // Redacted chunk by chunk, as before, the secret showed in two halves.
+        let naive: String = [&b"the key is sk-live-0123"[..], b"456789\n"]
+            .iter()
+            .map(|c| redactor.redact(&String::from_utf8_lossy(c)).into_owned())
+            .collect();
+        assert!(naive.contains("0123456789"), "{naive}");
+        // A stream without newlines is shown once it is long.
+        let mut held = Vec::new();
+        assert!(ended_lines(&mut held, &vec![b'x'; HOLD_LIMIT - 1]).is_none());
+        assert_eq!(ended_lines(&mut held, b"x").map(|r| r.len()), Some(HOLD_LIMIT));
+        assert!(held.is_empty());
+    }
 
     #[test]
     fn a_tail_keeps_the_last_bytes_and_counts_the_rest() {
