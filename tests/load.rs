@@ -50,14 +50,6 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-async fn docker() -> Docker {
-    Docker::connect_with_defaults()
-        .expect("docker")
-        .negotiate_version()
-        .await
-        .expect("docker answers")
-}
-
 /// Running containers of the run: the attempts' sandboxes (and any gateway).
 async fn running_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
     let filters = HashMap::from([
@@ -109,7 +101,7 @@ async fn run_load(
         c.trials = Some(trials);
         c.infra_retries = infra_retries;
     });
-    let docker = docker().await;
+    let docker = common::inject::docker().await;
     let kills = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(tokio::sync::Notify::new());
     let killer = kill.map(|every| {
