@@ -51,6 +51,12 @@ impl Ctx {
         self.attempt.artifacts_dir()
     }
 
+    /// Whether this attempt's harness runs the eval's reference solution in
+    /// place of an agent (`Harness::runs_reference_solution`: the oracle).
+    pub(crate) fn runs_reference_solution(&self) -> bool {
+        !matches!(self.attempt.solution, super::Solution::None)
+    }
+
     /// Artifacts captured so far.
     pub fn captures(&self) -> &[Capture] {
         self.attempt.captures()

@@ -74,7 +74,7 @@ fn step_reward(r: &StepResult, later: bool) -> StepReward {
 /// A multi-step task's body.
 pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     let steps = task.config.steps.clone().unwrap_or_default();
-    let oracle = crate::oracle::is_oracle(&c.record().harness);
+    let oracle = c.runs_reference_solution();
     let mut results: Vec<StepResult> = Vec::new();
     for (index, step) in steps.iter().enumerate() {
         let prefix = format!("step-{}-", step.name);
