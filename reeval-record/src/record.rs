@@ -585,6 +585,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_float_reads_back_as_the_same_float() {
+        // Without serde_json's float_roundtrip these read back one unit off in
+        // the last place, so a summary read and written again (resume, nextest's
+        // combined summary) changed its figures.
+        let floats = [0.9856906946328695, 0.21291890726713458, 0.9259338926496359];
+        let mut r = Record::new("run", "e", "shell", 1, 1);
+        r.reward = Some(floats.iter().enumerate().map(|(i, f)| (format!("k{i}"), *f)).collect());
+        let text = serde_json::to_string(&r).unwrap();
+        let back: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.reward, r.reward);
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+    }
+
+    #[test]
     fn record_uses_camel_case_and_try() {
         let r = Record::new("run", "e", "shell", 1, 2);
         let v = serde_json::to_value(&r).unwrap();
