@@ -14,8 +14,11 @@ impl Attempt {
     pub(crate) async fn judge(&mut self, judge: Judge) -> Result<JudgeResult> {
         // The judge reads the prompts: a turn whose `send` was dropped is one of them.
         self.settle_dropped_turn();
+        // Its keys first, then the eval's own secrets (a key the eval also declares).
+        let keys: Vec<_> =
+            self.given.judge_keys.iter().chain(&self.given.secrets).cloned().collect();
         let prepared = judge
-            .prepare(self.given.judge_spec.as_deref(), &self.given.secrets)
+            .prepare(self.given.judge_spec.as_deref(), &keys)
             .map_err(|e| e.in_phase(Phase::Judge))?;
         let evidence = crate::judge::prompt::gather(self, judge.state_shown()).await?;
         let sandbox = if judge.is_agentic() { Some(self.sandbox().await?) } else { None };

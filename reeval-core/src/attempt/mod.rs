@@ -210,6 +210,8 @@ struct Given {
     backend: Option<Arc<dyn Backend>>,
     harness: Option<Box<dyn Harness>>,
     secrets: Vec<Secret>,
+    /// The judge's keys, for the host's judge calls alone (`CellPlan::judge_keys`).
+    judge_keys: Vec<Secret>,
     redactor: Redactor,
     artifacts_dir: PathBuf,
     /// The judge model spec of the eval (`anthropic:claude-sonnet-4-5`), if set.

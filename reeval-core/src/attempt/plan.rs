@@ -53,9 +53,13 @@ pub(crate) struct CellPlan {
     /// The secrets its gateway brokers (the harness's and the environment's), by name.
     #[cfg_attr(not(feature = "kubernetes"), allow(dead_code))]
     pub(crate) brokered: Vec<String>,
-    /// The secrets the cell's attempts get: the environment's, the judge's
-    /// key and the harness's credentials, resolved by preflight.
+    /// The secrets the cell's attempts get: the environment's and the
+    /// harness's credentials, resolved by preflight.
     pub(crate) secrets: Vec<Secret>,
+    /// The judge's keys (the chosen judge's, and each provider's default key
+    /// found), resolved by preflight: for the host's judge calls alone. Kept
+    /// apart from `secrets`, so that no broker, sandbox or check can take one.
+    pub(crate) judge_keys: Vec<Secret>,
 }
 
 impl std::fmt::Debug for CellPlan {
@@ -67,6 +71,10 @@ impl std::fmt::Debug for CellPlan {
             .field("image", &self.image)
             .field("harness_version", &self.harness_version)
             .field("secrets", &self.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
+            .field(
+                "judge_keys",
+                &self.judge_keys.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }

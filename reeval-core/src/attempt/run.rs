@@ -141,6 +141,7 @@ impl Attempt {
                 backend,
                 harness,
                 secrets: cell.secrets.clone(),
+                judge_keys: cell.judge_keys.clone(),
                 redactor,
                 artifacts_dir,
                 judge_spec: cell.judge.clone(),

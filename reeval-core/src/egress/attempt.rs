@@ -92,9 +92,8 @@ pub(crate) fn plan(
     let (mut base_urls, mut intercept, mut brokered) = (Vec::new(), false, Vec::new());
     for (name, broker) in from_harness.brokers.iter().chain(env.brokers.iter()) {
         // A credential preflight did not resolve (an in-process agent's) has
-        // nothing to broker; nor has a Host secret (a judge's key, for the host alone).
-        let Some(secret) = secrets.iter().find(|s| &s.name == name && s.scope != SecretScope::Host)
-        else {
+        // nothing to broker. (A judge's key is not among `secrets`: see `CellPlan::judge_keys`.)
+        let Some(secret) = secrets.iter().find(|s| &s.name == name) else {
             continue;
         };
         let value = reeval_gateway::SecretString::from(secret.value.expose_secret().to_string());

@@ -516,3 +516,30 @@ async fn images_a_variant_names_are_mapped_too() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A judge's key is resolved apart from the cell's secrets: no broker, sandbox
+/// or check can take it from there, and the run's redactor still masks it.
+#[tokio::test]
+async fn a_judges_key_is_kept_apart_from_the_cells_secrets() {
+    use crate::secrets::ExposeSecret;
+    let dir = std::env::temp_dir().join(format!("reeval-judge-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let env_file = dir.join("keys.env");
+    std::fs::write(&env_file, "OPENAI_API_KEY=sk-judge-from-file\nREEVAL_TEST_TOKEN=tok-1\n")
+        .unwrap();
+    let backend = scripted();
+    let eval = Eval::new("judged", |_c| Box::pin(async { Ok(()) }))
+        .harness("script")
+        .judge("openai:gpt-4.1")
+        .environment(|| crate::Environment::new().secret("REEVAL_TEST_TOKEN"));
+    let runner = runner(&backend, RunConfig { env_file: Some(env_file), ..config() });
+    let ready = super::preflight::preflight(&runner, &[eval]).await.expect("preflight passes");
+    let plan = &ready.plans[0][0];
+    let names = |s: &[crate::secrets::Secret]| s.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&plan.secrets), ["REEVAL_TEST_TOKEN"]);
+    assert!(names(&plan.judge_keys).contains(&"OPENAI_API_KEY".to_string()));
+    let key = plan.judge_keys.iter().find(|s| s.name == "OPENAI_API_KEY").unwrap();
+    let key = key.value.expose_secret().to_string();
+    assert!(!ready.redactor.redact(&format!("key={key}")).contains(&key));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -73,7 +73,7 @@ pub(super) fn draft(runner: &Runner, eval: &Eval) -> EvalDraft {
 }
 
 /// The plan of a cell whose environment was built and harness is known,
-/// with the secrets preflight resolved for it.
+/// with the secrets and judge keys preflight resolved for it.
 pub(super) fn plan(
     runner: &Runner,
     eval: &Eval,
@@ -81,6 +81,7 @@ pub(super) fn plan(
     env: Arc<Environment>,
     harness: &dyn Harness,
     secrets: Vec<Secret>,
+    judge_keys: Vec<Secret>,
 ) -> CellPlan {
     let config = &runner.config;
     // A sandbox with a way out is made with its gateway (an egress that
@@ -106,6 +107,7 @@ pub(super) fn plan(
         brokered: brokered.map(|(name, _)| name).collect(),
         env,
         secrets,
+        judge_keys,
     }
 }
 

@@ -102,6 +102,8 @@ pub(crate) async fn preflight(
             images.push((spec.clone(), eval.name.clone()));
         }
         let mut resolved = Vec::new();
+        // The judge's keys: the host's judge calls use them, nothing in a sandbox.
+        let mut judge_keys = Vec::new();
         for s in &env.secrets {
             match lookup(&s.name) {
                 Some(value) => resolved.push(ResolvedSecret::new(
@@ -115,7 +117,7 @@ pub(crate) async fn preflight(
                 )),
             }
         }
-        // The eval's judge key: checked now rather than after the agent worked; host only.
+        // The eval's judge key: checked now rather than after the agent worked.
         // An eval that asks a judge must have one chosen (`REEVAL_JUDGE` of the process
         // is what the judge falls back to when the run's settings name none).
         let judge_env =
@@ -136,7 +138,7 @@ pub(crate) async fn preflight(
                 }
                 Ok(var) => match lookup(var) {
                     Some(value) => {
-                        resolved.push(ResolvedSecret::new(var, value, SecretScope::Host))
+                        judge_keys.push(ResolvedSecret::new(var, value, SecretScope::Host))
                     }
                     None => {
                         let line = format!("key {var} for judge {spec} is not set in {sources}");
@@ -150,14 +152,13 @@ pub(crate) async fn preflight(
         // A judge whose model the body names (`Judge::model`) is not the one
         // chosen here, so its key was not required above; each provider's
         // default key still comes from the run's env files or the host when
-        // they have it, as a chosen judge's does. Host only: no broker and no
-        // sandbox takes a Host secret (egress::attempt::plan, `needs`).
+        // they have it, as a chosen judge's does.
         for provider in crate::llm::chat::Provider::ALL {
             let var = provider.default_key_env();
-            if !resolved.iter().any(|s| s.name == var)
+            if !judge_keys.iter().any(|s| s.name == var)
                 && let Some(value) = lookup(var)
             {
-                resolved.push(ResolvedSecret::new(var, value, SecretScope::Host));
+                judge_keys.push(ResolvedSecret::new(var, value, SecretScope::Host));
             }
         }
         for draft in cells {
@@ -207,7 +208,15 @@ pub(crate) async fn preflight(
             }
             match (draft.env, &draft.harness) {
                 (Ok(env), Some(h)) => {
-                    let plan = plan::plan(runner, eval, &draft.cell, env, h.as_ref(), for_cell);
+                    let plan = plan::plan(
+                        runner,
+                        eval,
+                        &draft.cell,
+                        env,
+                        h.as_ref(),
+                        for_cell,
+                        judge_keys.clone(),
+                    );
                     // A sandbox with a way out has the gateway's relay on its port.
                     if plan.gateway
                         && let Some(why) =
@@ -296,7 +305,11 @@ pub(crate) async fn preflight(
     }
     // The one redactor of the run: every sink writes through it.
     let redactor = Redactor::new(
-        plans.iter().flatten().flat_map(|p| &p.secrets).map(|s| s.value.expose_secret()),
+        plans
+            .iter()
+            .flatten()
+            .flat_map(|p| p.secrets.iter().chain(&p.judge_keys))
+            .map(|s| s.value.expose_secret()),
     );
     crate::secrets::remember(&redactor);
     let pool = pool.expect("no miss means an engine");
@@ -327,11 +340,8 @@ fn needs(plans: &[Vec<Arc<CellPlan>>]) -> RunNeeds {
                 .brokered
                 .iter()
                 .filter_map(|name| {
-                    // A Host secret (a judge's key) is never brokered.
-                    let secret = cell
-                        .secrets
-                        .iter()
-                        .find(|s| &s.name == name && s.scope != SecretScope::Host)?;
+                    // The cell's secrets only: a judge's key is never brokered.
+                    let secret = cell.secrets.iter().find(|s| &s.name == name)?;
                     Some((
                         crate::egress::secret_env(name),
                         secrecy::SecretString::from(secret.value.expose_secret().to_string()),

@@ -15,7 +15,8 @@ pub enum SecretScope {
     Placeholder,
     /// `exec` checks see the value; the agent, setup and harness see nothing.
     Checks,
-    /// Only the host process uses it (a judge's key); the sandbox sees nothing.
+    /// Only the host process uses it (a judge's key, which preflight keeps
+    /// apart from the cell's secrets); the sandbox sees nothing.
     Host,
 }
 
