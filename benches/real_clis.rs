@@ -15,6 +15,9 @@
 
 #[path = "../tests/model_server/mod.rs"]
 mod model_server;
+#[path = "../tests/real_cli/images.rs"]
+#[allow(dead_code, reason = "the bench runs Claude Code and Codex, not mini-swe-agent")]
+mod real_cli_images;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
 #[allow(unused_imports)]
 mod upstreams;
@@ -43,18 +46,6 @@ fn hello(_: usize, req: &Recorded) -> Answer {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
-}
-
-/// The images' tags as the fetch script prints them.
-fn images() -> (String, String) {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = std::process::Command::new(format!("{root}/scripts/fetch-real-clis.sh"))
-        .output()
-        .expect("run scripts/fetch-real-clis.sh");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let tags = String::from_utf8_lossy(&out.stdout).to_string();
-    let tag = |p: &str| tags.lines().find(|l| l.starts_with(p)).expect("a tag").to_string();
-    (tag("reeval/real-claude-code:"), tag("reeval/real-codex:"))
 }
 
 async fn direct(args: &[String]) -> Duration {
@@ -135,7 +126,8 @@ async fn main() {
         return;
     }
     let n: usize = std::env::var("REEVAL_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    let (claude_image, codex_image) = images();
+    let images = real_cli_images::images();
+    let (claude_image, codex_image) = (images.claude.clone(), images.codex.clone());
     let plain = ModelServer::start_with(Options { tls: None, websocket: true }, hello).await;
     let pki = upstreams::TestPki::new();
     let tls = pki.server_config(&["api.anthropic.com", "api.openai.com"]);

@@ -13,130 +13,19 @@
 
 mod common;
 mod model_server;
-#[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod upstreams;
+mod real_cli;
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use model_server::streams::{Billed, anthropic, responses};
-use model_server::{Answer, ModelServer, Options, Recorded};
-use reeval::egress::EgressSettings;
+use model_server::{Answer, Recorded};
+use real_cli::{
+    ANTHROPIC_KEY, OPENAI_KEY, Provider, anthropic_usage, images, openai_usage, run_one, sends,
+    show, writes_then_runs_hello,
+};
 use reeval::prelude::*;
-use reeval::{EditKind, Eval, Outcome, Record, RunReport, TurnStatus, Usage};
+use reeval::{EditKind, Eval, Outcome, Record, TurnStatus};
 use serde_json::{Value, json};
-
-const ANTHROPIC_KEY: &str = "sk-ant-real-clis-REAL-0123456789abcdef";
-const OPENAI_KEY: &str = "sk-openai-real-clis-REAL-0123456789abcdef";
-
-/// The test images' tags, as `scripts/fetch-real-clis.sh` printed them (built once per version).
-struct Images {
-    claude: String,
-    codex: String,
-}
-
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let out = std::process::Command::new(format!("{root}/scripts/fetch-real-clis.sh"))
-            .output()
-            .expect("run scripts/fetch-real-clis.sh");
-        assert!(
-            out.status.success(),
-            "scripts/fetch-real-clis.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let tags = String::from_utf8_lossy(&out.stdout);
-        let tag = |prefix: &str| {
-            tags.lines()
-                .find(|l| l.starts_with(prefix))
-                .unwrap_or_else(|| panic!("no {prefix} image in {tags:?}"))
-                .to_string()
-        };
-        Images { claude: tag("reeval/real-claude-code:"), codex: tag("reeval/real-codex:") }
-    })
-}
-
-/// The scripted provider: TLS for both API hosts on loopback, and the
-/// gateway settings that route those hosts to it.
-struct Provider {
-    server: ModelServer,
-    ca_pem: String,
-}
-
-impl Provider {
-    async fn start(script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static) -> Self {
-        Self::start_with(true, script).await
-    }
-
-    /// A provider that offers Codex's WebSocket transport or not.
-    async fn start_with(
-        websocket: bool,
-        script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
-    ) -> Self {
-        let pki = upstreams::TestPki::new();
-        let tls = pki.server_config(&["api.anthropic.com", "api.openai.com"]);
-        let server = ModelServer::start_with(Options { tls: Some(tls), websocket }, script).await;
-        Self { server, ca_pem: pki.ca_pem.clone() }
-    }
-
-    fn runner(&self, tag: &str) -> reeval::Runner {
-        let env = common::env_file(
-            tag,
-            &[("ANTHROPIC_API_KEY", ANTHROPIC_KEY), ("OPENAI_API_KEY", OPENAI_KEY)],
-        );
-        let egress = EgressSettings {
-            extra_roots_pem: vec![self.ca_pem.clone()],
-            resolve: vec![
-                ("api.anthropic.com".into(), self.server.addr),
-                ("api.openai.com".into(), self.server.addr),
-            ],
-            ..EgressSettings::default()
-        };
-        common::runner_with(tag, |c| {
-            c.env_file = Some(env);
-            c.egress = egress;
-        })
-    }
-
-    /// The model requests (not the WebSocket handshakes Codex tries first).
-    fn model_requests(&self) -> Vec<Recorded> {
-        self.server.requests().into_iter().filter(|r| r.method != "GET").collect()
-    }
-}
-
-fn usage_of(b: Billed, reasoning: Option<u64>) -> Usage {
-    Usage {
-        input: Some(b.input),
-        output: Some(b.output),
-        cache_read: Some(b.cache_read),
-        cache_write: if reasoning.is_some() { None } else { Some(b.cache_write) },
-        reasoning,
-        partial: false,
-    }
-}
-
-/// An eval that sends one prompt.
-fn sends(name: &str, prompt: &'static str) -> Eval {
-    Eval::new(name, move |c| {
-        Box::pin(async move {
-            c.send(prompt).await?;
-            Ok(())
-        })
-    })
-}
-
-fn show(r: &Record) -> String {
-    serde_json::to_string_pretty(r).unwrap_or_default()
-}
-
-async fn run_one(provider: &Provider, tag: &str, eval: Eval) -> (Record, RunReport) {
-    let report = provider.runner(tag).run(vec![eval]).await.expect("preflight passes");
-    assert_eq!(report.records.len(), 1, "one attempt (no retries)");
-    (report.records[0].clone(), report)
-}
 
 /// What every normal real-CLI run shows: no refused request, no key in the record.
 fn egress_is_the_model_api_only(r: &Record, host: &str) {
@@ -207,18 +96,9 @@ fn claude_env() -> Environment {
 async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
     require_docker!();
     let provider = Provider::start(claude_model).await;
-    let eval = Eval::new("claude_real_two_turns", |c| {
-        Box::pin(async move {
-            let env = c.exec("printenv ANTHROPIC_API_KEY").await?;
-            expect(env.stdout.contains("placeholder")).to_equal(true)?;
-            c.send("Create hello.py that prints hello.").await?;
-            c.send("Run hello.py into out.txt.").await?;
-            expect(c.read_file("out.txt").await?).to_equal("hello\n")?;
-            Ok(())
-        })
-    })
-    .harness("claude-code:sonnet")
-    .environment(claude_env);
+    let eval = writes_then_runs_hello("claude_real_two_turns", "ANTHROPIC_API_KEY")
+        .harness("claude-code:sonnet")
+        .environment(claude_env);
     let (r, report) = run_one(&provider, "real-claude-turns", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let atif = common::atif::check_record(&report.run_dir, &r);
@@ -228,13 +108,13 @@ async fn claude_code_writes_a_file_then_resumes_with_each_turns_own_usage() {
     assert_eq!(first.model.as_deref(), Some(anthropic::MODEL), "{}", show(&r));
     assert_eq!(
         first.usage,
-        usage_of(Billed::sum(&[CLAUDE_WRITE, CLAUDE_WROTE]), None),
+        anthropic_usage(Billed::sum(&[CLAUDE_WRITE, CLAUDE_WROTE])),
         "{}",
         show(&r)
     );
     assert_eq!(
         second.usage,
-        usage_of(Billed::sum(&[CLAUDE_RUN, CLAUDE_RAN]), None),
+        anthropic_usage(Billed::sum(&[CLAUDE_RUN, CLAUDE_RAN])),
         "{}",
         show(&r)
     );
@@ -495,26 +375,14 @@ fn codex_env() -> Environment {
 async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
     require_docker!();
     let provider = Provider::start(codex_model).await;
-    let eval = Eval::new("codex_real_two_turns", |c| {
-        Box::pin(async move {
-            let env = c.exec("printenv OPENAI_API_KEY").await?;
-            expect(env.stdout.contains("placeholder")).to_equal(true)?;
-            c.send("Create hello.py that prints hello.").await?;
-            c.send("Run hello.py into out.txt.").await?;
-            expect(c.read_file("out.txt").await?).to_equal("hello\n")?;
-            Ok(())
-        })
-    })
-    .harness(format!("codex:{CODEX_MODEL}"))
-    .environment(codex_env);
+    let eval = writes_then_runs_hello("codex_real_two_turns", "OPENAI_API_KEY")
+        .harness(format!("codex:{CODEX_MODEL}"))
+        .environment(codex_env);
     let (r, report) = run_one(&provider, "real-codex-turns", eval).await;
     common::atif::check_record(&report.run_dir, &r);
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let (first, second) = (&r.turns[0], &r.turns[1]);
-    let own = |parts: &[Billed]| {
-        let b = Billed::sum(parts);
-        usage_of(b, Some(b.reasoning))
-    };
+    let own = |parts: &[Billed]| openai_usage(Billed::sum(parts));
     assert_eq!(first.model.as_deref(), Some(CODEX_MODEL), "{}", show(&r));
     assert_eq!(first.usage, own(&[CODEX_WRITE, CODEX_WROTE]), "{}", show(&r));
     // Codex reports the thread's totals: the resumed turn is recorded with its own share.
@@ -558,7 +426,7 @@ async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     require_docker!();
     // Errors over HTTP: Codex tries its WebSocket five times (about 6 s), then POSTs.
     let overloads = std::sync::atomic::AtomicUsize::new(0);
-    let provider = Provider::start_with(false, move |_, req| {
+    let provider = Provider::without_websocket(move |_, req| {
         let overloaded = req.body.to_string().contains("OVERLOAD");
         let first = overloaded && overloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
         let status = match (overloaded, first) {

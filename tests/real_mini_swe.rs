@@ -12,122 +12,25 @@
 
 mod common;
 mod model_server;
-#[path = "../reeval-gateway/tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod upstreams;
+mod real_cli;
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use model_server::streams::{Billed, chat};
-use model_server::{Answer, ModelServer, Options, Recorded};
-use reeval::egress::EgressSettings;
+use model_server::{Answer, Recorded};
+use real_cli::{
+    ANTHROPIC_KEY, OPENAI_KEY, Provider, anthropic_usage, images, openai_usage, run_one, sends,
+    show, writes_then_runs_hello,
+};
 use reeval::prelude::*;
-use reeval::{Eval, Outcome, Record, RunReport, TurnStatus, Usage};
+use reeval::{Eval, Outcome, Record, TurnStatus, Usage};
 use serde_json::{Value, json};
 
-const OPENAI_KEY: &str = "sk-openai-real-mini-REAL-0123456789abcdef";
-const ANTHROPIC_KEY: &str = "sk-ant-real-mini-REAL-0123456789abcdef";
 const HARNESS: &str = "mini-swe-agent:openai/gpt-4.1";
 const SUBMIT: &str = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT";
 
-/// The test image's tag, as `scripts/fetch-real-clis.sh` printed it (built once per version).
-fn image() -> &'static str {
-    static IMAGE: OnceLock<String> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let out = std::process::Command::new(format!("{root}/scripts/fetch-real-clis.sh"))
-            .output()
-            .expect("run scripts/fetch-real-clis.sh");
-        assert!(
-            out.status.success(),
-            "scripts/fetch-real-clis.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let tags = String::from_utf8_lossy(&out.stdout);
-        tags.lines()
-            .find(|l| l.starts_with("reeval/real-mini-swe-agent:"))
-            .unwrap_or_else(|| panic!("no mini-swe-agent image in {tags:?}"))
-            .to_string()
-    })
-}
-
 fn mini_env() -> Environment {
-    Environment::new().image(Image::from(image()))
-}
-
-/// The scripted provider: TLS for `api.openai.com` and `api.anthropic.com`
-/// on loopback, and the gateway settings that route those hosts to it.
-struct Provider {
-    server: ModelServer,
-    ca_pem: String,
-}
-
-impl Provider {
-    async fn start(script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static) -> Self {
-        let pki = upstreams::TestPki::new();
-        let tls = pki.server_config(&["api.openai.com", "api.anthropic.com"]);
-        let server =
-            ModelServer::start_with(Options { tls: Some(tls), websocket: false }, script).await;
-        Self { server, ca_pem: pki.ca_pem.clone() }
-    }
-
-    fn runner(&self, tag: &str) -> reeval::Runner {
-        let env = common::env_file(
-            tag,
-            &[("OPENAI_API_KEY", OPENAI_KEY), ("ANTHROPIC_API_KEY", ANTHROPIC_KEY)],
-        );
-        let egress = EgressSettings {
-            extra_roots_pem: vec![self.ca_pem.clone()],
-            resolve: vec![
-                ("api.openai.com".into(), self.server.addr),
-                ("api.anthropic.com".into(), self.server.addr),
-            ],
-            ..EgressSettings::default()
-        };
-        common::runner_with(tag, |c| {
-            c.env_file = Some(env);
-            c.egress = egress;
-        })
-    }
-
-    fn requests(&self) -> Vec<Recorded> {
-        self.server.requests()
-    }
-}
-
-fn show(r: &Record) -> String {
-    serde_json::to_string_pretty(r).unwrap_or_default()
-}
-
-async fn run_one(provider: &Provider, tag: &str, eval: Eval) -> (Record, RunReport) {
-    let report = provider.runner(tag).run(vec![eval]).await.expect("preflight passes");
-    assert_eq!(report.records.len(), 1, "one attempt (no retries)");
-    (report.records[0].clone(), report)
-}
-
-/// An eval that sends one prompt.
-fn sends(name: &str, prompt: &'static str) -> Eval {
-    Eval::new(name, move |c| {
-        Box::pin(async move {
-            c.send(prompt).await?;
-            Ok(())
-        })
-    })
-    .harness(HARNESS)
-    .environment(mini_env)
-}
-
-/// OpenAI usage as reeval records it: cached tokens apart, reasoning reported, no cache writes.
-fn usage_of(b: Billed) -> Usage {
-    Usage {
-        input: Some(b.input),
-        output: Some(b.output),
-        cache_read: Some(b.cache_read),
-        cache_write: None,
-        reasoning: Some(b.reasoning),
-        partial: false,
-    }
+    Environment::new().image(Image::from(images().mini_swe.as_str()))
 }
 
 const WRITE: Billed =
@@ -186,27 +89,18 @@ fn mini_model(_: usize, req: &Recorded) -> Answer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
     require_docker!();
-    let provider = Provider::start(mini_model).await;
-    let eval = Eval::new("mini_real_two_turns", |c| {
-        Box::pin(async move {
-            let env = c.exec("printenv OPENAI_API_KEY").await?;
-            expect(env.stdout.contains("placeholder")).to_equal(true)?;
-            c.send("Create hello.py that prints hello.").await?;
-            c.send("Run hello.py into out.txt.").await?;
-            expect(c.read_file("out.txt").await?).to_equal("hello\n")?;
-            Ok(())
-        })
-    })
-    .harness(HARNESS)
-    .environment(mini_env);
+    let provider = Provider::without_websocket(mini_model).await;
+    let eval = writes_then_runs_hello("mini_real_two_turns", "OPENAI_API_KEY")
+        .harness(HARNESS)
+        .environment(mini_env);
     let (r, report) = run_one(&provider, "real-mini-turns", eval).await;
     common::atif::check_record(&report.run_dir, &r);
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let (first, second) = (&r.turns[0], &r.turns[1]);
     assert_eq!(first.status, TurnStatus::Completed, "{}", show(&r));
     assert_eq!(first.model.as_deref(), Some(chat::MODEL), "{}", show(&r));
-    assert_eq!(first.usage, usage_of(Billed::sum(&[WRITE, WROTE])), "{}", show(&r));
-    assert_eq!(second.usage, usage_of(Billed::sum(&[RUN, RAN])), "{}", show(&r));
+    assert_eq!(first.usage, openai_usage(Billed::sum(&[WRITE, WROTE])), "{}", show(&r));
+    assert_eq!(second.usage, openai_usage(Billed::sum(&[RUN, RAN])), "{}", show(&r));
     let commands: Vec<(&str, &Value)> =
         first.tool_calls.iter().map(|c| (c.name.as_str(), &c.input["command"])).collect();
     assert_eq!(
@@ -257,7 +151,7 @@ async fn mini_swe_agent_writes_a_file_then_runs_it_with_each_turns_own_usage() {
 async fn mini_swe_agent_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     require_docker!();
     let overloads = AtomicUsize::new(0);
-    let provider = Provider::start(move |_, req| {
+    let provider = Provider::without_websocket(move |_, req| {
         if req.body["messages"].to_string().contains("OVERLOAD") {
             match overloads.fetch_add(1, Ordering::SeqCst) {
                 0 => chat::error(429, "rate_limit_error", "rate_limit_exceeded"),
@@ -270,7 +164,9 @@ async fn mini_swe_agent_overload_is_infra_and_a_rejected_key_is_config_in_second
     .await;
     // The first run meets a 429, the second a 529: neither is retried inside the sandbox.
     for (n, tag) in ["real-mini-429", "real-mini-529"].into_iter().enumerate() {
-        let (r, _) = run_one(&provider, tag, sends("mini_real_overload", "OVERLOAD please")).await;
+        let eval =
+            sends("mini_real_overload", "OVERLOAD please").harness(HARNESS).environment(mini_env);
+        let (r, _) = run_one(&provider, tag, eval).await;
         assert_eq!(r.outcome, Outcome::InfraError, "{}", show(&r));
         assert_eq!(provider.requests().len(), n + 1, "one request per run: not retried");
         let after = ms_from_first_error_to_turn_end(&r);
@@ -280,7 +176,8 @@ async fn mini_swe_agent_overload_is_infra_and_a_rejected_key_is_config_in_second
             r.turns[0].duration_ms
         );
     }
-    let (r, _) = run_one(&provider, "real-mini-401", sends("mini_real_401", "hello")).await;
+    let eval = sends("mini_real_401", "hello").harness(HARNESS).environment(mini_env);
+    let (r, _) = run_one(&provider, "real-mini-401", eval).await;
     assert_eq!(r.outcome, Outcome::Config, "{}", show(&r));
     let after = ms_from_first_error_to_turn_end(&r);
     assert!(after < 30_000, "{after} ms after the error: {}", show(&r));
@@ -315,11 +212,12 @@ fn ms_from_first_error_to_turn_end(r: &Record) -> u64 {
 async fn mini_swe_agent_cut_short_keeps_the_saved_steps_usage_as_partial() {
     require_docker!();
     // The first step is answered; the model hangs on the second.
-    let provider = Provider::start(|_, req| match last_message(&req.body)["role"].as_str() {
-        Some("tool") => Answer::Hang(std::time::Duration::from_secs(300)),
-        _ => mini_model(0, req),
-    })
-    .await;
+    let provider =
+        Provider::without_websocket(|_, req| match last_message(&req.body)["role"].as_str() {
+            Some("tool") => Answer::Hang(std::time::Duration::from_secs(300)),
+            _ => mini_model(0, req),
+        })
+        .await;
     let eval = Eval::new("mini_real_hang", |c| {
         Box::pin(async move {
             // Long enough for Python to import litellm on a loaded machine.
@@ -335,7 +233,7 @@ async fn mini_swe_agent_cut_short_keeps_the_saved_steps_usage_as_partial() {
     let t = &r.turns[0];
     assert_eq!(t.status, TurnStatus::TimedOut, "{}", show(&r));
     // The trajectory saved after the first step: its usage, said to be partial.
-    assert_eq!(t.usage, Usage { partial: true, ..usage_of(WRITE) }, "{}", show(&r));
+    assert_eq!(t.usage, Usage { partial: true, ..openai_usage(WRITE) }, "{}", show(&r));
     assert_eq!(t.tool_calls.len(), 1, "{}", show(&r));
     assert_eq!(t.diff.paths(), vec!["hello.py"]);
 }
@@ -368,7 +266,7 @@ fn anthropic_message(id: &str, text: &str, call: (&str, &str), billed: Billed) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mini_swe_agent_on_anthropic_records_cache_writes_apart() {
     require_docker!();
-    let provider = Provider::start(|_, req| {
+    let provider = Provider::without_websocket(|_, req| {
         let last = &last_message(&req.body)["content"];
         let after_tool =
             last.as_array().is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
@@ -393,15 +291,7 @@ async fn mini_swe_agent_on_anthropic_records_cache_writes_apart() {
     assert_eq!(r.outcome, Outcome::Pass, "{}", show(&r));
     let t = &r.turns[0];
     let b = Billed::sum(&[CLAUDE_WRITE, CLAUDE_WROTE]);
-    let want = Usage {
-        input: Some(b.input),
-        output: Some(b.output),
-        cache_read: Some(b.cache_read),
-        cache_write: Some(b.cache_write),
-        reasoning: None,
-        partial: false,
-    };
-    assert_eq!(t.usage, want, "{}", show(&r));
+    assert_eq!(t.usage, anthropic_usage(b), "{}", show(&r));
     assert_eq!(t.model.as_deref(), Some(CLAUDE_MODEL), "{}", show(&r));
     assert_eq!(t.tool_calls[0].input["command"], WRITE_CMD, "{}", show(&r));
     assert!(t.diff.patch.contains("+print('hello')"), "{}", t.diff.patch);
