@@ -714,18 +714,29 @@ async fn an_agentic_judge_that_reaches_the_workspace_is_recorded() {
 #[tokio::test]
 async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     require_docker!();
-    let server = ModelServer::start(|_, _| anthropic::verdict(0.9, true, "ok")).await;
+    let Some(p) =
+        provider_without_host_key("the_suite_config_names_the_judge_of_evals_that_name_none")
+    else {
+        return;
+    };
+    let (spec, model, file_key) = match p {
+        P::Anthropic => (
+            "anthropic:claude-from-the-suite",
+            "claude-from-the-suite",
+            "sk-ant-from-the-suite-file",
+        ),
+        P::OpenAi => {
+            ("openai:gpt-from-the-suite", "gpt-from-the-suite", "sk-oai-from-the-suite-file")
+        }
+    };
+    let server = ModelServer::start(move |_, _| p.verdict(0.9, true, "ok")).await;
     let dir = common::temp_dir("suite-judge");
     let config_path = dir.join("reeval.toml");
-    std::fs::write(
-        &config_path,
-        "judge = \"anthropic:claude-from-the-suite\"\nenv_file = \"keys.env\"\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("keys.env"), "ANTHROPIC_API_KEY=sk-ant-from-the-suite-file\n").unwrap();
+    std::fs::write(&config_path, format!("judge = \"{spec}\"\nenv_file = \"keys.env\"\n")).unwrap();
+    std::fs::write(dir.join("keys.env"), format!("{}={file_key}\n", p.default_key_env())).unwrap();
     let suite = reeval::runner::SuiteConfig::load(&config_path).unwrap();
     // No model, no key variable: both come from the suite's config and its env file.
-    let judge = Judge::new().criterion(CRITERION).base_url(&server.url);
+    let judge = Judge::new().criterion(CRITERION).base_url(p.base_url(&server));
     let runner = common::runner_with("suite-judge", |c| {
         c.judge = suite.judge.clone();
         c.env_file = suite.env_file.clone();
@@ -737,13 +748,10 @@ async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     let r = &report.records[0];
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     let req = &server.requests()[0];
-    assert_eq!(req.body["model"], "claude-from-the-suite");
-    assert_eq!(
-        req.headers.get("x-api-key").map(String::as_str),
-        Some("sk-ant-from-the-suite-file")
-    );
+    assert_eq!(req.body["model"], model);
+    assert_eq!(p.sent_key(req), Some(file_key), "{p:?}: {:?}", req.headers.keys());
     let text = std::fs::read_to_string(report.run_dir.join(r.file_name())).unwrap();
-    assert!(!text.contains("sk-ant-from-the-suite-file"));
+    assert!(!text.contains(file_key));
 }
 
 #[cfg_attr(
@@ -756,26 +764,11 @@ async fn a_judge_whose_model_the_eval_names_takes_its_key_from_the_env_file() {
     // Before: "failed to find the judge's API key: OPENAI_API_KEY is not set in
     // the host environment", the env file's key never reaching a judge that no
     // eval option, reeval.toml or REEVAL_JUDGE chose.
-    // The host's key comes first, so the file's key is tested with a provider
-    // whose default key the host does not have (OpenAI's when it has neither).
-    let host_has = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
-    let Some(p) = P::ALL.into_iter().find(|p| !host_has(p.default_key_env())) else {
-        let vars: Vec<&str> = P::ALL.iter().map(|p| p.default_key_env()).collect();
-        let why = format!(
-            "{} are all set on this host and the host's key comes first, so no provider is left \
-             to take its key from the env file",
-            vars.join(", ")
-        );
-        assert!(!common::docker_required(), "{why} (REEVAL_REQUIRE_DOCKER=1: nothing may skip)");
-        // Straight to the process's stderr: libtest captures `eprintln!` of a test that passes.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED, NOT TESTED: a_judge_whose_model_the_eval_names_takes_its_key_from_the_env_file: \
-             {why}; unset one of them to run this test"
-        );
+    let Some(p) = provider_without_host_key(
+        "a_judge_whose_model_the_eval_names_takes_its_key_from_the_env_file",
+    ) else {
         return;
     };
-    eprintln!("the judge is {p:?}'s: {} is not set on this host", p.default_key_env());
     let file_key = match p {
         P::Anthropic => "sk-ant-from-the-file",
         P::OpenAi => "sk-oai-from-the-file",
@@ -793,6 +786,31 @@ async fn a_judge_whose_model_the_eval_names_takes_its_key_from_the_env_file() {
     assert_eq!(p.sent_key(req), Some(file_key), "{p:?}: {:?}", req.headers.keys());
     let text = std::fs::read_to_string(report.run_dir.join(r.file_name())).unwrap();
     assert!(!text.contains(file_key), "the key is in the record");
+}
+
+/// A provider whose default key the host does not have (OpenAI's when it has
+/// neither): the host's key comes first, so a test of a key from an env file
+/// needs one. With every key set, `None` and the test says SKIPPED (it fails
+/// under `REEVAL_REQUIRE_DOCKER=1`, where nothing may skip).
+fn provider_without_host_key(test: &str) -> Option<P> {
+    let host_has = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    if let Some(p) = P::ALL.into_iter().find(|p| !host_has(p.default_key_env())) {
+        eprintln!("the judge is {p:?}'s: {} is not set on this host", p.default_key_env());
+        return Some(p);
+    }
+    let vars: Vec<&str> = P::ALL.iter().map(|p| p.default_key_env()).collect();
+    let why = format!(
+        "{} are all set on this host and the host's key comes first, so no provider is left \
+         to take its key from the env file",
+        vars.join(", ")
+    );
+    assert!(!common::docker_required(), "{why} (REEVAL_REQUIRE_DOCKER=1: nothing may skip)");
+    // Straight to the process's stderr: libtest captures `eprintln!` of a test that passes.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED, NOT TESTED: {test}: {why}; unset one of them to run this test"
+    );
+    None
 }
 
 /// Asks a judge whose model no one chose (see the two tests below).
