@@ -22,8 +22,11 @@
 //! What is shown live (`--nocapture`, and output no body was polled for) is
 //! shown a line at a time, each redacted whole: a read of the pipe can end in
 //! the middle of a secret, and two halves redacted apart would each show.
-//! A partial line waits for its end at most 50 ms (or 64 KiB), and an
-//! attempt's is shown when the attempt ends. The cost: eval
+//! A partial line waits for its end at most about 50 ms (or 64 KiB), and an
+//! attempt's is shown when the attempt ends; a line cut that way (a long
+//! line without a newline, a slow writer) may still cut a secret in two.
+//! Output no body claimed that is still held when the process exits (at most
+//! the last 50 ms of a partial line) is not shown. The cost: eval
 //! bodies are polled one at a time, so a body that blocks its thread (a
 //! `std::process::Command::output()`, a `std::thread::sleep`) holds up the
 //! other attempts' bodies too; blocking work belongs in `spawn_blocking`.
@@ -77,6 +80,8 @@ struct State {
     /// a line is shown once it ends, so that a secret a read cut in two is
     /// redacted whole (see [`Capture::hold`]).
     held: HashMap<u64, Vec<u8>>,
+    /// Since when each key's held text has waited for its line's end.
+    held_since: HashMap<u64, std::time::Instant>,
 }
 
 /// The key of [`State::held`] for output no eval body was polled for (ids start at 1).
@@ -171,18 +176,24 @@ fn read_forever() {
     let mut buf = vec![0u8; 64 * 1024];
     let wait = rustix::event::Timespec { tv_sec: 0, tv_nsec: HOLD_WAIT.as_nanos() as _ };
     loop {
-        // A partial line held back is shown once nothing more came for a while.
-        let holding = lock(&c.state).held.values().any(|h| !h.is_empty());
-        let mut fds = [rustix::event::PollFd::new(&c.read, rustix::event::PollFlags::IN)];
-        match rustix::event::poll(&mut fds, holding.then_some(&wait)) {
-            Ok(0) => {
-                let mut state = lock(&c.state);
-                let keys: Vec<u64> = state.held.keys().copied().collect();
-                for key in keys {
-                    c.show_held(&mut state, key);
-                }
-                continue;
+        // Woken at least every HOLD_WAIT: a partial line held back that long is
+        // shown as it is, whoever held it (a body's drain holds text too, which
+        // the pipe never tells this thread about).
+        {
+            let mut state = lock(&c.state);
+            let due: Vec<u64> = state
+                .held_since
+                .iter()
+                .filter(|(_, since)| since.elapsed() >= HOLD_WAIT)
+                .map(|(key, _)| *key)
+                .collect();
+            for key in due {
+                c.show_held(&mut state, key);
             }
+        }
+        let mut fds = [rustix::event::PollFd::new(&c.read, rustix::event::PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&wait)) {
+            Ok(0) => continue,
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => return,
         }
@@ -214,16 +225,24 @@ impl Capture {
     }
 
     /// Adds `chunk` to `key`'s held text and shows what of it ends a line
-    /// (all of it past [`HOLD_LIMIT`]): a secret is never shown in two
-    /// pieces that were each redacted alone, and a character is never cut.
+    /// (all of it past [`HOLD_LIMIT`]): a secret within a line is shown
+    /// whole, so redacted whole, and so is a character. A line cut by force
+    /// (past the limit, or waiting past [`HOLD_WAIT`]) can still be cut in one.
     fn hold(&self, state: &mut State, key: u64, chunk: &[u8]) {
-        if let Some(ready) = ended_lines(state.held.entry(key).or_default(), chunk) {
+        let held = state.held.entry(key).or_default();
+        let ready = ended_lines(held, chunk);
+        match held.is_empty() {
+            true => state.held_since.remove(&key),
+            false => Some(*state.held_since.entry(key).or_insert_with(std::time::Instant::now)),
+        };
+        if let Some(ready) = ready {
             self.show(key == UNATTRIBUTED, &ready);
         }
     }
 
     /// Shows all of `key`'s held text (its line did not end in time, or its attempt ended).
     fn show_held(&self, state: &mut State, key: u64) {
+        state.held_since.remove(&key);
         if let Some(held) = state.held.remove(&key).filter(|h| !h.is_empty()) {
             self.show(key == UNATTRIBUTED, &held);
         }

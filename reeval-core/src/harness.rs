@@ -52,10 +52,11 @@ pub struct SessionSetup {
     pub trial: u32,
     /// The attempt's arm in a comparison.
     pub arm: Option<String>,
-    /// The image the sandbox was made from, as the engine knows it (its id,
-    /// or a cached setup's content-named reference); `None` when unknown.
-    /// Within a run the same value is the same image, so a harness may
-    /// remember what it learned of one instead of asking each sandbox again.
+    /// The image the sandbox was made from, named by its content (the
+    /// engine's `sha256:` id, or a cached setup's content-named reference);
+    /// `None` when no such name is known. The same value is the same image, so
+    /// a harness may remember what it learned of one, for the process's
+    /// life, instead of asking each sandbox again.
     pub image: Option<String>,
 }
 

@@ -98,7 +98,9 @@ impl Attempt {
         let mut ready = self.snapshot(handle, &launch).await?;
         ready.image = match &launch.hit {
             Some(found) => Some(found.reference.clone()),
-            None => Some(image.id.clone()).filter(|id| !id.is_empty()),
+            // Only an id that names content: a tag (Kubernetes's id of a `From`
+            // image) may name other content on another node.
+            None => Some(image.id.clone()).filter(|id| id.starts_with("sha256:")),
         };
         self.check_cached_workspace(&launch, &ready)?;
         self.ask_fill(&launch);

@@ -175,7 +175,9 @@ impl CliAgent for Codex {
             Some(catalog) => catalog,
             None => match find_catalog(sandbox, program, home).await {
                 Some(catalog) => {
-                    if let Some(key) = key {
+                    // Only what the image surely has: a failed lookup (a timeout,
+                    // a full disk) is asked again by the next session.
+                    if let Some(key) = key.filter(|_| !matches!(catalog, Catalog::Unknown)) {
                         let mut known = CATALOGS.lock().unwrap_or_else(|e| e.into_inner());
                         known.insert(key, catalog.clone());
                     }
