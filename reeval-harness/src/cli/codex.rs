@@ -43,8 +43,8 @@ enum Catalog {
     /// Dumped by the CLI (`codex debug models --bundled`): written into each
     /// session's home with its config.
     Dumped(Arc<Vec<u8>>),
-    /// The CLI has no bundled catalog (an older release, a stand-in): it keeps
-    /// its own lookup.
+    /// Not found (an older release or a stand-in without the command, or a
+    /// lookup that failed): the CLI keeps its own lookup. Never remembered.
     Unknown,
 }
 
@@ -173,27 +173,21 @@ impl CliAgent for Codex {
             .and_then(|key| CATALOGS.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned());
         let catalog = match known {
             Some(catalog) => catalog,
-            None => match find_catalog(sandbox, program, home).await {
-                Some(catalog) => {
-                    // Only what the image surely has: a failed lookup (a timeout,
-                    // a full disk) is asked again by the next session.
-                    if let Some(key) = key.filter(|_| !matches!(catalog, Catalog::Unknown)) {
-                        let mut known = CATALOGS.lock().unwrap_or_else(|e| e.into_inner());
-                        known.insert(key, catalog.clone());
-                    }
-                    catalog
+            None => {
+                let catalog = find_catalog(sandbox, program, home).await;
+                // Only what the image surely has: a lookup that found nothing
+                // (a timeout, a full disk, an engine error) is asked again next session.
+                if let Some(key) = key.filter(|_| !matches!(catalog, Catalog::Unknown)) {
+                    CATALOGS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, catalog.clone());
                 }
-                // The engine failed: this session keeps the CLI's own lookup; the next asks again.
-                None => Catalog::Unknown,
-            },
+                catalog
+            }
         };
         let dumped = format!("{home}/models.json");
         let path = match catalog {
             Catalog::Baked => BAKED_CATALOG.to_string(),
             Catalog::Dumped(bytes) => {
-                if !files.iter().any(|(p, ..)| *p == dumped) {
-                    files.push((dumped.clone(), bytes.to_vec(), 0o600));
-                }
+                files.push((dumped.clone(), bytes.to_vec(), 0o600));
                 dumped
             }
             Catalog::Unknown => return files,
@@ -269,9 +263,9 @@ impl CliAgent for Codex {
 /// the harness's image at install, else `codex debug models --bundled`,
 /// written by the CLI itself into the home (made for it) and read back, so
 /// that later sessions on the image get it with their config. One exec (and a
-/// read when dumped), once per image and process. `None` when the engine
-/// failed, so that nothing is concluded of the image.
-async fn find_catalog(sandbox: &SandboxHandle, program: &str, home: &str) -> Option<Catalog> {
+/// read when dumped). [`Catalog::Unknown`] when the CLI has no such command,
+/// or the lookup failed.
+async fn find_catalog(sandbox: &SandboxHandle, program: &str, home: &str) -> Catalog {
     let dumped = format!("{home}/models.json");
     let find = Command::new("sh")
         .arg("-c")
@@ -280,17 +274,15 @@ async fn find_catalog(sandbox: &SandboxHandle, program: &str, home: &str) -> Opt
         .arg(&dumped)
         .arg(BAKED_CATALOG)
         .env("CODEX_HOME", home);
-    let out = sandbox.exec(find).await.ok()?;
-    Some(match out.stdout.trim() {
+    let Ok(out) = sandbox.exec(find).await else { return Catalog::Unknown };
+    match out.stdout.trim() {
         "baked" if out.success() => Catalog::Baked,
         "dumped" if out.success() => match sandbox.read_file(&dumped).await {
             Ok(bytes) if !bytes.is_empty() => Catalog::Dumped(Arc::new(bytes.to_vec())),
-            Ok(_) => Catalog::Unknown,
-            Err(_) => return None,
+            _ => Catalog::Unknown,
         },
-        // No such command in this CLI.
         _ => Catalog::Unknown,
-    })
+    }
 }
 
 /// Reads the last turn of a rollout file: its model, and its reasoning tokens
