@@ -79,9 +79,13 @@ struct State {
     /// Echoed text not shown yet, by attempt ([`UNATTRIBUTED`]: no attempt's):
     /// a line is shown once it ends, so that a secret a read cut in two is
     /// redacted whole (see [`Capture::hold`]).
-    held: HashMap<u64, Vec<u8>>,
-    /// Since when each key's held text has waited for its line's end.
-    held_since: HashMap<u64, std::time::Instant>,
+    held: HashMap<u64, Held>,
+}
+
+/// A partial line waiting for its end, and since when.
+struct Held {
+    bytes: Vec<u8>,
+    since: std::time::Instant,
 }
 
 /// The key of [`State::held`] for output no eval body was polled for (ids start at 1).
@@ -182,9 +186,9 @@ fn read_forever() {
         {
             let mut state = lock(&c.state);
             let due: Vec<u64> = state
-                .held_since
+                .held
                 .iter()
-                .filter(|(_, since)| since.elapsed() >= HOLD_WAIT)
+                .filter(|(_, held)| held.since.elapsed() >= HOLD_WAIT)
                 .map(|(key, _)| *key)
                 .collect();
             for key in due {
@@ -229,12 +233,15 @@ impl Capture {
     /// whole, so redacted whole, and so is a character. A line cut by force
     /// (past the limit, or waiting past [`HOLD_WAIT`]) can still be cut in one.
     fn hold(&self, state: &mut State, key: u64, chunk: &[u8]) {
-        let held = state.held.entry(key).or_default();
-        let ready = ended_lines(held, chunk);
-        match held.is_empty() {
-            true => state.held_since.remove(&key),
-            false => Some(*state.held_since.entry(key).or_insert_with(std::time::Instant::now)),
-        };
+        let since = std::time::Instant::now();
+        let held = state.held.entry(key).or_insert_with(|| Held { bytes: Vec::new(), since });
+        let ready = ended_lines(&mut held.bytes, chunk);
+        // Only a partial line is held; its wait starts when it does.
+        if held.bytes.is_empty() {
+            state.held.remove(&key);
+        } else if ready.is_some() {
+            held.since = since;
+        }
         if let Some(ready) = ready {
             self.show(key == UNATTRIBUTED, &ready);
         }
@@ -242,9 +249,8 @@ impl Capture {
 
     /// Shows all of `key`'s held text (its line did not end in time, or its attempt ended).
     fn show_held(&self, state: &mut State, key: u64) {
-        state.held_since.remove(&key);
-        if let Some(held) = state.held.remove(&key).filter(|h| !h.is_empty()) {
-            self.show(key == UNATTRIBUTED, &held);
+        if let Some(held) = state.held.remove(&key) {
+            self.show(key == UNATTRIBUTED, &held.bytes);
         }
     }
 

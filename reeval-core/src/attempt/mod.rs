@@ -162,7 +162,7 @@ pub(crate) struct Ready {
     /// Whether the workspace may be a git repository whose refs were noted
     /// (a cached setup's is not known): teardown then keeps the agent's commits.
     git_repo: bool,
-    /// The image the container was made from, as the engine knows it (see `SessionSetup::image`).
+    /// The image the container was made from, named by its content (see `SessionSetup::image`).
     image: Option<String>,
 }
 

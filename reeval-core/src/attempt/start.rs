@@ -21,6 +21,8 @@ use crate::sandbox::{Backend, FoundSetup, ReadyImage, Sandbox, SandboxHandle};
 pub(super) struct Launch {
     /// The image the container is made from: the base image, or the cached setup's.
     pub(super) from: String,
+    /// That image named by its content (see `SessionSetup::image`), when it can be.
+    pub(super) content_name: Option<String>,
     /// The cached setup this start hit.
     pub(super) hit: Option<FoundSetup>,
     /// The setup cache's key of this sandbox's inputs, when they may be cached.
@@ -95,13 +97,7 @@ impl Attempt {
         self.files(&handle, &launch).await?;
         self.setup(&handle, &launch).await?;
         self.egress_for_agent().await?;
-        let mut ready = self.snapshot(handle, &launch).await?;
-        ready.image = match &launch.hit {
-            Some(found) => Some(found.reference.clone()),
-            // Only an id that names content: a tag (Kubernetes's id of a `From`
-            // image) may name other content on another node.
-            None => Some(image.id.clone()).filter(|id| id.starts_with("sha256:")),
-        };
+        let ready = self.snapshot(handle, &launch).await?;
         self.check_cached_workspace(&launch, &ready)?;
         self.ask_fill(&launch);
         Ok(ready)
@@ -178,6 +174,13 @@ impl Attempt {
             Some(found) => found.reference.clone(),
             None => image.reference.clone(),
         };
+        let content_name = match &hit {
+            // A cached setup's reference is named by its inputs' digest.
+            Some(found) => Some(found.reference.clone()),
+            // Only an id that names content: a tag (Kubernetes's id of a `From`
+            // image) may name other content on another node.
+            None => Some(image.id.clone()).filter(|id| id.starts_with("sha256:")),
+        };
         // A container made ahead serves when it is what this start would make.
         let ahead = match self.prepare.prestarted.take() {
             Some((sandbox, made_from))
@@ -193,6 +196,7 @@ impl Attempt {
         };
         Ok(Launch {
             from,
+            content_name,
             hit,
             digest,
             egress,
@@ -410,7 +414,7 @@ impl Attempt {
             session: false,
             eval_wrote: false,
             git_repo,
-            image: None,
+            image: launch.content_name.clone(),
         })
     }
 }
