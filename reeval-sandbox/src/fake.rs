@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use sha2::Digest;
 use tokio_util::sync::CancellationToken;
 
 use super::archive::{self, Entry};
@@ -246,11 +247,11 @@ impl Backend for FakeBackend {
             ImageSpec::From(r) => r.clone(),
             _ => "fake/built:1".into(),
         };
-        Ok(ReadyImage {
-            detail: format!("cache hit {reference} (fake)"),
-            reference,
-            id: "sha256:fake".into(),
-        })
+        // Named by what it is made of, as an engine's id is: two specs, two ids.
+        let digest = sha2::Sha256::digest(format!("{spec:?}").as_bytes());
+        let id =
+            format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        Ok(ReadyImage { detail: format!("cache hit {reference} (fake)"), reference, id })
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
