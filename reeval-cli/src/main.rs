@@ -158,7 +158,7 @@ fn harbor(argv: &[std::ffi::OsString]) -> i32 {
             return 2;
         }
     };
-    match reeval_core::harbor::load(&path) {
+    match reeval_harbor::load(&path) {
         Ok(tasks) => {
             let evals = tasks
                 .into_iter()

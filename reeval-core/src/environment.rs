@@ -448,6 +448,55 @@ impl Environment {
     }
 }
 
+/// Reading an environment back: what an environment function built, for the
+/// tests of that function (the builder methods above take the nouns).
+impl Environment {
+    /// The image, when one is set (else the harness's, or `reeval/base`).
+    pub fn image_spec(&self) -> Option<&ImageSpec> {
+        self.image.as_ref()
+    }
+
+    /// The variables every command sees, in the order given.
+    pub fn variables(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// The setup steps, in order.
+    pub fn setup_steps(&self) -> &[SetupStep] {
+        &self.setup
+    }
+
+    /// Whether the prepared sandbox may be cached.
+    pub fn setup_cache_policy(&self) -> &SetupCache {
+        &self.setup_cache
+    }
+
+    /// The sandbox's memory, CPU and process limits.
+    pub fn resource_limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The services started beside the sandbox.
+    pub fn services(&self) -> &[Service] {
+        &self.services
+    }
+
+    /// What the agent (and the setup, unless it has its own) may reach:
+    /// any public host, these hosts, or nothing.
+    pub fn agent_egress(&self) -> Egress {
+        match (self.any_egress, self.allow_egress.as_slice()) {
+            (true, _) => Egress::Any,
+            (false, []) => Egress::None,
+            (false, hosts) => Egress::Allow(hosts.to_vec()),
+        }
+    }
+
+    /// What checks may reach (`None`: nothing).
+    pub fn check_egress(&self) -> Option<&Egress> {
+        self.check_network.as_ref()
+    }
+}
+
 /// What `[images]` mapped in an environment's image (`crate::image_map`):
 /// the record's `imageMappedFrom`. Here, below the map that makes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,7 +33,6 @@ pub(crate) mod eval_output;
 /// Commands run in the sandbox and what they return (from `reeval-sandbox`).
 pub use reeval_sandbox::exec;
 pub mod git_archive;
-pub mod harbor;
 pub mod harness;
 // The image phase's building and tar helpers: the Docker backend's (reeval-sandbox/src/docker/image.rs).
 pub(crate) use sandbox::docker::image;

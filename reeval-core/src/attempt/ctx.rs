@@ -53,7 +53,7 @@ impl Ctx {
 
     /// Whether this attempt's harness runs the eval's reference solution in
     /// place of an agent (`Harness::runs_reference_solution`: the oracle).
-    pub(crate) fn runs_reference_solution(&self) -> bool {
+    pub fn runs_reference_solution(&self) -> bool {
         !matches!(self.attempt.solution, super::Solution::None)
     }
 

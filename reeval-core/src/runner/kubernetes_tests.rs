@@ -1,4 +1,4 @@
-//! A task with compose services on the Kubernetes backend: refused in
+//! An eval with services (a Harbor task's compose sidecars) on the Kubernetes backend: refused in
 //! preflight, naming the eval, its services, the engine and why, before
 //! anything starts (the backend's `create` refuses too: reeval-sandbox's
 //! `kubernetes/services_refused.rs`).
@@ -14,23 +14,14 @@ fn backend() -> KubeBackend {
     KubeBackend::with_config(config, KubernetesConfig::default()).unwrap()
 }
 
-/// A Harbor task with a compose service, read from a temp dir.
+/// An eval with two services beside its sandbox (as a Harbor task's compose file gives).
 fn task_with_a_service() -> crate::eval::Eval {
-    let dir = std::env::temp_dir().join(format!("reeval-kube-services-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("environment")).unwrap();
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    std::fs::write(dir.join("task.toml"), "[task]\nname = \"org/with-db\"\n").unwrap();
-    std::fs::write(dir.join("instruction.md"), "x").unwrap();
-    std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
-    std::fs::write(dir.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
-    std::fs::write(
-        dir.join("environment/docker-compose.yaml"),
-        "services:\n  db:\n    image: postgres:16\n  cache:\n    image: redis:7\n",
-    )
-    .unwrap();
-    let task = crate::harbor::HarborTask::read(&dir, &|_| None).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    task.into_eval()
+    use crate::environment::{Environment, Image, Service};
+    crate::eval::Eval::new("with-db", |_c| Box::pin(async { Ok(()) })).environment(|| {
+        Environment::new()
+            .service(Service::new("db", Image::from("postgres:16")))
+            .service(Service::new("cache", Image::from("redis:7")))
+    })
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::environment::ImageSpec;
+use reeval_core::environment::ImageSpec;
 
 /// An `environment/` directory with a Dockerfile and `db/Dockerfile`.
 fn env_dir() -> PathBuf {

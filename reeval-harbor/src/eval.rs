@@ -1,4 +1,4 @@
-//! One Harbor task read and made an [`Eval`](crate::eval::Eval): the environment from
+//! One Harbor task read and made an [`Eval`](reeval_core::eval::Eval): the environment from
 //! `environment/`, its limits, env and network, the eval's budget, tags and
 //! oracle. What the eval does in the sandbox is `run.rs` (one step) and
 //! `steps.rs` (`[[steps]]`).
@@ -18,9 +18,9 @@ use std::time::Duration;
 use super::error::HarborError;
 use super::files::files_under;
 use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
-use crate::egress::Egress;
-use crate::environment::{Environment, Image, ImageSpec, WORKSPACE};
-use crate::error::Result;
+use reeval_core::egress::Egress;
+use reeval_core::environment::{Environment, Image, ImageSpec, WORKSPACE};
+use reeval_core::error::Result;
 
 /// The turn's limit of a task without an agent timeout (Harbor has none then).
 pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
@@ -280,7 +280,7 @@ impl HarborTask {
                 WorkdirSource::Known(w) => w.clone(),
                 WorkdirSource::Image(reference) => {
                     // Under `[images]`, the image the sandbox will run.
-                    image_workdir(&crate::image_map::mapped(reference))
+                    image_workdir(&reeval_core::image_map::mapped(reference))
                         .unwrap_or_else(|| "/".into())
                 }
             })
@@ -405,7 +405,7 @@ fn image_workdir(reference: &str) -> Option<String> {
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
         rt.block_on(async {
-            let docker = bollard::Docker::connect_with_defaults().ok()?;
+            let docker = reeval_core::bollard::Docker::connect_with_defaults().ok()?;
             let image = docker.inspect_image(&reference).await.ok()?;
             image.config?.working_dir.filter(|w| !w.is_empty())
         })
@@ -450,11 +450,11 @@ mod tests {
     fn the_workdir_move_is_a_layer_of_the_image() {
         let task = task_with("");
         let env = task.environment();
-        assert_eq!(env.setup_cache, crate::environment::SetupCache::Off);
-        assert_eq!(env.setup.len(), 1, "one setup step: the log directories");
-        assert!(!env.setup[0].command.contains("ln -s"), "{}", env.setup[0].command);
-        let Some(ImageSpec::Layered { base, steps }) = &env.image else {
-            panic!("the move is a layer: {:?}", env.image)
+        assert_eq!(*env.setup_cache_policy(), reeval_core::environment::SetupCache::Off);
+        assert_eq!(env.setup_steps().len(), 1, "one setup step: the log directories");
+        assert!(!env.setup_steps()[0].command.contains("ln -s"), "{}", env.setup_steps()[0].command);
+        let Some(ImageSpec::Layered { base, steps }) = env.image_spec() else {
+            panic!("the move is a layer: {:?}", env.image_spec())
         };
         assert_eq!(**base, task.image);
         assert!(steps[0].contains("ln -s /workspace '/app'"), "{}", steps[0]);
@@ -465,24 +465,23 @@ mod tests {
     fn networks_map_onto_the_gateway() {
         // Harbor's default is public: any host for the agent, setup and verifier.
         let env = task_with("").environment();
-        assert!(env.any_egress && env.wants_egress());
-        assert_eq!(env.check_network, Some(Egress::Any));
+        assert_eq!(env.agent_egress(), Egress::Any);
+        assert_eq!(env.check_egress(), Some(&Egress::Any));
         let env = task_with(
             "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"*.example.com\"]",
         )
         .environment();
-        assert!(!env.any_egress);
-        assert_eq!(env.allow_egress, ["pypi.org", "*.example.com"]);
-        assert_eq!(env.check_network, Some(Egress::allow(["pypi.org", "*.example.com"])));
+        assert_eq!(env.agent_egress(), Egress::allow(["pypi.org", "*.example.com"]));
+        assert_eq!(env.check_egress(), Some(&Egress::allow(["pypi.org", "*.example.com"])));
         let env = task_with("[environment]\nnetwork_mode = \"no-network\"").environment();
-        assert!(!env.wants_egress(), "no way out at all");
+        assert_eq!((env.agent_egress(), env.check_egress()), (Egress::None, None), "no way out at all");
         // A phase's own policy wins over the environment's.
         let env = task_with(
             "[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"",
         )
         .environment();
-        assert!(!env.any_egress && env.allow_egress.is_empty());
-        assert_eq!(env.check_network, Some(Egress::Any));
+        assert_eq!(env.agent_egress(), Egress::None);
+        assert_eq!(env.check_egress(), Some(&Egress::Any));
         // An IP literal is a host; a CIDR range is no gateway pattern: refused before anything starts.
         let env = task_with(
             "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"192.0.2.1\", \"10.0.0.0/8\"]",
@@ -502,11 +501,11 @@ mod tests {
         assert_eq!(task.agent_timeout(), Some(Duration::from_secs(20)));
         assert_eq!(task.verifier_timeout(), Duration::from_secs(20));
         let env = task.environment();
-        assert_eq!(env.limits.nano_cpus, 1_500_000_000);
-        assert_eq!(env.limits.memory_bytes, 512 << 20);
-        assert!(env.env.contains(&("A".to_string(), "d".to_string())));
+        assert_eq!(env.resource_limits().nano_cpus, 1_500_000_000);
+        assert_eq!(env.resource_limits().memory_bytes, 512 << 20);
+        assert!(env.variables().contains(&("A".to_string(), "d".to_string())));
         assert!(
-            matches!(&env.image, Some(ImageSpec::Layered { steps, .. }) if steps[0].contains("ln -s /workspace '/app'"))
+            matches!(env.image_spec(), Some(ImageSpec::Layered { steps, .. }) if steps[0].contains("ln -s /workspace '/app'"))
         );
         let eval = task.into_eval();
         assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));

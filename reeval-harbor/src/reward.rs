@@ -106,9 +106,9 @@ fn python_float(s: &str) -> Option<f64> {
 }
 
 /// Whether a reward passes: its `reward` key when it has one, else every key,
-/// at or above `threshold` ([`crate::stats::reward::reaches`]).
+/// at or above `threshold` ([`reeval_core::stats::reward::reaches`]).
 pub fn passes(reward: &BTreeMap<String, f64>, threshold: f64) -> bool {
-    crate::stats::reward::reaches(reward, threshold)
+    reeval_core::stats::reward::reaches(reward, threshold)
 }
 
 #[cfg(test)]

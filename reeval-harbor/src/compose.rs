@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::error::HarborError;
-use crate::environment::{Condition, Healthcheck, Image, Service};
+use reeval_core::environment::{Condition, Healthcheck, Image, Service};
 
 /// Harbor's name of the task's own container.
 pub const MAIN: &str = "main";
@@ -106,7 +106,7 @@ pub fn read(
     for s in &mut out.services {
         s.depends_on.retain(|(d, _)| d != MAIN);
     }
-    let problems = crate::sandbox::service::problems(&out.services);
+    let problems = reeval_core::sandbox::service::problems(&out.services);
     if let Some(problem) = problems.into_iter().next() {
         return Err(fail(problem));
     }

@@ -23,7 +23,7 @@ pub mod task;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::eval::Eval;
+use reeval_core::eval::Eval;
 
 pub use error::HarborError;
 pub use eval::{HarborTask, eval_name};

@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use super::eval::{HarborTask, LOG_DIRS, quote};
 use super::run::{self, Files, Graded, Verifier};
 use super::task::{RewardStrategy, StepConfig};
-use crate::attempt::Ctx;
-use crate::error::{Error, Result};
-use crate::exec::Command;
-use crate::record::StepReward;
+use reeval_core::Ctx;
+use reeval_core::error::{Error, Result};
+use reeval_core::exec::Command;
+use reeval_core::record::StepReward;
 
 /// The step's files: its own `sub/` over the task's (`tests/` merged; a
 /// step's `solution/` replaces the task's).
@@ -207,7 +207,7 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
             "step {}'s setup.sh exited {}: {}",
             step.name,
             out.exit_code,
-            crate::exec::tail(out.stderr.trim(), 500)
+            reeval_core::exec::tail(out.stderr.trim(), 500)
         )
     }))
 }

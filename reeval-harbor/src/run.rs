@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET, quote};
 use super::reward::{self, REWARD_JSON, REWARD_TXT};
-use crate::attempt::Ctx;
-use crate::capture::Artifact;
-use crate::error::{Error, Result};
-use crate::exec::{Command, ExecOutput};
-use crate::turn::TurnOptions;
+use reeval_core::Ctx;
+use reeval_core::capture::Artifact;
+use reeval_core::error::{Error, Result};
+use reeval_core::exec::{Command, ExecOutput};
+use reeval_core::turn::TurnOptions;
 
 /// Harbor runs every command through `docker compose exec -u USER`, so its
 /// `HOME` is USER's home in the image's `/etc/passwd` (`/` without an
@@ -28,7 +28,7 @@ pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
 
 /// A tar of `files` unpacked under `dir` as root, owned by the agent's user.
 fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {
-    let tar = crate::sandbox::archive::tar_owned_by(files, crate::sandbox::AgentUser::ID)?;
+    let tar = reeval_core::sandbox::archive::tar_owned_by(files, reeval_core::sandbox::AgentUser::ID)?;
     Ok(Command::new("tar").args(["-x", "-C", dir]).stdin(tar).user("0"))
 }
 
@@ -49,7 +49,7 @@ async fn copy_in_between(
     after: &str,
     what: &str,
 ) -> Result<()> {
-    let tar = crate::sandbox::archive::tar_of(files)?;
+    let tar = reeval_core::sandbox::archive::tar_of(files)?;
     let script = format!("{before} && tar -x -o -C / && {after}");
     expect_ok(c.exec(Command::shell(script).stdin(tar).user("0")).await?, what)
 }
