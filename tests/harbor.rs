@@ -206,10 +206,10 @@ async fn a_scripted_shell_agent_is_graded_by_the_reward() {
     assert_eq!(agent("env.txt").as_deref(), Some("task-env\n"), "[environment].env, its default");
     assert_eq!(
         agent("cwd.txt").as_deref(),
-        Some("/workspace\n"),
-        "the agent starts in the workspace"
+        Some("/app\n"),
+        "the agent starts in the task's workdir, which is the workspace"
     );
-    // The workdir's files were moved into the workspace: the agent's one new file is its diff.
+    // The workdir is the workspace: the image's files are in the snapshot, the agent's one new file is its diff.
     let diff = &hello.turns[0].diff;
     let paths: Vec<&str> = diff.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["greeting.txt"], "{paths:?}");

@@ -14,8 +14,52 @@ pub use crate::sandbox::{Image, ImageSpec};
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
 /// The default timeout of one setup step.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-/// The workspace directory inside the sandbox.
+/// The workspace directory inside the sandbox, unless the environment puts
+/// it elsewhere ([`Environment::workspace_dir`]).
 pub const WORKSPACE: &str = "/workspace";
+
+/// Where the sandbox's workspace lives: where the agent starts, what every
+/// diff and snapshot reads, what relative paths of `read_file`,
+/// `write_file`, `exec` and the environment's files are relative to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum WorkspaceDir {
+    /// [`WORKSPACE`] (`/workspace`).
+    #[default]
+    Default,
+    /// This absolute path (made if the image lacks it).
+    At(String),
+    /// The image's own `WORKDIR`, as the backend that runs the attempt reports
+    /// it (a Harbor task's `/app`); [`WORKSPACE`] when the image sets none,
+    /// sets `/`, or the backend cannot say before the sandbox runs.
+    ImageWorkdir,
+}
+
+impl WorkspaceDir {
+    /// The path for an image whose `WORKDIR` is `image_workdir`.
+    pub fn resolve(&self, image_workdir: Option<&str>) -> String {
+        let usable = |w: &&str| w.starts_with('/') && !w.trim_end_matches('/').is_empty();
+        match self {
+            WorkspaceDir::Default => WORKSPACE.to_string(),
+            WorkspaceDir::At(path) => path.clone(),
+            WorkspaceDir::ImageWorkdir => image_workdir
+                .filter(usable)
+                .map(|w| w.trim_end_matches('/').to_string())
+                .unwrap_or_else(|| WORKSPACE.to_string()),
+        }
+    }
+}
+
+impl From<&str> for WorkspaceDir {
+    fn from(path: &str) -> Self {
+        WorkspaceDir::At(path.to_string())
+    }
+}
+
+impl From<String> for WorkspaceDir {
+    fn from(path: String) -> Self {
+        WorkspaceDir::At(path)
+    }
+}
 
 /// Whether an environment's prepared sandbox may be cached.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,6 +204,8 @@ pub struct Environment {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) secrets: Vec<SecretSpec>,
     pub(crate) workspace: Option<Workspace>,
+    /// Where the workspace lives in the sandbox.
+    pub(crate) workspace_dir: WorkspaceDir,
     pub(crate) files: Vec<(String, Vec<u8>, u32)>,
     pub(crate) rules: Option<String>,
     pub(crate) setup: Vec<SetupStep>,
@@ -200,6 +246,7 @@ impl Environment {
             env: Vec::new(),
             secrets: Vec::new(),
             workspace: None,
+            workspace_dir: WorkspaceDir::Default,
             files: Vec::new(),
             rules: None,
             setup: Vec::new(),
@@ -245,6 +292,14 @@ impl Environment {
     /// The workspace's source.
     pub fn workspace(mut self, workspace: Workspace) -> Self {
         self.workspace = Some(workspace);
+        self
+    }
+
+    /// Where the workspace lives in the sandbox: `/workspace` unless set;
+    /// `.workspace_dir("/app")`, or `.workspace_dir(WorkspaceDir::ImageWorkdir)`
+    /// for the image's own `WORKDIR`. The agent starts there and owns it.
+    pub fn workspace_dir(mut self, dir: impl Into<WorkspaceDir>) -> Self {
+        self.workspace_dir = dir.into();
         self
     }
 
@@ -391,6 +446,15 @@ impl Environment {
                 out.push(format!("file path `{path}` must be non-empty and must not use `..`"));
             }
         }
+        if let WorkspaceDir::At(path) = &self.workspace_dir
+            && (!path.starts_with('/')
+                || path.trim_end_matches('/').is_empty()
+                || path.split('/').any(|c| c == ".."))
+        {
+            out.push(format!(
+                "workspace_dir `{path}` must be an absolute path other than `/`, without `..`"
+            ));
+        }
         for dir in &self.skills {
             if !dir.join("SKILL.md").is_file() {
                 out.push(format!("skill directory {} has no SKILL.md", dir.display()));
@@ -459,6 +523,11 @@ impl Environment {
     /// The variables every command sees, in the order given.
     pub fn variables(&self) -> &[(String, String)] {
         &self.env
+    }
+
+    /// Where the workspace lives.
+    pub fn workspace_location(&self) -> &WorkspaceDir {
+        &self.workspace_dir
     }
 
     /// The setup steps, in order.

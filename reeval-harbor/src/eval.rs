@@ -4,22 +4,21 @@
 //! `steps.rs` (`[[steps]]`).
 //!
 //! The workdir: Harbor runs every command in the task's workdir
-//! (`[environment].workdir`, else the image's WORKDIR, often `/app`), while
-//! reeval's workspace (diffs, snapshot, the agent's cwd) is `/workspace`. A
-//! layer built on the task's image (once, cached with it) moves the workdir's contents into `/workspace` and leaves a
-//! symlink in its place, so the agent starts in the task's files, absolute
-//! paths (`/app/x`) reach the same files, and the diff sees the agent's work;
-//! the oracle and the verifier run with the workdir as their cwd, as in Harbor.
+//! (`[environment].workdir`, else the image's WORKDIR, often `/app`). It is
+//! the sandbox's workspace ([`WorkspaceDir`]): the agent starts there, the
+//! oracle and the verifier run there, and every diff reads it. The image's
+//! WORKDIR comes from the backend that runs the attempt. A layer built on the
+//! task's image (once, cached with it) gives the workdir's files to the
+//! agent's user, who may edit them as Harbor's root agent may.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::error::HarborError;
 use super::files::files_under;
 use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
 use reeval_core::egress::Egress;
-use reeval_core::environment::{Environment, Image, ImageSpec, WORKSPACE};
+use reeval_core::environment::{Environment, Image, ImageSpec, WorkspaceDir};
 use reeval_core::error::Result;
 
 /// The turn's limit of a task without an agent timeout (Harbor has none then).
@@ -32,15 +31,6 @@ pub const PASS_THRESHOLD: f64 = 1.0;
 
 /// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
 pub(super) const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
-
-/// Where the workdir comes from.
-#[derive(Debug, Clone)]
-enum WorkdirSource {
-    /// Known from `task.toml` or the Dockerfile.
-    Known(String),
-    /// The WORKDIR of this image, asked of the engine when first needed.
-    Image(String),
-}
 
 /// A Harbor task, read and checked: what its eval needs.
 #[derive(Debug, Clone)]
@@ -73,8 +63,6 @@ pub struct HarborTask {
     /// `environment/docker-compose.yaml`: the services beside the sandbox, `main`'s env.
     pub compose: super::compose::Compose,
     image: ImageSpec,
-    workdir: WorkdirSource,
-    resolved_workdir: Arc<OnceLock<String>>,
     has_solution: bool,
 }
 
@@ -181,29 +169,25 @@ impl HarborTask {
             if config.steps.is_some() { String::new() } else { read(dir.join("instruction.md"))? };
         let dockerfile = dir.join("environment/Dockerfile");
         // Harbor uses the prebuilt image unless --force-build (which reeval has not).
-        let (image, workdir) = match (&config.environment.docker_image, dockerfile.is_file()) {
-            (Some(reference), _) => {
-                (Image::from(reference.clone()), WorkdirSource::Image(reference.clone()))
-            }
-            (None, true) => {
-                let (set, base) = super::files::dockerfile_workdir(&read(dockerfile.clone())?);
-                let workdir = match (set, base) {
-                    (Some(w), _) => WorkdirSource::Known(w),
-                    (None, Some(base)) => WorkdirSource::Image(base),
-                    (None, None) => WorkdirSource::Known("/".into()),
-                };
-                (Image::dockerfile(dockerfile), workdir)
-            }
+        let image = match (&config.environment.docker_image, dockerfile.is_file()) {
+            (Some(reference), _) => Image::from(reference.clone()),
+            (None, true) => Image::dockerfile(dockerfile),
             (None, false) => {
                 return Err(unsupported(
                     "a task with neither environment/Dockerfile nor [environment].docker_image",
                 ));
             }
         };
-        let workdir = match &config.environment.workdir {
-            Some(w) => WorkdirSource::Known(w.clone()),
-            None => workdir,
-        };
+        if let Some(w) = &config.environment.workdir
+            && (!w.starts_with('/') || w.split('/').any(|c| c == ".."))
+        {
+            return Err(HarborError::Parse {
+                task: name.clone(),
+                message: format!(
+                    "[environment].workdir {w:?} must be an absolute path without `..`"
+                ),
+            });
+        }
         let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
         let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
         let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
@@ -231,8 +215,6 @@ impl HarborTask {
             reward_threshold: PASS_THRESHOLD,
             compose,
             image,
-            workdir,
-            resolved_workdir: Arc::new(OnceLock::new()),
         })
     }
 
@@ -272,33 +254,27 @@ impl HarborTask {
         secs(self.config.verifier.timeout_sec * self.verifier_timeout_multiplier)
     }
 
-    /// Where the oracle and the verifier run: `[environment].workdir`, else the
-    /// image's WORKDIR (asked of the Docker engine once; `/` when it cannot say).
-    pub fn workdir(&self) -> String {
-        self.resolved_workdir
-            .get_or_init(|| match &self.workdir {
-                WorkdirSource::Known(w) => w.clone(),
-                WorkdirSource::Image(reference) => {
-                    // Under `[images]`, the image the sandbox will run.
-                    image_workdir(&reeval_core::image_map::mapped(reference))
-                        .unwrap_or_else(|| "/".into())
-                }
-            })
-            .clone()
-    }
-
-    /// The task's image with the workdir's move as a layer on it.
-    fn image_with_workdir(&self) -> ImageSpec {
-        match workdir_move(&self.workdir()) {
-            Some(step) => Image::layered(self.image.clone(), [step]),
-            None => self.image.clone(),
+    /// Where the workspace lives, and so where the agent, the oracle and the
+    /// verifier run: `[environment].workdir`, else the image's WORKDIR (as the
+    /// backend reports it; `/workspace` when the image sets none or `/`).
+    pub fn workspace_dir(&self) -> WorkspaceDir {
+        match &self.config.environment.workdir {
+            Some(w) if w.trim_end_matches('/').is_empty() => WorkspaceDir::Default,
+            Some(w) => WorkspaceDir::At(w.trim_end_matches('/').to_string()),
+            None => WorkspaceDir::ImageWorkdir,
         }
     }
 
-    /// The sandbox's environment: image, limits, env, network, and the setup
-    /// that makes the log directories and maps the workdir onto the workspace.
+    /// The task's image with a layer that gives the workdir to the agent's user.
+    fn image_for_agent(&self) -> ImageSpec {
+        Image::layered(self.image.clone(), [agent_owns_workdir(&self.workspace_dir())])
+    }
+
+    /// The sandbox's environment: image, workspace, limits, env, network, and
+    /// the setup that makes the log directories.
     pub fn environment(&self) -> Environment {
-        let mut env = Environment::new().image(self.image_with_workdir());
+        let mut env =
+            Environment::new().image(self.image_for_agent()).workspace_dir(self.workspace_dir());
         // `main`'s compose environment first: `[environment].env` wins, as in Harbor.
         for (k, v) in &self.compose.main_env {
             env = env.env(k.clone(), v.clone());
@@ -315,8 +291,8 @@ impl HarborTask {
         if let Some(mb) = self.config.environment.memory_mb {
             env = env.memory((mb as i64) << 20);
         }
-        // The workdir's move is a layer built on the task's image (once, cached
-        // with it); the setup left (two mkdirs) is not worth a setup image.
+        // The workdir's change of owner is a layer built on the task's image (once,
+        // cached with it); the setup left (two mkdirs) is not worth a setup image.
         env = env.setup(setup_script()).setup_cache(false);
         let c = &self.config;
         match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
@@ -372,48 +348,31 @@ pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The setup step: the log directories (Harbor's bind mounts, writable by
-/// all). The workdir's move is a layer of the image ([`workdir_move`]).
+/// The setup step: the log directories (Harbor's bind mounts, writable by all).
 fn setup_script() -> String {
     let dirs = LOG_DIRS.join(" ");
     format!("mkdir -p {dirs} && chmod 777 {dirs}")
 }
 
-/// The build step that moves the workdir's contents into the workspace,
-/// leaves a symlink in its place and gives the files to the agent user
-/// (see the module's doc); `None` when the workdir is the workspace, inside
-/// it, or above it.
-fn workdir_move(workdir: &str) -> Option<String> {
-    let w = workdir.trim_end_matches('/');
-    let maps = !w.is_empty() && w != WORKSPACE && !w.starts_with(&format!("{WORKSPACE}/"));
-    if !maps || WORKSPACE.starts_with(&format!("{w}/")) {
-        return None;
-    }
-    let w = quote(w);
-    Some(format!(
-        "if [ ! -L {w} ]; then mkdir -p {w} {WORKSPACE} && cp -a {w}/. {WORKSPACE}/ && rm -rf {w} && ln -s {WORKSPACE} {w}; fi && chown -R {AGENT_UID}:{AGENT_UID} {WORKSPACE}"
-    ))
+/// The build step that gives the workdir's files to the agent user (uid
+/// 1000), once per task image, so the attempt's own preparation (which changes
+/// only what the agent does not own yet) finds nothing to change: on an
+/// overlay file system each change of owner copies the file up. A layer's
+/// build step runs in the image's WORKDIR, so `$PWD` is it when the task does
+/// not name one; `/` is never given away.
+fn agent_owns_workdir(dir: &WorkspaceDir) -> String {
+    let dir = match dir {
+        WorkspaceDir::At(w) => quote(w),
+        WorkspaceDir::ImageWorkdir => "\"$PWD\"".to_string(),
+        WorkspaceDir::Default => quote(reeval_core::environment::WORKSPACE),
+    };
+    format!(
+        "d={dir}; if [ \"$d\" != / ]; then mkdir -p \"$d\" && chown -R {AGENT_UID}:{AGENT_UID} \"$d\"; fi"
+    )
 }
 
 /// The agent user's uid and gid (the lifecycle's snapshot step makes the user).
 const AGENT_UID: u32 = 1000;
-
-/// The image's WORKDIR, asked of the local Docker engine (on a thread of its
-/// own: this is called from sync code that may run inside a runtime).
-fn image_workdir(reference: &str) -> Option<String> {
-    let reference = reference.to_string();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-        rt.block_on(async {
-            let docker = reeval_core::bollard::Docker::connect_with_defaults().ok()?;
-            let image = docker.inspect_image(&reference).await.ok()?;
-            image.config?.working_dir.filter(|w| !w.is_empty())
-        })
-    })
-    .join()
-    .ok()
-    .flatten()
-}
 
 /// A task name made an eval name: the part after `org/`, with every
 /// character outside `[A-Za-z0-9_-]` replaced by `_`.
@@ -447,18 +406,50 @@ mod tests {
     }
 
     #[test]
-    fn the_workdir_move_is_a_layer_of_the_image() {
+    fn the_workspace_is_the_workdir_given_to_the_agent_in_a_layer() {
         let task = task_with("");
         let env = task.environment();
         assert_eq!(*env.setup_cache_policy(), reeval_core::environment::SetupCache::Off);
         assert_eq!(env.setup_steps().len(), 1, "one setup step: the log directories");
-        assert!(!env.setup_steps()[0].command.contains("ln -s"), "{}", env.setup_steps()[0].command);
+        assert_eq!(*env.workspace_location(), WorkspaceDir::ImageWorkdir);
         let Some(ImageSpec::Layered { base, steps }) = env.image_spec() else {
-            panic!("the move is a layer: {:?}", env.image_spec())
+            panic!("the change of owner is a layer: {:?}", env.image_spec())
         };
         assert_eq!(**base, task.image);
-        assert!(steps[0].contains("ln -s /workspace '/app'"), "{}", steps[0]);
-        assert!(steps[0].contains("chown -R 1000:1000 /workspace"), "{}", steps[0]);
+        assert_eq!(
+            steps[0],
+            r#"d="$PWD"; if [ "$d" != / ]; then mkdir -p "$d" && chown -R 1000:1000 "$d"; fi"#
+        );
+        // A workdir the task names is the workspace, and the one given away.
+        let env = task_with("[environment]\nworkdir = \"/srv/app/\"").environment();
+        assert_eq!(*env.workspace_location(), WorkspaceDir::At("/srv/app".into()));
+        assert!(
+            matches!(env.image_spec(), Some(ImageSpec::Layered { steps, .. }) if steps[0].starts_with("d='/srv/app';")),
+            "{:?}",
+            env.image_spec()
+        );
+        assert_eq!(
+            *task_with("[environment]\nworkdir = \"/\"").environment().workspace_location(),
+            WorkspaceDir::Default
+        );
+    }
+
+    #[test]
+    fn a_relative_workdir_is_refused_naming_the_task() {
+        let dir = std::env::temp_dir().join(format!("reeval-harbor-relwd-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("environment")).unwrap();
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(
+            dir.join("task.toml"),
+            "[task]\nname = \"org/rel\"\n[environment]\nworkdir = \"app\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("instruction.md"), "x").unwrap();
+        std::fs::write(dir.join("environment/Dockerfile"), "FROM x\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
+        let e = HarborTask::read(&dir, &|_| None).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.contains("org/rel") && e.contains("must be an absolute path"), "{e}");
     }
 
     #[test]
@@ -474,7 +465,11 @@ mod tests {
         assert_eq!(env.agent_egress(), Egress::allow(["pypi.org", "*.example.com"]));
         assert_eq!(env.check_egress(), Some(&Egress::allow(["pypi.org", "*.example.com"])));
         let env = task_with("[environment]\nnetwork_mode = \"no-network\"").environment();
-        assert_eq!((env.agent_egress(), env.check_egress()), (Egress::None, None), "no way out at all");
+        assert_eq!(
+            (env.agent_egress(), env.check_egress()),
+            (Egress::None, None),
+            "no way out at all"
+        );
         // A phase's own policy wins over the environment's.
         let env = task_with(
             "[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"",
@@ -496,7 +491,6 @@ mod tests {
         let mut task = task_with(
             "[agent]\ntimeout_sec = 10\n[verifier]\ntimeout_sec = 20\n[environment]\ncpus = 1.5\nmemory_mb = 512\nenv = { A = \"${NOPE:-d}\" }",
         );
-        assert_eq!(task.workdir(), "/app", "the Dockerfile's WORKDIR");
         task.agent_timeout_multiplier = 2.0;
         assert_eq!(task.agent_timeout(), Some(Duration::from_secs(20)));
         assert_eq!(task.verifier_timeout(), Duration::from_secs(20));
@@ -504,19 +498,12 @@ mod tests {
         assert_eq!(env.resource_limits().nano_cpus, 1_500_000_000);
         assert_eq!(env.resource_limits().memory_bytes, 512 << 20);
         assert!(env.variables().contains(&("A".to_string(), "d".to_string())));
-        assert!(
-            matches!(env.image_spec(), Some(ImageSpec::Layered { steps, .. }) if steps[0].contains("ln -s /workspace '/app'"))
-        );
         let eval = task.into_eval();
         assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));
     }
 
     #[test]
-    fn the_move_maps_a_workdir_outside_the_workspace_only() {
-        assert!(workdir_move("/app").unwrap().contains("ln -s /workspace '/app'"));
-        for w in ["/workspace", "/workspace/", "/workspace/sub", "/", ""] {
-            assert_eq!(workdir_move(w), None, "{w}");
-        }
+    fn the_setup_makes_the_log_directories() {
         assert!(setup_script().starts_with("mkdir -p /logs/agent"));
     }
 }

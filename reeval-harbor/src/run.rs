@@ -26,9 +26,16 @@ pub(super) const USER_HOME: &str = "HOME=/; while IFS=: read -r _ _ u _ _ d _; d
 /// Files as `(path, bytes, mode)`.
 pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
 
+/// Where the task's commands run: the sandbox's workspace, which is the
+/// task's workdir (`HarborTask::workspace_dir`).
+pub(super) async fn workdir(c: &mut Ctx) -> Result<String> {
+    Ok(c.sandbox_handle().await?.workspace().to_string())
+}
+
 /// A tar of `files` unpacked under `dir` as root, owned by the agent's user.
 fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {
-    let tar = reeval_core::sandbox::archive::tar_owned_by(files, reeval_core::sandbox::AgentUser::ID)?;
+    let tar =
+        reeval_core::sandbox::archive::tar_owned_by(files, reeval_core::sandbox::AgentUser::ID)?;
     Ok(Command::new("tar").args(["-x", "-C", dir]).stdin(tar).user("0"))
 }
 
@@ -75,7 +82,7 @@ pub(super) async fn turn(c: &mut Ctx, prompt: &str, limit: Option<Duration>) -> 
 /// after the agent and before the verifier, as Harbor collects them; a path
 /// that does not exist, or a directory with no file, is left out.
 pub(super) async fn collect_artifacts(c: &mut Ctx, task: &HarborTask, prefix: &str) -> Result<()> {
-    let workdir = task.workdir();
+    let workdir = workdir(c).await?;
     for entry in &task.config.artifacts {
         let source = entry.source();
         let path = if source.starts_with('/') {
@@ -136,8 +143,8 @@ pub(super) enum Graded {
 /// The verifier, as Harbor's `Verifier.verify`: stale rewards removed,
 /// `tests/` copied to `/tests` now, `test.sh` run (its exit status ignored),
 /// the log directories captured, the reward read.
-pub(super) async fn verify(c: &mut Ctx, task: &HarborTask, v: &Verifier) -> Result<Graded> {
-    let workdir = task.workdir();
+pub(super) async fn verify(c: &mut Ctx, v: &Verifier) -> Result<Graded> {
+    let workdir = workdir(c).await?;
     copy_in_between(
         c,
         &format!("rm -f {REWARD_TXT} {REWARD_JSON}"),
@@ -149,8 +156,6 @@ pub(super) async fn verify(c: &mut Ctx, task: &HarborTask, v: &Verifier) -> Resu
     let mut run = Command::new("bash")
         .arg("-c")
         .arg(format!("{USER_HOME}(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"))
-        // bash keeps a PWD naming its cwd: `pwd` says the workdir, not where its symlink points.
-        .env("PWD", workdir.clone())
         .workdir(workdir)
         .timeout(v.timeout);
     for (k, val) in &v.env {
@@ -250,8 +255,7 @@ pub(super) async fn solve(
     let mut run = Command::new("bash")
         .arg("-c")
         .arg(format!("{USER_HOME}(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1"))
-        .workdir(task.workdir())
-        .env("PWD", task.workdir())
+        .workdir(workdir(c).await?)
         .env("DEBIAN_FRONTEND", "noninteractive");
     for (k, v) in &task.solution_env {
         run = run.env(k.clone(), v.clone());
@@ -286,7 +290,7 @@ pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         timeout: task.verifier_timeout(),
         prefix: String::new(),
     };
-    match verify(c, task, &verifier).await? {
+    match verify(c, &verifier).await? {
         Graded::Reward(r) => judge(c, task, r, ""),
         other => Err(ungraded(task, other, "")),
     }

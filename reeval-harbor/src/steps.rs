@@ -115,7 +115,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             timeout: task.step_verifier_timeout(step),
             prefix,
         };
-        let graded = run::verify(c, task, &verifier).await?;
+        let graded = run::verify(c, &verifier).await?;
         let reward = match &graded {
             Graded::Reward(r) => Some(r.clone()),
             _ => None,
@@ -187,7 +187,7 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
     if files.is_empty() {
         return Ok(None);
     }
-    let workdir = task.workdir();
+    let workdir = run::workdir(c).await?;
     run::copy_in_for_agent(c, &files, &workdir).await?;
     if !files.iter().any(|(p, _, _)| p == "./setup.sh") {
         return Ok(None);
@@ -196,8 +196,7 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
     let mut setup = Command::new("bash")
         .arg("-c")
         .arg(format!("{}bash {}", run::USER_HOME, quote(&script)))
-        .workdir(workdir.clone())
-        .env("PWD", workdir);
+        .workdir(workdir);
     if let Some(user) = step_user(task, step) {
         setup = setup.user(user);
     }

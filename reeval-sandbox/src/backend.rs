@@ -155,6 +155,11 @@ pub struct ReadyImage {
     pub id: String,
     /// `cache hit …` or `built … in …`, for `-v` and the record.
     pub detail: String,
+    /// The image's own `WORKDIR` (`None`: it sets none, or the backend cannot
+    /// say before a sandbox runs it, as for an image left to a cluster to pull).
+    pub workdir: Option<String>,
+    /// The image's own `USER` (`None`: root, or not known).
+    pub user: Option<String>,
 }
 
 /// A cached setup image (see [`Backend::find_setup`]).

@@ -121,6 +121,8 @@ pub struct FakeBackend {
     slow_downloads: Arc<Mutex<Vec<(usize, std::time::Duration)>>>,
     /// What every sandbox's [`Sandbox::state`] answers (by default, running).
     state: Arc<Mutex<SandboxState>>,
+    /// The `WORKDIR` an image of this reference says it has.
+    image_workdirs: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -144,7 +146,15 @@ impl FakeBackend {
             failure: None,
             slow_downloads: Default::default(),
             state: Arc::new(Mutex::new(SandboxState::Running)),
+            image_workdirs: Default::default(),
         }
+    }
+
+    /// The image `reference` (an `ImageSpec::From`, or `fake/built:1` for any
+    /// built one) says its `WORKDIR` is `workdir`.
+    pub fn image_workdir(mut self, reference: &str, workdir: &str) -> Self {
+        self.image_workdirs.insert(reference.to_string(), workdir.to_string());
+        self
     }
 
     /// From now on every sandbox reports `state` (a sandbox killed or paused
@@ -251,7 +261,14 @@ impl Backend for FakeBackend {
         let digest = sha2::Sha256::digest(format!("{spec:?}").as_bytes());
         let id =
             format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        Ok(ReadyImage { detail: format!("cache hit {reference} (fake)"), reference, id })
+        let workdir = self.image_workdirs.get(&reference).cloned();
+        Ok(ReadyImage {
+            detail: format!("cache hit {reference} (fake)"),
+            reference,
+            id,
+            workdir,
+            user: None,
+        })
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {

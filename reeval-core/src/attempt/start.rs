@@ -38,6 +38,8 @@ pub(super) struct Launch {
     pub(super) ahead: Option<Arc<dyn Sandbox>>,
     /// The services started beside the sandbox, their images present.
     pub(super) services: Vec<crate::sandbox::ServiceStart>,
+    /// Where the workspace lives (the environment's `workspace_dir`, resolved on the image).
+    pub(super) workspace: String,
 }
 
 impl Attempt {
@@ -205,6 +207,7 @@ impl Attempt {
             rules_file,
             ahead,
             services: Vec::new(),
+            workspace: self.given.env.workspace_dir.resolve(image.workdir.as_deref()),
         })
     }
 
@@ -223,7 +226,7 @@ impl Attempt {
         let variables = std::mem::take(&mut launch.variables);
         let services = std::mem::take(&mut launch.services);
         let beside = lifecycle::container::services_detail(&services);
-        let from = &launch.from;
+        let (from, workspace) = (&launch.from, launch.workspace.as_str());
         let Attempt { phases, given, record, sandbox: state, egress, .. } = &mut *self;
         phases
             .run(
@@ -233,8 +236,7 @@ impl Attempt {
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
                     if let Some(sandbox) = ahead {
                         record.container = Some(sandbox.id().to_string());
-                        let handle =
-                            SandboxHandle::new(sandbox, crate::environment::WORKSPACE, variables);
+                        let handle = SandboxHandle::new(sandbox, workspace, variables);
                         *state = SandboxState::Starting { handle: Some(handle.clone()) };
                         return Ok(handle);
                     }
@@ -254,6 +256,7 @@ impl Attempt {
                     };
                     let mut spec = lifecycle::container::spec(
                         from,
+                        workspace,
                         &record.run_id,
                         &attempt_id,
                         &given.env.limits,
@@ -264,11 +267,7 @@ impl Attempt {
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());
-                    let handle = SandboxHandle::new(
-                        sandbox.clone(),
-                        crate::environment::WORKSPACE,
-                        variables,
-                    );
+                    let handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
                     if !files.is_empty() {
                         // Where nothing is mounted, the relay (and the CA) go in before it starts.

@@ -65,17 +65,17 @@ impl Prestart {
             .await
             .ok()?;
         let attempt_id = plan.new_record().artifacts_dir_name();
-        let sandbox = crate::lifecycle::container::create(
-            backend.as_ref(),
+        let workspace = cell.env.workspace_dir.resolve(image.workdir.as_deref());
+        let spec = crate::lifecycle::container::spec(
             &image.reference,
+            &workspace,
             &plan.run_id,
             &attempt_id,
             &cell.env.limits,
             NetworkSpec::None,
             None,
-        )
-        .await
-        .ok()?;
+        );
+        let sandbox = backend.create(&spec).await.ok()?;
         if sandbox.start().await.is_err() {
             let _ = sandbox.destroy().await;
             return None;

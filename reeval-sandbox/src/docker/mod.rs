@@ -32,6 +32,17 @@ use super::{
 };
 use crate::ImageSpec;
 
+/// What the engine says of an image: its id and the defaults its config sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// The engine's image id.
+    pub id: String,
+    /// Its `WORKDIR`, when set.
+    pub workdir: Option<String>,
+    /// Its `USER`, when set.
+    pub user: Option<String>,
+}
+
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
 pub struct DockerBackend {
@@ -152,8 +163,27 @@ impl DockerBackend {
     /// # Cancel safety
     /// Safe.
     pub async fn image_id(&self, image: &str) -> Result<Option<String>, SandboxError> {
+        Ok(self.image_facts(image).await?.map(|f| f.id))
+    }
+
+    /// The image's id, `WORKDIR` and `USER`; `None` when the engine has no such image.
+    ///
+    /// # Errors
+    /// An engine error other than "no such image".
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn image_facts(&self, image: &str) -> Result<Option<ImageFacts>, SandboxError> {
         match self.docker.inspect_image(image).await {
-            Ok(info) => Ok(info.id),
+            Ok(info) => {
+                let config = info.config.unwrap_or_default();
+                let set = |v: Option<String>| v.filter(|v| !v.is_empty());
+                Ok(info.id.map(|id| ImageFacts {
+                    id,
+                    workdir: set(config.working_dir),
+                    user: set(config.user),
+                }))
+            }
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(SandboxError::engine(format!("inspect image {image}"), e)),
         }

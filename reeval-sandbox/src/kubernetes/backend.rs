@@ -266,6 +266,9 @@ impl Backend for KubeBackend {
                     "{reference}, left to the cluster (imagePullPolicy {})",
                     self.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
                 ),
+                // Not known before a pod runs it: the cluster pulls it.
+                workdir: None,
+                user: None,
             });
         }
         self.check_image(spec)?;
@@ -284,6 +287,8 @@ impl Backend for KubeBackend {
             ),
             reference: name,
             id: built.id,
+            workdir: built.workdir,
+            user: built.user,
         })
     }
 
