@@ -315,7 +315,7 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
         t
     };
     let steps = task("steps", "[task]\nname = \"o/steps\"\n[[steps]]\nname = \"one\"\n");
-    let e = reeval::harbor::tasks(&steps).unwrap_err().to_string();
+    let e = reeval::harbor::load(&steps).unwrap_err().to_string();
     assert!(e.contains("o/steps") && e.contains("steps/one/instruction.md"), "{e}");
 
     // Compose services load (tests/harbor_services.rs runs them); a key reeval
@@ -326,7 +326,7 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
     assert_eq!(reeval::harbor::tasks(&compose).expect("a service loads").len(), 1);
     std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n    volumes: [\"./d:/d\"]\n")
         .unwrap();
-    let e = reeval::harbor::tasks(&compose).unwrap_err().to_string();
+    let e = reeval::harbor::load(&compose).unwrap_err().to_string();
     assert_eq!(
         e,
         "failed to load Harbor task o/compose: docker-compose.yaml service db: key `volumes` is not supported"
@@ -336,7 +336,7 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
         "unset",
         "[task]\nname = \"o/unset\"\n[verifier]\nenv = { TOKEN = \"${REEVAL_HARBOR_SURELY_UNSET_123}\" }\n",
     );
-    let e = reeval::harbor::tasks(&unset).unwrap_err().to_string();
+    let e = reeval::harbor::load(&unset).unwrap_err().to_string();
     assert!(
         e.starts_with("failed to resolve [verifier].env.TOKEN of Harbor task o/unset")
             && e.contains("REEVAL_HARBOR_SURELY_UNSET_123"),

@@ -158,19 +158,19 @@ fn harbor(argv: &[std::ffi::OsString]) -> i32 {
             return 2;
         }
     };
-    match reeval_harbor::load(&path) {
-        Ok(tasks) => {
-            let evals = tasks
-                .into_iter()
-                .map(|mut task| {
-                    task.agent_timeout_multiplier = multipliers.agent;
-                    task.verifier_timeout_multiplier = multipliers.verifier;
-                    if let Some(threshold) = multipliers.reward_threshold {
-                        task.reward_threshold = threshold;
-                    }
-                    task.into_eval()
-                })
-                .collect();
+    match reeval_harbor::Dataset::read(&path, |_| true) {
+        Ok(mut dataset) => {
+            for warning in dataset.warnings() {
+                eprintln!("reeval: warning: {warning}");
+            }
+            for task in dataset.tasks.iter_mut().flatten() {
+                task.agent_timeout_multiplier = multipliers.agent;
+                task.verifier_timeout_multiplier = multipliers.verifier;
+                if let Some(threshold) = multipliers.reward_threshold {
+                    task.reward_threshold = threshold;
+                }
+            }
+            let evals = dataset.into_evals();
             reeval_core::runner::main_with_args(evals, reeval_harness::registry(), rest)
         }
         Err(e) => {

@@ -62,6 +62,8 @@ pub struct HarborTask {
     pub reward_threshold: f64,
     /// `environment/docker-compose.yaml`: the services beside the sandbox, `main`'s env.
     pub compose: super::compose::Compose,
+    /// What was read and ignored: `task.toml` keys Harbor does not know.
+    pub warnings: Vec<String>,
     image: ImageSpec,
     has_solution: bool,
 }
@@ -82,7 +84,10 @@ impl HarborTask {
                 message: e.to_string(),
             })
         };
-        let config = TaskConfig::parse(&dir_name, &read(dir.join("task.toml"))?)?;
+        let text = read(dir.join("task.toml"))?;
+        let config = TaskConfig::parse(&dir_name, &text)?;
+        let warnings =
+            text.parse::<toml::Table>().map(|t| super::keys::unknown(&t)).unwrap_or_default();
         let name = config
             .task
             .as_ref()
@@ -214,6 +219,7 @@ impl HarborTask {
             verifier_timeout_multiplier: 1.0,
             reward_threshold: PASS_THRESHOLD,
             compose,
+            warnings,
             image,
         })
     }

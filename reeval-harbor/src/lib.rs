@@ -8,23 +8,28 @@
 //! - `run`: in the sandbox: the turn, artifacts, verifier, reward outcome, oracle.
 //! - `steps`: multi-step tasks, step by step.
 //! - [`compose`]: `environment/docker-compose.yaml`: the services beside the sandbox.
-//! - [`files`]: the task's directories uploaded into the sandbox, its Dockerfile's WORKDIR.
+//! - [`Dataset`]: a dataset read task by task; one that cannot load is refused alone.
+//! - [`files`]: the task's directories uploaded into the sandbox.
+//! - `keys`: the `task.toml` keys Harbor knows, for "did you mean".
 //! - [`reward`]: the reward files, read as Harbor reads them.
 
 pub mod compose;
+mod dataset;
 mod error;
 pub mod eval;
 pub mod files;
+mod keys;
 pub mod reward;
 mod run;
 mod steps;
 pub mod task;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use reeval_core::eval::Eval;
 
+pub use dataset::{Dataset, Refused};
 pub use error::HarborError;
 pub use eval::{HarborTask, eval_name};
 
@@ -69,48 +74,27 @@ impl HarborTask {
 }
 
 /// The evals of a Harbor task directory, or of every task directory directly
-/// under a dataset directory (sorted by name). Templates in the env tables
-/// are resolved from this process's environment now.
+/// under a dataset directory (sorted by name), each refused alone: a task
+/// that cannot load is an eval that cannot run, saying why, and the rest of
+/// the dataset runs. Warnings (keys Harbor does not know) go to stderr.
 ///
 /// # Errors
-/// A [`HarborError`] naming the task for the first task that cannot be
-/// read, parsed or run (unsupported features are refused here, not mid-run).
+/// [`HarborError::NotATask`] when `path` holds no task at all.
 pub fn tasks(path: impl AsRef<Path>) -> Result<Vec<Eval>, HarborError> {
-    Ok(load(path.as_ref())?.into_iter().map(HarborTask::into_eval).collect())
+    let dataset = Dataset::read(path.as_ref(), |_| true)?;
+    for warning in dataset.warnings() {
+        eprintln!("reeval: warning: {warning}");
+    }
+    Ok(dataset.into_evals())
 }
 
-/// The tasks at `path`, read but not yet made evals.
+/// The tasks at `path` that load, read but not yet made evals.
 ///
 /// # Errors
-/// As [`tasks`].
+/// [`HarborError::NotATask`] when `path` holds no task, else the first task
+/// that cannot load (see [`Dataset::read`] to take them one by one).
 pub fn load(path: &Path) -> Result<Vec<HarborTask>, HarborError> {
-    if path.join("task.toml").is_file() {
-        return Ok(vec![HarborTask::read(path, &|v| std::env::var(v).ok())?]);
-    }
-    let entries =
-        std::fs::read_dir(path).map_err(|_| HarborError::NotATask { path: path.to_path_buf() })?;
-    let mut dirs: Vec<PathBuf> =
-        entries.flatten().map(|e| e.path()).filter(|p| p.join("task.toml").is_file()).collect();
-    if dirs.is_empty() {
-        return Err(HarborError::NotATask { path: path.to_path_buf() });
-    }
-    dirs.sort();
-    let tasks: Vec<HarborTask> = dirs
-        .iter()
-        .map(|d| HarborTask::read(d, &|v| std::env::var(v).ok()))
-        .collect::<Result<_, _>>()?;
-    let mut seen = std::collections::BTreeMap::new();
-    for task in &tasks {
-        if let Some(first) = seen.insert(eval_name(&task.name), task.name.clone()) {
-            return Err(HarborError::SameName {
-                path: path.to_path_buf(),
-                first,
-                second: task.name.clone(),
-                eval: eval_name(&task.name),
-            });
-        }
-    }
-    Ok(tasks)
+    Dataset::read(path, |_| true)?.tasks.into_iter().map(|t| t.map_err(|r| r.error)).collect()
 }
 
 #[cfg(test)]
@@ -136,8 +120,15 @@ mod tests {
             std::fs::write(t.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
             std::fs::write(t.join("tests/test.sh"), "true").unwrap();
         }
-        let e = tasks(&dir).unwrap_err().to_string();
+        let tasks = Dataset::read(&dir, |_| true).unwrap().tasks;
+        assert!(tasks[0].is_ok(), "the first keeps its name");
+        let e = tasks[1].as_ref().unwrap_err().error.to_string();
         assert!(e.contains("org1/fix and org2/fix both become the eval `fix`"), "{e}");
+        let evals = Dataset::read(&dir, |_| true).unwrap().into_evals();
+        assert_eq!(evals[1].options().cannot_run.as_deref(), Some(e.as_str()));
+        assert!(evals.iter().all(|e| e.options().refuse_alone));
+        // Filters apply to directory names before anything is read.
+        assert_eq!(Dataset::read(&dir, |d| d == "b").unwrap().tasks.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -93,6 +93,45 @@ pub struct EngineInfo {
     pub api_version: String,
     /// Where it is (`unix:///var/run/docker.sock`, `tcp://host:2376`).
     pub host: String,
+    /// The most one sandbox can be given there, when the engine says.
+    pub capacity: Option<Capacity>,
+}
+
+/// The most one sandbox can be given on an engine: its host's CPUs and
+/// memory (a cluster's largest node's allocatable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// CPUs, in billionths.
+    pub nano_cpus: i64,
+    /// Memory in bytes.
+    pub memory_bytes: i64,
+}
+
+impl Capacity {
+    /// What of `limits` this capacity cannot give (`4 CPUs`, `8 GiB of memory`), if anything.
+    pub fn lacks(&self, limits: &Limits) -> Vec<String> {
+        let mut out = Vec::new();
+        if limits.nano_cpus > self.nano_cpus {
+            out.push(format!(
+                "{} CPUs (it has {})",
+                limits.nano_cpus as f64 / 1e9,
+                self.nano_cpus as f64 / 1e9
+            ));
+        }
+        if limits.memory_bytes > self.memory_bytes {
+            out.push(format!(
+                "{} of memory (it has {})",
+                mib(limits.memory_bytes),
+                mib(self.memory_bytes)
+            ));
+        }
+        out
+    }
+}
+
+/// `4096 MiB`.
+fn mib(bytes: i64) -> String {
+    format!("{} MiB", bytes >> 20)
 }
 
 /// A tool an in-sandbox helper of reeval needs from the image.

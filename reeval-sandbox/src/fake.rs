@@ -123,6 +123,8 @@ pub struct FakeBackend {
     state: Arc<Mutex<SandboxState>>,
     /// The `WORKDIR` an image of this reference says it has.
     image_workdirs: std::collections::BTreeMap<String, String>,
+    /// What its `ping` says one sandbox can be given.
+    capacity: Option<crate::Capacity>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -147,7 +149,14 @@ impl FakeBackend {
             slow_downloads: Default::default(),
             state: Arc::new(Mutex::new(SandboxState::Running)),
             image_workdirs: Default::default(),
+            capacity: None,
         }
+    }
+
+    /// Its engine says one sandbox can be given at most `capacity`.
+    pub fn capacity(mut self, capacity: crate::Capacity) -> Self {
+        self.capacity = Some(capacity);
+        self
     }
 
     /// The image `reference` (an `ImageSpec::From`, or `fake/built:1` for any
@@ -238,6 +247,7 @@ impl Backend for FakeBackend {
             version: "0".into(),
             api_version: "0".into(),
             host: "memory".into(),
+            capacity: self.capacity,
         })
     }
 

@@ -72,8 +72,8 @@ mod gateway;
 mod sandbox;
 
 pub use backend::{
-    Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, HelperTool, Limits, NetworkSpec,
-    ReadyImage, SandboxSpec, Sweep,
+    Backend, Capabilities, Capacity, EngineInfo, FoundSetup, HELPER_TOOLS, HelperTool, Limits,
+    NetworkSpec, ReadyImage, SandboxSpec, Sweep,
 };
 pub use backend_config::{BackendConfig, CellNeeds, Connected, Preflight, RunNeeds};
 pub use docker::DockerBackend;

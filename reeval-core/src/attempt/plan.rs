@@ -60,6 +60,10 @@ pub(crate) struct CellPlan {
     /// found), resolved by preflight: for the host's judge calls alone. Kept
     /// apart from `secrets`, so that no broker, sandbox or check can take one.
     pub(crate) judge_keys: Vec<Secret>,
+    /// Why the cell cannot run, when it cannot (`Eval::cannot_run`, or what
+    /// preflight found of this eval alone in a run that goes on past it): its
+    /// trials are config outcomes saying so, without a slot or a sandbox.
+    pub(crate) cannot_run: Option<String>,
 }
 
 impl std::fmt::Debug for CellPlan {

@@ -121,8 +121,9 @@ impl Attempt {
         let cell = self.given.cell.clone();
         let mapped_from = cell.env.image_mapped_from.clone();
         let both = async {
-            let image =
-                lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key).await?;
+            let image = lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key)
+                .await
+                .map_err(|e| lifecycle::image::own_build_failed(e, &cell.eval, &cell.env))?;
             let services =
                 lifecycle::image::ensure_services(backend.as_ref(), &cell.env.services).await?;
             Ok((image, services))

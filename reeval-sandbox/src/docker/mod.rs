@@ -252,6 +252,10 @@ impl Backend for DockerBackend {
             },
             message: format!("{}: {e}", self.host),
         })?;
+        // The host's CPUs and memory: a sandbox asking more cannot be created there.
+        let capacity = self.docker.info().await.ok().and_then(|i| {
+            Some(crate::Capacity { nano_cpus: i.ncpu? * 1_000_000_000, memory_bytes: i.mem_total? })
+        });
         Ok(EngineInfo {
             name: match self.flavor {
                 Flavor::Podman => "Podman".into(),
@@ -260,6 +264,7 @@ impl Backend for DockerBackend {
             version: v.version.unwrap_or_default(),
             api_version: v.api_version.unwrap_or_default(),
             host: self.host.clone(),
+            capacity,
         })
     }
 

@@ -249,6 +249,8 @@ impl Backend for KubeBackend {
             version: v.git_version,
             api_version: format!("{}.{}", v.major, v.minor),
             host: format!("{} namespace {}", self.server, self.namespace),
+            // Nodes come and go; what a pod may ask is the scheduler's to say.
+            capacity: None,
         })
     }
 
