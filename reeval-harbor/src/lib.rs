@@ -10,22 +10,29 @@
 //! - [`compose`]: `environment/docker-compose.yaml`: the services beside the sandbox.
 //! - [`files`]: the task's directories uploaded into the sandbox, its Dockerfile's WORKDIR.
 //! - [`reward`]: the reward files, read as Harbor reads them.
+//! - [`dataset`]: which task directories a run takes (`-p`, `-d`, Harbor's filters);
+//!   [`registry`]: `registry.json`; [`version`]: which version `-d NAME` means;
+//!   [`fetch`]: registry tasks fetched with git into a cache.
 
 pub mod compose;
+pub mod dataset;
 mod error;
 pub mod eval;
+pub mod fetch;
 pub mod files;
+pub mod registry;
 pub mod reward;
 mod run;
 mod steps;
 pub mod task;
+pub mod version;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use reeval_core::eval::Eval;
 
-pub use error::HarborError;
+pub use error::{DatasetError, HarborError};
 pub use eval::{HarborTask, eval_name};
 
 impl HarborTask {

@@ -289,10 +289,10 @@ fn env_files_come_from_the_file_then_the_environment() {
 
 #[test]
 fn env_file_and_retries_flags_win_over_their_variables() {
-    let s = load(&["--env-file", "/flag.env", "--retries", "0"], &[
-        ("REEVAL_ENV_FILE", "/other.env"),
-        ("REEVAL_RETRIES", "5"),
-    ])
+    let s = load(
+        &["--env-file", "/flag.env", "--retries", "0"],
+        &[("REEVAL_ENV_FILE", "/other.env"), ("REEVAL_RETRIES", "5")],
+    )
     .unwrap();
     assert_eq!(s.fallback_env_file, Some(PathBuf::from("/flag.env")));
     assert_eq!(s.infra_retries, 0);
