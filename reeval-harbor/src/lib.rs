@@ -13,6 +13,7 @@
 //! - [`dataset`]: which task directories a run takes (`-p`, `-d`, Harbor's filters);
 //!   [`registry`]: `registry.json`; [`version`]: which version `-d NAME` means;
 //!   [`fetch`]: registry tasks fetched with git into a cache.
+//! - [`job`]: Harbor's job directory written from a run's records, beside them.
 
 pub mod compose;
 pub mod dataset;
@@ -20,6 +21,7 @@ mod error;
 pub mod eval;
 pub mod fetch;
 pub mod files;
+pub mod job;
 pub mod registry;
 pub mod reward;
 mod run;
