@@ -72,6 +72,9 @@ pub struct HarborTask {
     pub reward_threshold: f64,
     /// `environment/docker-compose.yaml`: the services beside the sandbox, `main`'s env.
     pub compose: super::compose::Compose,
+    /// Harbor's `--disable-verification`: the agent runs, the verifier does
+    /// not, and the attempt passes with no reward.
+    pub disable_verification: bool,
     image: ImageSpec,
     workdir: WorkdirSource,
     resolved_workdir: Arc<OnceLock<String>>,
@@ -180,7 +183,7 @@ impl HarborTask {
         let instruction =
             if config.steps.is_some() { String::new() } else { read(dir.join("instruction.md"))? };
         let dockerfile = dir.join("environment/Dockerfile");
-        // Harbor uses the prebuilt image unless --force-build (which reeval has not).
+        // Harbor uses the prebuilt image unless --force-build (`force_build`).
         let (image, workdir) = match (&config.environment.docker_image, dockerfile.is_file()) {
             (Some(reference), _) => {
                 (Image::from(reference.clone()), WorkdirSource::Image(reference.clone()))
@@ -230,10 +233,39 @@ impl HarborTask {
             verifier_timeout_multiplier: 1.0,
             reward_threshold: PASS_THRESHOLD,
             compose,
+            disable_verification: false,
             image,
             workdir,
             resolved_workdir: Arc::new(OnceLock::new()),
         })
+    }
+
+    /// Harbor's `--force-build`: the task's `environment/Dockerfile` is built
+    /// even when `[environment].docker_image` names a prebuilt image. Whether
+    /// the image changed (false: no Dockerfile, or no prebuilt image to replace).
+    /// Called before the task runs (its workdir is resolved once, when first asked).
+    ///
+    /// # Errors
+    /// [`HarborError::Read`] when the Dockerfile cannot be read.
+    pub fn force_build(&mut self) -> Result<bool, HarborError> {
+        let dockerfile = self.dir.join("environment/Dockerfile");
+        if self.config.environment.docker_image.is_none() || !dockerfile.is_file() {
+            return Ok(false);
+        }
+        let text = std::fs::read_to_string(&dockerfile).map_err(|e| HarborError::Read {
+            task: self.name.clone(),
+            path: dockerfile.clone(),
+            message: e.to_string(),
+        })?;
+        if self.config.environment.workdir.is_none() {
+            self.workdir = match super::files::dockerfile_workdir(&text) {
+                (Some(w), _) => WorkdirSource::Known(w),
+                (None, Some(base)) => WorkdirSource::Image(base),
+                (None, None) => WorkdirSource::Known("/".into()),
+            };
+        }
+        self.image = Image::dockerfile(dockerfile);
+        Ok(true)
     }
 
     /// The files of the task's `sub` directory, as `prefix/...` paths.
@@ -517,6 +549,27 @@ mod tests {
         );
         let eval = task.into_eval();
         assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));
+    }
+
+    #[test]
+    fn force_build_builds_the_dockerfile_over_a_prebuilt_image() {
+        let dir = std::env::temp_dir().join(format!("reeval-harbor-force-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("environment")).unwrap();
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(dir.join("task.toml"), "[environment]\ndocker_image = \"prebuilt:1\"\n")
+            .unwrap();
+        std::fs::write(dir.join("instruction.md"), "x").unwrap();
+        std::fs::write(dir.join("environment/Dockerfile"), "FROM x\nWORKDIR /src\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
+        let mut task = HarborTask::read(&dir, &|_| None).unwrap();
+        assert_eq!(task.image, Image::from("prebuilt:1"));
+        assert!(task.force_build().unwrap());
+        assert_eq!(task.image, Image::dockerfile(dir.join("environment/Dockerfile")));
+        assert_eq!(task.workdir(), "/src", "the Dockerfile's WORKDIR, not the prebuilt image's");
+        // Without a prebuilt image there is nothing to replace.
+        std::fs::write(dir.join("task.toml"), "").unwrap();
+        assert!(!HarborTask::read(&dir, &|_| None).unwrap().force_build().unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
