@@ -92,7 +92,7 @@ impl Found {
 /// when it lives in a repository (fetching happens here, task by task).
 ///
 /// # Errors
-/// [`DatasetError::MissingTask`] for a path that holds no task,
+/// [`DatasetError::NotTasks`] for a path that holds no task,
 /// [`DatasetError::Selection`] for a glob that does not parse, an `-i`
 /// that matches nothing or a `-t` that names no task. A task that cannot be
 /// fetched is not an error here: it comes back with its own.
@@ -146,13 +146,7 @@ fn find_local(path: &Path, selection: &Selection) -> Result<Found, DatasetError>
             tasks: picked.into_iter().cloned().map(local).collect(),
         });
     }
-    let missing = || DatasetError::MissingTask {
-        task: path.display().to_string(),
-        message: format!(
-            "{} is neither a task directory (with task.toml) nor a directory of task directories",
-            path.display()
-        ),
-    };
+    let missing = || DatasetError::NotTasks { path: path.to_path_buf() };
     let entries = std::fs::read_dir(path).map_err(|_| missing())?;
     let mut dirs: Vec<PathBuf> =
         entries.flatten().map(|e| e.path()).filter(|p| p.join("task.toml").is_file()).collect();

@@ -94,6 +94,15 @@ pub enum DatasetError {
         /// Why.
         message: String,
     },
+    /// `-p PATH` is neither a task nor a directory of tasks.
+    #[error(
+        "failed to read Harbor tasks at {}: it is neither a task directory (with task.toml) nor a directory of task directories",
+        path.display()
+    )]
+    NotTasks {
+        /// The path given.
+        path: PathBuf,
+    },
     /// The registry lists no dataset of that name.
     #[error("failed to find the dataset `{name}` in the Harbor registry {origin}: {hint}")]
     UnknownDataset {
