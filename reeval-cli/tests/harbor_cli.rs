@@ -178,6 +178,13 @@ fn a_mistyped_flag_or_command_gets_the_nearest() {
         "{}",
         text(&out.stderr)
     );
+    let out = reeval(&["harbor", "run", "-p", &tasks, "--registry-path", &tasks], &dir);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--registry-path and --registry-url go with -d"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = reeval(&["harbor", "run", &tasks, "-a", "terminus-2"], &dir);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);

@@ -131,6 +131,9 @@ fn source(args: &RunArgs) -> Result<(Source, JobSource, Vec<String>), Usage> {
         };
         return Ok((source, job, filters));
     }
+    if args.registry_path.is_some() || args.registry_url.is_some() {
+        return Err(Usage("--registry-path and --registry-url go with -d NAME[@VERSION]".into()));
+    }
     let path =
         match (&args.path, positional) {
             (Some(p), positional) => {
