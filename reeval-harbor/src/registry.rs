@@ -178,6 +178,34 @@ mod tests {
         assert_eq!(r.dataset("bench", None).unwrap().tasks[1].dir_name(), "b");
     }
 
+    /// A loopback server answering one request with `status` and `body`; its URL.
+    fn serve_once(status: &'static str, body: &'static str) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/registry.json", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = conn.read(&mut request);
+            let reply = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            conn.write_all(reply.as_bytes()).unwrap();
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_registry_is_fetched_by_its_url() {
+        let url = serve_once("200 OK", TWO_VERSIONS);
+        let r = Registry::fetch(&url).await.unwrap();
+        assert_eq!((r.datasets.len(), r.origin.as_str(), r.base.as_ref()), (3, url.as_str(), None));
+        let url = serve_once("404 Not Found", "no");
+        let e = Registry::fetch(&url).await.unwrap_err().to_string();
+        assert!(e.contains("the server answered 404 Not Found"), "{e}");
+    }
+
     #[test]
     fn unknown_names_and_versions_say_what_there_is() {
         let r = Registry::parse(TWO_VERSIONS, "r.json", None).unwrap();
