@@ -60,43 +60,54 @@ impl Trial<'_> {
         if let Some((_, message)) = &exception {
             std::fs::write(dir.join("exception.txt"), message)?;
         }
+        let finished =
+            started_at(self.record) + Duration::from_millis(self.record.timings.total_ms);
+        let result = self.result(&name, &dir, config, exception.as_ref(), finished);
+        write_json(&dir.join("result.json"), &result)?;
+        let reward_valid = self.record.reward.as_ref().is_some_and(|r| !r.is_empty())
+            && exception.as_ref().is_none_or(|(kind, _)| graded_exception(kind));
+        Ok(TrialOutcome {
+            trial_name: name,
+            task_name: self.task.task.name.clone(),
+            evals_key: self.evals_key(),
+            rewards: self.record.reward.clone(),
+            exception: exception.map(|(kind, _)| kind),
+            reward_valid,
+            finished_at: finished,
+        })
+    }
+
+    /// Harbor's `TrialResult`.
+    fn result(
+        &self,
+        name: &str,
+        dir: &Path,
+        config: Value,
+        exception: Option<&(String, String)>,
+        finished: SystemTime,
+    ) -> Value {
         let started = started_at(self.record);
-        let finished = started + Duration::from_millis(self.record.timings.total_ms);
-        let task_name = self.task.task.name.clone();
-        let (model_name, provider) = match &self.agent.model {
-            Some(m) => match m.split_once('/') {
-                Some((p, n)) => (Some(n.to_string()), Some(p.to_string())),
-                None => (Some(m.clone()), None),
-            },
-            None => (None, None),
-        };
-        let source = self.task.source.clone();
-        let evals_key = match &model_name {
-            Some(m) => {
-                format!("{}__{m}__{}", self.agent.name, source.as_deref().unwrap_or("adhoc"))
-            }
-            None => format!("{}__{}", self.agent.name, source.as_deref().unwrap_or("adhoc")),
-        };
+        let (model_name, provider) = self.model();
         let steps = self.task.task.config.steps.is_some();
-        let result = json!({
+        json!({
             "schema_version": 1,
             "id": uuid_of(&["trial", &self.record.run_id, &self.record.file_name()]),
-            "task_name": task_name,
+            "task_name": self.task.task.name,
             "trial_name": name,
-            "trial_uri": format!("file://{}", absolute(&dir)),
+            "trial_uri": format!("file://{}", absolute(dir)),
             "task_id": task_id(&self.task.id),
-            "source": source,
+            "source": self.task.source,
             "task_checksum": checksum(&self.task.task.dir),
             "config": config,
             "agent_info": {
                 "name": self.agent.name,
                 "version": "unknown",
-                "model_info": model_name.as_ref().map(|n| json!({"name": n, "provider": provider})),
+                "model_info": model_name.map(|n| json!({"name": n, "provider": provider})),
             },
             "agent_result": agent_result(self.record),
             "verifier_result": self.record.reward.as_ref().map(|r| json!({"rewards": r})),
             "verifier_environment_mode": (!steps).then_some("shared"),
-            "exception_info": exception.as_ref().map(|(kind, message)| json!({
+            "exception_info": exception.map(|(kind, message)| json!({
                 "exception_type": kind,
                 "exception_message": message,
                 "exception_traceback": "",
@@ -112,19 +123,27 @@ impl Trial<'_> {
             "agent_execution": timing(self.record, started, &[Phase::Turn]),
             "verifier": verifier_timing(self.record, started),
             "step_results": steps.then(|| step_results(self.record)),
-        });
-        write_json(&dir.join("result.json"), &result)?;
-        let reward_valid = self.record.reward.as_ref().is_some_and(|r| !r.is_empty())
-            && exception.as_ref().is_none_or(|(kind, _)| graded_exception(kind));
-        Ok(TrialOutcome {
-            trial_name: name,
-            task_name: self.task.task.name.clone(),
-            evals_key,
-            rewards: self.record.reward.clone(),
-            exception: exception.map(|(kind, _)| kind),
-            reward_valid,
-            finished_at: finished,
         })
+    }
+
+    /// Harbor's `model_info`: the model's name and its provider (`anthropic/x` → `x`, `anthropic`).
+    fn model(&self) -> (Option<String>, Option<String>) {
+        match &self.agent.model {
+            Some(m) => match m.split_once('/') {
+                Some((p, n)) => (Some(n.to_string()), Some(p.to_string())),
+                None => (Some(m.clone()), None),
+            },
+            None => (None, None),
+        }
+    }
+
+    /// The job stats' key: `agent__model__dataset`, or `agent__dataset` (`adhoc` for one task).
+    fn evals_key(&self) -> String {
+        let source = self.task.source.as_deref().unwrap_or("adhoc");
+        match self.model().0 {
+            Some(m) => format!("{}__{m}__{source}", self.agent.name),
+            None => format!("{}__{source}", self.agent.name),
+        }
     }
 
     /// Harbor's trial name: the task's directory name cut to 32 characters,
