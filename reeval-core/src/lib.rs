@@ -52,7 +52,7 @@ pub mod secrets;
 pub mod settings;
 pub mod setup_cache;
 mod setup_key;
-mod suggest;
+pub mod suggest;
 pub mod turn_archive;
 mod workspace;
 

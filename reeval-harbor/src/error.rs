@@ -79,3 +79,83 @@ pub enum HarborError {
         message: String,
     },
 }
+
+/// What can go wrong finding a dataset's tasks: its `registry.json`, its
+/// version, the filters, and (per task) fetching a task with git. A task's
+/// own fault ([`DatasetError::Git`], [`DatasetError::MissingTask`]) is that
+/// task's alone; the rest of the dataset still runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DatasetError {
+    /// `registry.json` could not be read or fetched.
+    #[error("failed to read the Harbor registry {origin}: {message}")]
+    Registry {
+        /// The registry's path or URL.
+        origin: String,
+        /// Why.
+        message: String,
+    },
+    /// `-p PATH` is neither a task nor a directory of tasks.
+    #[error(
+        "failed to read Harbor tasks at {}: it is neither a task directory (with task.toml) nor a directory of task directories",
+        path.display()
+    )]
+    NotTasks {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The registry lists no dataset of that name.
+    #[error("failed to find the dataset `{name}` in the Harbor registry {origin}: {hint}")]
+    UnknownDataset {
+        /// The name asked for.
+        name: String,
+        /// The registry's path or URL.
+        origin: String,
+        /// `did you mean …? it lists: …`.
+        hint: String,
+    },
+    /// The dataset has no such version.
+    #[error(
+        "failed to find version `{version}` of the dataset `{name}` in the Harbor registry {origin}: it has {versions}"
+    )]
+    UnknownVersion {
+        /// The dataset.
+        name: String,
+        /// The version asked for.
+        version: String,
+        /// The registry's path or URL.
+        origin: String,
+        /// The versions it has.
+        versions: String,
+    },
+    /// `-i` matched no task, or `-t` names none.
+    #[error("failed to select Harbor tasks: {0}")]
+    Selection(String),
+    /// git could not fetch the task's repository at its commit.
+    #[error("failed to fetch Harbor task {task} from {url} at {commit}: {message}")]
+    Git {
+        /// The task.
+        task: String,
+        /// Its `git_url`.
+        url: String,
+        /// Its `git_commit_id` (`HEAD` when none).
+        commit: String,
+        /// git's words.
+        message: String,
+    },
+    /// The task's path is not there (in the repository at its commit, or on disk).
+    #[error("failed to find Harbor task {task}: {message}")]
+    MissingTask {
+        /// The task.
+        task: String,
+        /// Where it was looked for and what was missing.
+        message: String,
+    },
+    /// The task cache could not be written.
+    #[error("failed to write the Harbor task cache {}: {message}", path.display())]
+    Cache {
+        /// The cache directory.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}

@@ -64,6 +64,9 @@ pub struct HarborTask {
     pub compose: super::compose::Compose,
     /// What was read and ignored: `task.toml` keys Harbor does not know.
     pub warnings: Vec<String>,
+    /// Harbor's `--disable-verification`: the agent runs, the verifier does
+    /// not, and the attempt passes with no reward.
+    pub disable_verification: bool,
     image: ImageSpec,
     has_solution: bool,
 }
@@ -220,8 +223,22 @@ impl HarborTask {
             reward_threshold: PASS_THRESHOLD,
             compose,
             warnings,
+            disable_verification: false,
             image,
         })
+    }
+
+    /// Harbor's `--force-build`: the task's `environment/Dockerfile` is built
+    /// even when `[environment].docker_image` names a prebuilt image. Whether
+    /// the image changed (false: no Dockerfile, or no prebuilt image to replace).
+    pub fn force_build(&mut self) -> bool {
+        let dockerfile = self.dir.join("environment/Dockerfile");
+        if self.config.environment.docker_image.is_none() || !dockerfile.is_file() {
+            return false;
+        }
+        // The workdir is the built image's WORKDIR, as the backend reports it.
+        self.image = Image::dockerfile(dockerfile);
+        true
     }
 
     /// The files of the task's `sub` directory, as `prefix/...` paths.

@@ -146,11 +146,7 @@ fn walk(table: &toml::Table, keys: &[(&str, Shape)], at: &str, out: &mut Vec<Str
 
 /// The known key nearest to `key`, when one is near enough to be a typo.
 fn nearest<'a>(key: &str, keys: &[(&'a str, Shape)]) -> Option<&'a str> {
-    keys.iter()
-        .map(|(k, _)| (strsim::levenshtein(key, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
-        .min()
-        .map(|(_, k)| k)
+    reeval_core::suggest::nearest(key, keys.iter().map(|(k, _)| *k))
 }
 
 #[cfg(test)]

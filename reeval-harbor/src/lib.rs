@@ -8,30 +8,39 @@
 //! - `run`: in the sandbox: the turn, artifacts, verifier, reward outcome, oracle.
 //! - `steps`: multi-step tasks, step by step.
 //! - [`compose`]: `environment/docker-compose.yaml`: the services beside the sandbox.
-//! - [`Dataset`]: a dataset read task by task; one that cannot load is refused alone.
+//! - [`Loaded`]: the tasks found, read one by one; one that cannot load is refused alone.
 //! - [`files`]: the task's directories uploaded into the sandbox.
 //! - `keys`: the `task.toml` keys Harbor knows, for "did you mean".
 //! - [`reward`]: the reward files, read as Harbor reads them.
+//! - [`dataset`]: which task directories a run takes (`-p`, `-d`, Harbor's filters);
+//!   [`registry`]: `registry.json`; [`version`]: which version `-d NAME` means;
+//!   [`fetch`]: registry tasks fetched with git into a cache.
+//! - [`job`]: Harbor's job directory written from a run's records, beside them.
 
 pub mod compose;
-mod dataset;
+pub mod dataset;
 mod error;
 pub mod eval;
+pub mod fetch;
 pub mod files;
+pub mod job;
 mod keys;
+mod load;
+pub mod registry;
 pub mod reward;
 mod run;
 mod steps;
 pub mod task;
+pub mod version;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use reeval_core::eval::Eval;
 
-pub use dataset::{Dataset, Refused};
-pub use error::HarborError;
+pub use error::{DatasetError, HarborError};
 pub use eval::{HarborTask, eval_name};
+pub use load::{Loaded, Refused};
 
 impl HarborTask {
     /// The eval: named after the task, tagged with its keywords, its budget
@@ -79,22 +88,41 @@ impl HarborTask {
 /// the dataset runs. Warnings (keys Harbor does not know) go to stderr.
 ///
 /// # Errors
-/// [`HarborError::NotATask`] when `path` holds no task at all.
-pub fn tasks(path: impl AsRef<Path>) -> Result<Vec<Eval>, HarborError> {
-    let dataset = Dataset::read(path.as_ref(), |_| true)?;
-    for warning in dataset.warnings() {
+/// [`DatasetError::NotTasks`] when `path` holds no task at all.
+pub fn tasks(path: impl AsRef<Path>) -> Result<Vec<Eval>, DatasetError> {
+    let loaded = Loaded::read(path.as_ref())?;
+    for warning in loaded.warnings() {
         eprintln!("reeval: warning: {warning}");
     }
-    Ok(dataset.into_evals())
+    Ok(loaded.into_evals())
 }
 
-/// The tasks at `path` that load, read but not yet made evals.
+/// The tasks at `path`, read but not yet made evals; the first that cannot
+/// load stops it (see [`Loaded::read`] to take them one by one).
 ///
 /// # Errors
 /// [`HarborError::NotATask`] when `path` holds no task, else the first task
-/// that cannot load (see [`Dataset::read`] to take them one by one).
+/// that cannot load, or two tasks that would be evals of one name.
 pub fn load(path: &Path) -> Result<Vec<HarborTask>, HarborError> {
-    Dataset::read(path, |_| true)?.tasks.into_iter().map(|t| t.map_err(|r| r.error)).collect()
+    let cache = fetch::TaskCache::new(fetch::TaskCache::default_root());
+    let source = dataset::Source::Path(path.to_path_buf());
+    let found = dataset::find(&source, &dataset::Selection::default(), &cache)
+        .map_err(|_| HarborError::NotATask { path: path.to_path_buf() })?;
+    let lookup = |v: &str| std::env::var(v).ok();
+    let mut tasks: Vec<HarborTask> = Vec::new();
+    for dir in found.tasks.iter().filter_map(|t| t.dir.as_ref().ok()) {
+        let task = HarborTask::read(dir, &lookup)?;
+        if let Some(first) = tasks.iter().find(|t| eval_name(&t.name) == eval_name(&task.name)) {
+            return Err(HarborError::SameName {
+                path: path.to_path_buf(),
+                first: first.name.clone(),
+                second: task.name.clone(),
+                eval: eval_name(&task.name),
+            });
+        }
+        tasks.push(task);
+    }
+    Ok(tasks)
 }
 
 #[cfg(test)]
@@ -120,15 +148,15 @@ mod tests {
             std::fs::write(t.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
             std::fs::write(t.join("tests/test.sh"), "true").unwrap();
         }
-        let tasks = Dataset::read(&dir, |_| true).unwrap().tasks;
-        assert!(tasks[0].is_ok(), "the first keeps its name");
-        let e = tasks[1].as_ref().unwrap_err().error.to_string();
+        let e = load(&dir).unwrap_err().to_string();
         assert!(e.contains("org1/fix and org2/fix both become the eval `fix`"), "{e}");
-        let evals = Dataset::read(&dir, |_| true).unwrap().into_evals();
+        let loaded = Loaded::read(&dir).unwrap();
+        assert!(loaded.tasks[0].1.is_ok(), "the first keeps its name");
+        let e = loaded.tasks[1].1.as_ref().unwrap_err().why.clone();
+        assert!(e.contains("org1/fix and org2/fix both become the eval `fix`"), "{e}");
+        let evals = loaded.into_evals();
         assert_eq!(evals[1].options().cannot_run.as_deref(), Some(e.as_str()));
         assert!(evals.iter().all(|e| e.options().refuse_alone));
-        // Filters apply to directory names before anything is read.
-        assert_eq!(Dataset::read(&dir, |d| d == "b").unwrap().tasks.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

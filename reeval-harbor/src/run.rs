@@ -100,19 +100,26 @@ pub(super) async fn collect_artifacts(c: &mut Ctx, task: &HarborTask, prefix: &s
                 .user("0"),
             )
             .await?;
-        let name: String = path
-            .trim_matches('/')
-            .chars()
-            .map(|ch| if ch.is_ascii_alphanumeric() || ".-_".contains(ch) { ch } else { '-' })
-            .collect();
+        let name = artifact_capture_name(&path);
         let what = match kind.stdout.trim() {
             "dir" => Artifact::dir(path),
             "file" => Artifact::file(path),
             _ => continue,
         };
-        c.capture(&format!("{prefix}artifact-{name}"), what).await?;
+        c.capture(&format!("{prefix}{name}"), what).await?;
     }
     Ok(())
+}
+
+/// The capture name of a declared artifact at `path` (`artifact-srv-log-x.txt`),
+/// which Harbor's job output reads back ([`crate::job`]).
+pub(crate) fn artifact_capture_name(path: &str) -> String {
+    let name: String = path
+        .trim_matches('/')
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() || ".-_".contains(ch) { ch } else { '-' })
+        .collect();
+    format!("artifact-{name}")
 }
 
 /// One run of a verifier: what it gets.
@@ -283,6 +290,9 @@ pub(super) async fn solve(
 pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     turn(c, &task.instruction, task.agent_timeout()).await?;
     collect_artifacts(c, task, "").await?;
+    if task.disable_verification {
+        return Ok(());
+    }
     let verifier = Verifier {
         tests: task.files("tests", "tests").map_err(|e| Error::Config(e.to_string()))?,
         env: task.verifier_env.clone(),

@@ -253,6 +253,10 @@ pub struct Record {
     /// the one in `image`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_mapped_from: Option<String>,
+    /// Where the workspace lived in the sandbox, when not `/workspace` (the
+    /// environment's `workspace_dir`: a Harbor task's workdir, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<String>,
 }
 
 /// One step's reward in a multi-step eval: the record's `stepRewards`.
@@ -318,6 +322,7 @@ impl Record {
             reward_threshold: None,
             step_rewards: Vec::new(),
             image_mapped_from: None,
+            workspace_dir: None,
         }
     }
 

@@ -228,6 +228,8 @@ impl Attempt {
         let services = std::mem::take(&mut launch.services);
         let beside = lifecycle::container::services_detail(&services);
         let (from, workspace) = (&launch.from, launch.workspace.as_str());
+        self.record.workspace_dir =
+            (workspace != crate::environment::WORKSPACE).then(|| workspace.to_string());
         let Attempt { phases, given, record, sandbox: state, egress, .. } = &mut *self;
         phases
             .run(

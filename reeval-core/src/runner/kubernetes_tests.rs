@@ -36,7 +36,7 @@ async fn a_task_with_services_is_refused_in_preflight_with_the_reason() {
     let e = runner.run(vec![task_with_a_service()]).await.unwrap_err().to_string();
     assert!(
         e.contains(
-            "eval with-db has services (cache, db) that engine kubernetes cannot start: \
+            "eval with-db has services (db, cache) that engine kubernetes cannot start: \
              the kubernetes backend cannot start services beside a sandbox"
         ),
         "{e}"

@@ -77,7 +77,7 @@ pub use config::{RunConfig, SuiteConfig};
 pub mod cli {
     pub use crate::settings::{Args, UsageError};
 }
-pub use suite::{main, main_with_args};
+pub use suite::{main, main_with_args, main_with_reporters};
 
 // What a run produced and how it is summarized, at their old paths: the
 // reporters own them (`crate::report::summary`), and the runner uses them.

@@ -28,6 +28,19 @@ pub fn main_with_args(
     harnesses: HarnessRegistry,
     argv: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> i32 {
+    main_with_reporters(evals, harnesses, argv, Vec::new())
+}
+
+/// [`main_with_args`] with reporters of the caller's beside the ones the
+/// flags ask for (`reeval harbor run -o DIR` writes Harbor's job directory
+/// from the run's records this way). They see a run's events only when it
+/// runs: not under `--list`, nor when the command line or settings fail.
+pub fn main_with_reporters(
+    evals: Vec<Eval>,
+    harnesses: HarnessRegistry,
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+    extra: Vec<Box<dyn Reporter>>,
+) -> i32 {
     let args = match Args::parse(argv) {
         Ok(Some(a)) => a,
         Ok(None) => return 0,
@@ -222,6 +235,7 @@ pub fn main_with_args(
     if let Some(p) = progress {
         reporters.push(Box::new(p));
     }
+    reporters.extend(extra);
 
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

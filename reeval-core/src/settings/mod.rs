@@ -284,7 +284,7 @@ impl Settings {
         let suite_timeout =
             suite.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
         s.timeout = args.timeout.or(timeout).or(suite_timeout);
-        if let Some(n) = retries.or(suite.retries) {
+        if let Some(n) = args.retries.or(retries).or(suite.retries) {
             s.infra_retries = n;
         }
         s.min_pass_rate = args.min_pass_rate.or(min_pass_rate).or(suite.min_pass_rate);
@@ -342,6 +342,10 @@ impl Settings {
         // The suite's file names the judge and env file first, as it always has.
         s.judge = suite.judge.or(judge);
         s.env_file = suite.env_file;
+        // `--env-file` over `REEVAL_ENV_FILE`: read after the file's.
+        if let Some(path) = &args.env_file {
+            s.fallback_env_file = Some(path.clone());
+        }
         // A pool of engines: the variable over the file.
         s.engines = match vars.get(&ENGINES) {
             Some(list) => {

@@ -414,7 +414,12 @@ pub(crate) const REGRADE: Opt = Opt::new("regrade", Reeval)
          from the record (harness replay:RUN)",
     );
 
-pub(crate) const RETRIES: Opt = Opt::new("infra retries", NoFlag)
+pub(crate) const RETRIES: Opt = Opt::new("infra retries", Reeval)
+    .long("retries", |a, v| {
+        a.retries = Some(v.number()?);
+        Ok(())
+    })
+    .takes("N")
     .env("REEVAL_RETRIES")
     .key("retries")
     .kind(Kind::Whole)
@@ -457,13 +462,18 @@ pub(crate) const JUDGE: Opt = Opt::new("judge", NoFlag)
     .key("judge")
     .defaults_to("none")
     .help("the judge model of evals that name none");
-pub(crate) const ENV_FILE: Opt = Opt::new("env files", NoFlag)
+pub(crate) const ENV_FILE: Opt = Opt::new("env files", Reeval)
+    .long("env-file", |a, v| {
+        a.env_file = Some(v.path());
+        Ok(())
+    })
+    .takes("PATH")
     .env("REEVAL_ENV_FILE")
     .env_note(", after the file's")
     .key("env_file")
     .kind(Kind::Path)
     .defaults_to("none")
-    .help("secrets and credentials for preflight");
+    .help("a dotenv file of secrets and credentials for preflight, read for names the host does not set");
 pub(crate) const CONFIG: Opt = Opt::new("config file", NoFlag)
     .env("REEVAL_CONFIG")
     .kind(Kind::Path)
@@ -567,13 +577,13 @@ pub const OPTIONS: &[Opt] = &[
     VARIANT,
     REGRADE,
     RETRIES,
+    ENV_FILE,
     SETUP_CACHE_MAX,
     SLOW_AFTER,
     PRICES,
     IMAGES,
     VARIANTS,
     JUDGE,
-    ENV_FILE,
     CONFIG,
     BACKEND,
     KUBERNETES,
