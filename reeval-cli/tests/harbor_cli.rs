@@ -413,20 +413,23 @@ fn registry_datasets_run_by_name_and_version() {
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(records(&runs)[0]["reward"], serde_json::json!({"reward": 1.0, "version": 1.0}));
 
-    // bench alone: 2.0, the highest version; the task at a wrong commit is named and
-    // is the run's config fault (exit 2), and the rest ran.
+    // bench alone: 2.0, the highest version; the task at a wrong commit is listed when
+    // the run starts and is its own config outcome (exit 2), and the rest ran.
     let (out, runs) = run("", &[]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{}\n{err}", text(&out.stdout));
     assert!(
-        err.contains(
-            "reeval: Harbor task broken cannot run: failed to fetch Harbor task org/broken"
-        ),
+        err.contains("1 eval cannot run")
+            && err.contains("  broken: failed to fetch Harbor task org/broken"),
         "{err}"
     );
     let records_2 = records(&runs);
-    assert_eq!(records_2.len(), 1);
-    assert_eq!(records_2[0]["reward"], serde_json::json!({"reward": 1.0, "version": 2.0}));
+    assert_eq!(records_2.len(), 2, "{records_2:?}");
+    assert_eq!(
+        (&records_2[0]["eval"], &records_2[0]["kind"]),
+        (&"broken".into(), &"config".into())
+    );
+    assert_eq!(records_2[1]["reward"], serde_json::json!({"reward": 1.0, "version": 2.0}));
 
     // -t picks one task of it, with --ae/--ve and Harbor's job directory; offline
     // now: the pinned commit comes from the cache.
