@@ -218,6 +218,11 @@ impl Backend for FakeBackend {
         "fake"
     }
 
+    /// Mounts are taken, and kept in the spec a test reads ([`FakeBackend::specs`]); nothing is mounted.
+    fn mounts(&self, _mounts: &[crate::Mount]) -> Result<(), String> {
+        Ok(())
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
     }

@@ -61,6 +61,7 @@ pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
 pub mod kubernetes;
+pub mod mount;
 mod named;
 pub mod service;
 pub(crate) mod shell_exec;
@@ -85,6 +86,7 @@ pub use kubernetes::{GatewayAddress, KubernetesConfig};
 pub use sandbox::{
     ExecRequest, ExecStream, PortIo, PortStream, ProcessGroup, Sandbox, Signal, StdoutSink,
 };
+pub use mount::{LABEL_VOLUME, Mount, MountSource};
 pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
 pub use state::{Lost, SandboxState};
 

@@ -108,6 +108,10 @@ impl Backend for Named {
         self.inner.runs_services()
     }
 
+    fn mounts(&self, mounts: &[crate::Mount]) -> Result<(), String> {
+        self.inner.mounts(mounts)
+    }
+
     fn caches_setups(&self) -> bool {
         self.inner.caches_setups()
     }
@@ -221,6 +225,7 @@ mod tests {
             network: Default::default(),
             main_process: None,
             services: Vec::new(),
+            mounts: Vec::new(),
         }
     }
 

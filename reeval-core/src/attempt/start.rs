@@ -153,7 +153,7 @@ impl Attempt {
         let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
         variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
         crate::sandbox::service::bypass_proxy(&mut variables, &given.env.services);
-        let without_services = given.env.services.is_empty();
+        let without_services = given.env.services.is_empty() && given.env.mounts.is_empty();
         let rules_file = given
             .harness
             .as_ref()
@@ -261,6 +261,7 @@ impl Attempt {
                         main_process,
                     );
                     spec.services = services;
+                    spec.mounts = given.env.mounts.clone();
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());

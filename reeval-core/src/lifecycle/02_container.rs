@@ -50,6 +50,7 @@ pub(crate) fn spec(
         network,
         main_process,
         services: Vec::new(),
+        mounts: Vec::new(),
     }
 }
 

@@ -75,6 +75,8 @@ pub(crate) async fn preflight(
     let mut images = Vec::new();
     // Evals with services, which only some engines can start.
     let mut with_services = Vec::new();
+    // Evals with mounts, which only some engines can give: (eval, its mounts).
+    let mut with_mounts = Vec::new();
     // Evals that ask a judge and have no judge model chosen.
     let mut unjudged = Vec::new();
     for eval in evals {
@@ -95,6 +97,10 @@ pub(crate) async fn preflight(
         if !env.services.is_empty() {
             let names: Vec<&str> = env.services.iter().map(|s| s.name.as_str()).collect();
             with_services.push((eval.name.clone(), names.join(", ")));
+        }
+        let mounts = env.all_mounts();
+        if !mounts.is_empty() {
+            with_mounts.push((eval.name.clone(), mounts));
         }
         if let Some(spec @ crate::environment::ImageSpec::From(_)) = &env.image
             && !images.iter().any(|(s, _)| s == spec)
@@ -270,6 +276,14 @@ pub(crate) async fn preflight(
                 "eval {eval} has services ({names}) that engine {} cannot start{more}: {why}",
                 engine.name
             ));
+        }
+        for (eval, mounts) in &with_mounts {
+            if let Err(why) = engine.backend.mounts(mounts) {
+                missing.push(format!(
+                    "eval {eval} has mounts that engine {} cannot give: {why}",
+                    engine.name
+                ));
+            }
         }
         match engine.backend.ping().await {
             Ok(info) => {

@@ -72,12 +72,15 @@ pub(super) async fn create(
     services: &[ServiceStart],
     labels: &HashMap<String, String>,
     sandbox: &str,
+    volumes: &super::volumes::Made,
 ) -> Result<Services, SandboxError> {
     let (docker, flavor, counted) =
         (backend.docker.clone(), backend.flavor, InFlight::new(&backend.creating));
     let (services, labels, sandbox) = (services.to_vec(), labels.clone(), sandbox.to_string());
+    // Each service's mounts as the engine takes them (its volumes are the sandbox's).
+    let mounts: Vec<_> = services.iter().map(|s| volumes.engine_mounts(&s.service.mounts)).collect();
     let made = tokio::spawn(async move {
-        let made = make(docker, flavor, services, labels, sandbox).await;
+        let made = make(docker, flavor, services, labels, sandbox, mounts).await;
         drop(counted);
         made
     });
@@ -94,10 +97,11 @@ async fn make(
     services: Vec<ServiceStart>,
     labels: HashMap<String, String>,
     sandbox: String,
+    mounts: Vec<Option<Vec<bollard::models::Mount>>>,
 ) -> Result<Services, SandboxError> {
     let mut made = Services { docker: docker.clone(), flavor, started: Vec::new() };
-    for service in services {
-        match create_one(&docker, flavor, &service, &sandbox, &labels).await {
+    for (service, mounts) in services.into_iter().zip(mounts) {
+        match create_one(&docker, flavor, &service, &sandbox, &labels, mounts).await {
             Ok(id) => made.started.push((service, id)),
             Err(e) => {
                 made.remove().await;
@@ -114,6 +118,7 @@ async fn create_one(
     start: &ServiceStart,
     sandbox: &str,
     labels: &HashMap<String, String>,
+    mounts: Option<Vec<bollard::models::Mount>>,
 ) -> Result<String, SandboxError> {
     let s = &start.service;
     let mut labels = labels.clone();
@@ -140,6 +145,7 @@ async fn create_one(
         // entrypoints need (a database's chown and user switch), in its network namespace.
         host_config: Some(HostConfig {
             network_mode: Some(format!("container:{sandbox}")),
+            mounts,
             ..confined(&s.limits, flavor)
         }),
         ..Default::default()
