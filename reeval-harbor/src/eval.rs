@@ -306,6 +306,9 @@ impl HarborTask {
         for service in &self.compose.services {
             env = env.service(service.clone());
         }
+        for mount in &self.compose.main_mounts {
+            env = env.mount(mount.clone());
+        }
         for (k, v) in &self.environment_env {
             env = env.env(k.clone(), v.clone());
         }
@@ -452,7 +455,11 @@ mod tests {
         let env = task.environment();
         assert_eq!(*env.setup_cache_policy(), reeval_core::environment::SetupCache::Off);
         assert_eq!(env.setup_steps().len(), 1, "one setup step: the log directories");
-        assert!(!env.setup_steps()[0].command.contains("ln -s"), "{}", env.setup_steps()[0].command);
+        assert!(
+            !env.setup_steps()[0].command.contains("ln -s"),
+            "{}",
+            env.setup_steps()[0].command
+        );
         let Some(ImageSpec::Layered { base, steps }) = env.image_spec() else {
             panic!("the move is a layer: {:?}", env.image_spec())
         };
@@ -474,7 +481,11 @@ mod tests {
         assert_eq!(env.agent_egress(), Egress::allow(["pypi.org", "*.example.com"]));
         assert_eq!(env.check_egress(), Some(&Egress::allow(["pypi.org", "*.example.com"])));
         let env = task_with("[environment]\nnetwork_mode = \"no-network\"").environment();
-        assert_eq!((env.agent_egress(), env.check_egress()), (Egress::None, None), "no way out at all");
+        assert_eq!(
+            (env.agent_egress(), env.check_egress()),
+            (Egress::None, None),
+            "no way out at all"
+        );
         // A phase's own policy wins over the environment's.
         let env = task_with(
             "[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"",

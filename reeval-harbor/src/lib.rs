@@ -12,6 +12,7 @@
 //! - [`reward`]: the reward files, read as Harbor reads them.
 
 pub mod compose;
+mod compose_volumes;
 mod error;
 pub mod eval;
 pub mod files;

@@ -28,7 +28,8 @@ pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
 
 /// A tar of `files` unpacked under `dir` as root, owned by the agent's user.
 fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {
-    let tar = reeval_core::sandbox::archive::tar_owned_by(files, reeval_core::sandbox::AgentUser::ID)?;
+    let tar =
+        reeval_core::sandbox::archive::tar_owned_by(files, reeval_core::sandbox::AgentUser::ID)?;
     Ok(Command::new("tar").args(["-x", "-C", dir]).stdin(tar).user("0"))
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::{
-    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Mount, Preflight, RunNeeds,
-    Sandbox, SandboxError, ServiceStart,
+    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Mount, Preflight, RunNeeds, Sandbox,
+    SandboxError, ServiceStart,
 };
 
 /// Resource limits of a sandbox.

@@ -83,10 +83,10 @@ pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest};
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::{Image, ImageSpec};
 pub use kubernetes::{GatewayAddress, KubernetesConfig};
+pub use mount::{LABEL_VOLUME, Mount, MountSource};
 pub use sandbox::{
     ExecRequest, ExecStream, PortIo, PortStream, ProcessGroup, Sandbox, Signal, StdoutSink,
 };
-pub use mount::{LABEL_VOLUME, Mount, MountSource};
 pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
 pub use state::{Lost, SandboxState};
 

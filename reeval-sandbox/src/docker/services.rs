@@ -78,7 +78,8 @@ pub(super) async fn create(
         (backend.docker.clone(), backend.flavor, InFlight::new(&backend.creating));
     let (services, labels, sandbox) = (services.to_vec(), labels.clone(), sandbox.to_string());
     // Each service's mounts as the engine takes them (its volumes are the sandbox's).
-    let mounts: Vec<_> = services.iter().map(|s| volumes.engine_mounts(&s.service.mounts)).collect();
+    let mounts: Vec<_> =
+        services.iter().map(|s| volumes.engine_mounts(&s.service.mounts)).collect();
     let made = tokio::spawn(async move {
         let made = make(docker, flavor, services, labels, sandbox, mounts).await;
         drop(counted);

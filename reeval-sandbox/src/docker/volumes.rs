@@ -170,7 +170,10 @@ impl Made {
     pub(super) async fn remove(&self, docker: &Docker) {
         for volume in self.volumes.values() {
             let _ = docker
-                .remove_volume(volume, Some(RemoveVolumeOptionsBuilder::default().force(true).build()))
+                .remove_volume(
+                    volume,
+                    Some(RemoveVolumeOptionsBuilder::default().force(true).build()),
+                )
                 .await;
         }
         if let Some(dir) = &self.copies_dir {
@@ -205,7 +208,10 @@ pub(super) async fn sweep(backend: &DockerBackend, scope: Sweep<'_>) -> usize {
             && v.labels.contains_key(LABEL_VOLUME)
             && backend
                 .client()
-                .remove_volume(&v.name, Some(RemoveVolumeOptionsBuilder::default().force(true).build()))
+                .remove_volume(
+                    &v.name,
+                    Some(RemoveVolumeOptionsBuilder::default().force(true).build()),
+                )
                 .await
                 .is_ok()
         {
