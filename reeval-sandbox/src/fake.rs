@@ -443,6 +443,10 @@ impl Sandbox for FakeSandbox {
         let top = path.trim_end_matches('/').rsplit('/').next().unwrap_or("root").to_string();
         if under.is_empty() {
             return match files.get(path) {
+                // A file alone, named by its own name (as an engine's archive has it).
+                Some(Entry::File { mode, bytes }) if path != self.workdir => {
+                    archive::tar_of(&[(top, bytes.clone(), *mode)])
+                }
                 Some(entry) if path != self.workdir => {
                     archive::tar_of_tree("", &BTreeMap::from([(top, entry.clone())]))
                 }

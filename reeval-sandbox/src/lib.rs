@@ -54,6 +54,7 @@
 pub mod archive;
 mod backend_config;
 pub mod docker;
+pub mod exclude;
 pub mod exec;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;

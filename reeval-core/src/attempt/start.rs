@@ -103,7 +103,7 @@ impl Attempt {
         Ok(ready)
     }
 
-    fn backend(&self) -> Result<Arc<dyn Backend>> {
+    pub(super) fn backend(&self) -> Result<Arc<dyn Backend>> {
         self.given
             .backend
             .clone()

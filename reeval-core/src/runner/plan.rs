@@ -108,6 +108,7 @@ pub(super) fn plan(
         env,
         secrets,
         judge_keys,
+        images: config.images.clone(),
     }
 }
 
