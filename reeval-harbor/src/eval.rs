@@ -16,7 +16,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::error::HarborError;
-use super::files::files_under;
 use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
 use reeval_core::egress::Egress;
 use reeval_core::environment::{Environment, Image, ImageSpec, WORKSPACE};
@@ -72,6 +71,8 @@ pub struct HarborTask {
     pub reward_threshold: f64,
     /// `environment/docker-compose.yaml`: the services beside the sandbox, `main`'s env.
     pub compose: super::compose::Compose,
+    /// The verifier's own sandbox, when it does not share the agent's (`verifier_env.rs`).
+    pub separate_verifier: Option<super::verifier_env::SeparateVerifier>,
     image: ImageSpec,
     workdir: WorkdirSource,
     resolved_workdir: Arc<OnceLock<String>>,
@@ -150,18 +151,8 @@ impl HarborTask {
             )?,
             false => Default::default(),
         };
-        if config.environment.os.as_deref().is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
-            return Err(unsupported("a task for an OS other than linux ([environment].os)"));
-        }
-        if config.environment.gpus.is_some_and(|g| g > 0) {
-            return Err(unsupported("a task that asks for GPUs ([environment].gpus)"));
-        }
-        if config.verifier.environment_mode.as_deref() == Some("separate")
-            || config.verifier.environment.is_some()
-            || dir.join("tests/Dockerfile").is_file()
-        {
-            return Err(unsupported("a separate verifier environment"));
-        }
+        super::verifier_env::refuse_unsupported(&name, &config.environment, "environment")?;
+        super::collect::check(&name, &config, &compose)?;
         if config.artifacts.iter().any(|a| {
             matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
         }) {
@@ -173,7 +164,11 @@ impl HarborTask {
                 message: "an artifact's source must not use `..`".into(),
             });
         }
-        if config.steps.is_none() && !dir.join("tests/test.sh").is_file() {
+        // A verifier image of its own holds its /tests.
+        let bundled = config.verifier_mode() == super::task::VerifierMode::Separate
+            && (dir.join("tests/Dockerfile").is_file()
+                || config.verifier.environment.as_ref().is_some_and(|e| e.docker_image.is_some()));
+        if config.steps.is_none() && !bundled && !dir.join("tests/test.sh").is_file() {
             return Err(missing(dir.join("tests/test.sh"), "the task has no verifier script"));
         }
         // A multi-step task's instructions are its steps'.
@@ -200,6 +195,8 @@ impl HarborTask {
                 ));
             }
         };
+        let separate_verifier =
+            super::verifier_env::read(&name, dir, &config, lookup, &image, &compose)?;
         let workdir = match &config.environment.workdir {
             Some(w) => WorkdirSource::Known(w.clone()),
             None => workdir,
@@ -216,6 +213,7 @@ impl HarborTask {
             }),
         };
         Ok(Self {
+            separate_verifier,
             has_solution,
             step_instructions,
             step_verifier_envs,
@@ -245,7 +243,7 @@ impl HarborTask {
         sub: &str,
         prefix: &str,
     ) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
-        files_under(&self.name, &self.dir.join(sub), prefix)
+        super::files::task_files(&self.name, &self.dir, sub, prefix)
     }
 
     /// The agent's limit: `[agent].timeout_sec` × the multiplier, if any.
@@ -321,6 +319,11 @@ impl HarborTask {
         // The workdir's move is a layer built on the task's image (once, cached
         // with it); the setup left (two mkdirs) is not worth a setup image.
         env = env.setup(setup_script()).setup_cache(false);
+        // `[environment.healthcheck]`, waited for before the agent (`healthcheck.rs`).
+        if let Some(h) = &self.config.environment.healthcheck {
+            let script = super::healthcheck::script(h, &self.workdir());
+            env = env.setup_with_timeout(script, super::healthcheck::limit(h));
+        }
         let c = &self.config;
         match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
             NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),

@@ -10,16 +10,23 @@
 //! - [`compose`]: `environment/docker-compose.yaml`: the services beside the sandbox.
 //! - [`files`]: the task's directories uploaded into the sandbox, its Dockerfile's WORKDIR.
 //! - [`reward`]: the reward files, read as Harbor reads them.
+//! - [`verifier_env`]: a separate verifier environment, a sandbox of its own.
 
+mod artifacts;
+mod collect;
 pub mod compose;
 mod compose_volumes;
 mod error;
 pub mod eval;
 pub mod files;
+mod healthcheck;
+mod place;
 pub mod reward;
 mod run;
+mod separate;
 mod steps;
 pub mod task;
+pub mod verifier_env;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -55,6 +55,12 @@ pub struct StepConfig {
     /// Later steps run only when this step's reward reaches it.
     #[serde(default)]
     pub min_reward: Option<MinReward>,
+    /// Run until healthy after the step's setup, before its agent.
+    #[serde(default)]
+    pub healthcheck: Option<HealthcheckConfig>,
+    /// Artifacts of this step, after the task's.
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactEntry>,
 }
 
 /// A step's gate: a float gates the `reward` key; a table gates each key.
@@ -217,14 +223,87 @@ pub struct VerifierConfig {
     pub env: BTreeMap<String, String>,
     /// The verifier's user.
     pub user: Option<User>,
-    /// `shared` (supported) or `separate` (refused).
-    pub environment_mode: Option<String>,
-    /// A separate verifier environment (refused).
-    pub environment: Option<toml::Value>,
+    /// `shared` or `separate` (`verifier_env.rs`); unset: separate when
+    /// `environment` is set, else shared.
+    pub environment_mode: Option<VerifierMode>,
+    /// The separate verifier's environment (`[verifier.environment]`, the
+    /// schema of `[environment]`).
+    pub environment: Option<Box<EnvironmentConfig>>,
+    /// `[[verifier.collect]]`: commands run in compose services after the
+    /// agent and before the artifacts are collected (`collect.rs`).
+    pub collect: Vec<CollectConfig>,
     /// This phase's own network mode.
     pub network_mode: Option<NetworkMode>,
     /// This phase's own allowlist.
     pub allowed_hosts: Option<Vec<String>>,
+}
+
+/// Where the verifier runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifierMode {
+    /// In the agent's sandbox.
+    Shared,
+    /// In a sandbox of its own, started after the agent.
+    Separate,
+}
+
+/// One `[[verifier.collect]]` hook.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CollectConfig {
+    /// A shell command (`bash -c` in `main`, `sh -c` in a service).
+    pub command: String,
+    /// The compose service it runs in (`main` unless set).
+    #[serde(default = "main_service")]
+    pub service: String,
+    /// Its limit (60 s unless set).
+    #[serde(default = "collect_timeout")]
+    pub timeout_sec: f64,
+    /// Its user, when not the container's.
+    #[serde(default)]
+    pub user: Option<User>,
+}
+
+fn main_service() -> String {
+    "main".into()
+}
+
+fn collect_timeout() -> f64 {
+    60.0
+}
+
+/// `[environment.healthcheck]` (and a step's `healthcheck`), as Docker's HEALTHCHECK.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct HealthcheckConfig {
+    /// A shell command; exit 0 is healthy.
+    pub command: String,
+    /// Between checks after the start period (5 s).
+    #[serde(default = "five")]
+    pub interval_sec: f64,
+    /// One check's limit (30 s).
+    #[serde(default = "thirty")]
+    pub timeout_sec: f64,
+    /// Failures in it do not count (0 s).
+    #[serde(default)]
+    pub start_period_sec: f64,
+    /// Between checks during the start period (5 s).
+    #[serde(default = "five")]
+    pub start_interval_sec: f64,
+    /// Failures in a row that fail it (3).
+    #[serde(default = "three")]
+    pub retries: u32,
+}
+
+fn five() -> f64 {
+    5.0
+}
+
+fn thirty() -> f64 {
+    30.0
+}
+
+fn three() -> u32 {
+    3
 }
 
 impl Default for VerifierConfig {
@@ -235,6 +314,7 @@ impl Default for VerifierConfig {
             user: None,
             environment_mode: None,
             environment: None,
+            collect: Vec::new(),
             network_mode: None,
             allowed_hosts: None,
         }
@@ -271,6 +351,14 @@ pub struct EnvironmentConfig {
     pub network_mode: Option<NetworkMode>,
     /// The hosts of `allowlist`.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Run until healthy after the start, before the agent.
+    pub healthcheck: Option<HealthcheckConfig>,
+    /// MCP servers for the agent (read; not given to reeval's harnesses yet).
+    pub mcp_servers: Vec<toml::Value>,
+    /// A directory in the image whose skills go to the agent (read; not given yet).
+    pub skills_dir: Option<String>,
+    /// TPUs (refused).
+    pub tpu: Option<toml::Value>,
 }
 
 /// `[solution]`.
@@ -298,19 +386,37 @@ impl TaskConfig {
     pub fn parse(task: &str, text: &str) -> Result<Self, HarborError> {
         let parse = |message: String| HarborError::Parse { task: task.to_string(), message };
         let mut config: TaskConfig = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
-        let env = &mut config.environment;
+        config.environment.normalize().map_err(parse)?;
+        if let Some(env) = config.verifier.environment.as_mut() {
+            env.normalize().map_err(parse)?;
+        }
+        if config.verifier.environment_mode == Some(VerifierMode::Shared)
+            && config.verifier.environment.is_some()
+        {
+            return Err(parse(
+                "[verifier].environment_mode='shared' is incompatible with [verifier.environment]; either omit the environment or set environment_mode='separate'".into(),
+            ));
+        }
+        Ok(config)
+    }
+}
+
+impl EnvironmentConfig {
+    /// Maps the deprecated keys (`memory`, `storage`, `allow_internet`).
+    fn normalize(&mut self) -> Result<(), String> {
+        let env = self;
         if let Some(memory) = env.memory.take() {
-            let mb = size_to_mb(&memory).map_err(parse)?;
+            let mb = size_to_mb(&memory)?;
             if env.memory_mb.is_some_and(|m| m != mb) {
-                return Err(parse(format!(
+                return Err(format!(
                     "conflicting 'memory' and 'memory_mb' values: memory={memory:?} ({mb} MB) != memory_mb={}",
                     env.memory_mb.unwrap_or_default()
-                )));
+                ));
             }
             env.memory_mb.get_or_insert(mb);
         }
         if let Some(storage) = env.storage.take() {
-            let mb = size_to_mb(&storage).map_err(parse)?;
+            let mb = size_to_mb(&storage)?;
             env.storage_mb.get_or_insert(mb);
         }
         // `allow_internet` counts only when no network_mode or allowed_hosts is set.
@@ -321,15 +427,32 @@ impl TaskConfig {
             env.network_mode =
                 Some(if allow { NetworkMode::Public } else { NetworkMode::NoNetwork });
         }
-        Ok(config)
+        Ok(())
+    }
+
+    /// This environment's network policy (its baseline).
+    pub fn baseline_network(&self) -> NetworkPolicy {
+        NetworkPolicy {
+            mode: self.network_mode.unwrap_or(NetworkMode::Public),
+            hosts: self.allowed_hosts.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl TaskConfig {
+    /// The verifier's mode: `environment_mode`, else separate when
+    /// `[verifier.environment]` is set, else shared (Harbor's `_resolve_mode`).
+    pub fn verifier_mode(&self) -> VerifierMode {
+        match (self.verifier.environment_mode, &self.verifier.environment) {
+            (Some(mode), _) => mode,
+            (None, Some(_)) => VerifierMode::Separate,
+            (None, None) => VerifierMode::Shared,
+        }
     }
 
     /// The environment's network policy, the agent's baseline.
     pub fn baseline_network(&self) -> NetworkPolicy {
-        NetworkPolicy {
-            mode: self.environment.network_mode.unwrap_or(NetworkMode::Public),
-            hosts: self.environment.allowed_hosts.clone().unwrap_or_default(),
-        }
+        self.environment.baseline_network()
     }
 
     /// A phase's policy: its own when set, else the baseline.
@@ -338,17 +461,26 @@ impl TaskConfig {
         mode: Option<NetworkMode>,
         hosts: &Option<Vec<String>>,
     ) -> NetworkPolicy {
-        match (mode, hosts) {
-            (None, None) => self.baseline_network(),
-            (mode, hosts) => NetworkPolicy {
-                mode: mode.unwrap_or(if hosts.is_some() {
-                    NetworkMode::Allowlist
-                } else {
-                    NetworkMode::Public
-                }),
-                hosts: hosts.clone().unwrap_or_default(),
-            },
-        }
+        phase_over(mode, hosts, self.baseline_network())
+    }
+}
+
+/// A phase's policy: its own `mode`/`hosts` when set, else `baseline`.
+pub fn phase_over(
+    mode: Option<NetworkMode>,
+    hosts: &Option<Vec<String>>,
+    baseline: NetworkPolicy,
+) -> NetworkPolicy {
+    match (mode, hosts) {
+        (None, None) => baseline,
+        (mode, hosts) => NetworkPolicy {
+            mode: mode.unwrap_or(if hosts.is_some() {
+                NetworkMode::Allowlist
+            } else {
+                NetworkMode::Public
+            }),
+            hosts: hosts.clone().unwrap_or_default(),
+        },
     }
 }
 

@@ -60,6 +60,10 @@ pub struct CheckRecord {
     /// for the attempt's own sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// The service beside the sandbox it ran in (`Ctx::exec_in_service`), by
+    /// name; absent for the sandbox itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
 }
 
 /// One judge verdict on one criterion.

@@ -163,6 +163,14 @@ impl Sandbox for NamedSandbox {
         self.name_it(self.inner.exec(request).await)
     }
 
+    async fn exec_in_service(
+        &self,
+        service: &str,
+        command: &crate::exec::Command,
+    ) -> Result<ExecOutput, SandboxError> {
+        self.name_it(self.inner.exec_in_service(service, command).await)
+    }
+
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
         self.name_it(self.inner.kill(signal).await)
     }

@@ -45,6 +45,7 @@ pub(crate) fn record(out: &ExecOutput, oom_killed: bool) -> CheckRecord {
         stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
         changes: None,
         sandbox: None,
+        service: None,
     }
 }
 

@@ -266,6 +266,21 @@ impl Sandbox for DockerSandbox {
         shell_exec::exec(self, &self.pids, request).await
     }
 
+    async fn exec_in_service(
+        &self,
+        service: &str,
+        command: &crate::exec::Command,
+    ) -> Result<ExecOutput, SandboxError> {
+        match &self.services {
+            Some(services) => services.exec(service, command).await,
+            None => Err(SandboxError::EngineConfig {
+                message: format!(
+                    "failed to run a command in service {service}: the sandbox has no services"
+                ),
+            }),
+        }
+    }
+
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
         shell_exec::kill(self, signal).await
     }

@@ -379,6 +379,83 @@ impl Services {
         SandboxError::engine_says(format!("start service {name}"), format!("it {why}; {log}"))
     }
 
+    /// Runs `command` in service `name`'s container (see `Sandbox::exec_in_service`).
+    pub(super) async fn exec(
+        &self,
+        name: &str,
+        command: &Command,
+    ) -> Result<crate::exec::ExecOutput, SandboxError> {
+        let (_, id) =
+            self.started.iter().find(|(s, _)| s.service.name == name).ok_or_else(|| {
+                SandboxError::EngineConfig {
+                    message: format!(
+                        "failed to run a command in service {name}: there is no such service"
+                    ),
+                }
+            })?;
+        let began = Instant::now();
+        let created = self
+            .docker
+            .create_exec(
+                id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(command.argv().to_vec()),
+                    env: Some(command.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+                    working_dir: command.workdir.clone(),
+                    user: command.user.clone(),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| SandboxError::engine(format!("run a command in service {name}"), e))?;
+        let (mut out, mut err) = (
+            crate::exec::BoundedBuffer::new(crate::exec::CAPTURE_LIMIT),
+            crate::exec::BoundedBuffer::new(crate::exec::CAPTURE_LIMIT),
+        );
+        let run = async {
+            if let Ok(bollard::exec::StartExecResults::Attached { mut output, .. }) =
+                self.docker.start_exec(&created.id, None).await
+            {
+                while let Some(Ok(chunk)) = output.next().await {
+                    match chunk {
+                        bollard::container::LogOutput::StdOut { message } => out.push(&message),
+                        bollard::container::LogOutput::StdErr { message } => err.push(&message),
+                        _ => {}
+                    }
+                }
+            }
+        };
+        let timed_out = match command.timeout {
+            Some(limit) => tokio::time::timeout(limit, run).await.is_err(),
+            None => {
+                run.await;
+                false
+            }
+        };
+        let exit_code = match timed_out {
+            true => -1,
+            false => self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .ok()
+                .and_then(|i| i.exit_code)
+                .unwrap_or(-1),
+        };
+        Ok(crate::exec::ExecOutput {
+            command: command.display(),
+            exit_code,
+            stdout_bytes: out.total(),
+            stderr_bytes: err.total(),
+            stdout: out.into_string(),
+            stderr: err.into_string(),
+            duration_ms: began.elapsed().as_millis() as u64,
+            timed_out,
+        })
+    }
+
     /// Removes every service's container. Missing is fine.
     ///
     /// # Cancel safety

@@ -117,6 +117,7 @@ fn check(command: &str, exit_code: i64, duration_ms: u64) -> crate::record::Chec
         oom_killed: false,
         changes: None,
         sandbox: None,
+        service: None,
     }
 }
 
