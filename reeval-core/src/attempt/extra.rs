@@ -540,7 +540,7 @@ impl Attempt {
         let destroys = sandboxes.iter().map(|(name, sandbox)| async move {
             let limit = std::time::Duration::from_secs(30);
             match tokio::time::timeout(limit, sandbox.destroy()).await {
-                Ok(Ok(())) => None,
+                Ok(Ok(())) => Some(format!("sandbox {name} removed at teardown")),
                 Ok(Err(e)) => Some(format!(
                     "failed to remove sandbox {name}: {e}; the run's end sweep removes it"
                 )),

@@ -102,6 +102,10 @@ async fn extra_sandboxes_go_after_an_error_a_panic_and_a_timeout() {
     assert_eq!(outcome("panic"), Outcome::Fail(FailKind::Assertion));
     assert_eq!(outcome("timeout"), Outcome::Fail(FailKind::Timeout));
     assert_eq!((backend.created(), backend.live()), (3, 0), "every extra sandbox was removed");
+    for r in &records {
+        let said = r.events.iter().any(|e| e.message.contains("sandbox other removed at teardown"));
+        assert!(said, "{}: {:?}", r.eval, r.events);
+    }
 }
 
 #[tokio::test]
