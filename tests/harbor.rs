@@ -332,8 +332,11 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
         "failed to load Harbor task o/compose: docker-compose.yaml service db: key `privileged` is not supported"
     );
     // Volumes load (tests/harbor_volumes.rs runs them); a bind mount of the host's files is refused.
-    std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n    volumes: [\"/etc:/etc-of-host:ro\"]\n")
-        .unwrap();
+    std::fs::write(
+        &file,
+        "services:\n  db:\n    image: postgres:16\n    volumes: [\"/etc:/etc-of-host:ro\"]\n",
+    )
+    .unwrap();
     let e = reeval::harbor::tasks(&compose).unwrap_err().to_string();
     assert!(e.contains("service db: volumes: `/etc` is outside the task's directory"), "{e}");
     std::fs::remove_file(&file).unwrap();

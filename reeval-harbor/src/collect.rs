@@ -26,7 +26,8 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask, hooks: &[CollectConfig])
         let shell = if in_main { "bash" } else { "sh" };
         let mut cmd = Command::new(shell).arg("-c").arg(hook.command.clone()).timeout(limit);
         if in_main {
-            cmd = cmd.workdir(task.workdir());
+            // bash keeps a PWD naming its cwd: `pwd` says the workdir, as in Harbor.
+            cmd = cmd.workdir(task.workdir()).env("PWD", task.workdir());
         }
         if let Some(user) = &hook.user {
             cmd = cmd.user(user.spec());

@@ -149,9 +149,9 @@ fn task_path(dir: &Path, source: &str) -> Result<PathBuf, String> {
             "volumes: `{source}` is outside the task's directory, and a task must not mount the host's files"
         )
     };
-    let real = path
-        .canonicalize()
-        .map_err(|e| format!("volumes: the bind mount's source `{source}` cannot be found ({e})"))?;
+    let real = path.canonicalize().map_err(|e| {
+        format!("volumes: the bind mount's source `{source}` cannot be found ({e})")
+    })?;
     let task = task.canonicalize().map_err(|e| format!("volumes: the task's directory: {e}"))?;
     if !real.starts_with(&task) {
         return Err(refused());

@@ -34,7 +34,10 @@ async fn an_extra_sandbox_runs_its_phases_and_checks_under_its_name_and_goes() {
     let eval = Eval::new("graded_apart", |c| {
         Box::pin(async move {
             c.send("write out.txt the work").await?;
-            let env = Environment::new().env("ROLE", "verifier").setup("mkdir -p /logs");
+            let env = Environment::new()
+                .env("ROLE", "verifier")
+                .setup("mkdir -p /logs")
+                .mount(crate::environment::Mount::volume("logs", "/logs/shared").read_only());
             let v = c.start_sandbox("verifier", env).await?;
             assert!(c.copy_to_sandbox(&v, "out.txt", &[]).await?, "the file is there");
             assert!(!c.copy_to_sandbox(&v, "missing.txt", &[]).await?, "no such file");
@@ -64,6 +67,12 @@ async fn an_extra_sandbox_runs_its_phases_and_checks_under_its_name_and_goes() {
     // Its own sandbox: created second, with its own variables; both gone.
     let specs = backend.specs();
     assert_eq!(specs.len(), 2);
+    assert!(specs[0].mounts.is_empty());
+    assert_eq!(
+        specs[1].mounts,
+        [crate::environment::Mount::volume("logs", "/logs/shared").read_only()],
+        "its mounts reach the backend"
+    );
     let verifier_exec = backend
         .execs()
         .into_iter()

@@ -56,9 +56,10 @@ async fn a_task_with_mounts_is_refused_in_preflight_with_the_reason() {
     };
     let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new())
         .with_backend(Arc::new(backend()));
-    let eval = crate::eval::Eval::new("with-logs", |_c| Box::pin(async { Ok(()) })).environment(
-        || Environment::new().mount(Mount::volume("logs", "/var/log/tool").read_only()),
-    );
+    let eval =
+        crate::eval::Eval::new("with-logs", |_c| Box::pin(async { Ok(()) })).environment(|| {
+            Environment::new().mount(Mount::volume("logs", "/var/log/tool").read_only())
+        });
     let e = runner.run(vec![eval]).await.unwrap_err().to_string();
     assert!(
         e.contains(
