@@ -324,13 +324,35 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
     let file = compose.join("environment/docker-compose.yaml");
     std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n").unwrap();
     assert_eq!(reeval::harbor::tasks(&compose).expect("a service loads").len(), 1);
-    std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n    volumes: [\"./d:/d\"]\n")
+    std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n    privileged: true\n")
         .unwrap();
     let e = reeval::harbor::load(&compose).unwrap_err().to_string();
     assert_eq!(
         e,
-        "failed to load Harbor task o/compose: docker-compose.yaml service db: key `volumes` is not supported"
+        "failed to load Harbor task o/compose: docker-compose.yaml service db: key `privileged` is not supported"
     );
+    // Volumes load (tests/harbor_volumes.rs runs them); a bind mount of the host's files is refused.
+    std::fs::write(
+        &file,
+        "services:\n  db:\n    image: postgres:16\n    volumes: [\"/etc:/etc-of-host:ro\"]\n",
+    )
+    .unwrap();
+    let e = reeval::harbor::load(&compose).unwrap_err().to_string();
+    assert!(e.contains("service db: volumes: `/etc` is outside the task's directory"), "{e}");
+    std::fs::remove_file(&file).unwrap();
+
+    // What cannot be had here: that task alone is refused, naming the feature.
+    for (name, toml, says) in [
+        ("windows", "[environment]\nos = \"windows\"", "an OS other than linux ([environment].os)"),
+        ("gpus", "[environment]\ngpus = 1", "GPUs ([environment].gpus)"),
+        ("verifier-gpus", "[verifier.environment]\ngpus = 2", "GPUs ([verifier.environment].gpus)"),
+    ] {
+        let t = task(name, &format!("[task]\nname = \"o/{name}\"\n{toml}\n"));
+        let e = reeval::harbor::load(&t).unwrap_err();
+        assert!(matches!(e, reeval::harbor::HarborError::Unsupported { .. }), "{e}");
+        let e = e.to_string();
+        assert!(e.contains(&format!("Harbor task o/{name}")) && e.contains(says), "{e}");
+    }
 
     let unset = task(
         "unset",

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
-pub use crate::sandbox::{Condition, Healthcheck, Service};
+pub use crate::sandbox::{Condition, Healthcheck, Mount, MountSource, Service};
 pub use crate::sandbox::{Image, ImageSpec};
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
@@ -229,6 +229,8 @@ pub struct Environment {
     pub(crate) image_mapped_from: Option<MappedFrom>,
     /// Services started beside the sandbox (reeval-sandbox's `service.rs`).
     pub(crate) services: Vec<Service>,
+    /// The sandbox's mounts: volumes shared by name with its services, host paths.
+    pub(crate) mounts: Vec<Mount>,
 }
 
 impl Default for Environment {
@@ -262,6 +264,7 @@ impl Environment {
             setup_cache: Default::default(),
             image_mapped_from: None,
             services: Vec::new(),
+            mounts: Vec::new(),
         }
     }
 
@@ -411,6 +414,23 @@ impl Environment {
         self
     }
 
+    /// A mount in the sandbox: a volume made for it and shared by name with
+    /// its services that mount it too (a sidecar's log, read-only here:
+    /// `Mount::volume("logs", "/var/log/app").read_only()`), or a path of
+    /// this host (`Mount::host`; writable, through a copy made for the
+    /// sandbox). Volumes are made per sandbox, labelled with the run and
+    /// removed with the sandbox. Engines that cannot mount (Kubernetes), or
+    /// a host path on an engine elsewhere, refuse the eval in preflight.
+    pub fn mount(mut self, mount: Mount) -> Self {
+        self.mounts.push(mount);
+        self
+    }
+
+    /// Every mount of the sandbox and of its services.
+    pub(crate) fn all_mounts(&self) -> Vec<Mount> {
+        self.mounts.iter().chain(self.services.iter().flat_map(|s| &s.mounts)).cloned().collect()
+    }
+
     /// Whether this environment asks for a way out of the sandbox.
     pub(crate) fn wants_egress(&self) -> bool {
         !self.allow_egress.is_empty()
@@ -493,6 +513,7 @@ impl Environment {
             }
         }
         out.extend(crate::sandbox::service::problems(&self.services));
+        out.extend(crate::sandbox::mount::problems("the sandbox", &self.mounts));
         if self.limits.memory_bytes < 6 << 20 {
             out.push(format!(
                 "memory limit {} bytes is below Docker's minimum of 6 MiB",
@@ -548,6 +569,11 @@ impl Environment {
     /// The services started beside the sandbox.
     pub fn services(&self) -> &[Service] {
         &self.services
+    }
+
+    /// The sandbox's own mounts (its services' are theirs).
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
     }
 
     /// What the agent (and the setup, unless it has its own) may reach:

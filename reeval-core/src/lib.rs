@@ -60,7 +60,7 @@ mod workspace;
 pub use report::runs;
 
 // The surface most code needs, by name; the modules above hold the rest.
-pub use attempt::Ctx;
+pub use attempt::{Ctx, ExtraSandbox, InSandbox};
 pub use capture::{Artifact, Capture};
 pub use diff::{Change, Diff, FileChange, FileKind, Snapshot};
 pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};

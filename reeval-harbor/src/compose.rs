@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::error::HarborError;
-use reeval_core::environment::{Condition, Healthcheck, Image, Service};
+use reeval_core::environment::{Condition, Healthcheck, Image, Mount, Service};
 
 /// Harbor's name of the task's own container.
 pub const MAIN: &str = "main";
@@ -34,6 +34,8 @@ pub struct Compose {
     pub services: Vec<Service>,
     /// `main`'s `environment`, under `[environment].env` (which wins, as in Harbor).
     pub main_env: Vec<(String, String)>,
+    /// `main`'s `volumes`: the sandbox's mounts (`compose_volumes.rs`).
+    pub main_mounts: Vec<Mount>,
 }
 
 /// Keys of a service that are accepted and have no effect in reeval.
@@ -48,7 +50,7 @@ const IGNORED: &[&str] = &[
     "stop_signal",
 ];
 /// Keys of `main` that are accepted (see [`read`]).
-const MAIN_KEYS: &[&str] = &["environment", "depends_on", "image", "build"];
+const MAIN_KEYS: &[&str] = &["environment", "depends_on", "image", "build", "volumes"];
 
 /// Reads the compose file `text` of task `task`, whose `environment/` is `dir`.
 ///
@@ -75,12 +77,13 @@ pub fn read(
     let Value::Object(top) = doc else {
         return Err(fail("is not a mapping".into()));
     };
+    let mut volumes = Default::default();
     for (key, value) in &top {
         match key.as_str() {
             "services" | "version" | "name" => {}
             k if k.starts_with("x-") => {}
             "networks" => check_networks(value).map_err(&fail)?,
-            "volumes" if value.as_object().is_none_or(|v| v.is_empty()) => {}
+            "volumes" => volumes = super::compose_volumes::declared(value).map_err(&fail)?,
             other => return Err(fail(format!("key `{other}` is not supported"))),
         }
     }
@@ -96,10 +99,17 @@ pub fn read(
             Value::Null => &empty,
             _ => return Err(at("is not a mapping".into())),
         };
+        let mounts = match config.get("volumes") {
+            Some(v) => super::compose_volumes::mounts(name, v, dir, &volumes).map_err(at)?,
+            None => Vec::new(),
+        };
         if name == MAIN {
             out.main_env = read_main(task, dir, config, lookup).map_err(at)?;
+            out.main_mounts = mounts;
         } else {
-            out.services.push(read_service(name, dir, config, lookup).map_err(at)?);
+            let mut service = read_service(name, dir, config, lookup).map_err(at)?;
+            service.mounts = mounts;
+            out.services.push(service);
         }
     }
     // A dependency on `main` says nothing here: services start before the sandbox.
@@ -182,7 +192,7 @@ fn read_service(
     let mut s = Service::new(name, image);
     for (key, value) in config {
         match key.as_str() {
-            "image" | "build" => {}
+            "image" | "build" | "volumes" => {}
             "environment" => s.env.extend(environment(value, lookup)?),
             "env_file" => {
                 let files = strings(value, "env_file")?;

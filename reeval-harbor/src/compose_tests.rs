@@ -114,8 +114,8 @@ networks:
 fn unsupported_keys_are_refused_naming_the_service_and_the_key() {
     let cases = [
         (
-            "services:\n  db:\n    image: x\n    volumes: [\"./data:/data\"]\n",
-            "service db: key `volumes` is not supported",
+            "services:\n  db:\n    image: x\n    volumes: [\"data:/data\"]\n",
+            "service db: volumes: `data` is no volume declared in the top-level `volumes`",
         ),
         (
             "services:\n  db:\n    image: x\n    privileged: true\n",
@@ -187,4 +187,13 @@ fn durations_and_sizes_parse_as_compose_writes_them() {
     assert!(duration(&Value::String("5x".into())).is_err());
     assert_eq!(bytes(&Value::String("1g".into())).unwrap(), 1 << 30);
     assert_eq!(bytes(&serde_json::json!(1024)).unwrap(), 1024);
+}
+
+#[test]
+fn a_named_volume_is_shared_by_a_sidecar_and_main() {
+    let (c, _) = read_ok(
+        "services:\n  main:\n    volumes: [\"logs:/var/log/tool:ro\"]\n  tool:\n    image: x\n    volumes:\n      - type: volume\n        source: logs\n        target: /out\nvolumes:\n  logs: {}\n",
+    );
+    assert_eq!(c.main_mounts, [Mount::volume("logs", "/var/log/tool").read_only()]);
+    assert_eq!(c.services[0].mounts, [Mount::volume("logs", "/out")]);
 }

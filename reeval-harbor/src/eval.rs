@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::HarborError;
-use super::files::files_under;
 use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
 use reeval_core::egress::Egress;
 use reeval_core::environment::{Environment, Image, ImageSpec, WorkspaceDir};
@@ -67,6 +66,8 @@ pub struct HarborTask {
     /// Harbor's `--disable-verification`: the agent runs, the verifier does
     /// not, and the attempt passes with no reward.
     pub disable_verification: bool,
+    /// The verifier's own sandbox, when it does not share the agent's (`verifier_env.rs`).
+    pub separate_verifier: Option<super::verifier_env::SeparateVerifier>,
     image: ImageSpec,
     has_solution: bool,
 }
@@ -146,18 +147,8 @@ impl HarborTask {
             )?,
             false => Default::default(),
         };
-        if config.environment.os.as_deref().is_some_and(|os| !os.eq_ignore_ascii_case("linux")) {
-            return Err(unsupported("a task for an OS other than linux ([environment].os)"));
-        }
-        if config.environment.gpus.is_some_and(|g| g > 0) {
-            return Err(unsupported("a task that asks for GPUs ([environment].gpus)"));
-        }
-        if config.verifier.environment_mode.as_deref() == Some("separate")
-            || config.verifier.environment.is_some()
-            || dir.join("tests/Dockerfile").is_file()
-        {
-            return Err(unsupported("a separate verifier environment"));
-        }
+        super::verifier_env::refuse_unsupported(&name, &config.environment, "environment")?;
+        super::collect::check(&name, &config, &compose)?;
         if config.artifacts.iter().any(|a| {
             matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
         }) {
@@ -169,7 +160,11 @@ impl HarborTask {
                 message: "an artifact's source must not use `..`".into(),
             });
         }
-        if config.steps.is_none() && !dir.join("tests/test.sh").is_file() {
+        // A verifier image of its own holds its /tests.
+        let bundled = config.verifier_mode() == super::task::VerifierMode::Separate
+            && (dir.join("tests/Dockerfile").is_file()
+                || config.verifier.environment.as_ref().is_some_and(|e| e.docker_image.is_some()));
+        if config.steps.is_none() && !bundled && !dir.join("tests/test.sh").is_file() {
             return Err(missing(dir.join("tests/test.sh"), "the task has no verifier script"));
         }
         // A multi-step task's instructions are its steps'.
@@ -196,6 +191,8 @@ impl HarborTask {
                 ),
             });
         }
+        let separate_verifier =
+            super::verifier_env::read(&name, dir, &config, lookup, &image, &compose)?;
         let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
         let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
         let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
@@ -208,6 +205,7 @@ impl HarborTask {
             }),
         };
         Ok(Self {
+            separate_verifier,
             has_solution,
             step_instructions,
             step_verifier_envs,
@@ -250,7 +248,7 @@ impl HarborTask {
         sub: &str,
         prefix: &str,
     ) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
-        files_under(&self.name, &self.dir.join(sub), prefix)
+        super::files::task_files(&self.name, &self.dir, sub, prefix)
     }
 
     /// The agent's limit: `[agent].timeout_sec` × the multiplier, if any.
@@ -305,6 +303,9 @@ impl HarborTask {
         for service in &self.compose.services {
             env = env.service(service.clone());
         }
+        for mount in &self.compose.main_mounts {
+            env = env.mount(mount.clone());
+        }
         for (k, v) in &self.environment_env {
             env = env.env(k.clone(), v.clone());
         }
@@ -317,6 +318,11 @@ impl HarborTask {
         // The workdir's change of owner is a layer built on the task's image (once,
         // cached with it); the setup left (two mkdirs) is not worth a setup image.
         env = env.setup(setup_script()).setup_cache(false);
+        // `[environment.healthcheck]`, waited for before the agent (`healthcheck.rs`).
+        if let Some(h) = &self.config.environment.healthcheck {
+            let script = super::healthcheck::script(h);
+            env = env.setup_with_timeout(script, super::healthcheck::limit(h));
+        }
         let c = &self.config;
         match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
             NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),

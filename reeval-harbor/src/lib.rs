@@ -16,21 +16,29 @@
 //!   [`registry`]: `registry.json`; [`version`]: which version `-d NAME` means;
 //!   [`fetch`]: registry tasks fetched with git into a cache.
 //! - [`job`]: Harbor's job directory written from a run's records, beside them.
+//! - [`verifier_env`]: a separate verifier environment, a sandbox of its own.
 
+mod artifacts;
+mod collect;
 pub mod compose;
+mod compose_volumes;
 pub mod dataset;
 mod error;
 pub mod eval;
 pub mod fetch;
 pub mod files;
+mod healthcheck;
 pub mod job;
 mod keys;
 mod load;
+mod place;
 pub mod registry;
 pub mod reward;
 mod run;
+mod separate;
 mod steps;
 pub mod task;
+pub mod verifier_env;
 pub mod version;
 
 use std::path::Path;

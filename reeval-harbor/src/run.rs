@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET, quote};
+use super::place::Place;
 use super::reward::{self, REWARD_JSON, REWARD_TXT};
 use reeval_core::Ctx;
 use reeval_core::capture::Artifact;
@@ -51,6 +52,7 @@ fn expect_ok(out: ExecOutput, what: &str) -> Result<()> {
 /// reeval's execs costs a round trip to the engine).
 async fn copy_in_between(
     c: &mut Ctx,
+    place: Place<'_>,
     before: &str,
     files: &Files,
     after: &str,
@@ -58,7 +60,7 @@ async fn copy_in_between(
 ) -> Result<()> {
     let tar = reeval_core::sandbox::archive::tar_of(files)?;
     let script = format!("{before} && tar -x -o -C / && {after}");
-    expect_ok(c.exec(Command::shell(script).stdin(tar).user("0")).await?, what)
+    expect_ok(place.exec(c, Command::shell(script).stdin(tar).user("0")).await?, what)
 }
 
 /// Copies `files` into the workspace, owned by the agent's user (a step's `workdir/`).
@@ -78,37 +80,9 @@ pub(super) async fn turn(c: &mut Ctx, prompt: &str, limit: Option<Duration>) -> 
     }
 }
 
-/// The task's declared `artifacts`, kept as captures (`artifact-<path>`)
-/// after the agent and before the verifier, as Harbor collects them; a path
-/// that does not exist, or a directory with no file, is left out.
+/// The task's declared `artifacts`, kept as captures (see `artifacts.rs`).
 pub(super) async fn collect_artifacts(c: &mut Ctx, task: &HarborTask, prefix: &str) -> Result<()> {
-    let workdir = workdir(c).await?;
-    for entry in &task.config.artifacts {
-        let source = entry.source();
-        let path = if source.starts_with('/') {
-            source.to_string()
-        } else {
-            format!("{}/{source}", workdir.trim_end_matches('/'))
-        };
-        let kind = c
-            .exec(
-                Command::shell(format!(
-                    "if [ -d {0} ]; then [ -n \"$(find {0} -type f -print -quit)\" ] && echo dir; \
-                     elif [ -e {0} ]; then echo file; fi; true",
-                    quote(&path)
-                ))
-                .user("0"),
-            )
-            .await?;
-        let name = artifact_capture_name(&path);
-        let what = match kind.stdout.trim() {
-            "dir" => Artifact::dir(path),
-            "file" => Artifact::file(path),
-            _ => continue,
-        };
-        c.capture(&format!("{prefix}{name}"), what).await?;
-    }
-    Ok(())
+    super::artifacts::collect(c, task, &[], prefix).await
 }
 
 /// The capture name of a declared artifact at `path` (`artifact-srv-log-x.txt`),
@@ -151,15 +125,38 @@ pub(super) enum Graded {
 /// `tests/` copied to `/tests` now, `test.sh` run (its exit status ignored),
 /// the log directories captured, the reward read.
 pub(super) async fn verify(c: &mut Ctx, v: &Verifier) -> Result<Graded> {
-    let workdir = workdir(c).await?;
-    copy_in_between(
-        c,
-        &format!("rm -f {REWARD_TXT} {REWARD_JSON}"),
-        &v.tests,
-        "chmod +x /tests/test.sh",
-        "copy tests/ into /tests",
-    )
-    .await?;
+    verify_at(c, v, Place::Shared).await
+}
+
+/// [`verify`] where `place` says: the agent's sandbox, or the verifier's own
+/// (whose image may hold `/tests` already).
+pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Result<Graded> {
+    let (workdir, logs): (String, &[&str]) = match place {
+        Place::Shared => (workdir(c).await?, &LOG_DIRS),
+        // The agent's logs stay in its sandbox (`separate.rs` captures them there).
+        Place::Separate { workdir, .. } => (workdir.to_string(), &["/logs/verifier"]),
+    };
+    let clear = format!("rm -f {REWARD_TXT} {REWARD_JSON}");
+    match place {
+        Place::Separate { bundled_tests: true, .. } => {
+            let prepare = Command::shell(format!("{clear} && chmod +x /tests/test.sh")).user("0");
+            expect_ok(
+                place.exec(c, prepare).await?,
+                "prepare /tests/test.sh of the verifier's image",
+            )?;
+        }
+        _ => {
+            copy_in_between(
+                c,
+                place,
+                &clear,
+                &v.tests,
+                "chmod +x /tests/test.sh",
+                "copy tests/ into /tests",
+            )
+            .await?
+        }
+    }
     let mut run = Command::new("bash")
         .arg("-c")
         .arg(format!("{USER_HOME}(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"))
@@ -171,21 +168,21 @@ pub(super) async fn verify(c: &mut Ctx, v: &Verifier) -> Result<Graded> {
     if let Some(user) = &v.user {
         run = run.user(user.clone());
     }
-    let ran = c.exec(run).await?;
+    let ran = place.exec(c, run).await?;
     // One listing: the log directories holding a file, and the reward files.
     let listing = format!(
         "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; \
          [ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true",
-        LOG_DIRS.join(" ")
+        logs.join(" ")
     );
-    let present = c.exec(Command::shell(listing).user("0")).await?;
-    capture_logs(c, &v.prefix, &present.stdout).await?;
+    let present = place.exec(c, Command::shell(listing).user("0")).await?;
+    capture_logs(c, place, &v.prefix, &present.stdout).await?;
     if ran.timed_out {
         return Ok(Graded::TimedOut(v.timeout));
     }
     let has = |what: &str| present.stdout.lines().any(|l| l == what);
-    let json = if has("json") { Some(c.read_bytes(REWARD_JSON).await?) } else { None };
-    let txt = if has("txt") { Some(c.read_bytes(REWARD_TXT).await?) } else { None };
+    let json = if has("json") { Some(place.read_bytes(c, REWARD_JSON).await?) } else { None };
+    let txt = if has("txt") { Some(place.read_bytes(c, REWARD_TXT).await?) } else { None };
     Ok(match reward::parse(json.as_deref(), txt.as_deref()) {
         Ok(r) => Graded::Reward(r),
         Err(e) => Graded::NoReward(e.to_string()),
@@ -195,10 +192,15 @@ pub(super) async fn verify(c: &mut Ctx, v: &Verifier) -> Result<Graded> {
 /// `/logs/agent`, `/logs/verifier`, `/logs/artifacts` as captures, those of
 /// them `listed` (a line each) as holding a file: an empty directory has
 /// nothing to keep (and a capture of one fails).
-async fn capture_logs(c: &mut Ctx, prefix: &str, listed: &str) -> Result<()> {
+pub(super) async fn capture_logs(
+    c: &mut Ctx,
+    place: Place<'_>,
+    prefix: &str,
+    listed: &str,
+) -> Result<()> {
     for dir in listed.lines().filter(|d| LOG_DIRS.contains(d)) {
         let name = dir.trim_start_matches('/').replace('/', "-");
-        c.capture(&format!("{prefix}{name}"), Artifact::dir(dir)).await?;
+        place.capture(c, &format!("{prefix}{name}"), Artifact::dir(dir)).await?;
     }
     Ok(())
 }
@@ -253,6 +255,7 @@ pub(super) async fn solve(
 ) -> Result<()> {
     copy_in_between(
         c,
+        Place::Shared,
         "rm -rf /solution",
         solution,
         "chmod +x /solution/solve.sh",
@@ -289,6 +292,7 @@ pub(super) async fn solve(
 /// artifacts, then the verifier and its reward as the outcome.
 pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
     turn(c, &task.instruction, task.agent_timeout()).await?;
+    super::collect::run(c, &task.config.verifier.collect).await?;
     collect_artifacts(c, task, "").await?;
     if task.disable_verification {
         return Ok(());
@@ -300,7 +304,11 @@ pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         timeout: task.verifier_timeout(),
         prefix: String::new(),
     };
-    match verify(c, &verifier).await? {
+    let graded = match &task.separate_verifier {
+        Some(separate) => super::separate::verify(c, task, separate, &verifier).await?,
+        None => verify(c, &verifier).await?,
+    };
+    match graded {
         Graded::Reward(r) => judge(c, task, r, ""),
         other => Err(ungraded(task, other, "")),
     }

@@ -95,6 +95,9 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             });
             break;
         }
+        if let Some(h) = &step.healthcheck {
+            super::healthcheck::step(c, h, &step.name).await?;
+        }
         if oracle && index > 0 {
             // The first step's solution runs as the eval's oracle, at the first turn.
             let solution = step_files(task, step, "solution", false)?;
@@ -102,7 +105,10 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
                 .await?;
         }
         run::turn(c, &task.step_instructions[index], task.step_agent_timeout(step)).await?;
-        run::collect_artifacts(c, task, &prefix).await?;
+        let hooks: Vec<_> =
+            task.config.verifier.collect.iter().chain(&step.verifier.collect).cloned().collect();
+        super::collect::run(c, &hooks).await?;
+        super::artifacts::collect(c, task, &step.artifacts, &prefix).await?;
         if task.disable_verification {
             continue;
         }

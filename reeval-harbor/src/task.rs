@@ -55,6 +55,12 @@ pub struct StepConfig {
     /// Later steps run only when this step's reward reaches it.
     #[serde(default)]
     pub min_reward: Option<MinReward>,
+    /// Run until healthy after the step's setup, before its agent.
+    #[serde(default)]
+    pub healthcheck: Option<HealthcheckConfig>,
+    /// Artifacts of this step, after the task's.
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactEntry>,
 }
 
 /// A step's gate: a float gates the `reward` key; a table gates each key.
@@ -217,14 +223,87 @@ pub struct VerifierConfig {
     pub env: BTreeMap<String, String>,
     /// The verifier's user.
     pub user: Option<User>,
-    /// `shared` (supported) or `separate` (refused).
-    pub environment_mode: Option<String>,
-    /// A separate verifier environment (refused).
-    pub environment: Option<toml::Value>,
+    /// `shared` or `separate` (`verifier_env.rs`); unset: separate when
+    /// `environment` is set, else shared.
+    pub environment_mode: Option<VerifierMode>,
+    /// The separate verifier's environment (`[verifier.environment]`, the
+    /// schema of `[environment]`).
+    pub environment: Option<Box<EnvironmentConfig>>,
+    /// `[[verifier.collect]]`: commands run in compose services after the
+    /// agent and before the artifacts are collected (`collect.rs`).
+    pub collect: Vec<CollectConfig>,
     /// This phase's own network mode.
     pub network_mode: Option<NetworkMode>,
     /// This phase's own allowlist.
     pub allowed_hosts: Option<Vec<String>>,
+}
+
+/// Where the verifier runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifierMode {
+    /// In the agent's sandbox.
+    Shared,
+    /// In a sandbox of its own, started after the agent.
+    Separate,
+}
+
+/// One `[[verifier.collect]]` hook.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CollectConfig {
+    /// A shell command (`bash -c` in `main`, `sh -c` in a service).
+    pub command: String,
+    /// The compose service it runs in (`main` unless set).
+    #[serde(default = "main_service")]
+    pub service: String,
+    /// Its limit (60 s unless set).
+    #[serde(default = "collect_timeout")]
+    pub timeout_sec: f64,
+    /// Its user, when not the container's.
+    #[serde(default)]
+    pub user: Option<User>,
+}
+
+fn main_service() -> String {
+    "main".into()
+}
+
+fn collect_timeout() -> f64 {
+    60.0
+}
+
+/// `[environment.healthcheck]` (and a step's `healthcheck`), as Docker's HEALTHCHECK.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct HealthcheckConfig {
+    /// A shell command; exit 0 is healthy.
+    pub command: String,
+    /// Between checks after the start period (5 s).
+    #[serde(default = "five")]
+    pub interval_sec: f64,
+    /// One check's limit (30 s).
+    #[serde(default = "thirty")]
+    pub timeout_sec: f64,
+    /// Failures in it do not count (0 s).
+    #[serde(default)]
+    pub start_period_sec: f64,
+    /// Between checks during the start period (5 s).
+    #[serde(default = "five")]
+    pub start_interval_sec: f64,
+    /// Failures in a row that fail it (3).
+    #[serde(default = "three")]
+    pub retries: u32,
+}
+
+fn five() -> f64 {
+    5.0
+}
+
+fn thirty() -> f64 {
+    30.0
+}
+
+fn three() -> u32 {
+    3
 }
 
 impl Default for VerifierConfig {
@@ -235,6 +314,7 @@ impl Default for VerifierConfig {
             user: None,
             environment_mode: None,
             environment: None,
+            collect: Vec::new(),
             network_mode: None,
             allowed_hosts: None,
         }
@@ -271,6 +351,14 @@ pub struct EnvironmentConfig {
     pub network_mode: Option<NetworkMode>,
     /// The hosts of `allowlist`.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Run until healthy after the start, before the agent.
+    pub healthcheck: Option<HealthcheckConfig>,
+    /// MCP servers for the agent (read; not given to reeval's harnesses yet).
+    pub mcp_servers: Vec<toml::Value>,
+    /// A directory in the image whose skills go to the agent (read; not given yet).
+    pub skills_dir: Option<String>,
+    /// TPUs (refused).
+    pub tpu: Option<toml::Value>,
 }
 
 /// `[solution]`.
@@ -298,19 +386,37 @@ impl TaskConfig {
     pub fn parse(task: &str, text: &str) -> Result<Self, HarborError> {
         let parse = |message: String| HarborError::Parse { task: task.to_string(), message };
         let mut config: TaskConfig = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
-        let env = &mut config.environment;
+        config.environment.normalize().map_err(parse)?;
+        if let Some(env) = config.verifier.environment.as_mut() {
+            env.normalize().map_err(parse)?;
+        }
+        if config.verifier.environment_mode == Some(VerifierMode::Shared)
+            && config.verifier.environment.is_some()
+        {
+            return Err(parse(
+                "[verifier].environment_mode='shared' is incompatible with [verifier.environment]; either omit the environment or set environment_mode='separate'".into(),
+            ));
+        }
+        Ok(config)
+    }
+}
+
+impl EnvironmentConfig {
+    /// Maps the deprecated keys (`memory`, `storage`, `allow_internet`).
+    fn normalize(&mut self) -> Result<(), String> {
+        let env = self;
         if let Some(memory) = env.memory.take() {
-            let mb = size_to_mb(&memory).map_err(parse)?;
+            let mb = size_to_mb(&memory)?;
             if env.memory_mb.is_some_and(|m| m != mb) {
-                return Err(parse(format!(
+                return Err(format!(
                     "conflicting 'memory' and 'memory_mb' values: memory={memory:?} ({mb} MB) != memory_mb={}",
                     env.memory_mb.unwrap_or_default()
-                )));
+                ));
             }
             env.memory_mb.get_or_insert(mb);
         }
         if let Some(storage) = env.storage.take() {
-            let mb = size_to_mb(&storage).map_err(parse)?;
+            let mb = size_to_mb(&storage)?;
             env.storage_mb.get_or_insert(mb);
         }
         // `allow_internet` counts only when no network_mode or allowed_hosts is set.
@@ -321,15 +427,32 @@ impl TaskConfig {
             env.network_mode =
                 Some(if allow { NetworkMode::Public } else { NetworkMode::NoNetwork });
         }
-        Ok(config)
+        Ok(())
+    }
+
+    /// This environment's network policy (its baseline).
+    pub fn baseline_network(&self) -> NetworkPolicy {
+        NetworkPolicy {
+            mode: self.network_mode.unwrap_or(NetworkMode::Public),
+            hosts: self.allowed_hosts.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl TaskConfig {
+    /// The verifier's mode: `environment_mode`, else separate when
+    /// `[verifier.environment]` is set, else shared (Harbor's `_resolve_mode`).
+    pub fn verifier_mode(&self) -> VerifierMode {
+        match (self.verifier.environment_mode, &self.verifier.environment) {
+            (Some(mode), _) => mode,
+            (None, Some(_)) => VerifierMode::Separate,
+            (None, None) => VerifierMode::Shared,
+        }
     }
 
     /// The environment's network policy, the agent's baseline.
     pub fn baseline_network(&self) -> NetworkPolicy {
-        NetworkPolicy {
-            mode: self.environment.network_mode.unwrap_or(NetworkMode::Public),
-            hosts: self.environment.allowed_hosts.clone().unwrap_or_default(),
-        }
+        self.environment.baseline_network()
     }
 
     /// A phase's policy: its own when set, else the baseline.
@@ -338,17 +461,26 @@ impl TaskConfig {
         mode: Option<NetworkMode>,
         hosts: &Option<Vec<String>>,
     ) -> NetworkPolicy {
-        match (mode, hosts) {
-            (None, None) => self.baseline_network(),
-            (mode, hosts) => NetworkPolicy {
-                mode: mode.unwrap_or(if hosts.is_some() {
-                    NetworkMode::Allowlist
-                } else {
-                    NetworkMode::Public
-                }),
-                hosts: hosts.clone().unwrap_or_default(),
-            },
-        }
+        phase_over(mode, hosts, self.baseline_network())
+    }
+}
+
+/// A phase's policy: its own `mode`/`hosts` when set, else `baseline`.
+pub fn phase_over(
+    mode: Option<NetworkMode>,
+    hosts: &Option<Vec<String>>,
+    baseline: NetworkPolicy,
+) -> NetworkPolicy {
+    match (mode, hosts) {
+        (None, None) => baseline,
+        (mode, hosts) => NetworkPolicy {
+            mode: mode.unwrap_or(if hosts.is_some() {
+                NetworkMode::Allowlist
+            } else {
+                NetworkMode::Public
+            }),
+            hosts: hosts.clone().unwrap_or_default(),
+        },
     }
 }
 
@@ -412,116 +544,5 @@ fn template(value: &str) -> Option<(&str, Option<&str>)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deprecated_keys_are_mapped_and_unknown_keys_ignored() {
-        let c = TaskConfig::parse(
-            "t",
-            r#"
-            version = "1.0"
-            unknown_top = 3
-            [task]
-            name = "org/hello"
-            keywords = ["a", "b"]
-            other = "x"
-            [environment]
-            memory = "2G"
-            allow_internet = false
-            cpus = 1
-            [verifier]
-            env = { K = "v" }
-            "#,
-        )
-        .unwrap();
-        assert_eq!(c.schema_version.as_deref(), Some("1.0"));
-        assert_eq!(c.environment.memory_mb, Some(2048));
-        assert_eq!(c.environment.cpus, Some(1.0));
-        assert_eq!(c.baseline_network().mode, NetworkMode::NoNetwork);
-        assert_eq!(c.verifier.timeout_sec, 600.0);
-        assert_eq!(c.task.unwrap().keywords, ["a", "b"]);
-    }
-
-    #[test]
-    fn allow_internet_yields_to_network_mode() {
-        let c = TaskConfig::parse(
-            "t",
-            "[environment]\nallow_internet = false\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]",
-        )
-        .unwrap();
-        assert_eq!(c.baseline_network().mode, NetworkMode::Allowlist);
-        assert_eq!(c.baseline_network().hosts, ["pypi.org"]);
-    }
-
-    #[test]
-    fn conflicting_memory_is_an_error_naming_the_task() {
-        let e = TaskConfig::parse("org/x", "[environment]\nmemory = \"1G\"\nmemory_mb = 5")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("org/x") && e.contains("conflicting"), "{e}");
-    }
-
-    #[test]
-    fn templates_resolve_from_the_lookup() {
-        let env = BTreeMap::from([
-            ("A".to_string(), "${HOST_A}".to_string()),
-            ("B".to_string(), "${NOPE:-fallback}".to_string()),
-            ("C".to_string(), "literal ${NOT} a template".to_string()),
-            ("D".to_string(), "${EMPTY:-x}".to_string()),
-        ]);
-        let lookup = |v: &str| match v {
-            "HOST_A" => Some("a".to_string()),
-            "EMPTY" => Some(String::new()),
-            _ => None,
-        };
-        let got = resolve_env("t", "verifier", &env, lookup).unwrap();
-        assert_eq!(
-            got,
-            [
-                ("A".into(), "a".into()),
-                ("B".into(), "fallback".into()),
-                ("C".into(), "literal ${NOT} a template".into()),
-                ("D".into(), String::new()),
-            ]
-        );
-        let missing = BTreeMap::from([("K".to_string(), "${MISSING_VAR}".to_string())]);
-        let e = resolve_env("org/x", "solution", &missing, |_| None).unwrap_err().to_string();
-        assert!(
-            e.starts_with("failed to resolve") && e.contains("org/x") && e.contains("MISSING_VAR"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn steps_parse_and_their_rewards_combine_as_harbor_combines_them() {
-        let c = TaskConfig::parse(
-            "t",
-            "multi_step_reward_strategy = \"final\"\n[[steps]]\nname = \"one\"\nmin_reward = 0.5\n\
-             [[steps]]\nname = \"two\"\nmin_reward = { a = 1.0 }\n[steps.verifier]\nenv = { K = \"v\" }\n",
-        )
-        .unwrap();
-        let steps = c.steps.unwrap();
-        assert_eq!(steps[0].min_reward, Some(MinReward::Reward(0.5)));
-        assert_eq!(steps[1].verifier.timeout_sec, 600.0, "Harbor's default, not the task's");
-        assert_eq!(c.multi_step_reward_strategy, Some(RewardStrategy::Final));
-        let r = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
-            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-        };
-        let steps = [Some(r(&[("reward", 1.0), ("x", 1.0)])), None, Some(r(&[("reward", 0.0)]))];
-        assert_eq!(RewardStrategy::Mean.combine(&steps), Some(r(&[("reward", 0.5), ("x", 0.5)])));
-        assert_eq!(RewardStrategy::Final.combine(&steps), Some(r(&[("reward", 0.0)])));
-        assert_eq!(RewardStrategy::Final.combine(&steps[..2]), None);
-        assert_eq!(RewardStrategy::Mean.combine(&[None]), None);
-        assert_eq!(MinReward::Reward(0.5).failure(Some(&r(&[("reward", 0.5)]))), None);
-        assert!(MinReward::Keys(r(&[("a", 1.0)])).failure(Some(&r(&[]))).is_some());
-        assert!(MinReward::Reward(0.0).failure(None).unwrap().contains("-inf"));
-    }
-
-    #[test]
-    fn sizes_parse_as_harbor_parses_them() {
-        assert_eq!(size_to_mb("1.5G").unwrap(), 1536);
-        assert_eq!(size_to_mb(" 512m ").unwrap(), 512);
-        assert!(size_to_mb("12").is_err());
-    }
-}
+#[path = "task_tests.rs"]
+mod tests;

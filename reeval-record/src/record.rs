@@ -56,6 +56,14 @@ pub struct CheckRecord {
     /// changes are the check's: they are in no turn's diff, nor the final diff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::diff::Diff>,
+    /// The extra sandbox it ran in (`Ctx::start_sandbox`), by name; absent
+    /// for the attempt's own sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The service beside the sandbox it ran in (`Ctx::exec_in_service`), by
+    /// name; absent for the sandbox itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
 }
 
 /// One judge verdict on one criterion.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::{
-    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Preflight, RunNeeds, Sandbox,
+    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Mount, Preflight, RunNeeds, Sandbox,
     SandboxError, ServiceStart,
 };
 
@@ -80,6 +80,8 @@ pub struct SandboxSpec {
     pub main_process: Option<Vec<String>>,
     /// Services started beside it, in its network namespace (see [`Service`](crate::Service)).
     pub services: Vec<ServiceStart>,
+    /// Its mounts (see [`Mount`]): volumes it shares by name with its services, host paths.
+    pub mounts: Vec<Mount>,
 }
 
 /// The engine a backend talks to, as preflight reports it.
@@ -277,6 +279,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `Err` says why not, and preflight refuses an eval that has some.
     fn runs_services(&self) -> Result<(), String> {
         Err(format!("the {} backend cannot start services beside a sandbox", self.name()))
+    }
+
+    /// Whether this engine can give a sandbox (or its services) these
+    /// [`Mount`]s; `Err` says why not, and preflight refuses an eval that has
+    /// them. The default: no mounts at all.
+    fn mounts(&self, mounts: &[Mount]) -> Result<(), String> {
+        match mounts.first() {
+            None => Ok(()),
+            Some(m) => Err(format!(
+                "the {} backend cannot mount volumes or host paths into a sandbox ({})",
+                self.name(),
+                m.describe()
+            )),
+        }
     }
 
     /// Whether this engine keeps a setup cache ([`Backend::find_setup`],

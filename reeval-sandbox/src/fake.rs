@@ -237,6 +237,11 @@ impl Backend for FakeBackend {
         "fake"
     }
 
+    /// Mounts are taken, and kept in the spec a test reads ([`FakeBackend::specs`]); nothing is mounted.
+    fn mounts(&self, _mounts: &[crate::Mount]) -> Result<(), String> {
+        Ok(())
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
     }
@@ -465,6 +470,10 @@ impl Sandbox for FakeSandbox {
         let top = path.trim_end_matches('/').rsplit('/').next().unwrap_or("root").to_string();
         if under.is_empty() {
             return match files.get(path) {
+                // A file alone, named by its own name (as an engine's archive has it).
+                Some(Entry::File { mode, bytes }) if path != self.workdir => {
+                    archive::tar_of(&[(top, bytes.clone(), *mode)])
+                }
                 Some(entry) if path != self.workdir => {
                     archive::tar_of_tree("", &BTreeMap::from([(top, entry.clone())]))
                 }

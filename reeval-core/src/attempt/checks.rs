@@ -73,6 +73,22 @@ impl Attempt {
         Ok(out)
     }
 
+    /// A check in one of the sandbox's services (`Ctx::exec_in_service`).
+    pub(crate) async fn exec_in_service(
+        &mut self,
+        service: &str,
+        cmd: Command,
+    ) -> Result<ExecOutput> {
+        let handle = self.sandbox().await?;
+        let run = async { Ok(handle.sandbox().exec_in_service(service, &cmd).await?) };
+        let detail = |o: &ExecOutput| format!("service {service}: {}", lifecycle::check::detail(o));
+        let out = self.phases.run(Phase::Check, run, detail).await?;
+        let mut record = lifecycle::check::record(&out, false);
+        record.service = Some(service.to_string());
+        self.record.checks.push(record);
+        Ok(out)
+    }
+
     /// Before a check: the eval's own writes since the last listing
     /// (`write_file`) are listed now, so they are not taken for the check's.
     /// Costs nothing when the eval wrote nothing.

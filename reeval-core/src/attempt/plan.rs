@@ -56,6 +56,8 @@ pub(crate) struct CellPlan {
     /// The secrets the cell's attempts get: the environment's and the
     /// harness's credentials, resolved by preflight.
     pub(crate) secrets: Vec<Secret>,
+    /// The run's `[images]`, for the environments of extra sandboxes (`extra.rs`).
+    pub(crate) images: crate::image_map::ImageMap,
     /// The judge's keys (the chosen judge's, and each provider's default key
     /// found), resolved by preflight: for the host's judge calls alone. Kept
     /// apart from `secrets`, so that no broker, sandbox or check can take one.

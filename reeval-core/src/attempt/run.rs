@@ -175,6 +175,7 @@ impl Attempt {
             forwards: Vec::new(),
             oom_kills_seen: 0,
             solution,
+            extras: Vec::new(),
         }
     }
 

@@ -105,7 +105,7 @@ impl Attempt {
         Ok(ready)
     }
 
-    fn backend(&self) -> Result<Arc<dyn Backend>> {
+    pub(super) fn backend(&self) -> Result<Arc<dyn Backend>> {
         self.given
             .backend
             .clone()
@@ -156,7 +156,7 @@ impl Attempt {
         let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
         variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
         crate::sandbox::service::bypass_proxy(&mut variables, &given.env.services);
-        let without_services = given.env.services.is_empty();
+        let without_services = given.env.services.is_empty() && given.env.mounts.is_empty();
         let rules_file = given
             .harness
             .as_ref()
@@ -267,6 +267,7 @@ impl Attempt {
                         main_process,
                     );
                     spec.services = services;
+                    spec.mounts = given.env.mounts.clone();
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());

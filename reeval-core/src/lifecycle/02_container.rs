@@ -32,6 +32,7 @@ pub(crate) fn spec(
         network,
         main_process,
         services: Vec::new(),
+        mounts: Vec::new(),
     }
 }
 

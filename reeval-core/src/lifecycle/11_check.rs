@@ -44,6 +44,8 @@ pub(crate) fn record(out: &ExecOutput, oom_killed: bool) -> CheckRecord {
         stdout_tail: out.stdout_tail(CHECK_TAIL).to_string(),
         stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
         changes: None,
+        sandbox: None,
+        service: None,
     }
 }
 

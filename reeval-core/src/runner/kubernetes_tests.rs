@@ -43,3 +43,29 @@ async fn a_task_with_services_is_refused_in_preflight_with_the_reason() {
     );
     assert!(e.contains("run it on a Docker or Podman engine"), "{e}");
 }
+
+/// A volume a sidecar shares with the sandbox (a Harbor task's named volume):
+/// refused in preflight too, naming the eval, the mount and the engine.
+#[tokio::test]
+async fn a_task_with_mounts_is_refused_in_preflight_with_the_reason() {
+    use crate::environment::{Environment, Mount};
+    let config = crate::runner::RunConfig {
+        record_dir: std::env::temp_dir().join(format!("reeval-kube-mnt-{}", std::process::id())),
+        harnesses: vec!["oracle".into()],
+        ..Default::default()
+    };
+    let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new())
+        .with_backend(Arc::new(backend()));
+    let eval =
+        crate::eval::Eval::new("with-logs", |_c| Box::pin(async { Ok(()) })).environment(|| {
+            Environment::new().mount(Mount::volume("logs", "/var/log/tool").read_only())
+        });
+    let e = runner.run(vec![eval]).await.unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "eval with-logs has mounts that engine kubernetes cannot give: the kubernetes backend \
+             cannot mount volumes or host paths into a sandbox (volume logs at /var/log/tool (read-only))"
+        ),
+        "{e}"
+    );
+}

@@ -114,6 +114,7 @@ pub(super) fn plan(
         secrets,
         judge_keys,
         cannot_run: eval.options.cannot_run.clone(),
+        images: config.images.clone(),
     }
 }
 

@@ -55,9 +55,9 @@ impl Prestart {
         backend: &Arc<dyn Backend>,
     ) -> Option<Prestarted> {
         let cell = &plan.cell;
-        // A sandbox with a way out is made with its gateway, and one with services with
-        // them, in its container phase.
-        if cell.gateway || !cell.env.services.is_empty() {
+        // A sandbox with a way out is made with its gateway, and one with services or
+        // mounts with them, in its container phase.
+        if cell.gateway || !cell.env.services.is_empty() || !cell.env.mounts.is_empty() {
             return None;
         }
         let permit = self.ahead.clone().try_acquire_owned().ok()?;

@@ -305,6 +305,11 @@ impl Backend for KubeBackend {
                 message: format!("failed to create a pod: {why}"),
             });
         }
+        if let Err(why) = self.mounts(&spec.mounts) {
+            return Err(SandboxError::EngineConfig {
+                message: format!("failed to create a pod: {why}"),
+            });
+        }
         let name = pod::new_name();
         let owner = owner_label();
         // The policy first: the pod is never up without it.

@@ -116,6 +116,8 @@ fn check(command: &str, exit_code: i64, duration_ms: u64) -> crate::record::Chec
         stderr_tail: String::new(),
         oom_killed: false,
         changes: None,
+        sandbox: None,
+        service: None,
     }
 }
 

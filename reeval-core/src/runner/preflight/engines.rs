@@ -45,6 +45,7 @@ pub(super) async fn check(
     for engine in pool.iter().flat_map(|p| p.engines()) {
         let backend = engine.backend.as_ref();
         services(&engine.name, backend, evals, plans, misses);
+        mounts(&engine.name, backend, evals, plans, misses);
         match backend.ping().await {
             Ok(info) => {
                 engines.push(format!(
@@ -88,6 +89,28 @@ fn services(
                 names.join(", ")
             ),
         );
+    }
+}
+
+/// Evals with mounts (volumes, host paths), which only some engines can give: each one's miss.
+fn mounts(
+    engine: &str,
+    backend: &dyn Backend,
+    evals: &[Eval],
+    plans: &[Vec<Arc<CellPlan>>],
+    misses: &mut Misses,
+) {
+    for (i, cells) in plans.iter().enumerate() {
+        let Some(cell) = cells.iter().find(|c| c.cannot_run.is_none()) else { continue };
+        if let Err(why) = backend.mounts(&cell.env.all_mounts()) {
+            misses.eval(
+                i,
+                format!(
+                    "eval {} has mounts that engine {engine} cannot give: {why}",
+                    evals[i].name
+                ),
+            );
+        }
     }
 }
 
