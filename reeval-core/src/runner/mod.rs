@@ -45,9 +45,9 @@ pub use crate::report::events;
 mod fake_tests;
 #[cfg(all(test, feature = "kubernetes"))]
 mod kubernetes_tests;
+mod partition;
 pub(crate) mod plan;
 pub mod pool;
-mod partition;
 mod preflight;
 mod prestart;
 mod provenance;

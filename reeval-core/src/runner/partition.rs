@@ -3,7 +3,11 @@
 //! [`Partition`], and what the suite's `main` says of the part. How cells are
 //! dealt is [`crate::settings::Partition`]'s.
 
+use std::path::PathBuf;
+
+use super::RunConfig;
 use crate::eval::Eval;
+use crate::report::runs::RunsError;
 use crate::settings::Partition;
 
 /// The cells of a part, out of the cells selected.
@@ -50,9 +54,13 @@ impl Part {
             1 => "the 1 cell selected".to_string(),
             n => format!("the {n} cells selected"),
         };
-        let head = format!("partition {}: {} of {of} (eval × harness)", self.partition, self.cells.len());
+        let head =
+            format!("partition {}: {} of {of} (eval × harness)", self.partition, self.cells.len());
         if self.is_empty_of_some() {
-            return format!("partition {} holds none of {of}: this part runs nothing", self.partition);
+            return format!(
+                "partition {} holds none of {of}: this part runs nothing",
+                self.partition
+            );
         }
         if !named || self.cells.is_empty() {
             return head;
@@ -60,6 +68,43 @@ impl Part {
         let names: Vec<String> = self.cells.iter().map(|(e, h)| format!("{e} [{h}]")).collect();
         format!("{head}: {}", names.join(", "))
     }
+}
+
+/// Records a part with no cell as a run of nothing, without an engine: its
+/// `summary.json` (which names the part, so `reeval report` over every part
+/// sees all N) and `report.html`. Returns the run's directory.
+///
+/// # Errors
+/// [`RunsError::Io`] when the files cannot be written.
+pub(super) fn record_nothing(config: &RunConfig) -> Result<PathBuf, RunsError> {
+    let run_dir = config.record_dir.join(&config.run_id);
+    std::fs::create_dir_all(&run_dir).map_err(|source| RunsError::Io {
+        action: "create the run directory",
+        path: run_dir.clone(),
+        source,
+    })?;
+    let mut summary = super::summarize_priced(&config.run_id, &[], &config.prices);
+    summary.provenance =
+        super::provenance::of_run(std::time::SystemTime::now(), None, Default::default());
+    summary.suite = config.suite.clone();
+    summary.partition = config.partition.map(|p| p.to_string());
+    summary.exit_reason = "this part of the partitioned run holds no cell".into();
+    let report = super::RunReport {
+        run_id: config.run_id.clone(),
+        run_dir: run_dir.clone(),
+        records: Vec::new(),
+        summary,
+    };
+    // Nothing ran, so nothing can hold a secret.
+    let redactor = crate::secrets::Redactor::new(Vec::<&str>::new());
+    crate::report::runs::write_summary_and_report(
+        &report,
+        "summary.json",
+        "report.html",
+        &redactor,
+        &config.prices,
+    )?;
+    Ok(run_dir)
 }
 
 #[cfg(test)]
@@ -85,8 +130,12 @@ mod tests {
             "partition count:1/4: 2 of the 6 cells selected (eval × harness): a [shell], c [shell]"
         );
         assert_eq!(parts[3].cells, [("b".into(), "shell:alt".into())]);
-        assert_eq!(parts[3].said(false), "partition count:4/4: 1 of the 6 cells selected (eval × harness)");
-        let empty = Part::of("count:3/3".parse().unwrap(), &evals[..1], |_: &Eval| vec!["shell".into()]);
+        assert_eq!(
+            parts[3].said(false),
+            "partition count:4/4: 1 of the 6 cells selected (eval × harness)"
+        );
+        let empty =
+            Part::of("count:3/3".parse().unwrap(), &evals[..1], |_: &Eval| vec!["shell".into()]);
         assert!(empty.is_empty_of_some());
         assert_eq!(
             empty.said(true),

@@ -230,6 +230,18 @@ pub fn main_with_reporters(
     // selected but marked ignore are reported as ignored, as libtest does: a
     // suite of ignored evals is not a run of nothing that claims to pass. A
     // part of a partitioned run that got no cell is a part, not a mistake.
+    if empty_part && ignored.is_empty() {
+        return match super::partition::record_nothing(&runner.config) {
+            Ok(dir) => {
+                say(&format!("reeval: recorded the empty part in {}\n", dir.display()));
+                0
+            }
+            Err(e) => {
+                say(&format!("error: {e}\n"));
+                3
+            }
+        };
+    }
     if to_run.is_empty() && ignored.is_empty() && !settings.allow_empty && !empty_part {
         let why = nothing_selected(&args, &tags, &evals, rerun_of.as_deref());
         say(&format!(

@@ -87,13 +87,18 @@ impl FromStr for Partition {
     }
 }
 
-impl fmt::Display for Partition {
+impl fmt::Display for PartitionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.kind {
+        f.write_str(match self {
             PartitionKind::Hash => "hash",
             PartitionKind::Count => "count",
-        };
-        write!(f, "{kind}:{}/{}", self.part, self.of)
+        })
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}/{}", self.kind, self.part, self.of)
     }
 }
 
@@ -168,7 +173,10 @@ mod tests {
                     let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
                     assert!(max - min <= 1, "count:_/{of}: {sizes:?}");
                 } else if of > 1 {
-                    assert!(sizes.iter().all(|&n| n > 0), "hash:_/{of} spreads 150 cells: {sizes:?}");
+                    assert!(
+                        sizes.iter().all(|&n| n > 0),
+                        "hash:_/{of} spreads 150 cells: {sizes:?}"
+                    );
                 }
             }
         }
