@@ -321,7 +321,8 @@ mod tests {
         assert_eq!(again.summary.parts, ["p1", "p2"], "a rebuild keeps the parts");
         // The same runs again replace the combination; another run is refused.
         combine(&[p2.clone(), p1.clone()], &out, &PriceTable::default(), &redactor).unwrap();
-        let e = combine(&[p1.clone()], &out, &PriceTable::default(), &redactor).unwrap_err();
+        let e = combine(std::slice::from_ref(&p1), &out, &PriceTable::default(), &redactor)
+            .unwrap_err();
         assert!(e.to_string().contains("holds another run"), "{e}");
         let e =
             combine(&[p1.clone(), p2.clone()], &p1, &PriceTable::default(), &redactor).unwrap_err();
