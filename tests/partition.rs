@@ -149,6 +149,27 @@ async fn the_parts_of_a_partitioned_run_add_up_to_the_whole_run() {
                 assert!(cells(a).is_disjoint(&cells(b)), "{kind}: a cell in two parts");
             }
         }
+        if kind == "hash" {
+            // A part resumed stays its part, unless another is named, which is refused.
+            let id = parts[0].file_name().unwrap().to_str().unwrap().to_string();
+            let out = run(selected()
+                .args(["--resume", &id])
+                .arg("--record-dir")
+                .arg(record_dir.join("1")));
+            assert_eq!(out.status.code(), Some(1), "part 1's cells, one of which fails");
+            let resumed = common::json(&parts[0].join("summary.json"));
+            assert_eq!(resumed["partition"], "hash:1/3");
+            assert_eq!(resumed["cells"].as_array().unwrap().len(), cells(&parts[0]).len());
+            let out = run(selected()
+                .args(["--resume", &id, "--partition", "hash:2/3"])
+                .arg("--record-dir")
+                .arg(record_dir.join("1")));
+            assert_eq!(out.status.code(), Some(2));
+            assert!(
+                text(&out.stderr)
+                    .contains("it is part hash:1/3 of a partitioned run, not hash:2/3")
+            );
+        }
         if kind == "count" {
             // Dealt in turn: 3, 2 and 2 cells.
             let sizes: Vec<usize> = parts.iter().map(|p| cells(p).len()).collect();

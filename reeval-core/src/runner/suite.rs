@@ -145,10 +145,21 @@ pub fn main_with_reporters(
             suite.binary,
             kept.len()
         ));
+        let recorded = crate::report::runs::summaries(&run_dir).unwrap_or_default();
         // A compare run resumed is a later look at its comparison.
-        previous_comparison = crate::report::runs::summaries(&run_dir)
-            .ok()
-            .and_then(|s| s.into_iter().find_map(|s| s.comparison));
+        previous_comparison = recorded.iter().find_map(|s| s.comparison.clone());
+        // A part resumed is the same part: its cells, not the whole run's.
+        let part = recorded.iter().find_map(|s| s.partition.as_deref()?.parse().ok());
+        match (part, config.partition) {
+            (Some(p), None) => config.partition = Some(p),
+            (Some(p), Some(given)) if p != given => {
+                say(&format!(
+                    "error: failed to resume run {run_id}: it is part {p} of a partitioned run, not {given}\n"
+                ));
+                return 2;
+            }
+            _ => {}
+        }
         // Resuming a comparison without naming its arms again compares the same arms.
         if let Some(previous) = previous_comparison.as_ref().filter(|_| config.compare.is_none()) {
             match crate::compare::Arms::recorded(previous, &kept, &known_variants) {
@@ -211,13 +222,14 @@ pub fn main_with_reporters(
         rerun_of = Some(run.id);
     }
     let verbose = config.verbose;
+    let partition = config.partition;
     let mut runner = Runner::new(config, harnesses).resuming(kept);
     if let Some(cells) = only_cells {
         runner = runner.only_cells(cells);
     }
     // After every other selection, as nextest partitions: this part's cells only.
     let mut empty_part = false;
-    if let Some(p) = settings.partition {
+    if let Some(p) = partition {
         let part = Part::of(p, to_run.iter().copied(), |e| runner.harness_specs(e));
         say(&format!("reeval: {}\n", part.said(false)));
         let before = to_run.len();
