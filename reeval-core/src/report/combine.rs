@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use super::runs::{RunsError, merge_provenance, records, summaries, write_summary_and_report};
 use super::summary::{EXIT_INTERRUPTED, RunReport, settle_exit, summarize_priced};
+use crate::partition::Partition;
 use crate::prices::PriceTable;
 use crate::record::{Record, Summary};
 use crate::secrets::Redactor;
-use crate::settings::Partition;
 
 /// The name of a run: its directory's name.
 pub fn run_name(dir: &Path) -> String {
@@ -89,7 +89,7 @@ pub fn default_combined_dir(record_dir: &Path, run_dirs: &[PathBuf]) -> PathBuf 
     }
     let mut sorted = ids.clone();
     sorted.sort();
-    let hash = crate::settings::cell_hash(&sorted.join("\n"), "");
+    let hash = crate::partition::cell_hash(&sorted.join("\n"), "");
     record_dir.join(format!("{}+{}-more-{:08x}", ids[0], ids.len() - 1, hash >> 32))
 }
 

@@ -70,7 +70,7 @@ pub struct RunConfig {
     /// every eval's environment when the run starts.
     pub images: crate::image_map::ImageMap,
     /// The part of a partitioned run this is, recorded in the summary (the
-    /// cells are chosen by [`main`](super::main); see [`crate::settings::Partition`]).
+    /// cells are chosen by [`main`](super::main); see [`crate::partition`]).
     pub partition: Option<crate::settings::Partition>,
 }
 

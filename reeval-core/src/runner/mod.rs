@@ -45,7 +45,7 @@ pub use crate::report::events;
 mod fake_tests;
 #[cfg(all(test, feature = "kubernetes"))]
 mod kubernetes_tests;
-mod partition;
+mod part;
 pub(crate) mod plan;
 pub mod pool;
 mod preflight;

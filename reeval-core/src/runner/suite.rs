@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::partition::Part;
+use super::part::Part;
 use super::{Args, RunConfig, Runner};
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
@@ -243,7 +243,7 @@ pub fn main_with_reporters(
     // suite of ignored evals is not a run of nothing that claims to pass. A
     // part of a partitioned run that got no cell is a part, not a mistake.
     if empty_part && ignored.is_empty() {
-        return match super::partition::record_nothing(&runner.config) {
+        return match super::part::record_nothing(&runner.config) {
             Ok(dir) => {
                 say(&format!("reeval: recorded the empty part in {}\n", dir.display()));
                 0

@@ -36,7 +36,6 @@ pub mod args;
 mod env_files;
 pub mod file;
 mod parse;
-mod partition;
 pub mod render;
 pub mod table;
 #[cfg(test)]
@@ -52,7 +51,8 @@ pub use args::{Args, UsageError};
 pub use crate::sandbox::docker::EngineSpec;
 pub use env_files::{EnvFileError, SecretLookup};
 pub use file::{ConfigFileError, FILE_NAME, OneOrMore, SuiteConfig};
-pub use partition::{Partition, PartitionError, PartitionKind, cell_hash};
+// A partition is read here, and used by the runner and by reports of recorded runs.
+pub use crate::partition::{Partition, PartitionError, PartitionKind, cell_hash};
 // The Kubernetes backend's settings are the backend's data (reeval-sandbox/src/kubernetes/config.rs).
 pub use crate::sandbox::{GatewayAddress, KubernetesConfig};
 pub use variants::DeclaredVariant;

@@ -1,7 +1,7 @@
 //! One part of a partitioned run (`--partition hash:K/N`, `count:K/N`): the
 //! cells (eval × harness spec) of the evals selected, dealt by
 //! [`Partition`], and what the suite's `main` says of the part. How cells are
-//! dealt is [`crate::settings::Partition`]'s.
+//! dealt is [`crate::partition`]'s.
 
 use std::path::PathBuf;
 
