@@ -34,10 +34,19 @@ struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Rebuild a run's summary.json and report.html from its records
+    /// Rebuild a run's summary.json and report.html from its records, or combine several runs into one
+    #[command(
+        long_about = "Rebuild a run's summary.json and report.html from its records. Several runs \
+                      (the parts of a partitioned run) are read as one and written as one run \
+                      directory: their records and artifacts, and summary.json and report.html over \
+                      the union; an attempt recorded in two of them is an error."
+    )]
     Report {
-        /// A run directory (default: the last run under the record dir)
-        dir: Option<PathBuf>,
+        /// Run directories or run ids under the record dir (default: the last run)
+        runs: Vec<String>,
+        /// Where a combined run goes (default <record dir>/<RUN>+<RUN>+...)
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// List recorded runs, oldest first, with their figures
     Runs,
@@ -52,12 +61,13 @@ enum Command {
     #[command(
         long_about = "Compare two recorded runs (A the control, B the treatment), paired by eval and \
                       trial: a table here, an HTML page and its JSON figures written. RUN: a run \
-                      directory or a run id under the record dir."
+                      directory or a run id under the record dir, or several joined by commas, read \
+                      as one (the parts of a partitioned run: A1,A2 B1,B2)."
     )]
     Compare {
-        /// The control run
+        /// The control run (or runs, joined by commas)
         run_a: String,
-        /// The treatment run
+        /// The treatment run (or runs, joined by commas)
         run_b: String,
         /// Where the HTML page goes (default <record dir>/compare.<A>.vs.<B>.html; the JSON beside it)
         #[arg(long, value_name = "FILE")]
@@ -128,7 +138,7 @@ fn main() {
     let record_dir = record_dir.unwrap_or_else(commands::record_dir);
     let done = runtime.block_on(async {
         match cli.command {
-            Command::Report { dir } => commands::report(&record_dir, dir),
+            Command::Report { runs, out } => commands::report(&record_dir, &runs, out),
             Command::Runs => commands::runs(&record_dir),
             Command::Images { command } => match command.unwrap_or(ImagesCommand::List) {
                 ImagesCommand::List => commands::images_list().await,
@@ -173,7 +183,11 @@ mod tests {
     fn commands_parse() {
         assert!(matches!(
             parse(&["report", "runs/x", "--record-dir", "d"]).unwrap().command,
-            Command::Report { dir: Some(d) } if d == Path::new("runs/x")
+            Command::Report { runs, out: None } if runs == ["runs/x"]
+        ));
+        assert!(matches!(
+            parse(&["report", "a", "b", "--out", "ab"]).unwrap().command,
+            Command::Report { runs, out: Some(o) } if runs == ["a", "b"] && o == Path::new("ab")
         ));
         assert!(matches!(parse(&["images"]).unwrap().command, Command::Images { command: None }));
         assert!(matches!(

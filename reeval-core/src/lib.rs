@@ -43,6 +43,7 @@ pub mod llm;
 pub mod matchers;
 pub mod oracle;
 pub mod outcome;
+pub mod partition;
 mod progress;
 pub mod replay;
 pub mod report;

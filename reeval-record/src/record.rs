@@ -526,6 +526,12 @@ pub struct Summary {
     /// `None` for a run through the API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suite: Option<SuiteIdentity>,
+    /// The part of a partitioned run this run was (`hash:2/3`, `--partition`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// The runs this one combines (`reeval report RUN RUN...`): their run ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
 }
 
 /// Which suite binary made a run, and the evals it knows.

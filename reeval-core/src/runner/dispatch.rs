@@ -234,6 +234,7 @@ pub(crate) async fn dispatch(
     summary.comparison = runner.comparison(&all);
     summary.provenance = super::provenance::of_run(started, engine, harness_versions);
     summary.suite = config.suite.clone();
+    summary.partition = config.partition.map(|p| p.to_string());
     let interrupted = runner.shutdown.is_cancelled();
     let counted = (summary.exit_code, summary.exit_reason.clone());
     super::settle_exit(&mut summary, &counted, interrupted, &lost);

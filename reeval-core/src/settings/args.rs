@@ -84,6 +84,8 @@ pub struct Args {
     pub retries: Option<u32>,
     /// `--env-file PATH`: secrets and credentials for preflight (as `REEVAL_ENV_FILE`).
     pub env_file: Option<PathBuf>,
+    /// `--partition hash:K/N` or `count:K/N`: only this part's cells run.
+    pub partition: Option<super::Partition>,
 }
 
 /// A command line that cannot be understood (exit code 2).

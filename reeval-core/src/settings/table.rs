@@ -414,6 +414,22 @@ pub(crate) const REGRADE: Opt = Opt::new("regrade", Reeval)
          from the record (harness replay:RUN)",
     );
 
+pub(crate) const PARTITION: Opt = Opt::new("partition", Reeval)
+    .long("partition", |a, v| {
+        let flag = v.flag.clone();
+        let spec = v.text()?;
+        a.partition = Some(spec.parse().map_err(|e| UsageError(format!("{flag} {e}")))?);
+        Ok(())
+    })
+    .takes("KIND:K/N")
+    .env("REEVAL_PARTITION")
+    .defaults_to("the whole run")
+    .help(
+        "run part K of N of the cells (eval × harness), as cargo-nextest spells it: hash:K/N by \
+         a stable hash of each cell's name, count:K/N dealt in turn",
+    )
+    .more("(see [Split runs][split-runs])");
+
 pub(crate) const RETRIES: Opt = Opt::new("infra retries", Reeval)
     .long("retries", |a, v| {
         a.retries = Some(v.number()?);
@@ -576,6 +592,7 @@ pub const OPTIONS: &[Opt] = &[
     VS,
     VARIANT,
     REGRADE,
+    PARTITION,
     RETRIES,
     ENV_FILE,
     SETUP_CACHE_MAX,
