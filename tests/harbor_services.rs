@@ -288,7 +288,7 @@ services:
     ports: ["18000:8000"]
 "#,
     );
-    let e = reeval::harbor::tasks(&dir).expect_err("the task is refused").to_string();
+    let e = reeval::harbor::load(&dir).expect_err("the task is refused").to_string();
     assert!(
         e.contains(
             "failed to place services api and web beside the sandbox: both declare port 8000"

@@ -62,7 +62,8 @@ pub(super) async fn collect(
                      elif [ -e {0} ]; then echo file; fi; true",
                     quote(&path)
                 ))
-                .user("0"),
+                .user("0")
+                .step(format!("look for the artifact {path}")),
             )
             .await?;
         let name: String = path

@@ -37,7 +37,11 @@ pub(super) async fn workdir(c: &mut Ctx) -> Result<String> {
 fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {
     let tar =
         reeval_core::sandbox::archive::tar_owned_by(files, reeval_core::sandbox::AgentUser::ID)?;
-    Ok(Command::new("tar").args(["-x", "-C", dir]).stdin(tar).user("0"))
+    Ok(Command::new("tar")
+        .args(["-x", "-C", dir])
+        .stdin(tar)
+        .user("0")
+        .step(format!("copy the step's workdir/ into {dir}")))
 }
 
 fn expect_ok(out: ExecOutput, what: &str) -> Result<()> {
@@ -60,7 +64,8 @@ async fn copy_in_between(
 ) -> Result<()> {
     let tar = reeval_core::sandbox::archive::tar_of(files)?;
     let script = format!("{before} && tar -x -o -C / && {after}");
-    expect_ok(place.exec(c, Command::shell(script).stdin(tar).user("0")).await?, what)
+    let cmd = Command::shell(script).stdin(tar).user("0").step(what);
+    expect_ok(place.exec(c, cmd).await?, what)
 }
 
 /// Copies `files` into the workspace, owned by the agent's user (a step's `workdir/`).
@@ -110,7 +115,16 @@ pub(super) struct Verifier {
     pub(super) prefix: String,
 }
 
-/// What a verifier left.
+/// What a verifier left: its grade, and the end of its output.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Verified {
+    /// The reward, or why there is none.
+    pub(super) graded: Graded,
+    /// The end of `/logs/verifier/test-stdout.txt` (what `test.sh` printed).
+    pub(super) output: String,
+}
+
+/// A verifier's grade.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Graded {
     /// A reward.
@@ -124,13 +138,13 @@ pub(super) enum Graded {
 /// The verifier, as Harbor's `Verifier.verify`: stale rewards removed,
 /// `tests/` copied to `/tests` now, `test.sh` run (its exit status ignored),
 /// the log directories captured, the reward read.
-pub(super) async fn verify(c: &mut Ctx, v: &Verifier) -> Result<Graded> {
+pub(super) async fn verify(c: &mut Ctx, v: &Verifier) -> Result<Verified> {
     verify_at(c, v, Place::Shared).await
 }
 
 /// [`verify`] where `place` says: the agent's sandbox, or the verifier's own
 /// (whose image may hold `/tests` already).
-pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Result<Graded> {
+pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Result<Verified> {
     let (workdir, logs): (String, &[&str]) = match place {
         Place::Shared => (workdir(c).await?, &LOG_DIRS),
         // The agent's logs stay in its sandbox (`separate.rs` captures them there).
@@ -139,7 +153,9 @@ pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Re
     let clear = format!("rm -f {REWARD_TXT} {REWARD_JSON}");
     match place {
         Place::Separate { bundled_tests: true, .. } => {
-            let prepare = Command::shell(format!("{clear} && chmod +x /tests/test.sh")).user("0");
+            let prepare = Command::shell(format!("{clear} && chmod +x /tests/test.sh"))
+                .user("0")
+                .step("prepare /tests/test.sh of the verifier's image");
             expect_ok(
                 place.exec(c, prepare).await?,
                 "prepare /tests/test.sh of the verifier's image",
@@ -169,24 +185,64 @@ pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Re
         run = run.user(user.clone());
     }
     let ran = place.exec(c, run).await?;
-    // One listing: the log directories holding a file, and the reward files.
+    // One listing: the log directories holding a file, the reward files, and
+    // the end of what test.sh printed (for a failure to show).
     let listing = format!(
         "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; \
-         [ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; true",
+         [ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; \
+         echo {OUTPUT_MARK}; tail -c {OUTPUT_TAIL} {TEST_STDOUT} 2>/dev/null; true",
         logs.join(" ")
     );
-    let present = place.exec(c, Command::shell(listing).user("0")).await?;
-    capture_logs(c, place, &v.prefix, &present.stdout).await?;
+    let listing = Command::shell(listing).user("0").step("list what the verifier left");
+    let present = place.exec(c, listing).await?;
+    let (listed, output) =
+        present.stdout.split_once(&format!("{OUTPUT_MARK}\n")).unwrap_or((&present.stdout, ""));
+    let output = output.to_string();
+    capture_logs(c, place, &v.prefix, listed).await?;
     if ran.timed_out {
-        return Ok(Graded::TimedOut(v.timeout));
+        return Ok(Verified { graded: Graded::TimedOut(v.timeout), output });
     }
-    let has = |what: &str| present.stdout.lines().any(|l| l == what);
+    let has = |what: &str| listed.lines().any(|l| l == what);
     let json = if has("json") { Some(place.read_bytes(c, REWARD_JSON).await?) } else { None };
     let txt = if has("txt") { Some(place.read_bytes(c, REWARD_TXT).await?) } else { None };
-    Ok(match reward::parse(json.as_deref(), txt.as_deref()) {
+    let graded = match reward::parse(json.as_deref(), txt.as_deref()) {
         Ok(r) => Graded::Reward(r),
         Err(e) => Graded::NoReward(e.to_string()),
-    })
+    };
+    Ok(Verified { graded, output })
+}
+
+/// Where the verifier's output goes, as in Harbor.
+const TEST_STDOUT: &str = "/logs/verifier/test-stdout.txt";
+/// Where the oracle's output goes, as in Harbor.
+const ORACLE_OUTPUT: &str = "/logs/agent/oracle.txt";
+/// How much of an output a failure shows, at most.
+const OUTPUT_TAIL: usize = 2000;
+/// Separates the listing from the output's end in the listing's stdout.
+const OUTPUT_MARK: &str = "--- reeval: test-stdout.txt ---";
+
+/// What a failed attempt shows of why: the end of the verifier's output,
+/// and under the oracle the end of `solve.sh`'s.
+pub(super) async fn why(c: &mut Ctx, verifier_output: &str) -> String {
+    let mut out = shown("the verifier's output", TEST_STDOUT, verifier_output);
+    if c.runs_reference_solution() {
+        let oracle = c.read_bytes(ORACLE_OUTPUT).await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&oracle);
+        let tail = reeval_core::exec::tail(&text, OUTPUT_TAIL);
+        out.push_str(&shown("the oracle's output", ORACLE_OUTPUT, tail));
+    }
+    out
+}
+
+/// `\n<what> (<path>) ends:\n  | line…`, or says it was empty.
+fn shown(what: &str, path: &str, text: &str) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    if lines.is_empty() {
+        return format!("\n{what} ({path}) was empty");
+    }
+    let last = &lines[lines.len().saturating_sub(20)..];
+    let body: Vec<String> = last.iter().map(|l| format!("  | {l}")).collect();
+    format!("\n{what} ({path}) ends:\n{}", body.join("\n"))
 }
 
 /// `/logs/agent`, `/logs/verifier`, `/logs/artifacts` as captures, those of
@@ -212,6 +268,7 @@ pub(super) fn judge(
     task: &HarborTask,
     reward: BTreeMap<String, f64>,
     detail: &str,
+    why: &str,
 ) -> Result<()> {
     let threshold = task.reward_threshold;
     let passed = reward::passes(&reward, threshold);
@@ -221,22 +278,22 @@ pub(super) fn judge(
     if passed {
         Ok(())
     } else {
-        Err(Error::other(format!("reward {shown} is below {threshold}{detail}")))
+        Err(Error::other(format!("reward {shown} is below {threshold}{detail}{why}")))
     }
 }
 
 /// No reward is the task's failure to grade, never the agent's: a config
 /// outcome, not retried (Harbor: `RewardFileNotFoundError`, not retried, no
 /// reward). A verifier past its limit fails the attempt (see harbor.md).
-pub(super) fn ungraded(task: &HarborTask, graded: Graded, step: &str) -> Error {
+pub(super) fn ungraded(task: &HarborTask, graded: Graded, step: &str, output: &str) -> Error {
     match graded {
         Graded::TimedOut(limit) => Error::other(format!(
-            "the verifier of Harbor task {}{step} (tests/test.sh) timed out after {:.0}s, so there is no reward",
+            "the verifier of Harbor task {}{step} (tests/test.sh) timed out after {:.0}s, so there is no reward{output}",
             task.name,
             limit.as_secs_f64()
         )),
         Graded::NoReward(why) => Error::Config(format!(
-            "failed to grade Harbor task {}{step}: {why}; its tests/test.sh must write a reward (see captures/logs-verifier for test-stdout.txt)",
+            "failed to grade Harbor task {}{step}: {why}; its tests/test.sh must write a reward{output}",
             task.name
         )),
         Graded::Reward(_) => Error::other("a reward is not ungraded"),
@@ -281,7 +338,8 @@ pub(super) async fn solve(
         let code = if out.timed_out { "timeout".to_string() } else { out.exit_code.to_string() };
         c.exec(
             Command::shell(format!("printf %s {} > /logs/agent/exit-code.txt", quote(&code)))
-                .user("0"),
+                .user("0")
+                .step("keep solve.sh's exit code in /logs/agent/exit-code.txt"),
         )
         .await?;
     }
@@ -304,13 +362,15 @@ pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         timeout: task.verifier_timeout(),
         prefix: String::new(),
     };
-    let graded = match &task.separate_verifier {
+    let Verified { graded, output } = match &task.separate_verifier {
         Some(separate) => super::separate::verify(c, task, separate, &verifier).await?,
         None => verify(c, &verifier).await?,
     };
+    let passes = matches!(&graded, Graded::Reward(r) if reward::passes(r, task.reward_threshold));
+    let why = if passes { String::new() } else { why(c, &output).await };
     match graded {
-        Graded::Reward(r) => judge(c, task, r, ""),
-        other => Err(ungraded(task, other, "")),
+        Graded::Reward(r) => judge(c, task, r, "", &why),
+        other => Err(ungraded(task, other, "", &why)),
     }
 }
 

@@ -7,7 +7,7 @@
 use super::artifacts::{CONVENTION, Declared, declared};
 use super::eval::{HarborTask, LOG_DIRS};
 use super::place::Place;
-use super::run::{Graded, Verifier, capture_logs, verify_at};
+use super::run::{Verified, Verifier, capture_logs, verify_at};
 use super::verifier_env::{SANDBOX, SeparateVerifier};
 use reeval_core::Ctx;
 use reeval_core::error::Result;
@@ -19,13 +19,14 @@ pub(super) async fn verify(
     task: &HarborTask,
     separate: &SeparateVerifier,
     v: &Verifier,
-) -> Result<Graded> {
+) -> Result<Verified> {
     // The agent's logs stay in its sandbox: kept from there.
     let listing = format!(
         "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; true",
         LOG_DIRS.join(" ")
     );
-    let present = c.exec(Command::shell(listing).user("0")).await?;
+    let listing = Command::shell(listing).user("0").step("list the agent's logs");
+    let present = c.exec(listing).await?;
     let agents: String =
         present.stdout.lines().filter(|d| *d != "/logs/verifier").collect::<Vec<_>>().join("\n");
     capture_logs(c, Place::Shared, &v.prefix, &agents).await?;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::eval::{HarborTask, LOG_DIRS, quote};
-use super::run::{self, Files, Graded, Verifier};
+use super::run::{self, Files, Graded, Verified, Verifier};
 use super::task::{RewardStrategy, StepConfig};
 use reeval_core::Ctx;
 use reeval_core::error::{Error, Result};
@@ -49,6 +49,8 @@ pub(super) async fn oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
 struct StepResult {
     name: String,
     graded: Option<Graded>,
+    /// The end of its verifier's output.
+    output: String,
     /// The step's `min_reward` gate that stopped the steps after it.
     gated: Option<String>,
 }
@@ -83,7 +85,8 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             let dirs = LOG_DIRS.join(" ");
             c.exec(
                 Command::shell(format!("find {dirs} /tests -mindepth 1 -delete 2>/dev/null; true"))
-                    .user("0"),
+                    .user("0")
+                    .step("empty the log directories and /tests for the next step"),
             )
             .await?;
         }
@@ -91,6 +94,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             results.push(StepResult {
                 name: step.name.clone(),
                 graded: Some(Graded::NoReward(why)),
+                output: String::new(),
                 gated: None,
             });
             break;
@@ -124,7 +128,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             timeout: task.step_verifier_timeout(step),
             prefix,
         };
-        let graded = run::verify(c, &verifier).await?;
+        let Verified { graded, output } = run::verify(c, &verifier).await?;
         let reward = match &graded {
             Graded::Reward(r) => Some(r.clone()),
             _ => None,
@@ -132,7 +136,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         // No reward, or one under the step's gate, stops the steps after it.
         let gated = step.min_reward.as_ref().and_then(|m| m.failure(reward.as_ref()));
         let stop = reward.is_none() || gated.is_some();
-        results.push(StepResult { name: step.name.clone(), graded: Some(graded), gated });
+        results.push(StepResult { name: step.name.clone(), graded: Some(graded), output, gated });
         if stop {
             break;
         }
@@ -170,14 +174,19 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         .collect();
     let detail =
         format!(" (steps: {}; {} of {} ran)", shown.join(", "), results.len(), steps.len());
-    match strategy.combine(&rewards) {
-        Some(reward) => run::judge(c, task, reward, &detail),
+    let combined = strategy.combine(&rewards);
+    let passes = combined.as_ref().is_some_and(|r| super::reward::passes(r, task.reward_threshold));
+    // A failure shows the last step's verifier output (and the oracle's).
+    let last_output = results.last().map(|r| r.output.clone()).unwrap_or_default();
+    let why = if passes { String::new() } else { run::why(c, &last_output).await };
+    match combined {
+        Some(reward) => run::judge(c, task, reward, &detail, &why),
         None => {
             // No reward to combine: the last step's reason, as for one step.
             let last = results.pop().and_then(|r| r.graded.map(|g| (r.name, g)));
             match last {
                 Some((name, graded)) => {
-                    Err(run::ungraded(task, graded, &format!(" (step {name})")))
+                    Err(run::ungraded(task, graded, &format!(" (step {name})"), &why))
                 }
                 None => Err(Error::Config(format!(
                     "failed to grade Harbor task {}: it has no steps",

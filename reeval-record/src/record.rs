@@ -64,6 +64,11 @@ pub struct CheckRecord {
     /// name; absent for the sandbox itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
+    /// Set when the command was a step of the eval's own machinery (a Harbor
+    /// task's copy of `tests/` into the sandbox, a listing of what it left),
+    /// not a check the eval grades by: what the step does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
 }
 
 /// One judge verdict on one criterion.

@@ -421,15 +421,16 @@ impl Attempt {
     /// A check in the extra sandbox at `index`, recorded with its name.
     async fn exec_in_extra(&mut self, index: usize, cmd: Command) -> Result<ExecOutput> {
         let handle = self.extra_handle(index)?;
+        let step = cmd.step_name().map(str::to_string);
         let check = lifecycle::check::run(&handle, cmd, &[], |_| false);
         let name = self.extras[index].name.clone();
         let out = self
             .phases
             .run(Phase::Check, check, |o| {
-                format!("sandbox {name}: {}", lifecycle::check::detail(o))
+                format!("sandbox {name}: {}", lifecycle::check::detail(o, step.as_deref()))
             })
             .await?;
-        let mut record = lifecycle::check::record(&out, false);
+        let mut record = lifecycle::check::record(&out, false, step.as_deref());
         record.sandbox = Some(name);
         self.record.checks.push(record);
         Ok(out)

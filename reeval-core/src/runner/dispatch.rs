@@ -383,6 +383,9 @@ impl TrialRun {
     /// Runs the trial's tries; each one's record goes out in its `AttemptEnded` event.
     async fn run(self, mut plan: AttemptPlan) {
         if let Some(r) = super::config_stops::cannot_run(&plan) {
+            // It takes no slot, but its turn in the plan's order: later tries wait for it.
+            self.turnstile.wait_for(self.ticket).await;
+            self.turnstile.advance();
             let _ = self
                 .events
                 .send(RunEvent::AttemptEnded { record: Box::new(r), retry: Retry::Final });
