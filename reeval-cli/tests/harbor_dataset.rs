@@ -210,3 +210,54 @@ fn a_tasks_own_faults_are_its_config_named_once() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A failed attempt explains itself: the end of the verifier's output and of
+/// the oracle's is in the failure, in the console and in the HTML report; the
+/// run's own preparation shows as named steps, not as checks.
+#[test]
+fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
+    let root = temp("explains");
+    let tasks = root.join("tasks");
+    task(&tasks, "off-by-one", "[task]\nname = \"org/off-by-one\"\n", IMAGE);
+    let t = tasks.join("off-by-one");
+    std::fs::write(
+        t.join("tests/test.sh"),
+        "#!/bin/bash\necho 'collected 3 items'\necho 'FAILED test_answer: expected 42, got 41'\necho 0 > /logs/verifier/reward.txt\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("solution/solve.sh"), "#!/bin/bash\necho 'computing the answer: 41'\n")
+        .unwrap();
+    let runs = root.join("runs");
+    let (tasks_arg, runs_arg) = (tasks.display().to_string(), runs.display().to_string());
+    let out = reeval(&[
+        "harbor",
+        "run",
+        "-p",
+        &tasks_arg,
+        "-a",
+        "oracle",
+        "-v",
+        "--record-dir",
+        &runs_arg,
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "a fail\n{stdout}\n{stderr}");
+    let console = format!("{stdout}\n{stderr}");
+    for said in [
+        "reward {\"reward\":0.0} is below 1",
+        "the verifier's output (/logs/verifier/test-stdout.txt) ends:",
+        "  | FAILED test_answer: expected 42, got 41",
+        "the oracle's output (/logs/agent/oracle.txt) ends:",
+        "  | computing the answer: 41",
+    ] {
+        assert!(console.contains(said), "the console says {said:?}:\n{console}");
+    }
+    // -v: the copies and listings are steps by name, not checks of their command lines.
+    assert!(console.contains("check step copy tests/ into /tests: exited 0"), "{console}");
+    assert!(!console.contains("check rm -f /logs/verifier/reward.txt"), "{console}");
+    let run = std::fs::read_dir(&runs).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir());
+    let html = std::fs::read_to_string(run.expect("a run").join("report.html")).unwrap();
+    assert!(html.contains("FAILED test_answer: expected 42, got 41"), "the report shows it");
+    assert!(html.contains("step copy tests/ into /tests: exited 0"), "and its steps by name");
+    let _ = std::fs::remove_dir_all(&root);
+}
