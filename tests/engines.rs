@@ -277,3 +277,114 @@ async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
         "containers left on the second engine"
     );
 }
+
+/// A Harbor dataset on a pool of two engines: each task's image (its
+/// Dockerfile, and the layer that gives its workdir to the agent) is built
+/// on the engine that runs the attempt, through that engine's backend, and
+/// once per engine however many of the task's attempts run there.
+#[cfg_attr(
+    reeval_no_engines,
+    ignore = "no second engine here (scripts/engines.sh; REEVAL_REQUIRE_ENGINES=1 to fail instead)"
+)]
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn a_pool_builds_each_harbor_image_once_per_engine_that_runs_it() {
+    require_docker!();
+    let Some(url) = engine2() else { return };
+    let _one_at_a_time = ENGINE2.lock().await;
+    let local = "unix:///var/run/docker.sock".to_string();
+    // Four tasks, each a Dockerfile no engine has built yet (a nonce in it).
+    let dir = common::temp_dir("pool-harbor");
+    let nonce = format!("{}-{}", std::process::id(), reeval::runner::new_run_id());
+    for n in 1..=4 {
+        let t = dir.join(format!("task-{n}"));
+        for (path, text) in [
+            ("task.toml".to_string(), format!("[task]\nname = \"pool/task-{n}\"\n")),
+            ("instruction.md".into(), "Write the answer.".into()),
+            (
+                "environment/Dockerfile".into(),
+                format!(
+                    "FROM reeval/base:latest\nWORKDIR /app\nRUN echo {nonce}-{n} > /app/built-for.txt\n"
+                ),
+            ),
+            ("solution/solve.sh".into(), format!("#!/bin/bash\necho {n} > answer.txt\n")),
+            (
+                "tests/test.sh".into(),
+                format!(
+                    "#!/bin/bash\ngrep -qx {n} /app/answer.txt && grep -q {nonce}-{n} /app/built-for.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+                ),
+            ),
+        ] {
+            std::fs::create_dir_all(t.join(&path).parent().unwrap()).unwrap();
+            std::fs::write(t.join(&path), text).unwrap();
+        }
+    }
+    let evals = reeval::harbor::tasks(&dir).expect("the tasks load");
+    let config = RunConfig {
+        record_dir: common::temp_dir("pool-harbor-runs"),
+        threads: 4,
+        trials: Some(3),
+        harnesses: vec!["oracle".into()],
+        engines: vec![
+            EngineSpec { host: local.clone(), slots: Some(2) },
+            EngineSpec { host: url.clone(), slots: Some(2) },
+        ],
+        ..RunConfig::default()
+    };
+    let report =
+        Runner::new(config, reeval::harness_registry()).run(evals).await.expect("preflight");
+    let finals = report.final_records();
+    assert_eq!(finals.len(), 12);
+    for r in &finals {
+        assert_eq!(
+            r.outcome,
+            Outcome::Pass,
+            "{} #{} on {:?}: {:?}",
+            r.eval,
+            r.trial,
+            r.engine,
+            r.message
+        );
+        assert_eq!(r.workspace_dir.as_deref(), Some("/app"), "the task's workdir is the workspace");
+    }
+    let on = |host: &str| finals.iter().filter(|r| r.engine.as_deref() == Some(host)).count();
+    assert!(
+        on(&local) > 0 && on(&url) > 0,
+        "both engines ran tasks: {} and {}",
+        on(&local),
+        on(&url)
+    );
+    // Per engine and task: at most one attempt says its image was built (the others
+    // found it), and the image is on every engine that ran the task.
+    for host in [&local, &url] {
+        let backend = DockerBackend::connect_to(Some(host)).await.expect("the engine answers");
+        for n in 1..=4 {
+            let eval = format!("task-{n}");
+            let here: Vec<_> = report
+                .records
+                .iter()
+                .filter(|r| r.eval == eval && r.engine.as_deref() == Some(host.as_str()))
+                .collect();
+            let built = here
+                .iter()
+                .filter(|r| {
+                    r.phases.iter().any(|p| p.phase == "image" && p.detail.starts_with("built"))
+                })
+                .count();
+            assert!(built <= 1, "{eval} built {built} times on {host}");
+            if let Some(r) = here.first() {
+                let image = r.image.clone().expect("the record names its image");
+                assert!(
+                    backend.image_id(&image).await.unwrap().is_some(),
+                    "{image} of {eval} is on {host}, which ran it"
+                );
+            }
+        }
+    }
+    for host in [&local, &url] {
+        assert_eq!(leftovers(host, &report.run_id).await, (0, 0), "left on {host}");
+    }
+}
