@@ -16,6 +16,7 @@ use crate::ca::CertificateAuthority;
 use crate::error::GatewayError;
 use crate::gateway::GatewayOptions;
 use crate::rules::Policy;
+use crate::upstream_proxy::UpstreamProxy;
 
 /// Where the binary listens: `tcp:IP:PORT` or `unix:/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,9 +92,14 @@ pub struct Config {
     /// Upstream connect timeout in milliseconds (default 10000).
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
-    /// Let the sandbox reach non-public addresses (default false).
+    /// **Test-only**: let the sandbox reach every address (default false).
     #[serde(default)]
     pub allow_private_upstreams: bool,
+    /// Reach upstreams through the HTTP proxies of this process's own
+    /// environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`, also lowercase;
+    /// default false: directly), so a proxy's credentials are never on disk.
+    #[serde(default)]
+    pub upstream_proxy_from_env: bool,
     /// Read policies from stdin, one JSON object a line, each acknowledged on
     /// stdout as `{"policyApplied":N}` (the runner attached to a gateway container).
     #[serde(default)]
@@ -215,10 +221,15 @@ impl Config {
                 source,
             })?;
         }
+        let proxy = match self.upstream_proxy_from_env {
+            true => UpstreamProxy::from_env(|name| std::env::var(name).ok())?,
+            false => None,
+        };
         let mut options = GatewayOptions::default()
             .ca(ca)
             .webpki_roots(self.webpki_roots)
-            .allow_private_upstreams(self.allow_private_upstreams);
+            .allow_private_upstreams(self.allow_private_upstreams)
+            .upstream_proxy(proxy);
         for path in &self.extra_root_files {
             options = options.extra_root_pem(read(path)?);
         }
