@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use reeval_gateway::relay;
-use reeval_gateway::{Gateway, GatewayOptions};
+use reeval_gateway::{Gateway, GatewayOptions, HostRoots};
 
 use crate::egress::EgressSettings;
 use crate::error::{Error, Result};
@@ -32,6 +32,8 @@ pub(crate) struct RunEgress {
     pub(super) settings: EgressSettings,
     gateway: tokio::sync::OnceCell<std::result::Result<Arc<RunGateway>, String>>,
     remote: tokio::sync::OnceCell<std::result::Result<Arc<RemoteGateway>, String>>,
+    /// What this host trusts beyond the public roots, read once.
+    host_roots: std::sync::OnceLock<HostRoots>,
     /// Attempts given a socket so far: each gets a directory of its own.
     pub(super) attempts: AtomicU64,
 }
@@ -70,6 +72,44 @@ impl RunEgress {
         Self { settings, ..Self::default() }
     }
 
+    /// What this host's trust store adds to the public roots (a company's
+    /// CA, an intercepting proxy's): the gateway trusts it upstream and the
+    /// sandbox trusts it too.
+    pub(super) fn host_roots(&self) -> &HostRoots {
+        self.host_roots.get_or_init(HostRoots::load)
+    }
+
+    /// The gateway's upstream proxy as shown (credentials hidden), `` when it dials directly.
+    pub(super) fn proxy_shown(&self) -> String {
+        match self.settings.upstream_proxy.resolve(crate::settings::process_env) {
+            Ok(Some(proxy)) => proxy.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// The proxy variables a gateway container is given (it reads them
+    /// itself, so credentials in a proxy URL are never on disk).
+    pub(super) fn proxy_env(&self) -> Vec<(String, String)> {
+        use crate::egress::UpstreamProxySetting;
+        let env = crate::settings::process_env;
+        let names = ["https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"];
+        let mut vars: Vec<(String, String)> = match &self.settings.upstream_proxy {
+            UpstreamProxySetting::Direct => return Vec::new(),
+            UpstreamProxySetting::Environment => {
+                names.iter().filter_map(|n| env(n).map(|v| (n.to_string(), v))).collect()
+            }
+            UpstreamProxySetting::Url(url) => {
+                vec![("HTTPS_PROXY".into(), url.clone()), ("HTTP_PROXY".into(), url.clone())]
+            }
+        };
+        if !vars.is_empty() {
+            vars.extend(
+                ["no_proxy", "NO_PROXY"].iter().filter_map(|n| env(n).map(|v| (n.to_string(), v))),
+            );
+        }
+        vars
+    }
+
     pub(super) async fn remote(&self) -> Result<Arc<RemoteGateway>> {
         let made = self
             .remote
@@ -88,17 +128,27 @@ impl RunEgress {
     pub(super) async fn gateway(&self) -> Result<Arc<RunGateway>> {
         let started = self
             .gateway
-            .get_or_init(|| async { start_run_gateway(&self.settings).await.map(Arc::new) })
+            .get_or_init(|| async {
+                start_run_gateway(&self.settings, self.host_roots()).await.map(Arc::new)
+            })
             .await;
         started.clone().map_err(|e| Error::infra("start the egress gateway", e))
     }
 }
 
-async fn start_run_gateway(settings: &EgressSettings) -> std::result::Result<RunGateway, String> {
-    let mut options =
-        GatewayOptions::default().allow_private_upstreams(settings.allow_private_upstreams);
+async fn start_run_gateway(
+    settings: &EgressSettings,
+    host_roots: &HostRoots,
+) -> std::result::Result<RunGateway, String> {
+    let proxy = settings.upstream_proxy.resolve(crate::settings::process_env)?;
+    let mut options = GatewayOptions::default()
+        .allow_private_upstreams(settings.allow_private_upstreams)
+        .upstream_proxy(proxy);
     for pem in &settings.extra_roots_pem {
         options = options.extra_root_pem(pem.clone());
+    }
+    if host_roots.count > 0 {
+        options = options.extra_root_pem(host_roots.pem.clone());
     }
     for (host, addr) in &settings.resolve {
         options = options.resolve(host.clone(), *addr);
