@@ -162,12 +162,17 @@ fn ask(url: &str) -> String {
     )
 }
 
-fn asks_the_model(name: &'static str, url: String, env: impl Fn() -> Environment + Send + Sync + 'static) -> Eval {
+fn asks_the_model(
+    name: &'static str,
+    url: String,
+    env: impl Fn() -> Environment + Send + Sync + 'static,
+) -> Eval {
     Eval::new(name, move |c| {
         let prompt = ask(&url);
         Box::pin(async move {
             let turn = c.send(prompt).await?;
-            expect(turn.final_message.unwrap_or_default()).to_contain("hello from the internal model")?;
+            expect(turn.final_message.unwrap_or_default())
+                .to_contain("hello from the internal model")?;
             Ok(())
         })
     })
@@ -224,7 +229,10 @@ async fn an_internal_model_server_is_reached_only_with_the_opt_in() {
         InternalNet::PORT
     );
     assert!(message.contains(&named), "{message}");
-    assert!(message.contains("Environment::allow_internal, --allow-internal, REEVAL_ALLOW_INTERNAL"), "{message}");
+    assert!(
+        message.contains("Environment::allow_internal, --allow-internal, REEVAL_ALLOW_INTERNAL"),
+        "{message}"
+    );
     assert!(r.egress.iter().all(|e| !e.allowed && e.internal.is_none()), "{:#?}", r.egress);
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 
@@ -267,18 +275,23 @@ async fn the_hosts_own_addresses_and_metadata_stay_closed_whatever_the_opt_in_na
     let targets = [
         (format!("{}:{port}", net.host), "this host's own address"),
         (format!("{docker0}:{port}"), "this host's own address"),
-        ("169.254.169.254:80".to_string(), "a link-local address (where cloud metadata services answer)"),
+        (
+            "169.254.169.254:80".to_string(),
+            "a link-local address (where cloud metadata services answer)",
+        ),
     ];
     let shown = targets.clone();
     let eval = Eval::new("own_addresses", move |c| {
         let targets = targets.clone();
         Box::pin(async move {
             for (target, what) in &targets {
-                let out = c.send(format!("curl -s -m 10 -w ' %{{http_code}}' http://{target}/")).await?;
+                let out =
+                    c.send(format!("curl -s -m 10 -w ' %{{http_code}}' http://{target}/")).await?;
                 let said = out.final_message.unwrap_or_default();
                 expect(said.as_str()).to_contain(" 403")?;
                 expect(said.as_str()).to_contain(*what)?;
-                expect(said.as_str()).to_contain("which sandboxes never reach, whatever allow_internal says")?;
+                expect(said.as_str())
+                    .to_contain("which sandboxes never reach, whatever allow_internal says")?;
             }
             Ok(())
         })
@@ -310,23 +323,31 @@ const KEY: &str = "sk-proxy-REAL-0123456789abcdef";
 /// `Basic` of `user:p@ss`.
 const PROXY_AUTHORIZATION: &str = "Basic dXNlcjpwQHNz";
 
-#[cfg_attr(
-    reeval_no_docker,
-    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
-)]
-#[tokio::test(flavor = "multi_thread")]
-async fn a_brokered_request_goes_through_the_upstream_proxy_with_the_key_swapped() {
-    require_docker!();
+/// A brokered request to `api.test` (a `.test` name resolves nowhere: only
+/// the proxy knows where it is) through a CONNECT proxy on `bind`, the
+/// gateway where `engine` places it; on a remote engine the eval also tries
+/// the gateway container's own bridge, opened by name. Checks the upstream,
+/// the proxy, the record and the run's files; returns the gateway phase's detail.
+async fn through_the_proxy(tag: &str, bind: &str, engine: Option<String>) -> String {
     let pki = upstreams::TestPki::new();
-    // `.test` names resolve nowhere: only the proxy knows where they are.
-    let api = upstreams::upstream(Some(pki.server_config(&["api.test"])), upstreams::Behaviour::Echo).await;
-    let proxy = upstreams::ConnectProxy::start(vec![("api.test".into(), api.addr)], Some(PROXY_AUTHORIZATION)).await;
-    let eval = Eval::new("through_the_proxy", |c| {
+    let api =
+        upstreams::upstream(Some(pki.server_config(&["api.test"])), upstreams::Behaviour::Echo)
+            .await;
+    let routes = vec![("api.test".into(), api.addr)];
+    let proxy = upstreams::ConnectProxy::start_on(bind, routes, Some(PROXY_AUTHORIZATION)).await;
+    let remote = engine.is_some();
+    let eval = Eval::new("through_the_proxy", move |c| {
         Box::pin(async move {
             let turn = c
                 .send("curl -sS -m 10 https://api.test/v1/messages -H \"x-api-key: $REEVAL_T_PROXY_KEY\"")
                 .await?;
             expect(turn.final_message.unwrap_or_default()).to_equal("hello from upstream")?;
+            if remote {
+                // The gateway container's default route is the engine's bridge: never, even named.
+                let turn = c.send("curl -s -m 10 http://172.17.0.1:9/").await?;
+                let said = turn.final_message.unwrap_or_default();
+                expect(said.as_str()).to_contain("172.17.0.1, the gateway of the egress gateway's network")?;
+            }
             Ok(())
         })
     })
@@ -336,16 +357,21 @@ async fn a_brokered_request_goes_through_the_upstream_proxy_with_the_key_swapped
             .secret("REEVAL_T_PROXY_KEY")
             .broker("REEVAL_T_PROXY_KEY", Broker::header("api.test", "x-api-key"))
             .allow_egress("api.test")
+            .allow_egress("172.17.0.1")
+            .allow_internal("172.16.0.0/12")
     });
-    let env = common::env_file("proxy", &[("REEVAL_T_PROXY_KEY", KEY)]);
+    let env = common::env_file(tag, &[("REEVAL_T_PROXY_KEY", KEY)]);
     let proxy_url = format!("http://user:p%40ss@{}", proxy.addr);
-    let runner = common::runner_with("upstream-proxy", |c| {
+    let runner = common::runner_with(tag, |c| {
         c.env_file = Some(env);
         c.egress = EgressSettings {
             extra_roots_pem: vec![pki.ca_pem.clone()],
             upstream_proxy: UpstreamProxySetting::Url(proxy_url),
             ..Default::default()
         };
+        if let Some(host) = engine {
+            c.engines = vec![reeval::runner::pool::EngineSpec { host, slots: Some(1) }];
+        }
     });
     let report = runner.run(vec![eval]).await.expect("preflight");
     let r = &report.records[0];
@@ -362,12 +388,38 @@ async fn a_brokered_request_goes_through_the_upstream_proxy_with_the_key_swapped
     let entry = r.egress.iter().find(|e| e.host == "api.test").expect("recorded");
     assert_eq!((entry.route.as_str(), entry.status, entry.allowed), ("intercept", 200, true));
     assert_eq!(entry.brokered, ["REEVAL_T_PROXY_KEY"]);
-    let gateway = r.phases.iter().find(|p| p.phase == "gateway").unwrap();
-    let shown = format!("through the upstream proxy http://***@{}", proxy.addr);
-    assert!(gateway.detail.contains(&shown), "{}", gateway.detail);
     let written = common::all_files_text(&report.run_dir);
     for secret in [KEY, "p@ss", "p%40ss", PROXY_AUTHORIZATION] {
         assert!(!written.contains(secret), "{secret} reached a file the run wrote");
     }
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
+    let gateway = r.phases.iter().find(|p| p.phase == "gateway").unwrap();
+    let shown = format!("through the upstream proxy http://***@{}", proxy.addr);
+    assert!(gateway.detail.contains(&shown), "{}", gateway.detail);
+    gateway.detail.clone()
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_brokered_request_goes_through_the_upstream_proxy_with_the_key_swapped() {
+    require_docker!();
+    through_the_proxy("upstream-proxy", "127.0.0.1:0", None).await;
+}
+
+/// The same from a gateway container next to the sandbox (a remote engine:
+/// here the local one reached over TCP), which takes the proxy from its
+/// configuration and reaches it on the engine's bridge.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gateway_container_goes_through_the_upstream_proxy_too() {
+    require_docker!();
+    let engine = common::engine_over_tcp().await;
+    let detail = through_the_proxy("upstream-proxy-remote", "172.17.0.1:0", Some(engine)).await;
+    assert!(detail.contains("a container next to the sandbox"), "{detail}");
 }

@@ -411,12 +411,17 @@ fn internal_addresses(host: &str) -> Result<Vec<std::net::IpAddr>, String> {
     let internal = |ip: &std::net::IpAddr| match ip {
         std::net::IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();
-            v4.is_private() || v4.is_documentation() || (a == 198 && (b == 18 || b == 19)) || a >= 240
+            v4.is_private()
+                || v4.is_documentation()
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240
         }
         std::net::IpAddr::V6(v6) => v6.is_unique_local(),
     };
     if found.is_empty() || !found.iter().all(internal) {
-        return Err(format!("{host} resolves to {found:?} here, not to a mirror's private or reserved address"));
+        return Err(format!(
+            "{host} resolves to {found:?} here, not to a mirror's private or reserved address"
+        ));
     }
     Ok(found)
 }
@@ -439,7 +444,10 @@ async fn a_verifier_reaches_pypi_on_a_reserved_address_only_with_the_opt_in() {
         match internal_addresses(host) {
             Ok(found) => opened.extend(found.iter().map(|ip| ip.to_string())),
             Err(why) => {
-                assert!(!common::docker_required(), "{why}: this test needs PyPI behind a mirror or an intercepting proxy on a private or reserved address, as on the machines it runs on (REEVAL_REQUIRE_DOCKER=1: nothing may skip)");
+                assert!(
+                    !common::docker_required(),
+                    "{why}: this test needs PyPI behind a mirror or an intercepting proxy on a private or reserved address, as on the machines it runs on (REEVAL_REQUIRE_DOCKER=1: nothing may skip)"
+                );
                 eprintln!("SKIPPED, NOT TESTED: {why}");
                 return;
             }
@@ -474,12 +482,23 @@ async fn a_verifier_reaches_pypi_on_a_reserved_address_only_with_the_opt_in() {
     assert!(message.contains("--allow-internal"), "{message}");
 
     let reached = run("harbor-pip-open", opened.clone()).await;
-    assert_eq!(reached.outcome, Outcome::Pass, "{:?}\negress: {:#?}", reached.message, reached.egress);
+    assert_eq!(
+        reached.outcome,
+        Outcome::Pass,
+        "{:?}\negress: {:#?}",
+        reached.message,
+        reached.egress
+    );
     assert_eq!(reward(&reached), one("reward", 1.0));
-    let pypi: Vec<_> = reached.egress.iter().filter(|e| e.host == "pypi.org" || e.host == "files.pythonhosted.org").collect();
+    let pypi: Vec<_> = reached
+        .egress
+        .iter()
+        .filter(|e| e.host == "pypi.org" || e.host == "files.pythonhosted.org")
+        .collect();
     assert!(pypi.len() >= 2, "the index and the wheel: {:#?}", reached.egress);
     assert!(
-        pypi.iter().all(|e| e.allowed && e.internal.as_ref().is_some_and(|i| opened.contains(&i.addr))),
+        pypi.iter()
+            .all(|e| e.allowed && e.internal.as_ref().is_some_and(|i| opened.contains(&i.addr))),
         "each recorded as opened by the opt-in: {pypi:#?}"
     );
 }

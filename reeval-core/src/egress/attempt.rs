@@ -340,7 +340,6 @@ fn container_request(
     remote: &RemoteGateway,
     labels: &BTreeMap<String, String>,
 ) -> GatewayRequest {
-    let proxy_env = run.proxy_env();
     let mut files = vec![
         (format!("{CONTAINER_DIR}/ca.pem"), remote.ca.cert_pem().as_bytes().to_vec(), 0o644),
         (
@@ -356,7 +355,7 @@ fn container_request(
         files.push((path.clone(), pem.clone().into_bytes(), 0o644));
         roots.push(path);
     }
-    let config = serde_json::json!({
+    let mut config = serde_json::json!({
         "listen": format!("tcp:0.0.0.0:{CONTAINER_PORT}"),
         "policyFromStdin": true,
         "ca": { "certFile": format!("{CONTAINER_DIR}/ca.pem"), "keyFile": format!("{CONTAINER_DIR}/ca.key") },
@@ -365,10 +364,14 @@ fn container_request(
         "extraRootFiles": roots,
         "resolve": run.settings.resolve.iter().map(|(h, a)| serde_json::json!({ "host": h, "addr": a.to_string() })).collect::<Vec<_>>(),
         "allowPrivateUpstreams": run.settings.allow_private_upstreams,
-        "upstreamProxyFromEnv": !proxy_env.is_empty(),
     });
-    files.push((format!("{CONTAINER_DIR}/config.json"), config.to_string().into_bytes(), 0o644));
-    let mut env: Vec<(String, secrecy::SecretString)> = plan
+    let proxy = run.proxy_config();
+    if !proxy.is_null() {
+        config["upstreamProxy"] = proxy;
+    }
+    // Readable by the gateway only: a proxy URL may hold credentials.
+    files.push((format!("{CONTAINER_DIR}/config.json"), config.to_string().into_bytes(), 0o600));
+    let env = plan
         .binding_configs
         .iter()
         .map(|(c, value)| {
@@ -378,8 +381,6 @@ fn container_request(
             )
         })
         .collect();
-    // A proxy URL may hold credentials: as secrets, like the brokered keys.
-    env.extend(proxy_env.into_iter().map(|(k, v)| (k, secrecy::SecretString::from(v))));
     GatewayRequest {
         labels: labels.clone(),
         binary: remote.binary.clone(),

@@ -87,27 +87,26 @@ impl RunEgress {
         }
     }
 
-    /// The proxy variables a gateway container is given (it reads them
-    /// itself, so credentials in a proxy URL are never on disk).
-    pub(super) fn proxy_env(&self) -> Vec<(String, String)> {
+    /// The upstream proxy as a gateway container's configuration takes it
+    /// (`null`: directly). Its URLs may hold credentials: the file is the gateway's only.
+    pub(super) fn proxy_config(&self) -> serde_json::Value {
         use crate::egress::UpstreamProxySetting;
         let env = crate::settings::process_env;
-        let names = ["https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"];
-        let mut vars: Vec<(String, String)> = match &self.settings.upstream_proxy {
-            UpstreamProxySetting::Direct => return Vec::new(),
-            UpstreamProxySetting::Environment => {
-                names.iter().filter_map(|n| env(n).map(|v| (n.to_string(), v))).collect()
-            }
-            UpstreamProxySetting::Url(url) => {
-                vec![("HTTPS_PROXY".into(), url.clone()), ("HTTP_PROXY".into(), url.clone())]
-            }
+        let first = |names: [&str; 2]| {
+            names.into_iter().find_map(|n| env(n).filter(|v| !v.trim().is_empty()))
         };
-        if !vars.is_empty() {
-            vars.extend(
-                ["no_proxy", "NO_PROXY"].iter().filter_map(|n| env(n).map(|v| (n.to_string(), v))),
-            );
+        let no_proxy = first(["no_proxy", "NO_PROXY"]).unwrap_or_default();
+        let (https, http) = match &self.settings.upstream_proxy {
+            UpstreamProxySetting::Direct => return serde_json::Value::Null,
+            UpstreamProxySetting::Environment => {
+                (first(["https_proxy", "HTTPS_PROXY"]), first(["http_proxy", "HTTP_PROXY"]))
+            }
+            UpstreamProxySetting::Url(url) => (Some(url.clone()), Some(url.clone())),
+        };
+        if https.is_none() && http.is_none() {
+            return serde_json::Value::Null;
         }
-        vars
+        serde_json::json!({ "https": https, "http": http, "noProxy": no_proxy })
     }
 
     pub(super) async fn remote(&self) -> Result<Arc<RemoteGateway>> {

@@ -249,9 +249,7 @@ impl UpstreamProxySetting {
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> std::result::Result<Option<reeval_gateway::UpstreamProxy>, String> {
-        let no_proxy = || {
-            ["no_proxy", "NO_PROXY"].into_iter().find_map(|n| env(n)).unwrap_or_default()
-        };
+        let no_proxy = || ["no_proxy", "NO_PROXY"].into_iter().find_map(&env).unwrap_or_default();
         match self {
             UpstreamProxySetting::Environment => {
                 reeval_gateway::UpstreamProxy::from_env(&env).map_err(|e| e.to_string())

@@ -40,7 +40,10 @@ pub(crate) fn note(entries: &[EgressEntry]) -> Option<String> {
         })
         .collect();
     if groups.len() > NAMED {
-        named.push(format!("and {} more hosts (the record's egress lists them)", groups.len() - NAMED));
+        named.push(format!(
+            "and {} more hosts (the record's egress lists them)",
+            groups.len() - NAMED
+        ));
     }
     let count = refused.len();
     let plural = if count == 1 { "request" } else { "requests" };
@@ -60,7 +63,8 @@ fn reason(e: &EgressEntry) -> String {
                                       (a Harbor task's allowed_hosts) opens a host"
             .into(),
         Some(Refusal::Internal { addr, what }) => {
-            let host = if e.host == addr.to_string() { String::new() } else { format!("{} or ", e.host) };
+            let host =
+                if e.host == addr.to_string() { String::new() } else { format!("{} or ", e.host) };
             format!("resolves to {addr}, {what}: open it with allow_internal ({host}{addr})")
         }
         Some(Refusal::Closed { addr, what }) => {
@@ -87,8 +91,10 @@ mod tests {
     #[test]
     fn refusals_are_named_with_what_would_open_them() {
         assert_eq!(note(&[entry("ok.test", None)]), None);
-        let reserved =
-            Refusal::Internal { addr: "203.0.113.80".parse().unwrap(), what: "a reserved address".into() };
+        let reserved = Refusal::Internal {
+            addr: "203.0.113.80".parse().unwrap(),
+            what: "a reserved address".into(),
+        };
         let n = note(&[
             entry("pypi.org", Some(reserved.clone())),
             entry("pypi.org", Some(reserved)),

@@ -58,9 +58,10 @@ pub use vars::{cache_dir, parse_bool, process_env};
 pub(crate) use vars::{default_record_dir_from, run_id_from};
 
 use table::{
-    ALLOW_EMPTY, ALLOW_INTERNAL, BACKEND, COMPARE, CONFIG, ENGINES, ENV_FILE, HARNESS, JUDGE, JUNIT,
-    KUBE_NAMESPACE, MIN_PASS_RATE, PRESTART, RECORD_DIR, RETRIES, SETUP_CACHE, SETUP_CACHE_MAX,
-    SLOW_AFTER, STREAM, TAGS, TEST_THREADS, TIMEOUT, TRIALS, UNDER_NEXTEST, UPSTREAM_PROXY, VARIANT, VERBOSE,
+    ALLOW_EMPTY, ALLOW_INTERNAL, BACKEND, COMPARE, CONFIG, ENGINES, ENV_FILE, HARNESS, JUDGE,
+    JUNIT, KUBE_NAMESPACE, MIN_PASS_RATE, PRESTART, RECORD_DIR, RETRIES, SETUP_CACHE,
+    SETUP_CACHE_MAX, SLOW_AFTER, STREAM, TAGS, TEST_THREADS, TIMEOUT, TRIALS, UNDER_NEXTEST,
+    UPSTREAM_PROXY, VARIANT, VERBOSE,
 };
 use vars::{Vars, cache_dir_from};
 
@@ -289,9 +290,8 @@ impl Settings {
             file::check_proxy(url).map_err(|e| Vars::fail(UPSTREAM_PROXY.var(), url, e))?;
         }
         for entry in &args.allow_internal {
-            crate::egress::check_internal(entry).map_err(|e| {
-                SettingsError::Usage(format!("--allow-internal {entry}: {e}"))
-            })?;
+            crate::egress::check_internal(entry)
+                .map_err(|e| SettingsError::Usage(format!("--allow-internal {entry}: {e}")))?;
         }
         if let Some(url) = &args.upstream_proxy {
             file::check_proxy(url)

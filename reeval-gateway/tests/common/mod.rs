@@ -358,7 +358,16 @@ pub struct ConnectProxy {
 
 impl ConnectProxy {
     pub async fn start(routes: Vec<(String, SocketAddr)>, authorization: Option<&str>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on("127.0.0.1:0", routes, authorization).await
+    }
+
+    /// As [`ConnectProxy::start`], listening on `bind`.
+    pub async fn start_on(
+        bind: &str,
+        routes: Vec<(String, SocketAddr)>,
+        authorization: Option<&str>,
+    ) -> Self {
+        let listener = TcpListener::bind(bind).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let asked = Arc::new(Mutex::new(Vec::new()));
         let expected = authorization.map(str::to_string);
