@@ -16,7 +16,6 @@
 //! Needs root for `ip netns` (CI and this machine have it).
 
 mod common;
-#[allow(dead_code)]
 #[path = "model_server/mod.rs"]
 mod model_server;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
@@ -289,7 +288,7 @@ async fn the_hosts_own_addresses_and_metadata_stay_closed_whatever_the_opt_in_na
                     c.send(format!("curl -s -m 10 -w ' %{{http_code}}' http://{target}/")).await?;
                 let said = out.final_message.unwrap_or_default();
                 expect(said.as_str()).to_contain(" 403")?;
-                expect(said.as_str()).to_contain(*what)?;
+                expect(said.as_str()).to_contain(what)?;
                 expect(said.as_str())
                     .to_contain("which sandboxes never reach, whatever allow_internal says")?;
             }
