@@ -79,8 +79,9 @@ impl GatewayOptions {
     /// **Test-only.** Every connection to `host` (any port) goes to `addr`,
     /// like `curl --resolve`, so a test can stand up a fake
     /// `api.anthropic.com` on loopback. SNI and certificate verification
-    /// still use the host name, and the address is exempt from the
-    /// public-address rule. Never use it to route real traffic.
+    /// still use the host name; the address is exempt from the address
+    /// rules, and is dialled directly, never through an upstream proxy.
+    /// Never use it to route real traffic.
     #[must_use]
     pub fn resolve(mut self, host: impl Into<String>, addr: SocketAddr) -> Self {
         self.resolve.push((host.into(), addr));

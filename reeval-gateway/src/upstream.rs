@@ -220,7 +220,8 @@ impl Dialer {
         port: u16,
         rules: &[InternalRule],
     ) -> Result<Dialed<TcpStream>, DialError> {
-        let proxy = self.proxy.as_ref().and_then(|p| p.for_tunnel(host));
+        let proxy =
+            self.proxy.as_ref().and_then(|p| p.for_tunnel(host)).filter(|_| !self.mapped(host));
         let admitted = self.admit(host, port, rules, proxy.is_some()).await?;
         let stream = match proxy {
             Some(proxy) => {
@@ -244,7 +245,8 @@ impl Dialer {
         port: u16,
         rules: &[InternalRule],
     ) -> Result<(Dialed<TcpStream>, bool), DialError> {
-        let Some(proxy) = self.proxy.as_ref().and_then(|p| p.for_http(host)) else {
+        let proxy = self.proxy.as_ref().and_then(|p| p.for_http(host));
+        let Some(proxy) = proxy.filter(|_| !self.mapped(host)) else {
             return Ok((self.tcp(host, port, rules).await?, false));
         };
         let admitted = self.admit(host, port, rules, true).await?;
@@ -261,6 +263,12 @@ impl Dialer {
             Ok(Ok(stream)) => stream,
         };
         Ok((Dialed { stream, grant: admitted.grant }, true))
+    }
+
+    /// Whether a test's resolve override maps `host` (then it is dialled
+    /// directly, never through a proxy, which could not know the mapping).
+    fn mapped(&self, host: &str) -> bool {
+        self.resolve.contains_key(&normalize_host(host))
     }
 
     fn timed_out(&self, host: &str, port: u16) -> DialError {
