@@ -93,6 +93,7 @@ pub mod config;
 mod egress;
 mod error;
 mod gateway;
+mod headers;
 mod proxy;
 pub mod relay;
 mod rules;
