@@ -268,7 +268,7 @@ pub(crate) async fn prepare(
     let network = gateway.network();
     let beside = !gateway.mounted();
     drop(offer);
-    let proxy = run.proxy_shown().to_string();
+    let proxy = run.proxy_shown();
     Ok((
         AttemptEgress { gateway, beside, probes: host_probes.len(), plan, trusts, proxy },
         ForSandbox { network, main_process, files },

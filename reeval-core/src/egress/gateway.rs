@@ -81,10 +81,7 @@ impl RunEgress {
 
     /// The gateway's upstream proxy as shown (credentials hidden), `` when it dials directly.
     pub(super) fn proxy_shown(&self) -> String {
-        match self.settings.upstream_proxy.resolve(crate::settings::process_env) {
-            Ok(Some(proxy)) => proxy.to_string(),
-            _ => String::new(),
-        }
+        self.upstream_proxy().ok().flatten().map(|p| p.to_string()).unwrap_or_default()
     }
 
     /// The upstream proxy as a gateway container's configuration takes it
@@ -109,7 +106,17 @@ impl RunEgress {
         serde_json::json!({ "https": https, "http": http, "noProxy": no_proxy })
     }
 
+    /// The upstream proxy the settings name (the runner's variables by
+    /// default); one that cannot be used is the run's configuration's fault.
+    fn upstream_proxy(&self) -> Result<Option<reeval_gateway::UpstreamProxy>> {
+        self.settings
+            .upstream_proxy
+            .resolve(crate::settings::process_env)
+            .map_err(|e| Error::Config(format!("failed to use the upstream proxy: {e}")))
+    }
+
     pub(super) async fn remote(&self) -> Result<Arc<RemoteGateway>> {
+        self.upstream_proxy()?;
         let made = self
             .remote
             .get_or_init(|| async {
@@ -125,10 +132,11 @@ impl RunEgress {
     }
 
     pub(super) async fn gateway(&self) -> Result<Arc<RunGateway>> {
+        let proxy = self.upstream_proxy()?;
         let started = self
             .gateway
             .get_or_init(|| async {
-                start_run_gateway(&self.settings, self.host_roots()).await.map(Arc::new)
+                start_run_gateway(&self.settings, proxy, self.host_roots()).await.map(Arc::new)
             })
             .await;
         started.clone().map_err(|e| Error::infra("start the egress gateway", e))
@@ -137,9 +145,9 @@ impl RunEgress {
 
 async fn start_run_gateway(
     settings: &EgressSettings,
+    proxy: Option<reeval_gateway::UpstreamProxy>,
     host_roots: &HostRoots,
 ) -> std::result::Result<RunGateway, String> {
-    let proxy = settings.upstream_proxy.resolve(crate::settings::process_env)?;
     let mut options = GatewayOptions::default()
         .allow_private_upstreams(settings.allow_private_upstreams)
         .upstream_proxy(proxy);
