@@ -320,8 +320,9 @@ impl Environment {
     }
 
     /// Lets the agent (and setup) reach any public host through the egress
-    /// gateway, every request recorded (never the host's own addresses or
-    /// private networks): what a Harbor task's `network_mode = "public"` asks.
+    /// gateway, every request recorded (private and reserved addresses only
+    /// where [`Environment::allow_internal`] opens them, never the host's own):
+    /// what a Harbor task's `network_mode = "public"` asks.
     pub fn allow_any_egress(mut self, yes: bool) -> Self {
         self.any_egress = yes;
         self

@@ -129,8 +129,8 @@ pub enum Egress {
     /// Nothing: every request is refused.
     #[default]
     None,
-    /// Every host (addresses that are not public stay refused, see
-    /// [`GatewayOptions::allow_private_upstreams`](crate::GatewayOptions::allow_private_upstreams)).
+    /// Every host (addresses that are not public stay refused unless
+    /// [`Policy::allow_internal`] opens them; see the crate's docs).
     Any,
     /// Hosts that match one of these patterns.
     List(Vec<HostPattern>),

@@ -13,6 +13,13 @@
 //! | turns (and the time between them) | the harness's API hosts + [`crate::Environment::allow_egress`] | the agent's |
 //! | checks | [`crate::Environment::check_network`], else nothing | checks-only secrets |
 //!
+//! In every phase, [`crate::Environment::allow_internal`] (and the run's
+//! `--allow-internal`, [`EgressSettings::allow_internal`]) lets the allowed
+//! hosts resolve to the private or reserved addresses it names; the host's
+//! own, its bridges' and metadata addresses stay refused. The gateway reaches
+//! upstreams through [`EgressSettings::upstream_proxy`]. A failed attempt's
+//! message ends with what the gateway refused (`refused.rs`).
+//!
 //! This module holds the policy's public types (what an eval and a harness
 //! declare); `gateway.rs` the run's gateway service (one per run, started
 //! when an attempt first needs it); `attempt.rs` the attempt's egress (its
@@ -33,7 +40,8 @@ pub(crate) use gateway::RunEgress;
 pub enum Egress {
     /// Nowhere.
     None,
-    /// Any public host (never the host's own addresses or private networks).
+    /// Any public host (private and reserved addresses only where
+    /// `allow_internal` opens them; never the host's own).
     Any,
     /// These hosts: exact names, `*.example.com` (subdomains only), optional `:port`.
     Allow(Vec<String>),
