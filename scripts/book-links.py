@@ -13,6 +13,7 @@ ANCHORS = {'setup-cache':('performance','the-setup-cache'),'nextest':('options',
  'testing-compare':('testing','compare-regrade-replay-oracle'),'testing-kubernetes':('testing','kubernetes'),
  'testing-egress':('testing','egress'),'harnesses-verified':('harnesses','what-is-verified-against-what'),
  'engines-tested':('engines','tested-here'),'re-runs':('records','re-runs'),
+ 'split-runs':('records','split-runs'),
  'regrade':('compare','regrade-and-replay'),
  'options-libtest':('options','libtests-flags-and-selection')}
 def gh(label, prefix):

@@ -55,25 +55,8 @@ docker image inspect reeval/base:latest >/dev/null 2>&1 \
   || die "reeval/base:latest is missing: run scripts/build-base-image.sh first"
 mkdir -p "$CACHE" "$OUT"
 
-# --- Harbor, in a venv of its own (Python 3.12+) ------------------------------
-VENV=$CACHE/venv-$HARBOR_VERSION
-if [ "$("$VENV/bin/harbor" --version 2>/dev/null)" != "$HARBOR_VERSION" ]; then
-  PY=${HARBOR_PYTHON:-}
-  if [ -z "$PY" ]; then
-    for c in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python \
-             /root/.pyenv/versions/3.12*/bin/python python3; do
-      if command -v "$c" >/dev/null 2>&1 \
-         && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
-        PY=$c; break
-      fi
-    done
-  fi
-  [ -n "$PY" ] || die "Harbor needs Python 3.12 or newer; set HARBOR_PYTHON"
-  say "installing harbor==$HARBOR_VERSION into $VENV (with $PY)"
-  rm -rf "$VENV"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "harbor==$HARBOR_VERSION"
-fi
+# --- Harbor, in a venv of its own (Python 3.12+): scripts/harbor-venv.sh --------
+VENV=$(REEVAL_HARBOR_CACHE=$CACHE "$ROOT/scripts/harbor-venv.sh")
 
 # --- `docker compose` (v2), which Harbor's docker environment calls -----------
 # Harbor runs `docker compose build|up --wait|exec|cp|down`. Where the Docker

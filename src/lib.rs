@@ -46,9 +46,11 @@ pub use reeval_core::{
 pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
-    compare, egress, environment, harbor, harness, image_map, matchers, prices, record, report,
-    runner, runs, sandbox, setup_cache, stats, turn,
+    compare, egress, environment, harness, image_map, matchers, prices, record, report, runner,
+    runs, sandbox, setup_cache, stats, turn,
 };
+/// Harbor tasks and datasets as evals (the `reeval-harbor` crate).
+pub use reeval_harbor as harbor;
 pub use reeval_harness as harnesses;
 pub use reeval_macros::{eval, main, variant};
 /// The JSON library reeval's records and tool calls use (a harness of your own

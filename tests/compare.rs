@@ -235,9 +235,12 @@ async fn comparing_two_recorded_runs_gives_the_live_comparisons_figures() {
         .arg("--record-dir")
         .arg(&b_dir));
     let (a, b) = (the_run(&a_dir), the_run(&b_dir));
-    let compared =
-        reeval::compare::recorded::compare_runs(&a, &b, &reeval::prices::PriceTable::default())
-            .unwrap();
+    let compared = reeval::compare::recorded::compare_runs(
+        std::slice::from_ref(&a),
+        std::slice::from_ref(&b),
+        &reeval::prices::PriceTable::default(),
+    )
+    .unwrap();
     let recorded = serde_json::to_value(&compared.comparison).unwrap();
     // The arms are named by their runs; every figure but time is the live one's.
     for eval in ["needs_the_skill", "unchanged"] {

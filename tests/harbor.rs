@@ -206,10 +206,10 @@ async fn a_scripted_shell_agent_is_graded_by_the_reward() {
     assert_eq!(agent("env.txt").as_deref(), Some("task-env\n"), "[environment].env, its default");
     assert_eq!(
         agent("cwd.txt").as_deref(),
-        Some("/workspace\n"),
-        "the agent starts in the workspace"
+        Some("/app\n"),
+        "the agent starts in the task's workdir, which is the workspace"
     );
-    // The workdir's files were moved into the workspace: the agent's one new file is its diff.
+    // The workdir is the workspace: the image's files are in the snapshot, the agent's one new file is its diff.
     let diff = &hello.turns[0].diff;
     let paths: Vec<&str> = diff.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["greeting.txt"], "{paths:?}");
@@ -315,7 +315,7 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
         t
     };
     let steps = task("steps", "[task]\nname = \"o/steps\"\n[[steps]]\nname = \"one\"\n");
-    let e = reeval::harbor::tasks(&steps).unwrap_err().to_string();
+    let e = reeval::harbor::load(&steps).unwrap_err().to_string();
     assert!(e.contains("o/steps") && e.contains("steps/one/instruction.md"), "{e}");
 
     // Compose services load (tests/harbor_services.rs runs them); a key reeval
@@ -324,19 +324,41 @@ fn unsupported_tasks_and_unset_variables_are_refused_by_name() {
     let file = compose.join("environment/docker-compose.yaml");
     std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n").unwrap();
     assert_eq!(reeval::harbor::tasks(&compose).expect("a service loads").len(), 1);
-    std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n    volumes: [\"./d:/d\"]\n")
+    std::fs::write(&file, "services:\n  db:\n    image: postgres:16\n    privileged: true\n")
         .unwrap();
-    let e = reeval::harbor::tasks(&compose).unwrap_err().to_string();
+    let e = reeval::harbor::load(&compose).unwrap_err().to_string();
     assert_eq!(
         e,
-        "failed to load Harbor task o/compose: docker-compose.yaml service db: key `volumes` is not supported"
+        "failed to load Harbor task o/compose: docker-compose.yaml service db: key `privileged` is not supported"
     );
+    // Volumes load (tests/harbor_volumes.rs runs them); a bind mount of the host's files is refused.
+    std::fs::write(
+        &file,
+        "services:\n  db:\n    image: postgres:16\n    volumes: [\"/etc:/etc-of-host:ro\"]\n",
+    )
+    .unwrap();
+    let e = reeval::harbor::load(&compose).unwrap_err().to_string();
+    assert!(e.contains("service db: volumes: `/etc` is outside the task's directory"), "{e}");
+    std::fs::remove_file(&file).unwrap();
+
+    // What cannot be had here: that task alone is refused, naming the feature.
+    for (name, toml, says) in [
+        ("windows", "[environment]\nos = \"windows\"", "an OS other than linux ([environment].os)"),
+        ("gpus", "[environment]\ngpus = 1", "GPUs ([environment].gpus)"),
+        ("verifier-gpus", "[verifier.environment]\ngpus = 2", "GPUs ([verifier.environment].gpus)"),
+    ] {
+        let t = task(name, &format!("[task]\nname = \"o/{name}\"\n{toml}\n"));
+        let e = reeval::harbor::load(&t).unwrap_err();
+        assert!(matches!(e, reeval::harbor::HarborError::Unsupported { .. }), "{e}");
+        let e = e.to_string();
+        assert!(e.contains(&format!("Harbor task o/{name}")) && e.contains(says), "{e}");
+    }
 
     let unset = task(
         "unset",
         "[task]\nname = \"o/unset\"\n[verifier]\nenv = { TOKEN = \"${REEVAL_HARBOR_SURELY_UNSET_123}\" }\n",
     );
-    let e = reeval::harbor::tasks(&unset).unwrap_err().to_string();
+    let e = reeval::harbor::load(&unset).unwrap_err().to_string();
     assert!(
         e.starts_with("failed to resolve [verifier].env.TOKEN of Harbor task o/unset")
             && e.contains("REEVAL_HARBOR_SURELY_UNSET_123"),

@@ -244,6 +244,7 @@ async fn services_an_attempt_lost_track_of_are_removed_by_the_end_sweep() {
         network: reeval::sandbox::NetworkSpec::None,
         main_process: None,
         services: vec![ServiceStart { service, image: "reeval/base:latest".into() }],
+        mounts: Vec::new(),
     };
     // One started (the service waited for by its port), then forgotten; creates dropped on their way.
     let sandbox = backend.create(&spec).await.expect("create");
@@ -287,7 +288,7 @@ services:
     ports: ["18000:8000"]
 "#,
     );
-    let e = reeval::harbor::tasks(&dir).expect_err("the task is refused").to_string();
+    let e = reeval::harbor::load(&dir).expect_err("the task is refused").to_string();
     assert!(
         e.contains(
             "failed to place services api and web beside the sandbox: both declare port 8000"

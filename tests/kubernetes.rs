@@ -265,6 +265,7 @@ async fn exec_and_files_over_the_real_exec_protocol() {
         network: NetworkSpec::None,
         main_process: None,
         services: Vec::new(),
+        mounts: Vec::new(),
     };
     let sandbox = backend.create(&spec).await.expect("create");
     let result = async {

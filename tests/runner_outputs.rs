@@ -655,7 +655,7 @@ fn skipped_evals_are_left_out_of_preflight() {
         .arg(&dir)
         .env("REEVAL_ENV_FILE", "/nonexistent/suite.env"));
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("failed to read the env file /nonexistent/suite.env (REEVAL_ENV_FILE): it does not exist"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("failed to read the env file /nonexistent/suite.env (--env-file or REEVAL_ENV_FILE): it does not exist"), "{}", text(&out.stderr));
 }
 
 #[cfg_attr(

@@ -62,16 +62,22 @@ fn run_dir(record_dir: &Path, run: &str) -> PathBuf {
     if path.is_dir() { path } else { record_dir.join(run) }
 }
 
+/// The runs of one arm of `reeval compare`: a run, or several joined by commas.
+fn arm_dirs(record_dir: &Path, arm: &str) -> Vec<PathBuf> {
+    arm.split(',').filter(|r| !r.is_empty()).map(|r| run_dir(record_dir, r)).collect()
+}
+
 /// `reeval compare RUN_A RUN_B [--out FILE]`: prints the comparison's table
 /// and writes its HTML page (default `<record dir>/compare.<A>.vs.<B>.html`)
-/// and its figures as JSON beside it.
+/// and its figures as JSON beside it. Each arm is a run, or several joined
+/// by commas (`A1,A2`: the parts of a partitioned run), read as one.
 pub fn compare(
     record_dir: &Path,
     control: &str,
     treatment: &str,
     out: Option<PathBuf>,
 ) -> Result<(), CommandError> {
-    let (a, b) = (run_dir(record_dir, control), run_dir(record_dir, treatment));
+    let (a, b) = (arm_dirs(record_dir, control), arm_dirs(record_dir, treatment));
     let compared = reeval_core::compare::recorded::compare_runs(
         &a,
         &b,
@@ -80,8 +86,10 @@ pub fn compare(
     let c = &compared.comparison;
     print!("{}", reeval_core::compare::render::table(c));
     let html = out.unwrap_or_else(|| {
-        let name = |s: &str| reeval_core::record::sanitize(&c_name(s));
-        record_dir.join(format!("compare.{}.vs.{}.html", name(control), name(treatment)))
+        let name = |dirs: &[PathBuf]| {
+            reeval_core::record::sanitize(&reeval_core::compare::recorded::arm_name(dirs))
+        };
+        record_dir.join(format!("compare.{}.vs.{}.html", name(&a), name(&b)))
     });
     if let Some(parent) = html.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
@@ -97,11 +105,6 @@ pub fn compare(
         .map_err(|source| CommandError::Write { path: json.clone(), source })?;
     println!("wrote {} and {}", html.display(), json.display());
     Ok(())
-}
-
-/// The last path segment of a run argument.
-fn c_name(run: &str) -> String {
-    Path::new(run).file_name().map_or(run.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// `reeval regrade RUN`: runs the suite binary that recorded RUN (its
@@ -126,16 +129,42 @@ pub fn regrade(record_dir: &Path, run: &str) -> Result<i32, CommandError> {
     Ok(status.code().unwrap_or(1))
 }
 
-/// `reeval report [DIR]`.
-pub fn report(record_dir: &Path, dir: Option<PathBuf>) -> Result<(), CommandError> {
-    let dir = match dir {
-        Some(d) => d,
-        None => reeval_core::runs::latest(record_dir)?.path,
-    };
+/// `reeval report [RUN...] [--out DIR]`: one run's summary and report
+/// rebuilt in place (default: the last run); several runs (the parts of a
+/// partitioned run) combined into one run directory, `out` (default
+/// `<record dir>/<RUN>+<RUN>+…`; see [`reeval_core::report::combine`]).
+pub fn report(
+    record_dir: &Path,
+    runs: &[String],
+    out: Option<PathBuf>,
+) -> Result<(), CommandError> {
+    let prices = reeval_core::prices::PriceTable::default();
     // Records are written redacted; nothing more to redact here.
     let redactor = reeval_core::secrets::Redactor::new(Vec::<&str>::new());
-    let report =
-        reeval_core::runs::rebuild(&dir, &reeval_core::prices::PriceTable::default(), &redactor)?;
+    let dirs: Vec<PathBuf> = runs.iter().map(|r| run_dir(record_dir, r)).collect();
+    let report = match (dirs.as_slice(), out) {
+        ([], None) => {
+            let dir = reeval_core::runs::latest(record_dir)?.path;
+            reeval_core::runs::rebuild(&dir, &prices, &redactor)?
+        }
+        ([dir], None) => reeval_core::runs::rebuild(dir, &prices, &redactor)?,
+        (_, out) => {
+            let dirs = if dirs.is_empty() {
+                vec![reeval_core::runs::latest(record_dir)?.path]
+            } else {
+                dirs
+            };
+            let out = out.unwrap_or_else(|| {
+                reeval_core::report::combine::default_combined_dir(record_dir, &dirs)
+            });
+            let combined = reeval_core::report::combine::combine(&dirs, &out, &prices, &redactor)?;
+            for warning in &combined.warnings {
+                eprintln!("warning: {warning}");
+            }
+            println!("combined {} runs into {}", dirs.len(), out.display());
+            combined.report
+        }
+    };
     let s = &report.summary;
     println!(
         "{}: {} records, {} passed, {} failed, {} infra errors; exit {} ({})",
@@ -149,8 +178,8 @@ pub fn report(record_dir: &Path, dir: Option<PathBuf>) -> Result<(), CommandErro
     );
     println!(
         "wrote {} and {}",
-        dir.join("summary.json").display(),
-        dir.join("report.html").display()
+        report.run_dir.join("summary.json").display(),
+        report.run_dir.join("report.html").display()
     );
     Ok(())
 }

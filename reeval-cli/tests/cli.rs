@@ -147,6 +147,92 @@ fn compare_prints_the_table_and_writes_the_page_and_its_figures() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A part of a partitioned run: records of `eval` (one per outcome, by
+/// trial), and a summary naming the part.
+fn part_of(record_dir: &Path, name: &str, eval: &str, outcomes: &[Outcome], part: &str) {
+    let run = record_dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    let redactor = Redactor::new(Vec::<&str>::new());
+    let mut records = Vec::new();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let mut r = Record::new(name, eval, "shell", i as u32 + 1, 1);
+        r.outcome = *outcome;
+        redactor.write_json(&run.join(r.file_name()), &r).unwrap();
+        records.push(r);
+    }
+    let mut summary = reeval_core::runner::summarize(name, &records);
+    summary.partition = Some(part.to_string());
+    redactor.write_json(&run.join("summary.json"), &summary).unwrap();
+}
+
+#[test]
+fn report_combines_the_parts_of_a_partitioned_run_and_compare_reads_them_as_one_arm() {
+    let dir = std::env::temp_dir().join(format!("reeval-cli-parts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fail = Outcome::Fail(FailKind::Assertion);
+    part_of(&dir, "p1", "a", &[Outcome::Pass, fail], "hash:1/2");
+    part_of(&dir, "p2", "b", &[Outcome::Pass, Outcome::InfraError], "hash:2/2");
+
+    // Run ids under the record dir; the combined run goes beside them, named after them.
+    let out = reeval(&["report", "p1", "p2"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "both parts are here: no warning");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("p1+p2: 4 records, 2 passed, 1 failed, 1 infra errors"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("p1+p2/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["cells"].as_array().unwrap().len(), 2);
+    assert_eq!(summary["parts"], serde_json::json!(["p1", "p2"]));
+    assert!(dir.join("p1+p2/b.shell.t2.try1.json").is_file(), "the records are brought in");
+    // It is a run like any other: listed, and rebuilt in place.
+    let out = reeval(&["runs"], &dir);
+    assert!(text(&out.stdout).lines().any(|l| l.starts_with("p1+p2 ")), "{}", text(&out.stdout));
+    let out = reeval(&["report", "p1+p2"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // One part alone: the missing one is said.
+    let out = reeval(&["report", "p1", "--out", dir.join("only-p1").to_str().unwrap()], &dir);
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        "warning: part 2 of hash:K/2 is not among the runs: the figures cover only the parts given\n"
+    );
+
+    // The same attempt in two parts is refused, naming it.
+    part_of(&dir, "p3", "a", &[Outcome::Pass], "hash:1/2");
+    let out = reeval(&["report", "p1", "p3"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(
+            "error: failed to read the runs as one: a [shell] trial 1 is recorded in both"
+        ) && err.contains("p1 and ")
+            && err.contains("p3"),
+        "{err}"
+    );
+
+    // compare: an arm of several runs joined by commas, read as one.
+    part_of(&dir, "q1", "a", &[Outcome::Pass, Outcome::Pass], "count:1/2");
+    part_of(&dir, "q2", "b", &[Outcome::Pass, Outcome::Pass], "count:2/2");
+    let out = reeval(&["compare", "p1,p2", "q1,q2"], &dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("comparison: q1+1-more vs p1+1-more"),
+        "{}",
+        text(&out.stdout)
+    );
+    let figures: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("compare.p1_1-more.vs.q1_1-more.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(figures["overall"]["control"]["passed"], 2);
+    assert_eq!(figures["overall"]["treatment"]["passed"], 4);
+    assert_eq!(figures["evals"].as_array().unwrap().len(), 2);
+    let out = reeval(&["compare", "p1,p3", "q1"], &dir);
+    assert_eq!(out.status.code(), Some(1), "an arm's runs must not overlap");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn regrade_runs_the_suite_binary_that_recorded_the_run_with_regrade() {
     use std::os::unix::fs::PermissionsExt;
@@ -212,6 +298,22 @@ fn harbor_run_runs_tasks_with_the_suites_flags() {
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert_eq!(record["reward"], serde_json::json!({"reward": 1.0}));
+
+    // --partition passes through: each task in exactly one part.
+    let mut parts = Vec::new();
+    for part in ["hash:1/2", "hash:2/2"] {
+        let out = reeval(&["harbor", "run", tasks, "--list", "--partition", part], &dir);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let listed = text(&out.stdout);
+        assert!(listed.contains(&format!("partition {part}: ")), "{listed}");
+        parts.extend(listed.lines().filter_map(|l| l.strip_suffix(": test")).map(str::to_string));
+    }
+    let all = text(&reeval(&["harbor", "run", tasks, "--list", "--format", "terse"], &dir).stdout);
+    let mut all: Vec<String> =
+        all.lines().filter_map(|l| l.strip_suffix(": test")).map(str::to_string).collect();
+    parts.sort();
+    all.sort();
+    assert_eq!(parts, all);
 
     let out = reeval(&["harbor", "run", "/nonexistent"], &dir);
     assert_eq!(out.status.code(), Some(2));

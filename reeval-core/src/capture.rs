@@ -15,6 +15,13 @@ pub enum Artifact {
     File(String),
     /// A directory in the sandbox, kept as a tar (never unpacked on the host).
     Dir(String),
+    /// A directory without the paths `exclude` matches ([`Artifact::excluding`]).
+    DirExcluding {
+        /// The directory.
+        path: String,
+        /// Shell patterns, as GNU tar's `--exclude` takes them.
+        exclude: Vec<String>,
+    },
     /// A command's output (stdout, stderr and exit code).
     Command(Command),
     /// A served URL's response (status, headers and body), fetched from the host.
@@ -30,6 +37,26 @@ impl Artifact {
     /// A directory, as a tar.
     pub fn dir(path: impl Into<String>) -> Self {
         Artifact::Dir(path.into())
+    }
+
+    /// This directory without the paths `patterns` match, as GNU tar's
+    /// `--exclude` matches them (a Harbor artifact's `exclude`): `*`, `?`,
+    /// `[...]`, `*` matching `/` too, a pattern matching any run of a path's
+    /// components (`*.pyc` and `node_modules` at any depth), a directory
+    /// matched leaving out all it holds. Nothing changes for a file, a
+    /// command or a URL.
+    pub fn excluding<I, S>(self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        match self {
+            Artifact::Dir(path) | Artifact::DirExcluding { path, .. } => Artifact::DirExcluding {
+                path,
+                exclude: patterns.into_iter().map(Into::into).collect(),
+            },
+            other => other,
+        }
     }
 
     /// A command's output: `&str` runs under `sh -c`.

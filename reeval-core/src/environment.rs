@@ -7,15 +7,59 @@ use std::time::Duration;
 use crate::egress::{Broker, Egress};
 use crate::sandbox::Limits;
 
-pub use crate::sandbox::{Condition, Healthcheck, Service};
+pub use crate::sandbox::{Condition, Healthcheck, Mount, MountSource, Service};
 pub use crate::sandbox::{Image, ImageSpec};
 
 /// The default image: built offline by `scripts/build-base-image.sh`.
 pub const DEFAULT_IMAGE: &str = "reeval/base:latest";
 /// The default timeout of one setup step.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-/// The workspace directory inside the sandbox.
+/// The workspace directory inside the sandbox, unless the environment puts
+/// it elsewhere ([`Environment::workspace_dir`]).
 pub const WORKSPACE: &str = "/workspace";
+
+/// Where the sandbox's workspace lives: where the agent starts, what every
+/// diff and snapshot reads, what relative paths of `read_file`,
+/// `write_file`, `exec` and the environment's files are relative to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum WorkspaceDir {
+    /// [`WORKSPACE`] (`/workspace`).
+    #[default]
+    Default,
+    /// This absolute path (made if the image lacks it).
+    At(String),
+    /// The image's own `WORKDIR`, as the backend that runs the attempt reports
+    /// it (a Harbor task's `/app`); [`WORKSPACE`] when the image sets none,
+    /// sets `/`, or the backend cannot say before the sandbox runs.
+    ImageWorkdir,
+}
+
+impl WorkspaceDir {
+    /// The path for an image whose `WORKDIR` is `image_workdir`.
+    pub fn resolve(&self, image_workdir: Option<&str>) -> String {
+        let usable = |w: &&str| w.starts_with('/') && !w.trim_end_matches('/').is_empty();
+        match self {
+            WorkspaceDir::Default => WORKSPACE.to_string(),
+            WorkspaceDir::At(path) => path.clone(),
+            WorkspaceDir::ImageWorkdir => image_workdir
+                .filter(usable)
+                .map(|w| w.trim_end_matches('/').to_string())
+                .unwrap_or_else(|| WORKSPACE.to_string()),
+        }
+    }
+}
+
+impl From<&str> for WorkspaceDir {
+    fn from(path: &str) -> Self {
+        WorkspaceDir::At(path.to_string())
+    }
+}
+
+impl From<String> for WorkspaceDir {
+    fn from(path: String) -> Self {
+        WorkspaceDir::At(path)
+    }
+}
 
 /// Whether an environment's prepared sandbox may be cached.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,6 +204,8 @@ pub struct Environment {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) secrets: Vec<SecretSpec>,
     pub(crate) workspace: Option<Workspace>,
+    /// Where the workspace lives in the sandbox.
+    pub(crate) workspace_dir: WorkspaceDir,
     pub(crate) files: Vec<(String, Vec<u8>, u32)>,
     pub(crate) rules: Option<String>,
     pub(crate) setup: Vec<SetupStep>,
@@ -185,6 +231,8 @@ pub struct Environment {
     pub(crate) image_mapped_from: Option<MappedFrom>,
     /// Services started beside the sandbox (reeval-sandbox's `service.rs`).
     pub(crate) services: Vec<Service>,
+    /// The sandbox's mounts: volumes shared by name with its services, host paths.
+    pub(crate) mounts: Vec<Mount>,
 }
 
 impl Default for Environment {
@@ -202,6 +250,7 @@ impl Environment {
             env: Vec::new(),
             secrets: Vec::new(),
             workspace: None,
+            workspace_dir: WorkspaceDir::Default,
             files: Vec::new(),
             rules: None,
             setup: Vec::new(),
@@ -218,6 +267,7 @@ impl Environment {
             setup_cache: Default::default(),
             image_mapped_from: None,
             services: Vec::new(),
+            mounts: Vec::new(),
         }
     }
 
@@ -248,6 +298,14 @@ impl Environment {
     /// The workspace's source.
     pub fn workspace(mut self, workspace: Workspace) -> Self {
         self.workspace = Some(workspace);
+        self
+    }
+
+    /// Where the workspace lives in the sandbox: `/workspace` unless set;
+    /// `.workspace_dir("/app")`, or `.workspace_dir(WorkspaceDir::ImageWorkdir)`
+    /// for the image's own `WORKDIR`. The agent starts there and owns it.
+    pub fn workspace_dir(mut self, dir: impl Into<WorkspaceDir>) -> Self {
+        self.workspace_dir = dir.into();
         self
     }
 
@@ -374,6 +432,23 @@ impl Environment {
         self
     }
 
+    /// A mount in the sandbox: a volume made for it and shared by name with
+    /// its services that mount it too (a sidecar's log, read-only here:
+    /// `Mount::volume("logs", "/var/log/app").read_only()`), or a path of
+    /// this host (`Mount::host`; writable, through a copy made for the
+    /// sandbox). Volumes are made per sandbox, labelled with the run and
+    /// removed with the sandbox. Engines that cannot mount (Kubernetes), or
+    /// a host path on an engine elsewhere, refuse the eval in preflight.
+    pub fn mount(mut self, mount: Mount) -> Self {
+        self.mounts.push(mount);
+        self
+    }
+
+    /// Every mount of the sandbox and of its services.
+    pub(crate) fn all_mounts(&self) -> Vec<Mount> {
+        self.mounts.iter().chain(self.services.iter().flat_map(|s| &s.mounts)).cloned().collect()
+    }
+
     /// Whether this environment asks for a way out of the sandbox.
     pub(crate) fn wants_egress(&self) -> bool {
         !self.allow_egress.is_empty()
@@ -408,6 +483,15 @@ impl Environment {
             if path.is_empty() || path.split('/').any(|c| c == "..") {
                 out.push(format!("file path `{path}` must be non-empty and must not use `..`"));
             }
+        }
+        if let WorkspaceDir::At(path) = &self.workspace_dir
+            && (!path.starts_with('/')
+                || path.trim_end_matches('/').is_empty()
+                || path.split('/').any(|c| c == ".."))
+        {
+            out.push(format!(
+                "workspace_dir `{path}` must be an absolute path other than `/`, without `..`"
+            ));
         }
         for dir in &self.skills {
             if !dir.join("SKILL.md").is_file() {
@@ -452,6 +536,7 @@ impl Environment {
             }
         }
         out.extend(crate::sandbox::service::problems(&self.services));
+        out.extend(crate::sandbox::mount::problems("the sandbox", &self.mounts));
         if self.limits.memory_bytes < 6 << 20 {
             out.push(format!(
                 "memory limit {} bytes is below Docker's minimum of 6 MiB",
@@ -468,6 +553,65 @@ impl Environment {
             || self.rules.is_some()
             || !self.setup.is_empty()
             || self.context_summary
+    }
+}
+
+/// Reading an environment back: what an environment function built, for the
+/// tests of that function (the builder methods above take the nouns).
+impl Environment {
+    /// The image, when one is set (else the harness's, or `reeval/base`).
+    pub fn image_spec(&self) -> Option<&ImageSpec> {
+        self.image.as_ref()
+    }
+
+    /// The variables every command sees, in the order given.
+    pub fn variables(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Where the workspace lives.
+    pub fn workspace_location(&self) -> &WorkspaceDir {
+        &self.workspace_dir
+    }
+
+    /// The setup steps, in order.
+    pub fn setup_steps(&self) -> &[SetupStep] {
+        &self.setup
+    }
+
+    /// Whether the prepared sandbox may be cached.
+    pub fn setup_cache_policy(&self) -> &SetupCache {
+        &self.setup_cache
+    }
+
+    /// The sandbox's memory, CPU and process limits.
+    pub fn resource_limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The services started beside the sandbox.
+    pub fn services(&self) -> &[Service] {
+        &self.services
+    }
+
+    /// The sandbox's own mounts (its services' are theirs).
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// What the agent (and the setup, unless it has its own) may reach:
+    /// any public host, these hosts, or nothing.
+    pub fn agent_egress(&self) -> Egress {
+        match (self.any_egress, self.allow_egress.as_slice()) {
+            (true, _) => Egress::Any,
+            (false, []) => Egress::None,
+            (false, hosts) => Egress::Allow(hosts.to_vec()),
+        }
+    }
+
+    /// What checks may reach (`None`: nothing).
+    pub fn check_egress(&self) -> Option<&Egress> {
+        self.check_network.as_ref()
     }
 }
 

@@ -43,6 +43,13 @@ pub struct EvalOptions {
     /// a judge model and its key before any agent runs. `#[reeval::eval]` sees
     /// it in the body; an eval built by hand says so with [`Eval::uses_judge`].
     pub uses_judge: bool,
+    /// Why the eval cannot run, when it cannot ([`Eval::cannot_run`]).
+    pub cannot_run: Option<String>,
+    /// Whether a fault of this eval's alone found before the run (its
+    /// environment, a secret, an image it names, resources or services its
+    /// engine cannot give) refuses this eval alone, as a config outcome of its
+    /// cells, instead of stopping the run ([`Eval::refuse_alone`]).
+    pub refuse_alone: bool,
 }
 
 impl Default for EvalOptions {
@@ -59,6 +66,8 @@ impl Default for EvalOptions {
             min_pass_rate: None,
             oracle: None,
             uses_judge: false,
+            cannot_run: None,
+            refuse_alone: false,
         }
     }
 }
@@ -77,6 +86,8 @@ impl fmt::Debug for EvalOptions {
             .field("min_pass_rate", &self.min_pass_rate)
             .field("oracle", &self.oracle.is_some())
             .field("uses_judge", &self.uses_judge)
+            .field("cannot_run", &self.cannot_run)
+            .field("refuse_alone", &self.refuse_alone)
             .finish()
     }
 }
@@ -116,6 +127,32 @@ impl Eval {
             options: EvalOptions::default(),
             run: Arc::new(f),
         }
+    }
+
+    /// An eval that cannot run, and why (a task of a dataset that does not
+    /// load, say): each of its cells ends as a config outcome saying so, is
+    /// listed when the run starts, starts nothing and is not retried, while
+    /// the rest of the run goes on. `--skip NAME` leaves it out.
+    pub fn cannot_run(name: impl Into<String>, why: impl Into<String>) -> Self {
+        let why = why.into();
+        let said = why.clone();
+        let mut eval = Eval::new(name, move |_c| {
+            let why = said.clone();
+            Box::pin(async move { Err(crate::Error::Config(why)) })
+        });
+        eval.options.cannot_run = Some(why);
+        eval
+    }
+
+    /// Whether a fault of this eval's alone found before the run (its
+    /// environment, a secret, an image it names that is not there, resources
+    /// or services its engine cannot give) refuses this eval alone: its cells
+    /// end as config outcomes saying why, listed when the run starts, and the
+    /// rest of the run goes on. Off by default: such a fault stops the run
+    /// before anything starts. Every task of a Harbor dataset is refused alone.
+    pub fn refuse_alone(mut self, alone: bool) -> Self {
+        self.options.refuse_alone = alone;
+        self
     }
 
     /// The eval's name.

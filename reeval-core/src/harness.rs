@@ -322,14 +322,10 @@ impl HarnessRegistry {
     /// (the nearest known name by edit distance, when it is near).
     pub fn unknown(&self, spec: &str) -> String {
         let name = split_spec(spec).0;
-        let nearest = self
-            .names()
-            .map(|known| (crate::suggest::edit_distance(name, known), known))
-            .filter(|(d, known)| *d <= (known.len() / 3).max(2))
-            .min();
+        let nearest = crate::suggest::nearest(name, self.names());
         let known = self.names().collect::<Vec<_>>().join(", ");
         match nearest {
-            Some((_, near)) => format!("did you mean `{near}`? known: {known}"),
+            Some(near) => format!("did you mean `{near}`? known: {known}"),
             None => format!("known: {known}"),
         }
     }

@@ -33,7 +33,6 @@ pub(crate) mod eval_output;
 /// Commands run in the sandbox and what they return (from `reeval-sandbox`).
 pub use reeval_sandbox::exec;
 pub mod git_archive;
-pub mod harbor;
 pub mod harness;
 // The image phase's building and tar helpers: the Docker backend's (reeval-sandbox/src/docker/image.rs).
 pub(crate) use sandbox::docker::image;
@@ -44,6 +43,7 @@ pub mod llm;
 pub mod matchers;
 pub mod oracle;
 pub mod outcome;
+pub mod partition;
 mod progress;
 pub mod replay;
 pub mod report;
@@ -53,7 +53,7 @@ pub mod secrets;
 pub mod settings;
 pub mod setup_cache;
 mod setup_key;
-mod suggest;
+pub mod suggest;
 pub mod turn_archive;
 mod workspace;
 
@@ -61,7 +61,7 @@ mod workspace;
 pub use report::runs;
 
 // The surface most code needs, by name; the modules above hold the rest.
-pub use attempt::Ctx;
+pub use attempt::{Ctx, ExtraSandbox, InSandbox};
 pub use capture::{Artifact, Capture};
 pub use diff::{Change, Diff, FileChange, FileKind, Snapshot};
 pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace};

@@ -34,6 +34,10 @@ pub(crate) fn key(
             part("init", &[*init as u8]);
         }
     }
+    if env.workspace_dir != crate::environment::WorkspaceDir::Default {
+        // Only when set: the keys of environments in /workspace stay as they were.
+        part("workspace_dir", format!("{:?}", env.workspace_dir).as_bytes());
+    }
     for (path, bytes, mode) in &env.files {
         part("file", format!("{path}\n{mode:o}").as_bytes());
         part("bytes", bytes);

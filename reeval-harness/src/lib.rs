@@ -3,16 +3,19 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod cli;
+pub mod nop;
 pub mod openai;
 pub mod shell;
 
 use reeval_core::HarnessRegistry;
 
+pub use nop::NopHarness;
 pub use shell::ShellHarness;
 
 /// Adds the built-in harnesses to `registry`.
 pub fn register_builtins(registry: &mut HarnessRegistry) {
     registry.register("shell", |_| Box::new(ShellHarness));
+    registry.register(nop::NOP, |_| Box::new(NopHarness));
     registry.register(reeval_core::replay::REPLAY, |m| {
         // A replay runs in the recorded harness's image, so checks see the agent's tools.
         let recorded = reeval_core::replay::recorded_harness(m)

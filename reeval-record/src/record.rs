@@ -56,6 +56,19 @@ pub struct CheckRecord {
     /// changes are the check's: they are in no turn's diff, nor the final diff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::diff::Diff>,
+    /// The extra sandbox it ran in (`Ctx::start_sandbox`), by name; absent
+    /// for the attempt's own sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The service beside the sandbox it ran in (`Ctx::exec_in_service`), by
+    /// name; absent for the sandbox itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// Set when the command was a step of the eval's own machinery (a Harbor
+    /// task's copy of `tests/` into the sandbox, a listing of what it left),
+    /// not a check the eval grades by: what the step does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
 }
 
 /// One judge verdict on one criterion.
@@ -267,6 +280,10 @@ pub struct Record {
     /// the one in `image`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_mapped_from: Option<String>,
+    /// Where the workspace lived in the sandbox, when not `/workspace` (the
+    /// environment's `workspace_dir`: a Harbor task's workdir, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<String>,
 }
 
 /// One step's reward in a multi-step eval: the record's `stepRewards`.
@@ -332,6 +349,7 @@ impl Record {
             reward_threshold: None,
             step_rewards: Vec::new(),
             image_mapped_from: None,
+            workspace_dir: None,
         }
     }
 
@@ -527,6 +545,12 @@ pub struct Summary {
     /// `None` for a run through the API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suite: Option<SuiteIdentity>,
+    /// The part of a partitioned run this run was (`hash:2/3`, `--partition`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// The runs this one combines (`reeval report RUN RUN...`): their run ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
 }
 
 /// Which suite binary made a run, and the evals it knows.

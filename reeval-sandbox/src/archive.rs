@@ -183,9 +183,113 @@ pub fn read_entries(
     Ok(tree)
 }
 
+/// A `download` of a file or directory made fit to upload into another
+/// sandbox: its regular files (setuid and setgid bits cleared), directories,
+/// and symlinks that stay inside it, in order; device files, FIFOs and
+/// symlinks out of it are left out, and so is every path below the top for
+/// which `skip` (given the path relative to the top) is true.
+///
+/// # Errors
+/// [`SandboxError::Archive`] for an archive that cannot be read, or one with an unsafe path.
+pub fn copy_for_upload(tar: &[u8], skip: impl Fn(&str) -> bool) -> Result<Bytes, SandboxError> {
+    let mut archive = tar::Archive::new(tar);
+    let mut builder = tar::Builder::new(Vec::new());
+    let fail = |e: std::io::Error| archive_err(e.to_string());
+    for entry in archive.entries().map_err(fail)? {
+        let mut entry = entry.map_err(fail)?;
+        let raw = entry.path().map_err(fail)?.into_owned();
+        let full = clean_path(&raw)?;
+        if full.is_empty() {
+            continue;
+        }
+        if let Some((_, rel)) = full.split_once('/')
+            && skip(rel)
+        {
+            continue;
+        }
+        let mut header = entry.header().clone();
+        let kind = header.entry_type();
+        if kind.is_symlink() {
+            let target =
+                entry.link_name().map_err(fail)?.map(|t| t.into_owned()).unwrap_or_default();
+            // How deep the link's own directory is below the top.
+            let depth = full.split('/').count().saturating_sub(2);
+            if !stays_inside(&target.to_string_lossy(), depth) {
+                continue;
+            }
+        } else if !kind.is_file() && !kind.is_dir() {
+            continue;
+        }
+        header.set_mode(header.mode().unwrap_or(0o644) & 0o1777);
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).map_err(fail)?;
+        builder.append_data(&mut header, &full, bytes.as_slice()).map_err(fail)?;
+    }
+    builder.into_inner().map(Bytes::from).map_err(fail)
+}
+
+/// Whether a symlink's `target`, `depth` directories below the copy's top, stays inside it.
+fn stays_inside(target: &str, depth: usize) -> bool {
+    if target.starts_with('/') {
+        return false;
+    }
+    let mut level = depth as i64;
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => level -= 1,
+            _ => level += 1,
+        }
+        if level < 0 {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_for_upload_keeps_what_stays_inside() {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut add = |path: &str, kind: tar::EntryType, mode: u32, link: Option<&str>| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_size(0);
+            h.set_mode(mode);
+            match link {
+                Some(l) => b.append_link(&mut h, path, l).unwrap(),
+                None => b.append_data(&mut h, path, &[][..]).unwrap(),
+            }
+        };
+        add("out", tar::EntryType::Directory, 0o755, None);
+        add("out/run.sh", tar::EntryType::Regular, 0o4755, None);
+        add("out/x.pyc", tar::EntryType::Regular, 0o644, None);
+        add("out/in", tar::EntryType::Symlink, 0o777, Some("run.sh"));
+        add("out/up", tar::EntryType::Symlink, 0o777, Some("../../etc/passwd"));
+        add("out/abs", tar::EntryType::Symlink, 0o777, Some("/etc/passwd"));
+        add("out/sibling", tar::EntryType::Symlink, 0o777, Some("../other"));
+        add("out/d/back", tar::EntryType::Symlink, 0o777, Some("../run.sh"));
+        add("out/fifo", tar::EntryType::Fifo, 0o644, None);
+        let tar = b.into_inner().unwrap();
+        let copy = copy_for_upload(&tar, |p| p.ends_with(".pyc")).unwrap();
+        let mut kept = Vec::new();
+        for e in tar::Archive::new(copy.as_ref()).entries().unwrap() {
+            let e = e.unwrap();
+            kept.push((e.path().unwrap().display().to_string(), e.header().mode().unwrap()));
+        }
+        assert_eq!(
+            kept,
+            [
+                ("out".into(), 0o755),
+                ("out/run.sh".into(), 0o755),
+                ("out/in".into(), 0o777),
+                ("out/d/back".into(), 0o777)
+            ]
+        );
+    }
 
     fn tar_with(path: &str, kind: tar::EntryType, data: &[u8]) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::{
-    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Preflight, RunNeeds, Sandbox,
+    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Mount, Preflight, RunNeeds, Sandbox,
     SandboxError, ServiceStart,
 };
 
@@ -80,6 +80,8 @@ pub struct SandboxSpec {
     pub main_process: Option<Vec<String>>,
     /// Services started beside it, in its network namespace (see [`Service`](crate::Service)).
     pub services: Vec<ServiceStart>,
+    /// Its mounts (see [`Mount`]): volumes it shares by name with its services, host paths.
+    pub mounts: Vec<Mount>,
 }
 
 /// The engine a backend talks to, as preflight reports it.
@@ -93,6 +95,45 @@ pub struct EngineInfo {
     pub api_version: String,
     /// Where it is (`unix:///var/run/docker.sock`, `tcp://host:2376`).
     pub host: String,
+    /// The most one sandbox can be given there, when the engine says.
+    pub capacity: Option<Capacity>,
+}
+
+/// The most one sandbox can be given on an engine: its host's CPUs and
+/// memory (a cluster's largest node's allocatable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// CPUs, in billionths.
+    pub nano_cpus: i64,
+    /// Memory in bytes.
+    pub memory_bytes: i64,
+}
+
+impl Capacity {
+    /// What of `limits` this capacity cannot give (`4 CPUs`, `8 GiB of memory`), if anything.
+    pub fn lacks(&self, limits: &Limits) -> Vec<String> {
+        let mut out = Vec::new();
+        if limits.nano_cpus > self.nano_cpus {
+            out.push(format!(
+                "{} CPUs (it has {})",
+                limits.nano_cpus as f64 / 1e9,
+                self.nano_cpus as f64 / 1e9
+            ));
+        }
+        if limits.memory_bytes > self.memory_bytes {
+            out.push(format!(
+                "{} of memory (it has {})",
+                mib(limits.memory_bytes),
+                mib(self.memory_bytes)
+            ));
+        }
+        out
+    }
+}
+
+/// `4096 MiB`.
+fn mib(bytes: i64) -> String {
+    format!("{} MiB", bytes >> 20)
 }
 
 /// A tool an in-sandbox helper of reeval needs from the image.
@@ -155,6 +196,11 @@ pub struct ReadyImage {
     pub id: String,
     /// `cache hit …` or `built … in …`, for `-v` and the record.
     pub detail: String,
+    /// The image's own `WORKDIR` (`None`: it sets none, or the backend cannot
+    /// say before a sandbox runs it, as for an image left to a cluster to pull).
+    pub workdir: Option<String>,
+    /// The image's own `USER` (`None`: root, or not known).
+    pub user: Option<String>,
 }
 
 /// A cached setup image (see [`Backend::find_setup`]).
@@ -233,6 +279,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `Err` says why not, and preflight refuses an eval that has some.
     fn runs_services(&self) -> Result<(), String> {
         Err(format!("the {} backend cannot start services beside a sandbox", self.name()))
+    }
+
+    /// Whether this engine can give a sandbox (or its services) these
+    /// [`Mount`]s; `Err` says why not, and preflight refuses an eval that has
+    /// them. The default: no mounts at all.
+    fn mounts(&self, mounts: &[Mount]) -> Result<(), String> {
+        match mounts.first() {
+            None => Ok(()),
+            Some(m) => Err(format!(
+                "the {} backend cannot mount volumes or host paths into a sandbox ({})",
+                self.name(),
+                m.describe()
+            )),
+        }
     }
 
     /// Whether this engine keeps a setup cache ([`Backend::find_setup`],

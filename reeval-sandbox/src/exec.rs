@@ -21,6 +21,7 @@ pub struct Command {
     pub(crate) stdin: Option<Bytes>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) user: Option<String>,
+    pub(crate) step: Option<String>,
 }
 
 impl Command {
@@ -33,6 +34,7 @@ impl Command {
             stdin: None,
             timeout: None,
             user: None,
+            step: None,
         }
     }
 
@@ -88,6 +90,20 @@ impl Command {
     pub fn user(mut self, user: impl Into<String>) -> Self {
         self.user = Some(user.into());
         self
+    }
+
+    /// Marks the command as a step of the eval's own machinery (a Harbor
+    /// task's copies into the sandbox and listings of what it left), named
+    /// `name`: it runs as a check does, and the record, `-v` and the report
+    /// show it by that name as a step, apart from the checks the eval grades by.
+    pub fn step(mut self, name: impl Into<String>) -> Self {
+        self.step = Some(name.into());
+        self
+    }
+
+    /// The name [`step`](Self::step) gave it, if it is a step.
+    pub fn step_name(&self) -> Option<&str> {
+        self.step.as_deref()
     }
 
     /// The argv.

@@ -121,6 +121,10 @@ pub struct FakeBackend {
     slow_downloads: Arc<Mutex<Vec<(usize, std::time::Duration)>>>,
     /// What every sandbox's [`Sandbox::state`] answers (by default, running).
     state: Arc<Mutex<SandboxState>>,
+    /// The `WORKDIR` an image of this reference says it has.
+    image_workdirs: std::collections::BTreeMap<String, String>,
+    /// What its `ping` says one sandbox can be given.
+    capacity: Option<crate::Capacity>,
 }
 
 impl std::fmt::Debug for FakeBackend {
@@ -144,7 +148,22 @@ impl FakeBackend {
             failure: None,
             slow_downloads: Default::default(),
             state: Arc::new(Mutex::new(SandboxState::Running)),
+            image_workdirs: Default::default(),
+            capacity: None,
         }
+    }
+
+    /// Its engine says one sandbox can be given at most `capacity`.
+    pub fn capacity(mut self, capacity: crate::Capacity) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// The image `reference` (an `ImageSpec::From`, or `fake/built:1` for any
+    /// built one) says its `WORKDIR` is `workdir`.
+    pub fn image_workdir(mut self, reference: &str, workdir: &str) -> Self {
+        self.image_workdirs.insert(reference.to_string(), workdir.to_string());
+        self
     }
 
     /// From now on every sandbox reports `state` (a sandbox killed or paused
@@ -218,6 +237,11 @@ impl Backend for FakeBackend {
         "fake"
     }
 
+    /// Mounts are taken, and kept in the spec a test reads ([`FakeBackend::specs`]); nothing is mounted.
+    fn mounts(&self, _mounts: &[crate::Mount]) -> Result<(), String> {
+        Ok(())
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
     }
@@ -228,6 +252,7 @@ impl Backend for FakeBackend {
             version: "0".into(),
             api_version: "0".into(),
             host: "memory".into(),
+            capacity: self.capacity,
         })
     }
 
@@ -251,7 +276,14 @@ impl Backend for FakeBackend {
         let digest = sha2::Sha256::digest(format!("{spec:?}").as_bytes());
         let id =
             format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        Ok(ReadyImage { detail: format!("cache hit {reference} (fake)"), reference, id })
+        let workdir = self.image_workdirs.get(&reference).cloned();
+        Ok(ReadyImage {
+            detail: format!("cache hit {reference} (fake)"),
+            reference,
+            id,
+            workdir,
+            user: None,
+        })
     }
 
     async fn create(&self, spec: &SandboxSpec) -> Result<Arc<dyn Sandbox>, SandboxError> {
@@ -438,6 +470,10 @@ impl Sandbox for FakeSandbox {
         let top = path.trim_end_matches('/').rsplit('/').next().unwrap_or("root").to_string();
         if under.is_empty() {
             return match files.get(path) {
+                // A file alone, named by its own name (as an engine's archive has it).
+                Some(Entry::File { mode, bytes }) if path != self.workdir => {
+                    archive::tar_of(&[(top, bytes.clone(), *mode)])
+                }
                 Some(entry) if path != self.workdir => {
                     archive::tar_of_tree("", &BTreeMap::from([(top, entry.clone())]))
                 }

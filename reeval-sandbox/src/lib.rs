@@ -54,6 +54,7 @@
 pub mod archive;
 mod backend_config;
 pub mod docker;
+pub mod exclude;
 pub mod exec;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
@@ -61,6 +62,7 @@ pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
 pub mod kubernetes;
+pub mod mount;
 mod named;
 pub mod service;
 pub(crate) mod shell_exec;
@@ -72,8 +74,8 @@ mod gateway;
 mod sandbox;
 
 pub use backend::{
-    Backend, Capabilities, EngineInfo, FoundSetup, HELPER_TOOLS, HelperTool, Limits, NetworkSpec,
-    ReadyImage, SandboxSpec, Sweep,
+    Backend, Capabilities, Capacity, EngineInfo, FoundSetup, HELPER_TOOLS, HelperTool, Limits,
+    NetworkSpec, ReadyImage, SandboxSpec, Sweep,
 };
 pub use backend_config::{BackendConfig, CellNeeds, Connected, Preflight, RunNeeds};
 pub use docker::DockerBackend;
@@ -82,6 +84,7 @@ pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest};
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::{Image, ImageSpec};
 pub use kubernetes::{GatewayAddress, KubernetesConfig};
+pub use mount::{LABEL_VOLUME, Mount, MountSource};
 pub use sandbox::{
     ExecRequest, ExecStream, PortIo, PortStream, ProcessGroup, Sandbox, Signal, StdoutSink,
 };

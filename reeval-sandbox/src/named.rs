@@ -108,6 +108,10 @@ impl Backend for Named {
         self.inner.runs_services()
     }
 
+    fn mounts(&self, mounts: &[crate::Mount]) -> Result<(), String> {
+        self.inner.mounts(mounts)
+    }
+
     fn caches_setups(&self) -> bool {
         self.inner.caches_setups()
     }
@@ -157,6 +161,14 @@ impl Sandbox for NamedSandbox {
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
         self.name_it(self.inner.exec(request).await)
+    }
+
+    async fn exec_in_service(
+        &self,
+        service: &str,
+        command: &crate::exec::Command,
+    ) -> Result<ExecOutput, SandboxError> {
+        self.name_it(self.inner.exec_in_service(service, command).await)
     }
 
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
@@ -221,6 +233,7 @@ mod tests {
             network: Default::default(),
             main_process: None,
             services: Vec::new(),
+            mounts: Vec::new(),
         }
     }
 

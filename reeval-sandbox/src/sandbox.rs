@@ -140,6 +140,31 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Runs `command` in the service `service` started beside the sandbox
+    /// (see [`Service`](crate::Service)): its argv in the service's
+    /// container, with the command's variables on the service's own (not
+    /// the sandbox's), its directory and user when it names them (else the
+    /// service's), and no stdin. Its timeout ends the wait: the process may
+    /// go on until the service is removed. The default: no services.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when there is no such service or the engine fails; a
+    /// non-zero exit is not an error.
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops reading; the process goes on in the service.
+    async fn exec_in_service(
+        &self,
+        service: &str,
+        _command: &Command,
+    ) -> Result<ExecOutput, SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message: format!(
+                "failed to run a command in service {service}: the sandbox has no services"
+            ),
+        })
+    }
+
     /// What the engine says about the sandbox now (see [`SandboxState`]).
     /// The attempt asks only after a command failed, to decide whose failure
     /// it was; the default cannot tell ([`SandboxState::Unknown`]), which

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::{ImageSpec, Limits};
+use super::{ImageSpec, Limits, Mount};
 
 /// Label on a service's container: the service's name.
 pub const LABEL_SERVICE: &str = "dev.reeval.service";
@@ -48,6 +48,8 @@ pub struct Service {
     pub depends_on: Vec<(String, Condition)>,
     /// Its resource limits (the sandbox's defaults unless set).
     pub limits: Limits,
+    /// Its mounts: the sandbox's volumes it shares by name, host paths (see [`Mount`]).
+    pub mounts: Vec<Mount>,
 }
 
 impl Service {
@@ -66,7 +68,14 @@ impl Service {
             ports: Vec::new(),
             depends_on: Vec::new(),
             limits: Limits::default(),
+            mounts: Vec::new(),
         }
+    }
+
+    /// A mount (see [`Mount`]).
+    pub fn mount(mut self, mount: Mount) -> Self {
+        self.mounts.push(mount);
+        self
     }
 
     /// An environment variable.
@@ -203,6 +212,9 @@ pub fn problems(services: &[Service]) -> Vec<String> {
         {
             out.push(format!("service {}: Dockerfile {} does not exist", s.name, path.display()));
         }
+    }
+    for s in services {
+        out.extend(crate::mount::problems(&format!("service {}", s.name), &s.mounts));
     }
     out.extend(port_collisions(services));
     for s in services {

@@ -103,6 +103,16 @@ pub async fn containers_of_run(run_id: &str) -> usize {
     inject::docker().await.list_containers(Some(opts)).await.expect("list containers").len()
 }
 
+/// Volumes labelled with this run id.
+pub async fn volumes_of_run(run_id: &str) -> usize {
+    let filters = of_run(run_id);
+    let opts = reeval::bollard::query_parameters::ListVolumesOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let listed = inject::docker().await.list_volumes(Some(opts)).await.expect("list volumes");
+    listed.volumes.unwrap_or_default().len()
+}
+
 /// The path of an example binary built by `cargo test` (examples are built with the tests).
 pub fn example_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");

@@ -37,8 +37,10 @@ impl Attempt {
         let egress = self.egress.attempt.as_ref();
         let brokered = |name: &str| egress.is_some_and(|e| e.brokers(name));
         let shown = lifecycle::check::one_line(&cmd.display());
+        let step = cmd.step_name().map(str::to_string);
         let check = lifecycle::check::run(&handle, cmd, &self.given.secrets, brokered);
-        let ran = self.phases.run(Phase::Check, check, lifecycle::check::detail).await;
+        let detail = |o: &ExecOutput| lifecycle::check::detail(o, step.as_deref());
+        let ran = self.phases.run(Phase::Check, check, detail).await;
         // A check that failed in a sandbox lost meanwhile: its result must not reach the eval.
         let lost = match &ran {
             Ok(out) if out.exit_code == 0 => None,
@@ -53,7 +55,7 @@ impl Attempt {
         }
         if let Some(e) = lost {
             if let Ok(out) = &ran {
-                self.record.checks.push(lifecycle::check::record(out, false));
+                self.record.checks.push(lifecycle::check::record(out, false, step.as_deref()));
             }
             return Err(e.in_phase(Phase::Check));
         }
@@ -67,9 +69,29 @@ impl Attempt {
                 .await;
         // What the check wrote is its own, not the agent's (`checks.rs`).
         let changes = self.after_check(&handle, &lifecycle::check::one_line(&out.command)).await;
-        self.record
-            .checks
-            .push(CheckRecord { changes, ..lifecycle::check::record(&out, oom_killed) });
+        self.record.checks.push(CheckRecord {
+            changes,
+            ..lifecycle::check::record(&out, oom_killed, step.as_deref())
+        });
+        Ok(out)
+    }
+
+    /// A check in one of the sandbox's services (`Ctx::exec_in_service`).
+    pub(crate) async fn exec_in_service(
+        &mut self,
+        service: &str,
+        cmd: Command,
+    ) -> Result<ExecOutput> {
+        let handle = self.sandbox().await?;
+        let step = cmd.step_name().map(str::to_string);
+        let run = async { Ok(handle.sandbox().exec_in_service(service, &cmd).await?) };
+        let detail = |o: &ExecOutput| {
+            format!("service {service}: {}", lifecycle::check::detail(o, step.as_deref()))
+        };
+        let out = self.phases.run(Phase::Check, run, detail).await?;
+        let mut record = lifecycle::check::record(&out, false, step.as_deref());
+        record.service = Some(service.to_string());
+        self.record.checks.push(record);
         Ok(out)
     }
 

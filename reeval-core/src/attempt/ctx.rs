@@ -53,7 +53,7 @@ impl Ctx {
 
     /// Whether this attempt's harness runs the eval's reference solution in
     /// place of an agent (`Harness::runs_reference_solution`: the oracle).
-    pub(crate) fn runs_reference_solution(&self) -> bool {
+    pub fn runs_reference_solution(&self) -> bool {
         !matches!(self.attempt.solution, super::Solution::None)
     }
 
@@ -169,6 +169,35 @@ impl Ctx {
         async move {
             self.attempt.calls.began("exec", at);
             let result = self.attempt.exec(cmd).await;
+            self.attempt.calls.ended(result)
+        }
+    }
+
+    /// Runs a command in the service `service` started beside the sandbox
+    /// (see [`Environment::service`](crate::Environment::service)): its argv
+    /// in the service's container, with the command's variables, directory
+    /// and user over the service's own; recorded as a check naming the
+    /// service. Its timeout ends the wait (the process may go on until the
+    /// service is removed). A Harbor task's `[[verifier.collect]]` hook in a
+    /// sidecar is one.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the budget runs out; a sandbox error, also
+    /// when there is no such service. A non-zero exit is not an error.
+    ///
+    /// # Cancel safety
+    /// A dropped command may keep running in the service until teardown.
+    #[track_caller]
+    pub fn exec_in_service(
+        &mut self,
+        service: &str,
+        cmd: impl Into<Command>,
+    ) -> impl Future<Output = Result<ExecOutput>> {
+        let at = Location::caller();
+        let (service, cmd): (String, Command) = (service.to_string(), cmd.into());
+        async move {
+            self.attempt.calls.began("exec_in_service", at);
+            let result = self.attempt.exec_in_service(&service, cmd).await;
             self.attempt.calls.ended(result)
         }
     }

@@ -44,6 +44,8 @@ impl std::fmt::Debug for AskFill {
 pub(crate) struct ForCache {
     /// The container, whatever happened: the caller removes it.
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    /// Where its workspace lives.
+    pub(crate) workspace: String,
     /// Its key, and the labels its image gets; or why it could not be prepared.
     pub(crate) prepared: Result<(String, std::collections::BTreeMap<String, String>)>,
 }
@@ -81,6 +83,10 @@ pub(crate) async fn prepare_for_cache(
     let _ = attempt.egress.close().await;
     let _ = std::fs::remove_dir_all(&scratch);
     let sandbox = attempt.handle().map(|h| h.sandbox().clone());
+    let workspace = attempt
+        .handle()
+        .map(|h| h.workspace().to_string())
+        .unwrap_or_else(|| crate::environment::WORKSPACE.to_string());
     let prepared = started.and_then(|()| {
         let digest = attempt.prepare.cache_digest.clone().ok_or_else(|| {
             Error::infra("prepare the setup cache", "its inputs may not be cached")
@@ -91,5 +97,5 @@ pub(crate) async fn prepare_for_cache(
         );
         Ok((digest, labels))
     });
-    ForCache { sandbox, prepared }
+    ForCache { sandbox, workspace, prepared }
 }

@@ -42,6 +42,9 @@ mod calls;
 mod checks;
 mod collect;
 mod ctx;
+mod extra;
+#[cfg(test)]
+mod extra_tests;
 mod fill;
 mod io;
 mod judge;
@@ -63,6 +66,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use ctx::{Ctx, EvalFn};
+pub use extra::{ExtraSandbox, InSandbox};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
 pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 pub(crate) use plan::CellPlan;
@@ -198,6 +202,8 @@ pub(crate) struct Attempt {
     /// Under a harness that runs the eval's reference solution (`--harness
     /// oracle`): the solution, until the first `send` runs it.
     pub(super) solution: Solution,
+    /// Its extra sandboxes (`Ctx::start_sandbox`), removed at teardown.
+    extras: Vec<extra::Extra>,
 }
 
 /// What an attempt was given: the eval's environment and what runs it.
@@ -241,8 +247,9 @@ struct EgressState {
     attempt: Option<AttemptEgress>,
     /// When the attempt started, in milliseconds since the Unix epoch (egress records count from it).
     started_unix_ms: u64,
-    /// What the gateway refused, in the words a failed attempt's message ends with.
-    refused: Option<String>,
+    /// What the gateways refused (the sandbox's, then extra sandboxes'), in
+    /// the words a failed attempt's message ends with.
+    refused: Vec<String>,
 }
 
 impl EgressState {
@@ -251,7 +258,7 @@ impl EgressState {
     async fn close(&mut self) -> Option<(Vec<EgressRecord>, String)> {
         let egress = self.attempt.take()?;
         let closed = egress.close(self.started_unix_ms).await;
-        self.refused = closed.refused;
+        self.refused.extend(closed.refused);
         Some((closed.records, closed.summary))
     }
 }

@@ -56,10 +56,16 @@ pub(crate) struct CellPlan {
     /// The secrets the cell's attempts get: the environment's and the
     /// harness's credentials, resolved by preflight.
     pub(crate) secrets: Vec<Secret>,
+    /// The run's `[images]`, for the environments of extra sandboxes (`extra.rs`).
+    pub(crate) images: crate::image_map::ImageMap,
     /// The judge's keys (the chosen judge's, and each provider's default key
     /// found), resolved by preflight: for the host's judge calls alone. Kept
     /// apart from `secrets`, so that no broker, sandbox or check can take one.
     pub(crate) judge_keys: Vec<Secret>,
+    /// Why the cell cannot run, when it cannot (`Eval::cannot_run`, or what
+    /// preflight found of this eval alone in a run that goes on past it): its
+    /// trials are config outcomes saying so, without a slot or a sandbox.
+    pub(crate) cannot_run: Option<String>,
 }
 
 impl std::fmt::Debug for CellPlan {

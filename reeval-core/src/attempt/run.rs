@@ -162,7 +162,7 @@ impl Attempt {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or(0),
-                refused: None,
+                refused: Vec::new(),
             },
             turns: Turns {
                 in_flight: None,
@@ -176,6 +176,7 @@ impl Attempt {
             forwards: Vec::new(),
             oom_kills_seen: 0,
             solution,
+            extras: Vec::new(),
         }
     }
 
@@ -231,9 +232,11 @@ impl Attempt {
         }
         // A failure says what the gateway refused meanwhile: often why it failed.
         if outcome != crate::outcome::Outcome::Pass
-            && let (Some(m), Some(refused)) = (message.as_mut(), self.egress.refused.take())
+            && let Some(m) = message.as_mut()
         {
-            m.push_str(&format!("\n  {refused}"));
+            for refused in self.egress.refused.drain(..) {
+                m.push_str(&format!("\n  {refused}"));
+            }
         }
         record.outcome = outcome;
         record.message = message;

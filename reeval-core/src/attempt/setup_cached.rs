@@ -88,8 +88,12 @@ impl Attempt {
         use crate::setup_cache::SetupCache;
         let env = &self.given.env;
         // Only a setup is worth an image; without steps, preparing is a few uploads.
-        // A setup beside services may have written to them, which no image keeps.
-        if !self.prepare.setup_cache || env.setup.is_empty() || !env.services.is_empty() {
+        // A setup beside services, or with mounts, may have written to them, which no image keeps.
+        if !self.prepare.setup_cache
+            || env.setup.is_empty()
+            || !env.services.is_empty()
+            || !env.mounts.is_empty()
+        {
             return None;
         }
         match env.setup_cache {

@@ -38,6 +38,8 @@ pub(super) struct Launch {
     pub(super) ahead: Option<Arc<dyn Sandbox>>,
     /// The services started beside the sandbox, their images present.
     pub(super) services: Vec<crate::sandbox::ServiceStart>,
+    /// Where the workspace lives (the environment's `workspace_dir`, resolved on the image).
+    pub(super) workspace: String,
 }
 
 impl Attempt {
@@ -103,7 +105,7 @@ impl Attempt {
         Ok(ready)
     }
 
-    fn backend(&self) -> Result<Arc<dyn Backend>> {
+    pub(super) fn backend(&self) -> Result<Arc<dyn Backend>> {
         self.given
             .backend
             .clone()
@@ -119,8 +121,9 @@ impl Attempt {
         let cell = self.given.cell.clone();
         let mapped_from = cell.env.image_mapped_from.clone();
         let both = async {
-            let image =
-                lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key).await?;
+            let image = lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key)
+                .await
+                .map_err(|e| lifecycle::image::own_build_failed(e, &cell.eval, &cell.env))?;
             let services =
                 lifecycle::image::ensure_services(backend.as_ref(), &cell.env.services).await?;
             Ok((image, services))
@@ -153,7 +156,7 @@ impl Attempt {
         let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
         variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
         crate::sandbox::service::bypass_proxy(&mut variables, &given.env.services);
-        let without_services = given.env.services.is_empty();
+        let without_services = given.env.services.is_empty() && given.env.mounts.is_empty();
         let rules_file = given
             .harness
             .as_ref()
@@ -205,6 +208,7 @@ impl Attempt {
             rules_file,
             ahead,
             services: Vec::new(),
+            workspace: self.given.env.workspace_dir.resolve(image.workdir.as_deref()),
         })
     }
 
@@ -223,7 +227,9 @@ impl Attempt {
         let variables = std::mem::take(&mut launch.variables);
         let services = std::mem::take(&mut launch.services);
         let beside = lifecycle::container::services_detail(&services);
-        let from = &launch.from;
+        let (from, workspace) = (&launch.from, launch.workspace.as_str());
+        self.record.workspace_dir =
+            (workspace != crate::environment::WORKSPACE).then(|| workspace.to_string());
         let Attempt { phases, given, record, sandbox: state, egress, .. } = &mut *self;
         phases
             .run(
@@ -233,8 +239,7 @@ impl Attempt {
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
                     if let Some(sandbox) = ahead {
                         record.container = Some(sandbox.id().to_string());
-                        let handle =
-                            SandboxHandle::new(sandbox, crate::environment::WORKSPACE, variables);
+                        let handle = SandboxHandle::new(sandbox, workspace, variables);
                         *state = SandboxState::Starting { handle: Some(handle.clone()) };
                         return Ok(handle);
                     }
@@ -254,6 +259,7 @@ impl Attempt {
                     };
                     let mut spec = lifecycle::container::spec(
                         from,
+                        workspace,
                         &record.run_id,
                         &attempt_id,
                         &given.env.limits,
@@ -261,14 +267,11 @@ impl Attempt {
                         main_process,
                     );
                     spec.services = services;
+                    spec.mounts = given.env.mounts.clone();
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());
-                    let handle = SandboxHandle::new(
-                        sandbox.clone(),
-                        crate::environment::WORKSPACE,
-                        variables,
-                    );
+                    let handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
                     if !files.is_empty() {
                         // Where nothing is mounted, the relay (and the CA) go in before it starts.

@@ -21,6 +21,8 @@ impl Attempt {
         for forward in self.forwards.drain(..) {
             forward.task.abort();
         }
+        // Extra sandboxes first: nothing of theirs is collected.
+        self.tear_down_extras().await;
         // Nothing leaves the sandbox from now on; what did is recorded.
         if let Some((records, summary)) = self.egress.close().await {
             self.record.egress = records;

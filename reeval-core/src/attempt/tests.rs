@@ -429,3 +429,49 @@ async fn a_judge_named_only_by_reeval_judge_needs_its_key_in_preflight() {
     }
     assert_eq!(backend.created(), 0, "nothing started");
 }
+
+#[tokio::test]
+async fn the_workspace_lives_where_the_environment_says_the_images_workdir_by_its_backend() {
+    use crate::environment::{Image, WorkspaceDir};
+    async fn workspace_of(backend: &FakeBackend, env: fn() -> Environment) -> (String, String) {
+        let seen = Arc::new(std::sync::Mutex::new(String::new()));
+        let into = seen.clone();
+        let eval = Eval::new("where", move |c| {
+            let into = into.clone();
+            Box::pin(async move {
+                *into.lock().unwrap() = c.sandbox_handle().await?.workspace().to_string();
+                Ok(())
+            })
+        })
+        .environment(env);
+        let r = run_one(backend, eval).await;
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+        let spec = backend.specs().pop().expect("a sandbox was made");
+        let handle = seen.lock().unwrap().clone();
+        (spec.workdir, handle)
+    }
+    let backend = scripted().image_workdir("task/img:1", "/app/");
+    // The image's WORKDIR, as the backend that runs the attempt reports it.
+    let at = workspace_of(&backend, || {
+        Environment::new()
+            .image(Image::from("task/img:1"))
+            .workspace_dir(WorkspaceDir::ImageWorkdir)
+    })
+    .await;
+    assert_eq!(at, ("/app".into(), "/app".into()));
+    // An image without a WORKDIR (or `/`): the default workspace.
+    let at = workspace_of(&backend, || {
+        Environment::new()
+            .image(Image::from("other/img:1"))
+            .workspace_dir(WorkspaceDir::ImageWorkdir)
+    })
+    .await;
+    assert_eq!(at, ("/workspace".into(), "/workspace".into()));
+    // A path of the eval's own.
+    let at = workspace_of(&backend, || Environment::new().workspace_dir("/srv/work")).await;
+    assert_eq!(at, ("/srv/work".into(), "/srv/work".into()));
+    assert_eq!(WorkspaceDir::ImageWorkdir.resolve(Some("/")), "/workspace");
+    assert_eq!(WorkspaceDir::ImageWorkdir.resolve(Some("rel")), "/workspace");
+    let problems = Environment::new().workspace_dir("rel/dir").problems().join("\n");
+    assert!(problems.contains("workspace_dir `rel/dir` must be an absolute path"), "{problems}");
+}

@@ -72,6 +72,12 @@ impl RunEgress {
         Self { settings, ..Self::default() }
     }
 
+    /// The run's own `allow_internal` (added to every environment's, an
+    /// extra sandbox's too).
+    pub(crate) fn allow_internal(&self) -> &[String] {
+        &self.settings.allow_internal
+    }
+
     /// What this host's trust store adds to the public roots (a company's
     /// CA, an intercepting proxy's): the gateway trusts it upstream and the
     /// sandbox trusts it too.

@@ -87,6 +87,27 @@ pub(crate) async fn ensure(
     Ok(ready)
 }
 
+/// A build of the eval's own image (its Dockerfile, install or layer steps)
+/// that fails fails the same way on every try: the eval's config fault, said
+/// once with the build's last lines, not the platform's to retry. A build of
+/// a harness's image stays the platform's.
+pub(crate) fn own_build_failed(
+    err: crate::Error,
+    eval: &str,
+    env: &crate::environment::Environment,
+) -> crate::Error {
+    match err {
+        crate::Error::Sandbox(crate::sandbox::SandboxError::ImageBuild { image, message })
+            if env.image.is_some() =>
+        {
+            crate::Error::Config(format!(
+                "failed to build the image of eval {eval} ({image}); fix its Dockerfile or build steps. The build's last lines:\n{message}"
+            ))
+        }
+        other => other,
+    }
+}
+
 /// Makes the image present ahead of the attempts, for the first attempt
 /// that gets it to claim (see [`ensure`]). Failures are left to the attempts.
 ///

@@ -3,13 +3,8 @@
 //! destroys it whatever happens after.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use crate::environment::WORKSPACE;
-use crate::error::Result;
-use crate::sandbox::{
-    Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec,
-};
+use crate::sandbox::{LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec};
 
 /// The labels of everything an attempt creates on the engine.
 pub(crate) fn labels(run_id: &str, attempt_id: &str) -> BTreeMap<String, String> {
@@ -19,23 +14,10 @@ pub(crate) fn labels(run_id: &str, attempt_id: &str) -> BTreeMap<String, String>
     ])
 }
 
-/// Creates the sandbox (not started).
-pub(crate) async fn create(
-    backend: &dyn Backend,
-    image: &str,
-    run_id: &str,
-    attempt_id: &str,
-    limits: &Limits,
-    network: NetworkSpec,
-    main_process: Option<Vec<String>>,
-) -> Result<Arc<dyn Sandbox>> {
-    let spec = spec(image, run_id, attempt_id, limits, network, main_process);
-    Ok(backend.create(&spec).await?)
-}
-
 /// What the sandbox is created from (no services: the caller adds them).
 pub(crate) fn spec(
     image: &str,
+    workspace: &str,
     run_id: &str,
     attempt_id: &str,
     limits: &Limits,
@@ -45,11 +27,12 @@ pub(crate) fn spec(
     SandboxSpec {
         image: image.to_string(),
         labels: labels(run_id, attempt_id),
-        workdir: WORKSPACE.into(),
+        workdir: workspace.into(),
         limits: limits.clone(),
         network,
         main_process,
         services: Vec::new(),
+        mounts: Vec::new(),
     }
 }
 

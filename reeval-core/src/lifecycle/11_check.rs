@@ -34,9 +34,11 @@ pub(crate) async fn run(
     Ok(handle.exec_with_env(cmd, &extra).await?)
 }
 
-/// The check as the record keeps it (redacted when written).
-pub(crate) fn record(out: &ExecOutput, oom_killed: bool) -> CheckRecord {
+/// The check as the record keeps it (redacted when written); `step` names
+/// a step of the eval's own machinery (`Command::step`).
+pub(crate) fn record(out: &ExecOutput, oom_killed: bool, step: Option<&str>) -> CheckRecord {
     CheckRecord {
+        step: step.map(str::to_string),
         oom_killed,
         command: out.command.clone(),
         exit_code: out.exit_code,
@@ -44,12 +46,20 @@ pub(crate) fn record(out: &ExecOutput, oom_killed: bool) -> CheckRecord {
         stdout_tail: out.stdout_tail(CHECK_TAIL).to_string(),
         stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
         changes: None,
+        sandbox: None,
+        service: None,
     }
 }
 
-/// The phase's detail: `pytest -q exited 0 in 43ms`.
-pub(crate) fn detail(out: &ExecOutput) -> String {
-    format!("{} exited {} in {}ms", one_line(&out.command), out.exit_code, out.duration_ms)
+/// The phase's detail: `pytest -q exited 0 in 43ms`; a step of the eval's
+/// own machinery by its name: `step copy tests/ into /tests: exited 0 in 40ms`.
+pub(crate) fn detail(out: &ExecOutput, step: Option<&str>) -> String {
+    match step {
+        Some(name) => format!("step {name}: exited {} in {}ms", out.exit_code, out.duration_ms),
+        None => {
+            format!("{} exited {} in {}ms", one_line(&out.command), out.exit_code, out.duration_ms)
+        }
+    }
 }
 
 /// A command's first line, at most 80 bytes, for one-line logs.

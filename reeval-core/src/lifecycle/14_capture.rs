@@ -28,12 +28,17 @@ pub(crate) async fn keep(
             let text = as_text(&bytes);
             (format!("{base}{ext}"), bytes, text)
         }
-        Artifact::Dir(path) => {
+        Artifact::Dir(path) | Artifact::DirExcluding { path, .. } => {
+            let exclude = match what {
+                Artifact::DirExcluding { exclude, .. } => exclude.as_slice(),
+                _ => &[],
+            };
+            let exclude = crate::sandbox::exclude::Exclude::new(exclude)?;
             let abs = handle.resolve(path);
             let tar = handle.sandbox().download(&abs, DIR_LIMIT).await?;
             // Rebuilt from its parsed entries, each redacted: never unpacked, never holding a secret.
             let tree: std::collections::BTreeMap<String, Entry> =
-                crate::sandbox::archive::read_tree(&tar, |_| false)?
+                crate::sandbox::archive::read_tree(&tar, |p| exclude.excludes(p))?
                     .into_iter()
                     .map(|(p, e)| match e {
                         Entry::File { mode, bytes } => (
@@ -88,7 +93,7 @@ pub(crate) async fn keep(
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::infra_from(format!("create {}", dir.display()), e))?;
     // Archives were redacted entry by entry above; anything else, text or binary, here.
-    let bytes = if matches!(what, Artifact::Dir(_)) {
+    let bytes = if matches!(what, Artifact::Dir(_) | Artifact::DirExcluding { .. }) {
         bytes
     } else {
         redactor.redact_bytes(&bytes).into_owned()

@@ -13,10 +13,10 @@ use crate::stats::paired::Verdict;
 pub struct RecordedComparison {
     /// The analysis (each arm is named by its run id).
     pub comparison: Comparison,
-    /// The control run's directory and records.
-    pub control: (PathBuf, Vec<Record>),
-    /// The treatment run's directory and records.
-    pub treatment: (PathBuf, Vec<Record>),
+    /// The control arm's records, each with the run directory it was read from.
+    pub control: Vec<(PathBuf, Record)>,
+    /// The treatment arm's records, each with the run directory it was read from.
+    pub treatment: Vec<(PathBuf, Record)>,
 }
 
 fn percent(x: Option<f64>) -> String {
@@ -233,20 +233,20 @@ fn row_view(row: &ComparisonRow, overall: bool) -> RowView {
     }
 }
 
-/// The final try of each (eval, harness, trial) of `records`.
+/// The final try of each (eval, harness, trial) of `records`, with its run directory.
 fn final_of<'a>(
-    records: &'a [crate::record::Record],
+    records: &'a [(PathBuf, Record)],
     row: &ComparisonRow,
     trial: u32,
-) -> Option<&'a crate::record::Record> {
+) -> Option<&'a (PathBuf, Record)> {
     records
         .iter()
-        .filter(|r| {
+        .filter(|(_, r)| {
             r.eval == row.eval
                 && r.trial == trial
                 && row.harness.as_ref().is_none_or(|h| *h == r.harness)
         })
-        .max_by_key(|r| r.try_)
+        .max_by_key(|(_, r)| r.try_)
 }
 
 /// The HTML page of two recorded runs compared: the table of figures, then
@@ -259,15 +259,14 @@ pub fn html(compared: &RecordedComparison) -> Result<String, askama::Error> {
     let c = &compared.comparison;
     let mut rows: Vec<RowView> = c.evals.iter().map(|r| row_view(r, false)).collect();
     rows.push(row_view(&c.overall, true));
-    let (c_dir, c_records) = &compared.control;
-    let (t_dir, t_records) = &compared.treatment;
-    let href = |dir: &std::path::Path, r: &crate::record::Record| -> String {
+    let (c_records, t_records) = (&compared.control, &compared.treatment);
+    let href = |dir: &std::path::Path, r: &Record| -> String {
         let path = dir.join(r.file_name());
         let path = std::fs::canonicalize(&path).unwrap_or(path);
         format!("file://{}", path.display())
     };
-    let cell = |r: Option<&crate::record::Record>, dir: &std::path::Path| match r {
-        Some(r) => (
+    let cell = |found: Option<&(PathBuf, Record)>| match found {
+        Some((dir, r)) => (
             match (r.outcome.kind(), r.reward.as_ref().and_then(crate::stats::reward::scalar)) {
                 (Some(kind), None) => format!("{} ({})", r.outcome.as_str(), kind.as_str()),
                 (None, None) => r.outcome.as_str().to_string(),
@@ -288,8 +287,8 @@ pub fn html(compared: &RecordedComparison) -> Result<String, askama::Error> {
             let mut trials: Vec<u32> = c_records
                 .iter()
                 .chain(t_records.iter())
-                .filter(|r| r.eval == row.eval)
-                .map(|r| r.trial)
+                .filter(|(_, r)| r.eval == row.eval)
+                .map(|(_, r)| r.trial)
                 .collect();
             trials.sort_unstable();
             trials.dedup();
@@ -300,9 +299,9 @@ pub fn html(compared: &RecordedComparison) -> Result<String, askama::Error> {
                     .into_iter()
                     .map(|trial| {
                         let (control, control_class, control_href) =
-                            cell(final_of(c_records, row, trial), c_dir);
+                            cell(final_of(c_records, row, trial));
                         let (treatment, treatment_class, treatment_href) =
-                            cell(final_of(t_records, row, trial), t_dir);
+                            cell(final_of(t_records, row, trial));
                         TrialView {
                             trial,
                             control,
@@ -363,10 +362,13 @@ mod tests {
         assert!(text.contains("mean reward 0.25 → 1.00, difference +0.75 ["), "{text}");
         assert!(text.contains("over 6 pairs: helped"), "{text}");
         assert!(text.contains("rewards: the mean of paired differences"), "{text}");
+        let dir = |d: &str, records: Vec<Record>| -> Vec<(PathBuf, Record)> {
+            records.into_iter().map(|r| (PathBuf::from(d), r)).collect()
+        };
         let compared = RecordedComparison {
             comparison,
-            control: ("/runs/a".into(), control),
-            treatment: ("/runs/b".into(), treatment),
+            control: dir("/runs/a", control),
+            treatment: dir("/runs/b", treatment),
         };
         let page = html(&compared).unwrap();
         assert!(page.contains("<h2>Rewards</h2>"), "{page}");

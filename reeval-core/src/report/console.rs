@@ -107,6 +107,19 @@ impl Console {
     }
 }
 
+/// The evals that cannot run, each with why, said when the run starts.
+pub(crate) fn cannot_run_listing(cannot_run: &[(String, String)]) -> String {
+    let n = cannot_run.len();
+    let mut text = format!(
+        "{n} {} cannot run (config outcomes, not retried; the rest of the run goes on):\n",
+        plural(n, "eval")
+    );
+    for (eval, why) in cannot_run {
+        text.push_str(&format!("  {eval}: {why}\n"));
+    }
+    text
+}
+
 /// `test fix_parser#2 shell has been running for over 60 seconds (in turn 1)`: libtest's
 /// notice, naming the trial and the harness, and the phase when known.
 pub(crate) fn slow_notice(id: &AttemptId, secs: u64, phase: Option<&str>) -> String {
@@ -119,13 +132,18 @@ impl Reporter for Console {
     fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         self.doing.follow(event);
         match event {
-            RunEvent::Planned { evals, .. } if self.lines => {
-                let mut text =
-                    format!("\nrunning {} {}\n", evals.len(), plural(evals.len(), "test"));
-                for name in &self.ignored {
-                    text.push_str(&format!("test {name} ... ignored\n"));
+            RunEvent::Planned { evals, cannot_run, .. } => {
+                if self.lines {
+                    let mut text =
+                        format!("\nrunning {} {}\n", evals.len(), plural(evals.len(), "test"));
+                    for name in &self.ignored {
+                        text.push_str(&format!("test {name} ... ignored\n"));
+                    }
+                    self.out.out(&text)?;
                 }
-                self.out.out(&text)?;
+                if !cannot_run.is_empty() {
+                    self.out.err(&cannot_run_listing(cannot_run));
+                }
             }
             RunEvent::AttemptStarted(id) => {
                 self.running.insert(id.clone(), (Instant::now(), 0));

@@ -40,6 +40,9 @@ pub enum RunEvent {
         run_dir: PathBuf,
         /// The evals to run, in order.
         evals: Vec<String>,
+        /// The evals among them that cannot run, and why: each of their
+        /// cells ends as a config outcome, starting nothing.
+        cannot_run: Vec<(String, String)>,
         /// Cells (eval × harness) to run.
         cells: usize,
         /// First tries planned (eval × harness × trial; trials a resumed run kept are not).

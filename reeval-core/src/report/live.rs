@@ -250,6 +250,7 @@ mod tests {
             run_id: "r".into(),
             run_dir: "/r".into(),
             evals: vec!["e".into()],
+            cannot_run: Vec::new(),
             cells: 1,
             attempts: 2,
         });

@@ -7,6 +7,7 @@
 //! write a secret.
 
 mod atif;
+pub mod combine;
 pub mod compare;
 mod console;
 pub mod events;

@@ -48,6 +48,10 @@ pub enum RunsError {
         /// Where it stops making sense.
         message: String,
     },
+    /// Runs that cannot be read as one: a run given twice, an attempt in two
+    /// of them, an output directory that holds another run.
+    #[error("failed to read the runs as one: {0}")]
+    Combine(String),
     /// No run was found.
     #[error("failed to find a run in {}: {why}", dir.display())]
     NoRun {
@@ -315,6 +319,10 @@ pub fn rebuild(
     let per_process = summaries(run_dir)?;
     summary.provenance = merge_provenance(&per_process);
     summary.suite = per_process.iter().find_map(|s| s.suite.clone());
+    // A part of a partitioned run stays one, and a combined run keeps its parts.
+    summary.partition = per_process.iter().find_map(|s| s.partition.clone());
+    summary.parts =
+        per_process.iter().map(|s| s.parts.clone()).find(|p| !p.is_empty()).unwrap_or_default();
     // What a process could not write, or that was interrupted, stays said in the whole run's summary.
     let lost: Vec<String> = per_process.iter().flat_map(|s| s.write_errors.clone()).collect();
     let interrupted =

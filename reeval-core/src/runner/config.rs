@@ -69,6 +69,9 @@ pub struct RunConfig {
     /// Image names mapped to others (`[images]` in `reeval.toml`), applied to
     /// every eval's environment when the run starts.
     pub images: crate::image_map::ImageMap,
+    /// The part of a partitioned run this is, recorded in the summary (the
+    /// cells are chosen by [`main`](super::main); see [`crate::partition`]).
+    pub partition: Option<crate::settings::Partition>,
 }
 
 impl RunConfig {
@@ -123,6 +126,7 @@ impl Settings {
             variant: None,
             suite: None,
             images: self.images.clone(),
+            partition: self.partition,
         }
     }
 }

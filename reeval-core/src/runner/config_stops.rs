@@ -1,3 +1,7 @@
+//! A cell that cannot run (`Eval::cannot_run`, or an eval refused alone in
+//! preflight) ends each of its trials as a config outcome saying why, with
+//! no slot, no sandbox and no retry.
+//!
 //! A config error found mid-run (a judge model no one chose, a key the
 //! eval's own code needs) is not the agent's and will not go away by running
 //! the cell again: the cell's remaining attempts stop before they start, so
@@ -48,4 +52,15 @@ impl ConfigStops {
         ));
         Some(r)
     }
+}
+
+/// The record of `plan`'s attempt when its cell cannot run: a config outcome
+/// saying why, nothing started.
+pub(crate) fn cannot_run(plan: &AttemptPlan) -> Option<Record> {
+    let why = plan.cell.cannot_run.as_ref()?;
+    let mut r = plan.new_record();
+    r.tags = plan.cell.tags.clone();
+    r.outcome = Outcome::Config;
+    r.message = Some(why.clone());
+    Some(r)
 }

@@ -41,7 +41,7 @@ pub(crate) async fn dispatch(
 
     // Fetch git workspaces on the host before the run; an attempt reports a failed fetch itself.
     let mut fetched = Vec::new();
-    for plan in plans.iter().flatten() {
+    for plan in plans.iter().flatten().filter(|p| p.cannot_run.is_none()) {
         if let Some(crate::environment::Workspace::Git { url, rev, .. }) = &plan.env.workspace
             && !fetched.contains(&(url, rev))
         {
@@ -156,6 +156,7 @@ pub(crate) async fn dispatch(
             run_id: config.run_id.clone(),
             run_dir: run_dir.clone(),
             evals: evals.iter().map(|e| e.name.clone()).collect(),
+            cannot_run: cannot_run(&plans),
             cells,
             attempts: planned,
         },
@@ -233,6 +234,7 @@ pub(crate) async fn dispatch(
     summary.comparison = runner.comparison(&all);
     summary.provenance = super::provenance::of_run(started, engine, harness_versions);
     summary.suite = config.suite.clone();
+    summary.partition = config.partition.map(|p| p.to_string());
     let interrupted = runner.shutdown.is_cancelled();
     let counted = (summary.exit_code, summary.exit_reason.clone());
     super::settle_exit(&mut summary, &counted, interrupted, &lost);
@@ -259,12 +261,23 @@ pub(crate) async fn dispatch(
 /// Failures are left to the attempts, which report them. Images are built
 /// once per digest (a lock per digest), so an attempt that needs an image
 /// being built here waits for that build.
+/// Each eval whose cells cannot run, and why (once per eval).
+fn cannot_run(plans: &[Vec<Arc<CellPlan>>]) -> Vec<(String, String)> {
+    plans
+        .iter()
+        .filter_map(|cells| {
+            let cell = cells.first()?;
+            Some((cell.eval.clone(), cell.cannot_run.clone()?))
+        })
+        .collect()
+}
+
 fn ensure_images_ahead(
     plans: &[Vec<Arc<CellPlan>>],
     pool: &Arc<super::pool::Pool>,
 ) -> tokio::task::JoinHandle<()> {
     let mut wanted: Vec<(crate::environment::ImageSpec, String)> = Vec::new();
-    for plan in plans.iter().flatten() {
+    for plan in plans.iter().flatten().filter(|p| p.cannot_run.is_none()) {
         if !wanted.iter().any(|(i, _)| *i == plan.image) {
             wanted.push((plan.image.clone(), plan.image_key.clone()));
         }
@@ -369,6 +382,15 @@ struct TrialRun {
 impl TrialRun {
     /// Runs the trial's tries; each one's record goes out in its `AttemptEnded` event.
     async fn run(self, mut plan: AttemptPlan) {
+        if let Some(r) = super::config_stops::cannot_run(&plan) {
+            // It takes no slot, but its turn in the plan's order: later tries wait for it.
+            self.turnstile.wait_for(self.ticket).await;
+            self.turnstile.advance();
+            let _ = self
+                .events
+                .send(RunEvent::AttemptEnded { record: Box::new(r), retry: Retry::Final });
+            return;
+        }
         // Tries of this process: a trial numbered on from an earlier process still gets its retries.
         let mut tried = 0;
         loop {

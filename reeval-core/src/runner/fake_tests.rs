@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::attempt::tests::{Script, scripted};
+use crate::environment::Environment;
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
 use crate::matchers::expect;
@@ -541,5 +542,94 @@ async fn a_judges_key_is_kept_apart_from_the_cells_secrets() {
     let key = plan.judge_keys.iter().find(|s| s.name == "OPENAI_API_KEY").unwrap();
     let key = key.value.expose_secret().to_string();
     assert!(!ready.redactor.redact(&format!("key={key}")).contains(&key));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Evals that cannot run take no slot and start nothing, but keep their
+/// turn in the plan's order: the evals after them run (a run of one slot
+/// would wait for ever on a turn never taken).
+#[tokio::test]
+async fn evals_that_cannot_run_are_config_outcomes_and_the_rest_run() {
+    let backend = FakeBackend::new();
+    let dir = std::env::temp_dir().join(format!("reeval-cannot-run-{}", std::process::id()));
+    let config = RunConfig {
+        record_dir: dir.clone(),
+        harnesses: vec!["shell".into()],
+        threads: 1,
+        trials: Some(2),
+        ..RunConfig::default()
+    };
+    let mut harnesses = crate::harness::HarnessRegistry::new();
+    harnesses.register("shell", |_| Box::new(crate::oracle::OracleHarness));
+    let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()));
+    let ok = |name: &str| Eval::new(name, |_c| Box::pin(async { Ok(()) }));
+    let evals = vec![
+        Eval::cannot_run("broken", "failed to parse task.toml of Harbor task broken"),
+        ok("fine_a"),
+        Eval::cannot_run("unsupported", "a task that asks for GPUs"),
+        ok("fine_b"),
+    ];
+    let report = tokio::time::timeout(std::time::Duration::from_secs(30), runner.run(evals))
+        .await
+        .expect("the run ends")
+        .expect("preflight passes");
+    let mut got: Vec<(String, Outcome)> =
+        report.records.iter().map(|r| (r.eval.clone(), r.outcome)).collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        [
+            ("broken".into(), Outcome::Config),
+            ("broken".into(), Outcome::Config),
+            ("fine_a".into(), Outcome::Pass),
+            ("fine_a".into(), Outcome::Pass),
+            ("fine_b".into(), Outcome::Pass),
+            ("fine_b".into(), Outcome::Pass),
+            ("unsupported".into(), Outcome::Config),
+            ("unsupported".into(), Outcome::Config),
+        ]
+    );
+    let broken = report.records.iter().find(|r| r.eval == "broken").unwrap();
+    assert_eq!(broken.message.as_deref(), Some("failed to parse task.toml of Harbor task broken"));
+    assert!(broken.phases.is_empty(), "nothing started: {:?}", broken.phases);
+    assert_eq!(backend.created(), 0, "the fine evals start no sandbox either");
+    assert_eq!(report.exit_code(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An eval refused alone: a fault of its own found in preflight (here, a
+/// secret the host lacks) makes its cells config outcomes and the run goes
+/// on; the same fault of an eval not refused alone stops the run.
+#[tokio::test]
+async fn an_eval_refused_alone_does_not_stop_the_run() {
+    let dir = std::env::temp_dir().join(format!("reeval-refuse-alone-{}", std::process::id()));
+    let run = |alone: bool| {
+        let backend = FakeBackend::new();
+        let config = RunConfig {
+            record_dir: dir.clone(),
+            harnesses: vec!["shell".into()],
+            ..RunConfig::default()
+        };
+        let mut harnesses = crate::harness::HarnessRegistry::new();
+        harnesses.register("shell", |_| Box::new(crate::oracle::OracleHarness));
+        let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend));
+        let needs_secret = Eval::new("needs_secret", |_c| Box::pin(async { Ok(()) }))
+            .environment(|| Environment::new().secret("REEVAL_SURELY_UNSET_SECRET_42"))
+            .refuse_alone(alone);
+        let fine = Eval::new("fine", |_c| Box::pin(async { Ok(()) }));
+        async move { runner.run(vec![needs_secret, fine]).await }
+    };
+    let e = run(false).await.expect_err("the run stops").to_string();
+    assert!(e.contains("secret REEVAL_SURELY_UNSET_SECRET_42 of eval needs_secret"), "{e}");
+    let report = run(true).await.expect("the run goes on");
+    let refused = report.records.iter().find(|r| r.eval == "needs_secret").unwrap();
+    assert_eq!(refused.outcome, Outcome::Config);
+    let message = refused.message.as_deref().unwrap_or_default();
+    assert!(
+        message
+            .starts_with("failed to run eval needs_secret: secret REEVAL_SURELY_UNSET_SECRET_42"),
+        "{message}"
+    );
+    assert_eq!(report.records.iter().find(|r| r.eval == "fine").unwrap().outcome, Outcome::Pass);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -45,6 +45,7 @@ pub use crate::report::events;
 mod fake_tests;
 #[cfg(all(test, feature = "kubernetes"))]
 mod kubernetes_tests;
+mod part;
 pub(crate) mod plan;
 pub mod pool;
 mod preflight;
@@ -77,7 +78,7 @@ pub use config::{RunConfig, SuiteConfig};
 pub mod cli {
     pub use crate::settings::{Args, UsageError};
 }
-pub use suite::{main, main_with_args};
+pub use suite::{main, main_with_args, main_with_reporters};
 
 // What a run produced and how it is summarized, at their old paths: the
 // reporters own them (`crate::report::summary`), and the runner uses them.
@@ -95,6 +96,18 @@ pub fn new_run_id() -> String {
 /// `$CARGO_TARGET_DIR/reeval/runs`, or `target/reeval/runs`.
 pub fn default_record_dir() -> PathBuf {
     settings::default_record_dir_from(&settings::process_env)
+}
+
+/// The harness specs `eval` runs with when `harnesses` (the command line's,
+/// empty for none) replace its own: theirs, else its own, else [`DEFAULT_HARNESS`].
+pub(crate) fn harness_specs_of(harnesses: &[String], eval: &Eval) -> Vec<String> {
+    if !harnesses.is_empty() {
+        harnesses.to_vec()
+    } else if !eval.options.harnesses.is_empty() {
+        eval.options.harnesses.clone()
+    } else {
+        vec![DEFAULT_HARNESS.to_string()]
+    }
 }
 
 /// A run that could not start: nothing was started (exit code 2).
@@ -229,13 +242,7 @@ impl Runner {
 
     /// The harness specs `eval` runs with.
     pub fn harness_specs(&self, eval: &Eval) -> Vec<String> {
-        let specs = if !self.config.harnesses.is_empty() {
-            self.config.harnesses.clone()
-        } else if !eval.options.harnesses.is_empty() {
-            eval.options.harnesses.clone()
-        } else {
-            vec![DEFAULT_HARNESS.to_string()]
-        };
+        let specs = harness_specs_of(&self.config.harnesses, eval);
         match &self.only_cells {
             Some(cells) => specs
                 .into_iter()

@@ -78,22 +78,27 @@ pub(super) fn draft(runner: &Runner, eval: &Eval) -> EvalDraft {
     EvalDraft { env, cells }
 }
 
-/// The plan of a cell whose environment was built and harness is known,
-/// with the secrets and judge keys preflight resolved for it.
+/// The plan of a cell whose environment was built (and whose harness is
+/// known, unless the cell cannot run), with the secrets and judge keys
+/// preflight resolved for it.
 pub(super) fn plan(
     runner: &Runner,
     eval: &Eval,
     cell: &ArmCell,
     env: Arc<Environment>,
-    harness: &dyn Harness,
+    harness: Option<&dyn Harness>,
     secrets: Vec<Secret>,
     judge_keys: Vec<Secret>,
 ) -> CellPlan {
     let config = &runner.config;
     // A sandbox with a way out is made with its gateway (an egress that
     // cannot be planned is the attempt's to report).
-    let gateway = !matches!(crate::egress::attempt::plan(&env, Some(harness), &secrets), Ok(None));
-    let brokered = harness.egress().brokers.into_iter().chain(env.brokers.iter().cloned());
+    let gateway = !matches!(crate::egress::attempt::plan(&env, harness, &secrets), Ok(None));
+    let brokered = harness
+        .map(|h| h.egress().brokers)
+        .unwrap_or_default()
+        .into_iter()
+        .chain(env.brokers.iter().cloned());
     CellPlan {
         eval: eval.name.clone(),
         source: eval.location.map(|(file, line)| format!("{file}:{line}")),
@@ -106,14 +111,16 @@ pub(super) fn plan(
         oracle: eval.options.oracle.clone(),
         harness_spec: cell.spec.clone(),
         arm: cell.arm.clone(),
-        image: crate::lifecycle::image::spec(env.image.as_ref(), Some(harness)),
-        image_key: crate::lifecycle::image::harness_id(Some(harness)),
-        harness_version: harness.version(),
+        image: crate::lifecycle::image::spec(env.image.as_ref(), harness),
+        image_key: crate::lifecycle::image::harness_id(harness),
+        harness_version: harness.and_then(|h| h.version()),
         gateway,
         brokered: brokered.map(|(name, _)| name).collect(),
         env,
         secrets,
         judge_keys,
+        cannot_run: eval.options.cannot_run.clone(),
+        images: config.images.clone(),
     }
 }
 

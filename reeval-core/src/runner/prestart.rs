@@ -55,9 +55,9 @@ impl Prestart {
         backend: &Arc<dyn Backend>,
     ) -> Option<Prestarted> {
         let cell = &plan.cell;
-        // A sandbox with a way out is made with its gateway, and one with services with
-        // them, in its container phase.
-        if cell.gateway || !cell.env.services.is_empty() {
+        // A sandbox with a way out is made with its gateway, and one with services or
+        // mounts with them, in its container phase.
+        if cell.gateway || !cell.env.services.is_empty() || !cell.env.mounts.is_empty() {
             return None;
         }
         let permit = self.ahead.clone().try_acquire_owned().ok()?;
@@ -65,17 +65,17 @@ impl Prestart {
             .await
             .ok()?;
         let attempt_id = plan.new_record().artifacts_dir_name();
-        let sandbox = crate::lifecycle::container::create(
-            backend.as_ref(),
+        let workspace = cell.env.workspace_dir.resolve(image.workdir.as_deref());
+        let spec = crate::lifecycle::container::spec(
             &image.reference,
+            &workspace,
             &plan.run_id,
             &attempt_id,
             &cell.env.limits,
             NetworkSpec::None,
             None,
-        )
-        .await
-        .ok()?;
+        );
+        let sandbox = backend.create(&spec).await.ok()?;
         if sandbox.start().await.is_err() {
             let _ = sandbox.destroy().await;
             return None;

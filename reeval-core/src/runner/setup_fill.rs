@@ -99,13 +99,13 @@ impl SetupFills {
             return Ok(());
         }
         let harness = harnesses.make(&plan.cell.harness_spec);
-        let ForCache { sandbox, prepared } =
+        let ForCache { sandbox, workspace, prepared } =
             attempt::prepare_for_cache(plan, backend.clone(), harness, self.shutdown.clone()).await;
         let committed = match (&prepared, &sandbox) {
             (Ok((made, _)), _) if made != digest => {
                 Err(format!("its inputs gave another key ({made}) when prepared again"))
             }
-            (Ok((_, labels)), Some(sandbox)) => match quiescent(sandbox).await {
+            (Ok((_, labels)), Some(sandbox)) => match quiescent(sandbox, &workspace).await {
                 Ok(fingerprint) => {
                     let mut labels = labels.clone();
                     labels.insert(setup_cache::LABEL_SNAPSHOT.into(), fingerprint);
@@ -146,8 +146,8 @@ impl SetupFills {
 
 /// The fingerprint of the prepared sandbox's workspace, once nothing its
 /// setup left running can change it any more; or why it may not be committed.
-async fn quiescent(sandbox: &Arc<dyn Sandbox>) -> Result<String, String> {
-    let handle = SandboxHandle::new(sandbox.clone(), crate::environment::WORKSPACE, Vec::new());
+async fn quiescent(sandbox: &Arc<dyn Sandbox>, workspace: &str) -> Result<String, String> {
+    let handle = SandboxHandle::new(sandbox.clone(), workspace, Vec::new());
     setup_cache::settle(&handle, setup_cache::SETTLE_WITHIN).await?;
     // Read from the engine as an archive: nothing is written into the sandbox before its commit.
     let snapshot = crate::diff::Snapshot::download(&handle)

@@ -1,10 +1,12 @@
 //! The `main` of an eval suite (`reeval::main!()`): the command line, the
-//! selection (filters, `--skip`, `--ignored`, `--tag`, `--rerun-failed`),
+//! selection (filters, `--skip`, `--ignored`, `--tag`, `--rerun-failed`,
+//! `--partition`),
 //! `--list`, the reporters the flags ask for, signals, and the exit code.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::part::Part;
 use super::{Args, RunConfig, Runner};
 use crate::eval::Eval;
 use crate::harness::HarnessRegistry;
@@ -28,6 +30,19 @@ pub fn main_with_args(
     harnesses: HarnessRegistry,
     argv: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> i32 {
+    main_with_reporters(evals, harnesses, argv, Vec::new())
+}
+
+/// [`main_with_args`] with reporters of the caller's beside the ones the
+/// flags ask for (`reeval harbor run -o DIR` writes Harbor's job directory
+/// from the run's records this way). They see a run's events only when it
+/// runs: not under `--list`, nor when the command line or settings fail.
+pub fn main_with_reporters(
+    evals: Vec<Eval>,
+    harnesses: HarnessRegistry,
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+    extra: Vec<Box<dyn Reporter>>,
+) -> i32 {
     let args = match Args::parse(argv) {
         Ok(Some(a)) => a,
         Ok(None) => return 0,
@@ -43,14 +58,33 @@ pub fn main_with_args(
         .filter(|e| Args::tagged(&tags, &e.options.tags))
         .collect();
     let mut filtered_out = evals.len() - selected.len();
+    let partition = match Settings::partition(&args, settings::process_env) {
+        Ok(p) => p,
+        Err(e) => {
+            say(&format!("error: {e}\n"));
+            return 2;
+        }
+    };
     if args.list {
         // Side-effect free: a sort over statics, no Docker, no network, no keys.
+        let part = match partition.map(|p| list_part(p, &args, &selected)).transpose() {
+            Ok(part) => part,
+            Err(e) => {
+                say(&format!("error: {e}\n"));
+                return 2;
+            }
+        };
+        let listed: Vec<&&Eval> =
+            selected.iter().filter(|e| part.as_ref().is_none_or(|p| p.has_eval(&e.name))).collect();
         let mut text = String::new();
-        for e in &selected {
+        for e in &listed {
             text.push_str(&format!("{}: test\n", e.name));
         }
         if !args.terse {
-            text.push_str(&format!("\n{} tests, 0 benchmarks\n", selected.len()));
+            text.push_str(&format!("\n{} tests, 0 benchmarks\n", listed.len()));
+            if let Some(part) = &part {
+                text.push_str(&format!("{}\n", part.said(true)));
+            }
         }
         let _ = Lines::default().out(&text);
         return if crate::report::stdout_closed() { EXIT_OUTPUT_LOST } else { 0 };
@@ -111,10 +145,21 @@ pub fn main_with_args(
             suite.binary,
             kept.len()
         ));
+        let recorded = crate::report::runs::summaries(&run_dir).unwrap_or_default();
         // A compare run resumed is a later look at its comparison.
-        previous_comparison = crate::report::runs::summaries(&run_dir)
-            .ok()
-            .and_then(|s| s.into_iter().find_map(|s| s.comparison));
+        previous_comparison = recorded.iter().find_map(|s| s.comparison.clone());
+        // A part resumed is the same part: its cells, not the whole run's.
+        let part = recorded.iter().find_map(|s| s.partition.as_deref()?.parse().ok());
+        match (part, config.partition) {
+            (Some(p), None) => config.partition = Some(p),
+            (Some(p), Some(given)) if p != given => {
+                say(&format!(
+                    "error: failed to resume run {run_id}: it is part {p} of a partitioned run, not {given}\n"
+                ));
+                return 2;
+            }
+            _ => {}
+        }
         // Resuming a comparison without naming its arms again compares the same arms.
         if let Some(previous) = previous_comparison.as_ref().filter(|_| config.compare.is_none()) {
             match crate::compare::Arms::recorded(previous, &kept, &known_variants) {
@@ -176,10 +221,40 @@ pub fn main_with_args(
         only_cells = Some(cells);
         rerun_of = Some(run.id);
     }
+    let verbose = config.verbose;
+    let partition = config.partition;
+    let mut runner = Runner::new(config, harnesses).resuming(kept);
+    if let Some(cells) = only_cells {
+        runner = runner.only_cells(cells);
+    }
+    // After every other selection, as nextest partitions: this part's cells only.
+    let mut empty_part = false;
+    if let Some(p) = partition {
+        let part = Part::of(p, to_run.iter().copied(), |e| runner.harness_specs(e));
+        say(&format!("reeval: {}\n", part.said(false)));
+        let before = to_run.len();
+        to_run.retain(|e| part.has_eval(&e.name));
+        filtered_out += before - to_run.len();
+        empty_part = part.is_empty_of_some();
+        runner = runner.only_cells(part.cells);
+    }
     // A run that selected nothing is no green: say why, unless asked for. Evals
     // selected but marked ignore are reported as ignored, as libtest does: a
-    // suite of ignored evals is not a run of nothing that claims to pass.
-    if to_run.is_empty() && ignored.is_empty() && !settings.allow_empty {
+    // suite of ignored evals is not a run of nothing that claims to pass. A
+    // part of a partitioned run that got no cell is a part, not a mistake.
+    if empty_part && ignored.is_empty() {
+        return match super::part::record_nothing(&runner.config) {
+            Ok(dir) => {
+                say(&format!("reeval: recorded the empty part in {}\n", dir.display()));
+                0
+            }
+            Err(e) => {
+                say(&format!("error: {e}\n"));
+                3
+            }
+        };
+    }
+    if to_run.is_empty() && ignored.is_empty() && !settings.allow_empty && !empty_part {
         let why = nothing_selected(&args, &tags, &evals, rerun_of.as_deref());
         say(&format!(
             "error: no eval selected: {why}; pass --allow-empty (or REEVAL_ALLOW_EMPTY=1) to accept a run of nothing\n"
@@ -204,12 +279,12 @@ pub fn main_with_args(
     if args.json {
         reporters.push(Box::new(LibtestJson::new(ignored, filtered_out)));
         // -v and --stream still go to stderr.
-        if config.verbose || settings.stream {
-            reporters.push(Box::new(Console::new(false, config.verbose).stream(settings.stream)));
+        if verbose || settings.stream {
+            reporters.push(Box::new(Console::new(false, verbose).stream(settings.stream)));
         }
     } else {
         reporters.push(Box::new(
-            Console::new(true, config.verbose)
+            Console::new(true, verbose)
                 .selection(ignored, filtered_out)
                 .slow_after(settings.slow_after)
                 .stream(settings.stream)
@@ -222,6 +297,7 @@ pub fn main_with_args(
     if let Some(p) = progress {
         reporters.push(Box::new(p));
     }
+    reporters.extend(extra);
 
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -230,10 +306,6 @@ pub fn main_with_args(
             return 2;
         }
     };
-    let mut runner = Runner::new(config, harnesses).resuming(kept);
-    if let Some(cells) = only_cells {
-        runner = runner.only_cells(cells);
-    }
     if let Some(previous) = &previous_comparison {
         runner = runner.comparing_after(previous);
     }
@@ -270,6 +342,17 @@ pub fn main_with_args(
     });
     // Output lost to a closed stdout (`| head`) never reads as success.
     if crate::report::stdout_closed() && code == 0 { EXIT_OUTPUT_LOST } else { code }
+}
+
+/// The part `partition` of the evals `selected` for `--list`: their cells
+/// need the harnesses the settings give (flags, variables, `reeval.toml`).
+fn list_part(
+    partition: settings::Partition,
+    args: &Args,
+    selected: &[&Eval],
+) -> Result<Part, settings::SettingsError> {
+    let harnesses = Settings::load(args, settings::process_env)?.harnesses;
+    Ok(Part::of(partition, selected.iter().copied(), |e| super::harness_specs_of(&harnesses, e)))
 }
 
 /// Waits for a signal that ends the run and names it: SIGINT, SIGTERM, SIGHUP (the

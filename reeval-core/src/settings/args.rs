@@ -84,6 +84,12 @@ pub struct Args {
     pub upstream_proxy: Option<String>,
     /// `--nocapture`: show the evals' own output as it is printed (it is kept in the records either way).
     pub nocapture: bool,
+    /// `--retries N`: retries of an infra error.
+    pub retries: Option<u32>,
+    /// `--env-file PATH`: secrets and credentials for preflight (as `REEVAL_ENV_FILE`).
+    pub env_file: Option<PathBuf>,
+    /// `--partition hash:K/N` or `count:K/N`: only this part's cells run.
+    pub partition: Option<super::Partition>,
 }
 
 /// A command line that cannot be understood (exit code 2).

@@ -14,7 +14,7 @@ use super::vars::process_env;
 pub struct EnvFileError {
     /// The file.
     pub path: PathBuf,
-    /// What named it: `env_file` (of `reeval.toml` or the run's config) or `REEVAL_ENV_FILE`.
+    /// What named it: `env_file` (of `reeval.toml` or the run's config), or `--env-file` or `REEVAL_ENV_FILE`.
     pub source_name: String,
     /// What is wrong; never a value from the file, which may be a secret.
     pub problem: String,
@@ -53,7 +53,7 @@ impl SecretLookup {
     /// cannot be read, and also the line for one that does not parse.
     pub fn load(env_file: Option<&Path>, fallback: Option<&Path>) -> Result<Self, EnvFileError> {
         let mut files = match fallback {
-            Some(path) => read_env_file(path, "REEVAL_ENV_FILE")?,
+            Some(path) => read_env_file(path, "--env-file or REEVAL_ENV_FILE")?,
             None => BTreeMap::new(),
         };
         if let Some(path) = env_file {

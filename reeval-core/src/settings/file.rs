@@ -217,12 +217,8 @@ fn unknown_key(text: &str) -> Option<String> {
     let (line, key) =
         keys.keys().filter(|k| table::by_key(k).is_none()).map(|k| (key_line(text, k), k)).min()?;
     let known: Vec<&str> = OPTIONS.iter().filter_map(|o| o.key).collect();
-    let near = known
-        .iter()
-        .map(|k| (crate::suggest::edit_distance(key, k), *k))
-        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
-        .min()
-        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+    let near = crate::suggest::nearest(key, known.iter().copied())
+        .map(|k| format!(" (did you mean `{k}`?)"))
         .unwrap_or_default();
     let expected = known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
     let message = format!("unknown field `{key}`{near}, expected one of {expected}");

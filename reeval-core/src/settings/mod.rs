@@ -51,6 +51,8 @@ pub use args::{Args, UsageError};
 pub use crate::sandbox::docker::EngineSpec;
 pub use env_files::{EnvFileError, SecretLookup};
 pub use file::{ConfigFileError, FILE_NAME, OneOrMore, SuiteConfig};
+// A partition is read here, and used by the runner and by reports of recorded runs.
+pub use crate::partition::{Partition, PartitionError, PartitionKind, cell_hash};
 // The Kubernetes backend's settings are the backend's data (reeval-sandbox/src/kubernetes/config.rs).
 pub use crate::sandbox::{GatewayAddress, KubernetesConfig};
 pub use variants::DeclaredVariant;
@@ -59,7 +61,7 @@ pub(crate) use vars::{default_record_dir_from, run_id_from};
 
 use table::{
     ALLOW_EMPTY, ALLOW_INTERNAL, BACKEND, COMPARE, CONFIG, ENGINES, ENV_FILE, HARNESS, JUDGE,
-    JUNIT, KUBE_NAMESPACE, MIN_PASS_RATE, PRESTART, RECORD_DIR, RETRIES, SETUP_CACHE,
+    JUNIT, KUBE_NAMESPACE, MIN_PASS_RATE, PARTITION, PRESTART, RECORD_DIR, RETRIES, SETUP_CACHE,
     SETUP_CACHE_MAX, SLOW_AFTER, STREAM, TAGS, TEST_THREADS, TIMEOUT, TRIALS, UNDER_NEXTEST,
     UPSTREAM_PROXY, VARIANT, VERBOSE,
 };
@@ -151,6 +153,8 @@ pub struct Settings {
     pub compare: Option<Comparing>,
     /// A variant every eval runs with (`--variant`, `REEVAL_VARIANT`).
     pub variant: Option<String>,
+    /// The part of a partitioned run (`--partition`, `REEVAL_PARTITION`): only its cells run.
+    pub partition: Option<Partition>,
     /// Private or reserved addresses every eval's allowed hosts may resolve
     /// to (`--allow-internal`, `REEVAL_ALLOW_INTERNAL`, `allow_internal`).
     pub allow_internal: Vec<String>,
@@ -206,6 +210,7 @@ impl Settings {
             prices: crate::prices::PriceTable::default(),
             compare: None,
             variant: None,
+            partition: None,
             allow_internal: Vec::new(),
             upstream_proxy: Default::default(),
         }
@@ -218,6 +223,36 @@ impl Settings {
             return args.tags.clone();
         }
         Vars(&env).list(&TAGS)
+    }
+
+    /// The part of a partitioned run: `--partition`, else `REEVAL_PARTITION`.
+    /// Read on its own, as [`Settings::tags`] is, because `--list` shows the part too.
+    ///
+    /// # Errors
+    /// [`SettingsError::Variable`] when `REEVAL_PARTITION` does not read (even with the flag given).
+    pub fn partition(
+        args: &Args,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Partition>, SettingsError> {
+        let vars = Vars(&env);
+        let from_var = match vars.get(&PARTITION) {
+            Some(spec) => Some(
+                spec.parse::<Partition>()
+                    .map_err(|e| Vars::fail(PARTITION.var(), &spec, e.to_string()))?,
+            ),
+            None => None,
+        };
+        let partition = args.partition.or(from_var);
+        if partition.is_some() && env(UNDER_NEXTEST.var()).is_some() {
+            // Each of nextest's processes runs one eval: `count:` would deal each its own list.
+            return Err(SettingsError::Usage(
+                "--partition (REEVAL_PARTITION) splits a run of the suite binary itself; under \
+                 cargo-nextest, which runs each eval in a process of its own, use nextest's \
+                 --partition"
+                    .into(),
+            ));
+        }
+        Ok(partition)
     }
 
     /// Merges the command line, the environment (`env`) and the suite's
@@ -310,11 +345,12 @@ impl Settings {
         let suite_timeout =
             suite.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok());
         s.timeout = args.timeout.or(timeout).or(suite_timeout);
-        if let Some(n) = retries.or(suite.retries) {
+        if let Some(n) = args.retries.or(retries).or(suite.retries) {
             s.infra_retries = n;
         }
         s.min_pass_rate = args.min_pass_rate.or(min_pass_rate).or(suite.min_pass_rate);
         s.tags = Settings::tags(args, env);
+        s.partition = Settings::partition(args, env)?;
         s.junit = args.junit.clone().or(junit);
         s.stream = args.stream || stream.unwrap_or(false);
         s.allow_empty = args.allow_empty || allow_empty.unwrap_or(false);
@@ -380,6 +416,10 @@ impl Settings {
         // The suite's file names the judge and env file first, as it always has.
         s.judge = suite.judge.or(judge);
         s.env_file = suite.env_file;
+        // `--env-file` over `REEVAL_ENV_FILE`: read after the file's.
+        if let Some(path) = &args.env_file {
+            s.fallback_env_file = Some(path.clone());
+        }
         // A pool of engines: the variable over the file.
         s.engines = match vars.get(&ENGINES) {
             Some(list) => {

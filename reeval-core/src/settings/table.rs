@@ -442,7 +442,28 @@ pub(crate) const UPSTREAM_PROXY: Opt = Opt::new("upstream proxy", Reeval)
     .help("the http:// proxy the egress gateway reaches upstreams through; `none`: directly")
     .more("(see [Egress][egress])");
 
-pub(crate) const RETRIES: Opt = Opt::new("infra retries", NoFlag)
+pub(crate) const PARTITION: Opt = Opt::new("partition", Reeval)
+    .long("partition", |a, v| {
+        let flag = v.flag.clone();
+        let spec = v.text()?;
+        a.partition = Some(spec.parse().map_err(|e| UsageError(format!("{flag} {e}")))?);
+        Ok(())
+    })
+    .takes("KIND:K/N")
+    .env("REEVAL_PARTITION")
+    .defaults_to("the whole run")
+    .help(
+        "run part K of N of the cells (eval × harness), as cargo-nextest spells it: hash:K/N by \
+         a stable hash of each cell's name, count:K/N dealt in turn",
+    )
+    .more("(see [Split runs][split-runs])");
+
+pub(crate) const RETRIES: Opt = Opt::new("infra retries", Reeval)
+    .long("retries", |a, v| {
+        a.retries = Some(v.number()?);
+        Ok(())
+    })
+    .takes("N")
     .env("REEVAL_RETRIES")
     .key("retries")
     .kind(Kind::Whole)
@@ -485,13 +506,18 @@ pub(crate) const JUDGE: Opt = Opt::new("judge", NoFlag)
     .key("judge")
     .defaults_to("none")
     .help("the judge model of evals that name none");
-pub(crate) const ENV_FILE: Opt = Opt::new("env files", NoFlag)
+pub(crate) const ENV_FILE: Opt = Opt::new("env files", Reeval)
+    .long("env-file", |a, v| {
+        a.env_file = Some(v.path());
+        Ok(())
+    })
+    .takes("PATH")
     .env("REEVAL_ENV_FILE")
     .env_note(", after the file's")
     .key("env_file")
     .kind(Kind::Path)
     .defaults_to("none")
-    .help("secrets and credentials for preflight");
+    .help("a dotenv file of secrets and credentials for preflight, read for names the host does not set");
 pub(crate) const CONFIG: Opt = Opt::new("config file", NoFlag)
     .env("REEVAL_CONFIG")
     .kind(Kind::Path)
@@ -594,16 +620,17 @@ pub const OPTIONS: &[Opt] = &[
     VS,
     VARIANT,
     REGRADE,
+    PARTITION,
     ALLOW_INTERNAL,
     UPSTREAM_PROXY,
     RETRIES,
+    ENV_FILE,
     SETUP_CACHE_MAX,
     SLOW_AFTER,
     PRICES,
     IMAGES,
     VARIANTS,
     JUDGE,
-    ENV_FILE,
     CONFIG,
     BACKEND,
     KUBERNETES,

@@ -287,6 +287,19 @@ fn env_files_come_from_the_file_then_the_environment() {
     assert_eq!((c.env_file, c.fallback_env_file), (s.env_file, s.fallback_env_file));
 }
 
+#[test]
+fn env_file_and_retries_flags_win_over_their_variables() {
+    let s = load(
+        &["--env-file", "/flag.env", "--retries", "0"],
+        &[("REEVAL_ENV_FILE", "/other.env"), ("REEVAL_RETRIES", "5")],
+    )
+    .unwrap();
+    assert_eq!(s.fallback_env_file, Some(PathBuf::from("/flag.env")));
+    assert_eq!(s.infra_retries, 0);
+    let s = load(&[], &[("REEVAL_RETRIES", "5")]).unwrap();
+    assert_eq!(s.infra_retries, 5);
+}
+
 fn env_file(name: &str, text: &str) -> PathBuf {
     let path = config_file(name, "").with_file_name(format!("{name}.env"));
     std::fs::write(&path, text).unwrap();
@@ -325,7 +338,7 @@ fn a_missing_env_file_is_an_error_naming_it() {
     let e = SecretLookup::load(None, Some(Path::new("/nonexistent/keys.env"))).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "failed to read the env file /nonexistent/keys.env (REEVAL_ENV_FILE): it does not exist"
+        "failed to read the env file /nonexistent/keys.env (--env-file or REEVAL_ENV_FILE): it does not exist"
     );
     let e = SecretLookup::load(Some(Path::new("/nonexistent/suite.env")), None)
         .unwrap_err()

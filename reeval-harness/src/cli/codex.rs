@@ -753,6 +753,7 @@ mod tests {
                     network: Default::default(),
                     main_process: None,
                     services: Vec::new(),
+                    mounts: Vec::new(),
                 };
                 let sandbox = backend.create(&spec).await.unwrap();
                 let handle = SandboxHandle::new(sandbox, "/workspace", Vec::new()).as_agent();

@@ -33,11 +33,26 @@ pub struct DockerSandbox {
     network: Option<String>,
     /// Its services (`services.rs`): in its network namespace, started after it, removed before it.
     services: Option<super::services::Services>,
+    /// Its volumes and copies of host paths (`volumes.rs`), removed after its containers.
+    volumes: super::volumes::Made,
 }
 
 impl DockerSandbox {
     pub(super) fn new(docker: Docker, id: String, flavor: Flavor, network: Option<String>) -> Self {
-        Self { docker, id, pids: PidFiles::default(), flavor, network, services: None }
+        Self {
+            docker,
+            id,
+            pids: PidFiles::default(),
+            flavor,
+            network,
+            services: None,
+            volumes: Default::default(),
+        }
+    }
+
+    pub(super) fn with_volumes(mut self, volumes: super::volumes::Made) -> Self {
+        self.volumes = volumes;
+        self
     }
 
     pub(super) fn with_services(mut self, services: Option<super::services::Services>) -> Self {
@@ -251,6 +266,21 @@ impl Sandbox for DockerSandbox {
         shell_exec::exec(self, &self.pids, request).await
     }
 
+    async fn exec_in_service(
+        &self,
+        service: &str,
+        command: &crate::exec::Command,
+    ) -> Result<ExecOutput, SandboxError> {
+        match &self.services {
+            Some(services) => services.exec(service, command).await,
+            None => Err(SandboxError::EngineConfig {
+                message: format!(
+                    "failed to run a command in service {service}: the sandbox has no services"
+                ),
+            }),
+        }
+    }
+
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
         shell_exec::kill(self, signal).await
     }
@@ -358,7 +388,9 @@ impl Sandbox for DockerSandbox {
         if let Some(services) = &self.services {
             services.remove().await;
         }
-        remove_container(&self.docker, &self.id).await
+        let removed = remove_container(&self.docker, &self.id).await;
+        self.volumes.remove(&self.docker).await;
+        removed
     }
 }
 

@@ -41,13 +41,7 @@ pub(crate) async fn ensure(
         ImageSpec::Layered { base, steps } => {
             let base = Box::pin(ensure(backend, base, extra)).await?;
             // The base's own USER, back after the steps.
-            let user = backend
-                .client()
-                .inspect_image(&base.reference)
-                .await
-                .ok()
-                .and_then(|i| i.config?.user)
-                .unwrap_or_default();
+            let user = base.user.clone().unwrap_or_default();
             let dockerfile = layered_dockerfile(&base.reference, steps, &user);
             (
                 digest_tag(&[b"layered", base.id.as_bytes(), dockerfile.as_bytes()]),
@@ -55,28 +49,24 @@ pub(crate) async fn ensure(
             )
         }
         ImageSpec::From(reference) => {
-            if let Some(id) = backend.image_id(reference).await? {
-                return Ok(ReadyImage {
-                    detail: format!(
-                        "cache hit {reference} ({}) in {}ms",
-                        short_id(&id),
-                        began.elapsed().as_millis()
-                    ),
-                    reference: reference.clone(),
-                    id,
-                });
+            if let Some(facts) = backend.image_facts(reference).await? {
+                let detail = format!(
+                    "cache hit {reference} ({}) in {}ms",
+                    short_id(&facts.id),
+                    began.elapsed().as_millis()
+                );
+                return Ok(ready(reference.clone(), facts, detail));
             }
             let pulled = pull(backend, reference).await;
-            return match backend.image_id(reference).await? {
-                Some(id) => Ok(ReadyImage {
-                    detail: format!(
+            return match backend.image_facts(reference).await? {
+                Some(facts) => {
+                    let detail = format!(
                         "pulled {reference} ({}) in {:.1}s",
-                        short_id(&id),
+                        short_id(&facts.id),
                         began.elapsed().as_secs_f64()
-                    ),
-                    reference: reference.clone(),
-                    id,
-                }),
+                    );
+                    Ok(ready(reference.clone(), facts, detail))
+                }
                 None => Err(SandboxError::ImageMissing {
                     image: reference.clone(),
                     hint: if reference.starts_with("reeval/base") {
@@ -136,29 +126,29 @@ pub(crate) async fn ensure(
         .expect("lock task")
         .map_err(|e| SandboxError::ImageBuild { image: tag.clone(), message: e.to_string() })?;
 
-    if let Some(id) = backend.image_id(&tag).await? {
+    if let Some(facts) = backend.image_facts(&tag).await? {
         drop(file);
-        return Ok(ReadyImage {
-            detail: format!(
-                "cache hit {tag} ({}) in {}ms",
-                short_id(&id),
-                began.elapsed().as_millis()
-            ),
-            reference: tag,
-            id,
-        });
+        let detail = format!(
+            "cache hit {tag} ({}) in {}ms",
+            short_id(&facts.id),
+            began.elapsed().as_millis()
+        );
+        return Ok(ready(tag, facts, detail));
     }
     build_context(backend, &tag, context.tar, &context.dockerfile).await?;
     drop(file);
-    let id = backend.image_id(&tag).await?.ok_or_else(|| SandboxError::ImageBuild {
+    let facts = backend.image_facts(&tag).await?.ok_or_else(|| SandboxError::ImageBuild {
         image: tag.clone(),
         message: "the build ended without an image".into(),
     })?;
-    Ok(ReadyImage {
-        detail: format!("built {tag} ({}) in {:.1}s", short_id(&id), began.elapsed().as_secs_f64()),
-        reference: tag,
-        id,
-    })
+    let detail =
+        format!("built {tag} ({}) in {:.1}s", short_id(&facts.id), began.elapsed().as_secs_f64());
+    Ok(ready(tag, facts, detail))
+}
+
+/// The image ready as `reference`, with what the engine said of it.
+fn ready(reference: String, facts: super::ImageFacts, detail: String) -> ReadyImage {
+    ReadyImage { reference, id: facts.id, detail, workdir: facts.workdir, user: facts.user }
 }
 
 /// Builds `tag` from a tar build context (classic builder), with the builder's output tail on failure.

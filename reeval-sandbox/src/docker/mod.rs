@@ -8,6 +8,7 @@ mod gateway;
 pub mod image;
 mod services;
 pub mod setup_cache;
+mod volumes;
 
 // The Kubernetes backend builds the gateway image here too, to push it.
 #[cfg(feature = "kubernetes")]
@@ -31,6 +32,17 @@ use super::{
     NetworkSpec, ReadyImage, Sandbox, SandboxError, SandboxSpec, Sweep,
 };
 use crate::ImageSpec;
+
+/// What the engine says of an image: its id and the defaults its config sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// The engine's image id.
+    pub id: String,
+    /// Its `WORKDIR`, when set.
+    pub workdir: Option<String>,
+    /// Its `USER`, when set.
+    pub user: Option<String>,
+}
 
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
@@ -152,8 +164,27 @@ impl DockerBackend {
     /// # Cancel safety
     /// Safe.
     pub async fn image_id(&self, image: &str) -> Result<Option<String>, SandboxError> {
+        Ok(self.image_facts(image).await?.map(|f| f.id))
+    }
+
+    /// The image's id, `WORKDIR` and `USER`; `None` when the engine has no such image.
+    ///
+    /// # Errors
+    /// An engine error other than "no such image".
+    ///
+    /// # Cancel safety
+    /// Safe.
+    pub async fn image_facts(&self, image: &str) -> Result<Option<ImageFacts>, SandboxError> {
         match self.docker.inspect_image(image).await {
-            Ok(info) => Ok(info.id),
+            Ok(info) => {
+                let config = info.config.unwrap_or_default();
+                let set = |v: Option<String>| v.filter(|v| !v.is_empty());
+                Ok(info.id.map(|id| ImageFacts {
+                    id,
+                    workdir: set(config.working_dir),
+                    user: set(config.user),
+                }))
+            }
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(SandboxError::engine(format!("inspect image {image}"), e)),
         }
@@ -214,6 +245,18 @@ impl Backend for DockerBackend {
         Ok(())
     }
 
+    fn mounts(&self, mounts: &[crate::Mount]) -> Result<(), String> {
+        // A host path is on this host: an engine elsewhere would mount its own.
+        match mounts.iter().find(|m| matches!(m.source, crate::MountSource::Host(_))) {
+            Some(m) if !self.host.starts_with("unix://") => Err(format!(
+                "the engine at {} is not on this host, so it cannot mount a path of it ({})",
+                self.host,
+                m.describe()
+            )),
+            _ => Ok(()),
+        }
+    }
+
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
         let v = self.docker.version().await.map_err(|e| SandboxError::EngineUnreachable {
             engine: match self.flavor {
@@ -222,6 +265,10 @@ impl Backend for DockerBackend {
             },
             message: format!("{}: {e}", self.host),
         })?;
+        // The host's CPUs and memory: a sandbox asking more cannot be created there.
+        let capacity = self.docker.info().await.ok().and_then(|i| {
+            Some(crate::Capacity { nano_cpus: i.ncpu? * 1_000_000_000, memory_bytes: i.mem_total? })
+        });
         Ok(EngineInfo {
             name: match self.flavor {
                 Flavor::Podman => "Podman".into(),
@@ -230,6 +277,7 @@ impl Backend for DockerBackend {
             version: v.version.unwrap_or_default(),
             api_version: v.api_version.unwrap_or_default(),
             host: self.host.clone(),
+            capacity,
         })
     }
 
@@ -279,6 +327,13 @@ impl Backend for DockerBackend {
                 });
             }
         };
+        // Its volumes and copies first, labelled as it is (see `volumes.rs`).
+        let all: Vec<&crate::Mount> = spec
+            .mounts
+            .iter()
+            .chain(spec.services.iter().flat_map(|s| &s.service.mounts))
+            .collect();
+        let made = volumes::make(&self.docker, &all, &labels).await?;
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             cmd: Some(
@@ -294,6 +349,7 @@ impl Backend for DockerBackend {
                 // internal network) is the only way out.
                 network_mode: Some(network_mode),
                 binds,
+                mounts: made.engine_mounts(&spec.mounts),
                 // Its services share its network namespace: their names are 127.0.0.1.
                 extra_hosts: (!spec.services.is_empty()).then(|| services::hosts(&spec.services)),
                 ..confined(&spec.limits, self.flavor)
@@ -325,24 +381,33 @@ impl Backend for DockerBackend {
             // Cancelled: the runtime is shutting down under it.
             Err(e) => Err(SandboxError::engine("create a container", e)),
         };
-        let created = created?;
+        let created = match created {
+            Ok(created) => created,
+            Err(e) => {
+                made.remove(&self.docker).await;
+                return Err(e);
+            }
+        };
         // Its services, in its network namespace (see `services.rs`).
         let services = match spec.services.is_empty() {
             true => None,
-            false => match services::create(self, &spec.services, &labels, &created.id).await {
-                Ok(services) => Some(services),
-                Err(e) => {
-                    let _ = remove_container(&self.docker, &created.id).await;
-                    return Err(e);
+            false => {
+                match services::create(self, &spec.services, &labels, &created.id, &made).await {
+                    Ok(services) => Some(services),
+                    Err(e) => {
+                        let _ = remove_container(&self.docker, &created.id).await;
+                        made.remove(&self.docker).await;
+                        return Err(e);
+                    }
                 }
-            },
+            }
         };
         let network = match &spec.network {
             NetworkSpec::Internal { network } => Some(network.clone()),
             _ => None,
         };
         let sandbox = DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network);
-        Ok(Arc::new(sandbox.with_services(services)))
+        Ok(Arc::new(sandbox.with_services(services).with_volumes(made)))
     }
 
     async fn start_gateway(
@@ -379,8 +444,9 @@ impl Backend for DockerBackend {
                 }
             }
         }
-        // Gateway networks go the same way, once their containers are gone.
+        // Gateway networks and volumes go the same way, once their containers are gone.
         removed += gateway::sweep_networks(self, scope).await;
+        removed += volumes::sweep(self, scope).await;
         Ok(removed)
     }
 }

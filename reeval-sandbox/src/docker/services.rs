@@ -72,12 +72,16 @@ pub(super) async fn create(
     services: &[ServiceStart],
     labels: &HashMap<String, String>,
     sandbox: &str,
+    volumes: &super::volumes::Made,
 ) -> Result<Services, SandboxError> {
     let (docker, flavor, counted) =
         (backend.docker.clone(), backend.flavor, InFlight::new(&backend.creating));
     let (services, labels, sandbox) = (services.to_vec(), labels.clone(), sandbox.to_string());
+    // Each service's mounts as the engine takes them (its volumes are the sandbox's).
+    let mounts: Vec<_> =
+        services.iter().map(|s| volumes.engine_mounts(&s.service.mounts)).collect();
     let made = tokio::spawn(async move {
-        let made = make(docker, flavor, services, labels, sandbox).await;
+        let made = make(docker, flavor, services, labels, sandbox, mounts).await;
         drop(counted);
         made
     });
@@ -94,10 +98,11 @@ async fn make(
     services: Vec<ServiceStart>,
     labels: HashMap<String, String>,
     sandbox: String,
+    mounts: Vec<Option<Vec<bollard::models::Mount>>>,
 ) -> Result<Services, SandboxError> {
     let mut made = Services { docker: docker.clone(), flavor, started: Vec::new() };
-    for service in services {
-        match create_one(&docker, flavor, &service, &sandbox, &labels).await {
+    for (service, mounts) in services.into_iter().zip(mounts) {
+        match create_one(&docker, flavor, &service, &sandbox, &labels, mounts).await {
             Ok(id) => made.started.push((service, id)),
             Err(e) => {
                 made.remove().await;
@@ -114,6 +119,7 @@ async fn create_one(
     start: &ServiceStart,
     sandbox: &str,
     labels: &HashMap<String, String>,
+    mounts: Option<Vec<bollard::models::Mount>>,
 ) -> Result<String, SandboxError> {
     let s = &start.service;
     let mut labels = labels.clone();
@@ -140,6 +146,7 @@ async fn create_one(
         // entrypoints need (a database's chown and user switch), in its network namespace.
         host_config: Some(HostConfig {
             network_mode: Some(format!("container:{sandbox}")),
+            mounts,
             ..confined(&s.limits, flavor)
         }),
         ..Default::default()
@@ -370,6 +377,83 @@ impl Services {
         let log =
             if tail.is_empty() { "no output".to_string() } else { format!("its log ends: {tail}") };
         SandboxError::engine_says(format!("start service {name}"), format!("it {why}; {log}"))
+    }
+
+    /// Runs `command` in service `name`'s container (see `Sandbox::exec_in_service`).
+    pub(super) async fn exec(
+        &self,
+        name: &str,
+        command: &Command,
+    ) -> Result<crate::exec::ExecOutput, SandboxError> {
+        let (_, id) =
+            self.started.iter().find(|(s, _)| s.service.name == name).ok_or_else(|| {
+                SandboxError::EngineConfig {
+                    message: format!(
+                        "failed to run a command in service {name}: there is no such service"
+                    ),
+                }
+            })?;
+        let began = Instant::now();
+        let created = self
+            .docker
+            .create_exec(
+                id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(command.argv().to_vec()),
+                    env: Some(command.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+                    working_dir: command.workdir.clone(),
+                    user: command.user.clone(),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| SandboxError::engine(format!("run a command in service {name}"), e))?;
+        let (mut out, mut err) = (
+            crate::exec::BoundedBuffer::new(crate::exec::CAPTURE_LIMIT),
+            crate::exec::BoundedBuffer::new(crate::exec::CAPTURE_LIMIT),
+        );
+        let run = async {
+            if let Ok(bollard::exec::StartExecResults::Attached { mut output, .. }) =
+                self.docker.start_exec(&created.id, None).await
+            {
+                while let Some(Ok(chunk)) = output.next().await {
+                    match chunk {
+                        bollard::container::LogOutput::StdOut { message } => out.push(&message),
+                        bollard::container::LogOutput::StdErr { message } => err.push(&message),
+                        _ => {}
+                    }
+                }
+            }
+        };
+        let timed_out = match command.timeout {
+            Some(limit) => tokio::time::timeout(limit, run).await.is_err(),
+            None => {
+                run.await;
+                false
+            }
+        };
+        let exit_code = match timed_out {
+            true => -1,
+            false => self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .ok()
+                .and_then(|i| i.exit_code)
+                .unwrap_or(-1),
+        };
+        Ok(crate::exec::ExecOutput {
+            command: command.display(),
+            exit_code,
+            stdout_bytes: out.total(),
+            stderr_bytes: err.total(),
+            stdout: out.into_string(),
+            stderr: err.into_string(),
+            duration_ms: began.elapsed().as_millis() as u64,
+            timed_out,
+        })
     }
 
     /// Removes every service's container. Missing is fine.

@@ -249,6 +249,8 @@ impl Backend for KubeBackend {
             version: v.git_version,
             api_version: format!("{}.{}", v.major, v.minor),
             host: format!("{} namespace {}", self.server, self.namespace),
+            // Nodes come and go; what a pod may ask is the scheduler's to say.
+            capacity: None,
         })
     }
 
@@ -266,6 +268,9 @@ impl Backend for KubeBackend {
                     "{reference}, left to the cluster (imagePullPolicy {})",
                     self.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
                 ),
+                // Not known before a pod runs it: the cluster pulls it.
+                workdir: None,
+                user: None,
             });
         }
         self.check_image(spec)?;
@@ -284,6 +289,8 @@ impl Backend for KubeBackend {
             ),
             reference: name,
             id: built.id,
+            workdir: built.workdir,
+            user: built.user,
         })
     }
 
@@ -294,6 +301,11 @@ impl Backend for KubeBackend {
             });
         }
         if let (false, Err(why)) = (spec.services.is_empty(), self.runs_services()) {
+            return Err(SandboxError::EngineConfig {
+                message: format!("failed to create a pod: {why}"),
+            });
+        }
+        if let Err(why) = self.mounts(&spec.mounts) {
             return Err(SandboxError::EngineConfig {
                 message: format!("failed to create a pod: {why}"),
             });

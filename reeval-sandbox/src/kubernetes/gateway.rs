@@ -130,6 +130,7 @@ pub(super) fn gateway_pod(
         network: NetworkSpec::None,
         main_process: Some(vec!["sleep".into(), "infinity".into()]),
         services: Vec::new(),
+        mounts: Vec::new(),
     };
     let mut manifest = pod::manifest(name, &spec, config, owner);
     let from_secret = |env: &str| EnvVar {

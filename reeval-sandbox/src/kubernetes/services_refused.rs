@@ -23,6 +23,7 @@ async fn create_refuses_services_too() {
         network: NetworkSpec::None,
         main_process: None,
         services: vec![ServiceStart { service, image: "postgres:16".into() }],
+        mounts: Vec::new(),
     };
     let e = backend().create(&spec).await.unwrap_err().to_string();
     assert!(e.contains("cannot start services beside a sandbox"), "{e}");

@@ -284,6 +284,7 @@ fn spec() -> SandboxSpec {
         network: NetworkSpec::None,
         main_process: None,
         services: Vec::new(),
+        mounts: Vec::new(),
     }
 }
 

@@ -172,14 +172,25 @@ fn check_step(c: &CheckRecord, at: String, redact: &dyn Fn(&str) -> String) -> S
     let wrote = c.changes.as_ref().map_or(String::new(), |d| {
         format!(" · changed {} (the check's own, not in the agent's diff)", files(d.files.len()))
     });
+    // A step of the eval's own machinery is shown by what it does, as a step, not a check.
+    let (kind, title) = match &c.step {
+        Some(name) => (
+            "step",
+            format!("step {}: exited {} in {}ms{oom}", redact(name), c.exit_code, c.duration_ms),
+        ),
+        None => (
+            "check",
+            format!(
+                "check `{line}{more}` exited {} in {}ms{oom}{wrote}",
+                c.exit_code, c.duration_ms
+            ),
+        ),
+    };
     StepView {
-        kind: "check",
+        kind,
         at,
         bad: c.exit_code != 0,
-        title: format!(
-            "check `{line}{more}` exited {} in {}ms{oom}{wrote}",
-            c.exit_code, c.duration_ms
-        ),
+        title,
         turn: None,
         check: Some(CheckView { stdout: redact(&c.stdout_tail), stderr: redact(&c.stderr_tail) }),
         verdict: None,

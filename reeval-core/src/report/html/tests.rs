@@ -116,6 +116,9 @@ fn check(command: &str, exit_code: i64, duration_ms: u64) -> crate::record::Chec
         stderr_tail: String::new(),
         oom_killed: false,
         changes: None,
+        sandbox: None,
+        service: None,
+        step: None,
     }
 }
 
@@ -166,6 +169,10 @@ fn turns_checks_and_judge_calls_are_listed_in_the_order_they_ran() {
         titles(&r)[1],
         "+1.50s check `pytest -q` exited 1 in 40ms · changed 1 file (the check's own, not in the agent's diff)"
     );
+    // A step of the eval's own machinery is shown by its name, as a step.
+    r.checks[1].step = Some("copy tests/ into /tests".into());
+    assert_eq!(titles(&r)[5], "+4.00s step copy tests/ into /tests: exited 0 in 3ms");
+    r.checks[1].step = None;
     // A turn cut short by an interruption has no phase: it follows at the end.
     r.turns.push(turn(crate::TurnStatus::Interrupted, None));
     assert_eq!(titles(&r).last().unwrap(), " turn 3 interrupted after 30.0s");

@@ -1,0 +1,52 @@
+//! Records must be writable before any sandbox starts: a run that cannot
+//! record is no run.
+
+use super::Misses;
+use crate::runner::Runner;
+
+/// The free space a run needs in its record directory before it starts:
+/// records of a few attempts and the report (a full disk mid-run is still
+/// caught, and named, as each file is written).
+const MIN_FREE_BYTES: u64 = 1024 * 1024;
+
+/// The run's record directory can be written and has room.
+pub(super) fn check(runner: &Runner, misses: &mut Misses) {
+    let run_dir = runner.config.record_dir.join(&runner.config.run_id);
+    if let Err(problem) = writable(&run_dir) {
+        misses.run(format!(
+            "failed to write records under {}: {problem}; choose another --record-dir (or REEVAL_RECORD_DIR, or record_dir in reeval.toml)",
+            runner.config.record_dir.display()
+        ));
+    } else if let Some(free) = free_bytes(&runner.config.record_dir)
+        && free < MIN_FREE_BYTES
+    {
+        misses.run(format!(
+            "only {} free under {}; a run needs at least {} there for its records and report: free some space or choose another --record-dir",
+            kib(free),
+            runner.config.record_dir.display(),
+            kib(MIN_FREE_BYTES)
+        ));
+    }
+}
+
+/// Bytes an unprivileged process may still write on the filesystem of `dir`.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// `180 KiB`, `1024 KiB`.
+fn kib(bytes: u64) -> String {
+    format!("{} KiB", bytes / 1024)
+}
+
+/// Whether records can be written in `run_dir`: it is created, and a file written and removed there.
+fn writable(run_dir: &std::path::Path) -> Result<(), std::io::Error> {
+    std::fs::create_dir_all(run_dir)?;
+    let probe = run_dir.join(format!(".reeval-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)?;
+    // Left empty until the first record, so a run that stops in preflight leaves no directory.
+    let _ = std::fs::remove_dir(run_dir);
+    Ok(())
+}

@@ -1,0 +1,538 @@
+//! One Harbor task read and made an [`Eval`](reeval_core::eval::Eval): the environment from
+//! `environment/`, its limits, env and network, the eval's budget, tags and
+//! oracle. What the eval does in the sandbox is `run.rs` (one step) and
+//! `steps.rs` (`[[steps]]`).
+//!
+//! The workdir: Harbor runs every command in the task's workdir
+//! (`[environment].workdir`, else the image's WORKDIR, often `/app`). It is
+//! the sandbox's workspace ([`WorkspaceDir`]): the agent starts there, the
+//! oracle and the verifier run there, and every diff reads it. The image's
+//! WORKDIR comes from the backend that runs the attempt. A layer built on the
+//! task's image (once, cached with it) gives the workdir's files to the
+//! agent's user, who may edit them as Harbor's root agent may.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::error::HarborError;
+use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
+use reeval_core::egress::Egress;
+use reeval_core::environment::{Environment, Image, ImageSpec, WorkspaceDir};
+use reeval_core::error::Result;
+
+/// The turn's limit of a task without an agent timeout (Harbor has none then).
+pub const NO_AGENT_TIMEOUT_BUDGET: Duration = Duration::from_secs(60 * 60);
+/// Time left over the agent's and the verifier's limits for uploads and captures.
+const BUDGET_MARGIN: Duration = Duration::from_secs(120);
+/// An attempt passes when its reward reaches this, unless the task's
+/// [`HarborTask::reward_threshold`] is set otherwise (Harbor's convention of 1.0 = solved).
+pub const PASS_THRESHOLD: f64 = 1.0;
+
+/// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
+pub(super) const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
+
+/// A Harbor task, read and checked: what its eval needs.
+#[derive(Debug, Clone)]
+pub struct HarborTask {
+    /// `[task].name`, else the directory's name.
+    pub name: String,
+    /// The task's directory.
+    pub dir: PathBuf,
+    /// `task.toml`.
+    pub config: TaskConfig,
+    /// `instruction.md` (empty for a multi-step task).
+    pub instruction: String,
+    /// Each step's `steps/<name>/instruction.md`, in order.
+    pub step_instructions: Vec<String>,
+    /// Each step's verifier env (the task's, the step's over it), resolved.
+    pub step_verifier_envs: Vec<Vec<(String, String)>>,
+    /// `[environment].env`, resolved.
+    pub environment_env: Vec<(String, String)>,
+    /// `[verifier].env`, resolved.
+    pub verifier_env: Vec<(String, String)>,
+    /// `[solution].env`, resolved.
+    pub solution_env: Vec<(String, String)>,
+    /// Multiplies the agent's timeout (`--agent-timeout-multiplier`).
+    pub agent_timeout_multiplier: f64,
+    /// Multiplies the verifier's timeout (`--verifier-timeout-multiplier`).
+    pub verifier_timeout_multiplier: f64,
+    /// An attempt passes when its reward (its `reward` key, else every key)
+    /// reaches this: [`PASS_THRESHOLD`] unless set (`--reward-threshold`).
+    pub reward_threshold: f64,
+    /// `environment/docker-compose.yaml`: the services beside the sandbox, `main`'s env.
+    pub compose: super::compose::Compose,
+    /// What was read and ignored: `task.toml` keys Harbor does not know.
+    pub warnings: Vec<String>,
+    /// Harbor's `--disable-verification`: the agent runs, the verifier does
+    /// not, and the attempt passes with no reward.
+    pub disable_verification: bool,
+    /// The verifier's own sandbox, when it does not share the agent's (`verifier_env.rs`).
+    pub separate_verifier: Option<super::verifier_env::SeparateVerifier>,
+    image: ImageSpec,
+    has_solution: bool,
+}
+
+impl HarborTask {
+    /// Reads the task at `dir`, resolving env templates with `lookup`.
+    ///
+    /// # Errors
+    /// A [`HarborError`] naming the task: a file missing or unreadable, an
+    /// invalid `task.toml`, an unset variable, or a feature not supported yet.
+    pub fn read(dir: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, HarborError> {
+        let dir_name =
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).map_err(|e| HarborError::Read {
+                task: dir_name.clone(),
+                path: path.clone(),
+                message: e.to_string(),
+            })
+        };
+        let text = read(dir.join("task.toml"))?;
+        let config = TaskConfig::parse(&dir_name, &text)?;
+        let warnings =
+            text.parse::<toml::Table>().map(|t| super::keys::unknown(&t)).unwrap_or_default();
+        let name = config
+            .task
+            .as_ref()
+            .map(|t| t.name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| dir_name.clone());
+        let unsupported =
+            |what: &str| HarborError::Unsupported { task: name.clone(), what: what.to_string() };
+        let missing = |path: PathBuf, message: &str| HarborError::Read {
+            task: name.clone(),
+            path,
+            message: message.to_string(),
+        };
+        let (mut step_instructions, mut step_verifier_envs) = (Vec::new(), Vec::new());
+        for step in config.steps.iter().flatten() {
+            let portable = !step.name.is_empty()
+                && !step.name.starts_with('.')
+                && step.name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if !portable
+                || config.steps.iter().flatten().filter(|s| s.name == step.name).count() > 1
+            {
+                return Err(HarborError::Parse {
+                    task: name.clone(),
+                    message: format!("step name {:?} must be unique and portable", step.name),
+                });
+            }
+            let at = dir.join("steps").join(&step.name);
+            if !at.join("tests/test.sh").is_file() && !dir.join("tests/test.sh").is_file() {
+                return Err(missing(
+                    at.join("tests/test.sh"),
+                    "neither the step nor the task has a test.sh",
+                ));
+            }
+            let instruction = at.join("instruction.md");
+            step_instructions.push(
+                std::fs::read_to_string(&instruction)
+                    .map_err(|e| missing(instruction.clone(), &e.to_string()))?,
+            );
+            // The task's [verifier].env, then the step's over it (`Verifier`'s merged_env).
+            let mut merged = config.verifier.env.clone();
+            merged.extend(step.verifier.env.clone());
+            let table = format!("steps.{}.verifier", step.name);
+            step_verifier_envs.push(resolve_env(&name, &table, &merged, lookup)?);
+        }
+        // Harbor reads `docker-compose.yaml` only (a `.yml` is not merged).
+        let compose_file = dir.join("environment/docker-compose.yaml");
+        let compose = match compose_file.is_file() {
+            true => super::compose::read(
+                &name,
+                &dir.join("environment"),
+                &read(compose_file.clone())?,
+                lookup,
+            )?,
+            false => Default::default(),
+        };
+        super::verifier_env::refuse_unsupported(&name, &config.environment, "environment")?;
+        super::collect::check(&name, &config, &compose)?;
+        if config.artifacts.iter().any(|a| {
+            matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
+        }) {
+            return Err(unsupported("an artifact of a compose service (artifacts.service)"));
+        }
+        if config.artifacts.iter().any(|a| a.source().split('/').any(|c| c == "..")) {
+            return Err(HarborError::Parse {
+                task: name.clone(),
+                message: "an artifact's source must not use `..`".into(),
+            });
+        }
+        // A verifier image of its own holds its /tests.
+        let bundled = config.verifier_mode() == super::task::VerifierMode::Separate
+            && (dir.join("tests/Dockerfile").is_file()
+                || config.verifier.environment.as_ref().is_some_and(|e| e.docker_image.is_some()));
+        if config.steps.is_none() && !bundled && !dir.join("tests/test.sh").is_file() {
+            return Err(missing(dir.join("tests/test.sh"), "the task has no verifier script"));
+        }
+        // A multi-step task's instructions are its steps'.
+        let instruction =
+            if config.steps.is_some() { String::new() } else { read(dir.join("instruction.md"))? };
+        let dockerfile = dir.join("environment/Dockerfile");
+        // Harbor uses the prebuilt image unless --force-build (which reeval has not).
+        let image = match (&config.environment.docker_image, dockerfile.is_file()) {
+            (Some(reference), _) => Image::from(reference.clone()),
+            (None, true) => Image::dockerfile(dockerfile),
+            (None, false) => {
+                return Err(unsupported(
+                    "a task with neither environment/Dockerfile nor [environment].docker_image",
+                ));
+            }
+        };
+        if let Some(w) = &config.environment.workdir
+            && (!w.starts_with('/') || w.split('/').any(|c| c == ".."))
+        {
+            return Err(HarborError::Parse {
+                task: name.clone(),
+                message: format!(
+                    "[environment].workdir {w:?} must be an absolute path without `..`"
+                ),
+            });
+        }
+        let separate_verifier =
+            super::verifier_env::read(&name, dir, &config, lookup, &image, &compose)?;
+        let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
+        let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
+        let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
+        let has_solution = match &config.steps {
+            None => dir.join("solution/solve.sh").is_file(),
+            // Each step's own solution, else the task's.
+            Some(steps) => steps.iter().all(|s| {
+                dir.join("steps").join(&s.name).join("solution/solve.sh").is_file()
+                    || dir.join("solution/solve.sh").is_file()
+            }),
+        };
+        Ok(Self {
+            separate_verifier,
+            has_solution,
+            step_instructions,
+            step_verifier_envs,
+            name,
+            dir: dir.to_path_buf(),
+            config,
+            instruction,
+            environment_env,
+            verifier_env,
+            solution_env,
+            agent_timeout_multiplier: 1.0,
+            verifier_timeout_multiplier: 1.0,
+            reward_threshold: PASS_THRESHOLD,
+            compose,
+            warnings,
+            disable_verification: false,
+            image,
+        })
+    }
+
+    /// Harbor's `--force-build`: the task's `environment/Dockerfile` is built
+    /// even when `[environment].docker_image` names a prebuilt image. Whether
+    /// the image changed (false: no Dockerfile, or no prebuilt image to replace).
+    pub fn force_build(&mut self) -> bool {
+        let dockerfile = self.dir.join("environment/Dockerfile");
+        if self.config.environment.docker_image.is_none() || !dockerfile.is_file() {
+            return false;
+        }
+        // The workdir is the built image's WORKDIR, as the backend reports it.
+        self.image = Image::dockerfile(dockerfile);
+        true
+    }
+
+    /// The files of the task's `sub` directory, as `prefix/...` paths.
+    ///
+    /// # Errors
+    /// [`HarborError::Read`] when one cannot be read.
+    pub fn files(
+        &self,
+        sub: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+        super::files::task_files(&self.name, &self.dir, sub, prefix)
+    }
+
+    /// The agent's limit: `[agent].timeout_sec` × the multiplier, if any.
+    pub fn agent_timeout(&self) -> Option<Duration> {
+        self.config.agent.timeout_sec.map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// A step's agent limit: its own `timeout_sec`, else the task's, × the multiplier.
+    pub fn step_agent_timeout(&self, step: &super::task::StepConfig) -> Option<Duration> {
+        step.agent
+            .timeout_sec
+            .or(self.config.agent.timeout_sec)
+            .map(|s| secs(s * self.agent_timeout_multiplier))
+    }
+
+    /// A step's verifier limit: its own `timeout_sec` (600 unless set, as in
+    /// Harbor, whose step default shadows the task's) × the multiplier.
+    pub fn step_verifier_timeout(&self, step: &super::task::StepConfig) -> Duration {
+        secs(step.verifier.timeout_sec * self.verifier_timeout_multiplier)
+    }
+
+    /// The verifier's limit: `[verifier].timeout_sec` × the multiplier.
+    pub fn verifier_timeout(&self) -> Duration {
+        secs(self.config.verifier.timeout_sec * self.verifier_timeout_multiplier)
+    }
+
+    /// Where the workspace lives, and so where the agent, the oracle and the
+    /// verifier run: `[environment].workdir`, else the image's WORKDIR (as the
+    /// backend reports it; `/workspace` when the image sets none or `/`).
+    pub fn workspace_dir(&self) -> WorkspaceDir {
+        match &self.config.environment.workdir {
+            Some(w) if w.trim_end_matches('/').is_empty() => WorkspaceDir::Default,
+            Some(w) => WorkspaceDir::At(w.trim_end_matches('/').to_string()),
+            None => WorkspaceDir::ImageWorkdir,
+        }
+    }
+
+    /// The task's image with a layer that gives the workdir to the agent's user.
+    fn image_for_agent(&self) -> ImageSpec {
+        Image::layered(self.image.clone(), [agent_owns_workdir(&self.workspace_dir())])
+    }
+
+    /// The sandbox's environment: image, workspace, limits, env, network, and
+    /// the setup that makes the log directories.
+    pub fn environment(&self) -> Environment {
+        let mut env =
+            Environment::new().image(self.image_for_agent()).workspace_dir(self.workspace_dir());
+        // `main`'s compose environment first: `[environment].env` wins, as in Harbor.
+        for (k, v) in &self.compose.main_env {
+            env = env.env(k.clone(), v.clone());
+        }
+        for service in &self.compose.services {
+            env = env.service(service.clone());
+        }
+        for mount in &self.compose.main_mounts {
+            env = env.mount(mount.clone());
+        }
+        for (k, v) in &self.environment_env {
+            env = env.env(k.clone(), v.clone());
+        }
+        if let Some(cpus) = self.config.environment.cpus {
+            env = env.cpus(cpus);
+        }
+        if let Some(mb) = self.config.environment.memory_mb {
+            env = env.memory((mb as i64) << 20);
+        }
+        // The workdir's change of owner is a layer built on the task's image (once,
+        // cached with it); the setup left (two mkdirs) is not worth a setup image.
+        env = env.setup(setup_script()).setup_cache(false);
+        // `[environment.healthcheck]`, waited for before the agent (`healthcheck.rs`).
+        if let Some(h) = &self.config.environment.healthcheck {
+            let script = super::healthcheck::script(h);
+            env = env.setup_with_timeout(script, super::healthcheck::limit(h));
+        }
+        let c = &self.config;
+        match c.phase_network(c.agent.network_mode, &c.agent.allowed_hosts) {
+            NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.allow_any_egress(true),
+            NetworkPolicy { mode: NetworkMode::Allowlist, hosts } => {
+                for host in hosts {
+                    env = env.allow_egress(host);
+                }
+            }
+            NetworkPolicy { mode: NetworkMode::NoNetwork, .. } => {}
+        }
+        match c.phase_network(c.verifier.network_mode, &c.verifier.allowed_hosts) {
+            NetworkPolicy { mode: NetworkMode::Public, .. } => env = env.check_network(Egress::Any),
+            NetworkPolicy { mode: NetworkMode::Allowlist, hosts } => {
+                env = env.check_network(Egress::allow(hosts));
+            }
+            NetworkPolicy { mode: NetworkMode::NoNetwork, .. } => {}
+        }
+        env
+    }
+
+    /// The eval's budget: each step's agent limit (an hour without one) and
+    /// verifier limit, with a margin for the copies and captures.
+    pub fn budget(&self) -> Duration {
+        let limits: Duration = match &self.config.steps {
+            None => {
+                self.agent_timeout().unwrap_or(NO_AGENT_TIMEOUT_BUDGET) + self.verifier_timeout()
+            }
+            Some(steps) => steps
+                .iter()
+                .map(|s| {
+                    self.step_agent_timeout(s).unwrap_or(NO_AGENT_TIMEOUT_BUDGET)
+                        + self.step_verifier_timeout(s)
+                        + BUDGET_MARGIN
+                })
+                .sum(),
+        };
+        limits + BUDGET_MARGIN
+    }
+
+    /// Whether every step (or the task) has a `solve.sh`: the eval has an oracle.
+    pub fn has_solution(&self) -> bool {
+        self.has_solution
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+/// `'…'` for sh.
+pub(super) fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The setup step: the log directories (Harbor's bind mounts, writable by all).
+fn setup_script() -> String {
+    let dirs = LOG_DIRS.join(" ");
+    format!("mkdir -p {dirs} && chmod 777 {dirs}")
+}
+
+/// The build step that gives the workdir's files to the agent user (uid
+/// 1000), once per task image, so the attempt's own preparation (which changes
+/// only what the agent does not own yet) finds nothing to change: on an
+/// overlay file system each change of owner copies the file up. A layer's
+/// build step runs in the image's WORKDIR, so `$PWD` is it when the task does
+/// not name one; `/` is never given away.
+fn agent_owns_workdir(dir: &WorkspaceDir) -> String {
+    let dir = match dir {
+        WorkspaceDir::At(w) => quote(w),
+        WorkspaceDir::ImageWorkdir => "\"$PWD\"".to_string(),
+        WorkspaceDir::Default => quote(reeval_core::environment::WORKSPACE),
+    };
+    format!(
+        "d={dir}; if [ \"$d\" != / ]; then mkdir -p \"$d\" && chown -R {AGENT_UID}:{AGENT_UID} \"$d\"; fi"
+    )
+}
+
+/// The agent user's uid and gid (the lifecycle's snapshot step makes the user).
+const AGENT_UID: u32 = 1000;
+
+/// A task name made an eval name: the part after `org/`, with every
+/// character outside `[A-Za-z0-9_-]` replaced by `_`.
+pub fn eval_name(task_name: &str) -> String {
+    let short = task_name.rsplit_once('/').map_or(task_name, |(_, n)| n);
+    let name: String = short
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    if name.is_empty() { "task".into() } else { name }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_with(toml: &str) -> HarborTask {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("reeval-harbor-net-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("environment")).unwrap();
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(dir.join("task.toml"), toml).unwrap();
+        std::fs::write(dir.join("instruction.md"), "x").unwrap();
+        std::fs::write(dir.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
+        let task = HarborTask::read(&dir, &|_| None).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        task
+    }
+
+    #[test]
+    fn the_workspace_is_the_workdir_given_to_the_agent_in_a_layer() {
+        let task = task_with("");
+        let env = task.environment();
+        assert_eq!(*env.setup_cache_policy(), reeval_core::environment::SetupCache::Off);
+        assert_eq!(env.setup_steps().len(), 1, "one setup step: the log directories");
+        assert_eq!(*env.workspace_location(), WorkspaceDir::ImageWorkdir);
+        let Some(ImageSpec::Layered { base, steps }) = env.image_spec() else {
+            panic!("the change of owner is a layer: {:?}", env.image_spec())
+        };
+        assert_eq!(**base, task.image);
+        assert_eq!(
+            steps[0],
+            r#"d="$PWD"; if [ "$d" != / ]; then mkdir -p "$d" && chown -R 1000:1000 "$d"; fi"#
+        );
+        // A workdir the task names is the workspace, and the one given away.
+        let env = task_with("[environment]\nworkdir = \"/srv/app/\"").environment();
+        assert_eq!(*env.workspace_location(), WorkspaceDir::At("/srv/app".into()));
+        assert!(
+            matches!(env.image_spec(), Some(ImageSpec::Layered { steps, .. }) if steps[0].starts_with("d='/srv/app';")),
+            "{:?}",
+            env.image_spec()
+        );
+        assert_eq!(
+            *task_with("[environment]\nworkdir = \"/\"").environment().workspace_location(),
+            WorkspaceDir::Default
+        );
+    }
+
+    #[test]
+    fn a_relative_workdir_is_refused_naming_the_task() {
+        let dir = std::env::temp_dir().join(format!("reeval-harbor-relwd-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("environment")).unwrap();
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(
+            dir.join("task.toml"),
+            "[task]\nname = \"org/rel\"\n[environment]\nworkdir = \"app\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("instruction.md"), "x").unwrap();
+        std::fs::write(dir.join("environment/Dockerfile"), "FROM x\n").unwrap();
+        std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
+        let e = HarborTask::read(&dir, &|_| None).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.contains("org/rel") && e.contains("must be an absolute path"), "{e}");
+    }
+
+    #[test]
+    fn networks_map_onto_the_gateway() {
+        // Harbor's default is public: any host for the agent, setup and verifier.
+        let env = task_with("").environment();
+        assert_eq!(env.agent_egress(), Egress::Any);
+        assert_eq!(env.check_egress(), Some(&Egress::Any));
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"*.example.com\"]",
+        )
+        .environment();
+        assert_eq!(env.agent_egress(), Egress::allow(["pypi.org", "*.example.com"]));
+        assert_eq!(env.check_egress(), Some(&Egress::allow(["pypi.org", "*.example.com"])));
+        let env = task_with("[environment]\nnetwork_mode = \"no-network\"").environment();
+        assert_eq!(
+            (env.agent_egress(), env.check_egress()),
+            (Egress::None, None),
+            "no way out at all"
+        );
+        // A phase's own policy wins over the environment's.
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"",
+        )
+        .environment();
+        assert_eq!(env.agent_egress(), Egress::None);
+        assert_eq!(env.check_egress(), Some(&Egress::Any));
+        // An IP literal is a host; a CIDR range is no gateway pattern: refused before anything starts.
+        let env = task_with(
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"192.0.2.1\", \"10.0.0.0/8\"]",
+        )
+        .environment();
+        let problems = env.problems().join("\n");
+        assert!(problems.contains("10.0.0.0/8") && !problems.contains("192.0.2.1"), "{problems}");
+    }
+
+    #[test]
+    fn limits_env_and_timeouts_come_from_the_task() {
+        let mut task = task_with(
+            "[agent]\ntimeout_sec = 10\n[verifier]\ntimeout_sec = 20\n[environment]\ncpus = 1.5\nmemory_mb = 512\nenv = { A = \"${NOPE:-d}\" }",
+        );
+        task.agent_timeout_multiplier = 2.0;
+        assert_eq!(task.agent_timeout(), Some(Duration::from_secs(20)));
+        assert_eq!(task.verifier_timeout(), Duration::from_secs(20));
+        let env = task.environment();
+        assert_eq!(env.resource_limits().nano_cpus, 1_500_000_000);
+        assert_eq!(env.resource_limits().memory_bytes, 512 << 20);
+        assert!(env.variables().contains(&("A".to_string(), "d".to_string())));
+        let eval = task.into_eval();
+        assert_eq!(eval.options().timeout, Duration::from_secs(20 + 20 + 120));
+    }
+
+    #[test]
+    fn the_setup_makes_the_log_directories() {
+        assert!(setup_script().starts_with("mkdir -p /logs/agent"));
+    }
+}

@@ -1,0 +1,49 @@
+//! The verifier in a sandbox of its own (`verifier_env.rs`), as Harbor's
+//! `_run_separate_verifier`: the agent's logs captured where they are, the
+//! verifier's sandbox started, the declared artifacts and `/logs/artifacts`
+//! copied across (to the same paths, without what `exclude` leaves out),
+//! the verifier run there and its reward read, the sandbox removed.
+
+use super::artifacts::{CONVENTION, Declared, declared};
+use super::eval::{HarborTask, LOG_DIRS};
+use super::place::Place;
+use super::run::{Verified, Verifier, capture_logs, verify_at};
+use super::verifier_env::{SANDBOX, SeparateVerifier};
+use reeval_core::Ctx;
+use reeval_core::error::Result;
+use reeval_core::exec::Command;
+
+/// Grades the attempt in the verifier's own sandbox.
+pub(super) async fn verify(
+    c: &mut Ctx,
+    task: &HarborTask,
+    separate: &SeparateVerifier,
+    v: &Verifier,
+) -> Result<Verified> {
+    // The agent's logs stay in its sandbox: kept from there.
+    let listing = format!(
+        "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; true",
+        LOG_DIRS.join(" ")
+    );
+    let listing = Command::shell(listing).user("0").step("list the agent's logs");
+    let present = c.exec(listing).await?;
+    let agents: String =
+        present.stdout.lines().filter(|d| *d != "/logs/verifier").collect::<Vec<_>>().join("\n");
+    capture_logs(c, Place::Shared, &v.prefix, &agents).await?;
+    let sandbox = c.start_sandbox(SANDBOX, separate.environment.clone()).await?;
+    let convention = Declared { path: CONVENTION.to_string(), exclude: Vec::new() };
+    let agents_workdir = super::run::workdir(c).await?;
+    for artifact in std::iter::once(convention).chain(declared(task, &[], &agents_workdir)) {
+        c.copy_to_sandbox(&sandbox, &artifact.path, &artifact.exclude).await?;
+    }
+    let workdir = c.in_sandbox(&sandbox).handle()?.workspace().to_string();
+    let place = Place::Separate {
+        sandbox: &sandbox,
+        workdir: &workdir,
+        bundled_tests: separate.bundled_tests,
+    };
+    let graded = verify_at(c, v, place).await;
+    // Removed now, as Harbor stops it; teardown would otherwise.
+    c.stop_sandbox(sandbox).await?;
+    graded
+}
