@@ -94,7 +94,7 @@ impl RunEgress {
     /// (`null`: directly). Its URLs may hold credentials: the file is the gateway's only.
     pub(super) fn proxy_config(&self) -> serde_json::Value {
         use crate::egress::UpstreamProxySetting;
-        let env = crate::settings::process_env;
+        let env = process_env;
         let first = |names: [&str; 2]| {
             names.into_iter().find_map(|n| env(n).filter(|v| !v.trim().is_empty()))
         };
@@ -117,7 +117,7 @@ impl RunEgress {
     fn upstream_proxy(&self) -> Result<Option<reeval_gateway::UpstreamProxy>> {
         self.settings
             .upstream_proxy
-            .resolve(crate::settings::process_env)
+            .resolve(process_env)
             .map_err(|e| Error::Config(format!("failed to use the upstream proxy: {e}")))
     }
 
@@ -220,6 +220,11 @@ fn gateway_binary(settings: &EgressSettings) -> std::result::Result<PathBuf, Str
         "this engine needs the {NAME} binary to run next to the sandbox, and none was found (tried {}); build it with `cargo build -p reeval-gateway` or install it with `cargo install --path reeval-gateway`, or set REEVAL_GATEWAY_BIN",
         tried.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
     ))
+}
+
+/// The runner's own environment (its proxy variables).
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 fn rand_suffix() -> u32 {
