@@ -393,29 +393,9 @@ async fn a_hostile_workspace_and_helper_at_the_final_collection() {
     row(&report, "collection-1-hostile", what, "final collection", Outcome::Pass, "").await;
 }
 
-/// The local engine reached over TCP (a proxy to its socket): to reeval a
-/// remote engine, where a sandbox with egress joins an internal network of
-/// its own with its gateway container, which the fault can remove.
-async fn engine_over_tcp() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("its address").port();
-    tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let Ok(mut engine) = tokio::net::UnixStream::connect("/var/run/docker.sock").await
-                else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut engine).await;
-            });
-        }
-    });
-    format!("tcp://127.0.0.1:{port}")
-}
-
 /// A runner on the local engine reached over TCP (see [`engine_over_tcp`]).
 async fn remote_runner_for(tag: &str) -> (reeval::Runner, String) {
-    let host = engine_over_tcp().await;
+    let host = common::engine_over_tcp().await;
     let env_file = common::env_file(tag, &[("REEVAL_T_FAULT_SECRET", SECRET)]);
     let run_id = format!("{tag}-{}", std::process::id());
     let id = run_id.clone();

@@ -383,7 +383,9 @@ async fn networks_go_through_the_gateway_or_nowhere() {
     require_docker!();
     let plain = upstreams::upstream(None, upstreams::Behaviour::Echo).await;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/network");
-    let evals = reeval::harbor::tasks(&dir).expect("the network tasks load");
+    let mut evals = reeval::harbor::tasks(&dir).expect("the network tasks load");
+    // Its own test below: it reaches PyPI as this machine does.
+    evals.retain(|e| e.name() != "pip-install");
     let runner = common::runner_with("harbor-network", |c| {
         c.harnesses = vec!["shell".into()];
         c.egress = reeval::egress::EgressSettings {
@@ -417,6 +419,110 @@ async fn networks_go_through_the_gateway_or_nowhere() {
     assert_eq!(none.outcome, Outcome::Pass, "{:?}", none.message);
     assert!(none.egress.is_empty());
     assert_eq!(plain.seen().len(), paths.len(), "nothing came from the no-network task");
+}
+
+/// What `host` resolves to here, if every address is private or reserved
+/// (a mirror's or an intercepting proxy's, as on the machines this runs on).
+fn internal_addresses(host: &str) -> Result<Vec<std::net::IpAddr>, String> {
+    use std::net::ToSocketAddrs;
+    let found: Vec<std::net::IpAddr> = (host, 443)
+        .to_socket_addrs()
+        .map_err(|e| format!("{host} does not resolve here ({e})"))?
+        .map(|a| a.ip())
+        .collect();
+    let internal = |ip: &std::net::IpAddr| match ip {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_private()
+                || v4.is_documentation()
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240
+        }
+        std::net::IpAddr::V6(v6) => v6.is_unique_local(),
+    };
+    if found.is_empty() || !found.iter().all(internal) {
+        return Err(format!(
+            "{host} resolves to {found:?} here, not to a mirror's private or reserved address"
+        ));
+    }
+    Ok(found)
+}
+
+/// A verifier that `pip install`s, on a machine whose PyPI resolves to a
+/// reserved address (every download goes through an intercepting proxy
+/// there, whose CA this host trusts): refused without the opt-in, and the
+/// failure names the refused host and what would open it; with the run's
+/// opt-in for that address it reaches PyPI as Harbor's own run does, the
+/// sandbox trusting what this host trusts.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_verifier_reaches_pypi_on_a_reserved_address_only_with_the_opt_in() {
+    require_docker!();
+    let mut opened = Vec::new();
+    for host in ["pypi.org", "files.pythonhosted.org"] {
+        match internal_addresses(host) {
+            Ok(found) => opened.extend(found.iter().map(|ip| ip.to_string())),
+            Err(why) => {
+                assert!(
+                    !common::docker_required(),
+                    "{why}: this test needs PyPI behind a mirror or an intercepting proxy on a private or reserved address, as on the machines it runs on (REEVAL_REQUIRE_DOCKER=1: nothing may skip)"
+                );
+                eprintln!("SKIPPED, NOT TESTED: {why}");
+                return;
+            }
+        }
+    }
+    opened.dedup();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/network/pip-install");
+    let run = |tag: &'static str, allow_internal: Vec<String>| {
+        let dir = dir.clone();
+        async move {
+            let evals = reeval::harbor::tasks(&dir).expect("the task loads");
+            let runner = common::runner_with(tag, |c| {
+                c.harnesses = vec!["shell".into()];
+                c.egress.allow_internal = allow_internal;
+            });
+            let report = runner.run(evals).await.expect("preflight passes");
+            assert_eq!(common::containers_of_run(&report.run_id).await, 0);
+            report.records[0].clone()
+        }
+    };
+
+    let refused = run("harbor-pip-closed", Vec::new()).await;
+    assert_eq!(reward(&refused), one("reward", 0.0), "{:?}", refused.message);
+    assert!(matches!(refused.outcome, Outcome::Fail(_)), "{:?}", refused.outcome);
+    let message = refused.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("the egress gateway refused")
+            && message.contains(&format!("pypi.org:443 (resolves to {}", opened[0]))
+            && message.contains("open it with allow_internal (pypi.org or "),
+        "the failure names the refused host and the opt-in: {message}"
+    );
+    assert!(message.contains("--allow-internal"), "{message}");
+
+    let reached = run("harbor-pip-open", opened.clone()).await;
+    assert_eq!(
+        reached.outcome,
+        Outcome::Pass,
+        "{:?}\negress: {:#?}",
+        reached.message,
+        reached.egress
+    );
+    assert_eq!(reward(&reached), one("reward", 1.0));
+    let pypi: Vec<_> = reached
+        .egress
+        .iter()
+        .filter(|e| e.host == "pypi.org" || e.host == "files.pythonhosted.org")
+        .collect();
+    assert!(pypi.len() >= 2, "the index and the wheel: {:#?}", reached.egress);
+    assert!(
+        pypi.iter()
+            .all(|e| e.allowed && e.internal.as_ref().is_some_and(|i| opened.contains(&i.addr))),
+        "each recorded as opened by the opt-in: {pypi:#?}"
+    );
 }
 
 /// A threshold other than 1.0 (`reeval harbor run --reward-threshold 0.5`):

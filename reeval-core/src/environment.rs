@@ -217,6 +217,8 @@ pub struct Environment {
     pub(crate) allow_egress: Vec<String>,
     /// Whether the agent may reach any public host (a Harbor task's `public` network).
     pub(crate) any_egress: bool,
+    /// Private or reserved addresses the allowed hosts may resolve to.
+    pub(crate) allow_internal: Vec<String>,
     /// What setup steps may reach, when not the agent's allowlist.
     pub(crate) setup_network: Option<Egress>,
     /// What checks may reach (nothing unless set).
@@ -258,6 +260,7 @@ impl Environment {
             mcp: Vec::new(),
             allow_egress: Vec::new(),
             any_egress: false,
+            allow_internal: Vec::new(),
             setup_network: None,
             check_network: None,
             brokers: Vec::new(),
@@ -375,10 +378,25 @@ impl Environment {
     }
 
     /// Lets the agent (and setup) reach any public host through the egress
-    /// gateway, every request recorded (never the host's own addresses or
-    /// private networks): what a Harbor task's `network_mode = "public"` asks.
+    /// gateway, every request recorded (private and reserved addresses only
+    /// where [`Environment::allow_internal`] opens them, never the host's own):
+    /// what a Harbor task's `network_mode = "public"` asks.
     pub fn allow_any_egress(mut self, yes: bool) -> Self {
         self.any_egress = yes;
+        self
+    }
+
+    /// Lets the hosts this sandbox may reach (in every phase) resolve to a
+    /// private or reserved address the gateway would otherwise refuse: a
+    /// host (`mirror.corp`, `*.internal`) or an address range (`10.0.0.0/8`,
+    /// `203.0.113.80`) for a team's own model server, mirror or package
+    /// proxy. It opens no host by itself (the allowlist still decides), and
+    /// this host's own addresses, the engine's bridge, link-local and cloud
+    /// metadata addresses stay closed whatever it names (see the book's
+    /// Egress page). Each request it lets through is recorded as such. The
+    /// run's own (`--allow-internal`) is added to it.
+    pub fn allow_internal(mut self, host_or_range: impl Into<String>) -> Self {
+        self.allow_internal.push(host_or_range.into());
         self
     }
 
@@ -498,6 +516,11 @@ impl Environment {
         ] {
             if let Some(Err(e)) = egress.map(|e| e.to_gateway(&[])) {
                 out.push(format!("{name}: {e}"));
+            }
+        }
+        for entry in &self.allow_internal {
+            if let Err(e) = crate::egress::check_internal(entry) {
+                out.push(format!("allow_internal: {e}"));
             }
         }
         for (name, broker) in &self.brokers {

@@ -57,6 +57,10 @@ pub(crate) fn key(
         // Setup reaches any host when it has no network of its own.
         part("any_egress", b"1");
     }
+    if !env.allow_internal.is_empty() {
+        // What setup reaches of a team's own network.
+        part("allow_internal", env.allow_internal.join("\n").as_bytes());
+    }
     for step in &env.setup {
         part("step", format!("{}\n{}", step.command, step.timeout.as_millis()).as_bytes());
     }

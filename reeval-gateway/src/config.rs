@@ -16,6 +16,7 @@ use crate::ca::CertificateAuthority;
 use crate::error::GatewayError;
 use crate::gateway::GatewayOptions;
 use crate::rules::Policy;
+use crate::upstream_proxy::{ProxyUrl, UpstreamProxy};
 
 /// Where the binary listens: `tcp:IP:PORT` or `unix:/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,9 +92,13 @@ pub struct Config {
     /// Upstream connect timeout in milliseconds (default 10000).
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
-    /// Let the sandbox reach non-public addresses (default false).
+    /// **Test-only**: let the sandbox reach every address (default false).
     #[serde(default)]
     pub allow_private_upstreams: bool,
+    /// Reach upstreams through an HTTP proxy (default: directly). A proxy
+    /// URL may hold credentials: keep the file readable by the gateway only.
+    #[serde(default)]
+    pub upstream_proxy: Option<UpstreamProxyConfig>,
     /// Read policies from stdin, one JSON object a line, each acknowledged on
     /// stdout as `{"policyApplied":N}` (the runner attached to a gateway container).
     #[serde(default)]
@@ -146,6 +151,30 @@ pub struct BindingConfig {
     /// Swap only under this path prefix.
     #[serde(default)]
     pub path_prefix: Option<String>,
+}
+
+/// The upstream proxy: `{"https": "http://proxy:3128", "http": "…", "noProxy": "a.corp,10.0.0.0/8"}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpstreamProxyConfig {
+    /// The proxy of TLS upstreams and tunnels (`CONNECT`).
+    #[serde(default)]
+    pub https: Option<SecretString>,
+    /// The proxy of plain HTTP upstreams (absolute-form requests).
+    #[serde(default)]
+    pub http: Option<SecretString>,
+    /// Hosts dialled directly, as `NO_PROXY` lists them.
+    #[serde(default)]
+    pub no_proxy: String,
+}
+
+impl UpstreamProxyConfig {
+    fn proxy(&self) -> Result<UpstreamProxy, GatewayError> {
+        let url = |u: &Option<SecretString>| {
+            u.as_ref().map(|u| ProxyUrl::parse(u.expose_secret())).transpose()
+        };
+        Ok(UpstreamProxy::per_scheme(url(&self.https)?, url(&self.http)?).no_proxy(&self.no_proxy))
+    }
 }
 
 /// A test-only resolve override.
@@ -215,10 +244,12 @@ impl Config {
                 source,
             })?;
         }
+        let proxy = self.upstream_proxy.as_ref().map(UpstreamProxyConfig::proxy).transpose()?;
         let mut options = GatewayOptions::default()
             .ca(ca)
             .webpki_roots(self.webpki_roots)
-            .allow_private_upstreams(self.allow_private_upstreams);
+            .allow_private_upstreams(self.allow_private_upstreams)
+            .upstream_proxy(proxy);
         for path in &self.extra_root_files {
             options = options.extra_root_pem(read(path)?);
         }
@@ -310,5 +341,16 @@ mod tests {
         assert!(
             missing.bindings().unwrap_err().to_string().contains("REEVAL_GATEWAY_TEST_UNSET_VAR")
         );
+        let proxied = Config::from_json(
+            r#"{"listen": "tcp:127.0.0.1:0", "upstreamProxy": {"https": "http://u:pw-secret@p.corp:3128", "noProxy": "a.corp"}}"#,
+        )
+        .unwrap();
+        assert!(!format!("{proxied:?}").contains("pw-secret"));
+        assert!(proxied.gateway_options().is_ok());
+        let bad = Config::from_json(
+            r#"{"listen": "tcp:127.0.0.1:0", "upstreamProxy": {"http": "socks5://p:1"}}"#,
+        )
+        .unwrap();
+        assert!(bad.gateway_options().unwrap_err().to_string().contains("only http://"));
     }
 }

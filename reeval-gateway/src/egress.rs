@@ -2,12 +2,15 @@
 //! or body value and no query string.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+
+use crate::addresses::InternalGrant;
 
 /// How a request left the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -74,6 +77,41 @@ pub struct EgressEntry {
     /// The gateway's own explanation of a refusal or failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why it was refused, as data (the words are in `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
+    /// The private or reserved address it reached, and the opt-in's entry
+    /// that opened it (`allow_internal`); absent when it reached public addresses only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal: Option<InternalGrant>,
+}
+
+/// Why the gateway refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Refusal {
+    /// The attempt's current phase has no egress at all.
+    NoEgress,
+    /// The host is not on the allowlist of the current phase.
+    NotAllowed,
+    /// The host resolves to a private or reserved address that the opt-in
+    /// (`allow_internal`) does not open.
+    #[serde(rename_all = "camelCase")]
+    Internal {
+        /// The address.
+        addr: IpAddr,
+        /// What it is (`a private address`, `a reserved address`, …).
+        what: String,
+    },
+    /// The host resolves to an address no opt-in opens (this host's own,
+    /// link-local, cloud metadata, …).
+    #[serde(rename_all = "camelCase")]
+    Closed {
+        /// The address.
+        addr: IpAddr,
+        /// What it is.
+        what: String,
+    },
 }
 
 /// An attempt's totals so far.
@@ -203,6 +241,8 @@ impl Pending {
                 route,
                 brokered: Vec::new(),
                 error: None,
+                refusal: None,
+                internal: None,
             },
             started: Instant::now(),
             up: Arc::new(AtomicU64::new(0)),
@@ -214,10 +254,17 @@ impl Pending {
         self.entry.status = status;
     }
 
-    pub(crate) fn refused(&mut self, status: u16, why: String) {
+    pub(crate) fn refused(&mut self, status: u16, why: String, refusal: Refusal) {
         self.entry.status = status;
         self.entry.allowed = false;
         self.entry.error = Some(why);
+        self.entry.refusal = Some(refusal);
+    }
+
+    pub(crate) fn internal(&mut self, grant: Option<InternalGrant>) {
+        if grant.is_some() {
+            self.entry.internal = grant;
+        }
     }
 
     pub(crate) fn failed(&mut self, status: u16, why: String) {
@@ -252,6 +299,8 @@ impl Drop for Pending {
                 route: Route::Http,
                 brokered: Vec::new(),
                 error: None,
+                refusal: None,
+                internal: None,
             },
         );
         entry.bytes_up = self.up.load(Ordering::Relaxed);

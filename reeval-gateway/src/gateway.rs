@@ -2,11 +2,12 @@
 //! attempt (its policy, bindings and egress log), and the listeners that tie
 //! connections to an attempt.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -14,6 +15,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::addresses::InternalRule;
 use crate::broker::{Binding, Bindings};
 use crate::ca::CertificateAuthority;
 use crate::egress::{EgressCounters, EgressEntry, EgressLog};
@@ -21,6 +23,7 @@ use crate::error::GatewayError;
 use crate::proxy::{self, Conn};
 use crate::rules::Policy;
 use crate::upstream::{self, Dialer, UpstreamClient};
+use crate::upstream_proxy::UpstreamProxy;
 
 /// How long [`Serving::shutdown`] waits for open connections to end.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
@@ -34,6 +37,7 @@ pub struct GatewayOptions {
     resolve: Vec<(String, SocketAddr)>,
     connect_timeout: Duration,
     allow_private_upstreams: bool,
+    upstream_proxy: Option<UpstreamProxy>,
 }
 
 impl Default for GatewayOptions {
@@ -45,6 +49,7 @@ impl Default for GatewayOptions {
             resolve: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             allow_private_upstreams: false,
+            upstream_proxy: None,
         }
     }
 }
@@ -74,8 +79,9 @@ impl GatewayOptions {
     /// **Test-only.** Every connection to `host` (any port) goes to `addr`,
     /// like `curl --resolve`, so a test can stand up a fake
     /// `api.anthropic.com` on loopback. SNI and certificate verification
-    /// still use the host name, and the address is exempt from the
-    /// public-address rule. Never use it to route real traffic.
+    /// still use the host name; the address is exempt from the address
+    /// rules, and is dialled directly, never through an upstream proxy.
+    /// Never use it to route real traffic.
     #[must_use]
     pub fn resolve(mut self, host: impl Into<String>, addr: SocketAddr) -> Self {
         self.resolve.push((host.into(), addr));
@@ -90,14 +96,23 @@ impl GatewayOptions {
         self
     }
 
-    /// Let sandboxes reach hosts that resolve to loopback, private,
-    /// link-local or other non-public addresses (default false: such hosts
-    /// are refused with 403 even when allowlisted or under
-    /// [`Egress::Any`](crate::Egress::Any), so the sandbox cannot reach the
-    /// host's own services or a cloud metadata endpoint).
+    /// **Test-only.** Let sandboxes reach every address, loopback and this
+    /// host's own included (default false: hosts that resolve to addresses
+    /// that are not public are refused with 403 even when allowlisted or
+    /// under [`Egress::Any`](crate::Egress::Any), unless the policy's
+    /// `allow_internal` opens them, and this host's own, link-local and
+    /// metadata addresses always are; see the crate's docs).
     #[must_use]
     pub fn allow_private_upstreams(mut self, yes: bool) -> Self {
         self.allow_private_upstreams = yes;
+        self
+    }
+
+    /// Reach upstreams through this HTTP proxy (see [`UpstreamProxy`]):
+    /// TLS upstreams and tunnels by `CONNECT`, plain HTTP in absolute form.
+    #[must_use]
+    pub fn upstream_proxy(mut self, proxy: Option<UpstreamProxy>) -> Self {
+        self.upstream_proxy = proxy;
         self
     }
 }
@@ -105,7 +120,19 @@ impl GatewayOptions {
 pub(crate) struct GatewayShared {
     pub(crate) ca: CertificateAuthority,
     pub(crate) dialer: Dialer,
-    pub(crate) client: UpstreamClient,
+    /// A pooled client per set of opt-in rules (the empty set's is made first).
+    clients: Mutex<HashMap<Vec<InternalRule>, UpstreamClient>>,
+}
+
+impl GatewayShared {
+    /// The pooled client of requests under `rules`.
+    pub(crate) fn client(&self, rules: &[InternalRule]) -> UpstreamClient {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients
+            .entry(rules.to_vec())
+            .or_insert_with(|| upstream::client(self.dialer.clone(), rules))
+            .clone()
+    }
 }
 
 impl fmt::Debug for GatewayShared {
@@ -142,9 +169,11 @@ impl Gateway {
             &options.resolve,
             options.connect_timeout,
             options.allow_private_upstreams,
+            options.upstream_proxy,
         )?;
-        let client = upstream::client(dialer.clone());
-        Ok(Gateway { shared: Arc::new(GatewayShared { ca, dialer, client }) })
+        let clients = HashMap::from([(Vec::new(), upstream::client(dialer.clone(), &[]))]);
+        let clients = Mutex::new(clients);
+        Ok(Gateway { shared: Arc::new(GatewayShared { ca, dialer, clients }) })
     }
 
     /// The per-run CA certificate (PEM) the sandbox must trust.

@@ -49,11 +49,29 @@
 //! # Upstreams
 //!
 //! Upstream TLS trusts webpki-roots plus any extra PEM roots
-//! ([`GatewayOptions::extra_root_pem`]). Hosts that resolve to loopback,
-//! private, link-local or other non-public addresses are refused unless
-//! [`GatewayOptions::allow_private_upstreams`] is set, so a sandbox with
-//! [`Egress::Any`] still cannot reach the host's own services. A connect or
-//! TLS failure is a 502 with a body that says which.
+//! ([`GatewayOptions::extra_root_pem`]; [`HostRoots`] are what this host's
+//! trust store adds to the public roots, an intercepting proxy's CA among
+//! them). A connect or TLS failure is a 502 with a body that says which.
+//!
+//! Every address a host resolves to is checked before it is dialled, so a
+//! sandbox with [`Egress::Any`] still cannot reach the host's own services:
+//!
+//! | address | reached |
+//! |---|---|
+//! | public | when the allowlist allows the host |
+//! | private (`10/8`, `172.16/12`, `192.168/16`, `fc00::/7`), shared (`100.64/10`) or reserved (documentation, benchmarking, `240/4`) | only when the policy's `allow_internal` ([`InternalRule`]) names the host or a range holding the address; the request's entry says which ([`EgressEntry::internal`]) |
+//! | this host's own (loopback, every address of its interfaces: the engine's bridges), the gateway of its network's default route (for a gateway container, the engine's bridge), link-local (`169.254/16`, `fe80::/10`: cloud metadata), `fd00:ec2::254`, unspecified, multicast, broadcast | never |
+//!
+//! A name with any refused address is refused (403, [`Refusal`]); "this
+//! host's own" is asked of the kernel at each dial, so bridges made during a
+//! run count.
+//!
+//! [`GatewayOptions::upstream_proxy`] sends upstream connections through an
+//! HTTP proxy ([`UpstreamProxy`], read from `HTTPS_PROXY`/`HTTP_PROXY`/
+//! `NO_PROXY` by [`UpstreamProxy::from_env`]): `CONNECT` for TLS and the
+//! sandbox's tunnels, absolute-form requests for plain HTTP. The address
+//! rules apply to what this host resolves a name to; a name only the proxy
+//! can resolve is the proxy's to refuse.
 //!
 //! [`GatewayOptions::resolve`] maps a host name to a socket address like
 //! `curl --resolve`. **It is for tests only**: it lets a test stand up a fake
@@ -67,6 +85,7 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+mod addresses;
 mod body;
 mod broker;
 mod ca;
@@ -74,17 +93,23 @@ pub mod config;
 mod egress;
 mod error;
 mod gateway;
+mod headers;
 mod proxy;
 pub mod relay;
 mod rules;
+mod trust;
 mod upstream;
+mod upstream_proxy;
 
+pub use addresses::{InternalGrant, InternalRule};
 pub use broker::Binding;
 pub use ca::CertificateAuthority;
-pub use egress::{EgressCounters, EgressEntry, Route};
+pub use egress::{EgressCounters, EgressEntry, Refusal, Route};
 pub use error::GatewayError;
 pub use gateway::{AttemptGateway, Gateway, GatewayOptions, Listening, Serving};
 pub use http::Method;
 pub use proxy::{BASE_URL_PREFIX, base_url};
 pub use rules::{Egress, HostPattern, Policy};
 pub use secrecy::{ExposeSecret, SecretString};
+pub use trust::HostRoots;
+pub use upstream_proxy::{ProxyUrl, UpstreamProxy};

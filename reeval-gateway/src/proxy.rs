@@ -11,20 +11,23 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use secrecy::ExposeSecret;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::addresses::InternalGrant;
 use crate::body::{Counted, GatewayBody};
-use crate::egress::{Pending, Route};
+use crate::egress::{Pending, Refusal, Route};
 use crate::gateway::AttemptShared;
+use crate::headers::{strip_hop_by_hop, wants_upgrade};
 use crate::rules::{Egress, Policy, is_valid_host, normalize_host, split_host_port};
 use crate::upstream::dial_error;
 
@@ -222,14 +225,20 @@ impl Target {
 }
 
 fn refuse(mut pending: Pending, policy: &Policy, host: &str, port: u16) -> Response<GatewayBody> {
-    let why = match policy.egress {
-        Egress::None => format!(
-            "host {host} (port {port}) refused: this sandbox has no egress in its current phase"
+    let (why, refusal) = match policy.egress {
+        Egress::None => (
+            format!(
+                "host {host} (port {port}) refused: this sandbox has no egress in its current phase"
+            ),
+            Refusal::NoEgress,
         ),
-        _ => format!("host {host} (port {port}) is not on this sandbox's allowlist"),
+        _ => (
+            format!("host {host} (port {port}) is not on this sandbox's allowlist"),
+            Refusal::NotAllowed,
+        ),
     };
     let body = format!("reeval egress gateway: {why}\n");
-    pending.refused(403, why);
+    pending.refused(403, why, refusal);
     text(StatusCode::FORBIDDEN, body)
 }
 
@@ -264,16 +273,23 @@ async fn connect(conn: Conn, mut req: Request<Incoming>) -> Response<GatewayBody
     }
     // Dial before answering, so a failure is a clear 502 rather than a dead tunnel.
     let mut pending = conn.pending(route, &host, port, "CONNECT", "");
-    let upstream = match conn.attempt.gateway.dialer.tcp(&host, port).await {
-        Ok(stream) => stream,
+    let upstream = match conn.attempt.gateway.dialer.tcp(&host, port, &policy.allow_internal).await
+    {
+        Ok(dialed) => {
+            pending.internal(dialed.grant);
+            dialed.stream
+        }
         Err(e) => {
             let body = format!("reeval egress gateway: {e}\n");
-            return if e.is_refusal() {
-                pending.refused(403, e.to_string());
-                text(StatusCode::FORBIDDEN, body)
-            } else {
-                pending.failed(502, e.to_string());
-                text(StatusCode::BAD_GATEWAY, body)
+            return match e.refusal() {
+                Some(refusal) => {
+                    pending.refused(403, e.to_string(), refusal);
+                    text(StatusCode::FORBIDDEN, body)
+                }
+                None => {
+                    pending.failed(502, e.to_string());
+                    text(StatusCode::BAD_GATEWAY, body)
+                }
             };
         }
     };
@@ -418,31 +434,33 @@ async fn forward(
     if let Ok(host) = HeaderValue::from_str(&authority) {
         parts.headers.insert(header::HOST, host);
     }
+    if !target.https {
+        proxy_authorization(&conn, &target.host, &mut parts.headers);
+    }
     let upstream_req = Request::from_parts(parts, Counted::new(body, pending.up.clone()));
-    let mut resp = match conn.attempt.gateway.client.request(upstream_req).await {
+    let client = conn.attempt.gateway.client(&policy.allow_internal);
+    let mut resp = match client.request(upstream_req).await {
         Ok(resp) => resp,
         Err(e) => {
-            let (status, why) = match dial_error(&e) {
-                Some(d) if d.is_refusal() => (StatusCode::FORBIDDEN, d.to_string()),
-                Some(d) => (StatusCode::BAD_GATEWAY, d.to_string()),
-                None => (
-                    StatusCode::BAD_GATEWAY,
-                    format!(
-                        "failed to forward the request to {}:{}: {}",
-                        target.host,
-                        target.port,
-                        error_chain(&e)
-                    ),
+            let refused = dial_error(&e).and_then(|d| d.refusal().map(|r| (d.to_string(), r)));
+            if let Some((why, refusal)) = refused {
+                pending.refused(403, why.clone(), refusal);
+                return text(StatusCode::FORBIDDEN, format!("reeval egress gateway: {why}\n"));
+            }
+            let why = match dial_error(&e) {
+                Some(d) => d.to_string(),
+                None => format!(
+                    "failed to forward the request to {}:{}: {}",
+                    target.host,
+                    target.port,
+                    error_chain(&e)
                 ),
             };
-            if status == StatusCode::FORBIDDEN {
-                pending.refused(status.as_u16(), why.clone());
-            } else {
-                pending.failed(status.as_u16(), why.clone());
-            }
-            return text(status, format!("reeval egress gateway: {why}\n"));
+            pending.failed(502, why.clone());
+            return text(StatusCode::BAD_GATEWAY, format!("reeval egress gateway: {why}\n"));
         }
     };
+    pending.internal(resp.extensions().get::<InternalGrant>().cloned());
     pending.status(resp.status().as_u16());
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(sandbox_upgrade) = sandbox_upgrade
@@ -472,6 +490,18 @@ async fn forward(
     Response::from_parts(parts, GatewayBody::stream(Counted::new(body, down), pending))
 }
 
+/// A plain HTTP request that goes to the upstream HTTP proxy carries its
+/// credentials (the sandbox's own `Proxy-Authorization` was stripped).
+fn proxy_authorization(conn: &Conn, host: &str, headers: &mut HeaderMap) {
+    let auth = conn.attempt.gateway.dialer.proxy().and_then(|p| p.for_http(host)?.authorization());
+    if let Some(auth) = auth
+        && let Ok(mut value) = HeaderValue::from_str(auth.expose_secret())
+    {
+        value.set_sensitive(true);
+        headers.insert(header::PROXY_AUTHORIZATION, value);
+    }
+}
+
 pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut out = err.to_string();
     let mut cur = err.source();
@@ -481,52 +511,6 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         cur = e.source();
     }
     out
-}
-
-/// A websocket-style upgrade: `Connection: upgrade` with an `Upgrade` header.
-fn wants_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE)
-        && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"))
-}
-
-fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-}
-
-/// Removes hop-by-hop headers (RFC 9110 §7.6.1) and those the Connection
-/// header names; keeps `Upgrade` and `Connection: upgrade` when upgrading.
-fn strip_hop_by_hop(headers: &mut HeaderMap, upgrading: bool) {
-    let named: Vec<HeaderName> = connection_tokens(headers)
-        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
-        .collect();
-    for name in named {
-        if !(upgrading && name == header::UPGRADE) {
-            headers.remove(&name);
-        }
-    }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("proxy-connection"),
-        HeaderName::from_static("keep-alive"),
-        header::PROXY_AUTHENTICATE,
-        header::PROXY_AUTHORIZATION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-    ] {
-        headers.remove(name);
-    }
-    if upgrading {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    } else {
-        headers.remove(header::UPGRADE);
-    }
 }
 
 /// Counts bytes read from and written to the sandbox's side of a tunnel, as they pass.
@@ -598,29 +582,5 @@ mod tests {
                 .unwrap()
                 .is_err()
         );
-    }
-
-    #[test]
-    fn hop_by_hop_headers_go() {
-        let mut h = HeaderMap::new();
-        for (k, v) in [
-            ("connection", "keep-alive, x-secret-hop"),
-            ("x-secret-hop", "1"),
-            ("proxy-authorization", "Basic x"),
-            ("te", "trailers"),
-            ("x-keep", "1"),
-            ("upgrade", "websocket"),
-        ] {
-            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
-        }
-        strip_hop_by_hop(&mut h, false);
-        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), vec!["x-keep"]);
-        let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        assert!(wants_upgrade(&h));
-        strip_hop_by_hop(&mut h, true);
-        assert_eq!(h[header::UPGRADE], "websocket");
-        assert_eq!(h[header::CONNECTION], "upgrade");
     }
 }

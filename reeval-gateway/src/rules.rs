@@ -7,6 +7,7 @@ use std::net::Ipv6Addr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::addresses::InternalRule;
 use crate::error::GatewayError;
 
 /// One allowlist entry: `api.example.com`, `*.example.com` or either with a
@@ -62,6 +63,11 @@ impl HostPattern {
             }
         };
         Ok(HostPattern { host: matcher, port })
+    }
+
+    /// Whether the pattern names a port.
+    pub fn has_port(&self) -> bool {
+        self.port.is_some()
     }
 
     /// Whether `host:port` is allowed by this pattern. `host` may be in any
@@ -123,8 +129,8 @@ pub enum Egress {
     /// Nothing: every request is refused.
     #[default]
     None,
-    /// Every host (addresses that are not public stay refused, see
-    /// [`GatewayOptions::allow_private_upstreams`](crate::GatewayOptions::allow_private_upstreams)).
+    /// Every host (addresses that are not public stay refused unless
+    /// [`Policy::allow_internal`] opens them; see the crate's docs).
     Any,
     /// Hosts that match one of these patterns.
     List(Vec<HostPattern>),
@@ -191,7 +197,9 @@ impl<'de> Deserialize<'de> for Egress {
 /// credential bindings are swapped in. The runner replaces it as phases
 /// change ([`AttemptGateway::set_policy`](crate::AttemptGateway::set_policy)).
 ///
-/// JSON: `{"egress": ["api.anthropic.com"], "activeBindings": ["ANTHROPIC_API_KEY"]}`.
+/// JSON: `{"egress": ["api.anthropic.com"], "activeBindings": ["ANTHROPIC_API_KEY"]}`,
+/// with `"allowInternal": ["10.0.0.0/8", "*.corp"]` when the attempt opens
+/// private or reserved addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Policy {
@@ -200,12 +208,17 @@ pub struct Policy {
     /// Names of the bindings swapped in; any other binding's placeholder goes through as is.
     #[serde(default)]
     pub active_bindings: BTreeSet<String>,
+    /// Private or reserved addresses the allowed hosts may resolve to (see
+    /// [`InternalRule`]); the addresses that stay closed whatever it says are
+    /// listed in the crate's docs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_internal: Vec<InternalRule>,
 }
 
 impl Policy {
     /// A policy with this egress and no active binding.
     pub fn new(egress: Egress) -> Self {
-        Policy { egress, active_bindings: BTreeSet::new() }
+        Policy { egress, active_bindings: BTreeSet::new(), allow_internal: Vec::new() }
     }
 
     /// No egress, no binding: what checks get unless they ask for more.
@@ -221,6 +234,13 @@ impl Policy {
         S: Into<String>,
     {
         self.active_bindings.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// This policy with these private or reserved addresses opened (added to those already open).
+    #[must_use]
+    pub fn allow_internal(mut self, rules: impl IntoIterator<Item = InternalRule>) -> Self {
+        self.allow_internal.extend(rules);
         self
     }
 }
@@ -334,5 +354,13 @@ mod tests {
         assert!(serde_json::from_str::<Egress>(r#""all""#).is_err());
         let p: Policy = serde_json::from_str(r#"{"egress":"any","activeBindings":["K"]}"#).unwrap();
         assert_eq!(p, Policy::new(Egress::Any).activate(["K"]));
+        assert!(!serde_json::to_string(&p).unwrap().contains("allowInternal"));
+        let p: Policy =
+            serde_json::from_str(r#"{"egress":"any","allowInternal":["10.0.0.0/8","*.corp"]}"#)
+                .unwrap();
+        assert_eq!(p.allow_internal.len(), 2);
+        assert!(
+            serde_json::from_str::<Policy>(r#"{"egress":"any","allowInternal":["x:1"]}"#).is_err()
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Reaching upstream servers: name resolution (with the test-only overrides),
-//! the rule that keeps sandboxes off non-public addresses, TCP with a
-//! connect timeout, TLS with webpki roots, and the pooled HTTP client built
-//! on them.
+//! the rules that keep sandboxes off addresses that are not public
+//! (`addresses.rs`), TCP with a connect timeout (directly or through an
+//! upstream proxy, `upstream_proxy.rs`), TLS with webpki roots and any extra
+//! ones, and the pooled HTTP clients built on them.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,9 +26,12 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use crate::addresses::{InternalGrant, InternalRule, Standing, standing};
 use crate::body::Counted;
+use crate::egress::Refusal;
 use crate::error::GatewayError;
 use crate::rules::normalize_host;
+use crate::upstream_proxy::{ProxyUrl, UpstreamProxy};
 
 /// The ring provider, explicitly: the process-wide default is never relied on.
 pub(crate) fn crypto_provider() -> Arc<CryptoProvider> {
@@ -42,12 +46,20 @@ pub(crate) enum DialError {
     Resolve { host: String, source: io::Error },
     #[error("failed to resolve {host}: no addresses")]
     NoAddress { host: String },
-    #[error("{host} resolves to {addr}, which is not a public address; sandboxes may not reach it")]
-    NotPublic { host: String, addr: IpAddr },
+    #[error(
+        "{host} resolves to {addr}, {what}: sandboxes reach it only when allow_internal opens it (the host, or a range holding the address)"
+    )]
+    NotPublic { host: String, addr: IpAddr, what: &'static str },
+    #[error(
+        "{host} resolves to {addr}, {what}, which sandboxes never reach, whatever allow_internal says"
+    )]
+    Closed { host: String, addr: IpAddr, what: &'static str },
     #[error("failed to connect to {host}:{port} within {}s", .timeout.as_secs_f32())]
     Timeout { host: String, port: u16, timeout: Duration },
     #[error("failed to connect to {host}:{port}: {source}")]
     Connect { host: String, port: u16, source: io::Error },
+    #[error("failed to reach {host}:{port} through the upstream proxy {proxy}: {why}")]
+    Proxy { host: String, port: u16, proxy: String, why: String },
     #[error("failed TLS handshake with upstream {host}:{port}: {source}")]
     Tls { host: String, port: u16, source: io::Error },
     #[error("failed to connect to {uri}: the upstream URI has no host or an unsupported scheme")]
@@ -55,10 +67,34 @@ pub(crate) enum DialError {
 }
 
 impl DialError {
-    /// A refusal by policy (403), not a failure of the upstream (502).
-    pub(crate) fn is_refusal(&self) -> bool {
-        matches!(self, DialError::NotPublic { .. })
+    /// Why the gateway refused it (403), if it was a refusal by policy and
+    /// not a failure of the upstream (502).
+    pub(crate) fn refusal(&self) -> Option<Refusal> {
+        match self {
+            DialError::NotPublic { addr, what, .. } => {
+                Some(Refusal::Internal { addr: *addr, what: (*what).to_owned() })
+            }
+            DialError::Closed { addr, what, .. } => {
+                Some(Refusal::Closed { addr: *addr, what: (*what).to_owned() })
+            }
+            _ => None,
+        }
     }
+}
+
+/// A connection to an upstream, with what the egress log says of it.
+#[derive(Debug)]
+pub(crate) struct Dialed<S> {
+    pub(crate) stream: S,
+    /// The private or reserved address the opt-in opened for it.
+    pub(crate) grant: Option<InternalGrant>,
+}
+
+/// What a host resolved to, checked.
+struct Admitted {
+    /// Empty when only the upstream proxy can resolve the name.
+    addrs: Vec<SocketAddr>,
+    grant: Option<InternalGrant>,
 }
 
 /// Opens TCP and TLS connections to upstreams.
@@ -68,6 +104,7 @@ pub(crate) struct Dialer {
     connect_timeout: Duration,
     allow_private: bool,
     tls: TlsConnector,
+    proxy: Option<Arc<UpstreamProxy>>,
 }
 
 impl std::fmt::Debug for Dialer {
@@ -76,6 +113,7 @@ impl std::fmt::Debug for Dialer {
             .field("resolve", &self.resolve)
             .field("connect_timeout", &self.connect_timeout)
             .field("allow_private", &self.allow_private)
+            .field("proxy", &self.proxy)
             .finish_non_exhaustive()
     }
 }
@@ -87,6 +125,7 @@ impl Dialer {
         resolve: &[(String, SocketAddr)],
         connect_timeout: Duration,
         allow_private: bool,
+        proxy: Option<UpstreamProxy>,
     ) -> Result<Self, GatewayError> {
         let mut roots = rustls::RootCertStore::empty();
         if webpki {
@@ -118,41 +157,136 @@ impl Dialer {
             connect_timeout,
             allow_private,
             tls: TlsConnector::from(Arc::new(config)),
+            proxy: proxy.map(Arc::new),
         })
     }
 
-    /// TCP to `host:port`, within the connect timeout, refusing non-public
-    /// addresses unless they come from a resolve override or private
-    /// upstreams are allowed.
-    pub(crate) async fn tcp(&self, host: &str, port: u16) -> Result<TcpStream, DialError> {
-        let deadline = Instant::now() + self.connect_timeout;
-        let timeout =
-            || DialError::Timeout { host: host.to_owned(), port, timeout: self.connect_timeout };
+    /// The upstream proxy, if the gateway has one.
+    pub(crate) fn proxy(&self) -> Option<&UpstreamProxy> {
+        self.proxy.as_deref()
+    }
+
+    /// What `host` resolves to, every address checked: one that is closed,
+    /// or private or reserved and not opened by `rules`, refuses the host (a
+    /// name that mixes them is a rebinding attempt or a misconfiguration).
+    /// Through a proxy, a name this host cannot resolve is left to the proxy.
+    async fn admit(
+        &self,
+        host: &str,
+        port: u16,
+        rules: &[InternalRule],
+        via_proxy: bool,
+    ) -> Result<Admitted, DialError> {
         let key = normalize_host(host);
-        let addrs: Vec<SocketAddr> = if let Some(addr) = self.resolve.get(&key) {
-            vec![*addr]
-        } else {
-            let lookup = tokio::net::lookup_host((key.as_str(), port));
-            let found = tokio::time::timeout_at(deadline.into(), lookup)
-                .await
-                .map_err(|_| timeout())?
-                .map_err(|source| DialError::Resolve { host: host.to_owned(), source })?
-                .collect::<Vec<_>>();
-            if found.is_empty() {
-                return Err(DialError::NoAddress { host: host.to_owned() });
-            }
-            // Any non-public answer refuses the host: a name that mixes them is a rebinding attempt or a misconfiguration.
-            if !self.allow_private
-                && let Some(bad) = found.iter().find(|a| !is_public(a.ip()))
-            {
-                return Err(DialError::NotPublic { host: host.to_owned(), addr: bad.ip() });
-            }
-            found
+        if let Some(addr) = self.resolve.get(&key) {
+            return Ok(Admitted { addrs: vec![*addr], grant: None });
+        }
+        let lookup = tokio::net::lookup_host((key.as_str(), port));
+        let found = match tokio::time::timeout(self.connect_timeout, lookup).await {
+            Ok(Ok(found)) => found.collect::<Vec<_>>(),
+            _ if via_proxy => Vec::new(),
+            Err(_) => return Err(self.timed_out(host, port)),
+            Ok(Err(source)) => return Err(DialError::Resolve { host: host.to_owned(), source }),
         };
+        if found.is_empty() && !via_proxy {
+            return Err(DialError::NoAddress { host: host.to_owned() });
+        }
+        let mut grant = None;
+        for addr in found.iter().filter(|_| !self.allow_private) {
+            let ip = addr.ip();
+            match standing(ip) {
+                Standing::Public => {}
+                Standing::Closed(what) => {
+                    return Err(DialError::Closed { host: host.to_owned(), addr: ip, what });
+                }
+                Standing::Internal(what) => match rules.iter().find(|r| r.opens(&key, ip)) {
+                    Some(rule) => {
+                        grant.get_or_insert(InternalGrant { addr: ip, by: rule.to_string() });
+                    }
+                    None => {
+                        return Err(DialError::NotPublic { host: host.to_owned(), addr: ip, what });
+                    }
+                },
+            }
+        }
+        Ok(Admitted { addrs: found, grant })
+    }
+
+    /// TCP to `host:port` (a tunnel through the HTTPS proxy, unless `NO_PROXY`
+    /// names the host), within the connect timeout, its addresses admitted first.
+    pub(crate) async fn tcp(
+        &self,
+        host: &str,
+        port: u16,
+        rules: &[InternalRule],
+    ) -> Result<Dialed<TcpStream>, DialError> {
+        let proxy =
+            self.proxy.as_ref().and_then(|p| p.for_tunnel(host)).filter(|_| !self.mapped(host));
+        let admitted = self.admit(host, port, rules, proxy.is_some()).await?;
+        let stream = match proxy {
+            Some(proxy) => {
+                let name = normalize_host(host);
+                match tokio::time::timeout(self.connect_timeout, proxy.tunnel(&name, port)).await {
+                    Err(_) => return Err(self.timed_out(host, port)),
+                    Ok(Err(e)) => return Err(proxy_error(host, port, proxy, e.to_string())),
+                    Ok(Ok(stream)) => stream,
+                }
+            }
+            None => self.connect(host, port, &admitted.addrs).await?,
+        };
+        Ok(Dialed { stream, grant: admitted.grant })
+    }
+
+    /// TCP for a plain HTTP request to `host:port`: to the HTTP proxy (the
+    /// request then goes in absolute form: `true`), or to the host.
+    async fn http(
+        &self,
+        host: &str,
+        port: u16,
+        rules: &[InternalRule],
+    ) -> Result<(Dialed<TcpStream>, bool), DialError> {
+        let proxy = self.proxy.as_ref().and_then(|p| p.for_http(host));
+        let Some(proxy) = proxy.filter(|_| !self.mapped(host)) else {
+            return Ok((self.tcp(host, port, rules).await?, false));
+        };
+        let admitted = self.admit(host, port, rules, true).await?;
+        let stream = match tokio::time::timeout(self.connect_timeout, proxy.connect()).await {
+            Err(_) => return Err(self.timed_out(host, port)),
+            Ok(Err(e)) => {
+                return Err(proxy_error(
+                    host,
+                    port,
+                    proxy,
+                    format!("failed to connect to it: {e}"),
+                ));
+            }
+            Ok(Ok(stream)) => stream,
+        };
+        Ok((Dialed { stream, grant: admitted.grant }, true))
+    }
+
+    /// Whether a test's resolve override maps `host` (then it is dialled
+    /// directly, never through a proxy, which could not know the mapping).
+    fn mapped(&self, host: &str) -> bool {
+        self.resolve.contains_key(&normalize_host(host))
+    }
+
+    fn timed_out(&self, host: &str, port: u16) -> DialError {
+        DialError::Timeout { host: host.to_owned(), port, timeout: self.connect_timeout }
+    }
+
+    /// The first of `addrs` that accepts, within the connect timeout.
+    async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        addrs: &[SocketAddr],
+    ) -> Result<TcpStream, DialError> {
+        let deadline = Instant::now() + self.connect_timeout;
         let mut last = None;
         for addr in addrs {
             match tokio::time::timeout_at(deadline.into(), TcpStream::connect(addr)).await {
-                Err(_) => return Err(timeout()),
+                Err(_) => return Err(self.timed_out(host, port)),
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
                     return Ok(stream);
@@ -168,74 +302,57 @@ impl Dialer {
     }
 
     /// TLS to `host:port`, SNI and verification by the host name (also when
-    /// a resolve override picked the address).
+    /// a resolve override picked the address, or a proxy tunnels it).
     pub(crate) async fn tls(
         &self,
         host: &str,
         port: u16,
-    ) -> Result<TlsStream<TcpStream>, DialError> {
-        let tcp = self.tcp(host, port).await?;
+        rules: &[InternalRule],
+    ) -> Result<Dialed<TlsStream<TcpStream>>, DialError> {
+        let tcp = self.tcp(host, port, rules).await?;
         let name = normalize_host(host);
         let server_name = ServerName::try_from(name).map_err(|e| DialError::Tls {
             host: host.to_owned(),
             port,
             source: io::Error::new(io::ErrorKind::InvalidInput, e),
         })?;
-        let handshake = self.tls.connect(server_name, tcp);
-        let remaining = self.connect_timeout;
-        match tokio::time::timeout(remaining, handshake).await {
-            Err(_) => Err(DialError::Timeout {
-                host: host.to_owned(),
-                port,
-                timeout: self.connect_timeout,
-            }),
+        let handshake = self.tls.connect(server_name, tcp.stream);
+        match tokio::time::timeout(self.connect_timeout, handshake).await {
+            Err(_) => Err(self.timed_out(host, port)),
             Ok(Err(source)) => Err(DialError::Tls { host: host.to_owned(), port, source }),
-            Ok(Ok(tls)) => Ok(tls),
+            Ok(Ok(tls)) => Ok(Dialed { stream: tls, grant: tcp.grant }),
         }
     }
 }
 
-/// Whether a sandbox may reach `ip` without an explicit opt-in: not
-/// loopback, private, link-local (cloud metadata), CGNAT, unspecified,
-/// multicast or broadcast, also when mapped into IPv6.
-pub(crate) fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (b == 18 || b == 19)))
-        }
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_public(IpAddr::V4(v4)),
-            None => {
-                !(v6.is_loopback()
-                    || v6.is_unspecified()
-                    || v6.is_multicast()
-                    || v6.is_unique_local()
-                    || v6.is_unicast_link_local())
-            }
-        },
-    }
+fn proxy_error(host: &str, port: u16, proxy: &ProxyUrl, why: String) -> DialError {
+    DialError::Proxy { host: host.to_owned(), port, proxy: proxy.to_string(), why }
 }
 
-/// A connection to an upstream, plain or TLS.
+/// A connection to an upstream, plain or TLS, with what each response on it
+/// carries: the address the opt-in opened for it, and whether it goes to a
+/// proxy (then requests are sent in absolute form).
 #[derive(Debug)]
-pub(crate) enum UpstreamStream {
+pub(crate) struct UpstreamStream {
+    io: Io,
+    grant: Option<InternalGrant>,
+    proxied: bool,
+}
+
+#[derive(Debug)]
+enum Io {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
 
 impl Connection for UpstreamStream {
     fn connected(&self) -> Connected {
-        Connected::new()
+        let connected = Connected::new().proxy(self.proxied);
+        match &self.grant {
+            // Set on every response of this connection (`forward` records it).
+            Some(grant) => connected.extra(grant.clone()),
+            None => connected,
+        }
     }
 }
 
@@ -245,9 +362,9 @@ impl AsyncRead for UpstreamStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            UpstreamStream::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
                 // The upstream closed TCP without a TLS close_notify (many
                 // servers do): its side has ended, so an end of stream, as
                 // over plain HTTP. hyper's framing still tells a complete
@@ -269,23 +386,23 @@ impl AsyncWrite for UpstreamStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 
@@ -294,23 +411,27 @@ impl AsyncWrite for UpstreamStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            UpstreamStream::Plain(s) => s.is_write_vectored(),
-            UpstreamStream::Tls(s) => s.is_write_vectored(),
+        match &self.io {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
         }
     }
 }
 
-/// The connector of the pooled client: `http://` plain, `https://` TLS.
+/// The connector of a pooled client: `http://` plain (to the HTTP proxy, if
+/// any), `https://` TLS; `rules` open private or reserved addresses.
 #[derive(Debug, Clone)]
-pub(crate) struct Connector(pub(crate) Dialer);
+pub(crate) struct Connector {
+    dialer: Dialer,
+    rules: Arc<[InternalRule]>,
+}
 
 impl tower_service::Service<Uri> for Connector {
     type Response = TokioIo<UpstreamStream>;
@@ -322,16 +443,23 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let dialer = self.0.clone();
+        let (dialer, rules) = (self.dialer.clone(), self.rules.clone());
         Box::pin(async move {
             let bad = || DialError::BadUri { uri: uri.to_string() };
             let host = uri.host().ok_or_else(bad)?.to_owned();
             let stream = match uri.scheme_str() {
-                Some("https") => UpstreamStream::Tls(Box::new(
-                    dialer.tls(&host, uri.port_u16().unwrap_or(443)).await?,
-                )),
+                Some("https") => {
+                    let tls = dialer.tls(&host, uri.port_u16().unwrap_or(443), &rules).await?;
+                    UpstreamStream {
+                        io: Io::Tls(Box::new(tls.stream)),
+                        grant: tls.grant,
+                        proxied: false,
+                    }
+                }
                 Some("http") => {
-                    UpstreamStream::Plain(dialer.tcp(&host, uri.port_u16().unwrap_or(80)).await?)
+                    let (tcp, proxied) =
+                        dialer.http(&host, uri.port_u16().unwrap_or(80), &rules).await?;
+                    UpstreamStream { io: Io::Plain(tcp.stream), grant: tcp.grant, proxied }
                 }
                 _ => return Err(bad()),
             };
@@ -343,15 +471,17 @@ impl tower_service::Service<Uri> for Connector {
 /// The request body type sent upstream.
 pub(crate) type UpBody = Counted<hyper::body::Incoming>;
 
-/// The shared, pooled upstream client.
+/// A pooled upstream client. Its pool holds connections dialled under one
+/// set of opt-in rules only: a connection an attempt's opt-in opened is
+/// never reused by an attempt without it.
 pub(crate) type UpstreamClient = Client<Connector, UpBody>;
 
-pub(crate) fn client(dialer: Dialer) -> UpstreamClient {
+pub(crate) fn client(dialer: Dialer, rules: &[InternalRule]) -> UpstreamClient {
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(60))
         .timer(TokioTimer::new())
-        .build(Connector(dialer))
+        .build(Connector { dialer, rules: rules.into() })
 }
 
 /// The dial error behind a client error, if that is what failed.
@@ -364,31 +494,4 @@ pub(crate) fn dial_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Opti
         cur = e.source();
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn non_public_addresses() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.17.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(!is_public(ip.parse().unwrap()), "{ip} should not be public");
-        }
-        for ip in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
-            assert!(is_public(ip.parse().unwrap()), "{ip} should be public");
-        }
-    }
 }

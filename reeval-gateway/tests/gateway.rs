@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use reeval_gateway::{
-    Binding, Egress, EgressEntry, GatewayOptions, Policy, Route, SecretString, base_url,
+    Binding, Egress, EgressEntry, GatewayOptions, InternalRule, Policy, Refusal, Route,
+    SecretString, base_url,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -312,22 +313,33 @@ async fn policy_switches_at_runtime() {
 }
 
 #[tokio::test]
-async fn egress_any_still_refuses_the_hosts_own_addresses() {
+async fn egress_any_still_refuses_the_hosts_own_addresses_whatever_allow_internal_says() {
     let up = upstream(None, Behaviour::Echo).await;
-    let h = gateway(GatewayOptions::default(), Policy::new(Egress::Any), vec![]).await;
-    let c = client(&h.proxy, &[]);
-    for url in [
-        format!("http://127.0.0.1:{}/", up.addr.port()),
-        format!("http://localhost:{}/", up.addr.port()),
-    ] {
-        let resp = c.get(&url).send().await.unwrap();
-        assert_eq!(resp.status(), 403, "{url}");
-        assert!(resp.text().await.unwrap().contains("not a public address"));
+    let rules = ["127.0.0.0/8", "localhost", "::1", "169.254.0.0/16"];
+    let opened =
+        Policy::new(Egress::Any).allow_internal(rules.map(|r| InternalRule::parse(r).unwrap()));
+    for policy in [Policy::new(Egress::Any), opened] {
+        let h = gateway(GatewayOptions::default(), policy, vec![]).await;
+        let c = client(&h.proxy, &[]);
+        for url in [
+            format!("http://127.0.0.1:{}/", up.addr.port()),
+            format!("http://localhost:{}/", up.addr.port()),
+        ] {
+            let resp = c.get(&url).send().await.unwrap();
+            assert_eq!(resp.status(), 403, "{url}");
+            let body = resp.text().await.unwrap();
+            assert!(body.contains("a loopback address (this host's own services), which sandboxes never reach, whatever allow_internal says"), "{body}");
+        }
+        let (_, status, _) = raw_connect(h.addr, &format!("127.0.0.1:{}", up.addr.port())).await;
+        assert_eq!(status, 403);
+        assert_eq!(up.accepted(), 0);
+        assert_eq!(h.attempt.counters().refused, 3);
+        let entries = h.attempt.take_log();
+        assert!(
+            entries.iter().all(|e| matches!(e.refusal, Some(Refusal::Closed { .. }))),
+            "{entries:#?}"
+        );
     }
-    let (_, status, _) = raw_connect(h.addr, &format!("127.0.0.1:{}", up.addr.port())).await;
-    assert_eq!(status, 403);
-    assert_eq!(up.accepted(), 0);
-    assert_eq!(h.attempt.counters().refused, 3);
 }
 
 #[tokio::test]

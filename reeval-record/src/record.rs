@@ -138,6 +138,20 @@ pub struct EgressRecord {
     /// Why the gateway refused or failed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The private or reserved address it reached because the run or the
+    /// eval opened it (`allow_internal`); absent for public addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal: Option<EgressInternal>,
+}
+
+/// A request the opt-in for private and reserved addresses let through: the
+/// record's `"internal": {"addr": "10.0.3.7", "by": "10.0.0.0/8"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressInternal {
+    /// The address the host resolved to.
+    pub addr: String,
+    /// The `allow_internal` entry that opened it (a host pattern or a range).
+    pub by: String,
 }
 
 fn yes() -> bool {

@@ -127,6 +127,26 @@ pub fn example_bin(name: &str) -> PathBuf {
     bin
 }
 
+/// The local engine reached over TCP (a proxy to its socket): to reeval, a
+/// remote engine, where a sandbox with egress gets a gateway container of
+/// its own on an internal network.
+pub async fn engine_over_tcp() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut engine) = tokio::net::UnixStream::connect("/var/run/docker.sock").await
+                else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut engine).await;
+            });
+        }
+    });
+    format!("tcp://127.0.0.1:{port}")
+}
+
 /// A `.env`-style file of `vars` in a fresh temp dir, for `RunConfig::env_file`
 /// (tests never change the process environment).
 pub fn env_file(tag: &str, vars: &[(&str, &str)]) -> PathBuf {

@@ -32,7 +32,6 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecOutput};
 use crate::lifecycle;
 use crate::phase::Phase;
-use crate::record::EgressRecord;
 use crate::sandbox::{Sandbox, SandboxHandle};
 
 /// Another sandbox of the attempt, started by [`Ctx::start_sandbox`]: a
@@ -279,7 +278,9 @@ impl Attempt {
             ));
         }
         let backend = self.backend()?;
-        let env = self.given.cell.images.apply_env(env);
+        let mut env = self.given.cell.images.apply_env(env);
+        // The run's opt-in for internal addresses holds here as in the attempt's sandbox.
+        env.allow_internal.extend(self.egress.run.allow_internal().iter().cloned());
         let mut problems = env.problems();
         if !env.secrets.is_empty() {
             problems.push("an extra sandbox is given no secrets".into());
@@ -520,10 +521,12 @@ impl Attempt {
     /// What went out through an extra sandbox's gateway, into the record.
     async fn close_extra_egress(&mut self, name: &str, egress: Option<AttemptEgress>) {
         let Some(egress) = egress else { return };
-        let (records, summary): (Vec<EgressRecord>, String) =
-            egress.close(self.egress.started_unix_ms).await;
-        self.record.egress.extend(records);
-        self.phases.log.event(format!("sandbox {name}: {summary}"));
+        let closed = egress.close(self.egress.started_unix_ms).await;
+        self.record.egress.extend(closed.records);
+        self.phases.log.event(format!("sandbox {name}: {}", closed.summary));
+        if let Some(refused) = closed.refused {
+            self.egress.refused.push(format!("sandbox {name}: {refused}"));
+        }
     }
 
     /// Teardown: every extra sandbox still there removed (each within 30

@@ -247,13 +247,19 @@ struct EgressState {
     attempt: Option<AttemptEgress>,
     /// When the attempt started, in milliseconds since the Unix epoch (egress records count from it).
     started_unix_ms: u64,
+    /// What the gateways refused (the sandbox's, then extra sandboxes'), in
+    /// the words a failed attempt's message ends with.
+    refused: Vec<String>,
 }
 
 impl EgressState {
-    /// Closes the attempt's egress, if it has one: what went out, and its summary.
+    /// Closes the attempt's egress, if it has one: what went out (as the
+    /// record keeps it) and its summary; what it refused is kept here.
     async fn close(&mut self) -> Option<(Vec<EgressRecord>, String)> {
         let egress = self.attempt.take()?;
-        Some(egress.close(self.started_unix_ms).await)
+        let closed = egress.close(self.started_unix_ms).await;
+        self.refused.extend(closed.refused);
+        Some((closed.records, closed.summary))
     }
 }
 

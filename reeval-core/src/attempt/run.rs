@@ -162,6 +162,7 @@ impl Attempt {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or(0),
+                refused: Vec::new(),
             },
             turns: Turns {
                 in_flight: None,
@@ -228,6 +229,14 @@ impl Attempt {
             }
         } else if returned_error {
             record.location = self.calls.failed.map(|c| c.to_string());
+        }
+        // A failure says what the gateway refused meanwhile: often why it failed.
+        if outcome != crate::outcome::Outcome::Pass
+            && let Some(m) = message.as_mut()
+        {
+            for refused in self.egress.refused.drain(..) {
+                m.push_str(&format!("\n  {refused}"));
+            }
         }
         record.outcome = outcome;
         record.message = message;

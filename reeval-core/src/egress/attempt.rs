@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use reeval_gateway::relay::{self, RelayReport};
-use reeval_gateway::{Binding, Policy};
+use reeval_gateway::{Binding, InternalRule, Policy};
 
 use super::gateway::{OUTSIDE, RemoteGateway, RunEgress, set_mode};
 use super::socket::SocketGateway;
@@ -87,6 +87,11 @@ pub(crate) fn plan(
     };
     let check_egress =
         env.check_network.clone().unwrap_or(Egress::None).to_gateway(&[]).map_err(config)?;
+    let internal = env
+        .allow_internal
+        .iter()
+        .map(|e| InternalRule::parse(e).map_err(|e| config(format!("allow_internal: {e}"))))
+        .collect::<Result<Vec<_>>>()?;
     let (mut bindings, mut agent_names, mut check_names) = (Vec::new(), Vec::new(), Vec::new());
     let mut binding_configs = Vec::new();
     let (mut base_urls, mut intercept, mut brokered) = (Vec::new(), false, Vec::new());
@@ -112,10 +117,11 @@ pub(crate) fn plan(
         }
         brokered.push(format!("{name} for {}", broker.host()));
     }
+    let policy = |egress| Policy::new(egress).allow_internal(internal.iter().cloned());
     Ok(Some(Plan {
-        setup: Policy::new(setup_egress).activate(agent_names.clone()),
-        agent: Policy::new(agent_egress).activate(agent_names),
-        check: Policy::new(check_egress).activate(check_names),
+        setup: policy(setup_egress).activate(agent_names.clone()),
+        agent: policy(agent_egress).activate(agent_names),
+        check: policy(check_egress).activate(check_names),
         bindings,
         binding_configs,
         base_urls,
@@ -157,6 +163,21 @@ pub(crate) struct AttemptEgress {
     /// This host's addresses the sandbox's relay probes.
     probes: usize,
     plan: Plan,
+    /// Whether the relay installs certificates for the sandbox to trust.
+    trusts: bool,
+    /// The upstream proxy the run's gateway dials through, as shown (`` when none).
+    proxy: String,
+}
+
+/// What went out, once the attempt's egress closed.
+#[derive(Debug)]
+pub(crate) struct Closed {
+    /// As the record keeps it.
+    pub(crate) records: Vec<EgressRecord>,
+    /// `egress: N requests, M refused`, an event of the record.
+    pub(crate) summary: String,
+    /// What a failed attempt's message says of the refusals (`refused.rs`).
+    pub(crate) refused: Option<String>,
 }
 
 /// What the sandbox needs from its gateway when it is created.
@@ -227,8 +248,8 @@ pub(crate) async fn prepare(
     let host_probes = gateway.probes();
     let mut probes = host_probes.clone();
     probes.extend(OUTSIDE);
-    let mut main_process =
-        relay::supervise_argv(&relay_in_sandbox(), &probes, true, plan.intercept);
+    let trusts = plan.intercept || run.host_roots().count > 0;
+    let mut main_process = relay::supervise_argv(&relay_in_sandbox(), &probes, true, trusts);
     // The relay reaches a gateway next to the sandbox over the network, not a socket.
     if let Some(at) = main_process.iter().position(|a| a == relay::SANDBOX_SOCKET_PATH) {
         main_process[at] = gateway.upstream();
@@ -237,20 +258,19 @@ pub(crate) async fn prepare(
     // for it then finds the CA complete.
     let mut files = Vec::new();
     if !gateway.mounted() {
-        if let Some(remote) = offer.remote.get().filter(|_| plan.intercept) {
-            files.push((
-                relay::SANDBOX_CA_SOURCE.to_string(),
-                remote.ca.cert_pem().as_bytes().to_vec(),
-                0o644,
-            ));
+        if trusts {
+            let ca = offer.remote.get().filter(|_| plan.intercept).map(|r| r.ca.cert_pem());
+            let pem = sandbox_trust(ca, run);
+            files.push((relay::SANDBOX_CA_SOURCE.to_string(), pem.into_bytes(), 0o644));
         }
         files.push((relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755));
     }
     let network = gateway.network();
     let beside = !gateway.mounted();
     drop(offer);
+    let proxy = run.proxy_shown();
     Ok((
-        AttemptEgress { gateway, beside, probes: host_probes.len(), plan },
+        AttemptEgress { gateway, beside, probes: host_probes.len(), plan, trusts, proxy },
         ForSandbox { network, main_process, files },
     ))
 }
@@ -269,8 +289,9 @@ async fn socket(run: &RunEgress, plan: &Plan) -> Result<Box<dyn GatewayContainer
     std::fs::hard_link(&gateway.relay, dir.join("reeval-relay"))
         .or_else(|_| std::fs::copy(&gateway.relay, dir.join("reeval-relay")).map(|_| ()))
         .map_err(|e| fail("place the relay", &e))?;
-    if plan.intercept {
-        std::fs::write(dir.join("ca.pem"), gateway.gateway.ca_pem())
+    if plan.intercept || run.host_roots().count > 0 {
+        let ca = plan.intercept.then(|| gateway.gateway.ca_pem());
+        std::fs::write(dir.join("ca.pem"), sandbox_trust(ca, run))
             .map_err(|e| fail("write the CA", &e))?;
     }
     let attempt = gateway
@@ -288,6 +309,19 @@ async fn socket(run: &RunEgress, plan: &Plan) -> Result<Box<dyn GatewayContainer
         run: gateway,
         canary_before,
     }))
+}
+
+/// What the sandbox is made to trust besides its own store: the run's CA
+/// (when the gateway intercepts TLS), and what this host trusts beyond the
+/// public roots, so a tunnel through an intercepting proxy verifies as it
+/// would on this host.
+fn sandbox_trust(run_ca: Option<&str>, run: &RunEgress) -> String {
+    let mut pem = run_ca.unwrap_or_default().to_string();
+    if !pem.is_empty() && !pem.ends_with('\n') {
+        pem.push('\n');
+    }
+    pem.push_str(&run.host_roots().pem);
+    pem
 }
 
 fn relay_in_sandbox() -> String {
@@ -315,12 +349,13 @@ fn container_request(
         ),
     ];
     let mut roots = Vec::new();
-    for (i, pem) in run.settings.extra_roots_pem.iter().enumerate() {
+    let host_roots = Some(&run.host_roots().pem).filter(|p| !p.is_empty());
+    for (i, pem) in run.settings.extra_roots_pem.iter().chain(host_roots).enumerate() {
         let path = format!("{CONTAINER_DIR}/root-{i}.pem");
         files.push((path.clone(), pem.clone().into_bytes(), 0o644));
         roots.push(path);
     }
-    let config = serde_json::json!({
+    let mut config = serde_json::json!({
         "listen": format!("tcp:0.0.0.0:{CONTAINER_PORT}"),
         "policyFromStdin": true,
         "ca": { "certFile": format!("{CONTAINER_DIR}/ca.pem"), "keyFile": format!("{CONTAINER_DIR}/ca.key") },
@@ -330,7 +365,12 @@ fn container_request(
         "resolve": run.settings.resolve.iter().map(|(h, a)| serde_json::json!({ "host": h, "addr": a.to_string() })).collect::<Vec<_>>(),
         "allowPrivateUpstreams": run.settings.allow_private_upstreams,
     });
-    files.push((format!("{CONTAINER_DIR}/config.json"), config.to_string().into_bytes(), 0o644));
+    let proxy = run.proxy_config();
+    if !proxy.is_null() {
+        config["upstreamProxy"] = proxy;
+    }
+    // Readable by the gateway only: a proxy URL may hold credentials.
+    files.push((format!("{CONTAINER_DIR}/config.json"), config.to_string().into_bytes(), 0o600));
     let env = plan
         .binding_configs
         .iter()
@@ -381,20 +421,20 @@ impl AttemptEgress {
             let mut checked = report.clone();
             checked.tcp.clear();
             checked.dns = None;
-            if let Some(problem) = isolation_problem(&checked, leaks, self.plan.intercept) {
+            if let Some(problem) = isolation_problem(&checked, leaks, self.trusts) {
                 return Err(Error::infra("verify the sandbox's isolation", problem));
             }
             return Ok(format!(
                 "started ({}){} · allows {} hosts · isolation NOT enforced: {why}{reached}",
                 self.gateway.place(),
-                brokers_detail(&self.plan),
+                self.detail(),
                 self.plan.hosts
             ));
         }
-        if let Some(why) = isolation_problem(&report, leaks, self.plan.intercept) {
+        if let Some(why) = isolation_problem(&report, leaks, self.trusts) {
             return Err(Error::infra("verify the sandbox's isolation", why));
         }
-        let brokers = brokers_detail(&self.plan);
+        let brokers = self.detail();
         let place =
             if self.beside { format!(" ({})", self.gateway.place()) } else { String::new() };
         Ok(format!(
@@ -431,20 +471,33 @@ impl AttemptEgress {
     }
 
     /// Teardown: no more egress, the gateway closed; what went out, as the record keeps it.
-    pub(crate) async fn close(self, attempt_started_unix_ms: u64) -> (Vec<EgressRecord>, String) {
+    pub(crate) async fn close(self, attempt_started_unix_ms: u64) -> Closed {
         let entries = self.gateway.close().await;
         let refused = entries.iter().filter(|e| !e.allowed).count();
         let summary = format!("egress: {} requests, {refused} refused", entries.len());
-        (entries.into_iter().map(|e| record(e, attempt_started_unix_ms)).collect(), summary)
+        let note = super::refused::note(&entries);
+        let records = entries.into_iter().map(|e| record(e, attempt_started_unix_ms)).collect();
+        Closed { records, summary, refused: note }
     }
 }
 
-/// ` · brokers NAME for host, …`, or nothing.
-fn brokers_detail(plan: &Plan) -> String {
-    if plan.brokered.is_empty() {
-        String::new()
-    } else {
-        format!(" · brokers {}", plan.brokered.join(", "))
+impl AttemptEgress {
+    /// ` · brokers NAME for host, … · opens internal 10.0.0.0/8 · through the
+    /// upstream proxy http://…`, the parts there are.
+    fn detail(&self) -> String {
+        let mut out = String::new();
+        if !self.plan.brokered.is_empty() {
+            out.push_str(&format!(" · brokers {}", self.plan.brokered.join(", ")));
+        }
+        let internal = &self.plan.agent.allow_internal;
+        if !internal.is_empty() {
+            let shown: Vec<String> = internal.iter().map(ToString::to_string).collect();
+            out.push_str(&format!(" · opens internal {}", shown.join(", ")));
+        }
+        if !self.proxy.is_empty() {
+            out.push_str(&format!(" · through the upstream proxy {}", self.proxy));
+        }
+        out
     }
 }
 
@@ -502,6 +555,9 @@ fn record(e: reeval_gateway::EgressEntry, started_unix_ms: u64) -> EgressRecord 
         route,
         brokered: e.brokered,
         error: e.error,
+        internal: e
+            .internal
+            .map(|g| crate::record::EgressInternal { addr: g.addr.to_string(), by: g.by }),
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use reeval_gateway::relay;
-use reeval_gateway::{Gateway, GatewayOptions};
+use reeval_gateway::{Gateway, GatewayOptions, HostRoots};
 
 use crate::egress::EgressSettings;
 use crate::error::{Error, Result};
@@ -32,6 +32,8 @@ pub(crate) struct RunEgress {
     pub(super) settings: EgressSettings,
     gateway: tokio::sync::OnceCell<std::result::Result<Arc<RunGateway>, String>>,
     remote: tokio::sync::OnceCell<std::result::Result<Arc<RemoteGateway>, String>>,
+    /// What this host trusts beyond the public roots, read once.
+    host_roots: std::sync::OnceLock<HostRoots>,
     /// Attempts given a socket so far: each gets a directory of its own.
     pub(super) attempts: AtomicU64,
 }
@@ -70,7 +72,57 @@ impl RunEgress {
         Self { settings, ..Self::default() }
     }
 
+    /// The run's own `allow_internal` (added to every environment's, an
+    /// extra sandbox's too).
+    pub(crate) fn allow_internal(&self) -> &[String] {
+        &self.settings.allow_internal
+    }
+
+    /// What this host's trust store adds to the public roots (a company's
+    /// CA, an intercepting proxy's): the gateway trusts it upstream and the
+    /// sandbox trusts it too.
+    pub(super) fn host_roots(&self) -> &HostRoots {
+        self.host_roots.get_or_init(HostRoots::load)
+    }
+
+    /// The gateway's upstream proxy as shown (credentials hidden), `` when it dials directly.
+    pub(super) fn proxy_shown(&self) -> String {
+        self.upstream_proxy().ok().flatten().map(|p| p.to_string()).unwrap_or_default()
+    }
+
+    /// The upstream proxy as a gateway container's configuration takes it
+    /// (`null`: directly). Its URLs may hold credentials: the file is the gateway's only.
+    pub(super) fn proxy_config(&self) -> serde_json::Value {
+        use crate::egress::UpstreamProxySetting;
+        let env = process_env;
+        let first = |names: [&str; 2]| {
+            names.into_iter().find_map(|n| env(n).filter(|v| !v.trim().is_empty()))
+        };
+        let no_proxy = first(["no_proxy", "NO_PROXY"]).unwrap_or_default();
+        let (https, http) = match &self.settings.upstream_proxy {
+            UpstreamProxySetting::Direct => return serde_json::Value::Null,
+            UpstreamProxySetting::Environment => {
+                (first(["https_proxy", "HTTPS_PROXY"]), first(["http_proxy", "HTTP_PROXY"]))
+            }
+            UpstreamProxySetting::Url(url) => (Some(url.clone()), Some(url.clone())),
+        };
+        if https.is_none() && http.is_none() {
+            return serde_json::Value::Null;
+        }
+        serde_json::json!({ "https": https, "http": http, "noProxy": no_proxy })
+    }
+
+    /// The upstream proxy the settings name (the runner's variables by
+    /// default); one that cannot be used is the run's configuration's fault.
+    fn upstream_proxy(&self) -> Result<Option<reeval_gateway::UpstreamProxy>> {
+        self.settings
+            .upstream_proxy
+            .resolve(process_env)
+            .map_err(|e| Error::Config(format!("failed to use the upstream proxy: {e}")))
+    }
+
     pub(super) async fn remote(&self) -> Result<Arc<RemoteGateway>> {
+        self.upstream_proxy()?;
         let made = self
             .remote
             .get_or_init(|| async {
@@ -86,19 +138,30 @@ impl RunEgress {
     }
 
     pub(super) async fn gateway(&self) -> Result<Arc<RunGateway>> {
+        let proxy = self.upstream_proxy()?;
         let started = self
             .gateway
-            .get_or_init(|| async { start_run_gateway(&self.settings).await.map(Arc::new) })
+            .get_or_init(|| async {
+                start_run_gateway(&self.settings, proxy, self.host_roots()).await.map(Arc::new)
+            })
             .await;
         started.clone().map_err(|e| Error::infra("start the egress gateway", e))
     }
 }
 
-async fn start_run_gateway(settings: &EgressSettings) -> std::result::Result<RunGateway, String> {
-    let mut options =
-        GatewayOptions::default().allow_private_upstreams(settings.allow_private_upstreams);
+async fn start_run_gateway(
+    settings: &EgressSettings,
+    proxy: Option<reeval_gateway::UpstreamProxy>,
+    host_roots: &HostRoots,
+) -> std::result::Result<RunGateway, String> {
+    let mut options = GatewayOptions::default()
+        .allow_private_upstreams(settings.allow_private_upstreams)
+        .upstream_proxy(proxy);
     for pem in &settings.extra_roots_pem {
         options = options.extra_root_pem(pem.clone());
+    }
+    if host_roots.count > 0 {
+        options = options.extra_root_pem(host_roots.pem.clone());
     }
     for (host, addr) in &settings.resolve {
         options = options.resolve(host.clone(), *addr);
@@ -157,6 +220,11 @@ fn gateway_binary(settings: &EgressSettings) -> std::result::Result<PathBuf, Str
         "this engine needs the {NAME} binary to run next to the sandbox, and none was found (tried {}); build it with `cargo build -p reeval-gateway` or install it with `cargo install --path reeval-gateway`, or set REEVAL_GATEWAY_BIN",
         tried.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
     ))
+}
+
+/// The runner's own environment (its proxy variables).
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 fn rand_suffix() -> u32 {

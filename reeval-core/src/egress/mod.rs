@@ -13,6 +13,13 @@
 //! | turns (and the time between them) | the harness's API hosts + [`crate::Environment::allow_egress`] | the agent's |
 //! | checks | [`crate::Environment::check_network`], else nothing | checks-only secrets |
 //!
+//! In every phase, [`crate::Environment::allow_internal`] (and the run's
+//! `--allow-internal`, [`EgressSettings::allow_internal`]) lets the allowed
+//! hosts resolve to the private or reserved addresses it names; the host's
+//! own, its bridges' and metadata addresses stay refused. The gateway reaches
+//! upstreams through [`EgressSettings::upstream_proxy`]. A failed attempt's
+//! message ends with what the gateway refused (`refused.rs`).
+//!
 //! This module holds the policy's public types (what an eval and a harness
 //! declare); `gateway.rs` the run's gateway service (one per run, started
 //! when an attempt first needs it); `attempt.rs` the attempt's egress (its
@@ -22,6 +29,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod gateway;
+mod refused;
 mod socket;
 
 pub(crate) use attempt::AttemptEgress;
@@ -32,7 +40,8 @@ pub(crate) use gateway::RunEgress;
 pub enum Egress {
     /// Nowhere.
     None,
-    /// Any public host (never the host's own addresses or private networks).
+    /// Any public host (private and reserved addresses only where
+    /// `allow_internal` opens them; never the host's own).
     Any,
     /// These hosts: exact names, `*.example.com` (subdomains only), optional `:port`.
     Allow(Vec<String>),
@@ -191,19 +200,84 @@ impl HarnessEgress {
     }
 }
 
-/// Gateway settings of a run. `resolve` and `extra_roots_pem` are for tests:
-/// they let a test stand up a fake `api.anthropic.com` on 127.0.0.1.
+/// Gateway settings of a run. `resolve`, `extra_roots_pem` and
+/// `allow_private_upstreams` are for tests: they let a test stand up a fake
+/// `api.anthropic.com` on 127.0.0.1.
 #[derive(Debug, Clone, Default)]
 pub struct EgressSettings {
     /// Extra PEM roots the gateway trusts for upstreams (a test CA).
     pub extra_roots_pem: Vec<String>,
     /// Host names mapped to addresses, like `curl --resolve` (tests only).
     pub resolve: Vec<(String, std::net::SocketAddr)>,
-    /// Let upstreams resolve to private or loopback addresses (tests only).
+    /// Let upstreams resolve to any address, loopback included (tests only).
     pub allow_private_upstreams: bool,
+    /// Private or reserved addresses every attempt of the run may reach
+    /// (`--allow-internal`, `REEVAL_ALLOW_INTERNAL`, `allow_internal` in
+    /// `reeval.toml`): host patterns (`*.corp`) or ranges (`10.0.0.0/8`),
+    /// added to each eval's own [`crate::Environment::allow_internal`].
+    pub allow_internal: Vec<String>,
+    /// How the gateway reaches its upstreams: through the runner's
+    /// `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` by default (`--upstream-proxy`,
+    /// `REEVAL_UPSTREAM_PROXY`, `upstream_proxy` in `reeval.toml`).
+    pub upstream_proxy: UpstreamProxySetting,
     /// The `reeval-gateway` executable gateway containers run (remote engines);
     /// by default `REEVAL_GATEWAY_BIN`, one beside this program, or one on `PATH`.
     pub gateway_binary: Option<std::path::PathBuf>,
+}
+
+/// How the run's gateway reaches its upstreams.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum UpstreamProxySetting {
+    /// Through the proxies of the runner's environment (`HTTPS_PROXY`,
+    /// `HTTP_PROXY`, `NO_PROXY`, also lowercase); directly when none is set.
+    #[default]
+    Environment,
+    /// Directly, whatever the environment says (`none`).
+    Direct,
+    /// Through this `http://` proxy, for TLS and plain HTTP alike (the
+    /// environment's `NO_PROXY` still names the hosts dialled directly).
+    Url(String),
+}
+
+impl UpstreamProxySetting {
+    /// `none` (or `direct`), else a proxy URL.
+    pub fn parse(text: &str) -> Self {
+        match text.trim() {
+            "none" | "direct" => UpstreamProxySetting::Direct,
+            url => UpstreamProxySetting::Url(url.to_string()),
+        }
+    }
+
+    /// The gateway's proxy, `env` giving the runner's variables.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the variable or setting whose URL is not an `http://` proxy.
+    pub fn resolve(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Option<reeval_gateway::UpstreamProxy>, String> {
+        let no_proxy = || ["no_proxy", "NO_PROXY"].into_iter().find_map(&env).unwrap_or_default();
+        match self {
+            UpstreamProxySetting::Environment => {
+                reeval_gateway::UpstreamProxy::from_env(&env).map_err(|e| e.to_string())
+            }
+            UpstreamProxySetting::Direct => Ok(None),
+            UpstreamProxySetting::Url(url) => reeval_gateway::UpstreamProxy::new(url)
+                .map(|p| Some(p.no_proxy(&no_proxy())))
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// Checks an `allow_internal` entry: a host pattern without a port, an
+/// address, or a range.
+///
+/// # Errors
+///
+/// What is wrong with it.
+pub fn check_internal(entry: &str) -> std::result::Result<(), String> {
+    reeval_gateway::InternalRule::parse(entry).map(drop).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -112,7 +112,11 @@ impl Settings {
             env_file: self.env_file.clone(),
             fallback_env_file: self.fallback_env_file.clone(),
             under_nextest: self.under_nextest,
-            egress: Default::default(),
+            egress: crate::egress::EgressSettings {
+                allow_internal: self.allow_internal.clone(),
+                upstream_proxy: self.upstream_proxy.clone(),
+                ..Default::default()
+            },
             engines: self.engines.clone(),
             setup_cache: self.setup_cache,
             setup_cache_max_bytes: self.setup_cache_max_bytes,

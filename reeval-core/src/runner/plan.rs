@@ -39,11 +39,17 @@ pub(super) struct CellDraft {
 ///
 /// `[images]` is applied last, to the eval's environment and to each cell's
 /// after its variant's change, so an image a variant names is mapped too (and
-/// a variant sees the names the eval gave).
+/// a variant sees the names the eval gave); so is the run's `allow_internal`.
 pub(super) fn draft(runner: &Runner, eval: &Eval) -> EvalDraft {
     let images = &runner.config.images;
+    let internal = &runner.config.egress.allow_internal;
+    let finish = |env: Environment| {
+        let mut env = images.apply_env(env);
+        env.allow_internal.extend(internal.iter().cloned());
+        env
+    };
     let raw = images.scope(|| build_environment(eval));
-    let env = raw.clone().map(|e| Arc::new(images.apply_env(e)));
+    let env = raw.clone().map(|e| Arc::new(finish(e)));
     let cells = runner
         .arm_cells(eval)
         .into_iter()
@@ -54,7 +60,7 @@ pub(super) fn draft(runner: &Runner, eval: &Eval) -> EvalDraft {
                 (Ok(_), Ok(raw), Some(variant)) => {
                     let base = raw.clone();
                     std::panic::catch_unwind(AssertUnwindSafe(|| variant.apply_env(base)))
-                        .map(|env| Arc::new(images.apply_env(env)))
+                        .map(|env| Arc::new(finish(env)))
                         .map_err(|p| {
                             format!(
                                 "variant {} of eval {} panicked: {}",

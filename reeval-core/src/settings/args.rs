@@ -78,6 +78,10 @@ pub struct Args {
     pub variant: Option<String>,
     /// `--regrade RUN`: re-run the checks and judge of RUN's attempts against their recorded work.
     pub regrade: Option<String>,
+    /// `--allow-internal`: private or reserved addresses allowed hosts may resolve to.
+    pub allow_internal: Vec<String>,
+    /// `--upstream-proxy URL`: the proxy the egress gateway reaches upstreams through (`none`: directly).
+    pub upstream_proxy: Option<String>,
     /// `--nocapture`: show the evals' own output as it is printed (it is kept in the records either way).
     pub nocapture: bool,
     /// `--retries N`: retries of an infra error.

@@ -61,6 +61,11 @@ pub struct SuiteConfig {
     /// Variants declared here (`[variants.NAME]`, see [`super::DeclaredVariant`]).
     #[serde(default)]
     pub variants: std::collections::BTreeMap<String, super::DeclaredVariant>,
+    /// Private or reserved addresses allowed hosts may resolve to (hosts or ranges).
+    #[serde(default)]
+    pub allow_internal: Vec<String>,
+    /// The proxy the egress gateway reaches upstreams through (`none`: directly).
+    pub upstream_proxy: Option<String>,
 }
 
 /// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).
@@ -136,8 +141,21 @@ impl SuiteConfig {
         for (name, variant) in &mut config.variants {
             variant.resolve(name, dir).map_err(fail)?;
         }
+        for entry in &config.allow_internal {
+            crate::egress::check_internal(entry)
+                .map_err(|e| fail(format!("key `{}`: {e}", table::ALLOW_INTERNAL.file_key())))?;
+        }
+        if let Some(url) = &config.upstream_proxy {
+            check_proxy(url)
+                .map_err(|e| fail(format!("key `{}`: {e}", table::UPSTREAM_PROXY.file_key())))?;
+        }
         Ok(config)
     }
+}
+
+/// Checks an upstream proxy setting: `none`, or an `http://` proxy URL.
+pub(crate) fn check_proxy(value: &str) -> Result<(), String> {
+    crate::egress::UpstreamProxySetting::parse(value).resolve(|_| None).map(drop)
 }
 
 /// toml's message on one line, led by the line and key it points at (its own

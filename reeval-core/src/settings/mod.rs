@@ -60,10 +60,10 @@ pub use vars::{cache_dir, parse_bool, process_env};
 pub(crate) use vars::{default_record_dir_from, run_id_from};
 
 use table::{
-    ALLOW_EMPTY, BACKEND, COMPARE, CONFIG, ENGINES, ENV_FILE, HARNESS, JUDGE, JUNIT,
-    KUBE_NAMESPACE, MIN_PASS_RATE, PARTITION, PRESTART, RECORD_DIR, RETRIES, SETUP_CACHE,
+    ALLOW_EMPTY, ALLOW_INTERNAL, BACKEND, COMPARE, CONFIG, ENGINES, ENV_FILE, HARNESS, JUDGE,
+    JUNIT, KUBE_NAMESPACE, MIN_PASS_RATE, PARTITION, PRESTART, RECORD_DIR, RETRIES, SETUP_CACHE,
     SETUP_CACHE_MAX, SLOW_AFTER, STREAM, TAGS, TEST_THREADS, TIMEOUT, TRIALS, UNDER_NEXTEST,
-    VARIANT, VERBOSE,
+    UPSTREAM_PROXY, VARIANT, VERBOSE,
 };
 use vars::{Vars, cache_dir_from};
 
@@ -155,6 +155,12 @@ pub struct Settings {
     pub variant: Option<String>,
     /// The part of a partitioned run (`--partition`, `REEVAL_PARTITION`): only its cells run.
     pub partition: Option<Partition>,
+    /// Private or reserved addresses every eval's allowed hosts may resolve
+    /// to (`--allow-internal`, `REEVAL_ALLOW_INTERNAL`, `allow_internal`).
+    pub allow_internal: Vec<String>,
+    /// How the egress gateway reaches its upstreams (`--upstream-proxy`,
+    /// `REEVAL_UPSTREAM_PROXY`, `upstream_proxy`; default: the runner's proxy variables).
+    pub upstream_proxy: crate::egress::UpstreamProxySetting,
 }
 
 /// What a run compares, by name.
@@ -205,6 +211,8 @@ impl Settings {
             compare: None,
             variant: None,
             partition: None,
+            allow_internal: Vec::new(),
+            upstream_proxy: Default::default(),
         }
     }
 
@@ -307,6 +315,23 @@ impl Settings {
             _ => vars.list(&COMPARE),
         };
         let variant = args.variant.clone().or_else(|| vars.get(&VARIANT));
+        let allow_internal = vars.list(&ALLOW_INTERNAL);
+        for entry in &allow_internal {
+            crate::egress::check_internal(entry)
+                .map_err(|e| Vars::fail(ALLOW_INTERNAL.var(), entry, e))?;
+        }
+        let upstream_proxy = vars.get(&UPSTREAM_PROXY);
+        if let Some(url) = &upstream_proxy {
+            file::check_proxy(url).map_err(|e| Vars::fail(UPSTREAM_PROXY.var(), url, e))?;
+        }
+        for entry in &args.allow_internal {
+            crate::egress::check_internal(entry)
+                .map_err(|e| SettingsError::Usage(format!("--allow-internal {entry}: {e}")))?;
+        }
+        if let Some(url) = &args.upstream_proxy {
+            file::check_proxy(url)
+                .map_err(|e| SettingsError::Usage(format!("--upstream-proxy: {e}")))?;
+        }
 
         s.verbose = args.verbose || verbose.unwrap_or(false);
         s.harnesses = if !args.harness.is_empty() {
@@ -348,6 +373,18 @@ impl Settings {
             s.test_threads = n;
         }
         s.variant = variant;
+        s.allow_internal = if !args.allow_internal.is_empty() {
+            args.allow_internal.clone()
+        } else if !allow_internal.is_empty() {
+            allow_internal
+        } else {
+            suite.allow_internal.clone()
+        };
+        if let Some(proxy) =
+            args.upstream_proxy.clone().or(upstream_proxy).or(suite.upstream_proxy.clone())
+        {
+            s.upstream_proxy = crate::egress::UpstreamProxySetting::parse(&proxy);
+        }
         s.compare = match (&args.vs, compare.as_slice()) {
             (Some(_), [_, ..]) => {
                 return Err(SettingsError::Usage("use --compare or --vs, not both".into()));

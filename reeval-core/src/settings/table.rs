@@ -414,6 +414,34 @@ pub(crate) const REGRADE: Opt = Opt::new("regrade", Reeval)
          from the record (harness replay:RUN)",
     );
 
+pub(crate) const ALLOW_INTERNAL: Opt = Opt::new("internal addresses", Reeval)
+    .long("allow-internal", |a, v| {
+        a.allow_internal.extend(v.list()?);
+        Ok(())
+    })
+    .takes("HOST|RANGE")
+    .env("REEVAL_ALLOW_INTERNAL")
+    .key("allow_internal")
+    .kind(Kind::List("hosts or address ranges"))
+    .defaults_to("none: private and reserved addresses are refused")
+    .help(
+        "let allowed hosts resolve to these private or reserved addresses: a host (`*.corp`) \
+         or a range (`10.0.0.0/8`), repeatable; the host's own, bridge and metadata addresses \
+         stay closed",
+    )
+    .more("(see [Egress][egress])");
+pub(crate) const UPSTREAM_PROXY: Opt = Opt::new("upstream proxy", Reeval)
+    .long("upstream-proxy", |a, v| {
+        a.upstream_proxy = Some(v.text()?);
+        Ok(())
+    })
+    .takes("URL")
+    .env("REEVAL_UPSTREAM_PROXY")
+    .key("upstream_proxy")
+    .defaults_to("the runner's `HTTPS_PROXY`/`HTTP_PROXY` and `NO_PROXY`")
+    .help("the http:// proxy the egress gateway reaches upstreams through; `none`: directly")
+    .more("(see [Egress][egress])");
+
 pub(crate) const PARTITION: Opt = Opt::new("partition", Reeval)
     .long("partition", |a, v| {
         let flag = v.flag.clone();
@@ -593,6 +621,8 @@ pub const OPTIONS: &[Opt] = &[
     VARIANT,
     REGRADE,
     PARTITION,
+    ALLOW_INTERNAL,
+    UPSTREAM_PROXY,
     RETRIES,
     ENV_FILE,
     SETUP_CACHE_MAX,

@@ -373,3 +373,49 @@ fn a_missing_or_malformed_config_file_is_an_error_naming_it() {
         "{e}"
     );
 }
+
+#[test]
+fn internal_addresses_and_the_upstream_proxy_come_from_flag_variable_or_file() {
+    use crate::egress::UpstreamProxySetting;
+    let file = config_file(
+        "network",
+        "allow_internal = [\"10.0.0.0/8\", \"*.corp\"]\nupstream_proxy = \"http://proxy.corp:3128\"\n",
+    );
+    let file_var = [("REEVAL_CONFIG", file.to_str().unwrap())];
+    let s = load(&[], &file_var).unwrap();
+    assert_eq!(s.allow_internal, ["10.0.0.0/8", "*.corp"]);
+    assert_eq!(s.upstream_proxy, UpstreamProxySetting::Url("http://proxy.corp:3128".into()));
+    let c = s.run_config();
+    assert_eq!(c.egress.allow_internal, ["10.0.0.0/8", "*.corp"]);
+    let s = load(
+        &[],
+        &[
+            file_var[0],
+            ("REEVAL_ALLOW_INTERNAL", "203.0.113.80"),
+            ("REEVAL_UPSTREAM_PROXY", "none"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        (s.allow_internal.as_slice(), &s.upstream_proxy),
+        (&["203.0.113.80".to_string()][..], &UpstreamProxySetting::Direct)
+    );
+    let s =
+        load(&["--allow-internal", "mirror.corp,fd12::/48", "--upstream-proxy", "none"], &file_var)
+            .unwrap();
+    assert_eq!(s.allow_internal, ["mirror.corp", "fd12::/48"]);
+    // Without any: the runner's own proxy variables, and nothing opened.
+    let s = load(&[], &[]).unwrap();
+    assert_eq!(
+        (s.allow_internal.len(), &s.upstream_proxy),
+        (0, &UpstreamProxySetting::Environment)
+    );
+
+    let e = load(&[], &[("REEVAL_ALLOW_INTERNAL", "mirror.corp:443")]).unwrap_err().to_string();
+    assert!(e.starts_with("failed to read REEVAL_ALLOW_INTERNAL=`mirror.corp:443`"), "{e}");
+    let e = load(&["--upstream-proxy", "socks5://p:1080"], &[]).unwrap_err().to_string();
+    assert!(e.contains("--upstream-proxy") && e.contains("only http://"), "{e}");
+    let bad = config_file("badnetwork", "allow_internal = [\"10.0.0.0/33\"]\n");
+    let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+    assert!(e.contains("key `allow_internal`") && e.contains("10.0.0.0/33"), "{e}");
+}

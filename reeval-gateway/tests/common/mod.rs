@@ -338,3 +338,109 @@ pub async fn read_body(stream: &mut TcpStream, head: &str) -> String {
     stream.read_exact(&mut body).await.unwrap();
     String::from_utf8(body).unwrap()
 }
+
+/// What a [`ConnectProxy`] was asked: the request line and its `Proxy-Authorization`.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub line: String,
+    pub authorization: Option<String>,
+}
+
+/// A small forward proxy on 127.0.0.1, as a company's would be: `CONNECT
+/// host:port` opens a tunnel, an absolute-form `GET http://host/…` is passed
+/// on as it came, each to the address `routes` maps the host to (the
+/// proxy's own name resolution). With `authorization`, a request without
+/// that `Proxy-Authorization` value gets 407.
+pub struct ConnectProxy {
+    pub addr: SocketAddr,
+    pub asked: Arc<Mutex<Vec<Asked>>>,
+}
+
+impl ConnectProxy {
+    pub async fn start(routes: Vec<(String, SocketAddr)>, authorization: Option<&str>) -> Self {
+        Self::start_on("127.0.0.1:0", routes, authorization).await
+    }
+
+    /// As [`ConnectProxy::start`], listening on `bind`.
+    pub async fn start_on(
+        bind: &str,
+        routes: Vec<(String, SocketAddr)>,
+        authorization: Option<&str>,
+    ) -> Self {
+        let listener = TcpListener::bind(bind).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let expected = authorization.map(str::to_string);
+        let (routes, log) = (Arc::new(routes), asked.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else { return };
+                let (routes, log, expected) = (routes.clone(), log.clone(), expected.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    let line = text.lines().next().unwrap_or_default().to_string();
+                    let authorization = text
+                        .lines()
+                        .find_map(|l| {
+                            l.split_once(':')
+                                .filter(|(k, _)| k.eq_ignore_ascii_case("proxy-authorization"))
+                        })
+                        .map(|(_, v)| v.trim().to_string());
+                    log.lock()
+                        .unwrap()
+                        .push(Asked { line: line.clone(), authorization: authorization.clone() });
+                    if expected.is_some() && authorization != expected {
+                        let _ = stream.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n").await;
+                        return;
+                    }
+                    let mut parts = line.split_whitespace();
+                    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                    let authority = match method {
+                        "CONNECT" => target.to_string(),
+                        _ => target
+                            .trim_start_matches("http://")
+                            .split('/')
+                            .next()
+                            .unwrap_or("")
+                            .to_string(),
+                    };
+                    let host = authority.rsplit_once(':').map_or(authority.as_str(), |(h, _)| h);
+                    let Some((_, to)) = routes.iter().find(|(name, _)| name == host) else {
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
+                            .await;
+                        return;
+                    };
+                    let Ok(mut upstream) = TcpStream::connect(to).await else { return };
+                    if method == "CONNECT" {
+                        let _ =
+                            stream.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await;
+                    } else {
+                        // Passed on as it came, less the proxy's own header.
+                        let passed: String = text
+                            .split_inclusive("\r\n")
+                            .filter(|l| !l.to_ascii_lowercase().starts_with("proxy-authorization:"))
+                            .collect();
+                        if upstream.write_all(passed.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+                });
+            }
+        });
+        ConnectProxy { addr, asked }
+    }
+
+    pub fn asked(&self) -> Vec<Asked> {
+        self.asked.lock().unwrap().clone()
+    }
+}
