@@ -212,8 +212,9 @@ fn a_tasks_own_faults_are_its_config_named_once() {
 }
 
 /// A failed attempt explains itself: the end of the verifier's output and of
-/// the oracle's is in the failure, in the console and in the HTML report; the
-/// run's own preparation shows as named steps, not as checks.
+/// the oracle's, and the requests the egress gateway refused, are in the
+/// failure, in the console and in the HTML report; the run's own preparation
+/// shows as named steps, not as checks.
 #[test]
 fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
     let root = temp("explains");
@@ -222,7 +223,7 @@ fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
     let t = tasks.join("off-by-one");
     std::fs::write(
         t.join("tests/test.sh"),
-        "#!/bin/bash\necho 'collected 3 items'\necho 'FAILED test_answer: expected 42, got 41'\necho 0 > /logs/verifier/reward.txt\n",
+        "#!/bin/bash\ncurl -s -m 10 http://10.255.255.1/ >/dev/null 2>&1\necho 'collected 3 items'\necho 'FAILED test_answer: expected 42, got 41'\necho 0 > /logs/verifier/reward.txt\n",
     )
     .unwrap();
     std::fs::write(t.join("solution/solve.sh"), "#!/bin/bash\necho 'computing the answer: 41'\n")
@@ -249,6 +250,8 @@ fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
         "  | FAILED test_answer: expected 42, got 41",
         "the oracle's output (/logs/agent/oracle.txt) ends:",
         "  | computing the answer: 41",
+        // The verifier's request the gateway refused (Harbor's default network is public).
+        "the egress gateway refused 1 request: 10.255.255.1:80",
     ] {
         assert!(console.contains(said), "the console says {said:?}:\n{console}");
     }
@@ -258,6 +261,10 @@ fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
     let run = std::fs::read_dir(&runs).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir());
     let html = std::fs::read_to_string(run.expect("a run").join("report.html")).unwrap();
     assert!(html.contains("FAILED test_answer: expected 42, got 41"), "the report shows it");
+    assert!(
+        html.contains("the egress gateway refused 1 request: 10.255.255.1:80"),
+        "and the refusal"
+    );
     assert!(html.contains("step copy tests/ into /tests: exited 0"), "and its steps by name");
     let _ = std::fs::remove_dir_all(&root);
 }
