@@ -82,7 +82,12 @@ async fn mapped_images_run_and_the_record_names_both() {
     ] {
         let rec = &r[eval];
         assert_eq!(rec.outcome, Outcome::Pass, "{eval}: {:?}", rec.message);
-        assert_eq!(rec.image.as_deref(), Some(BASE), "{eval}: the record names the mapped image");
+        let image = rec.image.as_deref().unwrap_or_default();
+        match eval {
+            // A Harbor task runs on a layer of its image that gives its workdir to the agent.
+            "prebuilt" => assert!(image.starts_with("reeval/img:"), "{eval}: {image}"),
+            _ => assert_eq!(image, BASE, "{eval}: the record names the mapped image"),
+        }
         assert_eq!(rec.image_mapped_from.as_deref(), Some(named), "{eval}: and the one it named");
         let image = rec.phases.iter().find(|p| p.phase == Phase::Image).expect("an image phase");
         assert!(

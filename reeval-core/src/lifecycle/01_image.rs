@@ -98,7 +98,7 @@ pub(crate) fn own_build_failed(
 ) -> crate::Error {
     match err {
         crate::Error::Sandbox(crate::sandbox::SandboxError::ImageBuild { image, message })
-            if env.image.is_some() =>
+            if env.image.is_some() && !failed_at_from(&message) =>
         {
             crate::Error::Config(format!(
                 "failed to build the image of eval {eval} ({image}); fix its Dockerfile or build steps. The build's last lines:\n{message}"
@@ -106,6 +106,20 @@ pub(crate) fn own_build_failed(
         }
         other => other,
     }
+}
+
+/// Whether a build failed at a `FROM` (the classic builder's last `Step N/M :`
+/// line before the error is one): its base image could not be had (no
+/// registry answers, a name that is nowhere), which is where the platform
+/// stands, not what the eval's build steps do; it stays the platform's.
+fn failed_at_from(build_log: &str) -> bool {
+    build_log
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Step ")?.split_once(" : ").map(|(_, i)| i))
+        .last()
+        .is_some_and(|instruction| {
+            instruction.trim_start().to_ascii_uppercase().starts_with("FROM")
+        })
 }
 
 /// Makes the image present ahead of the attempts, for the first attempt
@@ -155,4 +169,16 @@ pub(crate) async fn ensure_services(
         });
     }
     Ok((started, details.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_build_that_failed_at_a_from_is_the_platforms() {
+        let at_from = "Step 1/4 : FROM nowhere/base:1 AS stage\n\nDocker stream error: Get \"https://registry-1.docker.io/v2/\": no such host";
+        assert!(super::failed_at_from(at_from));
+        let at_run = "Step 1/2 : FROM reeval/base:latest\n ---> 43f7\nStep 2/2 : RUN exit 7\n ---> Running in 0a\nreturned a non-zero code: 7";
+        assert!(!super::failed_at_from(at_run));
+        assert!(!super::failed_at_from("no steps at all"));
+    }
 }
