@@ -10,8 +10,8 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams};
 use secrecy::SecretString;
 
-use super::sandbox::KubeSandbox;
-use super::{gateway, pod, preflight, registry};
+use super::sandbox::{KubeSandbox, Room};
+use super::{gateway, pod, preflight, registry, room};
 use crate::Preflight;
 use crate::docker::{owner_is_gone, owner_label};
 use crate::{
@@ -319,7 +319,8 @@ impl Backend for KubeBackend {
         })?;
         let manifest = pod::manifest(&name, spec, &self.config, &owner);
         let mut sandbox =
-            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within());
+            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within())
+                .with_room(self.room(&manifest));
         if self.config.host_network && matches!(spec.network, NetworkSpec::PodGateway { .. }) {
             let slot = self.host_network_egress.clone().acquire_owned().await.map_err(|e| {
                 SandboxError::engine("wait for the node network's one relay port", e)
@@ -459,6 +460,18 @@ impl KubeBackend {
     /// The local Docker engine that builds and pushes images.
     async fn local(&self) -> Result<&crate::DockerBackend, SandboxError> {
         self.local.get_or_try_init(crate::DockerBackend::connect).await
+    }
+
+    /// How a pod of `manifest` waits for room on the cluster.
+    pub(super) fn room(&self, manifest: &Pod) -> Room {
+        Room {
+            manifest: manifest.clone(),
+            nodes: Api::all(self.client.clone()),
+            within: self
+                .config
+                .room_timeout_secs
+                .map_or(room::DEFAULT_WITHIN, std::time::Duration::from_secs),
+        }
     }
 
     pub(super) fn ready_within(&self) -> std::time::Duration {

@@ -210,7 +210,8 @@ pub(super) async fn start_run(
     let names: Vec<String> = credentials.keys().cloned().collect();
     let manifest = gateway_pod(&name, image, &labels, &owner, &backend.config, &names);
     let sandbox =
-        KubeSandbox::new(backend.pods(), backend.policies(), name.clone(), backend.ready_within());
+        KubeSandbox::new(backend.pods(), backend.policies(), name.clone(), backend.ready_within())
+            .with_room(backend.room(&manifest));
     let started = async {
         backend.pods().create(&PostParams::default(), &manifest).await.map_err(|e| {
             SandboxError::engine(format!("create the gateway pod {name} from {image}"), e)

@@ -8,6 +8,7 @@
 //! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
 //!
 //! - `pod.rs`: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
+//! - `room.rs`: a pod with no room on the cluster yet waits for it; one no node could ever fit is named.
 //! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
 //! - `sandbox.rs`: the `Sandbox` of one pod (exec, kill, files, port-forward, destroy).
 //! - `preflight.rs`: the API answers, the namespace exists, RBAC allows what the backend does.
@@ -31,6 +32,8 @@ mod pod;
 mod preflight;
 #[cfg(feature = "kubernetes")]
 mod registry;
+#[cfg(feature = "kubernetes")]
+mod room;
 #[cfg(feature = "kubernetes")]
 mod sandbox;
 #[cfg(all(test, feature = "kubernetes"))]

@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, AttachParams, DeleteParams};
 use tokio::io::AsyncReadExt;
 
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::pod::{self, CONTAINER};
+use super::room::{self, NoRoom};
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::shell_exec::{self, PidFiles, Process, RunProcess};
 use crate::{
@@ -37,6 +38,19 @@ pub struct KubeSandbox {
     started: tokio::sync::OnceCell<()>,
     /// Something to let go of once the pod is gone (the node network's relay port).
     held: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    /// How to wait for room on the cluster; `None`: a pod without room fails at once.
+    room: Option<Room>,
+    /// What the start waited for (room), for the container phase's detail.
+    note: std::sync::Mutex<Option<String>>,
+}
+
+/// What a pod needs to wait for room: its manifest, to create it again once
+/// its node refused it, and the nodes, to tell a request none could ever fit.
+#[derive(Debug)]
+pub(super) struct Room {
+    pub(super) manifest: Pod,
+    pub(super) nodes: Api<Node>,
+    pub(super) within: Duration,
 }
 
 impl KubeSandbox {
@@ -54,7 +68,15 @@ impl KubeSandbox {
             pids: PidFiles::default(),
             started: tokio::sync::OnceCell::new(),
             held: std::sync::Mutex::new(None),
+            room: None,
+            note: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Lets the pod wait for room (see `room.rs`).
+    pub(super) fn with_room(mut self, room: Room) -> Self {
+        self.room = Some(room);
+        self
     }
 
     /// Keeps `permit` until [`Sandbox::destroy`] saw the pod gone (or this is dropped).
@@ -102,6 +124,63 @@ impl KubeSandbox {
         signal: Signal,
     ) -> Result<(), SandboxError> {
         shell_exec::kill_matching(self, pid_files, signal).await
+    }
+
+    /// Waits until the pod is Ready, waiting for room on the cluster as long
+    /// as its [`Room`] allows: a pod its node refused for resources is deleted
+    /// and created again (same name, so its NetworkPolicy still selects it),
+    /// an unschedulable one is left to the scheduler. A request no node could
+    /// ever fit fails at once.
+    async fn placed(&self) -> Result<(), SandboxError> {
+        let began = Instant::now();
+        let mut first: Option<NoRoom> = None;
+        let mut pause = Duration::from_millis(500);
+        loop {
+            let why = match pod::wait_ready(&self.pods, &self.name, self.ready_within).await? {
+                pod::Waited::Ready => break,
+                pod::Waited::NoRoom(why) => why,
+            };
+            let Some(room) = &self.room else {
+                return Err(SandboxError::NoRoom { message: why.says().to_string() });
+            };
+            if first.is_none() {
+                if let Some(e) = room::never_fits(&room.nodes, &room.manifest).await {
+                    return Err(e);
+                }
+                first = Some(why.clone());
+            }
+            if began.elapsed() > room.within {
+                return Err(room::timed_out(&room.manifest, room.within, &why));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(4));
+            if let NoRoom::Refused(_) = why {
+                self.create_again(&room.manifest).await?;
+            }
+        }
+        if let Some(why) = first {
+            *self.note.lock().expect("note lock") = Some(format!(
+                "waited {:.1}s for room on the cluster ({})",
+                began.elapsed().as_secs_f64(),
+                why.says()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Deletes the refused pod and creates it again from `manifest`.
+    async fn create_again(&self, manifest: &Pod) -> Result<(), SandboxError> {
+        let now = DeleteParams::default().grace_period(0);
+        match self.pods.delete(&self.name, &now).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
+        }
+        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        self.pods.create(&Default::default(), manifest).await.map_err(|e| {
+            SandboxError::engine(format!("create pod {} again (it waits for room)", self.name), e)
+        })?;
+        Ok(())
     }
 
     /// Waits until `exec true` works, up to [`EXEC_READY_WITHIN`].
@@ -155,11 +234,15 @@ impl Sandbox for KubeSandbox {
         // The pod was created (and so started) by `create`: wait until it can be used.
         self.started
             .get_or_try_init(|| async {
-                pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
+                self.placed().await?;
                 self.wait_exec().await
             })
             .await
             .map(|_| ())
+    }
+
+    fn start_note(&self) -> Option<String> {
+        self.note.lock().expect("note lock").clone()
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {

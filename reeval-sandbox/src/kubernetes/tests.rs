@@ -24,6 +24,8 @@ use crate::{
 };
 use crate::{ExecRequest, Limits, SandboxSpec, archive};
 
+mod room;
+
 /// One request the fake server got.
 #[derive(Debug, Clone)]
 struct Seen {
