@@ -233,6 +233,16 @@ start_kubelet() {
   [ -d /var/lib/kubelet ] || touch "$DIR/remove-var-lib-kubelet"
   # Read-only copies of the sysctls the kubelet would otherwise rewrite, holding the values it wants.
   echo 1 > "$DIR/sysctl/overcommit_memory"; echo 10 > "$DIR/sysctl/panic"; echo 1 > "$DIR/sysctl/panic_on_oops"
+  # Workaround: dockershim forwards a port with `nsenter -t <pid> -n socat - TCP4:localhost:<port>`,
+  # where <pid> is the pod's process as the host sees it, which the kubelet's own PID namespace
+  # does not. Every pod here is on the node's network ($NETNS): the wrapper enters that instead.
+  mkdir -p "$DIR/bin"
+  {
+    echo '#!/bin/sh'
+    echo 'if [ "$1" = -t ] && [ "$3" = -n ]; then shift 3; exec '"$(command -v nsenter)"' --net=/var/run/netns/'"$NETNS"' "$@"; fi'
+    echo 'exec '"$(command -v nsenter)"' "$@"'
+  } > "$DIR/bin/nsenter"
+  chmod +x "$DIR/bin/nsenter"
   {
     echo '#!/bin/sh'
     echo 'set -e'
@@ -240,6 +250,7 @@ start_kubelet() {
     echo "mount --bind -o ro '$DIR/sysctl/panic' /proc/sys/kernel/panic"
     echo "mount --bind -o ro '$DIR/sysctl/panic_on_oops' /proc/sys/kernel/panic_on_oops"
     echo "mount --bind '$DIR/varlog' /var/log"
+    echo "export PATH='$DIR/bin':\$PATH"
     echo "exec '$CACHE/kubelet' --kubeconfig '$DIR/admin.kubeconfig' --hostname-override $NODE \\"
     echo "  --container-runtime docker --docker-endpoint 'unix://$D2/docker.sock' --pod-infra-container-image $PAUSE \\"
     echo "  --root-dir '$DIR/kubelet/root' --cert-dir '$DIR/kubelet/pki' --volume-plugin-dir '$DIR/kubelet/plugins' \\"
@@ -300,7 +311,7 @@ start_registry() {
 
 start() {
   have_binaries || { log "no cached binaries in $CACHE: run $0 build first"; exit 1; }
-  for tool in etcd unshare nsenter jq openssl curl dockerd; do
+  for tool in etcd unshare nsenter socat jq openssl curl dockerd; do
     command -v "$tool" >/dev/null || { log "missing $tool (apt-get install etcd-server util-linux jq openssl curl)"; exit 1; }
   done
   mkdir -p "$DIR"

@@ -9,6 +9,12 @@
 //! Run with `cargo test --features kubernetes --test kubernetes`.
 
 mod common;
+#[path = "kubernetes/quickstart.rs"]
+mod quickstart;
+/// The quickstart suite's evals, registered in this binary (its `main` unused).
+#[path = "../examples/quickstart.rs"]
+#[allow(dead_code)]
+mod quickstart_suite;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
 #[allow(unused_imports)]
 mod upstreams;
