@@ -3,7 +3,7 @@
 # backend's tests, without ever touching the main Docker engine:
 #
 #   scripts/kube.sh build   # builds kube-apiserver and kubelet once per machine (cached)
-#   scripts/kube.sh have-binaries  # exit status: whether they are cached
+#   scripts/kube.sh have-binaries  # exit status: whether they are cached (waits for a build under way)
 #   scripts/kube.sh start   # etcd, kube-apiserver, a second dockerd, a kubelet and a registry
 #   scripts/kube.sh env     # prints the variables that point the tests at it
 #   scripts/kube.sh stop    # stops what `start` started, by PID, and removes it
@@ -27,10 +27,19 @@ log() { printf 'kube: %s\n' "$*" >&2; }
 
 # The stamp names the build recipe: a cache built by an older recipe is rebuilt.
 STAMP=reflect2-1.0.2
-have_binaries() { [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/kubelet" ] && [ -f "$CACHE/$STAMP" ]; }
+cached() { [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/kubelet" ] && [ -f "$CACHE/$STAMP" ]; }
+# A build holds $CACHE/.lock: whether the binaries are there waits for a build under
+# way (CI starts the build in the background and asks just before the cluster's tests).
+have_binaries() {
+  mkdir -p "$CACHE"
+  (flock -s 8 && cached) 8>"$CACHE/.lock"
+}
 
 build() {
-  if have_binaries; then
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/.lock"
+  flock 8
+  if cached; then
     log "kube-apiserver and kubelet already cached in $CACHE"
     return 0
   fi

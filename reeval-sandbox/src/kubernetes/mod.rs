@@ -74,7 +74,7 @@ pub(crate) async fn connect(config: &KubernetesConfig) -> Result<Vec<Connected>,
     {
         let _ = config;
         Err(vec![
-            "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] }".into(),
+            "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] } for a suite, cargo install reeval-cli --features kubernetes for the reeval tool".into(),
         ])
     }
 }
