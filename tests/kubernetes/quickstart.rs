@@ -13,9 +13,7 @@ const TRIALS: u32 = 3;
 )]
 #[tokio::test]
 async fn the_quickstart_suite_passes_on_the_cluster_8_at_a_time() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let evals = reeval::__private::registered_evals();
     let names: Vec<String> = evals.iter().map(|e| e.name().to_string()).collect();
     assert!(

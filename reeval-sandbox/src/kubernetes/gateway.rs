@@ -49,7 +49,7 @@ use crate::shell_exec::PID_WRAPPER;
 use crate::{GatewayAddress, KubernetesConfig};
 use crate::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,
-    SandboxSpec, Signal, archive,
+    SandboxSpec, SandboxState, Signal, archive,
 };
 
 /// Label on the run's gateway pod (its name), which Services and attempts' policies select.
@@ -78,6 +78,13 @@ pub(super) struct RunGateway {
     /// The variables its container has from the Secret (names, not values).
     credentials: Vec<String>,
     next_port: AtomicU16,
+}
+
+impl RunGateway {
+    /// Whether its pod still runs (or the API cannot tell: it is not replaced on a blip).
+    pub(super) async fn alive(&self) -> bool {
+        matches!(self.pod.state().await, SandboxState::Running | SandboxState::Unknown)
+    }
 }
 
 /// Everything of the run's gateway but the pod: its name, Secret and labels.

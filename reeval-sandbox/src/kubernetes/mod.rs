@@ -8,6 +8,7 @@
 //! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
 //!
 //! - `pod.rs`: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
+//! - `patience.rs`: calls that wait out an API server that refuses connections for a moment.
 //! - `room.rs`: a pod with no room on the cluster yet waits for it; one no node could ever fit is named.
 //! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
 //! - `sandbox.rs`: the `Sandbox` of one pod (exec, kill, files, port-forward, destroy).
@@ -26,6 +27,8 @@ mod backend;
 mod exec;
 #[cfg(feature = "kubernetes")]
 mod gateway;
+#[cfg(feature = "kubernetes")]
+mod patience;
 #[cfg(feature = "kubernetes")]
 mod pod;
 #[cfg(feature = "kubernetes")]

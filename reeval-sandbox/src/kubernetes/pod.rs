@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 
+use super::patience::patiently;
 use super::room::{NoRoom, no_room};
 use crate::KubernetesConfig;
 use crate::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
@@ -273,8 +274,7 @@ pub(super) async fn wait_ready(
     let began = Instant::now();
     let mut every = Duration::from_millis(100);
     loop {
-        let pod = pods
-            .get(name)
+        let pod = patiently(|| pods.get(name))
             .await
             .map_err(|e| SandboxError::engine(format!("read the status of pod {name}"), e))?;
         if is_ready(&pod) {
@@ -306,7 +306,7 @@ pub(super) async fn wait_gone(
 ) -> Result<(), SandboxError> {
     let began = Instant::now();
     loop {
-        match pods.get_opt(name).await {
+        match patiently(|| pods.get_opt(name)).await {
             Ok(None) => return Ok(()),
             Ok(Some(_)) if began.elapsed() < within => {
                 tokio::time::sleep(Duration::from_millis(200)).await

@@ -13,6 +13,7 @@ use kube::api::{Api, AttachParams, DeleteParams};
 use tokio::io::AsyncReadExt;
 
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
+use super::patience::patiently;
 use super::pod::{self, CONTAINER};
 use super::room::{self, NoRoom};
 use crate::exec::{BoundedBuffer, ExecOutput};
@@ -42,6 +43,8 @@ pub struct KubeSandbox {
     room: Option<Room>,
     /// What the start waited for (room), for the container phase's detail.
     note: std::sync::Mutex<Option<String>>,
+    /// The gateway pod it reaches the outside through, if any.
+    gateway: Option<String>,
 }
 
 /// What a pod needs to wait for room: its manifest, to create it again once
@@ -70,7 +73,14 @@ impl KubeSandbox {
             held: std::sync::Mutex::new(None),
             room: None,
             note: std::sync::Mutex::new(None),
+            gateway: None,
         }
+    }
+
+    /// Its way out is the gateway pod `name`: a sandbox whose gateway pod is gone is lost.
+    pub(super) fn through_gateway(mut self, name: Option<String>) -> Self {
+        self.gateway = name;
+        self
     }
 
     /// Lets the pod wait for room (see `room.rs`).
@@ -171,13 +181,14 @@ impl KubeSandbox {
     /// Deletes the refused pod and creates it again from `manifest`.
     async fn create_again(&self, manifest: &Pod) -> Result<(), SandboxError> {
         let now = DeleteParams::default().grace_period(0);
-        match self.pods.delete(&self.name, &now).await {
+        match patiently(|| self.pods.delete(&self.name, &now)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
         }
         pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
-        self.pods.create(&Default::default(), manifest).await.map_err(|e| {
+        let post = kube::api::PostParams::default();
+        patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
             SandboxError::engine(format!("create pod {} again (it waits for room)", self.name), e)
         })?;
         Ok(())
@@ -317,10 +328,14 @@ impl Sandbox for KubeSandbox {
                 err.push(&buf[..n]);
             }
         };
-        let (read, ()) = tokio::join!(read_out, read_err);
-        // Over the limit: stop here (dropping the exec closes it).
-        read?;
-        match exec::outcome(status.await, &self.name)? {
+        // Over the limit: stop there (dropping the exec closes it).
+        let io = futures_util::future::try_join(read_out, async {
+            read_err.await;
+            Ok(())
+        });
+        let io = async { io.await.map(|_| ()) };
+        let status = exec::with_status(io, status).await?;
+        match exec::outcome(status, &self.name)? {
             exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
             exec::Outcome::Exited(NO_SUCH_DIR) => {
                 Err(SandboxError::NotFound { path: path.to_string() })
@@ -343,23 +358,33 @@ impl Sandbox for KubeSandbox {
         })?;
         let input = attached.stdin().expect("stdin requested");
         let stdout = attached.stdout().expect("stdout requested");
+        // The status channel ends the stream too: a broken connection never closes the pipe.
+        let ended = Box::pin(futures_util::FutureExt::fuse(
+            attached.take_status().expect("status taken once"),
+        ));
         // The stream owns the exec: dropping it closes the connection.
-        let output =
-            futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+        let output = futures_util::stream::unfold(
+            (stdout, attached, ended),
+            |(mut stdout, attached, mut ended)| async move {
                 let mut buf = vec![0u8; 64 << 10];
-                match stdout.read(&mut buf).await {
+                let read = tokio::select! {
+                    read = stdout.read(&mut buf) => read,
+                    None = &mut ended => return None,
+                };
+                match read {
                     Ok(0) => None,
                     Ok(n) => {
                         buf.truncate(n);
-                        Some((Ok(Bytes::from(buf)), (stdout, attached)))
+                        Some((Ok(Bytes::from(buf)), (stdout, attached, ended)))
                     }
                     Err(e) => Some((
                         Err(SandboxError::engine("read relay output", e)),
-                        (stdout, attached),
+                        (stdout, attached, ended),
                     )),
                 }
-            })
-            .boxed();
+            },
+        )
+        .boxed();
         Ok(ExecStream { input: Box::pin(input), output })
     }
 
@@ -372,21 +397,34 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn state(&self) -> SandboxState {
-        match self.pods.get_opt(&self.name).await {
+        let own = match self.pods.get_opt(&self.name).await {
             Ok(Some(pod)) => pod_state(&pod),
             Ok(None) => SandboxState::Gone,
             Err(_) => SandboxState::Unknown,
-        }
+        };
+        let Some(gateway) = self.gateway.as_deref().filter(|_| own == SandboxState::Running) else {
+            return own;
+        };
+        let how = match self.pods.get_opt(gateway).await {
+            Ok(None) => format!("the run's gateway pod {gateway} is gone"),
+            Ok(Some(pod)) => match pod_state(&pod) {
+                SandboxState::Running | SandboxState::Unknown => return own,
+                state => format!("the run's gateway pod {gateway} {state}"),
+            },
+            Err(_) => return own,
+        };
+        SandboxState::GatewayLost { how }
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         let now = DeleteParams::default().grace_period(0);
-        match self.pods.delete(&self.name, &now).await {
+        match patiently(|| self.pods.delete(&self.name, &now)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
         }
-        match self.policies.delete(&self.name, &DeleteParams::default()).await {
+        let once = DeleteParams::default();
+        match patiently(|| self.policies.delete(&self.name, &once)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
@@ -452,6 +490,17 @@ impl tokio::io::AsyncWrite for Forwarded {
 /// container restarted (every process of the attempt died with it), is lost.
 pub(super) fn pod_state(pod: &Pod) -> SandboxState {
     let Some(status) = &pod.status else { return SandboxState::Unknown };
+    // Evicted by its node (out of memory or disk), or by the Eviction API (a drain, a
+    // preemption) or deleted, which leaves it terminating until its containers are gone.
+    if status.reason.as_deref() == Some("Evicted") {
+        let message = status.message.as_deref().unwrap_or("no message");
+        return SandboxState::Removed { how: format!("its pod was evicted: {message}") };
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return SandboxState::Removed {
+            how: "its pod is being deleted: deleted or evicted from outside".into(),
+        };
+    }
     let container = status.container_statuses.as_ref().and_then(|c| c.first());
     let terminated = container
         .and_then(|c| c.state.as_ref())
