@@ -4,7 +4,9 @@
 
 use super::*;
 
-/// Trials of each eval: enough attempts to keep 8 pods going at once.
+/// Trials of each eval: enough attempts to keep 8 pods going at once. The
+/// test cluster's pods share the node's network, where two trials of
+/// `serves_a_page` at once would share its port 8000: it runs once.
 const TRIALS: u32 = 3;
 
 #[cfg_attr(
@@ -14,7 +16,13 @@ const TRIALS: u32 = 3;
 #[tokio::test]
 async fn the_quickstart_suite_passes_on_the_cluster_8_at_a_time() {
     let Some(_cluster) = shared().await else { return };
-    let evals = reeval::__private::registered_evals();
+    let evals: Vec<Eval> = reeval::__private::registered_evals()
+        .into_iter()
+        .map(|e| {
+            let trials = if e.name().ends_with("serves_a_page") { 1 } else { TRIALS };
+            e.trials(trials)
+        })
+        .collect();
     let names: Vec<String> = evals.iter().map(|e| e.name().to_string()).collect();
     assert!(
         names.iter().any(|n| n.ends_with("serves_a_page")) && names.len() >= 5,
@@ -23,7 +31,6 @@ async fn the_quickstart_suite_passes_on_the_cluster_8_at_a_time() {
     let runner = common::runner_with("kube-quickstart", |c| {
         c.kubernetes = Some(config());
         c.threads = 8;
-        c.trials = Some(TRIALS);
     });
     let began = std::time::Instant::now();
     let report = runner.run(evals).await.expect("preflight passes");
@@ -45,7 +52,7 @@ async fn the_quickstart_suite_passes_on_the_cluster_8_at_a_time() {
         report.records.len(),
         failed.join("\n")
     );
-    assert_eq!(report.records.len(), names.len() * TRIALS as usize, "one try each");
+    assert_eq!(report.records.len(), (names.len() - 1) * TRIALS as usize + 1, "one try each");
     for r in report.records.iter().filter(|r| r.eval.ends_with("serves_a_page")) {
         let dir = report.run_dir.join(r.artifacts_dir_name());
         let page = std::fs::read_to_string(dir.join("captures/home.http.txt")).expect("the page");
