@@ -5,10 +5,12 @@
 # first two), which it stops again.
 # Without root, `ip` or `dockerd`, the extra engines are skipped (the engine
 # tests say so; REEVAL_REQUIRE_ENGINES=1 makes that a failure).
-# Then the Kubernetes backend (feature `kubernetes`): its unit tests on a fake
-# API server always, and tests/kubernetes.rs against the real API server and
-# kubelet of scripts/kube.sh when its cached binaries are present
-# (`scripts/kube.sh build` makes them, once per machine).
+# The Kubernetes backend (feature `kubernetes`) runs beside the extra engines'
+# passes (another engine, nothing shared; its output is printed after
+# theirs): its unit tests on a fake API server always, then tests/kubernetes.rs
+# and reeval-cli's against the real API server and kubelet of scripts/kube.sh
+# when its cached binaries are present (`scripts/kube.sh build` makes them,
+# once per machine; `have-binaries` waits for a build under way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,13 +23,14 @@ if ! flock -n 9; then
   flock 9
 fi
 
-engines=0 kube=0
-podman_pid=
+engines=0
+podman_pid= kube_pid=
 cleanup() {
-  # Interrupted while Podman's pass ran beside the others: it ends before its engine does.
-  if [ -n "$podman_pid" ]; then kill "$podman_pid" 2>/dev/null || true; wait "$podman_pid" 2>/dev/null || true; fi
+  # Interrupted while a pass ran beside the others: it ends before its engine does.
+  for pid in $podman_pid $kube_pid; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   if [ "$engines" = 1 ]; then scripts/engines.sh stop; fi
-  if [ "$kube" = 1 ]; then scripts/kube.sh stop; fi
+  if [ -f "${kube_started:-}" ]; then scripts/kube.sh stop; fi
+  rm -f "${kube_started:-}"
 }
 trap cleanup EXIT
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v dockerd >/dev/null; then
@@ -40,12 +43,36 @@ fi
 
 cargo test --workspace
 
+# The Kubernetes pass (see above); `kube_started` exists once it started the cluster.
+kube_started=$(mktemp -u)
+kubernetes() {
+  echo "== the Kubernetes backend: unit tests on a fake API server"
+  # One build for both crates' Kubernetes unit tests (the backend's, and core's preflight on it).
+  cargo test -p reeval-sandbox -p reeval-core --features kubernetes --lib kubernetes
+  if [ "$(id -u)" = 0 ] && scripts/kube.sh have-binaries; then
+    echo "== the Kubernetes backend against a real API server and kubelet (v1.20)"
+    touch "$kube_started"
+    eval "$(scripts/kube.sh start 9>&-)"
+    # The backend's tests and the `reeval` tool's, in one build.
+    KUBECONFIG=$REEVAL_TEST_KUBECONFIG REEVAL_REQUIRE_KUBE=1 cargo test -p reeval -p reeval-cli \
+      --features reeval/kubernetes,reeval-cli/kubernetes --test kubernetes
+  elif [ "${REEVAL_REQUIRE_KUBE:-}" = 1 ]; then
+    echo "REEVAL_REQUIRE_KUBE=1 but the test cluster cannot start here (root and scripts/kube.sh build needed)" >&2
+    return 1
+  else
+    echo "== skipping the Kubernetes backend against a real cluster: no cached binaries (scripts/kube.sh build)"
+  fi
+}
+kube_log=$(mktemp)
+kubernetes >"$kube_log" 2>&1 &
+kube_pid=$!
+status=0
+
 if [ "$engines" = 1 ]; then
   # Podman's pass runs beside the second dockerd's two: another engine, with
   # nothing shared, and the passes mostly wait on containers (about a minute
   # and a half of CI saved). Its output is printed after theirs, and a failure
   # of either side is reported only once both have ended.
-  status=0
   if [ -n "${REEVAL_TEST_PODMAN:-}" ]; then
     podman_log=$(mktemp)
     DOCKER_HOST=$REEVAL_TEST_PODMAN cargo test --test lifecycle --test environment >"$podman_log" 2>&1 &
@@ -62,20 +89,10 @@ if [ "$engines" = 1 ]; then
     cat "$podman_log"
     rm -f "$podman_log"
   fi
-  if [ "$status" != 0 ]; then exit "$status"; fi
 fi
 
-echo "== the Kubernetes backend: unit tests on a fake API server"
-# One build for both crates' Kubernetes unit tests (the backend's, and core's preflight on it).
-cargo test -p reeval-sandbox -p reeval-core --features kubernetes --lib kubernetes
-if [ "$(id -u)" = 0 ] && scripts/kube.sh have-binaries; then
-  echo "== the Kubernetes backend against a real API server and kubelet (v1.20)"
-  kube=1
-  eval "$(scripts/kube.sh start 9>&-)"
-  KUBECONFIG=$REEVAL_TEST_KUBECONFIG REEVAL_REQUIRE_KUBE=1 cargo test --features kubernetes --test kubernetes
-elif [ "${REEVAL_REQUIRE_KUBE:-}" = 1 ]; then
-  echo "REEVAL_REQUIRE_KUBE=1 but the test cluster cannot start here (root and scripts/kube.sh build needed)" >&2
-  exit 1
-else
-  echo "== skipping the Kubernetes backend against a real cluster: no cached binaries (scripts/kube.sh build)"
-fi
+wait "$kube_pid" || status=$?
+kube_pid=
+cat "$kube_log"
+rm -f "$kube_log"
+exit "$status"

@@ -9,6 +9,14 @@
 //! Run with `cargo test --features kubernetes --test kubernetes`.
 
 mod common;
+#[path = "kubernetes/faults.rs"]
+mod faults;
+#[path = "kubernetes/quickstart.rs"]
+mod quickstart;
+/// The quickstart suite's evals, registered in this binary (its `main` unused).
+#[path = "../examples/quickstart.rs"]
+#[allow(dead_code)]
+mod quickstart_suite;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
 #[allow(unused_imports)]
 mod upstreams;
@@ -60,6 +68,16 @@ fn config() -> KubernetesConfig {
     }
 }
 
+/// Tests share the cluster; one that takes its API server down for a moment
+/// (a row of the fault matrix) has it to itself.
+static CLUSTER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// The test cluster (see [`cluster`]) shared with the other tests, or `None`.
+async fn shared() -> Option<tokio::sync::RwLockReadGuard<'static, ()>> {
+    cluster()?;
+    Some(CLUSTER.read().await)
+}
+
 async fn backend() -> KubeBackend {
     KubeBackend::connect(config()).await.expect("the test cluster's kubeconfig")
 }
@@ -83,9 +101,7 @@ async fn no_pod_left(run_id: &str) {
 )]
 #[tokio::test]
 async fn phases_run_in_order_and_a_turn_has_its_diff() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let eval = Eval::new("kube_phase_order", |c| {
         Box::pin(async move {
             c.send("echo hi > out.txt").await?;
@@ -127,9 +143,7 @@ async fn phases_run_in_order_and_a_turn_has_its_diff() {
 )]
 #[tokio::test]
 async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let eval = Eval::new("kube_overrun", |c| {
         Box::pin(async move {
             c.send("echo partial > progress.txt; sleep 60; echo never > done.txt").await?;
@@ -158,9 +172,7 @@ async fn a_turn_that_overruns_the_budget_is_aborted_and_its_work_kept() {
 )]
 #[tokio::test]
 async fn teardown_after_a_panic_leaves_no_pod() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let eval = Eval::new("kube_panics", |c| {
         Box::pin(async move {
             c.exec("touch made.txt").await?;
@@ -188,9 +200,7 @@ const CHECK_SECRET: &str = "sk-kube-check-5e4d3c2b1a-never-in-argv";
 )]
 #[tokio::test]
 async fn a_checks_only_secret_is_seen_by_the_check_and_by_nothing_the_agent_can_read() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let eval = Eval::new("kube_check_secret", |c| {
         Box::pin(async move {
             c.send("env > agent_env.txt").await?;
@@ -253,9 +263,7 @@ fn sha256_hex(s: &str) -> String {
 )]
 #[tokio::test]
 async fn exec_and_files_over_the_real_exec_protocol() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let backend = backend().await;
     let spec = SandboxSpec {
         image: "reeval/base:latest".into(),
@@ -328,9 +336,7 @@ async fn exec_and_files_over_the_real_exec_protocol() {
 )]
 #[tokio::test]
 async fn preflight_names_what_rbac_does_not_allow() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let admin = backend().await.preflight().await;
     assert!(admin.missing.is_empty(), "{admin:?}");
     let path =
@@ -358,9 +364,7 @@ async fn preflight_names_what_rbac_does_not_allow() {
 )]
 #[tokio::test]
 async fn built_images_and_egress_stop_the_run_in_preflight_saying_what_to_do() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let built = Eval::new("kube_built_image", |c| {
         Box::pin(async move { c.exec("true").await.map(|_| ()) })
     })
@@ -468,9 +472,7 @@ const GATEWAY_PLACEHOLDER: &str = "reeval-placeholder-ANTHROPIC_API_KEY";
 )]
 #[tokio::test]
 async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let _turn = HOST_NETWORK_EGRESS.lock().await;
     use reeval::egress::{Broker, EgressSettings};
     use upstreams::{Behaviour, TestPki, upstream};
@@ -582,9 +584,7 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
 )]
 #[tokio::test]
 async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
-    if cluster().is_none() {
-        return;
-    }
+    let Some(_cluster) = shared().await else { return };
     let _turn = HOST_NETWORK_EGRESS.lock().await;
     let registry = std::env::var("REEVAL_TEST_KUBE_REGISTRY").expect("scripts/kube.sh env sets it");
     // A step whose output is in the image only: the pod can only have it by pulling that image.

@@ -25,6 +25,9 @@ pub enum CommandError {
         #[source]
         source: std::io::Error,
     },
+    /// The settings' backend (`reeval.toml`, `REEVAL_BACKEND`) could not be used.
+    #[error("failed to use the backend the settings choose: {0}")]
+    Backend(String),
     /// The comparison's page could not be rendered, or a run cannot be regraded.
     #[error("{0}")]
     Render(String),
@@ -290,8 +293,22 @@ pub async fn images_prune(run: Option<&str>) -> Result<(), CommandError> {
 
 /// `reeval clean`.
 pub async fn clean() -> Result<(), CommandError> {
-    let docker = DockerBackend::connect().await?;
-    let n = docker.sweep(Sweep::Orphans).await?;
+    // The backend runs use (`reeval.toml`, `REEVAL_BACKEND`, `DOCKER_HOST`, a pool's engines).
+    let settings = reeval_core::settings::Settings::load(
+        &Default::default(),
+        reeval_core::settings::process_env,
+    )
+    .map_err(|e| CommandError::Backend(e.to_string()))?;
+    let engines = settings
+        .run_config()
+        .backend()
+        .connect()
+        .await
+        .map_err(|problems| CommandError::Backend(problems.join("; ")))?;
+    let mut n = 0;
+    for engine in &engines {
+        n += engine.backend.sweep(Sweep::Orphans).await?;
+    }
     println!("removed {n} leftover {}", if n == 1 { "sandbox" } else { "sandboxes" });
     Ok(())
 }

@@ -29,8 +29,10 @@ pub fn classify(err: &Error) -> Outcome {
             Some(p) if p.prepares() || p == Phase::Teardown => Outcome::InfraError,
             _ => Outcome::Fail(FailKind::Assertion),
         },
+        // A sandbox no node can take (or had room for within its wait) is the
+        // eval's configuration on this cluster: another try fails the same way.
+        Error::Sandbox(SandboxError::NoRoom { .. }) | Error::Config(_) => Outcome::Config,
         Error::Infra { .. } | Error::Sandbox(_) => Outcome::InfraError,
-        Error::Config(_) => Outcome::Config,
         Error::InPhase { .. } => unreachable!("root() unwraps phase tags"),
     }
 }
@@ -221,6 +223,12 @@ mod tests {
                 Outcome::InfraError,
             ),
             (Error::Config("c".into()), Some(Phase::Judge), Outcome::Config),
+            // A pod no node can take is the eval's configuration fault, wherever it shows.
+            (
+                Error::Sandbox(SandboxError::NoRoom { message: "no node can fit 4 CPUs".into() }),
+                Some(Phase::Container),
+                Outcome::Config,
+            ),
             // What a check finds about the agent's work is the agent's...
             (not_found(), None, ASSERTION),
             (not_found(), Some(Phase::Check), ASSERTION),
@@ -262,6 +270,12 @@ mod tests {
             Retry::Hopeless
         );
         assert_eq!(retry(Outcome::Config, None, 1, 2, false), Retry::Final);
+        let no_room = Error::Sandbox(SandboxError::NoRoom { message: "m".into() });
+        assert_eq!(
+            retry(classify(&no_room), Some(&no_room), 1, 2, false),
+            Retry::Final,
+            "a pod no node can take is never retried"
+        );
         assert_eq!(
             retry(Outcome::Fail(FailKind::Timeout), None, 1, 2, false),
             Retry::Final,

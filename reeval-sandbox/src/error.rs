@@ -8,7 +8,8 @@ use crate::Lost;
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// A failure of the sandbox or its engine. Always an infra error, except a
-/// missing file, which a check may expect (see `outcome::classify`).
+/// missing file, which a check may expect, and a sandbox no node has room
+/// for, the eval's configuration fault (see `outcome::classify`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
@@ -58,6 +59,14 @@ pub enum SandboxError {
     NotFound {
         /// The path asked for.
         path: String,
+    },
+    /// No node of the cluster has room for the sandbox: none could ever fit
+    /// what it requests, or none had room within the wait for it. The eval's
+    /// (or task's) configuration fault, never retried.
+    #[error("failed to place the sandbox: {message}")]
+    NoRoom {
+        /// What it requests and why no node takes it (`no node can fit 2 CPUs / 4 GiB: …`).
+        message: String,
     },
     /// An archive from the sandbox was unusable or unsafe.
     #[error("failed to read an archive from the sandbox: {message}")]

@@ -159,6 +159,10 @@ impl Sandbox for NamedSandbox {
         self.name_it(self.inner.start().await)
     }
 
+    fn start_note(&self) -> Option<String> {
+        self.inner.start_note()
+    }
+
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
         self.name_it(self.inner.exec(request).await)
     }

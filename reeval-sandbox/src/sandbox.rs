@@ -78,6 +78,13 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Safe: the caller destroys the sandbox at teardown either way.
     async fn start(&self) -> Result<(), SandboxError>;
 
+    /// What starting the sandbox had to wait for, when it is worth telling (a
+    /// pod that waited for room on its cluster): the container phase's detail
+    /// says it. `None` by default.
+    fn start_note(&self) -> Option<String> {
+        None
+    }
+
     /// Runs a command. A command with a timeout, or a [`ProcessGroup::Killable`]
     /// one, is killed with its process tree when its time runs out.
     ///

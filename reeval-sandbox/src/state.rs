@@ -30,6 +30,18 @@ pub enum SandboxState {
         /// What the engine says (a restart count, a new start time).
         how: String,
     },
+    /// It is being removed, or was, from outside (a pod deleted or evicted):
+    /// every process of the attempt goes with it.
+    Removed {
+        /// What the engine says (`its pod was evicted: …`).
+        how: String,
+    },
+    /// It runs, but the gateway it reaches the outside through is gone (the
+    /// run's gateway pod deleted or evicted): its only way out is cut.
+    GatewayLost {
+        /// What the engine says (`the run's gateway pod reeval-gw-… is gone`).
+        how: String,
+    },
     /// It runs, but is no longer on the network it was created on (`docker
     /// network disconnect`): its gateway, its only way out, is out of reach.
     Disconnected {
@@ -50,6 +62,8 @@ impl SandboxState {
             SandboxState::Gone
             | SandboxState::Paused
             | SandboxState::Restarted { .. }
+            | SandboxState::Removed { .. }
+            | SandboxState::GatewayLost { .. }
             | SandboxState::Disconnected { .. } => true,
         }
     }
@@ -75,6 +89,8 @@ impl fmt::Display for SandboxState {
                 f.write_str("was paused (container paused, nothing in it runs)")
             }
             SandboxState::Restarted { how } => write!(f, "was restarted ({how})"),
+            SandboxState::Removed { how } => write!(f, "was removed ({how})"),
+            SandboxState::GatewayLost { how } => write!(f, "lost its gateway ({how})"),
             SandboxState::Disconnected { network } => {
                 write!(f, "lost its network (disconnected from {network}, its gateway's)")
             }
@@ -116,6 +132,8 @@ mod tests {
         assert!(SandboxState::Paused.is_lost());
         assert!(SandboxState::Gone.is_lost());
         assert!(SandboxState::Restarted { how: "restart count 1".into() }.is_lost());
+        assert!(SandboxState::Removed { how: "its pod was evicted".into() }.is_lost());
+        assert!(SandboxState::GatewayLost { how: "its pod is gone".into() }.is_lost());
         let cut = SandboxState::Disconnected { network: "reeval-net-1a2b".into() };
         assert!(cut.is_lost());
         assert_eq!(

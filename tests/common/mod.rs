@@ -196,4 +196,5 @@ pub fn all_files_text(dir: &std::path::Path) -> String {
 pub mod atif;
 pub mod faults;
 pub mod inject;
+pub mod load;
 pub mod slow_engine;

@@ -77,9 +77,12 @@ impl Attempt {
     /// check frozen by a pause until the budget ran out, an eval that gave up
     /// on a dead sandbox's error) ends as the platform's failure.
     pub(super) async fn blame_lost_sandbox(&self, ended: Ended) -> Ended {
+        // A sandbox that never started was never lost: its start's error names what
+        // happened (a pod no node had room for, an image the cluster cannot pull).
+        let never_started = matches!(self.sandbox, super::SandboxState::Failed { .. });
         let settled = match &ended {
             Ended::Returned(Ok(Ok(()))) | Ended::Interrupted => true,
-            Ended::Returned(Ok(Err(e))) => says_lost(e),
+            Ended::Returned(Ok(Err(e))) => says_lost(e) || never_started,
             _ => false,
         };
         let Some(handle) = self.handle().filter(|_| !settled) else { return ended };

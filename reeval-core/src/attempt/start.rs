@@ -286,7 +286,10 @@ impl Attempt {
                 },
                 |h| {
                     let detail = lifecycle::container::detail(h.sandbox().as_ref(), from, gateway);
-                    let detail = format!("{detail}{beside}");
+                    let detail = match h.sandbox().start_note() {
+                        Some(note) => format!("{detail}{beside}; {note}"),
+                        None => format!("{detail}{beside}"),
+                    };
                     if prestarted { format!("{detail}, started ahead of its slot") } else { detail }
                 },
             )

@@ -10,8 +10,9 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams};
 use secrecy::SecretString;
 
-use super::sandbox::KubeSandbox;
-use super::{gateway, pod, preflight, registry};
+use super::patience::patiently;
+use super::sandbox::{KubeSandbox, Room};
+use super::{gateway, pod, preflight, registry, room};
 use crate::Preflight;
 use crate::docker::{owner_is_gone, owner_label};
 use crate::{
@@ -183,7 +184,12 @@ impl KubeBackend {
         // Held while the first attempt starts it: the others wait for the same pod.
         let mut gateways = self.gateways.lock().await;
         if let Some(found) = gateways.get(&run) {
-            return Ok(found.clone());
+            if found.alive().await {
+                return Ok(found.clone());
+            }
+            // Deleted or evicted from outside: a new one (the old one's Secret
+            // and Services go with the run's sweep).
+            gateways.remove(&run);
         }
         // Its variables: every secret the run brokers, and this attempt's (an embedder's run).
         let mut credentials = self.credentials.read().expect("credentials lock").clone();
@@ -314,19 +320,29 @@ impl Backend for KubeBackend {
         let owner = owner_label();
         // The policy first: the pod is never up without it.
         let policy = pod::policy(&name, spec, &owner);
-        self.policies().create(&Default::default(), &policy).await.map_err(|e| {
+        let (policies, post) = (self.policies(), kube::api::PostParams::default());
+        patiently(|| policies.create(&post, &policy)).await.map_err(|e| {
             SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
         })?;
         let manifest = pod::manifest(&name, spec, &self.config, &owner);
+        let gateway = match &spec.network {
+            NetworkSpec::PodGateway { pod_labels, .. } => {
+                pod_labels.get(gateway::LABEL_GATEWAY).cloned()
+            }
+            _ => None,
+        };
         let mut sandbox =
-            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within());
+            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within())
+                .with_room(self.room(&manifest))
+                .through_gateway(gateway);
         if self.config.host_network && matches!(spec.network, NetworkSpec::PodGateway { .. }) {
             let slot = self.host_network_egress.clone().acquire_owned().await.map_err(|e| {
                 SandboxError::engine("wait for the node network's one relay port", e)
             })?;
             sandbox.hold_until_gone(slot);
         }
-        if let Err(e) = self.pods().create(&Default::default(), &manifest).await {
+        let pods = self.pods();
+        if let Err(e) = patiently(|| pods.create(&post, &manifest)).await {
             let _ = sandbox.destroy().await;
             return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));
         }
@@ -459,6 +475,18 @@ impl KubeBackend {
     /// The local Docker engine that builds and pushes images.
     async fn local(&self) -> Result<&crate::DockerBackend, SandboxError> {
         self.local.get_or_try_init(crate::DockerBackend::connect).await
+    }
+
+    /// How a pod of `manifest` waits for room on the cluster.
+    pub(super) fn room(&self, manifest: &Pod) -> Room {
+        Room {
+            manifest: manifest.clone(),
+            nodes: Api::all(self.client.clone()),
+            within: self
+                .config
+                .room_timeout_secs
+                .map_or(room::DEFAULT_WITHIN, std::time::Duration::from_secs),
+        }
     }
 
     pub(super) fn ready_within(&self) -> std::time::Duration {

@@ -33,8 +33,14 @@ pub struct KubernetesConfig {
     pub requests: std::collections::BTreeMap<String, String>,
     /// `nodeName` of every pod: for clusters without a scheduler (tests), or to pin a node.
     pub node_name: Option<String>,
-    /// How long a pod may take to be Ready, in seconds (default 300).
+    /// How long a pod may take to be Ready once it has room, in seconds (default 300).
     pub ready_timeout_secs: Option<u64>,
+    /// How long a pod may wait for room on the cluster, in seconds (default
+    /// 600): one the scheduler cannot place yet (Unschedulable), or that its
+    /// node refused for resources (`OutOfcpu`; it is created again), waits this
+    /// long, spending none of the eval's budget, then fails as the eval's
+    /// configuration fault. A request no node could ever fit fails at once.
+    pub room_timeout_secs: Option<u64>,
     /// Test clusters only: run pods on the node's network (`hostNetwork`), where
     /// no CNI works. Such a pod is NOT isolated; attempts that need egress refuse to
     /// start unless `unisolated_egress` is set too.

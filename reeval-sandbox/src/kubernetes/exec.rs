@@ -21,6 +21,11 @@
 //! the `Status` on the status channel. A socket that closes without a
 //! `Status` is an infra error, never a success. kube-rs pings the server
 //! every 60 s, which keeps long execs alive through idle proxies.
+//!
+//! A connection that breaks (the API server killed, a proxy's reset) ends
+//! kube-rs's stream task without closing its output pipes (kube 5.0), whose
+//! reads would then wait forever: the status channel, which that task drops
+//! as it ends, tells that it is gone ([`with_status`]).
 
 use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
@@ -35,6 +40,38 @@ use crate::exec::BoundedBuffer;
 
 /// Stdin goes to the pipe in pieces of this size (one huge frame has reset connections).
 pub(super) const STDIN_CHUNK: usize = 1 << 20;
+
+/// How long output is still read once the stream task ended without a status:
+/// a connection closed cleanly closes the pipes at once, a broken one never does.
+const BROKEN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads an exec's output (`io`) to its end, then its `status`; an `io`
+/// that fails ends it at once (no status is awaited: nothing reads the rest).
+/// Once the status channel is gone without one (the stream task ended: the
+/// connection closed or broke), `io` gets [`BROKEN_GRACE`] more, then is
+/// left, and the status is `None`.
+///
+/// # Errors
+/// `io`'s.
+pub(super) async fn with_status(
+    io: impl std::future::Future<Output = Result<(), SandboxError>>,
+    status: impl std::future::Future<Output = Option<Status>>,
+) -> Result<Option<Status>, SandboxError> {
+    tokio::pin!(io, status);
+    tokio::select! {
+        read = &mut io => {
+            read?;
+            Ok(status.await)
+        }
+        got = &mut status => match got {
+            Some(got) => io.await.map(|()| Some(got)),
+            None => match tokio::time::timeout(BROKEN_GRACE, io).await {
+                Ok(read) => read.map(|()| None),
+                Err(_) => Ok(None),
+            },
+        },
+    }
+}
 
 /// The exit code the prologue uses for "that directory does not exist".
 pub(super) const NO_SUCH_DIR: i64 = 44;
@@ -262,8 +299,11 @@ pub(super) async fn run(
             err.push(&buf[..n]);
         }
     };
-    let ((), (), ()) = tokio::join!(write, read_out, read_err);
-    let status = status.await;
+    let io = async {
+        tokio::join!(write, read_out, read_err);
+        Ok(())
+    };
+    let status = with_status(io, status).await?;
     drop(stdin);
     match outcome(status, pod)? {
         Outcome::Exited(code) => Ok(code),
@@ -299,7 +339,7 @@ pub(super) async fn open(
     pod: &str,
     spec: ExecSpec<'_>,
 ) -> Result<Opened, SandboxError> {
-    use futures_util::StreamExt;
+    use futures_util::{FutureExt, StreamExt};
     let block = spec.env_block()?;
     let spec = ExecSpec { stdin: Stdin::Stream, ..spec };
     let params = AttachParams {
@@ -332,17 +372,25 @@ pub(super) async fn open(
             }
         });
     }
-    let stdout =
-        futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+    // The status channel ends the stream too: a broken connection never closes the pipe.
+    let ended = Box::pin(attached.take_status().expect("status taken once").fuse());
+    let stdout = futures_util::stream::unfold(
+        (stdout, attached, ended),
+        |(mut stdout, attached, mut ended)| async move {
             let mut buf = vec![0u8; 64 << 10];
-            match stdout.read(&mut buf).await {
+            let read = tokio::select! {
+                read = stdout.read(&mut buf) => read,
+                None = &mut ended => return None,
+            };
+            match read {
                 Ok(0) | Err(_) => None,
                 Ok(n) => {
                     buf.truncate(n);
-                    Some((Bytes::from(buf), (stdout, attached)))
+                    Some((Bytes::from(buf), (stdout, attached, ended)))
                 }
             }
-        })
-        .boxed();
+        },
+    )
+    .boxed();
     Ok(Opened { input: Box::pin(input), stdout, stderr: tail })
 }

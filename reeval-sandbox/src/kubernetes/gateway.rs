@@ -49,7 +49,7 @@ use crate::shell_exec::PID_WRAPPER;
 use crate::{GatewayAddress, KubernetesConfig};
 use crate::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,
-    SandboxSpec, Signal, archive,
+    SandboxSpec, SandboxState, Signal, archive,
 };
 
 /// Label on the run's gateway pod (its name), which Services and attempts' policies select.
@@ -78,6 +78,13 @@ pub(super) struct RunGateway {
     /// The variables its container has from the Secret (names, not values).
     credentials: Vec<String>,
     next_port: AtomicU16,
+}
+
+impl RunGateway {
+    /// Whether its pod still runs (or the API cannot tell: it is not replaced on a blip).
+    pub(super) async fn alive(&self) -> bool {
+        matches!(self.pod.state().await, SandboxState::Running | SandboxState::Unknown)
+    }
 }
 
 /// Everything of the run's gateway but the pod: its name, Secret and labels.
@@ -210,7 +217,8 @@ pub(super) async fn start_run(
     let names: Vec<String> = credentials.keys().cloned().collect();
     let manifest = gateway_pod(&name, image, &labels, &owner, &backend.config, &names);
     let sandbox =
-        KubeSandbox::new(backend.pods(), backend.policies(), name.clone(), backend.ready_within());
+        KubeSandbox::new(backend.pods(), backend.policies(), name.clone(), backend.ready_within())
+            .with_room(backend.room(&manifest));
     let started = async {
         backend.pods().create(&PostParams::default(), &manifest).await.map_err(|e| {
             SandboxError::engine(format!("create the gateway pod {name} from {image}"), e)

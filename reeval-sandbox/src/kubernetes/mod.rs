@@ -8,6 +8,8 @@
 //! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
 //!
 //! - `pod.rs`: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
+//! - `patience.rs`: calls that wait out an API server that refuses connections for a moment.
+//! - `room.rs`: a pod with no room on the cluster yet waits for it; one no node could ever fit is named.
 //! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
 //! - `sandbox.rs`: the `Sandbox` of one pod (exec, kill, files, port-forward, destroy).
 //! - `preflight.rs`: the API answers, the namespace exists, RBAC allows what the backend does.
@@ -26,11 +28,15 @@ mod exec;
 #[cfg(feature = "kubernetes")]
 mod gateway;
 #[cfg(feature = "kubernetes")]
+mod patience;
+#[cfg(feature = "kubernetes")]
 mod pod;
 #[cfg(feature = "kubernetes")]
 mod preflight;
 #[cfg(feature = "kubernetes")]
 mod registry;
+#[cfg(feature = "kubernetes")]
+mod room;
 #[cfg(feature = "kubernetes")]
 mod sandbox;
 #[cfg(all(test, feature = "kubernetes"))]
@@ -71,7 +77,7 @@ pub(crate) async fn connect(config: &KubernetesConfig) -> Result<Vec<Connected>,
     {
         let _ = config;
         Err(vec![
-            "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] }".into(),
+            "backend = \"kubernetes\" (or REEVAL_BACKEND=kubernetes) needs reeval built with its `kubernetes` feature: reeval = { version = \"…\", features = [\"kubernetes\"] } for a suite, cargo install reeval-cli --features kubernetes for the reeval tool".into(),
         ])
     }
 }

@@ -17,6 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 
+use super::patience::patiently;
+use super::room::{NoRoom, no_room};
 use crate::KubernetesConfig;
 use crate::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
 
@@ -254,21 +256,32 @@ fn is_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Waits until the pod is Ready, or says why it never will be.
+/// How a wait for Ready ended.
+pub(super) enum Waited {
+    /// The pod is Ready.
+    Ready,
+    /// It has no room on the cluster yet: unschedulable, or refused by its node.
+    NoRoom(NoRoom),
+}
+
+/// Waits until the pod is Ready, or has no room (the caller decides how to
+/// wait for room), or says why it never will be.
 pub(super) async fn wait_ready(
     pods: &Api<Pod>,
     name: &str,
     within: Duration,
-) -> Result<(), SandboxError> {
+) -> Result<Waited, SandboxError> {
     let began = Instant::now();
     let mut every = Duration::from_millis(100);
     loop {
-        let pod = pods
-            .get(name)
+        let pod = patiently(|| pods.get(name))
             .await
             .map_err(|e| SandboxError::engine(format!("read the status of pod {name}"), e))?;
         if is_ready(&pod) {
-            return Ok(());
+            return Ok(Waited::Ready);
+        }
+        if let Some(why) = no_room(&pod) {
+            return Ok(Waited::NoRoom(why));
         }
         if let Some(e) = never_ready(&pod) {
             return Err(e);
@@ -293,7 +306,7 @@ pub(super) async fn wait_gone(
 ) -> Result<(), SandboxError> {
     let began = Instant::now();
     loop {
-        match pods.get_opt(name).await {
+        match patiently(|| pods.get_opt(name)).await {
             Ok(None) => return Ok(()),
             Ok(Some(_)) if began.elapsed() < within => {
                 tokio::time::sleep(Duration::from_millis(200)).await

@@ -7,13 +7,15 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, AttachParams, DeleteParams};
 use tokio::io::AsyncReadExt;
 
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
+use super::patience::patiently;
 use super::pod::{self, CONTAINER};
+use super::room::{self, NoRoom};
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::shell_exec::{self, PidFiles, Process, RunProcess};
 use crate::{
@@ -37,6 +39,21 @@ pub struct KubeSandbox {
     started: tokio::sync::OnceCell<()>,
     /// Something to let go of once the pod is gone (the node network's relay port).
     held: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    /// How to wait for room on the cluster; `None`: a pod without room fails at once.
+    room: Option<Room>,
+    /// What the start waited for (room), for the container phase's detail.
+    note: std::sync::Mutex<Option<String>>,
+    /// The gateway pod it reaches the outside through, if any.
+    gateway: Option<String>,
+}
+
+/// What a pod needs to wait for room: its manifest, to create it again once
+/// its node refused it, and the nodes, to tell a request none could ever fit.
+#[derive(Debug)]
+pub(super) struct Room {
+    pub(super) manifest: Pod,
+    pub(super) nodes: Api<Node>,
+    pub(super) within: Duration,
 }
 
 impl KubeSandbox {
@@ -54,7 +71,22 @@ impl KubeSandbox {
             pids: PidFiles::default(),
             started: tokio::sync::OnceCell::new(),
             held: std::sync::Mutex::new(None),
+            room: None,
+            note: std::sync::Mutex::new(None),
+            gateway: None,
         }
+    }
+
+    /// Its way out is the gateway pod `name`: a sandbox whose gateway pod is gone is lost.
+    pub(super) fn through_gateway(mut self, name: Option<String>) -> Self {
+        self.gateway = name;
+        self
+    }
+
+    /// Lets the pod wait for room (see `room.rs`).
+    pub(super) fn with_room(mut self, room: Room) -> Self {
+        self.room = Some(room);
+        self
     }
 
     /// Keeps `permit` until [`Sandbox::destroy`] saw the pod gone (or this is dropped).
@@ -102,6 +134,64 @@ impl KubeSandbox {
         signal: Signal,
     ) -> Result<(), SandboxError> {
         shell_exec::kill_matching(self, pid_files, signal).await
+    }
+
+    /// Waits until the pod is Ready, waiting for room on the cluster as long
+    /// as its [`Room`] allows: a pod its node refused for resources is deleted
+    /// and created again (same name, so its NetworkPolicy still selects it),
+    /// an unschedulable one is left to the scheduler. A request no node could
+    /// ever fit fails at once.
+    async fn placed(&self) -> Result<(), SandboxError> {
+        let began = Instant::now();
+        let mut first: Option<NoRoom> = None;
+        let mut pause = Duration::from_millis(500);
+        loop {
+            let why = match pod::wait_ready(&self.pods, &self.name, self.ready_within).await? {
+                pod::Waited::Ready => break,
+                pod::Waited::NoRoom(why) => why,
+            };
+            let Some(room) = &self.room else {
+                return Err(SandboxError::NoRoom { message: why.says().to_string() });
+            };
+            if first.is_none() {
+                if let Some(e) = room::never_fits(&room.nodes, &room.manifest).await {
+                    return Err(e);
+                }
+                first = Some(why.clone());
+            }
+            if began.elapsed() > room.within {
+                return Err(room::timed_out(&room.manifest, room.within, &why));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(4));
+            if let NoRoom::Refused(_) = why {
+                self.create_again(&room.manifest).await?;
+            }
+        }
+        if let Some(why) = first {
+            *self.note.lock().expect("note lock") = Some(format!(
+                "waited {:.1}s for room on the cluster ({})",
+                began.elapsed().as_secs_f64(),
+                why.says()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Deletes the refused pod and creates it again from `manifest`.
+    async fn create_again(&self, manifest: &Pod) -> Result<(), SandboxError> {
+        let now = DeleteParams::default().grace_period(0);
+        match patiently(|| self.pods.delete(&self.name, &now)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
+        }
+        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        let post = kube::api::PostParams::default();
+        patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
+            SandboxError::engine(format!("create pod {} again (it waits for room)", self.name), e)
+        })?;
+        Ok(())
     }
 
     /// Waits until `exec true` works, up to [`EXEC_READY_WITHIN`].
@@ -155,11 +245,15 @@ impl Sandbox for KubeSandbox {
         // The pod was created (and so started) by `create`: wait until it can be used.
         self.started
             .get_or_try_init(|| async {
-                pod::wait_ready(&self.pods, &self.name, self.ready_within).await?;
+                self.placed().await?;
                 self.wait_exec().await
             })
             .await
             .map(|_| ())
+    }
+
+    fn start_note(&self) -> Option<String> {
+        self.note.lock().expect("note lock").clone()
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
@@ -234,10 +328,14 @@ impl Sandbox for KubeSandbox {
                 err.push(&buf[..n]);
             }
         };
-        let (read, ()) = tokio::join!(read_out, read_err);
-        // Over the limit: stop here (dropping the exec closes it).
-        read?;
-        match exec::outcome(status.await, &self.name)? {
+        // Over the limit: stop there (dropping the exec closes it).
+        let io = futures_util::future::try_join(read_out, async {
+            read_err.await;
+            Ok(())
+        });
+        let io = async { io.await.map(|_| ()) };
+        let status = exec::with_status(io, status).await?;
+        match exec::outcome(status, &self.name)? {
             exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
             exec::Outcome::Exited(NO_SUCH_DIR) => {
                 Err(SandboxError::NotFound { path: path.to_string() })
@@ -260,23 +358,33 @@ impl Sandbox for KubeSandbox {
         })?;
         let input = attached.stdin().expect("stdin requested");
         let stdout = attached.stdout().expect("stdout requested");
+        // The status channel ends the stream too: a broken connection never closes the pipe.
+        let ended = Box::pin(futures_util::FutureExt::fuse(
+            attached.take_status().expect("status taken once"),
+        ));
         // The stream owns the exec: dropping it closes the connection.
-        let output =
-            futures_util::stream::unfold((stdout, attached), |(mut stdout, attached)| async move {
+        let output = futures_util::stream::unfold(
+            (stdout, attached, ended),
+            |(mut stdout, attached, mut ended)| async move {
                 let mut buf = vec![0u8; 64 << 10];
-                match stdout.read(&mut buf).await {
+                let read = tokio::select! {
+                    read = stdout.read(&mut buf) => read,
+                    None = &mut ended => return None,
+                };
+                match read {
                     Ok(0) => None,
                     Ok(n) => {
                         buf.truncate(n);
-                        Some((Ok(Bytes::from(buf)), (stdout, attached)))
+                        Some((Ok(Bytes::from(buf)), (stdout, attached, ended)))
                     }
                     Err(e) => Some((
                         Err(SandboxError::engine("read relay output", e)),
-                        (stdout, attached),
+                        (stdout, attached, ended),
                     )),
                 }
-            })
-            .boxed();
+            },
+        )
+        .boxed();
         Ok(ExecStream { input: Box::pin(input), output })
     }
 
@@ -289,21 +397,34 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn state(&self) -> SandboxState {
-        match self.pods.get_opt(&self.name).await {
+        let own = match self.pods.get_opt(&self.name).await {
             Ok(Some(pod)) => pod_state(&pod),
             Ok(None) => SandboxState::Gone,
             Err(_) => SandboxState::Unknown,
-        }
+        };
+        let Some(gateway) = self.gateway.as_deref().filter(|_| own == SandboxState::Running) else {
+            return own;
+        };
+        let how = match self.pods.get_opt(gateway).await {
+            Ok(None) => format!("the run's gateway pod {gateway} is gone"),
+            Ok(Some(pod)) => match pod_state(&pod) {
+                SandboxState::Running | SandboxState::Unknown => return own,
+                state => format!("the run's gateway pod {gateway} {state}"),
+            },
+            Err(_) => return own,
+        };
+        SandboxState::GatewayLost { how }
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         let now = DeleteParams::default().grace_period(0);
-        match self.pods.delete(&self.name, &now).await {
+        match patiently(|| self.pods.delete(&self.name, &now)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
         }
-        match self.policies.delete(&self.name, &DeleteParams::default()).await {
+        let once = DeleteParams::default();
+        match patiently(|| self.policies.delete(&self.name, &once)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
@@ -369,6 +490,17 @@ impl tokio::io::AsyncWrite for Forwarded {
 /// container restarted (every process of the attempt died with it), is lost.
 pub(super) fn pod_state(pod: &Pod) -> SandboxState {
     let Some(status) = &pod.status else { return SandboxState::Unknown };
+    // Evicted by its node (out of memory or disk), or by the Eviction API (a drain, a
+    // preemption) or deleted, which leaves it terminating until its containers are gone.
+    if status.reason.as_deref() == Some("Evicted") {
+        let message = status.message.as_deref().unwrap_or("no message");
+        return SandboxState::Removed { how: format!("its pod was evicted: {message}") };
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return SandboxState::Removed {
+            how: "its pod is being deleted: deleted or evicted from outside".into(),
+        };
+    }
     let container = status.container_statuses.as_ref().and_then(|c| c.first());
     let terminated = container
         .and_then(|c| c.state.as_ref())

@@ -24,6 +24,8 @@ use crate::{
 };
 use crate::{ExecRequest, Limits, SandboxSpec, archive};
 
+mod room;
+
 /// One request the fake server got.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -57,6 +59,11 @@ fn exited(code: i64) -> Option<Value> {
                "message": format!("command terminated with non-zero exit code: exit status {code}"),
                "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}})
     })
+}
+
+/// A session "status" that makes the fake break the connection instead (see `run_session`).
+fn broken() -> Value {
+    json!({"fake": "break the connection"})
 }
 
 type Answer = Box<dyn Fn(&Seen) -> Reply + Send + Sync>;
@@ -263,6 +270,10 @@ async fn run_session(mut ws: WebSocketStream<TcpStream>, answer: &Answer, reques
                 return;
             }
         }
+    }
+    // The connection broken: the socket dropped with no close frame (an API server killed).
+    if session.status.as_ref() == Some(&broken()) {
+        return;
     }
     if let Some(status) = session.status {
         let mut frame = vec![3u8];
@@ -981,4 +992,52 @@ fn a_status_without_an_exit_code_is_not_a_success() {
         json!({"status": "Failure", "message": "exec: \"nope\": executable file not found in $PATH"}),
     );
     assert!(matches!(exec::outcome(missing, "p").unwrap(), exec::Outcome::NotFound(_)));
+}
+
+#[test]
+fn a_pod_evicted_or_being_deleted_is_removed() {
+    use k8s_openapi::api::core::v1::Pod;
+    let state =
+        |pod: Value| super::sandbox::pod_state(&serde_json::from_value::<Pod>(pod).unwrap());
+    let running = json!({"phase": "Running", "containerStatuses": [{"name": "sandbox", "image": "i",
+        "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]});
+    assert_eq!(
+        state(json!({"metadata": {"name": "p"}, "status": running})),
+        crate::SandboxState::Running
+    );
+    let deleting =
+        state(json!({"metadata": {"name": "p", "deletionTimestamp": "2026-12-06T06:00:00Z"},
+        "status": running}));
+    assert!(deleting.is_lost(), "{deleting}");
+    assert_eq!(
+        deleting.to_string(),
+        "was removed (its pod is being deleted: deleted or evicted from outside)"
+    );
+    let evicted =
+        state(json!({"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted",
+        "message": "The node was low on resource: memory."}}));
+    assert_eq!(
+        evicted.to_string(),
+        "was removed (its pod was evicted: The node was low on resource: memory.)"
+    );
+}
+
+#[tokio::test]
+async fn an_exec_whose_connection_breaks_is_an_infra_error_not_a_wait() {
+    let api = FakeApi::start(cluster(|r| {
+        if r.argv.iter().any(|a| a == "true") {
+            return Session { stdout: vec![], stderr: vec![], status: exited(0) };
+        }
+        Session { stdout: b"partial".to_vec(), stderr: vec![], status: Some(broken()) }
+    }))
+    .await;
+    let sandbox = sandbox(&api).await;
+    sandbox.start().await.unwrap();
+    let cmd = Command::new("sh").arg("-c").arg("echo partial; sleep 60");
+    let run = sandbox.exec(ExecRequest::plain(&cmd, &[]));
+    let e = tokio::time::timeout(std::time::Duration::from_secs(10), run)
+        .await
+        .expect("it ends: kube-rs leaves the pipes of a broken connection open")
+        .unwrap_err();
+    assert!(e.to_string().contains("closed without a status"), "{e}");
 }
