@@ -115,8 +115,8 @@ pub(crate) fn own_build_failed(
 fn failed_at_from(build_log: &str) -> bool {
     build_log
         .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("Step ")?.split_once(" : ").map(|(_, i)| i))
-        .last()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix("Step ")?.split_once(" : ").map(|(_, i)| i))
         .is_some_and(|instruction| {
             instruction.trim_start().to_ascii_uppercase().starts_with("FROM")
         })
