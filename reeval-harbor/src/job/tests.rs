@@ -82,7 +82,9 @@ fn records_and_captures_become_harbor_trials() {
     let task = task(&root);
     let run_dir = root.join("runs/run-1");
     let eval = eval_name(&task.name);
-    let passed = record(&eval, 1, 1, Outcome::Pass, Some(1.0));
+    let mut passed = record(&eval, 1, 1, Outcome::Pass, Some(1.0));
+    // The task's workdir was the attempt's workspace: relative artifacts are there.
+    passed.workspace_dir = Some("/app".into());
     let retried = record(&eval, 2, 1, Outcome::InfraError, None);
     let mut failed = record(&eval, 2, 2, Outcome::Config, None);
     failed.message =
