@@ -5,7 +5,8 @@
 //! as a capture (`artifact-<path>`); for a separate verifier they are also
 //! copied across, with `/logs/artifacts`, to the same paths (`separate.rs`).
 
-use super::eval::{HarborTask, quote};
+use super::eval::HarborTask;
+use super::shell::quote;
 use super::task::ArtifactEntry;
 use reeval_core::Ctx;
 use reeval_core::capture::Artifact;
@@ -53,7 +54,7 @@ pub(super) async fn collect(
     extra: &[ArtifactEntry],
     prefix: &str,
 ) -> Result<()> {
-    let workdir = super::run::workdir(c).await?;
+    let workdir = super::shell::workdir(c).await?;
     for Declared { path, exclude } in declared(task, extra, &workdir) {
         let kind = c
             .exec(

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::HarborError;
+use super::shell::quote;
 use super::task::{NetworkMode, NetworkPolicy, TaskConfig, resolve_env};
 use reeval_core::egress::Egress;
 use reeval_core::environment::{Environment, Image, ImageSpec, WorkspaceDir};
@@ -370,11 +371,6 @@ impl HarborTask {
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
-}
-
-/// `'…'` for sh.
-pub(super) fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// The setup step: the log directories (Harbor's bind mounts, writable by all).

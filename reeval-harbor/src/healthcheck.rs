@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::eval::quote;
+use super::shell::quote;
 use super::task::HealthcheckConfig;
 use reeval_core::Ctx;
 use reeval_core::error::{Error, Result};

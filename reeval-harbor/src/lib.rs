@@ -36,6 +36,8 @@ pub mod registry;
 pub mod reward;
 mod run;
 mod separate;
+mod shell;
+mod single;
 mod steps;
 pub mod task;
 pub mod verifier_env;
@@ -63,7 +65,7 @@ impl HarborTask {
                 if task.config.steps.is_some() {
                     steps::run(c, &task).await
                 } else {
-                    run::single(c, &task).await
+                    single::run(c, &task).await
                 }
             })
         })
@@ -81,7 +83,7 @@ impl HarborTask {
                     if task.config.steps.is_some() {
                         steps::oracle(c, &task).await
                     } else {
-                        run::single_oracle(c, &task).await
+                        single::oracle(c, &task).await
                     }
                 })
             });

@@ -6,32 +6,18 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET, quote};
+use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET};
 use super::place::Place;
 use super::reward::{self, REWARD_JSON, REWARD_TXT};
+use super::shell::{USER_HOME, quote, workdir};
 use reeval_core::Ctx;
 use reeval_core::capture::Artifact;
 use reeval_core::error::{Error, Result};
 use reeval_core::exec::{Command, ExecOutput};
 use reeval_core::turn::TurnOptions;
 
-/// Harbor runs every command through `docker compose exec -u USER`, so its
-/// `HOME` is USER's home in the image's `/etc/passwd` (`/` without an
-/// entry), where reeval gives every command the agent's (`/home/agent`): a
-/// `solve.sh` or `test.sh` run as root would miss root's `~/.gitconfig`.
-/// This prefix of a `bash -c` script sets it as Docker does, in bash alone
-/// (not every image has `getent`).
-pub(super) const USER_HOME: &str = "HOME=/; while IFS=: read -r _ _ u _ _ d _; do \
-    if [ \"$u\" = \"$EUID\" ]; then HOME=$d; break; fi; done < /etc/passwd; export HOME; ";
-
 /// Files as `(path, bytes, mode)`.
 pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
-
-/// Where the task's commands run: the sandbox's workspace, which is the
-/// task's workdir (`HarborTask::workspace_dir`).
-pub(super) async fn workdir(c: &mut Ctx) -> Result<String> {
-    Ok(c.sandbox_handle().await?.workspace().to_string())
-}
 
 /// A tar of `files` unpacked under `dir` as root, owned by the agent's user.
 fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {
@@ -344,39 +330,4 @@ pub(super) async fn solve(
         .await?;
     }
     Ok(())
-}
-
-/// A single-step task's body: the instruction as the one turn, the
-/// artifacts, then the verifier and its reward as the outcome.
-pub(super) async fn single(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    turn(c, &task.instruction, task.agent_timeout()).await?;
-    super::collect::run(c, &task.config.verifier.collect).await?;
-    collect_artifacts(c, task, "").await?;
-    if task.disable_verification {
-        return Ok(());
-    }
-    let verifier = Verifier {
-        tests: task.files("tests", "tests").map_err(|e| Error::Config(e.to_string()))?,
-        env: task.verifier_env.clone(),
-        user: task.config.verifier.user.as_ref().map(|u| u.spec()),
-        timeout: task.verifier_timeout(),
-        prefix: String::new(),
-    };
-    let Verified { graded, output } = match &task.separate_verifier {
-        Some(separate) => super::separate::verify(c, task, separate, &verifier).await?,
-        None => verify(c, &verifier).await?,
-    };
-    let passes = matches!(&graded, Graded::Reward(r) if reward::passes(r, task.reward_threshold));
-    let why = if passes { String::new() } else { why(c, &output).await };
-    match graded {
-        Graded::Reward(r) => judge(c, task, r, "", &why),
-        other => Err(ungraded(task, other, "", &why)),
-    }
-}
-
-/// A single-step task's oracle.
-pub(super) async fn single_oracle(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    let solution = task.files("solution", "solution").map_err(|e| Error::Config(e.to_string()))?;
-    let user = task.config.agent.user.as_ref().map(|u| u.spec());
-    solve(c, task, &solution, user, task.agent_timeout()).await
 }

@@ -32,7 +32,7 @@ pub(super) async fn verify(
     capture_logs(c, Place::Shared, &v.prefix, &agents).await?;
     let sandbox = c.start_sandbox(SANDBOX, separate.environment.clone()).await?;
     let convention = Declared { path: CONVENTION.to_string(), exclude: Vec::new() };
-    let agents_workdir = super::run::workdir(c).await?;
+    let agents_workdir = super::shell::workdir(c).await?;
     for artifact in std::iter::once(convention).chain(declared(task, &[], &agents_workdir)) {
         c.copy_to_sandbox(&sandbox, &artifact.path, &artifact.exclude).await?;
     }

@@ -9,8 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use super::eval::{HarborTask, LOG_DIRS, quote};
+use super::eval::{HarborTask, LOG_DIRS};
 use super::run::{self, Files, Graded, Verified, Verifier};
+use super::shell::quote;
 use super::task::{RewardStrategy, StepConfig};
 use reeval_core::Ctx;
 use reeval_core::error::{Error, Result};
@@ -208,7 +209,7 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
     if files.is_empty() {
         return Ok(None);
     }
-    let workdir = run::workdir(c).await?;
+    let workdir = super::shell::workdir(c).await?;
     run::copy_in_for_agent(c, &files, &workdir).await?;
     if !files.iter().any(|(p, _, _)| p == "./setup.sh") {
         return Ok(None);
@@ -216,7 +217,7 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
     let script = format!("{}/setup.sh", workdir.trim_end_matches('/'));
     let mut setup = Command::new("bash")
         .arg("-c")
-        .arg(format!("{}bash {}", run::USER_HOME, quote(&script)))
+        .arg(format!("{}bash {}", super::shell::USER_HOME, quote(&script)))
         .workdir(workdir);
     if let Some(user) = step_user(task, step) {
         setup = setup.user(user);
