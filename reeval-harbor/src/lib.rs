@@ -54,7 +54,8 @@ pub use load::{Loaded, Refused};
 
 impl HarborTask {
     /// The eval: named after the task, tagged with its keywords, its budget
-    /// the agent's and the verifier's limits, its oracle `solution/solve.sh`.
+    /// the agent's and the verifier's limits, its oracle `solution/solve.sh`,
+    /// refused alone when preflight finds a fault of its own (`Eval::refuse_alone`).
     pub fn into_eval(self) -> Eval {
         let task = Arc::new(self);
         let budget = task.budget();
@@ -69,7 +70,9 @@ impl HarborTask {
                 }
             })
         })
-        .timeout(budget);
+        .timeout(budget)
+        // A fault of the task's own found before the run refuses it alone.
+        .refuse_alone(true);
         let env_task = task.clone();
         eval = eval.environment(move || env_task.environment());
         for keyword in task.config.task.iter().flat_map(|t| t.keywords.iter()) {
