@@ -42,10 +42,10 @@ elif [ "${REEVAL_REQUIRE_ENGINES:-}" = 1 ]; then
 fi
 
 # The disk's free space between passes (a full disk fails far from its cause).
-free() { echo "== $1: $(df -h --output=avail / | tail -1 | tr -d ' ') free on /"; }
-free "before the workspace's tests"
+disk_free() { echo "== $1: $(df -h --output=avail / | tail -1 | tr -d ' ') free on /"; }
+disk_free "before the workspace's tests"
 cargo test --workspace
-free "after the workspace's tests"
+disk_free "after the workspace's tests"
 
 # The Kubernetes pass (see above); `kube_started` exists once it started the cluster.
 kube_started=$(mktemp -u)
@@ -55,7 +55,7 @@ kubernetes() {
   cargo test -p reeval-sandbox -p reeval-core --features kubernetes --lib kubernetes
   if [ "$(id -u)" = 0 ] && scripts/kube.sh have-binaries; then
     echo "== the Kubernetes backend against a real API server and kubelet (v1.20)"
-    free "before the cluster's tests"
+    disk_free "before the cluster's tests"
     touch "$kube_started"
     eval "$(scripts/kube.sh start 9>&-)"
     # The backend's tests and the `reeval` tool's, in one build.
