@@ -11,6 +11,8 @@
 mod common;
 #[path = "kubernetes/faults.rs"]
 mod faults;
+#[path = "kubernetes/load.rs"]
+mod load;
 #[path = "kubernetes/quickstart.rs"]
 mod quickstart;
 /// The quickstart suite's evals, registered in this binary (its `main` unused).

@@ -50,7 +50,7 @@ fn env() -> Environment {
 const READS_SECRET: &str = "echo $REEVAL_T_KUBE_FAULT_SECRET >/dev/null";
 
 /// The pods API of the test cluster's namespace, untyped.
-async fn pods() -> Api<DynamicObject> {
+pub(super) async fn pods() -> Api<DynamicObject> {
     let config = reeval::sandbox::kubernetes::kubeconfig_from(&cluster().unwrap()).await.unwrap();
     let client = kube::Client::try_from(config).unwrap();
     let pod = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
@@ -82,7 +82,7 @@ async fn running_pods(run_id: &str, prefix: &str) -> Vec<String> {
 }
 
 /// What of the run is left on the cluster: "nothing", or what.
-async fn left_on_the_cluster(run_id: &str) -> String {
+pub(super) async fn left_on_the_cluster(run_id: &str) -> String {
     let left = backend().await.leftovers_of_run(run_id).await.expect("list");
     if left.is_empty() { "nothing".into() } else { left.join(", ") }
 }
