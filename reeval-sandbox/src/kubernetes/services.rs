@@ -35,18 +35,21 @@ use super::volumes::PodVolumes;
 use crate::service::start_order;
 use crate::{Condition, Healthcheck, KubernetesConfig, Service, ServiceStart};
 
-/// `sh -c HOLD <limit s> <test argv…>`: runs the healthcheck every second
-/// until it passes; past the limit, says why in the container's termination
-/// message (the kubelet then kills the container, and the pod's status says it).
-const HOLD: &str = r#"limit=$1; shift; waited=0
+/// `sh -c HOLD hold <limit s> <message file> <test argv…>`: runs the
+/// healthcheck every second until it passes; past the limit, says why in
+/// the container's termination message (the kubelet then kills the
+/// container, and the pod's status says it).
+const HOLD: &str = r#"limit=$1 message=$2; shift 2; waited=0
 while :; do
   out=$("$@" 2>&1) && exit 0
   if [ "$waited" -ge "$limit" ]; then
-    printf 'was not healthy within %ss (its last check said: %s)' "$limit" "$out" >/dev/termination-log 2>/dev/null
+    printf 'was not healthy within %ss (its last check said: %s)' "$limit" "$out" >"$message" 2>/dev/null
     exit 1
   fi
   sleep 1; waited=$((waited + 1))
 done"#;
+/// Where the kubelet reads a container's termination message (its default `terminationMessagePath`).
+const TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// What a pod cannot hold of these services, each said in full.
 pub(super) fn problems(services: &[Service]) -> Vec<String> {
@@ -212,7 +215,7 @@ fn container(
         volume_mounts: volumes.mounts_of(&s.mounts),
         lifecycle: hold.map(|check| Lifecycle {
             post_start: Some(LifecycleHandler {
-                exec: Some(ExecAction { command: Some(hold_argv(check)) }),
+                exec: Some(ExecAction { command: Some(hold_argv(check, TERMINATION_LOG)) }),
                 ..Default::default()
             }),
             ..Default::default()
@@ -229,13 +232,17 @@ pub(super) fn test_argv(check: &Healthcheck) -> Vec<String> {
     }
 }
 
-/// The `postStart` hook that holds the later containers until `check` passes.
-fn hold_argv(check: &Healthcheck) -> Vec<String> {
+/// The `postStart` hook that holds the later containers until `check`
+/// passes; why it gave up goes to `message`.
+fn hold_argv(check: &Healthcheck, message: &str) -> Vec<String> {
     let mut argv = vec![
         "/bin/sh".to_string(),
         "-c".into(),
         HOLD.into(),
+        // `$0`, then the limit and the message's file as `$1` and `$2`.
+        "hold".into(),
         check.limit().as_secs().max(1).to_string(),
+        message.into(),
     ];
     argv.extend(test_argv(check));
     argv
@@ -276,6 +283,37 @@ mod tests {
             svc("app").depends_on("migrate", Condition::CompletedSuccessfully),
         ];
         assert!(problems(&fine).is_empty(), "{:?}", problems(&fine));
+    }
+
+    /// The hook as `sh` runs it: done once the check passes; past its limit,
+    /// failed, with the last check's words in the termination message.
+    #[test]
+    fn the_hold_hook_waits_for_the_check_and_says_why_it_gave_up() {
+        let dir = std::env::temp_dir().join(format!("reeval-hold-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ready, message) = (dir.join("ready"), dir.join("message"));
+        let run = |check: &Healthcheck| {
+            let argv = hold_argv(check, message.to_str().unwrap());
+            std::process::Command::new(&argv[0]).args(&argv[1..]).status().unwrap()
+        };
+        // Healthy after about a second: the hook waits for it.
+        let later = format!("sleep 1; touch {}", ready.display());
+        let mut background = std::process::Command::new("sh").args(["-c", &later]).spawn().unwrap();
+        let began = std::time::Instant::now();
+        let check = Healthcheck::shell(format!("test -e {}", ready.display()));
+        assert!(run(&check).success());
+        assert!(began.elapsed() >= std::time::Duration::from_millis(900), "{:?}", began.elapsed());
+        background.wait().unwrap();
+        // Never healthy: it gives up at its limit, saying why.
+        let mut never = Healthcheck::shell("echo not yet; false");
+        (never.interval, never.timeout, never.retries) =
+            (Some(std::time::Duration::ZERO), Some(std::time::Duration::from_secs(1)), Some(0));
+        assert!(!run(&never).success());
+        assert_eq!(
+            std::fs::read_to_string(&message).unwrap(),
+            "was not healthy within 1s (its last check said: not yet)"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

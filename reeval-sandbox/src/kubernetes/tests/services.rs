@@ -96,9 +96,10 @@ async fn services_are_containers_of_the_pod_in_their_order_and_volumes_its_empty
     // `reporter` waits for it healthy: its hook runs the check and holds the containers after it.
     let hook = &tool["lifecycle"]["postStart"]["exec"]["command"];
     assert_eq!(hook[0], "/bin/sh");
-    assert_eq!(hook[3], "124", "Docker's allowance: (1s + 30s) x 4");
+    assert_eq!(hook[4], "124", "Docker's allowance: (1s + 30s) x 4");
+    assert_eq!(hook[5], "/dev/termination-log");
     assert_eq!(
-        hook.as_array().unwrap()[4..],
+        hook.as_array().unwrap()[6..],
         [json!("/bin/sh"), json!("-c"), json!("grep -q . /out/log")]
     );
     let reporter = &s["containers"][2];
