@@ -1,7 +1,9 @@
 //! The Kubernetes backend against a real API server and kubelet (v1.20,
 //! dockershim on a second dockerd), which `scripts/kube.sh start` brings up:
 //! the lifecycle tests the backend can honour, exec over the real v4 exec
-//! protocol, and preflight's RBAC check with a user that has no role.
+//! protocol, preflight's RBAC check with a user that has no role, the fault
+//! rows (`faults.rs`), the quickstart suite (`quickstart.rs`) and a Harbor
+//! task with compose sidecars and a shared volume (`harbor.rs`).
 //!
 //! Skipped unless `REEVAL_TEST_KUBECONFIG` is set (`eval "$(scripts/kube.sh
 //! start)"`); `REEVAL_REQUIRE_KUBE=1` makes that a failure. `KUBECONFIG` must
@@ -11,6 +13,8 @@
 mod common;
 #[path = "kubernetes/faults.rs"]
 mod faults;
+#[path = "kubernetes/harbor.rs"]
+mod harbor;
 #[path = "kubernetes/quickstart.rs"]
 mod quickstart;
 /// The quickstart suite's evals, registered in this binary (its `main` unused).
