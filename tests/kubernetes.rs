@@ -1,7 +1,10 @@
 //! The Kubernetes backend against a real API server and kubelet (v1.20,
 //! dockershim on a second dockerd), which `scripts/kube.sh start` brings up:
 //! the lifecycle tests the backend can honour, exec over the real v4 exec
-//! protocol, and preflight's RBAC check with a user that has no role.
+//! protocol, preflight's RBAC check with a user that has no role, the fault
+//! rows (`faults.rs`), the quickstart suite (`quickstart.rs`), a sandbox's
+//! services (`services.rs`) and a Harbor task with compose sidecars and a
+//! shared volume (`harbor.rs`).
 //!
 //! Skipped unless `REEVAL_TEST_KUBECONFIG` is set (`eval "$(scripts/kube.sh
 //! start)"`); `REEVAL_REQUIRE_KUBE=1` makes that a failure. `KUBECONFIG` must
@@ -11,6 +14,8 @@
 mod common;
 #[path = "kubernetes/faults.rs"]
 mod faults;
+#[path = "kubernetes/harbor.rs"]
+mod harbor;
 #[path = "kubernetes/load.rs"]
 mod load;
 #[path = "kubernetes/quickstart.rs"]
@@ -19,6 +24,8 @@ mod quickstart;
 #[path = "../examples/quickstart.rs"]
 #[allow(dead_code)]
 mod quickstart_suite;
+#[path = "kubernetes/services.rs"]
+mod services;
 #[path = "../reeval-gateway/tests/common/mod.rs"]
 #[allow(unused_imports)]
 mod upstreams;

@@ -275,9 +275,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Safe: what is not removed now is removed by a later sweep.
     async fn sweep(&self, scope: Sweep<'_>) -> Result<usize, SandboxError>;
 
-    /// Whether this engine can start services beside a sandbox ([`Service`](crate::Service));
-    /// `Err` says why not, and preflight refuses an eval that has some.
-    fn runs_services(&self) -> Result<(), String> {
+    /// Whether this engine can start these services beside a sandbox
+    /// ([`Service`](crate::Service)); `Err` says why not (all of it), and
+    /// preflight refuses an eval that has them.
+    fn runs_services(&self, _services: &[crate::Service]) -> Result<(), String> {
         Err(format!("the {} backend cannot start services beside a sandbox", self.name()))
     }
 

@@ -8,7 +8,8 @@
 //! them as the sandbox (so the run's sweep finds what a killed attempt
 //! left), and removes them with it. Whether a backend can mount at all is
 //! [`Backend::mounts`](crate::Backend::mounts): Docker and Podman can (a host
-//! path only where the engine runs on this host); Kubernetes cannot yet.
+//! path only where the engine runs on this host); Kubernetes mounts volumes
+//! (the pod's `emptyDir`s), never a host path.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

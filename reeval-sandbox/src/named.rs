@@ -104,8 +104,8 @@ impl Backend for Named {
         self.inner.check_run(run).await
     }
 
-    fn runs_services(&self) -> Result<(), String> {
-        self.inner.runs_services()
+    fn runs_services(&self, services: &[crate::Service]) -> Result<(), String> {
+        self.inner.runs_services(services)
     }
 
     fn mounts(&self, mounts: &[crate::Mount]) -> Result<(), String> {

@@ -298,6 +298,19 @@ pub(crate) fn start_order(services: &[Service]) -> Option<Vec<usize>> {
     Some(order)
 }
 
+/// `sh -c PORT_PROBE probe HOST PORT`, run in the sandbox: exit 0 once
+/// HOST:PORT accepts a connection, 1 when it does not yet, 3 when the image
+/// has no tool to try.
+pub(crate) const PORT_PROBE: &str = r#"h=$1 p=$2
+if command -v bash >/dev/null 2>&1; then
+  exec bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null
+elif command -v python3 >/dev/null 2>&1; then
+  exec python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 2)' "$h" "$p" 2>/dev/null
+elif command -v nc >/dev/null 2>&1; then
+  exec nc -z -w 2 "$h" "$p"
+fi
+exit 3"#;
+
 /// Adds every service's names to `NO_PROXY`/`no_proxy` where the sandbox has
 /// them (a sandbox with a way out sends HTTP through its relay, which must
 /// not take a request for a service out to the gateway).

@@ -286,7 +286,7 @@ impl Attempt {
             problems.push("an extra sandbox is given no secrets".into());
         }
         if !env.services.is_empty()
-            && let Err(why) = backend.runs_services()
+            && let Err(why) = backend.runs_services(&env.services)
         {
             problems.push(why);
         }

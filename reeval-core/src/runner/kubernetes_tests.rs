@@ -1,71 +1,85 @@
-//! An eval with services (a Harbor task's compose sidecars) on the Kubernetes backend: refused in
-//! preflight, naming the eval, its services, the engine and why, before
-//! anything starts (the backend's `create` refuses too: reeval-sandbox's
-//! `kubernetes/services_refused.rs`).
+//! An eval with services and volumes (a Harbor task's compose sidecars) on
+//! the Kubernetes backend, in preflight: what a pod holds passes (services
+//! become containers of the sandbox's pod, volumes its `emptyDir`s), what it
+//! cannot hold is refused before anything starts, naming the eval, the
+//! service or mount, the engine and why (the backend's `create` refuses the
+//! same: reeval-sandbox's `kubernetes/tests/services.rs`).
 
 use std::sync::Arc;
 
 use crate::sandbox::KubernetesConfig;
 use crate::sandbox::kubernetes::{KubeBackend, kube};
 
-/// A backend whose API server is not there: preflight says so, and about the services.
+/// A backend whose API server is not there: preflight says so, and what else it finds.
 fn backend() -> KubeBackend {
     let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     KubeBackend::with_config(config, KubernetesConfig::default()).unwrap()
 }
 
-/// An eval with two services beside its sandbox (as a Harbor task's compose file gives).
-fn task_with_a_service() -> crate::eval::Eval {
-    use crate::environment::{Environment, Image, Service};
-    crate::eval::Eval::new("with-db", |_c| Box::pin(async { Ok(()) })).environment(|| {
+/// What preflight refuses of `eval` on the cluster (its API server among it: it is not there).
+async fn refused(tag: &str, eval: crate::eval::Eval) -> String {
+    let config = crate::runner::RunConfig {
+        record_dir: std::env::temp_dir().join(format!("reeval-kube-{tag}-{}", std::process::id())),
+        harnesses: vec!["oracle".into()],
+        ..Default::default()
+    };
+    let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new())
+        .with_backend(Arc::new(backend()));
+    runner.run(vec![eval]).await.unwrap_err().to_string()
+}
+
+/// An eval with two services beside its sandbox sharing a volume (as a Harbor task's compose file gives).
+fn task_with(db: &str) -> crate::eval::Eval {
+    use crate::environment::{Environment, Image, Mount, Service};
+    let db = db.to_string();
+    crate::eval::Eval::new("with-db", |_c| Box::pin(async { Ok(()) })).environment(move || {
         Environment::new()
-            .service(Service::new("db", Image::from("postgres:16")))
-            .service(Service::new("cache", Image::from("redis:7")))
+            .service(Service::new(&db, Image::from("postgres:16")))
+            .service(
+                Service::new("cache", Image::from("redis:7"))
+                    .mount(Mount::volume("logs", "/var/log/cache")),
+            )
+            .mount(Mount::volume("logs", "/var/log/tool").read_only())
     })
 }
 
 #[tokio::test]
-async fn a_task_with_services_is_refused_in_preflight_with_the_reason() {
-    let config = crate::runner::RunConfig {
-        record_dir: std::env::temp_dir().join(format!("reeval-kube-svc-{}", std::process::id())),
-        harnesses: vec!["oracle".into()],
-        ..Default::default()
-    };
-    let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new())
-        .with_backend(Arc::new(backend()));
-    let e = runner.run(vec![task_with_a_service()]).await.unwrap_err().to_string();
+async fn services_and_volumes_a_pod_holds_pass_preflight() {
+    let e = refused("svc-ok", task_with("db")).await;
+    // Only the missing API server stops it.
+    assert!(e.contains("failed to reach the Kubernetes API server"), "{e}");
+    assert!(!e.contains("with-db has"), "{e}");
+}
+
+#[tokio::test]
+async fn a_service_name_a_pods_hosts_file_cannot_hold_is_refused_in_preflight() {
+    let e = refused("svc-name", task_with("my_db")).await;
     assert!(
         e.contains(
-            "eval with-db has services (db, cache) that engine kubernetes cannot start: \
-             the kubernetes backend cannot start services beside a sandbox"
+            "eval with-db has services (my_db, cache) that engine kubernetes cannot start: \
+             failed to place service my_db in the sandbox's pod: the name `my_db` cannot be in a \
+             pod's hosts file"
         ),
         "{e}"
     );
-    assert!(e.contains("run it on a Docker or Podman engine"), "{e}");
 }
 
-/// A volume a sidecar shares with the sandbox (a Harbor task's named volume):
-/// refused in preflight too, naming the eval, the mount and the engine.
+/// A path of this host (a Harbor task's bind mount): refused in preflight,
+/// naming the eval, the mount and the engine.
 #[tokio::test]
-async fn a_task_with_mounts_is_refused_in_preflight_with_the_reason() {
+async fn a_host_path_is_refused_in_preflight_with_the_reason() {
     use crate::environment::{Environment, Mount};
-    let config = crate::runner::RunConfig {
-        record_dir: std::env::temp_dir().join(format!("reeval-kube-mnt-{}", std::process::id())),
-        harnesses: vec!["oracle".into()],
-        ..Default::default()
-    };
-    let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new())
-        .with_backend(Arc::new(backend()));
-    let eval =
-        crate::eval::Eval::new("with-logs", |_c| Box::pin(async { Ok(()) })).environment(|| {
-            Environment::new().mount(Mount::volume("logs", "/var/log/tool").read_only())
+    let eval = crate::eval::Eval::new("with-fixtures", |_c| Box::pin(async { Ok(()) }))
+        .environment(|| {
+            Environment::new().mount(Mount::host(std::env::temp_dir(), "/opt/fixtures").read_only())
         });
-    let e = runner.run(vec![eval]).await.unwrap_err().to_string();
+    let e = refused("mnt", eval).await;
     assert!(
-        e.contains(
-            "eval with-logs has mounts that engine kubernetes cannot give: the kubernetes backend \
-             cannot mount volumes or host paths into a sandbox (volume logs at /var/log/tool (read-only))"
-        ),
+        e.contains(&format!(
+            "eval with-fixtures has mounts that engine kubernetes cannot give: the kubernetes \
+             backend cannot mount a path of this host into a pod (host path {} at /opt/fixtures (read-only))",
+            std::env::temp_dir().display()
+        )),
         "{e}"
     );
 }

@@ -241,7 +241,7 @@ impl Backend for DockerBackend {
         Capabilities { gateway_socket: local, oom_kills: true, helper_tools: HELPER_TOOLS }
     }
 
-    fn runs_services(&self) -> Result<(), String> {
+    fn runs_services(&self, _services: &[crate::Service]) -> Result<(), String> {
         Ok(())
     }
 

@@ -37,7 +37,7 @@ use futures_util::StreamExt;
 
 use super::{DockerBackend, Flavor, InFlight, confined, remove_container};
 use crate::exec::Command;
-use crate::service::{LABEL_SERVICE, start_order};
+use crate::service::{LABEL_SERVICE, PORT_PROBE, start_order};
 use crate::{Condition, ExecRequest, Sandbox, SandboxError, ServiceStart};
 
 /// How long a service without a healthcheck may take to open its ports.
@@ -276,7 +276,7 @@ impl Services {
         name: &str,
         port: u16,
     ) -> Result<(), SandboxError> {
-        let probe = Command::shell(PROBE)
+        let probe = Command::shell(PORT_PROBE)
             .args(["probe", name, &port.to_string()])
             .timeout(Duration::from_secs(5));
         let began = Instant::now();
@@ -466,15 +466,3 @@ impl Services {
         }
     }
 }
-
-/// `sh -c PROBE probe HOST PORT`: exit 0 once HOST:PORT accepts a
-/// connection, 1 when it does not yet, 3 when the image has no tool to try.
-const PROBE: &str = r#"h=$1 p=$2
-if command -v bash >/dev/null 2>&1; then
-  exec bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null
-elif command -v python3 >/dev/null 2>&1; then
-  exec python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 2)' "$h" "$p" 2>/dev/null
-elif command -v nc >/dev/null 2>&1; then
-  exec nc -z -w 2 "$h" "$p"
-fi
-exit 3"#;

@@ -12,7 +12,8 @@ use secrecy::SecretString;
 
 use super::patience::patiently;
 use super::sandbox::{KubeSandbox, Room};
-use super::{gateway, pod, preflight, registry, room};
+use super::services_up::Parts;
+use super::{gateway, pod, preflight, registry, room, services, volumes};
 use crate::Preflight;
 use crate::docker::{owner_is_gone, owner_label};
 use crate::{
@@ -237,11 +238,18 @@ impl Backend for KubeBackend {
         Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
     }
 
-    fn runs_services(&self) -> Result<(), String> {
-        Err("the kubernetes backend cannot start services beside a sandbox: a sandbox is one \
-             pod whose NetworkPolicy lets it reach its gateway only, and reeval makes no pods \
-             or Services for a task's services yet; run it on a Docker or Podman engine"
-            .into())
+    /// Services are containers of the sandbox's pod (`services.rs`): all but
+    /// what a pod cannot hold.
+    fn runs_services(&self, services: &[crate::Service]) -> Result<(), String> {
+        match services::problems(services) {
+            problems if problems.is_empty() => Ok(()),
+            problems => Err(problems.join("; ")),
+        }
+    }
+
+    /// Volumes are the pod's `emptyDir`s (`volumes.rs`); a path of this host cannot be mounted.
+    fn mounts(&self, mounts: &[crate::Mount]) -> Result<(), String> {
+        volumes::refused(mounts)
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
@@ -306,12 +314,16 @@ impl Backend for KubeBackend {
                 message: "failed to create a pod: the Kubernetes backend gives a sandbox no network but its own policy, which lets it reach the run's gateway pod at most".into(),
             });
         }
-        if let (false, Err(why)) = (spec.services.is_empty(), self.runs_services()) {
+        let services: Vec<crate::Service> =
+            spec.services.iter().map(|s| s.service.clone()).collect();
+        if let Err(why) = self.runs_services(&services) {
             return Err(SandboxError::EngineConfig {
                 message: format!("failed to create a pod: {why}"),
             });
         }
-        if let Err(why) = self.mounts(&spec.mounts) {
+        let mounts: Vec<crate::Mount> =
+            spec.mounts.iter().chain(services.iter().flat_map(|s| &s.mounts)).cloned().collect();
+        if let Err(why) = self.mounts(&mounts) {
             return Err(SandboxError::EngineConfig {
                 message: format!("failed to create a pod: {why}"),
             });
@@ -334,6 +346,7 @@ impl Backend for KubeBackend {
         let mut sandbox =
             KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within())
                 .with_room(self.room(&manifest))
+                .with_parts(Parts::of(spec))
                 .through_gateway(gateway);
         if self.config.host_network && matches!(spec.network, NetworkSpec::PodGateway { .. }) {
             let slot = self.host_network_egress.clone().acquire_owned().await.map_err(|e| {

@@ -109,11 +109,28 @@ pub(super) struct ExecSpec<'a> {
     /// `uid` or `uid:gid`; `None` or root: the container's own user.
     pub(super) user: Option<String>,
     pub(super) stdin: Stdin<'a>,
+    /// The pod's container it runs in; `None`: the sandbox's.
+    pub(super) container: Option<&'a str>,
+    /// Its argv as it is, without the prologue: for a service's container,
+    /// whose image may have no shell. Nothing else may be set then.
+    pub(super) plain: bool,
 }
 
 impl ExecSpec<'_> {
     /// The argv the pod runs: the prologue, the user switch, the command. No variable's value.
     pub(super) fn full_argv(&self) -> Result<Vec<String>, SandboxError> {
+        if self.plain {
+            let bare = self.env.is_empty()
+                && self.workdir.is_none()
+                && self.user.as_deref().and_then(non_root).is_none()
+                && matches!(self.stdin, Stdin::None);
+            return match bare {
+                true => Ok(self.argv.clone()),
+                false => Err(SandboxError::EngineConfig {
+                    message: "failed to run a command as it is: it has an environment, a directory, a user or stdin, which need the prologue".into(),
+                }),
+            };
+        }
         let block = self.env_block()?;
         let mut argv = vec![
             "/bin/sh".to_string(),
@@ -256,7 +273,7 @@ pub(super) async fn run(
         }
     };
     let params = AttachParams {
-        container: Some(CONTAINER.into()),
+        container: Some(spec.container.unwrap_or(CONTAINER).into()),
         stdin: spec.wants_stdin(),
         stdout: true,
         stderr: true,
@@ -343,7 +360,7 @@ pub(super) async fn open(
     let block = spec.env_block()?;
     let spec = ExecSpec { stdin: Stdin::Stream, ..spec };
     let params = AttachParams {
-        container: Some(CONTAINER.into()),
+        container: Some(spec.container.unwrap_or(CONTAINER).into()),
         stdin: true,
         stdout: true,
         stderr: true,

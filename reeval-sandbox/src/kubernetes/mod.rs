@@ -8,6 +8,10 @@
 //! `REEVAL_BACKEND=kubernetes`, or `backend = "kubernetes"` in `reeval.toml`.
 //!
 //! - `pod.rs`: the pod and its NetworkPolicy, the waits for Ready and for a working exec, deletion.
+//! - `services.rs`: the sandbox's services as containers of its pod (jobs as init containers, in
+//!   their start order, held until healthy where others wait for that), its hostAliases.
+//! - `services_up.rs`: those containers once the pod runs: what failed, each service ready, exec in one.
+//! - `volumes.rs`: the sandbox's volumes as the pod's `emptyDir`s, filled from the first mounter's image.
 //! - `patience.rs`: calls that wait out an API server that refuses connections for a moment.
 //! - `room.rs`: a pod with no room on the cluster yet waits for it; one no node could ever fit is named.
 //! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
@@ -39,10 +43,14 @@ mod registry;
 mod room;
 #[cfg(feature = "kubernetes")]
 mod sandbox;
-#[cfg(all(test, feature = "kubernetes"))]
-mod services_refused;
+#[cfg(feature = "kubernetes")]
+mod services;
+#[cfg(feature = "kubernetes")]
+mod services_up;
 #[cfg(all(test, feature = "kubernetes"))]
 mod tests;
+#[cfg(feature = "kubernetes")]
+mod volumes;
 
 /// What preflight found (the backend's own checks).
 pub use super::Preflight;

@@ -19,6 +19,9 @@ use kube::api::Api;
 
 use super::patience::patiently;
 use super::room::{NoRoom, no_room};
+use super::services;
+use super::services_up::Parts;
+use super::volumes::PodVolumes;
 use crate::KubernetesConfig;
 use crate::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
 
@@ -74,24 +77,31 @@ pub(super) fn metadata(name: &str, labels: &BTreeMap<String, String>, owner: &st
     }
 }
 
+/// Limits from `limits`; requests the same (a guaranteed pod), but those the config sets lower.
+pub(super) fn resources(limits: &crate::Limits, config: &KubernetesConfig) -> ResourceRequirements {
+    let limits = BTreeMap::from([
+        ("memory".to_string(), Quantity(limits.memory_bytes.to_string())),
+        ("cpu".to_string(), Quantity(format!("{}m", limits.nano_cpus / 1_000_000))),
+    ]);
+    let mut requests = limits.clone();
+    for (k, v) in &config.requests {
+        requests.insert(k.clone(), Quantity(v.clone()));
+    }
+    ResourceRequirements { limits: Some(limits), requests: Some(requests), ..Default::default() }
+}
+
 /// The attempt's pod: bare, never restarted, no service account token,
-/// unprivileged, capabilities dropped as on Docker, limits from the environment.
+/// unprivileged, capabilities dropped as on Docker, limits from the
+/// environment; its services' containers beside the sandbox's
+/// (`services.rs`), its volumes `emptyDir`s (`volumes.rs`).
 pub(super) fn manifest(
     name: &str,
     spec: &SandboxSpec,
     config: &KubernetesConfig,
     owner: &str,
 ) -> Pod {
-    let limits = BTreeMap::from([
-        ("memory".to_string(), Quantity(spec.limits.memory_bytes.to_string())),
-        ("cpu".to_string(), Quantity(format!("{}m", spec.limits.nano_cpus / 1_000_000))),
-    ]);
-    // Requests default to the limits (a guaranteed pod); the config may ask for less.
-    let mut requests = limits.clone();
-    for (k, v) in &config.requests {
-        requests.insert(k.clone(), Quantity(v.clone()));
-    }
-    let container = Container {
+    let volumes = PodVolumes::of(spec);
+    let mut container = Container {
         name: CONTAINER.into(),
         image: Some(spec.image.clone()),
         image_pull_policy: Some(
@@ -103,11 +113,7 @@ pub(super) fn manifest(
             (None, _) => vec!["sleep".into(), "infinity".into()],
         }),
         working_dir: Some(spec.workdir.clone()),
-        resources: Some(ResourceRequirements {
-            limits: Some(limits),
-            requests: Some(requests),
-            ..Default::default()
-        }),
+        resources: Some(resources(&spec.limits, config)),
         // Root inside, as on Docker: checks and setup run as root through exec; the
         // agent's commands switch to uid 1000 (see `exec`), and can never gain more.
         security_context: Some(SecurityContext {
@@ -121,6 +127,12 @@ pub(super) fn manifest(
         }),
         ..Default::default()
     };
+    container.volume_mounts = volumes.mounts_of(&spec.mounts);
+    // Volumes filled first, then the one-shot jobs; the services after the sandbox.
+    let (jobs, beside) = services::containers(&spec.services, config, &volumes, &container);
+    let init: Vec<Container> =
+        volumes.fills(&container).into_iter().map(|(c, _)| c).chain(jobs).collect();
+    let containers: Vec<Container> = std::iter::once(container).chain(beside).collect();
     let tolerations = config
         .tolerations
         .iter()
@@ -135,7 +147,10 @@ pub(super) fn manifest(
     Pod {
         metadata: metadata(name, &spec.labels, owner),
         spec: Some(PodSpec {
-            containers: vec![container],
+            init_containers: (!init.is_empty()).then_some(init),
+            containers,
+            volumes: volumes.volumes(),
+            host_aliases: services::host_aliases(&spec.services),
             restart_policy: Some("Never".into()),
             automount_service_account_token: Some(false),
             enable_service_links: Some(false),
@@ -218,20 +233,20 @@ fn never_ready(pod: &Pod) -> Option<SandboxError> {
             ),
         ));
     }
-    let image = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default();
-    for c in status.container_statuses.iter().flatten() {
+    let spec = pod.spec.as_ref();
+    let all = spec.iter().flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers));
+    let image_of = |name: &str| {
+        all.clone().find(|c| c.name == name).and_then(|c| c.image.clone()).unwrap_or_default()
+    };
+    let statuses = status.init_container_statuses.iter().flatten();
+    for c in statuses.chain(status.container_statuses.iter().flatten()) {
         let Some(waiting) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) else { continue };
         let reason = waiting.reason.as_deref().unwrap_or("");
         let message = waiting.message.as_deref().unwrap_or("");
         match reason {
             "ErrImagePull" | "ImagePullBackOff" | "ErrImageNeverPull" | "InvalidImageName" => {
                 return Some(SandboxError::ImageMissing {
-                    image,
+                    image: image_of(&c.name),
                     hint: format!(
                         "the cluster cannot pull it ({reason}: {message}); push it to a registry the cluster can pull from, or set image_pull_policy in [kubernetes]"
                     ),
@@ -270,6 +285,7 @@ pub(super) async fn wait_ready(
     pods: &Api<Pod>,
     name: &str,
     within: Duration,
+    parts: &Parts,
 ) -> Result<Waited, SandboxError> {
     let began = Instant::now();
     let mut every = Duration::from_millis(100);
@@ -282,6 +298,10 @@ pub(super) async fn wait_ready(
         }
         if let Some(why) = no_room(&pod) {
             return Ok(Waited::NoRoom(why));
+        }
+        // A service (or a volume's copy) that failed, named, with its log.
+        if let Some((part, why)) = parts.failure(&pod) {
+            return Err(parts.failed(pods, name, part, &why).await);
         }
         if let Some(e) = never_ready(&pod) {
             return Err(e);

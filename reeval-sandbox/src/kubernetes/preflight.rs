@@ -17,6 +17,8 @@ pub(super) const NEEDED: &[(&str, &str, &str, &[&str])] = &[
     ("", "pods", "", &["create", "get", "list", "delete"]),
     ("", "pods", "exec", &["create", "get"]),
     ("", "pods", "portforward", &["create", "get"]),
+    // The log of a service that failed to start, for its error.
+    ("", "pods", "log", &["get"]),
     ("networking.k8s.io", "networkpolicies", "", &["create", "list", "delete"]),
     ("", "secrets", "", &["create", "list", "delete"]),
     ("", "services", "", &["create", "list", "delete"]),

@@ -71,12 +71,21 @@ impl Resources {
         Self { cpus: get("cpu"), memory: get("memory") }
     }
 
-    /// What the pod's containers request.
+    /// What the pod requests, as the scheduler counts: its containers' sum,
+    /// or the most one init container asks, whichever is more (they run one at a time, before).
     pub(super) fn requested_by(pod: &Pod) -> Self {
+        let of = |c: &k8s_openapi::api::core::v1::Container| {
+            Self::from_map(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+        };
         let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
-        containers.fold(Self::default(), |sum, c| {
-            let r = Self::from_map(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+        let sum = containers.fold(Self::default(), |sum, c| {
+            let r = of(c);
             Self { cpus: sum.cpus + r.cpus, memory: sum.memory + r.memory }
+        });
+        let init = pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+        init.fold(sum, |most, c| {
+            let r = of(c);
+            Self { cpus: most.cpus.max(r.cpus), memory: most.memory.max(r.memory) }
         })
     }
 

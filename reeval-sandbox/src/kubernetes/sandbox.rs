@@ -16,6 +16,7 @@ use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::patience::patiently;
 use super::pod::{self, CONTAINER};
 use super::room::{self, NoRoom};
+use super::services_up::Parts;
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::shell_exec::{self, PidFiles, Process, RunProcess};
 use crate::{
@@ -45,6 +46,8 @@ pub struct KubeSandbox {
     note: std::sync::Mutex<Option<String>>,
     /// The gateway pod it reaches the outside through, if any.
     gateway: Option<String>,
+    /// Its pod's other containers: its services, its volumes' copies (`services_up.rs`).
+    parts: Parts,
 }
 
 /// What a pod needs to wait for room: its manifest, to create it again once
@@ -74,7 +77,14 @@ impl KubeSandbox {
             room: None,
             note: std::sync::Mutex::new(None),
             gateway: None,
+            parts: Parts::default(),
         }
+    }
+
+    /// Its pod's containers besides the sandbox's (see `services_up.rs`).
+    pub(super) fn with_parts(mut self, parts: Parts) -> Self {
+        self.parts = parts;
+        self
     }
 
     /// Its way out is the gateway pod `name`: a sandbox whose gateway pod is gone is lost.
@@ -146,7 +156,9 @@ impl KubeSandbox {
         let mut first: Option<NoRoom> = None;
         let mut pause = Duration::from_millis(500);
         loop {
-            let why = match pod::wait_ready(&self.pods, &self.name, self.ready_within).await? {
+            let why = match pod::wait_ready(&self.pods, &self.name, self.ready_within, &self.parts)
+                .await?
+            {
                 pod::Waited::Ready => break,
                 pod::Waited::NoRoom(why) => why,
             };
@@ -230,7 +242,7 @@ impl RunProcess for KubeSandbox {
     ) -> Result<i64, SandboxError> {
         let Process { argv, env, workdir, user, stdin } = process;
         let stdin = stdin.map_or(Stdin::None, Stdin::Bytes);
-        let spec = ExecSpec { argv, env, workdir, user, stdin };
+        let spec = ExecSpec { argv, env, workdir, user, stdin, ..Default::default() };
         exec::run(&self.pods, &self.name, spec, sink, out, err).await
     }
 }
@@ -246,7 +258,8 @@ impl Sandbox for KubeSandbox {
         self.started
             .get_or_try_init(|| async {
                 self.placed().await?;
-                self.wait_exec().await
+                self.wait_exec().await?;
+                self.parts.ready(self).await
             })
             .await
             .map(|_| ())
@@ -258,6 +271,14 @@ impl Sandbox for KubeSandbox {
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
         shell_exec::exec(self, &self.pids, request).await
+    }
+
+    async fn exec_in_service(
+        &self,
+        service: &str,
+        command: &crate::exec::Command,
+    ) -> Result<ExecOutput, SandboxError> {
+        self.parts.exec(self, service, command).await
     }
 
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
@@ -501,7 +522,8 @@ pub(super) fn pod_state(pod: &Pod) -> SandboxState {
             how: "its pod is being deleted: deleted or evicted from outside".into(),
         };
     }
-    let container = status.container_statuses.as_ref().and_then(|c| c.first());
+    // The sandbox's own container (statuses are sorted by name, services among them).
+    let container = status.container_statuses.iter().flatten().find(|c| c.name == CONTAINER);
     let terminated = container
         .and_then(|c| c.state.as_ref())
         .and_then(|s| s.terminated.as_ref())

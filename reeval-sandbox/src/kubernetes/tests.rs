@@ -25,6 +25,7 @@ use crate::{
 use crate::{ExecRequest, Limits, SandboxSpec, archive};
 
 mod room;
+mod services;
 
 /// One request the fake server got.
 #[derive(Debug, Clone)]
@@ -71,6 +72,8 @@ type Answer = Box<dyn Fn(&Seen) -> Reply + Send + Sync>;
 enum Reply {
     Json(u16, Value),
     Exec(Session),
+    /// A plain-text body (a container's log).
+    Text(String),
 }
 
 #[derive(Clone)]
@@ -204,13 +207,14 @@ async fn serve(socket: TcpStream, answer: Arc<Answer>, seen: Arc<Mutex<Vec<Seen>
             seen.lock().unwrap().push(request);
             return;
         }
-        let Reply::Json(code, value) = answer(&request) else {
-            panic!("an exec answer to {}", request.target)
+        let (code, kind, body) = match answer(&request) {
+            Reply::Json(code, value) => (code, "application/json", value.to_string()),
+            Reply::Text(text) => (200, "text/plain", text),
+            Reply::Exec(_) => panic!("an exec answer to {}", request.target),
         };
         seen.lock().unwrap().push(request);
-        let body = value.to_string();
         let text = format!(
-            "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "HTTP/1.1 {code} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         if reader.get_mut().write_all(text.as_bytes()).await.is_err() {

@@ -77,9 +77,9 @@ fn services(
     plans: &[Vec<Arc<CellPlan>>],
     misses: &mut Misses,
 ) {
-    let Err(why) = backend.runs_services() else { return };
     for (i, cells) in plans.iter().enumerate() {
         let Some(cell) = cells.iter().find(|c| !c.env.services.is_empty()) else { continue };
+        let Err(why) = backend.runs_services(&cell.env.services) else { continue };
         let names: Vec<&str> = cell.env.services.iter().map(|s| s.name.as_str()).collect();
         misses.eval(
             i,
