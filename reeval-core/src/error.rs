@@ -94,6 +94,14 @@ impl Error {
         Error::Other(err.into())
     }
 
+    /// A failed assertion that no matcher made: what the agent left is not what
+    /// a step of the eval needs (a page nothing serves, a file that is not
+    /// text), or the eval gave a matcher something invalid (a regex that does
+    /// not compile). Fails the attempt as `assertion`, as a matcher would.
+    pub fn assertion(message: impl Into<String>) -> Self {
+        Error::Assertion(AssertionFailure { message: message.into(), location: None })
+    }
+
     /// An infra error: "failed to {action}: {message}".
     pub fn infra(action: impl Into<String>, message: impl std::fmt::Display) -> Self {
         Error::Infra { action: action.into(), message: message.to_string(), source: None }

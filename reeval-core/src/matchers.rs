@@ -288,8 +288,15 @@ impl<T: Text> Expectation<T> {
     /// # Errors
     /// An `assertion` failure otherwise, or when `pattern` is not a valid regex.
     pub fn to_match(self, pattern: &str) -> Result<()> {
-        let re = regex::Regex::new(pattern)
-            .map_err(|e| Error::other(format!("failed to compile the regex {pattern:?}: {e}")))?;
+        // The eval's own mistake: an assertion failure at its `expect(..)`, never the agent's.
+        let re = regex::Regex::new(pattern).map_err(|e| {
+            Error::Assertion(AssertionFailure {
+                message: format!(
+                    "expect(..).to_match(..): the eval's regex {pattern:?} does not compile: {e}"
+                ),
+                location: Some(format!("{}:{}", self.location.file(), self.location.line())),
+            })
+        })?;
         let text = self.value.text();
         self.check(
             re.is_match(text),
@@ -449,6 +456,23 @@ mod tests {
             duration_ms: 1,
             timed_out: false,
         }
+    }
+
+    #[test]
+    fn an_invalid_regex_is_the_evals_assertion_at_its_expect() {
+        let err = expect("text").to_match("(unclosed").unwrap_err();
+        assert!(
+            matches!(&err, Error::Assertion(f) if f.location.as_deref().is_some_and(|l| l.contains("matchers.rs:"))),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("the eval's regex \"(unclosed\" does not compile"),
+            "{err}"
+        );
+        assert_eq!(
+            crate::outcome::classify(&err),
+            crate::Outcome::Fail(crate::FailKind::Assertion)
+        );
     }
 
     #[test]

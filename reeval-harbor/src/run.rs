@@ -264,7 +264,7 @@ pub(super) fn judge(
     if passed {
         Ok(())
     } else {
-        Err(Error::other(format!("reward {shown} is below {threshold}{detail}{why}")))
+        Err(Error::assertion(format!("reward {shown} is below {threshold}{detail}{why}")))
     }
 }
 
@@ -273,7 +273,8 @@ pub(super) fn judge(
 /// reward). A verifier past its limit fails the attempt (see harbor.md).
 pub(super) fn ungraded(task: &HarborTask, graded: Graded, step: &str, output: &str) -> Error {
     match graded {
-        Graded::TimedOut(limit) => Error::other(format!(
+        // Harbor fails such a trial (VerifierTimeoutError): the agent's work did not pass in time.
+        Graded::TimedOut(limit) => Error::assertion(format!(
             "the verifier of Harbor task {}{step} (tests/test.sh) timed out after {:.0}s, so there is no reward{output}",
             task.name,
             limit.as_secs_f64()
@@ -282,7 +283,10 @@ pub(super) fn ungraded(task: &HarborTask, graded: Graded, step: &str, output: &s
             "failed to grade Harbor task {}{step}: {why}; its tests/test.sh must write a reward{output}",
             task.name
         )),
-        Graded::Reward(_) => Error::other("a reward is not ungraded"),
+        // Not reached (callers pass a reward to `judge`); were it, reeval's own fault.
+        Graded::Reward(_) => {
+            Error::infra("grade the Harbor task", "a reward was read but not judged")
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use kube::api::{DeleteParams, ListParams};
-use reeval::sandbox::kubernetes::kube;
 use reeval::RunReport;
+use reeval::sandbox::kubernetes::kube;
 
 use super::faults::{left_on_the_cluster, pods};
 use super::*;
@@ -55,7 +55,12 @@ async fn running_attempt_pods(run_id: &str) -> Vec<String> {
 
 /// Runs `trials` trials at concurrency 8, with a pod deleted every `kill`
 /// when given; returns the report, its wall time and the pods deleted.
-async fn run(tag: &str, trials: u32, retries: u32, kill: Option<Duration>) -> (RunReport, Duration, usize) {
+async fn run(
+    tag: &str,
+    trials: u32,
+    retries: u32,
+    kill: Option<Duration>,
+) -> (RunReport, Duration, usize) {
     let run_id = format!("{tag}-{}", std::process::id());
     let id = run_id.clone();
     let runner = common::runner_with(tag, |c| {
@@ -145,7 +150,12 @@ async fn load_on_the_cluster_with_pods_deleted() {
     assert_eq!(by_trial.len(), trials as usize, "every trial has records");
     for (trial, tries) in &by_trial {
         let last = tries.iter().max_by_key(|r| r.try_).expect("a try");
-        assert_eq!(last.outcome, Outcome::Pass, "trial {trial}'s final try passes: {:?}", last.message);
+        assert_eq!(
+            last.outcome,
+            Outcome::Pass,
+            "trial {trial}'s final try passes: {:?}",
+            last.message
+        );
         for earlier in tries.iter().filter(|r| r.try_ < last.try_) {
             assert_eq!(
                 earlier.outcome,

@@ -218,7 +218,7 @@ impl Ctx {
             let result = async {
                 let bytes = self.attempt.read_bytes(path).await?;
                 String::from_utf8(bytes).map_err(|_| {
-                    Error::other(format!(
+                    Error::assertion(format!(
                         "failed to read {path} as text: it is not UTF-8 (use read_bytes)"
                     ))
                 })

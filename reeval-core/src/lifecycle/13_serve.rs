@@ -77,7 +77,7 @@ pub(crate) async fn forward(
         ));
     }
     if !ready.success() {
-        return Err(Error::other(format!(
+        return Err(Error::assertion(format!(
             "failed to serve port {port}: nothing accepted connections on it inside the sandbox within {:.1}s",
             ready_within.as_secs_f64()
         )));

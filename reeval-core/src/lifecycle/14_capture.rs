@@ -49,7 +49,7 @@ pub(crate) async fn keep(
                     })
                     .collect();
             if tree.is_empty() {
-                return Err(Error::other(format!(
+                return Err(Error::assertion(format!(
                     "failed to capture {name}: the directory {path} holds no file"
                 )));
             }
@@ -112,7 +112,7 @@ async fn fetch(url: &str) -> Result<String> {
         .get(url)
         .send()
         .await
-        .map_err(|e| Error::other(format!("failed to fetch {url}: {e}")))?;
+        .map_err(|e| Error::assertion(format!("failed to fetch {url}: {e}")))?;
     let mut text = format!("GET {url}\n{:?} {}\n", resp.version(), resp.status());
     for (k, v) in resp.headers() {
         text.push_str(&format!("{k}: {}\n", v.to_str().unwrap_or("<binary>")));
@@ -120,7 +120,7 @@ async fn fetch(url: &str) -> Result<String> {
     let body = resp
         .bytes()
         .await
-        .map_err(|e| Error::other(format!("failed to read the response of {url}: {e}")))?;
+        .map_err(|e| Error::assertion(format!("failed to read the response of {url}: {e}")))?;
     text.push('\n');
     text.push_str(&String::from_utf8_lossy(&body));
     Ok(text)
