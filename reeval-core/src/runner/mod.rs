@@ -52,6 +52,8 @@ mod preflight;
 mod prestart;
 mod provenance;
 #[cfg(test)]
+mod record_shape_tests;
+#[cfg(test)]
 mod records_tests;
 mod setup_fill;
 mod suite;
