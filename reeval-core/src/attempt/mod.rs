@@ -35,8 +35,8 @@
 //! secrets) comes in its [`CellPlan`] (`plan.rs`), built by the runner before
 //! any attempt. Replay and the oracle are harnesses like any other: the
 //! attempt asks the harness's hooks (`Harness::runs_reference_solution`,
-//! `Harness::conclude`), never its name. Exception today: it names the
-//! runner's event sink and attempt id (`runner::events`).
+//! `Harness::conclude`), never its name. Exception: its event sink and attempt
+//! id, which are the reporters' (`crate::report::events`).
 
 mod calls;
 mod checks;
@@ -70,7 +70,7 @@ pub use extra::{ExtraSandbox, InSandbox};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
 pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 pub(crate) use plan::CellPlan;
-pub(crate) use run::{panic_message, run};
+pub(crate) use run::{Attempted, panic_message, run};
 
 use crate::capture::Capture;
 use crate::diff::Snapshot;
