@@ -30,6 +30,7 @@ pub mod environment;
 pub mod error;
 pub mod eval;
 pub(crate) mod eval_output;
+pub(crate) mod gateway;
 /// Commands run in the sandbox and what they return (from `reeval-sandbox`).
 pub use reeval_sandbox::exec;
 pub mod git_archive;

@@ -15,7 +15,7 @@
 //! The flow, one file each: `run.rs` runs the eval's future → `start.rs`
 //! starts the sandbox on the first call that needs it, as the list of its
 //! phases (image, container, gateway, env, workspace, files, setup,
-//! snapshot: `lifecycle/01`–`08` and `egress::attempt`) → `turn.rs` starts
+//! snapshot: `lifecycle/01`–`08` and `gateway::attempt`) → `turn.rs` starts
 //! the harness session on the first `send` (`09_harness`) and runs each turn
 //! (`10`) → checks (`checks.rs`, `11`), verdicts (`judge.rs`, `12`), files,
 //! diffs, serve and capture (`io.rs`, `13`–`14`) as the eval makes them →
@@ -49,7 +49,6 @@ mod fill;
 mod io;
 mod judge;
 mod lost;
-mod phases;
 mod plan;
 mod run;
 mod setup_cached;
@@ -65,17 +64,17 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use crate::lifecycle::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 pub use ctx::{Ctx, EvalFn};
 pub use extra::{ExtraSandbox, InSandbox};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
-pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 pub(crate) use plan::CellPlan;
 pub(crate) use run::{Attempted, panic_message, run};
 
 use crate::capture::Capture;
 use crate::diff::Snapshot;
-use crate::egress::{AttemptEgress, RunEgress};
 use crate::environment::Environment;
+use crate::gateway::{AttemptEgress, RunEgress};
 use crate::harness::Harness;
 use crate::lifecycle;
 use crate::record::{EgressRecord, Record};

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use super::{Attempt, Paused, Purpose, Ready, SandboxState};
-use crate::egress::attempt::Plan as EgressPlan;
 use crate::error::{Error, Result};
+use crate::gateway::attempt::Plan as EgressPlan;
 use crate::lifecycle;
 use crate::phase::Phase;
 use crate::sandbox::{Backend, FoundSetup, ReadyImage, Sandbox, SandboxHandle};
@@ -151,7 +151,7 @@ impl Attempt {
     async fn launch(&mut self, backend: &Arc<dyn Backend>, image: &ReadyImage) -> Result<Launch> {
         let given = &self.given;
         let egress =
-            crate::egress::attempt::plan(&given.env, given.harness.as_deref(), &given.secrets)
+            crate::gateway::attempt::plan(&given.env, given.harness.as_deref(), &given.secrets)
                 .map_err(|e| e.in_phase(Phase::Gateway))?;
         let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
         variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
@@ -245,7 +245,7 @@ impl Attempt {
                     }
                     let (network, main_process, files) = match egress_plan {
                         Some(plan) => {
-                            let (prepared, sandbox) = crate::egress::attempt::prepare(
+                            let (prepared, sandbox) = crate::gateway::attempt::prepare(
                                 &egress.run,
                                 plan,
                                 backend.as_ref(),

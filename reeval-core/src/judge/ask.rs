@@ -238,7 +238,7 @@ async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sampl
             output.call.result = output
                 .call
                 .result
-                .map(|t| crate::exec::tail(&t, crate::lifecycle::check::CHECK_TAIL).to_string());
+                .map(|t| crate::exec::tail(&t, crate::record::OUTPUT_TAIL).to_string());
             spent.tool_calls.push(output.call);
             results.push(ToolResult {
                 id: call.id.clone(),

@@ -127,7 +127,7 @@ impl<'a> Dispatcher<'a> {
             self.all.push(record);
         }
         // One gateway for the run, started by the first attempt that needs a way out.
-        let egress = Arc::new(crate::egress::RunEgress::new(self.runner.config.egress.clone()));
+        let egress = Arc::new(crate::gateway::RunEgress::new(self.runner.config.egress.clone()));
         for trial in trials {
             let plan = self.attempt_plan(&trial, ready, &egress, &events);
             let (executor, events, i) = (executor.clone(), events.clone(), trial.eval);
@@ -159,7 +159,7 @@ impl<'a> Dispatcher<'a> {
         &self,
         trial: &Trial,
         ready: &Preflighted,
-        egress: &Arc<crate::egress::RunEgress>,
+        egress: &Arc<crate::gateway::RunEgress>,
         events: &EventSink,
     ) -> AttemptPlan {
         let config = &self.runner.config;
