@@ -3,7 +3,7 @@
 //! sandbox's state is one enum ([`SandboxState`]); every phase runs through
 //! [`Phases::run`]; the steps themselves are the files of `crate::lifecycle`,
 //! in phase order (the gateway phase is the attempt's egress, in
-//! `crate::egress`). [`run`] drives one attempt from its plan to its record:
+//! `crate::gateway`). [`run`] drives one attempt from its plan to its record:
 //! the eval's future under its budget, teardown whatever happened,
 //! classification, the record written.
 //!
@@ -27,7 +27,7 @@
 //! `plan.rs` is the cell's plan the attempt is given.
 //!
 //! What may depend on what: the attempt uses the phases (`lifecycle`), its
-//! egress (`crate::egress`), the sandbox traits (`crate::sandbox`), the
+//! egress (`crate::gateway`), the sandbox traits (`crate::sandbox`), the
 //! harness trait, the judge, and the record's types it fills; the runner
 //! calls `run` and gets a record back. It should know nothing of the runner,
 //! the reporters, compare or replay. What every attempt of a cell shares

@@ -1,7 +1,7 @@
 //! The lazy start: the sandbox, prepared on the first call that needs it.
 //! [`Attempt::start`] is the list of its phases, in order; each is a short
 //! method below that runs one step of `crate::lifecycle` (the gateway phase:
-//! `crate::egress`) through `Phases::run` and keeps what it made.
+//! `crate::gateway`) through `Phases::run` and keeps what it made.
 //!
 //! A setup cache hit replaces the workspace, files and setup phases; a
 //! cached setup whose workspace is not the one it was committed with is
@@ -297,7 +297,7 @@ impl Attempt {
     }
 
     /// The gateway phase, when the sandbox has a way out: the relay's report
-    /// says the sandbox is isolated (`egress/attempt.rs`).
+    /// says the sandbox is isolated (`gateway/attempt.rs`).
     async fn gateway(&mut self) -> Result<()> {
         if let Some(egress) = &self.egress.attempt {
             self.phases.run(Phase::Gateway, egress.verify(), Clone::clone).await?;

@@ -24,7 +24,7 @@
 //! declare, the run's gateway settings) and names nothing else of the crate:
 //! the environment and the harness trait use it. The gateway that enforces
 //! the policy, the run's service and each attempt's way out through it, is
-//! [`crate::gateway`]'s.
+//! `crate::gateway`'s.
 
 /// Where the sandbox may go through the gateway in one phase.
 #[derive(Debug, Clone, PartialEq, Eq)]

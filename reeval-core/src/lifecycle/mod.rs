@@ -6,7 +6,7 @@
 //!
 //! The lazy start runs image → container → gateway → env → workspace → files
 //! → setup → snapshot on the first call that needs the sandbox (the gateway
-//! phase, 03, is the attempt's egress and lives in `crate::egress`); the harness
+//! phase, 03, is the attempt's egress and lives in `crate::gateway`); the harness
 //! session starts on the first turn; turns, checks, verdicts, serves and
 //! captures are the eval's own work; teardown runs whatever happened.
 

@@ -124,3 +124,13 @@ impl Settings {
         }
     }
 }
+
+/// `NEXTEST_RUN_ID`, or `<utc date>T<time>-<pid>`.
+pub fn new_run_id() -> String {
+    settings::run_id_from(&settings::process_env)
+}
+
+/// `$CARGO_TARGET_DIR/reeval/runs`, or `target/reeval/runs`.
+pub fn default_record_dir() -> PathBuf {
+    settings::default_record_dir_from(&settings::process_env)
+}

@@ -51,6 +51,7 @@ mod config_stops;
 mod dispatcher;
 mod ending;
 mod executor;
+mod given;
 mod part;
 pub(crate) mod plan;
 mod pool;
@@ -72,7 +73,7 @@ mod record_shape_tests;
 #[cfg(test)]
 mod records_tests;
 
-pub use config::RunConfig;
+pub use config::{RunConfig, default_record_dir, new_run_id};
+pub use given::{DEFAULT_HARNESS, Runner};
 pub use preflight::PreflightError;
-pub use run::{DEFAULT_HARNESS, Runner, default_record_dir, new_run_id};
 pub use suite::{main, main_with_args, main_with_reporters};

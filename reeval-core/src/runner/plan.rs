@@ -10,21 +10,12 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use super::Runner;
+use super::given::ArmCell;
 use crate::attempt::{CellPlan, panic_message};
 use crate::environment::Environment;
 use crate::eval::Eval;
 use crate::harness::Harness;
 use crate::secrets::Secret;
-
-/// One cell of an eval as the run plans it: the harness, the arm of a
-/// comparison, and the variant whose change the arm makes to the eval's
-/// environment (applied here to the environment built once).
-#[derive(Debug, Clone)]
-pub(crate) struct ArmCell {
-    pub(crate) spec: String,
-    pub(crate) arm: Option<String>,
-    pub(crate) variant: Option<crate::compare::Variant>,
-}
 
 /// An eval's cells before preflight: its environment, built once, and each
 /// cell's environment (the arm's change applied) and harness.

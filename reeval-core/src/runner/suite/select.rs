@@ -4,8 +4,8 @@
 use super::{EXIT_OUTPUT_LOST, Step, usage};
 use crate::eval::Eval;
 use crate::report::Lines;
+use crate::runner::given::harness_specs_of;
 use crate::runner::part::Part;
-use crate::runner::run::harness_specs_of;
 use crate::settings::{self, Args, Settings};
 
 /// The evals the filters, `--skip`, `--ignored` and the tags select.
