@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Import circles inside a crate: the strongly connected components of the
 graph of its files, with an edge a -> b when a names `crate::<module of b>`
-(or `super::`). Test modules (`#[cfg(test)] mod …` blocks and files named
+(or `super::`), through the names modules re-export (`pub use a::B` in
+lib.rs: `crate::B` is an import of `a`). Test modules (`#[cfg(test)] mod …` blocks and files named
 *tests.rs) are left out unless --tests is given.
 
 Usage: scripts/import_cycles.py [--tests] [--edges] [--top] CRATE_SRC_DIR   (e.g. reeval-core/src)
@@ -9,6 +10,7 @@ Usage: scripts/import_cycles.py [--tests] [--edges] [--top] CRATE_SRC_DIR   (e.g
 --top merges the files of each top-level module (`attempt/`, `runner/`,
 `report/`, …) into one node: circles between the crate's modules, as a
 crate split would meet them.
+Exits 1 when there is a circle (CI runs it over every crate, both ways).
 """
 import os
 import re
@@ -54,6 +56,56 @@ def strip_tests(text):
         i += 1
     return "\n".join(out)
 
+def use_paths(body):
+    """The paths one `use` names, braces expanded: `a::{b, c::{d, e as f}}`
+    gives (a, b) b, (a, c, d) d, (a, c, e) f: each path with the name it is
+    known by."""
+    body = body.strip()
+    i = body.find("{")
+    if i < 0:
+        path, _, alias = body.partition(" as ")
+        segs = [x for x in path.strip().split("::") if x]
+        return [(segs, alias.strip() or segs[-1])] if segs else []
+    prefix = [x for x in body[:i].split("::") if x]
+    inner, depth, parts, start = body[i + 1 : body.rfind("}")], 0, [], 0
+    for k, ch in enumerate(inner):
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and depth == 0:
+            parts.append(inner[start:k])
+            start = k + 1
+    parts.append(inner[start:])
+    out = []
+    for part in parts:
+        if part.strip() and part.strip() != "self":
+            out += [(prefix + segs, name) for segs, name in use_paths(part)]
+    return out
+
+def absolute(segs, mod):
+    """`segs` as written in module `mod`, from the crate's root (`None`: another crate's)."""
+    if segs[0] == "crate":
+        return tuple(segs[1:])
+    if segs[0] == "self":
+        return tuple(mod) + tuple(segs[1:])
+    if segs[0] == "super":
+        up = 0
+        while up < len(segs) and segs[up] == "super":
+            up += 1
+        return tuple(mod[: len(mod) - up]) + tuple(segs[up:])
+    return tuple(mod) + tuple(segs)
+
+def reexports(files, strip):
+    """Names a module re-exports (`pub use a::B;`), each mapped to the path it
+    names: `crate::B` is then an import of `a`, not of the crate's root."""
+    aliases = {}
+    for p, mod in files.items():
+        text = strip(open(p, encoding="utf-8").read())
+        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", text):
+            for segs, name in use_paths(m.group(1)):
+                if name != "*":
+                    aliases[tuple(mod) + (name,)] = absolute(segs, mod)
+    return aliases
+
 def main():
     args = sys.argv[1:]
     tests = "--tests" in args
@@ -70,6 +122,20 @@ def main():
                     continue
                 files[p] = renamed.get(p, module_of(p, src))
     by_module = {m: p for p, m in files.items()}
+    aliases = reexports(files, (lambda t: t) if tests else strip_tests)
+
+    def resolve(r, depth=0):
+        """The file a path names: its deepest module, through re-exports."""
+        for n in range(len(r), 0, -1):
+            key = tuple(r[:n])
+            if key in by_module:
+                return by_module[key]
+            if key in aliases and depth < 8 and aliases[key] != key:
+                found = resolve(aliases[key] + tuple(r[n:]), depth + 1)
+                if found:
+                    return found
+        return None
+
     edges = {p: set() for p in files}
     for p, mod in files.items():
         text = open(p, encoding="utf-8").read()
@@ -81,17 +147,17 @@ def main():
         for m in re.finditer(r"crate::\{([^}]*)\}", text):
             refs += [tuple(x.strip().split("::")) for x in m.group(1).split(",") if x.strip()]
         refs += [tuple(m.group(1).split("::")) for m in re.finditer(r"crate::((?:\w+::)*\w+)", text)]
+        for m in re.finditer(r"\b((?:super::)+)\{([^}]*)\}", text):
+            base = mod[: len(mod) - m.group(1).count("super::")]
+            refs += [tuple(base) + tuple(x.strip().split("::")) for x in m.group(2).split(",") if x.strip()]
         for m in re.finditer(r"\b((?:super::)+)((?:\w+::)*\w+)", text):
             up = m.group(1).count("super::")
             base = mod[: len(mod) - up]
             refs.append(tuple(base) + tuple(m.group(2).split("::")))
         for r in refs:
-            for n in range(len(r), 0, -1):
-                target = by_module.get(tuple(r[:n]))
-                if target:
-                    if target != p and tuple(r[:n]) != ():
-                        edges[p].add(target)
-                    break
+            target = resolve(r)
+            if target and target != p:
+                edges[p].add(target)
     if top:
         # One node per top-level module; an edge keeps the file-level edges that make it.
         def top_of(p):
@@ -131,7 +197,7 @@ def main():
             visit(v)
     circles = sorted((c for c in sccs if len(c) > 1), key=len, reverse=True)
     unit = "modules" if top else "files"
-    print(f"{len(files)} {unit}, {sum(map(len, edges.values()))} edges, {len(circles)} circle(s)")
+    print(f"{src}: {len(files)} {unit}, {sum(map(len, edges.values()))} edges, {len(circles)} circle(s)")
     for c in circles:
         print(f"\ncircle of {len(c)} files:")
         for p in sorted(c):
@@ -142,5 +208,6 @@ def main():
                     if top:
                         for a, b in why[(p, w)]:
                             print("           " + os.path.relpath(a, src) + " -> " + os.path.relpath(b, src))
+    return 1 if circles else 0
 
-main()
+sys.exit(main())

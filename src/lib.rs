@@ -47,7 +47,7 @@ pub use reeval_core::{CancellationToken, bollard};
 /// The modules behind the names above, for what is less often needed.
 pub use reeval_core::{
     compare, egress, environment, harness, image_map, matchers, prices, record, report, runner,
-    runs, sandbox, setup_cache, stats, turn,
+    runs, sandbox, settings, setup_cache, stats, turn,
 };
 /// Harbor tasks and datasets as evals (the `reeval-harbor` crate).
 pub use reeval_harbor as harbor;

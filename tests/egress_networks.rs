@@ -369,7 +369,7 @@ async fn through_the_proxy(tag: &str, bind: &str, engine: Option<String>) -> Str
             ..Default::default()
         };
         if let Some(host) = engine {
-            c.engines = vec![reeval::runner::pool::EngineSpec { host, slots: Some(1) }];
+            c.engines = vec![reeval::sandbox::docker::EngineSpec { host, slots: Some(1) }];
         }
     });
     let report = runner.run(vec![eval]).await.expect("preflight");

@@ -14,8 +14,8 @@ use std::time::Duration;
 use reeval::bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 use reeval::egress::{Egress, EgressSettings};
 use reeval::prelude::*;
-use reeval::runner::pool::EngineSpec;
 use reeval::sandbox::DockerBackend;
+use reeval::sandbox::docker::EngineSpec;
 use reeval::{Eval, Outcome, RunConfig, Runner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::faults::{self, Row};
 use reeval::prelude::*;
-use reeval::runner::pool::EngineSpec;
+use reeval::sandbox::docker::EngineSpec;
 use reeval::{Eval, FailKind, Outcome, RunReport};
 
 /// A checks-only secret every row's eval reads in a check, so its value would

@@ -402,7 +402,7 @@ async fn remote_runner_for(tag: &str) -> (reeval::Runner, String) {
     let runner = common::runner_with(tag, |c| {
         c.env_file = Some(env_file);
         c.run_id = id;
-        c.engines = vec![reeval::runner::pool::EngineSpec { host, slots: Some(1) }];
+        c.engines = vec![reeval::sandbox::docker::EngineSpec { host, slots: Some(1) }];
     });
     (runner, run_id)
 }

@@ -734,7 +734,7 @@ async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     let config_path = dir.join("reeval.toml");
     std::fs::write(&config_path, format!("judge = \"{spec}\"\nenv_file = \"keys.env\"\n")).unwrap();
     std::fs::write(dir.join("keys.env"), format!("{}={file_key}\n", p.default_key_env())).unwrap();
-    let suite = reeval::runner::SuiteConfig::load(&config_path).unwrap();
+    let suite = reeval::settings::SuiteConfig::load(&config_path).unwrap();
     // No model, no key variable: both come from the suite's config and its env file.
     let judge = Judge::new().criterion(CRITERION).base_url(p.base_url(&server));
     let runner = common::runner_with("suite-judge", |c| {

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reeval::prelude::*;
-use reeval::runner::config::KubernetesConfig;
+use reeval::sandbox::KubernetesConfig;
 use reeval::sandbox::kubernetes::KubeBackend;
 use reeval::sandbox::{ExecRequest, Limits, NetworkSpec, SandboxSpec, archive};
 use reeval::{Backend, Eval, FailKind, Outcome, Record, TurnStatus};
@@ -546,7 +546,7 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
         c.kubernetes = Some(KubernetesConfig {
             unisolated_egress: true,
             // No kube-proxy here: ClusterIPs do not route, the pod's IP does.
-            gateway_address: reeval::runner::config::GatewayAddress::PodIp,
+            gateway_address: reeval::sandbox::GatewayAddress::PodIp,
             ..config()
         });
         c.env_file = Some(file);
@@ -634,7 +634,7 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
             // The node pulls what it does not have.
             image_pull_policy: None,
             unisolated_egress: true,
-            gateway_address: reeval::runner::config::GatewayAddress::PodIp,
+            gateway_address: reeval::sandbox::GatewayAddress::PodIp,
             ..config()
         })
     };

@@ -200,7 +200,7 @@ pub fn runs(record_dir: &Path) -> Result<(), CommandError> {
     );
     for run in runs {
         let records = reeval_core::runs::records(&run.path)?;
-        let s = reeval_core::runner::summarize(&run.id, &records);
+        let s = reeval_core::report::summarize(&run.id, &records);
         let when = humantime::format_rfc3339_seconds(run.modified).to_string();
         println!(
             "{:<40} {:<20} {:>8} {:>6} {:>6} {:>6} {:>5}",

@@ -160,7 +160,7 @@ fn part_of(record_dir: &Path, name: &str, eval: &str, outcomes: &[Outcome], part
         redactor.write_json(&run.join(r.file_name()), &r).unwrap();
         records.push(r);
     }
-    let mut summary = reeval_core::runner::summarize(name, &records);
+    let mut summary = reeval_core::report::summarize(name, &records);
     summary.partition = Some(part.to_string());
     redactor.write_json(&run.join("summary.json"), &summary).unwrap();
 }
@@ -245,7 +245,7 @@ fn regrade_runs_the_suite_binary_that_recorded_the_run_with_regrade() {
     std::fs::write(&suite, format!("#!/bin/sh\necho \"$@\" > {}\nexit 3\n", args_file.display()))
         .unwrap();
     std::fs::set_permissions(&suite, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut summary = reeval_core::runner::summarize("run-a", &[]);
+    let mut summary = reeval_core::report::summarize("run-a", &[]);
     summary.provenance.command = vec![suite.display().to_string(), "--tag".into(), "x".into()];
     std::fs::write(run.join("summary.json"), serde_json::to_vec(&summary).unwrap()).unwrap();
 

@@ -189,6 +189,19 @@ impl Eval {
         self
     }
 
+    /// This eval with `map` applied to the environment its function returns
+    /// (an eval without one uses its harness's image, which is not mapped).
+    /// While that function runs, [`crate::image_map::mapped`] answers from
+    /// `map`. The runner does not need it (it maps each cell's environment,
+    /// a variant's change included); it is for code that builds environments
+    /// itself.
+    pub fn map_images(mut self, map: &crate::image_map::ImageMap) -> Self {
+        if !map.is_empty() {
+            self.options.environment = self.options.environment.take().map(|base| map.wrap(base));
+        }
+        self
+    }
+
     /// Adds a tag.
     pub fn tag(mut self, tag: impl Into<String>) -> Self {
         self.options.tags.push(tag.into());

@@ -18,7 +18,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::GatewayError;
-use crate::rules::{HostPattern, normalize_host};
+use crate::hosts::{HostPattern, normalize_host};
 
 /// One entry of the opt-in for addresses the gateway would refuse: a host
 /// (`mirror.corp`, `*.internal`) that may resolve to a private or reserved

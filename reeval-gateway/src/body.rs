@@ -98,7 +98,7 @@ impl Body for GatewayBody {
             Poll::Ready(Some(Err(e))) => {
                 // A body cut short (a reset, a close before its length) says so: its status alone reads as whole.
                 if let Some(pending) = self.pending.as_mut() {
-                    let why = crate::proxy::error_chain(e);
+                    let why = crate::error::error_chain(e);
                     pending.note(&format!("failed to relay the upstream's body: {why}"));
                 }
                 drop(self.pending.take())

@@ -8,7 +8,7 @@ use http::{HeaderMap, Method};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::error::GatewayError;
-use crate::rules::{is_valid_host, normalize_host};
+use crate::hosts::{is_valid_host, normalize_host};
 
 /// One secret tied to a host and a header, optionally to a method and a path
 /// prefix.

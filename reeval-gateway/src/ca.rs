@@ -140,7 +140,7 @@ impl CertificateAuthority {
         let cert =
             params.signed_by(&key, &self.issuer).map_err(|e| GatewayError::certificate(op(), e))?;
         let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let mut config = ServerConfig::builder_with_provider(crate::upstream::crypto_provider())
+        let mut config = ServerConfig::builder_with_provider(crate::trust::crypto_provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| GatewayError::certificate(op(), e))?
             .with_no_client_auth()

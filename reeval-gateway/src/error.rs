@@ -100,3 +100,15 @@ impl GatewayError {
         GatewayError::Config { message: message.into() }
     }
 }
+
+/// `err` and each of its sources, `: `-separated.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}

@@ -2,12 +2,10 @@
 //! attempt (its policy, bindings and egress log), and the listeners that tie
 //! connections to an attempt.
 
-use std::collections::HashMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -15,14 +13,14 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::addresses::InternalRule;
 use crate::broker::{Binding, Bindings};
 use crate::ca::CertificateAuthority;
 use crate::egress::{EgressCounters, EgressEntry, EgressLog};
 use crate::error::GatewayError;
 use crate::proxy::{self, Conn};
 use crate::rules::Policy;
-use crate::upstream::{self, Dialer, UpstreamClient};
+use crate::shared::{AttemptShared, GatewayShared};
+use crate::upstream::Dialer;
 use crate::upstream_proxy::UpstreamProxy;
 
 /// How long [`Serving::shutdown`] waits for open connections to end.
@@ -117,33 +115,6 @@ impl GatewayOptions {
     }
 }
 
-pub(crate) struct GatewayShared {
-    pub(crate) ca: CertificateAuthority,
-    pub(crate) dialer: Dialer,
-    /// A pooled client per set of opt-in rules (the empty set's is made first).
-    clients: Mutex<HashMap<Vec<InternalRule>, UpstreamClient>>,
-}
-
-impl GatewayShared {
-    /// The pooled client of requests under `rules`.
-    pub(crate) fn client(&self, rules: &[InternalRule]) -> UpstreamClient {
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        clients
-            .entry(rules.to_vec())
-            .or_insert_with(|| upstream::client(self.dialer.clone(), rules))
-            .clone()
-    }
-}
-
-impl fmt::Debug for GatewayShared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GatewayShared")
-            .field("ca", &self.ca)
-            .field("dialer", &self.dialer)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The egress gateway of a run: its CA and the shared upstream client.
 /// Cheap to clone.
 #[derive(Debug, Clone)]
@@ -171,9 +142,7 @@ impl Gateway {
             options.allow_private_upstreams,
             options.upstream_proxy,
         )?;
-        let clients = HashMap::from([(Vec::new(), upstream::client(dialer.clone(), &[]))]);
-        let clients = Mutex::new(clients);
-        Ok(Gateway { shared: Arc::new(GatewayShared { ca, dialer, clients }) })
+        Ok(Gateway { shared: Arc::new(GatewayShared::new(ca, dialer)) })
     }
 
     /// The per-run CA certificate (PEM) the sandbox must trust.
@@ -223,17 +192,6 @@ fn check_active(policy: &Policy, bindings: &Bindings) -> Result<(), GatewayError
         }
     }
     Ok(())
-}
-
-#[derive(Debug)]
-pub(crate) struct AttemptShared {
-    pub(crate) gateway: Arc<GatewayShared>,
-    pub(crate) policy: watch::Sender<Arc<Policy>>,
-    pub(crate) bindings: Bindings,
-    pub(crate) log: Arc<EgressLog>,
-    /// The relay's isolation report; only the first one counts (it comes
-    /// before anything else in the sandbox runs).
-    pub(crate) isolation: watch::Sender<Option<Arc<crate::relay::RelayReport>>>,
 }
 
 /// One attempt's view of the gateway. Every connection that arrives on one

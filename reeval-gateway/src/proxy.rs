@@ -26,9 +26,11 @@ use tokio_rustls::TlsAcceptor;
 use crate::addresses::InternalGrant;
 use crate::body::{Counted, GatewayBody};
 use crate::egress::{Pending, Refusal, Route};
-use crate::gateway::AttemptShared;
+use crate::error::error_chain;
 use crate::headers::{strip_hop_by_hop, wants_upgrade};
-use crate::rules::{Egress, Policy, is_valid_host, normalize_host, split_host_port};
+use crate::hosts::{is_valid_host, normalize_host, split_host_port};
+use crate::rules::{Egress, Policy};
+use crate::shared::AttemptShared;
 use crate::upstream::dial_error;
 
 /// The path prefix of the base-url route: a request for
@@ -500,17 +502,6 @@ fn proxy_authorization(conn: &Conn, host: &str, headers: &mut HeaderMap) {
         value.set_sensitive(true);
         headers.insert(header::PROXY_AUTHORIZATION, value);
     }
-}
-
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        cur = e.source();
-    }
-    out
 }
 
 /// Counts bytes read from and written to the sandbox's side of a tunnel, as they pass.

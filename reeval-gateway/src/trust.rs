@@ -3,8 +3,12 @@
 //! intercepting proxy). The gateway trusts them upstream, so brokered
 //! requests verify through such a proxy; the sandbox trusts them too, so a
 //! tunnel it opens through the gateway verifies as it would on this host.
+//! And the one crypto provider both sides of the gateway's TLS use.
+
+use std::sync::Arc;
 
 use rustls::RootCertStore;
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::CertificateDer;
 
 /// The certificates of this host's trust store that are not among the
@@ -62,6 +66,11 @@ fn pem(cert: &CertificateDer<'_>) -> String {
     }
     out.push_str("-----END CERTIFICATE-----\n");
     out
+}
+
+/// The ring provider, explicitly: the process-wide default is never relied on.
+pub(crate) fn crypto_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 #[cfg(test)]

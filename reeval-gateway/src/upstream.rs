@@ -18,7 +18,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::ClientConfig;
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -30,13 +29,8 @@ use crate::addresses::{InternalGrant, InternalRule, Standing, standing};
 use crate::body::Counted;
 use crate::egress::Refusal;
 use crate::error::GatewayError;
-use crate::rules::normalize_host;
+use crate::hosts::normalize_host;
 use crate::upstream_proxy::{ProxyUrl, UpstreamProxy};
-
-/// The ring provider, explicitly: the process-wide default is never relied on.
-pub(crate) fn crypto_provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
 
 /// Why an upstream could not be reached. Displayed in 502 bodies and egress
 /// entries, so it never holds a header or body value.
@@ -144,7 +138,7 @@ impl Dialer {
                 });
             }
         }
-        let mut config = ClientConfig::builder_with_provider(crypto_provider())
+        let mut config = ClientConfig::builder_with_provider(crate::trust::crypto_provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| GatewayError::Roots { message: e.to_string() })?
             .with_root_certificates(roots)

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::error::GatewayError;
-use crate::rules::{normalize_host, split_host_port};
+use crate::hosts::{normalize_host, split_host_port};
 
 /// The most a proxy's answer to CONNECT may take before its blank line.
 const MAX_ANSWER: usize = 16 * 1024;

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use reeval_core::Command;
 use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
-use reeval_core::runner::events::AgentEvent;
+use reeval_core::report::events::AgentEvent;
 use reeval_core::sandbox::SandboxHandle;
 use reeval_core::turn::{TurnReport, TurnStatus};
 

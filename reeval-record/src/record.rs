@@ -34,6 +34,10 @@ pub struct Event {
     pub message: String,
 }
 
+/// How much of a command's output a record keeps: the last 4 KiB (a
+/// check's stdout and stderr, the result of a judge's tool call).
+pub const OUTPUT_TAIL: usize = 4096;
+
 /// One `exec` check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

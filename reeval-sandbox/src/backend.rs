@@ -3,64 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use crate::{
-    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Mount, Preflight, RunNeeds, Sandbox,
-    SandboxError, ServiceStart,
+    GatewayContainer, GatewayOffer, GatewayRequest, ImageSpec, Limits, Mount, NetworkSpec,
+    Preflight, RunNeeds, Sandbox, SandboxError, ServiceStart,
 };
-
-/// Resource limits of a sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Memory in bytes (swap is disabled).
-    pub memory_bytes: i64,
-    /// CPUs, in billionths.
-    pub nano_cpus: i64,
-    /// Maximum processes.
-    pub pids: i64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self { memory_bytes: 4 << 30, nano_cpus: 2_000_000_000, pids: 1024 }
-    }
-}
-
-/// What network a sandbox gets. The sandbox never gets a network of its own
-/// that reaches anything: its only way out is the egress gateway.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum NetworkSpec {
-    /// No network at all: only the loopback interface.
-    #[default]
-    None,
-    /// No network, and a host directory holding the gateway's unix socket
-    /// mounted read-only into the sandbox (a local engine only).
-    GatewaySocket {
-        /// The directory on the host.
-        host_dir: PathBuf,
-        /// Where it appears in the sandbox.
-        sandbox_dir: String,
-    },
-    /// An internal network of the engine (no route out, no address on the
-    /// host) that only the sandbox and its gateway container are on.
-    Internal {
-        /// The network's name.
-        network: String,
-    },
-    /// Kubernetes: a NetworkPolicy that denies everything but egress to the
-    /// pods with these labels (the run's gateway pod) on this TCP port.
-    PodGateway {
-        /// The gateway pod's labels.
-        pod_labels: BTreeMap<String, String>,
-        /// The port of this attempt's gateway process.
-        port: u16,
-    },
-}
 
 /// What a sandbox is created from.
 #[derive(Debug, Clone)]
@@ -386,4 +336,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
             message: format!("the {} backend cannot run a gateway container", self.name()),
         })
     }
+}
+
+/// One engine of a run, connected.
+#[derive(Debug)]
+pub struct Connected {
+    /// Where it is, as records name it (`unix:///var/run/docker.sock`).
+    pub name: String,
+    /// The engine.
+    pub backend: Arc<dyn Backend>,
+    /// Attempts it runs at once; `None`: as many as the run's threads.
+    pub slots: Option<usize>,
 }

@@ -1,18 +1,14 @@
 //! Which backend a run's sandboxes run on ([`BackendConfig`], one arm per
 //! backend) and the one way to connect it into the run's engines
-//! ([`BackendConfig::connect`]), and what a run asks of a backend before
-//! anything starts ([`RunNeeds`], which [`Backend::check_run`] answers with a
-//! [`Preflight`]). The runner's pool and preflight see only these and the
-//! traits: this file is the one place that matches on a backend.
+//! ([`BackendConfig::connect`]). The runner's pool and preflight see only
+//! this, the traits and what a run asks of a backend before anything starts
+//! (`needs.rs`): this file is the one place that matches on a backend.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-
-use secrecy::SecretString;
 
 use super::docker::{self, EngineSpec};
 use super::kubernetes::{self, KubernetesConfig};
-use super::{Backend, ImageSpec};
+use super::{Backend, Connected};
 
 /// Which backend a run's sandboxes run on, with its settings.
 #[derive(Debug, Clone)]
@@ -39,17 +35,6 @@ impl Default for BackendConfig {
     }
 }
 
-/// One engine of a run, connected.
-#[derive(Debug)]
-pub struct Connected {
-    /// Where it is, as records name it (`unix:///var/run/docker.sock`).
-    pub name: String,
-    /// The engine.
-    pub backend: Arc<dyn Backend>,
-    /// Attempts it runs at once; `None`: as many as the run's threads.
-    pub slots: Option<usize>,
-}
-
 impl BackendConfig {
     /// Connects to the engines of this backend. Each engine's errors name it
     /// (see [`SandboxError::on`](super::SandboxError::on)).
@@ -72,35 +57,4 @@ impl BackendConfig {
         };
         Ok(engines.into_iter().map(super::named::named).collect())
     }
-}
-
-/// What a run asks of its engines, for their own preflight ([`Backend::check_run`]).
-#[derive(Debug, Clone, Default)]
-pub struct RunNeeds {
-    /// Every cell (an eval × a harness) that will run.
-    pub cells: Vec<CellNeeds>,
-}
-
-/// What one cell's attempts ask of an engine.
-#[derive(Debug, Clone)]
-pub struct CellNeeds {
-    /// The eval's name.
-    pub eval: String,
-    /// The images its attempts may use (the eval's, else its harness's).
-    pub images: Vec<ImageSpec>,
-    /// Whether its attempts need a way out through the egress gateway.
-    pub egress: bool,
-    /// The real values of the secrets its gateway swaps in, by the
-    /// gateway's variable (`REEVAL_GW_SECRET_<NAME>`), for engines that run
-    /// the gateway away from this process.
-    pub brokered: BTreeMap<String, SecretString>,
-}
-
-/// What a backend's own preflight found.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Preflight {
-    /// Misses that stop the run, each a whole sentence naming what to fix.
-    pub missing: Vec<String>,
-    /// Things a user should know, that do not stop it.
-    pub warnings: Vec<String>,
 }

@@ -1,20 +1,54 @@
-//! The egress gateway as a backend sees it: a gateway it runs next to a
+//! The egress gateway as a backend sees it: the network a sandbox gets (its
+//! only way out is the gateway: [`NetworkSpec`]), a gateway it runs next to a
 //! sandbox ([`GatewayRequest`], [`GatewayContainer`]) and the ways to it the
 //! attempt offers ([`GatewayOffer`], see [`Backend::place_gateway`](crate::Backend::place_gateway)).
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::{NetworkSpec, SandboxError};
+use crate::SandboxError;
+
+/// What network a sandbox gets. The sandbox never gets a network of its own
+/// that reaches anything: its only way out is the egress gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NetworkSpec {
+    /// No network at all: only the loopback interface.
+    #[default]
+    None,
+    /// No network, and a host directory holding the gateway's unix socket
+    /// mounted read-only into the sandbox (a local engine only).
+    GatewaySocket {
+        /// The directory on the host.
+        host_dir: PathBuf,
+        /// Where it appears in the sandbox.
+        sandbox_dir: String,
+    },
+    /// An internal network of the engine (no route out, no address on the
+    /// host) that only the sandbox and its gateway container are on.
+    Internal {
+        /// The network's name.
+        network: String,
+    },
+    /// Kubernetes: a NetworkPolicy that denies everything but egress to the
+    /// pods with these labels (the run's gateway pod) on this TCP port.
+    PodGateway {
+        /// The gateway pod's labels.
+        pod_labels: BTreeMap<String, String>,
+        /// The port of this attempt's gateway process.
+        port: u16,
+    },
+}
 
 /// A gateway the backend runs next to a sandbox, for engines where a socket of
 /// this host cannot be mounted into the sandbox: the `reeval-gateway` binary
 /// in a container on the sandbox's internal network and on a normal one (a
 /// remote Docker engine), or as a process in the run's gateway pod
-/// (Kubernetes). reeval-core builds it for an attempt (its `egress::attempt`).
+/// (Kubernetes). reeval-core builds it for an attempt (its `gateway::attempt`).
 #[derive(Debug, Clone)]
 pub struct GatewayRequest {
     /// Labels (run, attempt); the backend adds its owner label.

@@ -1,8 +1,10 @@
 //! How a sandbox's image is obtained: what an eval's environment names and
 //! a backend builds, pulls or finds (`Image::from`, `dockerfile`, `install`,
-//! `layered`).
+//! `layered`), and the tags built images go under (`reeval/img:<digest>`).
 
 use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
 
 /// How the sandbox's image is obtained.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,14 +48,41 @@ impl ImageSpec {
     /// so: the run then finds it present.
     pub fn install_tag(&self, base_id: &str, harness_key: &str) -> Option<String> {
         match self {
-            ImageSpec::Install { base, steps } => Some(crate::docker::image::install_tag(
-                base_id,
-                &crate::docker::image::install_dockerfile(base, steps),
-                harness_key,
-            )),
+            ImageSpec::Install { base, steps } => {
+                Some(install_tag(base_id, &install_dockerfile(base, steps), harness_key))
+            }
             _ => None,
         }
     }
+}
+
+/// The Dockerfile of an [`ImageSpec::Install`]: each step a `RUN` on `base`.
+pub(crate) fn install_dockerfile(base: &str, steps: &[String]) -> String {
+    let mut dockerfile = format!("FROM {base}\n");
+    for step in steps {
+        dockerfile.push_str(&format!(
+            "RUN {}\n",
+            serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
+        ));
+    }
+    dockerfile
+}
+
+/// The tag an [`ImageSpec::Install`] image is built under: its base's id, its
+/// Dockerfile and `extra` (the harness's image key).
+pub(crate) fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
+    digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()])
+}
+
+/// `reeval/img:<first 16 hex of sha256 over the parts>`.
+pub(crate) fn digest_tag(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("reeval/img:{hex}")
 }
 
 /// Images.

@@ -45,8 +45,11 @@
 //!
 //! Files: `backend.rs` (the [`Backend`] trait and what it is given and
 //! answers), `sandbox.rs` (the [`Sandbox`] trait, [`ExecRequest`],
-//! [`Signal`]), `gateway.rs` (a gateway beside a sandbox and the attempt's
-//! offer), `error.rs` ([`SandboxError`]).
+//! [`Signal`]), `gateway.rs` (the network a sandbox gets, a gateway beside a
+//! sandbox and the attempt's offer), `limits.rs` ([`Limits`]), `needs.rs`
+//! (what a run asks of a backend before it starts, and the answer),
+//! `error.rs` ([`SandboxError`]). No file imports one that imports it back
+//! (`scripts/import_cycles.py`, in CI).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -62,8 +65,10 @@ pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
 pub mod kubernetes;
+mod limits;
 pub mod mount;
 mod named;
+mod needs;
 pub mod service;
 pub(crate) mod shell_exec;
 mod state;
@@ -74,17 +79,19 @@ mod gateway;
 mod sandbox;
 
 pub use backend::{
-    Backend, Capabilities, Capacity, EngineInfo, FoundSetup, HELPER_TOOLS, HelperTool, Limits,
-    NetworkSpec, ReadyImage, SandboxSpec, Sweep,
+    Backend, Capabilities, Capacity, Connected, EngineInfo, FoundSetup, HELPER_TOOLS, HelperTool,
+    ReadyImage, SandboxSpec, Sweep,
 };
-pub use backend_config::{BackendConfig, CellNeeds, Connected, Preflight, RunNeeds};
+pub use backend_config::BackendConfig;
 pub use docker::DockerBackend;
 pub use error::{Cause, SandboxError};
-pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest};
+pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest, NetworkSpec};
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::{Image, ImageSpec};
 pub use kubernetes::{GatewayAddress, KubernetesConfig};
+pub use limits::Limits;
 pub use mount::{LABEL_VOLUME, Mount, MountSource};
+pub use needs::{CellNeeds, Preflight, RunNeeds};
 pub use sandbox::{
     ExecRequest, ExecStream, PortIo, PortStream, ProcessGroup, Sandbox, Signal, StdoutSink,
 };

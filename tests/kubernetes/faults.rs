@@ -347,7 +347,7 @@ async fn the_runs_gateway_pod_deleted_mid_turn() {
     let _turn = HOST_NETWORK_EGRESS.lock().await;
     let egress = KubernetesConfig {
         unisolated_egress: true,
-        gateway_address: reeval::runner::config::GatewayAddress::PodIp,
+        gateway_address: reeval::sandbox::GatewayAddress::PodIp,
         ..config()
     };
     let (runner, run_id) = runner_for("kube-gateway", egress, 1, 2);

@@ -13,7 +13,7 @@
 //! changes stay in the turn's diff.
 //!
 //! A check runs under what checks may reach (checks-only secrets swapped,
-//! `egress::attempt`), and a check that failed in a sandbox lost meanwhile
+//! `gateway::attempt`), and a check that failed in a sandbox lost meanwhile
 //! is the platform's (`lost.rs`).
 
 use super::{Attempt, SandboxState, Solution, lost};

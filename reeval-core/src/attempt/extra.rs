@@ -26,10 +26,10 @@ use std::sync::Arc;
 
 use super::{Attempt, Ctx};
 use crate::capture::{Artifact, Capture};
-use crate::egress::AttemptEgress;
 use crate::environment::Environment;
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecOutput};
+use crate::gateway::AttemptEgress;
 use crate::lifecycle;
 use crate::phase::Phase;
 use crate::sandbox::{Sandbox, SandboxHandle};
@@ -329,8 +329,8 @@ impl Attempt {
             })
             .await?;
         // Container, with its gateway first when it has a way out.
-        let plan =
-            crate::egress::attempt::plan(env, None, &[]).map_err(|e| e.in_phase(Phase::Gateway))?;
+        let plan = crate::gateway::attempt::plan(env, None, &[])
+            .map_err(|e| e.in_phase(Phase::Gateway))?;
         let gateway = plan.is_some();
         let (mut variables, env_detail) = lifecycle::env::variables(env, &[]);
         variables.extend(plan.as_ref().map(|p| p.variables()).unwrap_or_default());
@@ -343,7 +343,7 @@ impl Attempt {
             let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
             let (network, main_process, files) = match plan {
                 Some(plan) => {
-                    let (prepared, sandbox) = crate::egress::attempt::prepare(
+                    let (prepared, sandbox) = crate::gateway::attempt::prepare(
                         &egress.run,
                         plan,
                         backend.as_ref(),

@@ -1,11 +1,14 @@
 //! `judge`: verdicts from the judge model, one `judge` phase per criterion
-//! (`lifecycle/12_judge.rs`). What the judge sees is gathered from the
-//! attempt (`judge::prompt::gather`); an agentic judge acts in a throwaway
-//! copy of the workspace, and changes outside it are told as an event.
+//! (`lifecycle/12_judge.rs`). What the judge sees is read from the attempt
+//! here ([`Shown`]) and made into its evidence by the judge
+//! (`judge::prompt::evidence`), which names nothing of the attempt; an
+//! agentic judge acts in a throwaway copy of the workspace, and changes
+//! outside it are told as an event.
 
 use super::Attempt;
-use crate::error::Result;
-use crate::judge::{Judge, JudgeResult};
+use crate::error::{Error, Result};
+use crate::judge::prompt::{Evidence, Shown};
+use crate::judge::{Judge, JudgeResult, State};
 use crate::lifecycle;
 use crate::phase::Phase;
 
@@ -20,7 +23,7 @@ impl Attempt {
         let prepared = judge
             .prepare(self.given.judge_spec.as_deref(), &keys)
             .map_err(|e| e.in_phase(Phase::Judge))?;
-        let evidence = crate::judge::prompt::gather(self, judge.state_shown()).await?;
+        let evidence = self.evidence(judge.state_shown()).await?;
         let sandbox = if judge.is_agentic() { Some(self.sandbox().await?) } else { None };
         let before = match &sandbox {
             Some(handle) => {
@@ -51,5 +54,23 @@ impl Attempt {
             self.phases.log.event(event);
         }
         Ok(JudgeResult { verdicts })
+    }
+
+    /// What `state` asks the judge to see, read from this attempt, as the judge's evidence.
+    async fn evidence(&mut self, state: &State) -> Result<Evidence> {
+        // Only a started sandbox has a diff: the judge never starts one just to find nothing.
+        let diff =
+            if state.shows_diff() && self.is_ready() { Some(self.diff().await?) } else { None };
+        let mut files = Vec::new();
+        for path in state.files() {
+            let bytes = match self.read_bytes(path).await {
+                Ok(bytes) => Some(bytes),
+                Err(Error::Sandbox(crate::sandbox::SandboxError::NotFound { .. })) => None,
+                Err(e) => return Err(e),
+            };
+            files.push((path.clone(), bytes));
+        }
+        let shown = Shown { turns: &self.record().turns, diff, files, captures: self.captures() };
+        Ok(crate::judge::prompt::evidence(&shown, state))
     }
 }

@@ -3,7 +3,7 @@
 //! sandbox's state is one enum ([`SandboxState`]); every phase runs through
 //! [`Phases::run`]; the steps themselves are the files of `crate::lifecycle`,
 //! in phase order (the gateway phase is the attempt's egress, in
-//! `crate::egress`). [`run`] drives one attempt from its plan to its record:
+//! `crate::gateway`). [`run`] drives one attempt from its plan to its record:
 //! the eval's future under its budget, teardown whatever happened,
 //! classification, the record written.
 //!
@@ -15,7 +15,7 @@
 //! The flow, one file each: `run.rs` runs the eval's future → `start.rs`
 //! starts the sandbox on the first call that needs it, as the list of its
 //! phases (image, container, gateway, env, workspace, files, setup,
-//! snapshot: `lifecycle/01`–`08` and `egress::attempt`) → `turn.rs` starts
+//! snapshot: `lifecycle/01`–`08` and `gateway::attempt`) → `turn.rs` starts
 //! the harness session on the first `send` (`09_harness`) and runs each turn
 //! (`10`) → checks (`checks.rs`, `11`), verdicts (`judge.rs`, `12`), files,
 //! diffs, serve and capture (`io.rs`, `13`–`14`) as the eval makes them →
@@ -27,7 +27,7 @@
 //! `plan.rs` is the cell's plan the attempt is given.
 //!
 //! What may depend on what: the attempt uses the phases (`lifecycle`), its
-//! egress (`crate::egress`), the sandbox traits (`crate::sandbox`), the
+//! egress (`crate::gateway`), the sandbox traits (`crate::sandbox`), the
 //! harness trait, the judge, and the record's types it fills; the runner
 //! calls `run` and gets a record back. It should know nothing of the runner,
 //! the reporters, compare or replay. What every attempt of a cell shares
@@ -35,8 +35,8 @@
 //! secrets) comes in its [`CellPlan`] (`plan.rs`), built by the runner before
 //! any attempt. Replay and the oracle are harnesses like any other: the
 //! attempt asks the harness's hooks (`Harness::runs_reference_solution`,
-//! `Harness::conclude`), never its name. Exception today: it names the
-//! runner's event sink and attempt id (`runner::events`).
+//! `Harness::conclude`), never its name. Exception: its event sink and attempt
+//! id, which are the reporters' (`crate::report::events`).
 
 mod calls;
 mod checks;
@@ -49,7 +49,6 @@ mod fill;
 mod io;
 mod judge;
 mod lost;
-mod phases;
 mod plan;
 mod run;
 mod setup_cached;
@@ -65,17 +64,17 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use crate::lifecycle::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 pub use ctx::{Ctx, EvalFn};
 pub use extra::{ExtraSandbox, InSandbox};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
-pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
 pub(crate) use plan::CellPlan;
-pub(crate) use run::{panic_message, run};
+pub(crate) use run::{Attempted, panic_message, run};
 
 use crate::capture::Capture;
 use crate::diff::Snapshot;
-use crate::egress::{AttemptEgress, RunEgress};
 use crate::environment::Environment;
+use crate::gateway::{AttemptEgress, RunEgress};
 use crate::harness::Harness;
 use crate::lifecycle;
 use crate::record::{EgressRecord, Record};

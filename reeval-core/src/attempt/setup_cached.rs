@@ -4,8 +4,8 @@
 
 use super::start::Launch;
 use super::{AskFill, Attempt, Purpose, Ready};
-use crate::egress::attempt::Plan as EgressPlan;
 use crate::error::{Error, Result};
+use crate::gateway::attempt::Plan as EgressPlan;
 use crate::phase::Phase;
 
 impl Attempt {

@@ -1,7 +1,7 @@
 //! The lazy start: the sandbox, prepared on the first call that needs it.
 //! [`Attempt::start`] is the list of its phases, in order; each is a short
 //! method below that runs one step of `crate::lifecycle` (the gateway phase:
-//! `crate::egress`) through `Phases::run` and keeps what it made.
+//! `crate::gateway`) through `Phases::run` and keeps what it made.
 //!
 //! A setup cache hit replaces the workspace, files and setup phases; a
 //! cached setup whose workspace is not the one it was committed with is
@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use super::{Attempt, Paused, Purpose, Ready, SandboxState};
-use crate::egress::attempt::Plan as EgressPlan;
 use crate::error::{Error, Result};
+use crate::gateway::attempt::Plan as EgressPlan;
 use crate::lifecycle;
 use crate::phase::Phase;
 use crate::sandbox::{Backend, FoundSetup, ReadyImage, Sandbox, SandboxHandle};
@@ -151,7 +151,7 @@ impl Attempt {
     async fn launch(&mut self, backend: &Arc<dyn Backend>, image: &ReadyImage) -> Result<Launch> {
         let given = &self.given;
         let egress =
-            crate::egress::attempt::plan(&given.env, given.harness.as_deref(), &given.secrets)
+            crate::gateway::attempt::plan(&given.env, given.harness.as_deref(), &given.secrets)
                 .map_err(|e| e.in_phase(Phase::Gateway))?;
         let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
         variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
@@ -245,7 +245,7 @@ impl Attempt {
                     }
                     let (network, main_process, files) = match egress_plan {
                         Some(plan) => {
-                            let (prepared, sandbox) = crate::egress::attempt::prepare(
+                            let (prepared, sandbox) = crate::gateway::attempt::prepare(
                                 &egress.run,
                                 plan,
                                 backend.as_ref(),
@@ -297,7 +297,7 @@ impl Attempt {
     }
 
     /// The gateway phase, when the sandbox has a way out: the relay's report
-    /// says the sandbox is isolated (`egress/attempt.rs`).
+    /// says the sandbox is isolated (`gateway/attempt.rs`).
     async fn gateway(&mut self) -> Result<()> {
         if let Some(egress) = &self.egress.attempt {
             self.phases.run(Phase::Gateway, egress.verify(), Clone::clone).await?;

@@ -354,7 +354,7 @@ impl crate::report::Reporter for Collect {
         Ok(())
     }
 
-    fn finish(&mut self, report: &crate::runner::RunReport) -> std::io::Result<()> {
+    fn finish(&mut self, report: &crate::report::RunReport) -> std::io::Result<()> {
         self.0.lock().unwrap().push(format!("finished exit {}", report.exit_code()));
         Ok(())
     }
@@ -402,7 +402,7 @@ async fn a_run_emits_its_events_in_order() {
 #[tokio::test]
 async fn a_judge_named_only_by_reeval_judge_needs_its_key_in_preflight() {
     // Before the fix the missing key was found when the eval called the judge, after the agent had worked.
-    let args = crate::runner::Args::default();
+    let args = crate::settings::Args::default();
     let env = |name: &str| (name == "REEVAL_JUDGE").then(|| "openai:gpt-test".to_string());
     let settings = crate::settings::Settings::load(&args, env).expect("settings");
     let config = RunConfig {

@@ -21,19 +21,10 @@
 //! message ends with what the gateway refused (`refused.rs`).
 //!
 //! This module holds the policy's public types (what an eval and a harness
-//! declare); `gateway.rs` the run's gateway service (one per run, started
-//! when an attempt first needs it); `attempt.rs` the attempt's egress (its
-//! plan, its identity on the gateway, the gateway phase that verifies the
-//! sandbox's isolation, the policy switched per phase, the record of what
-//! went out).
-
-pub(crate) mod attempt;
-pub(crate) mod gateway;
-mod refused;
-mod socket;
-
-pub(crate) use attempt::AttemptEgress;
-pub(crate) use gateway::RunEgress;
+//! declare, the run's gateway settings) and names nothing else of the crate:
+//! the environment and the harness trait use it. The gateway that enforces
+//! the policy, the run's service and each attempt's way out through it, is
+//! `crate::gateway`'s.
 
 /// Where the sandbox may go through the gateway in one phase.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,7 +33,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::environment::{Environment, ImageSpec, MappedFrom};
-use crate::eval::Eval;
+
+/// An eval's environment function.
+type EnvFn = Arc<dyn Fn() -> Environment + Send + Sync>;
 
 /// An image reference taken apart: `domain/path`, tag, digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,22 +194,15 @@ impl ImageMap {
         }
     }
 
-    /// `eval` with this map applied to the environment its function returns
-    /// (an eval without one uses its harness's image, which is not mapped).
-    /// While that function runs, [`mapped`] answers from this map. The runner
-    /// does not need it (it maps each cell's environment, a variant's change
-    /// included); it is for code that builds environments itself.
-    pub fn apply_to(&self, mut eval: Eval) -> Eval {
-        if self.is_empty() {
-            return eval;
-        }
-        let Some(base) = eval.options.environment.clone() else { return eval };
+    /// An eval's environment function with this map applied to what `base`
+    /// returns ([`crate::Eval::map_images`]); while `base` runs, [`mapped`]
+    /// answers from this map.
+    pub(crate) fn wrap(&self, base: EnvFn) -> EnvFn {
         let map = Arc::new(self.clone());
-        eval.options.environment = Some(Arc::new(move || {
+        Arc::new(move || {
             let env = scoped(&map, || base());
             map.apply_env(env)
-        }));
-        eval
+        })
     }
 
     /// Runs `f` (an eval's environment function) with this map as the one
@@ -318,11 +313,11 @@ mod tests {
         assert_eq!(env.image_mapped_from, None);
 
         // Inside an environment function the map answers `mapped`; outside, nothing is mapped.
-        let eval = m.apply_to(Eval::new("e", |_| Box::pin(async { Ok(()) })).environment(|| {
+        let eval = crate::Eval::new("e", |_| Box::pin(async { Ok(()) })).environment(|| {
             let seen = mapped("ubuntu:24.04");
             Environment::new().image(crate::Image::from(seen))
-        }));
-        let env = crate::runner::plan::build_environment(&eval).unwrap();
+        });
+        let env = crate::runner::plan::build_environment(&eval.map_images(&m)).unwrap();
         assert_eq!(env.image, Some(ImageSpec::From("mirror/ubuntu:24.04".into())));
         assert_eq!(mapped("ubuntu:24.04"), "ubuntu:24.04");
     }

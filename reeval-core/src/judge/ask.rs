@@ -1,16 +1,15 @@
-//! Asking the judge model: its endpoint (model, URL, key), the
-//! `submit_verdict` tool, one sample per request with retries, and the
-//! verdict over the samples of one criterion.
+//! Asking the judge model: its endpoint (model, URL, key), one sample per
+//! request with retries, and the verdict over the samples of one criterion.
 
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use serde_json::json;
-
-use super::{JUDGE_ENV, Judge, OpenAiOutput, SUBMIT_VERDICT, State, agentic, prompt};
+use super::{JUDGE_ENV, Judge, OpenAiOutput, SUBMIT_VERDICT, State, agentic, prompt, verdict_tool};
 use crate::error::{Error, Result};
 use crate::llm::chat::parse_spec;
-use crate::llm::chat::{ChatModel, ChatRequest, Choice, Message, Provider, Reply, ToolResult};
+use crate::llm::conversation::{
+    ChatModel, ChatRequest, Choice, Message, Provider, Reply, ToolResult,
+};
 use crate::llm::tools::ToolDef;
 use crate::llm::{ApiKey, LlmClient, LlmError, RetryPolicy};
 use crate::record::Verdict;
@@ -81,26 +80,6 @@ impl Endpoint {
             client,
         };
         Ok(Self { provider, openai_output: judge.openai_output, chat })
-    }
-}
-
-/// The `submit_verdict` tool. Reasoning comes first, so the model reasons before it scores.
-pub(crate) fn verdict_tool() -> ToolDef {
-    ToolDef {
-        name: SUBMIT_VERDICT,
-        description: "Record your verdict on the criterion.".into(),
-        schema: json!({
-            "type": "object",
-            "properties": {
-                "reasoning": {"type": "string", "description": "Why, citing the evidence."},
-                "score": {"type": "number", "description": "How well the criterion is met, from 0 (not at all) to 1 (fully)."},
-                "passed": {"type": "boolean", "description": "Whether the criterion is met."}
-            },
-            "required": ["reasoning", "score", "passed"],
-            "additionalProperties": false
-        }),
-        // The range is checked on reading too, for the providers that do not take it.
-        extra_keywords: Some(json!({"score": {"minimum": 0, "maximum": 1}})),
     }
 }
 
@@ -238,7 +217,7 @@ async fn sample(task: &Task<'_>, spent: &mut Spent) -> std::result::Result<Sampl
             output.call.result = output
                 .call
                 .result
-                .map(|t| crate::exec::tail(&t, crate::lifecycle::check::CHECK_TAIL).to_string());
+                .map(|t| crate::exec::tail(&t, crate::record::OUTPUT_TAIL).to_string());
             spent.tool_calls.push(output.call);
             results.push(ToolResult {
                 id: call.id.clone(),

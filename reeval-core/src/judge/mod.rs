@@ -25,7 +25,7 @@ mod agentic;
 mod ask;
 pub mod prompt;
 
-pub(crate) use ask::{Prepared, detail, failure, verdict_tool};
+pub(crate) use ask::{Prepared, detail, failure};
 
 use std::time::Duration;
 
@@ -41,6 +41,27 @@ pub const DEFAULT_THRESHOLD: f64 = 0.5;
 pub const DEFAULT_MAX_STEPS: u32 = 8;
 /// The name of the tool the judge answers with.
 pub const SUBMIT_VERDICT: &str = "submit_verdict";
+
+/// The `submit_verdict` tool. Reasoning comes first, so the model reasons before it scores.
+pub(crate) fn verdict_tool() -> crate::llm::tools::ToolDef {
+    use serde_json::json;
+    crate::llm::tools::ToolDef {
+        name: SUBMIT_VERDICT,
+        description: "Record your verdict on the criterion.".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "reasoning": {"type": "string", "description": "Why, citing the evidence."},
+                "score": {"type": "number", "description": "How well the criterion is met, from 0 (not at all) to 1 (fully)."},
+                "passed": {"type": "boolean", "description": "Whether the criterion is met."}
+            },
+            "required": ["reasoning", "score", "passed"],
+            "additionalProperties": false
+        }),
+        // The range is checked on reading too, for the providers that do not take it.
+        extra_keywords: Some(json!({"score": {"minimum": 0, "maximum": 1}})),
+    }
+}
 
 /// How an OpenAI-compatible judge is asked for structured output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -5,10 +5,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::attempt::Attempt;
-use crate::error::{Error, Result};
+use crate::capture::Capture;
+use crate::diff::Diff;
 use crate::llm::tools::{head, truncate};
-use crate::sandbox::SandboxError;
+use crate::turn::Turn;
 
 /// The default limit of the diff the judge sees, in bytes.
 pub const DIFF_LIMIT: usize = 60_000;
@@ -167,12 +167,37 @@ pub(crate) struct Evidence {
     pub(crate) produced: String,
 }
 
-/// Reads what `state` asks for from the attempt.
-pub(crate) async fn gather(ctx: &mut Attempt, state: &State) -> Result<Evidence> {
+/// What the attempt shows the judge, read from it before the judge sees
+/// anything (`attempt/judge.rs`): the judge names nothing of the attempt.
+pub(crate) struct Shown<'a> {
+    /// The attempt's turns so far.
+    pub(crate) turns: &'a [Turn],
+    /// The workspace's diff since the snapshot, when [`State::shows_diff`];
+    /// `None` when no sandbox was started (the judge never starts one just to find nothing).
+    pub(crate) diff: Option<Diff>,
+    /// Each file [`State::files`] names, in its order, with its bytes (`None`: no such file).
+    pub(crate) files: Vec<(String, Option<Vec<u8>>)>,
+    /// The attempt's captures.
+    pub(crate) captures: &'a [Capture],
+}
+
+impl State {
+    /// Whether the judge sees the changed files or the diff: the attempt reads the diff then.
+    pub(crate) fn shows_diff(&self) -> bool {
+        self.changed_files || self.diff
+    }
+
+    /// The files the judge sees, which the attempt reads.
+    pub(crate) fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
+/// The evidence `state` asks for, from what the attempt showed.
+pub(crate) fn evidence(shown: &Shown<'_>, state: &State) -> Evidence {
     let mut evidence = Evidence::default();
     if state.prompts {
-        let prompts: Vec<String> = ctx
-            .record()
+        let prompts: Vec<String> = shown
             .turns
             .iter()
             .enumerate()
@@ -187,84 +212,92 @@ pub(crate) async fn gather(ctx: &mut Attempt, state: &State) -> Result<Evidence>
     }
     let mut sections = Vec::new();
     if state.final_messages {
-        let messages: Vec<String> = ctx
-            .record()
-            .turns
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let status = serde_json::to_value(t.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                let message = t
-                    .final_message
-                    .as_deref()
-                    .map(|m| truncate(m, ITEM_LIMIT, "message"))
-                    .unwrap_or_else(|| "(no final message)".into());
-                format!("### Turn {} ({status})\n{message}", i + 1)
-            })
-            .collect();
-        sections.push(format!(
-            "## The agent's final messages\n{}",
-            if messages.is_empty() { "(no turn was run)".into() } else { messages.join("\n\n") }
-        ));
+        sections.push(final_messages(shown.turns));
     }
-    if state.changed_files || state.diff {
-        // Only a started sandbox has a diff: the judge never starts one just to find nothing.
-        let diff = if ctx.is_ready() { Some(ctx.diff().await?) } else { None };
-        if state.changed_files {
-            let list = match &diff {
-                None => "(no sandbox was started)".to_string(),
-                Some(d) if d.files.is_empty() => "(no file changed)".to_string(),
-                Some(d) => d
-                    .files
-                    .iter()
-                    .map(|f| {
-                        let change = serde_json::to_value(f.change)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default();
-                        format!("- {change}: {}{}", f.path, if f.binary { " (binary)" } else { "" })
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            };
-            sections.push(format!("## Changed files\n{list}"));
-        }
-        if state.diff {
-            let patch = match &diff {
-                None => "(no sandbox was started)".to_string(),
-                Some(d) if d.patch.is_empty() => "(empty)".to_string(),
-                Some(d) => truncate(&d.patch, state.diff_limit, "diff"),
-            };
-            sections.push(format!("## Diff of the workspace since the task began\n{patch}"));
-        }
+    if state.changed_files {
+        sections.push(format!("## Changed files\n{}", changed_files(shown.diff.as_ref())));
     }
-    for path in &state.files {
-        let text = match ctx.read_bytes(path).await {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => truncate(&text, ITEM_LIMIT, "file"),
-                Err(e) => format!("(binary, {} bytes)", e.as_bytes().len()),
+    if state.diff {
+        let patch = match &shown.diff {
+            None => "(no sandbox was started)".to_string(),
+            Some(d) if d.patch.is_empty() => "(empty)".to_string(),
+            Some(d) => truncate(&d.patch, state.diff_limit, "diff"),
+        };
+        sections.push(format!("## Diff of the workspace since the task began\n{patch}"));
+    }
+    for (path, bytes) in &shown.files {
+        let text = match bytes {
+            Some(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => truncate(text, ITEM_LIMIT, "file"),
+                Err(_) => format!("(binary, {} bytes)", bytes.len()),
             },
-            Err(Error::Sandbox(SandboxError::NotFound { .. })) => "(no such file)".into(),
-            Err(e) => return Err(e),
+            None => "(no such file)".into(),
         };
         sections.push(format!("## File {path}\n{text}"));
     }
-    let captures: Vec<_> = match &state.captures {
+    sections.extend(captures(shown.captures, &state.captures));
+    evidence.produced = escape(&sections.join("\n\n"));
+    evidence
+}
+
+/// The agent's final message of each turn, as one section.
+fn final_messages(turns: &[Turn]) -> String {
+    let messages: Vec<String> = turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let status = serde_json::to_value(t.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let message = t
+                .final_message
+                .as_deref()
+                .map(|m| truncate(m, ITEM_LIMIT, "message"))
+                .unwrap_or_else(|| "(no final message)".into());
+            format!("### Turn {} ({status})\n{message}", i + 1)
+        })
+        .collect();
+    format!(
+        "## The agent's final messages\n{}",
+        if messages.is_empty() { "(no turn was run)".into() } else { messages.join("\n\n") }
+    )
+}
+
+/// The changed files of `diff`, one line each.
+fn changed_files(diff: Option<&Diff>) -> String {
+    match diff {
+        None => "(no sandbox was started)".to_string(),
+        Some(d) if d.files.is_empty() => "(no file changed)".to_string(),
+        Some(d) => d
+            .files
+            .iter()
+            .map(|f| {
+                let change = serde_json::to_value(f.change)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!("- {change}: {}{}", f.path, if f.binary { " (binary)" } else { "" })
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// The captures `asked` names (each one missing said), one section each.
+fn captures(all: &[Capture], asked: &Captures) -> Vec<String> {
+    let mut sections = Vec::new();
+    let shown: Vec<&Capture> = match asked {
         Captures::None => Vec::new(),
-        Captures::All => ctx.captures().iter().collect(),
-        Captures::Named(names) => {
-            ctx.captures().iter().filter(|c| names.contains(&c.name)).collect()
-        }
+        Captures::All => all.iter().collect(),
+        Captures::Named(names) => all.iter().filter(|c| names.contains(&c.name)).collect(),
     };
-    if let Captures::Named(names) = &state.captures {
-        for missing in names.iter().filter(|n| !ctx.captures().iter().any(|c| &c.name == *n)) {
+    if let Captures::Named(names) = asked {
+        for missing in names.iter().filter(|n| !all.iter().any(|c| &c.name == *n)) {
             sections.push(format!("## Capture {missing}\n(nothing was captured under this name)"));
         }
     }
-    for capture in captures {
+    for capture in shown {
         sections.push(format!(
             "## Capture {} ({})\n{}",
             capture.name,
@@ -272,8 +305,7 @@ pub(crate) async fn gather(ctx: &mut Attempt, state: &State) -> Result<Evidence>
             truncate(&capture.text, ITEM_LIMIT, "capture")
         ));
     }
-    evidence.produced = escape(&sections.join("\n\n"));
-    Ok(evidence)
+    sections
 }
 
 /// The system prompt: a strict grader, untrusted data, the way to answer.

@@ -1,7 +1,8 @@
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::*;
-use crate::llm::chat::{Call, key_env};
+use crate::llm::chat::key_env;
+use crate::llm::conversation::Call;
 
 fn reply(input: Value) -> Reply {
     Reply {

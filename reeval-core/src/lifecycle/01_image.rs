@@ -1,7 +1,7 @@
 //! The image phase: the eval's image, else the harness's own, else
 //! `reeval/base`, made present on the engine (built once per content digest).
 //!
-//! The run makes images present ahead of the attempts (`runner/dispatch.rs`),
+//! The run makes images present ahead of the attempts (`runner/scheduler.rs`),
 //! and an attempt that needs an image being built there waits for that build
 //! and then finds it present. So that a record still says the image was
 //! built, and how long that took, the first attempt that gets an image made

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::attempt::TurnUnsettled;
+use super::TurnUnsettled;
 use crate::diff::{Diff, Snapshot};
 use crate::error::Error;
 use crate::harness::{Harness, HarnessError, TurnContext};

@@ -5,12 +5,9 @@
 
 use crate::error::Result;
 use crate::exec::{Command, ExecOutput};
-use crate::record::CheckRecord;
+use crate::record::{CheckRecord, OUTPUT_TAIL};
 use crate::sandbox::SandboxHandle;
 use crate::secrets::{ExposeSecret, Secret, SecretScope};
-
-/// How much of a check's output the record keeps.
-pub(crate) const CHECK_TAIL: usize = 4096;
 
 /// Runs the check. Its output comes back as it is: the eval's code is trusted.
 pub(crate) async fn run(
@@ -43,8 +40,8 @@ pub(crate) fn record(out: &ExecOutput, oom_killed: bool, step: Option<&str>) -> 
         command: out.command.clone(),
         exit_code: out.exit_code,
         duration_ms: out.duration_ms,
-        stdout_tail: out.stdout_tail(CHECK_TAIL).to_string(),
-        stderr_tail: out.stderr_tail(CHECK_TAIL).to_string(),
+        stdout_tail: out.stdout_tail(OUTPUT_TAIL).to_string(),
+        stderr_tail: out.stderr_tail(OUTPUT_TAIL).to_string(),
         changes: None,
         sandbox: None,
         service: None,

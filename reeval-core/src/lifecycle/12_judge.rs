@@ -2,7 +2,7 @@
 //! judge's commands run in a throwaway copy of the workspace; should one
 //! reach the workspace anyway, the record says so.
 
-use crate::attempt::Phases;
+use super::Phases;
 use crate::diff::Snapshot;
 use crate::error::Result;
 use crate::judge::{Prepared, prompt::Evidence};

@@ -1,11 +1,12 @@
 //! The attempt's phases, one file each, in lifecycle order (DESIGN.md, "The
 //! attempt lifecycle"). Each file is one step: it gets what it needs and
 //! returns what it made; the attempt (`crate::attempt`) runs each through
-//! `Phases::run` and is the only one that keeps the results.
+//! `Phases::run` (`phases.rs`, here so that a phase's file names nothing of
+//! the attempt) and is the only one that keeps the results.
 //!
 //! The lazy start runs image → container → gateway → env → workspace → files
 //! → setup → snapshot on the first call that needs the sandbox (the gateway
-//! phase, 03, is the attempt's egress and lives in `crate::egress`); the harness
+//! phase, 03, is the attempt's egress and lives in `crate::gateway`); the harness
 //! session starts on the first turn; turns, checks, verdicts, serves and
 //! captures are the eval's own work; teardown runs whatever happened.
 
@@ -37,3 +38,7 @@ pub(crate) mod teardown;
 pub(crate) mod turn;
 #[path = "05_workspace.rs"]
 pub(crate) mod workspace;
+
+mod phases;
+
+pub(crate) use phases::{ABORT_GRACE, Paused, Phases, TurnUnsettled};

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::LlmError;
-use super::chat::{Call, ChatModel, ChatRequest, Choice, Message, Reply};
+use super::conversation::{Call, ChatModel, ChatRequest, Choice, Message, Reply};
 use crate::turn::Usage;
 
 /// The API version sent in `anthropic-version`.

@@ -7,13 +7,14 @@
 //!   honours the server's `retry-after-ms` / `retry-after`.
 //! - [`tools`]: the tools an agent (or an agentic judge) acts in the sandbox
 //!   with: read a file, list files, run a command, write a file.
-//! - The provider-neutral conversation the judge holds and its two wire
-//!   formats (Anthropic Messages, OpenAI chat completions) are crate-private:
-//!   the judge sits on top of them.
+//! - The provider-neutral conversation the judge holds (`conversation.rs`),
+//!   its two wire formats (Anthropic Messages, OpenAI chat completions) and
+//!   the sending (`chat.rs`) are crate-private: the judge sits on top of them.
 
 pub(crate) mod anthropic;
 pub(crate) mod chat;
 mod client;
+pub(crate) mod conversation;
 mod error;
 pub(crate) mod openai;
 mod retry;

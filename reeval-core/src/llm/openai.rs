@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::LlmError;
-use super::chat::{Call, ChatModel, ChatRequest, Choice, Message, Reply};
+use super::conversation::{Call, ChatModel, ChatRequest, Choice, Message, Reply};
 use crate::turn::Usage;
 
 /// The request body.
@@ -96,7 +96,7 @@ mod tests {
     #[test]
     fn only_a_request_forcing_its_one_tool_asks_for_a_json_schema() {
         use crate::llm::LlmClient;
-        use crate::llm::chat::Provider;
+        use crate::llm::conversation::Provider;
         use crate::llm::tools::{Tool, ToolDef};
 
         let model = ChatModel {

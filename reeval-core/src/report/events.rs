@@ -2,8 +2,8 @@
 //! goes; everything the runner prints or writes (the libtest lines, `-v`,
 //! the records, the summary, the HTML report) is a [`crate::report::Reporter`]
 //! on this stream. Every event's text was redacted where it was made. The
-//! reporters own these types, and the runner depends on them (it re-exports
-//! this module as `runner::events`), never the reverse.
+//! reporters own these types, and the runner depends on them, never the
+//! reverse.
 
 use std::path::PathBuf;
 

@@ -148,7 +148,7 @@ mod tests {
         let mut b = rec("task", 2, 1, Outcome::Fail(crate::outcome::FailKind::Assertion));
         b.reward = Some([("reward".to_string(), 0.0)].into());
         let records = vec![a, b];
-        let summary = crate::runner::summarize("run", &records);
+        let summary = crate::report::summarize("run", &records);
         let report =
             RunReport { run_id: "run".into(), run_dir: "/runs/run".into(), records, summary };
         let xml = render(&report).to_string().unwrap();

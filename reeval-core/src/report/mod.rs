@@ -30,9 +30,9 @@ pub use junit::Junit;
 pub use libtest_json::LibtestJson;
 pub use lines::{Lines, say, stdout_closed};
 pub use live::Progress;
+pub use summary::{EXIT_INTERRUPTED, RunReport, summarize, summarize_priced};
 
 use events::RunEvent;
-use summary::RunReport;
 
 /// A sink of the run's events.
 pub trait Reporter: Send {

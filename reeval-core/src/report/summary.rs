@@ -1,8 +1,8 @@
 //! What a run produced ([`RunReport`]) and how its records are summarized:
 //! the final try of each trial, each cell's statistics, usage and cost, and
 //! the exit code. The reporters read them; the runner, `runs.rs` (a run
-//! rebuilt from its directory) and regrade make them. Re-exported at their
-//! old paths in `crate::runner`.
+//! rebuilt from its directory) and regrade make them. Public as
+//! `crate::report::{RunReport, summarize, …}`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

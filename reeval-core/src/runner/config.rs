@@ -1,17 +1,11 @@
 //! The run's configuration: [`RunConfig`], which the runner builds from
-//! [`Settings`] (settings sit below the runner and name nothing of it).
-//! The settings' data types are re-exported here at the paths they had when
-//! the runner held them.
+//! [`Settings`] (settings sit below the runner and name nothing of it; their
+//! data types are theirs: [`crate::settings::SuiteConfig`], …).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::pool;
-use crate::settings::{self, Settings};
-
-pub use crate::settings::{
-    ConfigFileError, FILE_NAME, GatewayAddress, KubernetesConfig, OneOrMore, SuiteConfig,
-};
+use crate::settings::{self, EngineSpec, KubernetesConfig, Settings};
 
 /// How a run is configured.
 #[derive(Debug, Clone)]
@@ -50,7 +44,7 @@ pub struct RunConfig {
     /// The egress gateway's settings (test roots and host mappings; see [`crate::egress::EgressSettings`]).
     pub egress: crate::egress::EgressSettings,
     /// Engines to spread attempts over; empty: the one `DOCKER_HOST` names (or the backend given).
-    pub engines: Vec<pool::EngineSpec>,
+    pub engines: Vec<EngineSpec>,
     /// Whether prepared sandboxes are cached as images (`--no-setup-cache` turns it off).
     pub setup_cache: bool,
     /// The setup cache's size cap in bytes (`REEVAL_SETUP_CACHE_MAX`): past it, the least
@@ -64,13 +58,13 @@ pub struct RunConfig {
     pub compare: Option<crate::compare::Arms>,
     /// Run every eval with this variant (`--variant`); its records name it as their arm.
     pub variant: Option<crate::compare::Variant>,
-    /// The suite binary running, recorded in the summary (set by [`main`](super::main)).
+    /// The suite binary running, recorded in the summary (set by [`main`](crate::runner::main)).
     pub suite: Option<crate::record::SuiteIdentity>,
     /// Image names mapped to others (`[images]` in `reeval.toml`), applied to
     /// every eval's environment when the run starts.
     pub images: crate::image_map::ImageMap,
     /// The part of a partitioned run this is, recorded in the summary (the
-    /// cells are chosen by [`main`](super::main); see [`crate::partition`]).
+    /// cells are chosen by [`main`](crate::runner::main); see [`crate::partition`]).
     pub partition: Option<crate::settings::Partition>,
 }
 
@@ -129,4 +123,14 @@ impl Settings {
             partition: self.partition,
         }
     }
+}
+
+/// `NEXTEST_RUN_ID`, or `<utc date>T<time>-<pid>`.
+pub fn new_run_id() -> String {
+    settings::run_id_from(&settings::process_env)
+}
+
+/// `$CARGO_TARGET_DIR/reeval/runs`, or `target/reeval/runs`.
+pub fn default_record_dir() -> PathBuf {
+    settings::default_record_dir_from(&settings::process_env)
 }

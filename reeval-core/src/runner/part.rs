@@ -83,13 +83,13 @@ pub(super) fn record_nothing(config: &RunConfig) -> Result<PathBuf, RunsError> {
         path: run_dir.clone(),
         source,
     })?;
-    let mut summary = super::summarize_priced(&config.run_id, &[], &config.prices);
+    let mut summary = crate::report::summarize_priced(&config.run_id, &[], &config.prices);
     summary.provenance =
         super::provenance::of_run(std::time::SystemTime::now(), None, Default::default());
     summary.suite = config.suite.clone();
     summary.partition = config.partition.map(|p| p.to_string());
     summary.exit_reason = "this part of the partitioned run holds no cell".into();
-    let report = super::RunReport {
+    let report = crate::report::RunReport {
         run_id: config.run_id.clone(),
         run_dir: run_dir.clone(),
         records: Vec::new(),

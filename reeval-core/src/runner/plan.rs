@@ -9,7 +9,8 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use super::{ArmCell, Runner};
+use super::Runner;
+use super::given::ArmCell;
 use crate::attempt::{CellPlan, panic_message};
 use crate::environment::Environment;
 use crate::eval::Eval;
@@ -93,7 +94,7 @@ pub(super) fn plan(
     let config = &runner.config;
     // A sandbox with a way out is made with its gateway (an egress that
     // cannot be planned is the attempt's to report).
-    let gateway = !matches!(crate::egress::attempt::plan(&env, harness, &secrets), Ok(None));
+    let gateway = !matches!(crate::gateway::attempt::plan(&env, harness, &secrets), Ok(None));
     let brokered = harness
         .map(|h| h.egress().brokers)
         .unwrap_or_default()

@@ -14,8 +14,6 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::sandbox::{Backend, BackendConfig, SandboxError};
 
-pub use crate::settings::EngineSpec;
-
 /// An engine of the pool.
 #[derive(Debug)]
 pub(crate) struct Engine {
@@ -146,6 +144,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::docker::EngineSpec;
     use crate::sandbox::fake::FakeBackend;
 
     #[test]

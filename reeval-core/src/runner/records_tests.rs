@@ -228,7 +228,7 @@ async fn an_interrupted_run_says_in_its_summary_the_exit_code_it_exits_with() {
         shutdown.cancel();
     });
     let report = runner.run(vec![eval]).await.unwrap();
-    assert_eq!(report.exit_code(), crate::runner::EXIT_INTERRUPTED);
+    assert_eq!(report.exit_code(), crate::report::EXIT_INTERRUPTED);
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.run_dir.join("summary.json")).unwrap())
             .unwrap();

@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 use reeval_core::RunReport;
 use reeval_core::report::Reporter;
-use reeval_core::runner::events::RunEvent;
+use reeval_core::report::events::RunEvent;
 use serde_json::{Value, json};
 
 use super::dataset::TaskId;

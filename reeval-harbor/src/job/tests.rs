@@ -109,7 +109,7 @@ fn records_and_captures_become_harbor_trials() {
     let report = RunReport {
         run_id: "run-1".into(),
         run_dir: run_dir.clone(),
-        summary: reeval_core::runner::summarize("run-1", &records),
+        summary: reeval_core::report::summarize("run-1", &records),
         records,
     };
     let settings = JobSettings {

@@ -495,7 +495,7 @@ fn feed(
     line: &str,
     ctx: &TurnContext,
 ) -> bool {
-    use reeval_core::runner::events::AgentEvent;
+    use reeval_core::report::events::AgentEvent;
     let Some(event) = ndjson::parse_event(line) else { return false };
     let (calls, edits, said) =
         (turn.tool_calls.len(), turn.file_edits.len(), turn.final_message.clone());

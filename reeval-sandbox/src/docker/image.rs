@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 
 use crate::ImageSpec;
 pub(crate) use crate::ReadyImage;
+use crate::image_spec::{digest_tag, install_dockerfile, install_tag};
 use crate::{DockerBackend, SandboxError};
 
 /// `text` without terminal escape sequences (colours, cursor moves).
@@ -233,18 +233,6 @@ fn short_id(id: &str) -> &str {
     &id[..(id.len() - hex.len()) + hex.len().min(12)]
 }
 
-/// The Dockerfile of an [`ImageSpec::Install`]: each step a `RUN` on `base`.
-pub(crate) fn install_dockerfile(base: &str, steps: &[String]) -> String {
-    let mut dockerfile = format!("FROM {base}\n");
-    for step in steps {
-        dockerfile.push_str(&format!(
-            "RUN {}\n",
-            serde_json::to_string(&["/bin/sh", "-c", step]).expect("strings serialize")
-        ));
-    }
-    dockerfile
-}
-
 /// The Dockerfile of an [`ImageSpec::Layered`]: its steps run as root on
 /// `base`, then the base's own `user` (if it set one) back.
 fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
@@ -261,29 +249,12 @@ fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
     dockerfile
 }
 
-/// The tag an [`ImageSpec::Install`] image is built under: its base's id, its
-/// Dockerfile and `extra` (the harness's image key).
-pub(crate) fn install_tag(base_id: &str, dockerfile: &str, extra: &str) -> String {
-    digest_tag(&[b"install", base_id.as_bytes(), dockerfile.as_bytes(), extra.as_bytes()])
-}
-
 /// A build context of one file, the generated `dockerfile` (an install or a
 /// layer: their steps need nothing from the host).
 fn dockerfile_only(dockerfile: &str) -> Result<BuildContext, SandboxError> {
     let tar =
         crate::archive::tar_of(&[("Dockerfile".into(), dockerfile.as_bytes().to_vec(), 0o644)])?;
     Ok(BuildContext { tar: tar.to_vec(), dockerfile: "Dockerfile".into() })
-}
-
-/// `reeval/img:<first 16 hex of sha256 over the parts>`.
-fn digest_tag(parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p);
-    }
-    let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("reeval/img:{hex}")
 }
 
 /// A deterministic tar of a directory (sorted, mtimes zeroed), for workspace

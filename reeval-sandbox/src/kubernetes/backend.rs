@@ -5,15 +5,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams};
 use secrecy::SecretString;
 
+use super::cluster::Cluster;
 use super::patience::patiently;
-use super::sandbox::{KubeSandbox, Room};
+use super::sandbox::KubeSandbox;
 use super::services_up::Parts;
-use super::{gateway, pod, preflight, registry, room, services, volumes};
+use super::{gateway, pod, preflight, registry, services, volumes};
 use crate::Preflight;
 use crate::docker::{owner_is_gone, owner_label};
 use crate::{
@@ -25,11 +24,8 @@ use crate::{ImageSpec, KubernetesConfig};
 /// A Kubernetes cluster and the namespace attempts run in, shared by every sandbox of a run.
 #[derive(Clone)]
 pub struct KubeBackend {
-    pub(super) client: kube::Client,
-    pub(super) namespace: String,
-    pub(super) config: Arc<KubernetesConfig>,
-    /// Where the API server is, for preflight and the record.
-    pub(super) server: String,
+    /// The cluster: its client, the namespace, the settings, the API server.
+    pub(super) cluster: Cluster,
     /// Real values of the secrets the run brokers, by the gateway's variable
     /// name (`REEVAL_GW_SECRET_<NAME>`): they go into the run's gateway Secret.
     /// Set by preflight ([`Backend::check_run`]) or [`KubeBackend::set_gateway_credentials`].
@@ -46,8 +42,8 @@ pub struct KubeBackend {
 impl std::fmt::Debug for KubeBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeBackend")
-            .field("server", &self.server)
-            .field("namespace", &self.namespace)
+            .field("server", &self.cluster.server)
+            .field("namespace", &self.cluster.namespace)
             .finish_non_exhaustive()
     }
 }
@@ -87,10 +83,7 @@ impl KubeBackend {
                 message: format!("failed to build a Kubernetes client for {server}: {e}"),
             })?;
         Ok(Self {
-            client,
-            namespace,
-            config: Arc::new(config),
-            server,
+            cluster: Cluster { client, namespace, config: Arc::new(config), server },
             credentials: Arc::default(),
             gateways: Arc::default(),
             local: Arc::default(),
@@ -106,7 +99,7 @@ impl KubeBackend {
 
     /// The namespace attempts run in.
     pub fn namespace(&self) -> &str {
-        &self.namespace
+        &self.cluster.namespace
     }
 
     /// Names of the pods of run `run_id` in the namespace (any owner, any state).
@@ -119,8 +112,12 @@ impl KubeBackend {
     pub async fn pods_of_run(&self, run_id: &str) -> Result<Vec<String>, SandboxError> {
         let list =
             ListParams::default().labels(&format!("{LABEL_RUN}={}", pod::label_value(run_id)));
-        let pods =
-            self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        let pods = self
+            .cluster
+            .pods()
+            .list(&list)
+            .await
+            .map_err(|e| SandboxError::engine("list pods", e))?;
         Ok(pods.items.into_iter().filter_map(|p| p.metadata.name).collect())
     }
 
@@ -145,35 +142,21 @@ impl KubeBackend {
             .into_iter()
             .map(|n| format!("pod/{n}"))
             .collect::<Vec<_>>();
-        let policies = self.policies().list(&list).await.map_err(|e| fail("NetworkPolicies", e))?;
+        let policies =
+            self.cluster.policies().list(&list).await.map_err(|e| fail("NetworkPolicies", e))?;
         found.extend(names(
             "networkpolicy",
             policies.items.into_iter().map(|p| p.metadata.name).collect(),
         ));
-        let services = self.services().list(&list).await.map_err(|e| fail("Services", e))?;
+        let services =
+            self.cluster.services().list(&list).await.map_err(|e| fail("Services", e))?;
         found.extend(names(
             "service",
             services.items.into_iter().map(|p| p.metadata.name).collect(),
         ));
-        let secrets = self.secrets().list(&list).await.map_err(|e| fail("Secrets", e))?;
+        let secrets = self.cluster.secrets().list(&list).await.map_err(|e| fail("Secrets", e))?;
         found.extend(names("secret", secrets.items.into_iter().map(|p| p.metadata.name).collect()));
         Ok(found)
-    }
-
-    pub(super) fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub(super) fn policies(&self) -> Api<NetworkPolicy> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub(super) fn services(&self) -> Api<Service> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub(super) fn secrets(&self) -> Api<Secret> {
-        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     /// The gateway pod of the run `request` belongs to, started on first use.
@@ -198,17 +181,19 @@ impl KubeBackend {
             credentials.entry(env.clone()).or_insert_with(|| value.clone());
         }
         // The gateway image: the configured one, else built and pushed, else the base with the binary copied in.
-        let (image, binary_in_image) = match (&self.config.gateway_image, &self.config.registry) {
-            (Some(image), _) => (image.clone(), false),
-            (None, Some(registry)) => {
-                let local = self.local().await?;
-                let built = crate::docker::ensure_gateway_image(local, request).await?;
-                (registry::push(local.client(), registry, &built).await?.0, true)
-            }
-            (None, None) => (request.base_image.clone(), false),
-        };
+        let (image, binary_in_image) =
+            match (&self.cluster.config.gateway_image, &self.cluster.config.registry) {
+                (Some(image), _) => (image.clone(), false),
+                (None, Some(registry)) => {
+                    let local = self.local().await?;
+                    let built = crate::docker::ensure_gateway_image(local, request).await?;
+                    (registry::push(local.client(), registry, &built).await?.0, true)
+                }
+                (None, None) => (request.base_image.clone(), false),
+            };
         let started = Arc::new(
-            gateway::start_run(self, request, &credentials, &image, binary_in_image).await?,
+            gateway::start_run(&self.cluster, request, &credentials, &image, binary_in_image)
+                .await?,
         );
         gateways.insert(run, started.clone());
         Ok(started)
@@ -223,7 +208,7 @@ impl KubeBackend {
     /// # Cancel safety
     /// Safe: it only reads (a `SelfSubjectAccessReview` creates nothing).
     pub async fn preflight(&self) -> Preflight {
-        preflight::check(&self.client, &self.namespace).await
+        preflight::check(&self.cluster.client, &self.cluster.namespace).await
     }
 }
 
@@ -253,16 +238,17 @@ impl Backend for KubeBackend {
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {
-        let v =
-            self.client.apiserver_version().await.map_err(|e| SandboxError::EngineUnreachable {
+        let v = self.cluster.client.apiserver_version().await.map_err(|e| {
+            SandboxError::EngineUnreachable {
                 engine: "the Kubernetes API server".into(),
-                message: format!("{}: {e}", self.server),
-            })?;
+                message: format!("{}: {e}", self.cluster.server),
+            }
+        })?;
         Ok(EngineInfo {
             name: "Kubernetes".into(),
             version: v.git_version,
             api_version: format!("{}.{}", v.major, v.minor),
-            host: format!("{} namespace {}", self.server, self.namespace),
+            host: format!("{} namespace {}", self.cluster.server, self.cluster.namespace),
             // Nodes come and go; what a pod may ask is the scheduler's to say.
             capacity: None,
         })
@@ -280,7 +266,7 @@ impl Backend for KubeBackend {
                 id: reference.clone(),
                 detail: format!(
                     "{reference}, left to the cluster (imagePullPolicy {})",
-                    self.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
+                    self.cluster.config.image_pull_policy.as_deref().unwrap_or("IfNotPresent")
                 ),
                 // Not known before a pod runs it: the cluster pulls it.
                 workdir: None,
@@ -288,7 +274,7 @@ impl Backend for KubeBackend {
             });
         }
         self.check_image(spec)?;
-        let registry = self.config.registry.as_deref().expect("checked: a registry is set");
+        let registry = self.cluster.config.registry.as_deref().expect("checked: a registry is set");
         // Built on the local engine as on the Docker backend, then pushed where the cluster pulls.
         let began = std::time::Instant::now();
         let local = self.local().await?;
@@ -332,29 +318,35 @@ impl Backend for KubeBackend {
         let owner = owner_label();
         // The policy first: the pod is never up without it.
         let policy = pod::policy(&name, spec, &owner);
-        let (policies, post) = (self.policies(), kube::api::PostParams::default());
+        let (policies, post) = (self.cluster.policies(), kube::api::PostParams::default());
         patiently(|| policies.create(&post, &policy)).await.map_err(|e| {
             SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
         })?;
-        let manifest = pod::manifest(&name, spec, &self.config, &owner);
+        let manifest = pod::manifest(&name, spec, &self.cluster.config, &owner);
         let gateway = match &spec.network {
             NetworkSpec::PodGateway { pod_labels, .. } => {
                 pod_labels.get(gateway::LABEL_GATEWAY).cloned()
             }
             _ => None,
         };
-        let mut sandbox =
-            KubeSandbox::new(self.pods(), self.policies(), name.clone(), self.ready_within())
-                .with_room(self.room(&manifest))
-                .with_parts(Parts::of(spec))
-                .through_gateway(gateway);
-        if self.config.host_network && matches!(spec.network, NetworkSpec::PodGateway { .. }) {
+        let mut sandbox = KubeSandbox::new(
+            self.cluster.pods(),
+            self.cluster.policies(),
+            name.clone(),
+            self.cluster.ready_within(),
+        )
+        .with_room(self.cluster.room(&manifest))
+        .with_parts(Parts::of(spec))
+        .through_gateway(gateway);
+        if self.cluster.config.host_network
+            && matches!(spec.network, NetworkSpec::PodGateway { .. })
+        {
             let slot = self.host_network_egress.clone().acquire_owned().await.map_err(|e| {
                 SandboxError::engine("wait for the node network's one relay port", e)
             })?;
             sandbox.hold_until_gone(slot);
         }
-        let pods = self.pods();
+        let pods = self.cluster.pods();
         if let Err(e) = patiently(|| pods.create(&post, &manifest)).await {
             let _ = sandbox.destroy().await;
             return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));
@@ -367,7 +359,7 @@ impl Backend for KubeBackend {
         request: &GatewayRequest,
     ) -> Result<Box<dyn GatewayContainer>, SandboxError> {
         let run = self.run_gateway(request).await?;
-        Ok(Box::new(gateway::KubeGateway::start(self, run, request).await?))
+        Ok(Box::new(gateway::KubeGateway::start(&self.cluster, run, request).await?))
     }
 
     /// The API, the namespace and RBAC (see [`KubeBackend::preflight`]); what
@@ -376,7 +368,7 @@ impl Backend for KubeBackend {
     /// and the secrets the run brokers, which its gateway pod gets.
     async fn check_run(&self, run: &RunNeeds) -> Preflight {
         let mut found = self.preflight().await;
-        let config = &self.config;
+        let config = &self.cluster.config;
         let mut push = |line: String| {
             if !found.missing.contains(&line) {
                 found.missing.push(line);
@@ -423,35 +415,45 @@ impl Backend for KubeBackend {
             }
         };
         let list = ListParams::default().labels(&selector);
-        let pods =
-            self.pods().list(&list).await.map_err(|e| SandboxError::engine("list pods", e))?;
+        let pods = self
+            .cluster
+            .pods()
+            .list(&list)
+            .await
+            .map_err(|e| SandboxError::engine("list pods", e))?;
         let mut removed = 0;
         for p in pods.items.iter().filter(|p| ours(p.metadata.annotations.as_ref())) {
             let Some(name) = p.metadata.name.as_deref() else { continue };
-            if self.pods().delete(name, &DeleteParams::default().grace_period(0)).await.is_ok() {
+            if self
+                .cluster
+                .pods()
+                .delete(name, &DeleteParams::default().grace_period(0))
+                .await
+                .is_ok()
+            {
                 removed += 1;
             }
         }
         // Policies go with their pods; a policy without a pod holds nothing, but is removed
         // too, as are gateways' Services and Secrets (credentials: they must not outlive the run).
-        if let Ok(policies) = self.policies().list(&list).await {
+        if let Ok(policies) = self.cluster.policies().list(&list).await {
             for p in policies.items.iter().filter(|p| ours(p.metadata.annotations.as_ref())) {
                 if let Some(name) = p.metadata.name.as_deref() {
-                    let _ = self.policies().delete(name, &DeleteParams::default()).await;
+                    let _ = self.cluster.policies().delete(name, &DeleteParams::default()).await;
                 }
             }
         }
-        if let Ok(services) = self.services().list(&list).await {
+        if let Ok(services) = self.cluster.services().list(&list).await {
             for s in services.items.iter().filter(|s| ours(s.metadata.annotations.as_ref())) {
                 if let Some(name) = s.metadata.name.as_deref() {
-                    let _ = self.services().delete(name, &DeleteParams::default()).await;
+                    let _ = self.cluster.services().delete(name, &DeleteParams::default()).await;
                 }
             }
         }
-        if let Ok(secrets) = self.secrets().list(&list).await {
+        if let Ok(secrets) = self.cluster.secrets().list(&list).await {
             for s in secrets.items.iter().filter(|s| ours(s.metadata.annotations.as_ref())) {
                 if let Some(name) = s.metadata.name.as_deref() {
-                    let _ = self.secrets().delete(name, &DeleteParams::default()).await;
+                    let _ = self.cluster.secrets().delete(name, &DeleteParams::default()).await;
                 }
             }
         }
@@ -469,7 +471,7 @@ impl KubeBackend {
     /// # Errors
     /// [`SandboxError::ImageMissing`] saying what to configure.
     pub fn check_image(&self, spec: &ImageSpec) -> Result<(), SandboxError> {
-        if matches!(spec, ImageSpec::From(_)) || self.config.registry.is_some() {
+        if matches!(spec, ImageSpec::From(_)) || self.cluster.config.registry.is_some() {
             return Ok(());
         }
         Err(SandboxError::ImageMissing {
@@ -488,22 +490,6 @@ impl KubeBackend {
     /// The local Docker engine that builds and pushes images.
     async fn local(&self) -> Result<&crate::DockerBackend, SandboxError> {
         self.local.get_or_try_init(crate::DockerBackend::connect).await
-    }
-
-    /// How a pod of `manifest` waits for room on the cluster.
-    pub(super) fn room(&self, manifest: &Pod) -> Room {
-        Room {
-            manifest: manifest.clone(),
-            nodes: Api::all(self.client.clone()),
-            within: self
-                .config
-                .room_timeout_secs
-                .map_or(room::DEFAULT_WITHIN, std::time::Duration::from_secs),
-        }
-    }
-
-    pub(super) fn ready_within(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.config.ready_timeout_secs.unwrap_or(300))
     }
 }
 

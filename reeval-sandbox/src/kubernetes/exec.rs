@@ -34,7 +34,7 @@ use kube::api::{Api, AttachParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::pod::CONTAINER;
+use super::names::CONTAINER;
 use crate::SandboxError;
 use crate::exec::BoundedBuffer;
 

@@ -41,6 +41,7 @@ use reeval_gateway::EgressEntry;
 use reeval_gateway::relay::RelayReport;
 use secrecy::{ExposeSecret, SecretString};
 
+use super::cluster::Cluster;
 use super::exec::{self, ExecSpec};
 use super::pod;
 use super::sandbox::KubeSandbox;
@@ -191,7 +192,7 @@ pub(super) fn service(
 
 /// Starts the run's gateway: its Secret, then its pod; waits until it works.
 pub(super) async fn start_run(
-    backend: &super::KubeBackend,
+    cluster: &Cluster,
     request: &GatewayRequest,
     credentials: &BTreeMap<String, SecretString>,
     image: &str,
@@ -209,18 +210,18 @@ pub(super) async fn start_run(
         });
     };
     let secret = secret(&name, &labels, &owner, (cert, key), credentials);
-    let secrets: Api<Secret> = Api::namespaced(backend.client.clone(), &backend.namespace);
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     secrets
         .create(&PostParams::default(), &secret)
         .await
         .map_err(|e| SandboxError::engine(format!("create the gateway's Secret {name}"), e))?;
     let names: Vec<String> = credentials.keys().cloned().collect();
-    let manifest = gateway_pod(&name, image, &labels, &owner, &backend.config, &names);
+    let manifest = gateway_pod(&name, image, &labels, &owner, &cluster.config, &names);
     let sandbox =
-        KubeSandbox::new(backend.pods(), backend.policies(), name.clone(), backend.ready_within())
-            .with_room(backend.room(&manifest));
+        KubeSandbox::new(cluster.pods(), cluster.policies(), name.clone(), cluster.ready_within())
+            .with_room(cluster.room(&manifest));
     let started = async {
-        backend.pods().create(&PostParams::default(), &manifest).await.map_err(|e| {
+        cluster.pods().create(&PostParams::default(), &manifest).await.map_err(|e| {
             SandboxError::engine(format!("create the gateway pod {name} from {image}"), e)
         })?;
         sandbox.start().await?;
@@ -232,7 +233,7 @@ pub(super) async fn start_run(
             )])?;
             sandbox.upload("/", tar).await?;
         }
-        let found = backend
+        let found = cluster
             .pods()
             .get_status(&name)
             .await
@@ -255,7 +256,7 @@ pub(super) async fn start_run(
             return Err(e);
         }
     };
-    let probes = probes(backend, host_ip, node.as_deref()).await;
+    let probes = probes(cluster, host_ip, node.as_deref()).await;
     Ok(RunGateway {
         pod: sandbox,
         pod_ip,
@@ -267,13 +268,9 @@ pub(super) async fn start_run(
 
 /// What a sandbox must not reach besides the outside: the API server, the
 /// kubelet of its node, the cluster DNS. What cannot be read (RBAC) is left out.
-async fn probes(
-    backend: &super::KubeBackend,
-    host_ip: Option<IpAddr>,
-    node: Option<&str>,
-) -> Vec<SocketAddr> {
+async fn probes(cluster: &Cluster, host_ip: Option<IpAddr>, node: Option<&str>) -> Vec<SocketAddr> {
     let mut found = Vec::new();
-    if let Some((host, port)) = host_and_port(&backend.server)
+    if let Some((host, port)) = host_and_port(&cluster.server)
         && let Ok(addrs) = tokio::net::lookup_host((host.as_str(), port)).await
     {
         found.extend(addrs.filter(SocketAddr::is_ipv4).take(1));
@@ -281,7 +278,7 @@ async fn probes(
     if let Some(ip) = host_ip {
         // The gateway pod's node: the sandboxes' nodes are alike, or the same.
         let port = match node {
-            Some(node) => Api::<Node>::all(backend.client.clone())
+            Some(node) => Api::<Node>::all(cluster.client.clone())
                 .get(node)
                 .await
                 .ok()
@@ -292,7 +289,7 @@ async fn probes(
         };
         found.push(SocketAddr::new(ip, port));
     }
-    let dns = Api::<Service>::namespaced(backend.client.clone(), "kube-system");
+    let dns = Api::<Service>::namespaced(cluster.client.clone(), "kube-system");
     if let Ok(service) = dns.get("kube-dns").await
         && let Some(ip) = service.spec.and_then(|s| s.cluster_ip).and_then(|ip| ip.parse().ok())
     {
@@ -340,7 +337,7 @@ pub(super) struct KubeGateway {
 impl KubeGateway {
     /// Starts the attempt's gateway process and its Service.
     pub(super) async fn start(
-        backend: &super::KubeBackend,
+        cluster: &Cluster,
         run: Arc<RunGateway>,
         request: &GatewayRequest,
     ) -> Result<Self, SandboxError> {
@@ -357,18 +354,18 @@ impl KubeGateway {
         let owner = crate::docker::owner_label();
         let gateway_name = run.pod.name().to_string();
         let service_name = format!("{gateway_name}-{port}");
-        let services: Api<Service> = Api::namespaced(backend.client.clone(), &backend.namespace);
+        let services: Api<Service> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
         let service = service(&service_name, &gateway_name, &request.labels, &owner, port);
         let created = services.create(&PostParams::default(), &service).await.map_err(|e| {
             SandboxError::engine(format!("create the gateway's Service {service_name}"), e)
         })?;
-        let upstream_ip = match backend.config.gateway_address {
+        let upstream_ip = match cluster.config.gateway_address {
             GatewayAddress::PodIp => Some(run.pod_ip),
             GatewayAddress::Service => {
                 created.spec.and_then(|s| s.cluster_ip).and_then(|ip| ip.parse::<IpAddr>().ok())
             }
         };
-        let unenforced = backend.config.host_network.then(|| {
+        let unenforced = cluster.config.host_network.then(|| {
             "its pods run on the node's network (host_network = true), where no NetworkPolicy applies".to_string()
         });
         let mut gateway = Self {

@@ -20,6 +20,7 @@
 //! - `gateway.rs`: the run's gateway pod, its Secret, and each attempt's gateway process and Service.
 //! - `registry.rs`: images reeval builds, pushed from the local Docker engine to `registry`.
 //! - `config.rs`: [`KubernetesConfig`], `[kubernetes]` in `reeval.toml`.
+//! - `cluster.rs`: the cluster the backend talks to (client, namespace, settings), its APIs and waits.
 //! - `backend.rs`: the engine (connect, ping, images, create, sweep, preflight).
 
 mod config;
@@ -28,9 +29,13 @@ pub use config::{GatewayAddress, KubernetesConfig};
 #[cfg(feature = "kubernetes")]
 mod backend;
 #[cfg(feature = "kubernetes")]
+mod cluster;
+#[cfg(feature = "kubernetes")]
 mod exec;
 #[cfg(feature = "kubernetes")]
 mod gateway;
+#[cfg(feature = "kubernetes")]
+mod names;
 #[cfg(feature = "kubernetes")]
 mod patience;
 #[cfg(feature = "kubernetes")]

@@ -6,17 +6,17 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
-    SeccompProfile, SecurityContext, Toleration,
+    Capabilities, Container, Pod, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,
+    Toleration,
 };
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 
+use super::names::{CONTAINER, resources};
 use super::patience::patiently;
 use super::room::{NoRoom, no_room};
 use super::services;
@@ -25,8 +25,6 @@ use super::volumes::PodVolumes;
 use crate::KubernetesConfig;
 use crate::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
 
-/// The container of the pod that commands run in.
-pub(super) const CONTAINER: &str = "sandbox";
 /// Label naming the pod, which its NetworkPolicy selects.
 pub(super) const LABEL_POD: &str = "dev.reeval.pod";
 /// Capabilities root keeps inside the sandbox: as on Docker, what ordinary
@@ -75,19 +73,6 @@ pub(super) fn metadata(name: &str, labels: &BTreeMap<String, String>, owner: &st
         annotations: Some(annotations),
         ..Default::default()
     }
-}
-
-/// Limits from `limits`; requests the same (a guaranteed pod), but those the config sets lower.
-pub(super) fn resources(limits: &crate::Limits, config: &KubernetesConfig) -> ResourceRequirements {
-    let limits = BTreeMap::from([
-        ("memory".to_string(), Quantity(limits.memory_bytes.to_string())),
-        ("cpu".to_string(), Quantity(format!("{}m", limits.nano_cpus / 1_000_000))),
-    ]);
-    let mut requests = limits.clone();
-    for (k, v) in &config.requests {
-        requests.insert(k.clone(), Quantity(v.clone()));
-    }
-    ResourceRequirements { limits: Some(limits), requests: Some(requests), ..Default::default() }
 }
 
 /// The attempt's pod: bare, never restarted, no service account token,

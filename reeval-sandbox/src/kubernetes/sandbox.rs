@@ -13,10 +13,11 @@ use kube::api::{Api, AttachParams, DeleteParams};
 use tokio::io::AsyncReadExt;
 
 use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
+use super::names::CONTAINER;
 use super::patience::patiently;
-use super::pod::{self, CONTAINER};
+use super::pod;
 use super::room::{self, NoRoom};
-use super::services_up::Parts;
+use super::services_up::{Parts, PodSandbox};
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::shell_exec::{self, PidFiles, Process, RunProcess};
 use crate::{
@@ -541,5 +542,15 @@ pub(super) fn pod_state(pod: &Pod) -> SandboxState {
             SandboxState::Restarted { how: format!("container restart count {}", c.restart_count) }
         }
         _ => SandboxState::Running,
+    }
+}
+
+impl PodSandbox for KubeSandbox {
+    fn pods(&self) -> &Api<Pod> {
+        KubeSandbox::pods(self)
+    }
+
+    fn name(&self) -> &str {
+        KubeSandbox::name(self)
     }
 }

@@ -31,6 +31,7 @@ use k8s_openapi::api::core::v1::{
     Container, EnvVar, ExecAction, HostAlias, Lifecycle, LifecycleHandler, SecurityContext,
 };
 
+use super::names::{container_name, resources};
 use super::volumes::PodVolumes;
 use crate::service::start_order;
 use crate::{Condition, Healthcheck, KubernetesConfig, Service, ServiceStart};
@@ -115,23 +116,6 @@ fn numeric_user(user: &str) -> Option<(i64, Option<i64>)> {
     Some((uid.parse().ok()?, gid.map(str::parse).transpose().ok()?))
 }
 
-/// `<prefix>-<name>` as a DNS label (what a pod's container and volume
-/// names must be), at most `max` long: unique by its prefix, readable by the rest.
-pub(super) fn dns_label(prefix: &str, name: &str, max: usize) -> String {
-    let mapped: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
-        .collect();
-    let mut label = format!("{prefix}-{}", mapped.trim_matches('-'));
-    label.truncate(max);
-    label.trim_end_matches('-').to_string()
-}
-
-/// The container name of the `i`th service of the spec.
-pub(super) fn container_name(i: usize, service: &Service) -> String {
-    dns_label(&format!("svc-{i}"), &service.name, 63)
-}
-
 /// The services of `spec`, as the pod starts them: the jobs (init
 /// containers, in their order), then the others (after the sandbox, in theirs);
 /// each with its index in the spec.
@@ -210,7 +194,7 @@ fn container(
                 .collect()
         }),
         working_dir: s.workdir.clone(),
-        resources: Some(super::pod::resources(&s.limits, config)),
+        resources: Some(resources(&s.limits, config)),
         security_context: Some(security_context),
         volume_mounts: volumes.mounts_of(&s.mounts),
         lifecycle: hold.map(|check| Lifecycle {

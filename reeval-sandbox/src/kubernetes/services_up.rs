@@ -11,12 +11,22 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams};
 
 use super::exec::{self, ExecSpec};
-use super::sandbox::KubeSandbox;
-use super::services::{container_name, in_order, test_argv};
+use super::names::container_name;
+use super::services::{in_order, test_argv};
 use super::volumes::PodVolumes;
 use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, Command, ExecOutput};
 use crate::service::PORT_PROBE;
 use crate::{ExecRequest, Healthcheck, Sandbox, SandboxError, SandboxSpec, ServiceStart};
+
+/// The sandbox whose pod holds the parts: its pod by name, and exec in its
+/// own container (the sandbox's `KubeSandbox`; a trait, so that this file
+/// needs nothing of `sandbox.rs`, which holds the parts).
+pub(super) trait PodSandbox: Sandbox {
+    /// The pods API of its namespace.
+    fn pods(&self) -> &Api<Pod>;
+    /// Its pod's name.
+    fn name(&self) -> &str;
+}
 
 /// How long a service without a healthcheck may take to open its ports (as on Docker).
 const PORTS_LIMIT: Duration = Duration::from_secs(120);
@@ -126,7 +136,7 @@ impl Parts {
 
     /// Once the pod is Ready: every service healthy (with a healthcheck),
     /// and its ports accepting a connection from the sandbox.
-    pub(super) async fn ready(&self, sandbox: &KubeSandbox) -> Result<(), SandboxError> {
+    pub(super) async fn ready(&self, sandbox: &dyn PodSandbox) -> Result<(), SandboxError> {
         for (part, start) in self.beside() {
             if let Some(check) = &start.service.healthcheck {
                 self.healthy(sandbox, part, check).await?;
@@ -139,7 +149,7 @@ impl Parts {
     }
 
     /// Why `part` stopped, if it did.
-    async fn stopped(&self, sandbox: &KubeSandbox, part: &Part) -> Option<String> {
+    async fn stopped(&self, sandbox: &dyn PodSandbox, part: &Part) -> Option<String> {
         let pod = sandbox.pods().get(sandbox.name()).await.ok()?;
         let (failed, why) = self.failure(&pod)?;
         (failed.container == part.container).then_some(why)
@@ -150,7 +160,7 @@ impl Parts {
     /// intervals since the first check), as reeval counts on Podman.
     async fn healthy(
         &self,
-        sandbox: &KubeSandbox,
+        sandbox: &dyn PodSandbox,
         part: &Part,
         check: &Healthcheck,
     ) -> Result<(), SandboxError> {
@@ -190,7 +200,7 @@ impl Parts {
     /// Waits until `port` of `part`'s service accepts a connection from the sandbox.
     async fn port_open(
         &self,
-        sandbox: &KubeSandbox,
+        sandbox: &dyn PodSandbox,
         part: &Part,
         port: u16,
     ) -> Result<(), SandboxError> {
@@ -227,7 +237,7 @@ impl Parts {
     /// prologue; no stdin.
     pub(super) async fn exec(
         &self,
-        sandbox: &KubeSandbox,
+        sandbox: &dyn PodSandbox,
         name: &str,
         command: &Command,
     ) -> Result<ExecOutput, SandboxError> {

@@ -146,7 +146,7 @@ impl PodVolumes {
 /// `vol-<n>-<name>`: a DNS label (what a pod's volume and container names
 /// must be), unique by its number, readable by the rest.
 fn pod_name(n: usize, name: &str) -> String {
-    super::services::dns_label(&format!("vol-{n}"), name, 58)
+    super::names::dns_label(&format!("vol-{n}"), name, 58)
 }
 
 #[cfg(test)]

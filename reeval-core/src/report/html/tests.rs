@@ -244,7 +244,7 @@ fn a_cells_mean_reward_and_each_attempts_rewards_are_shown() {
             r
         })
         .collect();
-    let summary = crate::runner::summarize("run", &records);
+    let summary = crate::report::summarize("run", &records);
     let html = render(&summary, &records, &Redactor::new(Vec::<&str>::new())).unwrap();
     assert!(html.contains("<th>mean reward <small>(95% interval)</small></th>"), "{html}");
     let [lo, hi] = summary.cells[0].reward.as_ref().unwrap().interval.unwrap();
@@ -259,7 +259,7 @@ fn a_cells_mean_reward_and_each_attempts_rewards_are_shown() {
 
     // A run without rewards has no reward column.
     let plain = vec![Record::new("run", "task", "shell", 1, 1)];
-    let summary = crate::runner::summarize("run", &plain);
+    let summary = crate::report::summarize("run", &plain);
     let html = render(&summary, &plain, &Redactor::new(Vec::<&str>::new())).unwrap();
     assert!(!html.contains("mean reward"), "{html}");
 }

@@ -187,7 +187,7 @@ fn judge_keys(
     // chosen here, so its key was not required above; each provider's
     // default key still comes from the run's env files or the host when
     // they have it, as a chosen judge's does.
-    for provider in crate::llm::chat::Provider::ALL {
+    for provider in crate::llm::conversation::Provider::ALL {
         let var = provider.default_key_env();
         if !keys.iter().any(|s| s.name == var)
             && let Some(value) = secrets.get(var)

@@ -26,11 +26,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::Runner;
 use super::pool::Pool;
-use super::{PreflightError, Runner};
 use crate::attempt::CellPlan;
 use crate::eval::Eval;
 use crate::secrets::{ExposeSecret, Redactor};
+
+/// A run that could not start: nothing was started (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed preflight, nothing was started:\n{}", .missing.iter().map(|m| format!("  - {m}")).collect::<Vec<_>>().join("\n"))]
+pub struct PreflightError {
+    /// Everything that is missing or invalid.
+    pub missing: Vec<String>,
+}
 
 /// What preflight found: the engine, the plan of every cell, the run's redactor.
 pub(crate) struct Preflighted {

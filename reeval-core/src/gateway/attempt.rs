@@ -10,7 +10,7 @@
 //! included), outside addresses and DNS, installs the CA, listens on
 //! 127.0.0.1:3128, and reports to the gateway through the socket. The
 //! gateway phase waits for that report: isolation that does not hold is an
-//! infra error. The gateway itself is the run's (`gateway.rs`), with an
+//! infra error. The gateway itself is the run's (`run.rs`), with an
 //! identity per attempt (the socket a connection comes in on, `socket.rs`);
 //! on a remote engine the attempt gets a gateway container next to its
 //! sandbox, on a cluster a process in the run's gateway pod. The backend
@@ -32,7 +32,7 @@ use std::time::Duration;
 use reeval_gateway::relay::{self, RelayReport};
 use reeval_gateway::{Binding, InternalRule, Policy};
 
-use super::gateway::{OUTSIDE, RemoteGateway, RunEgress, set_mode};
+use super::run::{OUTSIDE, RemoteGateway, RunEgress, set_mode};
 use super::socket::SocketGateway;
 use crate::egress::{BrokerRoute, Egress};
 use crate::environment::Environment;

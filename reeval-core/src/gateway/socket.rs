@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use reeval_gateway::relay::{self, RelayReport};
 use reeval_gateway::{AttemptGateway, Policy, Serving};
 
-use super::gateway::{OUTSIDE, RunGateway};
+use super::run::{OUTSIDE, RunGateway};
 use crate::sandbox::{GatewayContainer, NetworkSpec, SandboxError};
 
 /// The attempt's identity on the run's gateway and its socket.
