@@ -1,6 +1,6 @@
-//! The phases every attempt goes through, in order (DESIGN.md, "The attempt
-//! lifecycle"). A phase knows whether it spends the attempt's budget; the
-//! attempt runs each one through one path (`attempt::Phases::run`) that times
+//! The phases every attempt goes through, in order (a record's `phases`,
+//! docs/records.md). A phase knows whether it spends the attempt's budget; the
+//! attempt runs each one through one path (`lifecycle::Phases::run`) that times
 //! it, logs it, pauses the budget by this policy and tags its errors.
 
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
-//! The attempt's phases, one file each, in lifecycle order (DESIGN.md, "The
-//! attempt lifecycle"). Each file is one step: it gets what it needs and
+//! The attempt's phases, one file each, in lifecycle order (the order of
+//! `crate::phase::Phase` and of a record's `phases`, docs/records.md). Each file is one step: it gets what it needs and
 //! returns what it made; the attempt (`crate::attempt`) runs each through
 //! `Phases::run` (`phases.rs`, here so that a phase's file names nothing of
 //! the attempt) and is the only one that keeps the results.
