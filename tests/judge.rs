@@ -825,7 +825,11 @@ fn no_judge_chosen_anywhere() -> bool {
     // The judge falls back to the process's REEVAL_JUDGE; these tests need it unset.
     let unset = std::env::var("REEVAL_JUDGE").is_err();
     if !unset {
-        eprintln!("skipping: REEVAL_JUDGE is set in the test's environment");
+        assert!(
+            !common::docker_required(),
+            "REEVAL_JUDGE is set in the test's environment, so this test cannot run (REEVAL_REQUIRE_DOCKER=1: nothing may skip)"
+        );
+        eprintln!("SKIPPED, NOT TESTED: REEVAL_JUDGE is set in the test's environment");
     }
     unset
 }
