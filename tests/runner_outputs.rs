@@ -364,22 +364,13 @@ async fn resume_completes_a_run_stopped_by_sigterm_and_keeps_the_interrupted_tur
 async fn resume_completes_a_run_stopped_by_sighup() {
     // Before the fix: exit 129, no run directory, the sandbox left up.
     require_docker!();
-    // The suite keeps a signal it was started ignoring ignored (`nohup`), and
-    // the child would inherit this process's: say so rather than fail on exit 1.
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let ignored = status.lines().find_map(|l| l.strip_prefix("SigIgn:"));
-    let ignored = ignored.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).unwrap_or(0);
-    assert!(
-        ignored & 1 == 0,
-        "SIGHUP is ignored in this test process (started under nohup?); the suite it starts \
-         would keep ignoring it, as it should: run the tests without nohup (setsid works)"
-    );
     stop_and_resume("HUP").await;
 }
 
 /// Runs the `resume` evals, stops the run with `signal` while trial 3's turn
 /// runs, and completes it with `--resume`.
 async fn stop_and_resume(signal: &str) {
+    common::assert_signal_not_ignored(signal);
     let dir = common::temp_dir("resume");
     let run_id = format!("resume-{}-{}", signal.to_lowercase(), std::process::id());
     let run_dir = dir.join(&run_id);

@@ -11,6 +11,28 @@ pub fn docker_required() -> bool {
     std::env::var("REEVAL_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
 }
 
+/// Fails, saying why, when this test process was started ignoring `signal`
+/// (`"INT"`, `"HUP"`, `"QUIT"`): a suite it starts inherits that and keeps
+/// the signal ignored, as it should (a background `&` ignores SIGINT and
+/// SIGQUIT, `nohup` SIGHUP), so a test that sends it could only time out.
+pub fn assert_signal_not_ignored(signal: &str) {
+    let number = match signal {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        _ => return,
+    };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let ignored = status.lines().find_map(|l| l.strip_prefix("SigIgn:"));
+    let ignored = ignored.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).unwrap_or(0);
+    assert!(
+        ignored & (1 << (number - 1)) == 0,
+        "SIG{signal} is ignored in this test process (started in the background with `&` or under \
+         nohup?); the suite it starts would keep ignoring it, as it should: start the tests with \
+         SIG{signal} at its default"
+    );
+}
+
 /// True when the engine answers and the base image is present; otherwise the
 /// test fails with what is missing. A machine without a Docker engine compiles
 /// the Docker tests as ignored (see build.rs: `cfg(reeval_no_docker)`), so a

@@ -20,6 +20,7 @@ enum Phase {
 /// Starts the suite and signals it once its attempt is in `phase`; returns
 /// the suite (ended or not) and the attempt that was in that phase.
 async fn signal_in(phase: Phase, signal: &str, tag: &str) -> (Suite, String) {
+    common::assert_signal_not_ignored(signal);
     let dir = common::temp_dir(tag);
     let run_id = format!("{tag}-{}", std::process::id());
     let (args, marker): (&[&str], _) = match phase {
