@@ -163,6 +163,14 @@ pub(crate) struct Ready {
     session: bool,
     /// Whether the eval wrote a file (`write_file`) since the workspace was last listed.
     eval_wrote: bool,
+    /// The last check (its index in the record's checks) when the workspace
+    /// was not listed after it: only checks could have run so far, so its
+    /// listing waits for the next call that may act, or for teardown's read
+    /// of the final workspace (`checks.rs`).
+    unlisted_check: Option<usize>,
+    /// Whether the eval was given the sandbox's handle (`Ctx::sandbox_handle`):
+    /// it may act in the sandbox at any time, as an in-process agent does.
+    handle_given: bool,
     /// Whether the workspace may be a git repository whose refs were noted
     /// (a cached setup's is not known): teardown then keeps the agent's commits.
     git_repo: bool,

@@ -419,6 +419,8 @@ impl Attempt {
             agent_user: written,
             session: false,
             eval_wrote: false,
+            unlisted_check: None,
+            handle_given: false,
             git_repo,
             image: launch.content_name.clone(),
         })

@@ -37,6 +37,8 @@ impl Attempt {
     /// One agent turn, followed by its diff.
     pub(crate) async fn send(&mut self, prompt: String, options: TurnOptions) -> Result<Turn> {
         let handle = self.sandbox().await?;
+        // What the last check wrote is the check's, not this turn's.
+        self.list_after_check(&handle).await;
         if self.given.harness.is_none() {
             return Err(Error::Config(
                 "failed to send a prompt: no harness is selected for this eval".into(),
