@@ -38,6 +38,8 @@
 //! `Harness::conclude`), never its name. Exception today: it names the
 //! runner's event sink and attempt id (`runner::events`).
 
+#[cfg(test)]
+mod beside_tests;
 mod calls;
 mod checks;
 mod collect;
@@ -246,6 +248,12 @@ struct Prepare {
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and
     /// does not hold yet (a miss).
     cache_digest: Option<String>,
+    /// Whether the harness's session may start beside the first snapshot: set
+    /// by the `send` that starts the sandbox; it does when the harness
+    /// `starts_apart_from` the workspace (`start.rs`).
+    session_beside_snapshot: bool,
+    /// Why the session started beside the snapshot failed, for that `send` to return.
+    session_failed: Option<crate::error::Error>,
 }
 
 /// The run's egress gateway, and this attempt's identity on it once started.
