@@ -128,10 +128,18 @@ async fn main() {
     let n: usize = std::env::var("REEVAL_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let images = real_cli_images::images();
     let (claude_image, codex_image) = (images.claude.clone(), images.codex.clone());
-    let plain = ModelServer::start_with(Options { tls: None, websocket: true }, hello).await;
+    let plain = ModelServer::start_with(
+        Options { tls: None, websocket: true, ..Options::default() },
+        hello,
+    )
+    .await;
     let pki = upstreams::TestPki::new();
     let tls = pki.server_config(&["api.anthropic.com", "api.openai.com"]);
-    let secure = ModelServer::start_with(Options { tls: Some(tls), websocket: true }, hello).await;
+    let secure = ModelServer::start_with(
+        Options { tls: Some(tls), websocket: true, ..Options::default() },
+        hello,
+    )
+    .await;
 
     let dir = std::env::temp_dir().join(format!("reeval-bench-clis-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
@@ -157,19 +165,20 @@ async fn main() {
     );
 
     // Codex's config for the direct run: the startup config the harness writes (the
-    // catalog baked into the image), the base URL to loopback. It is copied into a
-    // home in the container's own file system, fresh in each run as a sandbox's is
-    // (a home mounted from the host and kept between runs would spare the CLI its
-    // first-run work, state databases and system skills, and their writes through
-    // the container's file system).
+    // catalog baked into the image, its provider without retries), its base URL on
+    // loopback. It is copied into a home in the container's own file system, fresh in
+    // each run as a sandbox's is (a home mounted from the host and kept between runs
+    // would spare the CLI its first-run work, state databases and system skills, and
+    // their writes through the container's file system).
     let home = dir.join("codex-config");
     std::fs::create_dir_all(&home).expect("codex config");
     std::fs::write(
         home.join("config.toml"),
         format!(
-            "model_catalog_json = \"{}\"\nsqlite_home = \"/tmp/codex-home-state\"\nopenai_base_url = \"{}/v1\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n",
+            "model_catalog_json = \"{}\"\nsqlite_home = \"/tmp/codex-home-state\"\nmodel_provider = \"{}\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n{}",
             reeval::harnesses::cli::codex::BAKED_CATALOG,
-            plain.url
+            reeval::harnesses::cli::codex::PROVIDER_ID,
+            reeval::harnesses::cli::codex::provider_table(&format!("{}/v1", plain.url)),
         ),
     )
     .expect("config");

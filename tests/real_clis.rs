@@ -424,21 +424,11 @@ async fn codex_writes_a_file_then_resumes_with_each_turns_own_usage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     require_docker!();
-    // Errors over HTTP: Codex tries its WebSocket five times (about 6 s), then POSTs.
+    // Errors over HTTP (a WebSocket upgrade gets a 404): Codex falls back to POSTs.
     let overloads = std::sync::atomic::AtomicUsize::new(0);
-    let provider = Provider::without_websocket(move |_, req| {
-        let overloaded = req.body.to_string().contains("OVERLOAD");
-        let first = overloaded && overloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
-        let status = match (overloaded, first) {
-            (true, true) => 429,
-            (true, false) => 529,
-            (false, _) => 401,
-        };
-        Answer::Json {
-            status,
-            headers: Vec::new(),
-            body: json!({"error": {"message": format!("scripted {status}"), "type": "x", "param": null, "code": null}}),
-        }
+    let provider = Provider::without_websocket(move |_, _| {
+        let first = overloads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        openai_error(if first { 429 } else { 529 })
     })
     .await;
     let (r, _) = run_one(
@@ -451,6 +441,9 @@ async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     .await;
     assert_eq!(r.outcome, Outcome::InfraError, "{}", show(&r));
     assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+
+    // A rejected key as OpenAI's API rejects one: 401 at the WebSocket upgrade and on HTTP.
+    let provider = Provider::refusing_upgrades(401, |_, _| openai_error(401)).await;
     let (r, _) = run_one(
         &provider,
         "real-codex-401",
@@ -460,9 +453,33 @@ async fn codex_overload_is_infra_and_a_rejected_key_is_config_in_seconds() {
     )
     .await;
     assert_eq!(r.outcome, Outcome::Config, "{}", show(&r));
-    assert!(r.turns[0].duration_ms < 30_000, "{} ms", r.turns[0].duration_ms);
+    // Codex retries no failed stream (its provider's retries are 0): the
+    // classification follows the first 401 within seconds, not Codex's 14 s of backoff.
+    let first_401 = r.egress.iter().filter(|e| e.status == 401).map(|e| e.at_ms).min();
+    let first_401 = first_401.unwrap_or_else(|| panic!("no 401 reached the sandbox: {}", show(&r)));
+    let turn = r.phases.iter().find(|p| p.phase == reeval::Phase::Turn).expect("a turn phase");
+    let classified = turn.start_ms + turn.duration_ms;
     let statuses: Vec<u16> = r.egress.iter().map(|e| e.status).collect();
-    eprintln!("codex 401: {} ms, upstream statuses {statuses:?}", r.turns[0].duration_ms);
+    eprintln!(
+        "codex 401: classified {} ms after the first 401 (turn {} ms), upstream statuses {statuses:?}",
+        classified.saturating_sub(first_401),
+        r.turns[0].duration_ms
+    );
+    assert!(
+        classified.saturating_sub(first_401) <= 5_000,
+        "the turn ended {} ms after the first 401: {statuses:?}",
+        classified.saturating_sub(first_401)
+    );
+    assert!(statuses.iter().filter(|s| **s == 401).count() <= 3, "retried: {statuses:?}");
+}
+
+/// An OpenAI API error with `status`.
+fn openai_error(status: u16) -> Answer {
+    Answer::Json {
+        status,
+        headers: Vec::new(),
+        body: json!({"error": {"message": format!("scripted {status}"), "type": "x", "param": null, "code": null}}),
+    }
 }
 
 #[cfg_attr(

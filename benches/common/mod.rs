@@ -20,7 +20,18 @@ pub fn median(mut v: Vec<Duration>) -> Duration {
 
 /// One raw cycle with the container settings an attempt gets, timed whole.
 pub async fn raw_cycle(docker: &Docker) -> Duration {
-    let began = Instant::now();
+    raw_cycle_steps(docker).await.iter().map(|(_, d)| *d).sum()
+}
+
+/// One raw cycle, each step timed: create, start, exec, remove.
+pub async fn raw_cycle_steps(docker: &Docker) -> [(&'static str, Duration); 4] {
+    let mut at = Instant::now();
+    let mut lap = || {
+        let now = Instant::now();
+        let took = now - at;
+        at = now;
+        took
+    };
     let body = ContainerCreateBody {
         image: Some(IMAGE.into()),
         cmd: Some(vec!["sleep".into(), "infinity".into()]),
@@ -36,7 +47,9 @@ pub async fn raw_cycle(docker: &Docker) -> Duration {
         ..Default::default()
     };
     let id = docker.create_container(None, body).await.expect("create").id;
+    let create = lap();
     docker.start_container(&id, None).await.expect("start");
+    let start = lap();
     let exec = docker
         .create_exec(
             &id,
@@ -55,9 +68,10 @@ pub async fn raw_cycle(docker: &Docker) -> Duration {
         while output.next().await.is_some() {}
     }
     assert_eq!(docker.inspect_exec(&exec.id).await.expect("inspect").exit_code, Some(0));
+    let exec = lap();
     docker
         .remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build()))
         .await
         .expect("remove");
-    began.elapsed()
+    [("create", create), ("start", start), ("exec", exec), ("remove", lap())]
 }

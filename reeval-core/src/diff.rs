@@ -170,6 +170,32 @@ impl Snapshot {
         Ok((Some(snapshot), out))
     }
 
+    /// [`Snapshot::take_after`], with the helper's session started beside
+    /// its exec (waiting for the helper that exec puts in place): the
+    /// snapshot carries the session, so the next refresh (a turn's diff)
+    /// asks it, and no exec starts beside the turn.
+    ///
+    /// # Errors
+    /// As [`Snapshot::take_after`].
+    ///
+    /// # Cancel safety
+    /// As [`Snapshot::take_after`]; a cancelled session start leaves at most
+    /// a waiting helper, which ends with the sandbox.
+    pub(crate) async fn take_after_with_session(
+        sandbox: &SandboxHandle,
+        prelude: &str,
+    ) -> Result<(Option<Self>, ExecOutput), SandboxError> {
+        let session = helper::Session::start_beside_install(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT);
+        let (taken, session) = tokio::join!(Self::take_after(sandbox, prelude), session);
+        let (snapshot, out) = taken?;
+        // Only a listing the helper made can be asked about; else the session is of no use.
+        let snapshot = snapshot.map(|s| match s.listing.is_some() {
+            true => Self { session: helper::Shared(Some(session)), ..s },
+            false => s,
+        });
+        Ok((snapshot, out))
+    }
+
     /// This snapshot, with the helper's session started when it has a
     /// listing and none was started yet: the next refresh asks the session
     /// instead of running an exec. Started alongside a turn, it takes the

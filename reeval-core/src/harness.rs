@@ -231,6 +231,16 @@ pub trait Harness: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Whether [`Harness::start`] writes nothing in `workspace` (the
+    /// sandbox's) and needs nothing of the agent user's preparation but its
+    /// user id (a CLI's config home elsewhere, uploaded as the agent user's
+    /// own). Its session then starts beside the sandbox's first snapshot
+    /// when a `send` starts the sandbox: the snapshot cannot take what it
+    /// writes for the workspace's, and the first turn waits for neither alone.
+    fn starts_apart_from(&self, _workspace: &str) -> bool {
+        false
+    }
+
     /// Whether the eval's reference solution (its `oracle = …`) runs at the
     /// first `send`, before this harness's first turn, so that the turn's
     /// diff is the solution's work (the oracle harness). Without a solution,

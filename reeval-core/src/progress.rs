@@ -56,12 +56,24 @@ impl PhaseLog {
 
     /// Records a phase that began at `begun` and ends now.
     pub(crate) fn phase(&mut self, phase: Phase, begun: Instant, detail: impl Into<String>) {
+        self.phase_until(phase, begun, Instant::now(), detail);
+    }
+
+    /// Records a phase that began at `begun` and ended at `ended` (one that
+    /// ran beside another, recorded once both ended).
+    pub(crate) fn phase_until(
+        &mut self,
+        phase: Phase,
+        begun: Instant,
+        ended: Instant,
+        detail: impl Into<String>,
+    ) {
         let detail = self.redactor.redact(&detail.into()).into_owned();
         let start_ms = begun.saturating_duration_since(self.started).as_millis() as u64;
         let record = PhaseRecord {
             phase,
             start_ms,
-            duration_ms: begun.elapsed().as_millis() as u64,
+            duration_ms: ended.saturating_duration_since(begun).as_millis() as u64,
             detail,
         };
         self.send(RunEvent::PhaseEnded { attempt: self.attempt.clone(), phase: record.clone() });

@@ -109,6 +109,8 @@ struct Seen {
     kills: Vec<(String, Signal)>,
     images: Vec<ImageSpec>,
     specs: Vec<SandboxSpec>,
+    /// The paths read as archives (`download`), in order.
+    downloads: Vec<String>,
 }
 
 /// The in-memory backend. Cloning shares it.
@@ -228,6 +230,11 @@ impl FakeBackend {
     /// The images asked for (`ensure_image`), in order.
     pub fn images(&self) -> Vec<ImageSpec> {
         self.seen().images.clone()
+    }
+
+    /// The paths read as archives (`download`: workspace reads, captures), in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.seen().downloads.clone()
     }
 }
 
@@ -449,6 +456,7 @@ impl Sandbox for FakeSandbox {
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
+        self.backend.seen().downloads.push(path.to_string());
         let delay = {
             let mut slow = self.backend.slow_downloads.lock().unwrap_or_else(|e| e.into_inner());
             let due = slow.iter().position(|(quick, _)| *quick == 0);

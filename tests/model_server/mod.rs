@@ -76,6 +76,9 @@ pub struct Options {
     /// Accept `Upgrade: websocket` (each text message a request, answered with
     /// the events of an [`Answer::Sse`]); else such a request gets a 404.
     pub websocket: bool,
+    /// Answer every `Upgrade: websocket` with this status and an API error
+    /// instead (a provider rejecting the key before the socket opens).
+    pub refuse_upgrades: Option<u16>,
 }
 
 /// The server; stops when dropped.
@@ -115,7 +118,7 @@ impl ModelServer {
         let script: Script = Arc::new(script);
         let recorded = requests.clone();
         let acceptor = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
-        let websocket = options.websocket;
+        let upgrades = Upgrades { accept: options.websocket, refuse: options.refuse_upgrades };
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
@@ -123,7 +126,7 @@ impl ModelServer {
                     (script.clone(), recorded.clone(), acceptor.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |req| {
-                        handle(req, script.clone(), recorded.clone(), websocket)
+                        handle(req, script.clone(), recorded.clone(), upgrades)
                     });
                     let http = http1::Builder::new();
                     match acceptor {
@@ -178,6 +181,13 @@ pub fn sse_text(events: &[Value]) -> String {
         .collect()
 }
 
+/// How the server answers `Upgrade: websocket` (see [`Options`]).
+#[derive(Debug, Clone, Copy)]
+struct Upgrades {
+    accept: bool,
+    refuse: Option<u16>,
+}
+
 fn record(recorded: &Mutex<Vec<Recorded>>, request: Recorded) -> usize {
     let mut all = recorded.lock().unwrap();
     all.push(request);
@@ -188,7 +198,7 @@ async fn handle(
     req: Request<Incoming>,
     script: Script,
     recorded: Arc<Mutex<Vec<Recorded>>>,
-    websocket: bool,
+    upgrades: Upgrades,
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
@@ -198,7 +208,7 @@ async fn handle(
         .map(|(k, v)| (k.as_str().to_lowercase(), v.to_str().unwrap_or("").to_string()))
         .collect();
     if headers.get("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
-        return Ok(upgrade(req, path, headers, script, recorded, websocket));
+        return Ok(upgrade(req, path, headers, script, recorded, upgrades));
     }
     let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let request = Recorded {
@@ -246,21 +256,31 @@ async fn handle(
 
 /// Answers a WebSocket upgrade: 101, then each text message is a request
 /// (recorded with method `WS`) whose [`Answer::Sse`] events go back as text
-/// messages; any other answer closes the socket. Without `websocket`, a 404.
+/// messages; any other answer closes the socket. Without `websocket`, a 404;
+/// with `refuse_upgrades`, that status and an API error.
 fn upgrade(
     mut req: Request<Incoming>,
     path: String,
     headers: BTreeMap<String, String>,
     script: Script,
     recorded: Arc<Mutex<Vec<Recorded>>>,
-    websocket: bool,
+    upgrades: Upgrades,
 ) -> Response<Body> {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::protocol::Role;
 
+    if let Some(status) = upgrades.refuse {
+        record(&recorded, Recorded { method: "GET".into(), path, headers, body: Value::Null });
+        let body = json!({"error": {"message": format!("refused upgrade: {status}"), "type": "invalid_request_error", "param": null, "code": null}});
+        return Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(full(body.to_string()))
+            .expect("valid");
+    }
     let key = headers.get("sec-websocket-key").cloned();
-    let (true, Some(key)) = (websocket, key) else {
+    let (true, Some(key)) = (upgrades.accept, key) else {
         record(&recorded, Recorded { method: "GET".into(), path, headers, body: Value::Null });
         return Response::builder().status(404).body(full("no websocket here")).expect("valid");
     };

@@ -51,13 +51,32 @@ impl Provider {
         Self::start_with(false, script).await
     }
 
+    /// A provider that answers every WebSocket upgrade with `status`, as
+    /// OpenAI's API answers one with a rejected key (401), before any socket.
+    pub async fn refusing_upgrades(
+        status: u16,
+        script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_options(Options { refuse_upgrades: Some(status), ..Options::default() }, script)
+            .await
+    }
+
     async fn start_with(
         websocket: bool,
         script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
     ) -> Self {
+        Self::start_options(Options { websocket, ..Options::default() }, script).await
+    }
+
+    /// A provider listening as `options` say, with TLS for both API hosts.
+    async fn start_options(
+        options: Options,
+        script: impl Fn(usize, &Recorded) -> Answer + Send + Sync + 'static,
+    ) -> Self {
         let pki = upstreams::TestPki::new();
         let tls = pki.server_config(&HOSTS);
-        let server = ModelServer::start_with(Options { tls: Some(tls), websocket }, script).await;
+        let options = Options { tls: Some(tls), ..options };
+        let server = ModelServer::start_with(options, script).await;
         Self { server, ca_pem: pki.ca_pem.clone() }
     }
 

@@ -12,6 +12,14 @@
 //! An oracle's solution calling `exec` is doing the agent's work: its
 //! changes stay in the turn's diff.
 //!
+//! While only checks can have run in the sandbox (no turn, no reference
+//! solution, no handle given to the eval, no port served: nothing of the
+//! agent's that could still be running or be made to write), whatever
+//! changes the workspace after a check is a check's. Its listing then waits
+//! (`Ready::unlisted_check`) until the next call that may act in the sandbox
+//! ([`Attempt::list_after_check`]), or is teardown's one read of the final
+//! workspace: an eval of checks alone pays no read per check beyond that.
+//!
 //! A check runs under what checks may reach (checks-only secrets swapped,
 //! `gateway::attempt`), and a check that failed in a sandbox lost meanwhile
 //! is the platform's (`lost.rs`).
@@ -29,6 +37,7 @@ impl Attempt {
     /// A check in the sandbox.
     pub(crate) async fn exec(&mut self, cmd: Command) -> Result<ExecOutput> {
         let handle = self.sandbox().await?;
+        self.list_after_check(&handle).await;
         self.before_check(&handle).await;
         // A check reaches what checks may, and only now are checks-only secrets swapped.
         if let Some(egress) = &self.egress.attempt {
@@ -67,13 +76,67 @@ impl Attempt {
                     &format!("check `{}`", lifecycle::check::one_line(&out.command)),
                 )
                 .await;
-        // What the check wrote is its own, not the agent's (`checks.rs`).
-        let changes = self.after_check(&handle, &lifecycle::check::one_line(&out.command)).await;
+        // What the check wrote is its own, not the agent's: listed now, or
+        // when something other than a check may act.
+        let defer = self.only_checks_ran();
+        let changes = match defer {
+            true => None,
+            false => {
+                self.after_check(&handle, &lifecycle::check::one_line(&out.command)).await.flatten()
+            }
+        };
         self.record.checks.push(CheckRecord {
             changes,
             ..lifecycle::check::record(&out, oom_killed, step.as_deref())
         });
+        if defer {
+            self.ready().unlisted_check = Some(self.record.checks.len() - 1);
+        }
         Ok(out)
+    }
+
+    /// Whether nothing but checks can have acted in the sandbox: no turn
+    /// started (an agent's processes may outlive its turn), no reference
+    /// solution ran or runs (its work is the agent's), the eval holds no
+    /// handle of the sandbox (an in-process agent) and no port is served
+    /// (the agent's server may write as the eval calls it). Whatever changes
+    /// the workspace meanwhile is then a check's.
+    fn only_checks_ran(&self) -> bool {
+        let SandboxState::Ready(ready) = &self.sandbox else { return false };
+        self.record.turns.is_empty()
+            && self.turns.in_flight.is_none()
+            && matches!(self.solution, Solution::None)
+            && !ready.handle_given
+            && self.forwards.is_empty()
+    }
+
+    /// The listing after the last check, when it waited (see
+    /// [`Attempt::only_checks_ran`]): taken before any call that may act in
+    /// the sandbox, so that what the check wrote stays the check's. Whether
+    /// the workspace was read now (`Ready::last` is then the workspace as it is).
+    pub(super) async fn list_after_check(&mut self, handle: &SandboxHandle) -> bool {
+        let SandboxState::Ready(ready) = &mut self.sandbox else { return false };
+        let Some(index) = ready.unlisted_check.take() else { return false };
+        let Some(command) = self.record.checks.get(index).map(|c| c.command.clone()) else {
+            return false;
+        };
+        let listed = self.after_check(handle, &lifecycle::check::one_line(&command)).await;
+        let read = listed.is_some();
+        if let Some(check) = self.record.checks.get_mut(index) {
+            check.changes = listed.flatten();
+        }
+        read
+    }
+
+    /// [`Attempt::list_after_check`] in the started sandbox, if any (for
+    /// calls that need no sandbox of their own).
+    pub(super) async fn list_after_check_if_started(&mut self) {
+        if let SandboxState::Ready(ready) = &self.sandbox
+            && ready.unlisted_check.is_some()
+        {
+            let handle = ready.handle.clone();
+            self.list_after_check(&handle).await;
+        }
     }
 
     /// A check in one of the sandbox's services (`Ctx::exec_in_service`).
@@ -83,6 +146,7 @@ impl Attempt {
         cmd: Command,
     ) -> Result<ExecOutput> {
         let handle = self.sandbox().await?;
+        self.list_after_check(&handle).await;
         let step = cmd.step_name().map(str::to_string);
         let run = async { Ok(handle.sandbox().exec_in_service(service, &cmd).await?) };
         let detail = |o: &ExecOutput| {
@@ -117,14 +181,15 @@ impl Attempt {
     }
 
     /// After a check: what it changed since the listing before it, moved out
-    /// of the agent's diffs; `None` when it changed nothing (or the workspace
-    /// could not be read: then an event says so, and the agent's diffs are as
-    /// they were).
+    /// of the agent's diffs: `Some(None)` when it changed nothing, `None`
+    /// when the workspace was not read (the oracle's solution at work, or
+    /// the workspace could not be read: then an event says so, and the
+    /// agent's diffs are as they were).
     pub(super) async fn after_check(
         &mut self,
         handle: &SandboxHandle,
         check: &str,
-    ) -> Option<Diff> {
+    ) -> Option<Option<Diff>> {
         let SandboxState::Ready(ready) = &self.sandbox else { return None };
         // The oracle's solution acting through checks is doing the turn's work.
         if matches!(self.solution, Solution::Solving) {
@@ -140,14 +205,26 @@ impl Attempt {
                 return None;
             }
         };
-        let changes = before.diff(&now);
         let ready = self.ready();
-        if !changes.is_empty() {
-            ready.baseline = ready.baseline.absorb(&before, &now, &changes);
-        }
+        let changes = absorb_check(&mut ready.baseline, &before, &now);
         ready.last = Some(now);
-        (!changes.is_empty()).then_some(changes)
+        Some(changes)
     }
+}
+
+/// What a check changed between `before` and `now`, moved out of the
+/// agent's diffs by moving `baseline` past it; `None` when it changed nothing.
+pub(super) fn absorb_check(
+    baseline: &mut Snapshot,
+    before: &Snapshot,
+    now: &Snapshot,
+) -> Option<Diff> {
+    let changes = before.diff(now);
+    if changes.is_empty() {
+        return None;
+    }
+    *baseline = baseline.absorb(before, now, &changes);
+    Some(changes)
 }
 
 /// The workspace now, read from `before`. A workspace never listed (empty at

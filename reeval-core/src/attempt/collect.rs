@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::diff::{Diff, Snapshot};
+use crate::diff::Snapshot;
 use crate::lifecycle;
 use crate::sandbox::{SandboxHandle, SandboxState};
 
@@ -16,16 +16,15 @@ use super::lost;
 /// How often a collection that takes a while asks the engine about its sandbox.
 const PROBE: Duration = Duration::from_secs(1);
 
-/// The final diff, when the workspace could be read, and what the record's
+/// The final workspace, when it could be read, and what the record's
 /// events must say about the collection (nothing when it went as usual).
 pub(crate) async fn collect_final(
     handle: &SandboxHandle,
-    baseline: &Snapshot,
     latest: &Snapshot,
-) -> (Option<Diff>, Option<String>) {
-    let read = lifecycle::teardown::collect(handle, baseline, latest);
+) -> (Option<Snapshot>, Option<String>) {
+    let read = lifecycle::teardown::collect(handle, latest);
     let state = match watched(handle, read).await {
-        Ok(Ok(diff)) => return (Some(diff), None),
+        Ok(Ok(now)) => return (Some(now), None),
         Ok(Err(e)) => match handle.sandbox().state().await {
             state if state.is_lost() => state,
             _ => return (None, Some(format!("failed to collect the final workspace: {e}"))),
@@ -39,7 +38,7 @@ pub(crate) async fn collect_final(
                 "the sandbox {sandbox} {state} during teardown: the final workspace was read \
                  through the engine's archive instead of the in-sandbox helper"
             );
-            (Some(baseline.diff(&now)), Some(said))
+            (Some(now), Some(said))
         }
         Err(_) => {
             let e = lost::lost_error(handle, "collect the final workspace", "teardown", state);

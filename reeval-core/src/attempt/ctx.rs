@@ -111,7 +111,9 @@ impl Ctx {
         use super::Solution;
         match std::mem::replace(&mut self.attempt.solution, Solution::Ran) {
             Solution::Pending(solve) => {
-                // The solution's own checks are its work, not a check's (`checks.rs`).
+                // What a check wrote before it is the check's; the solution's
+                // own checks are its work, not a check's (`checks.rs`).
+                self.attempt.list_after_check_if_started().await;
                 self.attempt.solution = Solution::Solving;
                 let solved = solve(self).await;
                 self.attempt.solution = Solution::Ran;
@@ -387,7 +389,7 @@ impl Ctx {
         let at = Location::caller();
         async move {
             self.attempt.calls.began("sandbox_handle", at);
-            let result = self.attempt.sandbox().await;
+            let result = self.attempt.give_handle().await;
             self.attempt.calls.ended(result)
         }
     }

@@ -21,6 +21,8 @@ impl Attempt {
     /// Writes a file, owned by the agent user once it is set up.
     pub(crate) async fn write_file(&mut self, path: &str, content: &[u8]) -> Result<()> {
         let handle = self.sandbox().await?;
+        // What the last check wrote is the check's, not the eval's.
+        self.list_after_check(&handle).await;
         // Until the agent user is set up, its setup hands the workspace over.
         let writer = if self.ready().agent_user { handle.as_agent() } else { handle };
         self.ready().eval_wrote = true;
@@ -32,6 +34,11 @@ impl Attempt {
     /// The workspace diff since the snapshot.
     pub(crate) async fn diff(&mut self) -> Result<Diff> {
         let handle = self.sandbox().await?;
+        // The listing after the last check, when it waited, is the workspace now.
+        if self.list_after_check(&handle).await {
+            let ready = self.ready();
+            return Ok(ready.baseline.diff(&ready.latest()));
+        }
         let (before, baseline) = {
             let ready = self.ready();
             (ready.latest(), ready.baseline.clone())
@@ -43,12 +50,24 @@ impl Attempt {
         Ok(diff)
     }
 
+    /// The sandbox's handle, for the eval to act in it directly: from now
+    /// on anything may change the workspace, so each check is listed after
+    /// it at once (`checks.rs`).
+    pub(crate) async fn give_handle(&mut self) -> Result<crate::sandbox::SandboxHandle> {
+        let handle = self.sandbox().await?;
+        self.list_after_check(&handle).await;
+        self.ready().handle_given = true;
+        Ok(handle)
+    }
+
     /// A port of the sandbox reachable from the host.
     pub(crate) async fn serve(&mut self, port: u16, ready_within: Duration) -> Result<String> {
         if let Some(f) = self.forwards.iter().find(|f| f.port == port) {
             return Ok(f.url.clone());
         }
         let handle = self.sandbox().await?;
+        // A served port lets the eval make the agent's server write: the last check's writes first.
+        self.list_after_check(&handle).await;
         let forward = self
             .phases
             .run(Phase::Serve, lifecycle::serve::forward(&handle, port, ready_within), |f| {
@@ -63,6 +82,8 @@ impl Attempt {
     /// Keeps an artifact.
     pub(crate) async fn capture(&mut self, name: &str, what: Artifact) -> Result<Capture> {
         let handle = self.sandbox().await?;
+        // A command's output captured runs a command: the last check's writes first.
+        self.list_after_check(&handle).await;
         let keep = lifecycle::capture::keep(
             &handle,
             name,

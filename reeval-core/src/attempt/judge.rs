@@ -17,6 +17,8 @@ impl Attempt {
     pub(crate) async fn judge(&mut self, judge: Judge) -> Result<JudgeResult> {
         // The judge reads the prompts: a turn whose `send` was dropped is one of them.
         self.settle_dropped_turn();
+        // What the last check wrote is the check's, not the state the judge is shown.
+        self.list_after_check_if_started().await;
         // Its keys first, then the eval's own secrets (a key the eval also declares).
         let keys: Vec<_> =
             self.given.judge_keys.iter().chain(&self.given.secrets).cloned().collect();

@@ -38,6 +38,8 @@
 //! `Harness::conclude`), never its name. Exception: its event sink and attempt
 //! id, which are the reporters' (`crate::report::events`).
 
+#[cfg(test)]
+mod beside_tests;
 mod calls;
 mod checks;
 mod collect;
@@ -162,6 +164,14 @@ pub(crate) struct Ready {
     session: bool,
     /// Whether the eval wrote a file (`write_file`) since the workspace was last listed.
     eval_wrote: bool,
+    /// The last check (its index in the record's checks) when the workspace
+    /// was not listed after it: only checks could have run so far, so its
+    /// listing waits for the next call that may act, or for teardown's read
+    /// of the final workspace (`checks.rs`).
+    unlisted_check: Option<usize>,
+    /// Whether the eval was given the sandbox's handle (`Ctx::sandbox_handle`):
+    /// it may act in the sandbox at any time, as an in-process agent does.
+    handle_given: bool,
     /// Whether the workspace may be a git repository whose refs were noted
     /// (a cached setup's is not known): teardown then keeps the agent's commits.
     git_repo: bool,
@@ -237,6 +247,12 @@ struct Prepare {
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and
     /// does not hold yet (a miss).
     cache_digest: Option<String>,
+    /// Whether the harness's session may start beside the first snapshot: set
+    /// by the `send` that starts the sandbox; it does when the harness
+    /// `starts_apart_from` the workspace (`start.rs`).
+    session_beside_snapshot: bool,
+    /// Why the session started beside the snapshot failed, for that `send` to return.
+    session_failed: Option<crate::error::Error>,
 }
 
 /// The run's egress gateway, and this attempt's identity on it once started.

@@ -154,6 +154,8 @@ impl Attempt {
                 prestarted: None,
                 cache_mismatch: None,
                 cache_digest: None,
+                session_beside_snapshot: false,
+                session_failed: None,
             },
             egress: EgressState {
                 run: plan.egress.clone(),

@@ -369,7 +369,10 @@ impl Attempt {
     }
 
     /// The snapshot phase: the agent user set up, then the workspace every
-    /// diff starts from.
+    /// diff starts from. On the `send` that starts the sandbox, the diff
+    /// helper's session starts beside it, and a harness that starts apart
+    /// from the workspace starts its session beside it too (its own
+    /// `harness` phase, overlapping): the turn waits for the longest, not all.
     async fn snapshot(&mut self, handle: SandboxHandle, launch: &Launch) -> Result<Ready> {
         let hit = launch.hit.is_some();
         // An image of the eval's or the harness's own may put files in the workspace: read it then too.
@@ -379,46 +382,76 @@ impl Attempt {
         let fill = self.fill_on_miss(launch);
         let for_cache = matches!(self.prepare.purpose, Purpose::Fill);
         self.prepare.cache_digest = launch.digest.clone().filter(|_| !hit);
+        // A turn follows the snapshot, which leaves the agent user prepared
+        // (its exec, or a cached setup's): the harness's session starts
+        // beside it when it starts apart from the workspace.
+        let turn_follows =
+            std::mem::take(&mut self.prepare.session_beside_snapshot) && written && !for_cache;
+        let beside = turn_follows
+            && self.given.harness.as_ref().is_some_and(|h| h.starts_apart_from(handle.workspace()));
         let mut git_repo = hit;
-        let baseline = self
-            .phases
-            .run(
-                Phase::Snapshot,
-                async {
-                    // A cached sandbox was prepared before it was committed; a
-                    // sandbox for the cache is committed, never diffed. The agent
-                    // user is prepared before the snapshot (in its exec, when it
-                    // reads), so the workspace's change of owner is not a change of the agent's.
-                    match (written && !hit, written && !for_cache) {
-                        (true, true) => {
-                            let (git, baseline) =
-                                lifecycle::snapshot::prepare_agent_user_and_take(&handle).await?;
-                            git_repo = git;
-                            Ok(baseline)
-                        }
-                        (true, false) => {
-                            git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
-                            lifecycle::snapshot::take(&handle, false).await
-                        }
-                        (false, read) => lifecycle::snapshot::take(&handle, read).await,
+        let Attempt { phases, given, record, prepare, .. } = self;
+        let snapshot = phases.run(
+            Phase::Snapshot,
+            async {
+                // A cached sandbox was prepared before it was committed; a
+                // sandbox for the cache is committed, never diffed. The agent
+                // user is prepared before the snapshot (in its exec, when it
+                // reads), so the workspace's change of owner is not a change of the agent's.
+                let baseline = match (written && !hit, written && !for_cache) {
+                    (true, true) => {
+                        // A turn follows: the diff helper's session starts beside the snapshot.
+                        let (git, baseline) =
+                            lifecycle::snapshot::prepare_agent_user_and_take(&handle, turn_follows)
+                                .await?;
+                        git_repo = git;
+                        baseline
                     }
-                },
-                |s| match &fill {
-                    Some((_, digest)) => format!(
-                        "{} files; setup cache miss, {digest} is filled in the background",
-                        s.len()
-                    ),
-                    None => format!("{} files", s.len()),
-                },
-            )
-            .await?;
+                    (true, false) => {
+                        git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                        lifecycle::snapshot::take(&handle, false).await?
+                    }
+                    (false, read) => lifecycle::snapshot::take(&handle, read).await?,
+                };
+                Ok(baseline)
+            },
+            |s| match &fill {
+                Some((_, digest)) => format!(
+                    "{} files; setup cache miss, {digest} is filled in the background",
+                    s.len()
+                ),
+                None => format!("{} files", s.len()),
+            },
+        );
+        let session = async {
+            let harness = given.harness.as_deref_mut().filter(|_| beside)?;
+            let began = std::time::Instant::now();
+            let agent = handle.as_agent();
+            let (env, secrets, dir) = (&given.env, &given.secrets, &given.artifacts_dir);
+            let image = launch.content_name.clone();
+            let started =
+                lifecycle::harness::start(harness, &agent, env, secrets, dir, record, image).await;
+            Some(((began, std::time::Instant::now()), started))
+        };
+        let (baseline, session) = tokio::join!(snapshot, session);
+        let session = session.is_some_and(|(times, started)| {
+            match phases.ran_beside(Phase::Harness, times, started, Clone::clone) {
+                Ok(_) => true,
+                Err(e) => {
+                    prepare.session_failed = Some(e);
+                    false
+                }
+            }
+        });
         Ok(Ready {
             handle,
-            baseline,
+            baseline: baseline?,
             last: None,
             agent_user: written,
-            session: false,
+            session,
             eval_wrote: false,
+            unlisted_check: None,
+            handle_given: false,
             git_repo,
             image: launch.content_name.clone(),
         })

@@ -56,13 +56,21 @@ impl Attempt {
                         lifecycle::teardown::kill_turns(handle.sandbox().as_ref()).await;
                     }
                     let began = Instant::now();
-                    let collected =
-                        super::collect::collect_final(&handle, &ready.baseline, &ready.latest())
-                            .await;
+                    let collected = super::collect::collect_final(&handle, &ready.latest()).await;
                     (collected, began.elapsed())
                 };
-                let (stopped, ((diff, said), collecting)) = tokio::join!(stop, collect);
+                let (stopped, ((now, said), collecting)) = tokio::join!(stop, collect);
                 events.extend(stopped);
+                // The last check's listing, when it waited, is this read (`checks.rs`):
+                // what changed since is the check's, the rest the agent's.
+                let mut baseline = ready.baseline.clone();
+                if let (Some(index), Some(now)) = (ready.unlisted_check, &now) {
+                    let changes = super::checks::absorb_check(&mut baseline, &ready.latest(), now);
+                    if let Some(check) = record.checks.get_mut(index) {
+                        check.changes = changes;
+                    }
+                }
+                let diff = now.map(|now| baseline.diff(&now));
                 if ready.session {
                     // What the harness kept (transcripts, its config home) belongs to the record.
                     let more =

@@ -475,3 +475,64 @@ async fn the_workspace_lives_where_the_environment_says_the_images_workdir_by_it
     let problems = Environment::new().workspace_dir("rel/dir").problems().join("\n");
     assert!(problems.contains("workspace_dir `rel/dir` must be an absolute path"), "{problems}");
 }
+
+/// While only checks ran, a check's listing waits: an eval of checks alone
+/// reads the workspace once (teardown's read), and what its checks wrote is
+/// theirs, never in the final diff. A later call that may act (a turn, a
+/// write, a diff) lists first, so the check's writes never reach the agent's.
+#[tokio::test]
+async fn a_checks_writes_stay_its_own_when_its_listing_waits() {
+    let backend = scripted();
+    let eval = Eval::new("checks_alone", |c| {
+        Box::pin(async move {
+            expect(c.exec("write by-check.txt one").await?).to_succeed()?;
+            expect(c.exec("write by-second-check.txt two").await?).to_succeed()?;
+            Ok(())
+        })
+    });
+    let r = run_one(&backend, eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    assert_eq!(backend.downloads(), ["/workspace"; 2], "one read per check, the last teardown's");
+    let changed = |i: usize| r.checks[i].changes.as_ref().map(|d| d.paths().join(","));
+    assert_eq!(changed(0).as_deref(), Some("by-check.txt"));
+    assert_eq!(changed(1).as_deref(), Some("by-second-check.txt"));
+    assert!(r.workspace_collected);
+    assert_eq!(r.final_diff.as_ref().map(|d| d.files.len()), Some(0), "{:?}", r.final_diff);
+
+    let backend = scripted();
+    let eval = Eval::new("check_then_agent", |c| {
+        Box::pin(async move {
+            expect(c.exec("write by-check.txt one").await?).to_succeed()?;
+            let turn = c.send("write by-agent.txt hi").await?;
+            expect(turn.diff.paths().join(",")).to_equal("by-agent.txt")?;
+            // After a turn, each check is listed at once (the agent's processes may still run).
+            expect(c.exec("write by-check-after.txt two").await?).to_succeed()?;
+            expect(c.diff().await?.paths().join(",")).to_equal("by-agent.txt")?;
+            Ok(())
+        })
+    });
+    let r = run_one(&backend, eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let changed = |i: usize| r.checks[i].changes.as_ref().map(|d| d.paths().join(","));
+    assert_eq!(changed(0).as_deref(), Some("by-check.txt"));
+    assert_eq!(changed(1).as_deref(), Some("by-check-after.txt"));
+    assert_eq!(r.final_diff.as_ref().map(|d| d.paths().join(",")), Some("by-agent.txt".into()));
+
+    // The eval's own writes and diffs wait for nothing either.
+    let backend = scripted();
+    let eval = Eval::new("check_then_eval", |c| {
+        Box::pin(async move {
+            expect(c.exec("write by-check.txt one").await?).to_succeed()?;
+            expect(c.diff().await?.files.len()).to_equal(0)?;
+            expect(c.exec("write by-check-2.txt two").await?).to_succeed()?;
+            c.write_file("by-eval.txt", "given").await?;
+            expect(c.diff().await?.paths().join(",")).to_equal("by-eval.txt")?;
+            Ok(())
+        })
+    });
+    let r = run_one(&backend, eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let changed = |i: usize| r.checks[i].changes.as_ref().map(|d| d.paths().join(","));
+    assert_eq!(changed(0).as_deref(), Some("by-check.txt"));
+    assert_eq!(changed(1).as_deref(), Some("by-check-2.txt"));
+}

@@ -36,7 +36,14 @@ struct Ran {
 impl Attempt {
     /// One agent turn, followed by its diff.
     pub(crate) async fn send(&mut self, prompt: String, options: TurnOptions) -> Result<Turn> {
-        let handle = self.sandbox().await?;
+        // Starting the sandbox for this turn: a harness that starts apart from
+        // the workspace starts its session beside the snapshot (`start.rs`).
+        self.prepare.session_beside_snapshot = matches!(self.sandbox, SandboxState::NotStarted);
+        let started = self.sandbox().await;
+        self.prepare.session_beside_snapshot = false;
+        let handle = started?;
+        // What the last check wrote is the check's, not this turn's.
+        self.list_after_check(&handle).await;
         if self.given.harness.is_none() {
             return Err(Error::Config(
                 "failed to send a prompt: no harness is selected for this eval".into(),
@@ -59,8 +66,12 @@ impl Attempt {
         }
     }
 
-    /// Starts the harness's session on the first turn; like the start, not on the budget.
+    /// Starts the harness's session on the first turn (unless it started
+    /// beside the snapshot); like the start, not on the budget.
     async fn ensure_session(&mut self, handle: &SandboxHandle) -> Result<()> {
+        if let Some(e) = self.prepare.session_failed.take() {
+            return Err(e);
+        }
         if self.ready().session {
             return Ok(());
         }

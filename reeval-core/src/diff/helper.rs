@@ -61,6 +61,15 @@ chmod 700 "$h.tmp"
 mv -f "$h.tmp" "$h"
 exec "$h" "$@""#;
 
+/// Waits (10 ms at a time where `sleep` takes fractions, else a second) up to
+/// 30 seconds for the helper at `$1`, then runs it with the other arguments.
+const WAIT_FOR_INSTALL: &str = r#"h=$1; shift; i=0
+while [ ! -x "$h" ]; do
+  [ "$i" -ge 3000 ] && exit 127
+  if sleep 0.01 2>/dev/null; then i=$((i + 1)); else sleep 1; i=$((i + 100)); fi
+done
+exec "$h" "$@""#;
+
 /// The exit status of an install whose prelude failed (see [`run`]).
 pub(super) const PRELUDE_FAILED: i64 = 45;
 
@@ -150,6 +159,34 @@ impl Session {
     /// that never come, which ends with the sandbox.
     pub(super) async fn start(sandbox: &SandboxHandle, file_limit: u64, budget: u64) -> Arc<Self> {
         let argv = vec![
+            HELPER_PATH.clone(),
+            "serve".into(),
+            sandbox.workspace().into(),
+            file_limit.to_string(),
+            budget.to_string(),
+        ];
+        let stream = sandbox.sandbox().open_stream(argv).await.ok();
+        Arc::new(Session { stream: tokio::sync::Mutex::new(stream) })
+    }
+
+    /// [`Session::start`] beside the exec that installs the helper (the
+    /// sandbox's first listing): the session's process waits, up to 30
+    /// seconds, for the helper to be in place (the install moves it there
+    /// whole), then serves. Where the install fails, or `sh` cannot wait,
+    /// it ends, and the session is a failed one.
+    ///
+    /// # Cancel safety
+    /// As [`Session::start`].
+    pub(super) async fn start_beside_install(
+        sandbox: &SandboxHandle,
+        file_limit: u64,
+        budget: u64,
+    ) -> Arc<Self> {
+        let argv = vec![
+            "sh".into(),
+            "-c".into(),
+            WAIT_FOR_INSTALL.into(),
+            "sh".into(),
             HELPER_PATH.clone(),
             "serve".into(),
             sandbox.workspace().into(),
@@ -331,6 +368,42 @@ pub(super) fn answer(changes: &[TestChange<'_>], since: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The session started beside the install runs the helper once the install
+    /// moved it into place, and gives up (127) when it never comes.
+    #[test]
+    fn the_session_waits_for_the_install_then_runs_the_helper() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("reeval-wait-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let helper = dir.join("helper");
+        let waiting = std::process::Command::new("sh")
+            .args(["-c", WAIT_FOR_INSTALL, "sh"])
+            .arg(&helper)
+            .args(["served", "as", "asked"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // As the install does: written beside, made executable, moved in whole.
+        let tmp = dir.join("helper.tmp");
+        std::fs::write(&tmp, "#!/bin/sh\necho \"$@\"\n").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::rename(&tmp, &helper).unwrap();
+        let out = waiting.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "served as asked\n");
+
+        // Never installed: it ends on its own (the bound shortened for the test).
+        let short = WAIT_FOR_INSTALL.replace("3000", "20");
+        let gone = std::process::Command::new("sh")
+            .args(["-c", &short, "sh"])
+            .arg(dir.join("never"))
+            .status()
+            .unwrap();
+        assert_eq!(gone.code(), Some(127));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn version(kind: u8, size: u64) -> Version {
         Version { kind, mode: 0o644, size, mtime: (1, 2), ctime: (3, 4) }

@@ -32,11 +32,17 @@ pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
 
 /// [`prepare_agent_user`], then the workspace read, in one exec (the
 /// helper's install runs the preparation first). Whether the workspace is a
-/// git repository, and the snapshot.
+/// git repository, and the snapshot. With `session` (a turn follows), the
+/// diff helper's session starts beside that exec, so none starts beside the turn.
 pub(crate) async fn prepare_agent_user_and_take(
     handle: &SandboxHandle,
+    session: bool,
 ) -> Result<(bool, Snapshot)> {
-    let (snapshot, out) = Snapshot::take_after(handle, &agent_user_script()).await?;
+    let script = agent_user_script();
+    let (snapshot, out) = match session {
+        true => Snapshot::take_after_with_session(handle, &script).await?,
+        false => Snapshot::take_after(handle, &script).await?,
+    };
     let Some(snapshot) = snapshot else {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
     };

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::diff::{Diff, Snapshot};
+use crate::diff::Snapshot;
 use crate::harness::Harness;
 use crate::sandbox::{Sandbox, SandboxError, SandboxHandle, Signal};
 
@@ -32,24 +32,22 @@ pub(crate) async fn kill_turns(sandbox: &dyn Sandbox) {
     let _ = sandbox.kill(Signal::Kill).await;
 }
 
-/// The diff from the snapshot to the final workspace (read incrementally from `last`).
-/// A workspace never listed (empty at the start, and no turn or diff since)
-/// is read as one archive: one engine call, no exec and no diff helper to
-/// put in place, which a trivial attempt would pay for nothing. The helper
-/// reads it when that fails (a file too large for an archive).
+/// The final workspace (read incrementally from `last`). A workspace never
+/// listed (empty at the start, and no turn or diff since) is read as one
+/// archive: one engine call, no exec and no diff helper to put in place,
+/// which a trivial attempt would pay for nothing. The helper reads it when
+/// that fails (a file too large for an archive).
 pub(crate) async fn collect(
     handle: &SandboxHandle,
-    baseline: &Snapshot,
     last: &Snapshot,
-) -> Result<Diff, SandboxError> {
-    let now = match last.is_listed() {
-        true => last.refresh(handle).await?,
+) -> Result<Snapshot, SandboxError> {
+    match last.is_listed() {
+        true => last.refresh(handle).await,
         false => match Snapshot::download(handle).await {
-            Ok(now) => now,
-            Err(_) => last.refresh(handle).await?,
+            Ok(now) => Ok(now),
+            Err(_) => last.refresh(handle).await,
         },
-    };
-    Ok(baseline.diff(&now))
+    }
 }
 
 /// Destroys the sandbox, trying twice.

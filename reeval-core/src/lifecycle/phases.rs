@@ -92,6 +92,25 @@ impl Phases {
         }
     }
 
+    /// Records a phase that ran beside another (from `began` to `ended`,
+    /// outside [`Phases::run`]): its time added, its record, its error tagged.
+    /// For phases that prepare the sandbox, off the budget.
+    pub(crate) fn ran_beside<T>(
+        &mut self,
+        phase: Phase,
+        (began, ended): (Instant, Instant),
+        result: Result<T>,
+        detail: impl FnOnce(&T) -> String,
+    ) -> Result<T> {
+        self.add(phase.timing(), ended.saturating_duration_since(began).as_millis() as u64);
+        let text = match &result {
+            Ok(value) => detail(value),
+            Err(e) => e.to_string(),
+        };
+        self.log.phase_until(phase, began, ended, text);
+        result.map_err(|e| e.in_phase(phase))
+    }
+
     /// Records a phase that was timed elsewhere (preflight, once per run).
     pub(crate) fn record(&mut self, phase: Phase, began: Instant, detail: impl Into<String>) {
         self.log.phase(phase, began, detail);

@@ -70,20 +70,49 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
+/// The model provider the harness's config selects: OpenAI's API as Codex's
+/// built-in `openai` provider reaches it, but without Codex's own retries.
+pub const PROVIDER_ID: &str = "openai-reeval";
+
+/// The `[model_providers]` table of [`PROVIDER_ID`] at `base_url` (the
+/// harness's: `https://api.openai.com/v1`, reached by interception). Codex
+/// retries every failed stream, a rejected key (401) included, five times over
+/// its WebSocket and five more over HTTP, with backoff: 13 to 14 s before a
+/// 401 reaches reeval. Its built-in `openai` provider cannot be reconfigured
+/// (Codex refuses a `[model_providers.openai]`), so this one repeats what the
+/// built-in sets (its auth, WebSocket transport and headers) with
+/// `request_max_retries` and `stream_max_retries` at 0, as Claude Code runs
+/// with `CLAUDE_CODE_MAX_RETRIES=0`: reeval's retry policy decides what is
+/// tried again.
+pub fn provider_table(base_url: &str) -> String {
+    format!(
+        "\n[model_providers.{PROVIDER_ID}]\nname = \"OpenAI\"\nbase_url = {}\nwire_api = \"responses\"\n\
+         requires_openai_auth = true\nsupports_websockets = true\n\
+         request_max_retries = 0\nstream_max_retries = 0\n\
+         http_headers = {{ version = {} }}\n\
+         env_http_headers = {{ \"OpenAI-Organization\" = \"OPENAI_ORGANIZATION\", \"OpenAI-Project\" = \"OPENAI_PROJECT\" }}\n",
+        toml_str(base_url),
+        toml_str(VERSION)
+    )
+}
+
 /// `config.toml`: no startup calls past the allowlist (each refused one costs
 /// seconds of retries): the model catalog from a file (`catalog`, the CLI's
 /// bundled one) instead of chatgpt.com, no plugin marketplace, no telemetry;
 /// its SQLite state beside the home (`state`), not in it, so that the home
 /// kept for the record is its sessions and config, not 3 MB of databases;
-/// then the MCP servers.
+/// OpenAI's API without Codex's own retries ([`provider_table`]); then the
+/// MCP servers.
 fn config_toml(servers: &[McpServer], catalog: Option<&str>, state: &str) -> String {
     let mut out = String::from("# Written by reeval for this attempt.\n");
     if let Some(path) = catalog {
         out.push_str(&format!("model_catalog_json = {}\n", toml_str(path)));
     }
     out.push_str(&format!("sqlite_home = {}\n", toml_str(state)));
+    out.push_str(&format!("model_provider = {}\n", toml_str(PROVIDER_ID)));
     out.push_str("\n[features]\nplugins = false\nremote_plugin = false\n");
     out.push_str("\n[analytics]\nenabled = false\n");
+    out.push_str(&provider_table("https://api.openai.com/v1"));
     for s in servers {
         out.push_str(&format!("\n[mcp_servers.{}]\n", toml_str(s.name())));
         match s {
@@ -703,7 +732,12 @@ mod tests {
             "/h-state",
         );
         // Top-level keys before any table.
-        assert!(toml.contains("\nmodel_catalog_json = \"/h/models.json\"\nsqlite_home = \"/h-state\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n"), "{toml}");
+        assert!(toml.contains("\nmodel_catalog_json = \"/h/models.json\"\nsqlite_home = \"/h-state\"\nmodel_provider = \"openai-reeval\"\n\n[features]\nplugins = false\nremote_plugin = false\n\n[analytics]\nenabled = false\n"), "{toml}");
+        // OpenAI's API without Codex's own retries of a failed stream (a 401 too).
+        assert!(
+            toml.contains("[model_providers.openai-reeval]\nname = \"OpenAI\"\nbase_url = \"https://api.openai.com/v1\"\nwire_api = \"responses\"\nrequires_openai_auth = true\nsupports_websockets = true\nrequest_max_retries = 0\nstream_max_retries = 0\n"),
+            "{toml}"
+        );
         assert!(
             toml.contains(
                 "[mcp_servers.\"fs\"]\ncommand = \"npx\"\nargs = [\"-y\", \"a \\\"b\\\"\"]"
@@ -711,6 +745,14 @@ mod tests {
             "{toml}"
         );
         assert!(toml.contains("[mcp_servers.\"api\"]\nurl = \"https://x/mcp\""), "{toml}");
+        // Codex reads it as TOML: the provider it selects is the table written.
+        let parsed: toml::Table = toml.parse().expect("valid TOML");
+        assert_eq!(parsed["model_provider"].as_str(), Some(PROVIDER_ID));
+        let provider = &parsed["model_providers"][PROVIDER_ID];
+        assert_eq!(provider["stream_max_retries"].as_integer(), Some(0));
+        assert_eq!(provider["request_max_retries"].as_integer(), Some(0));
+        assert_eq!(provider["http_headers"]["version"].as_str(), Some(VERSION));
+        assert_eq!(parsed["mcp_servers"]["fs"]["args"].as_array().map(Vec::len), Some(2));
     }
 
     /// A session on an image seen before finds Codex's catalog without an

@@ -264,6 +264,11 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         self.agent.credentials(self.model.as_deref())
     }
 
+    fn starts_apart_from(&self, workspace: &str) -> bool {
+        // Its config home, uploaded as the agent's own by uid, is all it writes.
+        !std::path::Path::new(&self.home).starts_with(workspace)
+    }
+
     fn egress(&self) -> HarnessEgress {
         self.agent.egress(self.model.as_deref())
     }
