@@ -219,6 +219,16 @@ pub async fn scenario(trials: u32) {
     );
     assert_complete(&report, &f);
     assert!(kills > 0, "the killer killed something");
+    every_trial_passes_after_lost_tries(&report, trials);
+    // A kill can land on a sandbox whose attempt already has its record
+    // (teardown runs in the background), so retries never exceed kills.
+    assert!(retried <= kills, "{retried} retries but only {kills} kills");
+    assert_eq!(report.exit_code(), 0, "every killed attempt was retried and passed");
+}
+
+/// Every one of `trials` trials has records, its final try passed, and each
+/// earlier try it was retried after was an infra error (the platform's loss).
+pub fn every_trial_passes_after_lost_tries(report: &RunReport, trials: u32) {
     let mut by_trial: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
     for r in &report.records {
         by_trial.entry(r.trial).or_default().push(r);
@@ -242,8 +252,4 @@ pub async fn scenario(trials: u32) {
             );
         }
     }
-    // A kill can land on a sandbox whose attempt already has its record
-    // (teardown runs in the background), so retries never exceed kills.
-    assert!(retried <= kills, "{retried} retries but only {kills} kills");
-    assert_eq!(report.exit_code(), 0, "every killed attempt was retried and passed");
 }

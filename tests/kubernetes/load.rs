@@ -6,7 +6,6 @@
 //! passes in the end, and only tries the platform lost are retried. Prints
 //! the figures (docs/performance.md, "The load test").
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -143,29 +142,7 @@ async fn load_on_the_cluster_with_pods_deleted() {
     );
     assert_complete(&report).await;
     assert!(kills > 0, "the killer deleted a pod");
-    let mut by_trial: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
-    for r in &report.records {
-        by_trial.entry(r.trial).or_default().push(r);
-    }
-    assert_eq!(by_trial.len(), trials as usize, "every trial has records");
-    for (trial, tries) in &by_trial {
-        let last = tries.iter().max_by_key(|r| r.try_).expect("a try");
-        assert_eq!(
-            last.outcome,
-            Outcome::Pass,
-            "trial {trial}'s final try passes: {:?}",
-            last.message
-        );
-        for earlier in tries.iter().filter(|r| r.try_ < last.try_) {
-            assert_eq!(
-                earlier.outcome,
-                Outcome::InfraError,
-                "trial {trial} try {} was retried, so it was the platform's: {:?}",
-                earlier.try_,
-                earlier.message
-            );
-        }
-    }
+    common::load::every_trial_passes_after_lost_tries(&report, trials);
     // A deletion can land on a pod whose attempt already has its record.
     assert!(retried <= kills, "{retried} retries but only {kills} pods deleted");
     assert_eq!(report.exit_code(), 0, "every lost attempt was retried and passed");
