@@ -192,6 +192,7 @@ fn records_and_captures_become_harbor_trials() {
     );
     let result = read(&passed_dir.join("result.json"));
     assert_eq!(result["verifier_result"]["rewards"]["reward"], 1.0);
+    assert_eq!(result["verifier_environment_mode"], "shared", "the task's mode");
     assert_eq!(result["exception_info"], serde_json::Value::Null);
     assert_eq!(result["agent_execution"]["started_at"], "2026-01-02T03:04:07.000Z");
     assert_eq!(result["verifier"]["finished_at"], "2026-01-02T03:04:13.000Z");

@@ -106,7 +106,11 @@ impl Trial<'_> {
             },
             "agent_result": agent_result(self.record),
             "verifier_result": self.record.reward.as_ref().map(|r| json!({"rewards": r})),
-            "verifier_environment_mode": (!steps).then_some("shared"),
+            // Harbor's: the task's mode for one step, none for steps (resolved per step).
+            "verifier_environment_mode": (!steps).then(|| match self.task.task.config.verifier_mode() {
+                crate::task::VerifierMode::Shared => "shared",
+                crate::task::VerifierMode::Separate => "separate",
+            }),
             "exception_info": exception.map(|(kind, message)| json!({
                 "exception_type": kind,
                 "exception_message": message,
