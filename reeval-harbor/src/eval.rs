@@ -121,17 +121,7 @@ impl HarborTask {
         };
         super::verifier_env::refuse_unsupported(&name, &config.environment, "environment")?;
         super::collect::check(&name, &config, &compose)?;
-        if config.artifacts.iter().any(|a| {
-            matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
-        }) {
-            return Err(unsupported("an artifact of a compose service (artifacts.service)"));
-        }
-        if config.artifacts.iter().any(|a| a.source().split('/').any(|c| c == "..")) {
-            return Err(HarborError::Parse {
-                task: name.clone(),
-                message: "an artifact's source must not use `..`".into(),
-            });
-        }
+        super::artifacts::check(&name, &config, &compose)?;
         // A verifier image of its own holds its /tests.
         let bundled = config.verifier_mode() == super::task::VerifierMode::Separate
             && (dir.join("tests/Dockerfile").is_file()

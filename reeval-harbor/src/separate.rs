@@ -4,7 +4,7 @@
 //! copied across (to the same paths, without what `exclude` leaves out),
 //! the verifier run there and its reward read, the sandbox removed.
 
-use super::artifacts::{CONVENTION, Declared, declared};
+use super::artifacts::{CONVENTION, Declared, declared, in_main};
 use super::eval::{HarborTask, LOG_DIRS};
 use super::place::Place;
 use super::run::{Verified, Verifier, capture_logs, verify_at};
@@ -48,10 +48,10 @@ pub(super) async fn verify(
         present.stdout.lines().filter(|d| *d != "/logs/verifier").collect::<Vec<_>>().join("\n");
     capture_logs(c, Place::Shared, &v.prefix, &agents).await?;
     let sandbox = c.start_sandbox(apart.name, separate.environment.clone()).await?;
-    let convention = Declared { path: CONVENTION.to_string(), exclude: Vec::new() };
+    let convention = Declared { path: CONVENTION.to_string(), exclude: Vec::new(), service: None };
     let agents_workdir = super::shell::workdir(c).await?;
     for artifact in
-        std::iter::once(convention).chain(declared(task, apart.artifacts, &agents_workdir))
+        std::iter::once(convention).chain(in_main(declared(task, apart.artifacts, &agents_workdir)))
     {
         c.copy_to_sandbox(&sandbox, &artifact.path, &artifact.exclude).await?;
     }

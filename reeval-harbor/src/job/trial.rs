@@ -237,8 +237,13 @@ impl Trial<'_> {
         })];
         let workdir =
             || self.record.workspace_dir.as_deref().unwrap_or(reeval_core::environment::WORKSPACE);
-        for entry in &self.task.task.config.artifacts {
+        // `main`'s first, then the services' (Harbor's two passes); the first to name a path keeps it.
+        let mut ordered: Vec<&ArtifactEntry> = self.task.task.config.artifacts.iter().collect();
+        ordered.sort_by_key(|e| crate::artifacts::service_of(e).is_some());
+        let mut claimed: Vec<PathBuf> = Vec::new();
+        for entry in ordered {
             let source = entry.source();
+            let service = crate::artifacts::service_of(entry);
             let absolute = if source.starts_with('/') {
                 source.to_string()
             } else {
@@ -253,7 +258,13 @@ impl Trial<'_> {
             let target = dir.join(&relative);
             let base =
                 sanitize(&format!("{prefix}{}", crate::run::artifact_capture_name(&absolute)));
+            let skipped = claimed.contains(&target);
+            claimed.push(target.clone());
             let (kind, status) = match capture_of(captures, &base) {
+                _ if skipped => (
+                    if Path::new(source).extension().is_some() { "file" } else { "directory" },
+                    "skipped",
+                ),
                 Some(file) if file.extension().is_some_and(|e| e == "tar") => {
                     unpack_stripped(&file, &target)?;
                     ("directory", "ok")
@@ -278,7 +289,7 @@ impl Trial<'_> {
                 "destination": format!("artifacts/{relative}"),
                 "type": kind,
                 "status": status,
-                "service": null,
+                "service": service,
                 "exclude": exclude,
             }));
         }

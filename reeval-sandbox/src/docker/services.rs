@@ -379,20 +379,21 @@ impl Services {
         SandboxError::engine_says(format!("start service {name}"), format!("it {why}; {log}"))
     }
 
+    /// Service `name`'s container id, or `what` failed: there is no such service.
+    pub(super) fn container_of(&self, name: &str, what: &str) -> Result<&str, SandboxError> {
+        let found = self.started.iter().find(|(s, _)| s.service.name == name);
+        found.map(|(_, id)| id.as_str()).ok_or_else(|| SandboxError::EngineConfig {
+            message: format!("failed to {what} in service {name}: there is no such service"),
+        })
+    }
+
     /// Runs `command` in service `name`'s container (see `Sandbox::exec_in_service`).
     pub(super) async fn exec(
         &self,
         name: &str,
         command: &Command,
     ) -> Result<crate::exec::ExecOutput, SandboxError> {
-        let (_, id) =
-            self.started.iter().find(|(s, _)| s.service.name == name).ok_or_else(|| {
-                SandboxError::EngineConfig {
-                    message: format!(
-                        "failed to run a command in service {name}: there is no such service"
-                    ),
-                }
-            })?;
+        let id = self.container_of(name, "run a command")?;
         let began = Instant::now();
         let created = self
             .docker

@@ -51,6 +51,15 @@ pub(super) struct Part {
 pub(super) struct Parts(Vec<Part>);
 
 impl Parts {
+    /// Service `name`'s container, or `what` failed: there is no such service.
+    pub(super) fn of_service(&self, name: &str, what: &str) -> Result<&Part, SandboxError> {
+        let found =
+            self.0.iter().find(|p| p.service.as_ref().is_some_and(|s| s.service.name == name));
+        found.ok_or_else(|| SandboxError::EngineConfig {
+            message: format!("failed to {what} in service {name}: there is no such service"),
+        })
+    }
+
     /// Those of the pod `pod::manifest` makes of `spec`.
     pub(super) fn of(spec: &SandboxSpec) -> Self {
         let fills = PodVolumes::of(spec)
@@ -241,15 +250,7 @@ impl Parts {
         name: &str,
         command: &Command,
     ) -> Result<ExecOutput, SandboxError> {
-        let part = self
-            .0
-            .iter()
-            .find(|p| p.service.as_ref().is_some_and(|s| s.service.name == name))
-            .ok_or_else(|| SandboxError::EngineConfig {
-                message: format!(
-                    "failed to run a command in service {name}: there is no such service"
-                ),
-            })?;
+        let part = self.of_service(name, "run a command")?;
         let plain = command.env.is_empty() && command.workdir.is_none() && command.user.is_none();
         let spec = ExecSpec {
             argv: command.argv().to_vec(),
