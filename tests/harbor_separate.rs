@@ -185,10 +185,15 @@ async fn each_step_is_graded_where_its_verifier_says() {
         let r = &records["steps-apart"];
         let said = test_stdout(&run_dir, r);
         assert_eq!(r.outcome, Outcome::Pass, "{harness}: {:?}\n{said}", r.message);
-        let rewards: Vec<_> = r.step_rewards.iter().map(|s| (s.step.as_str(), s.reward.clone())).collect();
+        let rewards: Vec<_> =
+            r.step_rewards.iter().map(|s| (s.step.as_str(), s.reward.clone())).collect();
         assert_eq!(rewards.len(), 2, "{harness}: {rewards:?}");
         for (step, reward) in &rewards {
-            assert_eq!(reward.as_ref().and_then(|r| r.get("reward")), Some(&1.0), "{harness}: {step}");
+            assert_eq!(
+                reward.as_ref().and_then(|r| r.get("reward")),
+                Some(&1.0),
+                "{harness}: {step}"
+            );
         }
         assert_eq!(sandbox_of(r, "/tests/test.sh").as_deref(), Some("the agent's"), "{harness}");
         let apart = r.checks.iter().filter(|c| c.sandbox.as_deref() == Some("verifier-2"));

@@ -208,6 +208,18 @@ fn records_and_captures_become_harbor_trials() {
         std::fs::read_to_string(passed_dir.join("artifacts/srv/side.txt")).unwrap(),
         "from the sidecar\n"
     );
+    // The locks: the trial's, by its task's content digest, and the job's listing it.
+    let lock = read(&passed_dir.join("lock.json"));
+    assert_eq!(lock["task"]["name"], "hello-world-with-a-rather-long-name");
+    assert_eq!(lock["task"]["type"], "local");
+    let digest = lock["task"]["digest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    assert_eq!(lock["verifier"]["environment_mode"], "shared");
+    assert_eq!(lock["agent"], read(&passed_dir.join("config.json"))["agent"]);
+    let job_lock = read(&job.join("lock.json"));
+    assert!(job_lock["trials"].as_array().unwrap().contains(&lock), "{job_lock}");
+    let log = std::fs::read_to_string(job.join("job.log")).unwrap();
+    assert!(log.contains("run run-1") && log.contains("{\"reward\":1.0}"), "{log}");
     let result = read(&passed_dir.join("result.json"));
     assert_eq!(result["verifier_result"]["rewards"]["reward"], 1.0);
     assert_eq!(result["verifier_environment_mode"], "shared", "the task's mode");
@@ -250,6 +262,7 @@ fn pass_at_k_follows_harbor() {
         exception: None,
         reward_valid: true,
         finished_at: std::time::SystemTime::UNIX_EPOCH,
+        lock: serde_json::Value::Null,
     };
     // Task x: 1 of 4 passed; task y: 4 of 4. pass@2 = (1 - (3/4)(2/3) + 1) / 2 = 0.75.
     let trials = [

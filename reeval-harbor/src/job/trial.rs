@@ -38,6 +38,8 @@ pub(super) struct TrialOutcome {
     /// Whether its reward counts (Harbor's `reward_valid`).
     pub(super) reward_valid: bool,
     pub(super) finished_at: SystemTime,
+    /// Its `lock.json`, which the job's lists.
+    pub(super) lock: Value,
 }
 
 impl Trial<'_> {
@@ -56,6 +58,8 @@ impl Trial<'_> {
         }
         let config = self.config(&name);
         write_json(&dir.join("config.json"), &config)?;
+        let lock = super::lock::trial_lock(self.task, &config);
+        write_json(&dir.join("lock.json"), &lock)?;
         let exception = exception(self.record);
         if let Some((_, message)) = &exception {
             std::fs::write(dir.join("exception.txt"), message)?;
@@ -74,6 +78,7 @@ impl Trial<'_> {
             exception: exception.map(|(kind, _)| kind),
             reward_valid,
             finished_at: finished,
+            lock,
         })
     }
 
