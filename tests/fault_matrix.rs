@@ -392,7 +392,7 @@ fn runner_for(tag: &str) -> (reeval::Runner, String) {
 #[tokio::test]
 async fn the_sandbox_killed_during_a_turn() {
     require_docker!();
-    use common::inject::{Fault, inject};
+    use common::inject::{Fault, run_faulted};
     let (runner, run_id) = runner_for("f-killed-turn");
     let eval = Eval::new("killed_turn", |c| {
         Box::pin(async move {
@@ -402,10 +402,7 @@ async fn the_sandbox_killed_during_a_turn() {
     })
     .timeout(Duration::from_secs(60))
     .environment(env(|e| e));
-    let at = "killed_turn.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Kill);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-turn", Fault::Kill).await;
     // "during turn 1", or the call, when a loaded engine kept the killed exec attached until the budget.
     let says = "stopped (exit 137, container not running) during";
     let what = "the sandbox is killed (docker kill)";
@@ -419,7 +416,7 @@ async fn the_sandbox_killed_during_a_turn() {
 #[tokio::test]
 async fn the_sandbox_killed_during_a_check() {
     require_docker!();
-    use common::inject::{Fault, inject};
+    use common::inject::{Fault, run_faulted};
     let (runner, run_id) = runner_for("f-killed-check");
     let eval = Eval::new("killed_check", |c| {
         Box::pin(async move {
@@ -429,10 +426,7 @@ async fn the_sandbox_killed_during_a_check() {
     })
     .timeout(Duration::from_secs(60))
     .environment(env(|e| e));
-    let at = "killed_check.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Kill);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-check", Fault::Kill).await;
     let says = "stopped (exit 137, container not running) during";
     let what = "the sandbox is killed (docker kill)";
     row(&report, "sandbox-5-killed-check", what, "check", Outcome::InfraError, says).await;
@@ -445,7 +439,7 @@ async fn the_sandbox_killed_during_a_check() {
 #[tokio::test]
 async fn the_sandbox_paused_during_a_check() {
     require_docker!();
-    use common::inject::{Fault, inject};
+    use common::inject::{Fault, run_faulted};
     let (runner, run_id) = runner_for("f-paused-check");
     let eval = Eval::new("paused_check", |c| {
         Box::pin(async move {
@@ -455,10 +449,7 @@ async fn the_sandbox_paused_during_a_check() {
     })
     .timeout(Duration::from_secs(6))
     .environment(env(|e| e));
-    let at = "paused_check.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Pause);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-check", Fault::Pause).await;
     let says = "was paused (container paused, nothing in it runs)";
     let what = "the sandbox is paused (docker pause); the budget ends the frozen check";
     row(&report, "sandbox-6-paused-check", what, "check", Outcome::InfraError, says).await;

@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::faults::{self, Row};
-use common::inject::{Fault, container_of, docker, inject};
+use common::inject::{Fault, container_of, docker, run_faulted};
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, Record, RunReport};
 
@@ -162,10 +162,7 @@ async fn the_sandbox_paused_during_a_turn() {
     })
     .timeout(Duration::from_secs(6))
     .environment(env(|e| e));
-    let at = "paused_turn.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Pause);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-turn", Fault::Pause).await;
     let says = "was paused (container paused, nothing in it runs)";
     let what = "the sandbox is paused (docker pause); the budget ends the frozen turn";
     row(&report, "sandbox-9-paused-turn", what, "turn", Outcome::InfraError, says).await;
@@ -198,10 +195,7 @@ async fn the_sandbox_network_removed_during_a_turn() {
     })
     .timeout(Duration::from_secs(60))
     .environment(env(|e| e));
-    let at = "net_turn.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Disconnect);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-turn", Fault::Disconnect).await;
     network_row(&report, "network-1-removed-turn", "turn").await;
 }
 
@@ -221,10 +215,7 @@ async fn the_sandbox_network_removed_during_a_check() {
     })
     .timeout(Duration::from_secs(60))
     .environment(env(|e| e));
-    let at = "net_check.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Disconnect);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-check", Fault::Disconnect).await;
     network_row(&report, "network-2-removed-check", "check").await;
 }
 
@@ -433,10 +424,7 @@ async fn the_sandbox_network_removed_during_a_turn_on_a_remote_engine() {
     })
     .timeout(Duration::from_secs(60))
     .environment(env(|e| e.allow_egress("plain.test")));
-    let at = "net_remote_turn.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-turn", Duration::ZERO, Fault::Disconnect);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-turn", Fault::Disconnect).await;
     // Before the fix: fail/agent, "script exited 1".
     let says = "lost its network (disconnected from reeval-net-";
     row(&report, "network-4-removed-turn-remote", REMOTE, "turn", Outcome::InfraError, says).await;
@@ -458,10 +446,7 @@ async fn the_sandbox_network_removed_during_a_check_on_a_remote_engine() {
     })
     .timeout(Duration::from_secs(60))
     .environment(env(|e| e.check_network(reeval::egress::Egress::allow(["plain.test"]))));
-    let at = "net_remote_check.shell.t1.try1".to_string();
-    let fault = inject(run_id, at, "/tmp/in-check", Duration::ZERO, Fault::Disconnect);
-    let report = runner.run(vec![eval]).await.expect("preflight passes");
-    fault.await.unwrap();
+    let report = run_faulted(&runner, run_id, eval, "/tmp/in-check", Fault::Disconnect).await;
     let says = "lost its network (disconnected from reeval-net-";
     row(&report, "network-5-removed-check-remote", REMOTE, "check", Outcome::InfraError, says)
         .await;

@@ -128,3 +128,19 @@ pub fn inject(
         }
     })
 }
+
+/// Runs `eval` alone (its one attempt, under the shell harness) with
+/// `fault` applied to its container once the container holds `marker`.
+pub async fn run_faulted(
+    runner: &reeval::Runner,
+    run_id: String,
+    eval: reeval::Eval,
+    marker: &'static str,
+    fault: Fault,
+) -> reeval::RunReport {
+    let at = format!("{}.shell.t1.try1", eval.name());
+    let injected = inject(run_id, at, marker, Duration::ZERO, fault);
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    injected.await.unwrap();
+    report
+}
