@@ -3,6 +3,7 @@
 
 mod common;
 
+use reeval::settings::Settings;
 use std::path::Path;
 use std::process::Command as HostCommand;
 use std::time::Duration;
@@ -385,14 +386,14 @@ async fn files_rules_setup_and_context_summary() {
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("echo-prompt", |_| Box::new(EchoPrompt("AGENTS.md")));
     let runner = Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: dir.join("runs"),
             infra_retries: 0,
             env_file: Some(file),
             // A test's setup images must not outlive it.
             setup_cache: false,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         registry,
     );
     let report = runner.run(evals.into_iter().chain([slow]).collect()).await.expect("preflight");
@@ -528,12 +529,12 @@ async fn an_in_process_harness_acts_with_the_agent_users_permissions() {
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("snooper", |_| Box::new(Snooper));
     let runner = Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: common::temp_dir("snoop"),
             infra_retries: 0,
             setup_cache: false,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         registry,
     );
     let report = runner.run(vec![eval]).await.unwrap();
