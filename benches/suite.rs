@@ -41,7 +41,7 @@ fn runner(dir: &std::path::Path, threads: usize, trials: u32) -> Runner {
     Runner::new(
         RunConfig::from(Settings {
             record_dir: dir.to_path_buf(),
-            test_threads,
+            test_threads: threads,
             trials: Some(trials),
             infra_retries: 0,
             ..Settings::default()

@@ -36,8 +36,8 @@ fn runner_with_secrets(tag: &str) -> (Runner, std::path::PathBuf) {
     let records = dir.join("runs");
     (
         common::runner_with(tag, |c| {
-            c.env_file = Some(file);
-            c.record_dir = records.clone();
+            c.settings.env_file = Some(file);
+            c.settings.record_dir = records.clone();
         }),
         records,
     )
@@ -150,7 +150,7 @@ async fn images_are_built_once_by_content_digest_and_reused() {
         Environment::new().image(Image::install("reeval/base:latest", [step.clone()]))
     })
     .trials(3);
-    let runner = common::runner_with("images", |c| c.threads = 3);
+    let runner = common::runner_with("images", |c| c.settings.test_threads = 3);
     let report = runner.run(vec![eval.clone()]).await.unwrap();
     let details: Vec<String> = report
         .records
@@ -264,7 +264,7 @@ async fn workspaces_come_from_git_or_a_directory() {
             .environment(|| {
                 Environment::new().workspace(Workspace::git("/nonexistent/remote.git", "main"))
             });
-    let report = common::runner_with("git", |c| c.threads = 3)
+    let report = common::runner_with("git", |c| c.settings.test_threads = 3)
         .run(vec![from_git, from_dir, broken])
         .await
         .unwrap();
