@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::KubernetesConfig;
 use super::opt::{Kind, Opt};
 use super::table::{self, Layer, OPTIONS};
 use super::value::{FileProblem, Source, Value};
@@ -26,8 +25,6 @@ pub const FILE_NAME: &str = "reeval.toml";
 pub struct SuiteConfig {
     /// The settings it sets, each read by its option's type (paths relative to the file).
     pub set: Layer,
-    /// The Kubernetes backend's other settings (`[kubernetes]`).
-    pub kubernetes: KubernetesConfig,
     /// Prices per model, over the built-in ones (`[prices.<model>]`).
     pub prices: BTreeMap<String, crate::prices::Price>,
     /// Image names mapped to others (`[images]`, see `crate::image_map`).
@@ -36,13 +33,11 @@ pub struct SuiteConfig {
     pub variants: BTreeMap<String, super::DeclaredVariant>,
 }
 
-/// The file's tables (the options of [`Kind::Table`]), read by serde so that
-/// a problem inside one names its line; serde passes over the other keys,
-/// which [`FileKeys`] reads.
+/// The file's tables of prices, images and variants, read by serde so that a
+/// problem inside one names its line; serde passes over the other keys, which
+/// [`FileKeys`] reads (a backend's table too, as a [`Table`](super::value::Table)).
 #[derive(Default, Deserialize)]
 struct Tables {
-    #[serde(default)]
-    kubernetes: KubernetesConfig,
     #[serde(default)]
     prices: BTreeMap<String, crate::prices::Price>,
     #[serde(default)]
@@ -73,7 +68,7 @@ impl Source for FileKeys<'_> {
                     .and_then(|n| self.text.lines().nth(n - 1))
                     .and_then(|l| l.split_once('=').map(|(_, v)| v.trim()))
                     .unwrap_or("");
-                let expected = expected(key).unwrap_or_else(|| "another kind of value".into());
+                let expected = expected(key).unwrap_or_else(|| "a table".into());
                 let must = format!("`{key}` must be {expected}, got {}", got(value));
                 match line {
                     Some(n) => format!("line {n}: {must}"),
@@ -109,13 +104,13 @@ impl SuiteConfig {
         let keys: toml::Table = toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let set = Layer::read(&FileKeys { text: &text, keys: &keys, dir }).map_err(fail)?;
-        let Tables { kubernetes, prices, images, mut variants } = tables;
+        let Tables { prices, images, mut variants } = tables;
         crate::image_map::ImageMap::new(&images)
             .map_err(|e| fail(format!("[{}]: {e}", table::IMAGES.file_key())))?;
         for (name, variant) in &mut variants {
             variant.resolve(name, dir).map_err(fail)?;
         }
-        Ok(SuiteConfig { set, kubernetes, prices, images, variants })
+        Ok(SuiteConfig { set, prices, images, variants })
     }
 }
 
@@ -300,7 +295,8 @@ mod tests {
         assert!(e.message.starts_with("line 1, key `zzz`: unknown field `zzz`, expected"), "{e}");
         // A table's own keys are the table's business, and dotted keys count as their first part.
         let c = SuiteConfig::load(&write("dotted", "kubernetes.runtime_class = \"gvisor\"\n"));
-        assert_eq!(c.unwrap().kubernetes.runtime_class.as_deref(), Some("gvisor"));
+        let k = c.unwrap().set.kubernetes.expect("the table").0;
+        assert_eq!(k.runtime_class.as_deref(), Some("gvisor"));
     }
 
     #[test]

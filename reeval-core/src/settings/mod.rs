@@ -2,15 +2,26 @@
 //! environment and `reeval.toml`, merged once into [`Settings`] by
 //! [`Settings::load`] so that preflight (and `-v`) sees all of them.
 //!
-//! Each option is declared once, in [`table`]: its flag, its variable, its
-//! `reeval.toml` key, the kind of value it takes, its default and its help.
-//! From that table come the flag parser ([`args`]), the variables' reading
-//! (`vars.rs`), `reeval.toml`'s schema ([`file`](mod@file)), `--help` and the tables of
-//! docs/options.md ([`render`], whose test keeps the page in step).
+//! Each option is spelled once, in one row of [`table`]: its field, its
+//! flag, its variable, its `reeval.toml` key, the kind of value it takes, its
+//! default and its help. The rows are written in a macro (`generate.rs`),
+//! which makes from them the fields of [`Args`] (the command line),
+//! [`Layer`] (what one source sets) and [`Settings`], what each flag sets,
+//! and the merge. Each source is read into a [`Layer`] by the type of each
+//! field (`value.rs`): the flags by the parser (`parse.rs`), the variables
+//! (`vars.rs`) and `reeval.toml` ([`file`](mod@file)); `--help` and the
+//! tables of docs/options.md ([`render`], whose test keeps the page in
+//! step) read the same rows. Files: `opt.rs` (what an option is), `given.rs`
+//! (what a flag's setter reads), [`args`] (what a run asks of the command
+//! line).
 //!
 //! Precedence is flags > environment > `reeval.toml` > defaults, except for
 //! the judge and the env file, which keep the order they have always had: the
-//! suite's own file names them first.
+//! suite's own file names them first. Those, and the options that become
+//! something else (the comparison, the partition, the backend from its
+//! name and settings, prices, images and variants), are merged by hand in
+//! [`Settings::load`], each step marked; their `Settings` fields and
+//! defaults are the table's `by_hand` block.
 //!
 //! An empty variable counts as unset. A variable that is set but does not
 //! read (`REEVAL_VERBOSE=maybe`, `REEVAL_TRIALS=three`) is an error naming it
@@ -30,7 +41,7 @@
 //! a [`SecretLookup`] (`env_files.rs`).
 //!
 //! What may depend on what: settings sit below the runner and name nothing
-//! of it; the runner turns [`Settings`] into its `RunConfig`.
+//! of it; the runner's `RunConfig` holds the [`Settings`] and adds the run's own.
 
 pub mod args;
 mod env_files;
@@ -60,9 +71,10 @@ pub use file::{ConfigFileError, FILE_NAME, SuiteConfig};
 pub use crate::partition::{Partition, PartitionError, PartitionKind, cell_hash};
 // The Kubernetes backend's settings are the backend's data (reeval-sandbox/src/kubernetes/config.rs).
 pub use crate::sandbox::{BackendConfig, GatewayAddress, KubernetesConfig};
+pub use value::{Table, parse_bool};
 pub use variants::DeclaredVariant;
 pub(crate) use vars::default_record_dir_from;
-pub use vars::{parse_bool, process_env};
+pub use vars::process_env;
 
 use table::{CACHE_DIR, CONFIG, PARTITION, RUN_ID, TAGS, UNDER_NEXTEST};
 use value::Source;
@@ -215,7 +227,7 @@ impl Settings {
         // `--env-file` over `REEVAL_ENV_FILE`: read after the file's.
         s.fallback_env_file = args.set.env_file.clone().or(from_vars.env_file);
         // (5) The backend, from its settings (the variable over the file).
-        s.backend = backend(&merged, &suite)?;
+        s.backend = backend(&merged)?;
         Ok(s)
     }
     /// Secrets and credentials for preflight: the host environment, then
@@ -281,10 +293,10 @@ fn comparing(
 /// The backend `backend` names (checked to be one of `BACKEND`'s words
 /// where it was read), with its settings: the Docker engines of `engines`, or
 /// Kubernetes with `[kubernetes]` and `namespace`.
-fn backend(merged: &Layer, suite: &SuiteConfig) -> Result<BackendConfig, SettingsError> {
+fn backend(merged: &Layer) -> Result<BackendConfig, SettingsError> {
     Ok(match merged.backend.as_deref().map(str::trim) {
         Some("kubernetes") => {
-            let mut k = suite.kubernetes.clone();
+            let mut k = merged.kubernetes.clone().map(|t| t.0).unwrap_or_default();
             k.namespace = merged.namespace.clone();
             BackendConfig::Kubernetes(Box::new(k))
         }

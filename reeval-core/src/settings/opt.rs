@@ -64,6 +64,9 @@ impl Kind {
     }
 }
 
+/// What an entry of an option's value must be: `Err` says why it is not.
+pub(crate) type Check = fn(&str) -> Result<(), String>;
+
 /// One option of a run.
 #[derive(Debug, Clone, Copy)]
 pub struct Opt {
@@ -93,7 +96,7 @@ pub struct Opt {
     pub more: &'static str,
     /// What each entry of its value must be, checked wherever the value
     /// comes from (an engine address, an internal-address rule, a judge).
-    pub(crate) check: Option<fn(&str) -> Result<(), String>>,
+    pub(crate) check: Option<Check>,
 }
 
 impl Opt {
@@ -120,7 +123,7 @@ impl Opt {
     pub(crate) const fn short(self, short: char) -> Opt {
         Opt { short: Some(short), ..self }
     }
-    pub(crate) const fn checks(self, check: fn(&str) -> Result<(), String>) -> Opt {
+    pub(crate) const fn checks(self, check: Check) -> Opt {
         Opt { check: Some(check), ..self }
     }
     pub(crate) const fn takes(self, value: &'static str) -> Opt {

@@ -405,11 +405,11 @@ options! {
     BACKEND (backend: String) => Opt::new("backend", NoFlag)
         .env("REEVAL_BACKEND")
         .key("backend")
-        .kind(Kind::Word(&["docker", "kubernetes"]))
+        .kind(Kind::Word(crate::sandbox::BackendConfig::NAMES))
         .defaults_to("docker")
         .help("which engine runs sandboxes");
-    /// The Kubernetes backend's settings (read by hand: a table).
-    KUBERNETES => Opt::new("Kubernetes settings", NoFlag)
+    /// The Kubernetes backend's settings (merged by hand into [`Settings::backend`]).
+    KUBERNETES (kubernetes: super::value::Table<crate::sandbox::KubernetesConfig>) => Opt::new("Kubernetes settings", NoFlag)
         .key("kubernetes")
         .kind(Kind::Table("[kubernetes]"))
         .defaults_to("see [Kubernetes][kubernetes]")

@@ -89,7 +89,7 @@ impl Value for bool {
         Ok(true)
     }
     fn from_var(text: &str, opt: &Opt) -> Result<Option<Self>, SettingsError> {
-        super::parse_bool(text)
+        parse_bool(text)
             .map(Some)
             .ok_or_else(|| bad_var(opt, text, "expected 1/0, true/false, yes/no or on/off"))
     }
@@ -291,6 +291,28 @@ impl Value for crate::egress::UpstreamProxySetting {
     }
 }
 
+/// A table of `reeval.toml` read by serde (a backend's settings, `[kubernetes]`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table<T>(pub T);
+
+/// A table has no flag and no variable (the table's test holds every flag to a setter of its own).
+impl<T: serde::de::DeserializeOwned> Value for Table<T> {
+    fn from_flag(given: Given) -> Result<Self, UsageError> {
+        Err(UsageError(format!("{} sets a table of reeval.toml", given.flag)))
+    }
+    fn from_var(text: &str, opt: &Opt) -> Result<Option<Self>, SettingsError> {
+        Err(bad_var(opt, text, "a table of reeval.toml, not a variable"))
+    }
+    fn from_toml(value: &toml::Value, _: &Opt, _: &Path) -> Result<Option<Self>, FileProblem> {
+        if !value.is_table() {
+            return Err(FileProblem::Kind);
+        }
+        T::deserialize(value.clone())
+            .map(|t| Some(Table(t)))
+            .map_err(|e| FileProblem::Value(e.message().trim().replace('\n', "; ")))
+    }
+}
+
 /// `hash:K/N` or `count:K/N`.
 impl Value for crate::partition::Partition {
     fn from_flag(given: Given) -> Result<Self, UsageError> {
@@ -307,5 +329,14 @@ impl Value for crate::partition::Partition {
         text.parse()
             .map(Some)
             .map_err(|e: crate::partition::PartitionError| FileProblem::Value(e.to_string()))
+    }
+}
+
+/// The usual yes/no words, case-insensitive: 1/0, true/false, yes/no, on/off.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
     }
 }

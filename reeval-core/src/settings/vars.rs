@@ -53,15 +53,6 @@ impl Source for Vars<'_> {
     }
 }
 
-/// The usual yes/no words, case-insensitive: 1/0, true/false, yes/no, on/off.
-pub fn parse_bool(value: &str) -> Option<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Some(true),
-        "0" | "false" | "no" | "off" => Some(false),
-        _ => None,
-    }
-}
-
 /// The git workspace cache `REEVAL_CACHE_DIR` names, else `<temp>/reeval-cache`.
 pub(super) fn cache_dir_or_default(named: Option<PathBuf>) -> PathBuf {
     named.unwrap_or_else(|| std::env::temp_dir().join("reeval-cache"))
