@@ -5,7 +5,7 @@
 //! `reeval.toml`'s reading (`value.rs`), the fields of [`Args`], [`Layer`]
 //! and [`Settings`] with their merge, `--help` and the tables of
 //! docs/options.md ([`super::render`]). A new option is one row here (and,
-//! for a new type of value, its [`Value`](super::value::Value) impl).
+//! for a new type of value, its `Value` impl in `value.rs`).
 //!
 //! The options merged by hand (mod.rs: the judge, the env files, the
 //! comparison, the partition, the backend, prices, images and variants)

@@ -436,3 +436,21 @@ fn internal_addresses_and_the_upstream_proxy_come_from_flag_variable_or_file() {
     let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
     assert!(e.contains("key `allow_internal`") && e.contains("10.0.0.0/33"), "{e}");
 }
+
+#[test]
+fn one_row_gives_a_setting_its_flag_variable_key_and_default() {
+    // `prestart` is spelled once, in its row of the table: each source reaches the same field.
+    let file = config_file("prestart", "prestart = 3\n");
+    let file_var = ("REEVAL_CONFIG", file.to_str().unwrap());
+    assert_eq!(load(&[], &[]).unwrap().prestart, 0, "the default");
+    assert_eq!(load(&[], &[file_var]).unwrap().prestart, 3, "reeval.toml");
+    assert_eq!(load(&[], &[file_var, ("REEVAL_PRESTART", "2")]).unwrap().prestart, 2);
+    let s = load(&["--prestart", "1"], &[file_var, ("REEVAL_PRESTART", "2")]).unwrap();
+    assert_eq!(s.prestart, 1, "the flag over the variable and the file");
+    assert_eq!(s.run_config().settings.prestart, 1, "and into the run's config");
+    let e = load(&[], &[("REEVAL_PRESTART", "-1")]).unwrap_err().to_string();
+    assert_eq!(e, "failed to read REEVAL_PRESTART=`-1`: expected a whole number");
+    let bad = config_file("prestart-bad", "prestart = \"3\"\n");
+    let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+    assert!(e.ends_with("line 1: `prestart` must be a whole number, got the string \"3\""), "{e}");
+}
