@@ -10,6 +10,7 @@
 #[path = "../reeval-gateway/benches/gateway.rs"]
 mod gateway_bench;
 
+use reeval::settings::Settings;
 use std::time::Duration;
 
 use reeval::prelude::*;
@@ -36,12 +37,12 @@ async fn one(dir: &std::path::Path, gateway: bool) -> Record {
     .environment(move || {
         if gateway { Environment::new().allow_egress("example.com") } else { Environment::new() }
     });
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         record_dir: dir.to_path_buf(),
-        threads: 1,
+        test_threads: 1,
         infra_retries: 0,
-        ..RunConfig::default()
-    };
+        ..Settings::default()
+    });
     let report =
         Runner::new(config, reeval::harness_registry()).run(vec![eval]).await.expect("preflight");
     let r = report.records.into_iter().next().expect("a record");

@@ -12,6 +12,7 @@
 //!    phase timed (its medians printed, and reeval's own time between phases).
 //! 3. `Ctx::diff` on a 10,000-file workspace with five changed files.
 
+use reeval::settings::Settings;
 use std::time::{Duration, Instant};
 
 use reeval::bollard::Docker;
@@ -23,12 +24,12 @@ use common::{median, raw_cycle, raw_cycle_steps};
 
 fn runner(dir: &std::path::Path) -> Runner {
     Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: dir.to_path_buf(),
-            threads: 1,
+            test_threads: 1,
             infra_retries: 0,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         reeval::harness_registry(),
     )
 }

@@ -22,6 +22,7 @@ mod real_cli_images;
 #[allow(unused_imports)]
 mod upstreams;
 
+use reeval::settings::Settings;
 use std::time::{Duration, Instant};
 
 use model_server::streams::{Billed, anthropic, responses};
@@ -147,10 +148,6 @@ async fn main() {
     std::fs::write(&env, "ANTHROPIC_API_KEY=sk-ant-bench\nOPENAI_API_KEY=sk-bench\n").expect("env");
     let runner = Runner::new(
         RunConfig {
-            record_dir: dir.join("runs"),
-            threads: 1,
-            infra_retries: 0,
-            env_file: Some(env),
             egress: EgressSettings {
                 extra_roots_pem: vec![pki.ca_pem.clone()],
                 resolve: vec![
@@ -159,7 +156,13 @@ async fn main() {
                 ],
                 ..EgressSettings::default()
             },
-            ..RunConfig::default()
+            ..RunConfig::from(Settings {
+                record_dir: dir.join("runs"),
+                test_threads: 1,
+                infra_retries: 0,
+                env_file: Some(env),
+                ..Settings::default()
+            })
         },
         reeval::harness_registry(),
     );

@@ -22,6 +22,7 @@
 //!    before part 4, whose 100,000-file snapshots leave the heap large).
 //!    Target ≤ 100 MB.
 
+use reeval::settings::Settings;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,13 +39,13 @@ fn ms(d: Duration) -> f64 {
 
 fn runner(dir: &std::path::Path, threads: usize, trials: u32) -> Runner {
     Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: dir.to_path_buf(),
-            threads,
+            test_threads: threads,
             trials: Some(trials),
             infra_retries: 0,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         reeval::harness_registry(),
     )
 }

@@ -10,6 +10,7 @@ mod common;
 #[allow(unused_imports)]
 mod upstreams;
 
+use reeval::settings::Settings;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,11 +84,13 @@ fn runner(tag: &str, ups: &Upstreams) -> (reeval::Runner, std::path::PathBuf) {
     );
     let dir = common::temp_dir(tag);
     let config = RunConfig {
-        record_dir: dir.clone(),
-        infra_retries: 0,
-        env_file: Some(env),
         egress: ups.settings(),
-        ..RunConfig::default()
+        ..RunConfig::from(Settings {
+            record_dir: dir.clone(),
+            infra_retries: 0,
+            env_file: Some(env),
+            ..Settings::default()
+        })
     };
     (reeval::Runner::new(config, reeval::harness_registry()), dir)
 }

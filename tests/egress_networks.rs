@@ -362,14 +362,16 @@ async fn through_the_proxy(tag: &str, bind: &str, engine: Option<String>) -> Str
     let env = common::env_file(tag, &[("REEVAL_T_PROXY_KEY", KEY)]);
     let proxy_url = format!("http://user:p%40ss@{}", proxy.addr);
     let runner = common::runner_with(tag, |c| {
-        c.env_file = Some(env);
+        c.settings.env_file = Some(env);
         c.egress = EgressSettings {
             extra_roots_pem: vec![pki.ca_pem.clone()],
             upstream_proxy: UpstreamProxySetting::Url(proxy_url),
             ..Default::default()
         };
         if let Some(host) = engine {
-            c.engines = vec![reeval::sandbox::docker::EngineSpec { host, slots: Some(1) }];
+            c.settings.backend = reeval::sandbox::BackendConfig::Docker {
+                engines: vec![reeval::sandbox::docker::EngineSpec { host, slots: Some(1) }],
+            };
         }
     });
     let report = runner.run(vec![eval]).await.expect("preflight");

@@ -6,6 +6,7 @@
 
 mod common;
 
+use reeval::settings::Settings;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -155,10 +156,12 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
         ..EgressSettings::default()
     };
     let config = RunConfig {
-        record_dir: common::temp_dir("remote"),
-        infra_retries: 0,
         egress,
-        ..RunConfig::default()
+        ..RunConfig::from(Settings {
+            record_dir: common::temp_dir("remote"),
+            infra_retries: 0,
+            ..Settings::default()
+        })
     };
     let runner = Runner::new(config, reeval::harness_registry()).with_backend(Arc::new(backend));
     let report = runner.run(vec![eval]).await.expect("preflight");
@@ -208,16 +211,18 @@ async fn a_pool_spreads_attempts_and_survives_an_engine_that_stops() {
         })
     })
     .trials(12);
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         record_dir: common::temp_dir("pool"),
-        threads: 8,
+        test_threads: 8,
         infra_retries: 2,
-        engines: vec![
-            EngineSpec { host: local.clone(), slots: Some(4) },
-            EngineSpec { host: url.clone(), slots: Some(4) },
-        ],
-        ..RunConfig::default()
-    };
+        backend: reeval::sandbox::BackendConfig::Docker {
+            engines: vec![
+                EngineSpec { host: local.clone(), slots: Some(4) },
+                EngineSpec { host: url.clone(), slots: Some(4) },
+            ],
+        },
+        ..Settings::default()
+    });
     let runner = Runner::new(config, reeval::harness_registry());
     // Mid-run, the second engine goes away (its dockerd stopped by its PID), then comes back.
     let restarter = tokio::spawn(async move {
@@ -323,17 +328,19 @@ async fn a_pool_builds_each_harbor_image_once_per_engine_that_runs_it() {
         }
     }
     let evals = reeval::harbor::tasks(&dir).expect("the tasks load");
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         record_dir: common::temp_dir("pool-harbor-runs"),
-        threads: 4,
+        test_threads: 4,
         trials: Some(3),
         harnesses: vec!["oracle".into()],
-        engines: vec![
-            EngineSpec { host: local.clone(), slots: Some(2) },
-            EngineSpec { host: url.clone(), slots: Some(2) },
-        ],
-        ..RunConfig::default()
-    };
+        backend: reeval::sandbox::BackendConfig::Docker {
+            engines: vec![
+                EngineSpec { host: local.clone(), slots: Some(2) },
+                EngineSpec { host: url.clone(), slots: Some(2) },
+            ],
+        },
+        ..Settings::default()
+    });
     let report =
         Runner::new(config, reeval::harness_registry()).run(evals).await.expect("preflight");
     let finals = report.final_records();

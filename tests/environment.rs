@@ -3,6 +3,7 @@
 
 mod common;
 
+use reeval::settings::Settings;
 use std::path::Path;
 use std::process::Command as HostCommand;
 use std::time::Duration;
@@ -35,8 +36,8 @@ fn runner_with_secrets(tag: &str) -> (Runner, std::path::PathBuf) {
     let records = dir.join("runs");
     (
         common::runner_with(tag, |c| {
-            c.env_file = Some(file);
-            c.record_dir = records.clone();
+            c.settings.env_file = Some(file);
+            c.settings.record_dir = records.clone();
         }),
         records,
     )
@@ -149,7 +150,7 @@ async fn images_are_built_once_by_content_digest_and_reused() {
         Environment::new().image(Image::install("reeval/base:latest", [step.clone()]))
     })
     .trials(3);
-    let runner = common::runner_with("images", |c| c.threads = 3);
+    let runner = common::runner_with("images", |c| c.settings.test_threads = 3);
     let report = runner.run(vec![eval.clone()]).await.unwrap();
     let details: Vec<String> = report
         .records
@@ -263,7 +264,7 @@ async fn workspaces_come_from_git_or_a_directory() {
             .environment(|| {
                 Environment::new().workspace(Workspace::git("/nonexistent/remote.git", "main"))
             });
-    let report = common::runner_with("git", |c| c.threads = 3)
+    let report = common::runner_with("git", |c| c.settings.test_threads = 3)
         .run(vec![from_git, from_dir, broken])
         .await
         .unwrap();
@@ -385,14 +386,14 @@ async fn files_rules_setup_and_context_summary() {
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("echo-prompt", |_| Box::new(EchoPrompt("AGENTS.md")));
     let runner = Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: dir.join("runs"),
             infra_retries: 0,
             env_file: Some(file),
             // A test's setup images must not outlive it.
             setup_cache: false,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         registry,
     );
     let report = runner.run(evals.into_iter().chain([slow]).collect()).await.expect("preflight");
@@ -528,12 +529,12 @@ async fn an_in_process_harness_acts_with_the_agent_users_permissions() {
     let mut registry: HarnessRegistry = reeval::harness_registry();
     registry.register("snooper", |_| Box::new(Snooper));
     let runner = Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: common::temp_dir("snoop"),
             infra_retries: 0,
             setup_cache: false,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         registry,
     );
     let report = runner.run(vec![eval]).await.unwrap();

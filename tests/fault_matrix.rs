@@ -22,7 +22,7 @@ const SECRET: &str = "fault-matrix-secret-value-5b1e0c";
 
 fn runner(tag: &str) -> reeval::Runner {
     let env_file = common::env_file(tag, &[("REEVAL_T_FAULT_SECRET", SECRET)]);
-    common::runner_with(tag, |c| c.env_file = Some(env_file))
+    common::runner_with(tag, |c| c.settings.env_file = Some(env_file))
 }
 
 /// The environment of every row: the checks-only secret, plus `f`'s changes.
@@ -57,10 +57,12 @@ async fn engine_unreachable_at_start() {
     let eval =
         Eval::new("never_runs", |c| Box::pin(async move { c.exec("true").await.map(|_| ()) }));
     let r = common::runner_with("f-engine-gone", |c| {
-        c.engines = vec![EngineSpec {
-            host: "unix:///nonexistent/reeval-fault/docker.sock".into(),
-            slots: None,
-        }];
+        c.settings.backend = reeval::sandbox::BackendConfig::Docker {
+            engines: vec![EngineSpec {
+                host: "unix:///nonexistent/reeval-fault/docker.sock".into(),
+                slots: None,
+            }],
+        };
     });
     let run_id = "unused".to_string();
     let err = r.run(vec![eval]).await.expect_err("preflight stops the run");
@@ -88,8 +90,10 @@ async fn engine_answering_slowly() {
     let proxy = common::slow_engine::SlowEngine::start(Duration::from_millis(40)).await;
     let env_file = common::env_file("f-engine-slow", &[("REEVAL_T_FAULT_SECRET", SECRET)]);
     let runner = common::runner_with("f-engine-slow", |c| {
-        c.env_file = Some(env_file);
-        c.engines = vec![EngineSpec { host: proxy.host(), slots: Some(1) }];
+        c.settings.env_file = Some(env_file);
+        c.settings.backend = reeval::sandbox::BackendConfig::Docker {
+            engines: vec![EngineSpec { host: proxy.host(), slots: Some(1) }],
+        };
     });
     let eval = Eval::new("slow_engine", |c| {
         Box::pin(async move {
@@ -378,8 +382,8 @@ fn runner_for(tag: &str) -> (reeval::Runner, String) {
     let id = run_id.clone();
     (
         common::runner_with(tag, |c| {
-            c.env_file = Some(env_file);
-            c.run_id = id;
+            c.settings.env_file = Some(env_file);
+            c.settings.run_id = id;
         }),
         run_id,
     )
@@ -465,8 +469,8 @@ async fn a_setup_step_that_leaves_a_process_running() {
     let nonce = format!("{}-{}", std::process::id(), reeval::runner::new_run_id());
     let env_file = common::env_file("f-setup-left", &[("REEVAL_T_FAULT_SECRET", SECRET)]);
     let runner = common::runner_with("f-setup-left", |c| {
-        c.env_file = Some(env_file);
-        c.setup_cache = true;
+        c.settings.env_file = Some(env_file);
+        c.settings.setup_cache = true;
     });
     let eval = Eval::new("setup_leaves_a_process", |c| {
         Box::pin(async move {

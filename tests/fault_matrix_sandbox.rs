@@ -36,8 +36,8 @@ fn runner_for(tag: &str, vars: &[(&str, &str)]) -> (reeval::Runner, String) {
     let id = run_id.clone();
     (
         common::runner_with(tag, |c| {
-            c.env_file = Some(env_file);
-            c.run_id = id;
+            c.settings.env_file = Some(env_file);
+            c.settings.run_id = id;
         }),
         run_id,
     )
@@ -391,9 +391,11 @@ async fn remote_runner_for(tag: &str) -> (reeval::Runner, String) {
     let run_id = format!("{tag}-{}", std::process::id());
     let id = run_id.clone();
     let runner = common::runner_with(tag, |c| {
-        c.env_file = Some(env_file);
-        c.run_id = id;
-        c.engines = vec![reeval::sandbox::docker::EngineSpec { host, slots: Some(1) }];
+        c.settings.env_file = Some(env_file);
+        c.settings.run_id = id;
+        c.settings.backend = reeval::sandbox::BackendConfig::Docker {
+            engines: vec![reeval::sandbox::docker::EngineSpec { host, slots: Some(1) }],
+        };
     });
     (runner, run_id)
 }

@@ -20,8 +20,8 @@ fn tasks_dir() -> PathBuf {
 async fn run_all(harness: &str) -> (BTreeMap<String, Record>, PathBuf) {
     let evals = reeval::harbor::tasks(tasks_dir()).expect("the test tasks load");
     let runner = common::runner_with(&format!("harbor-{harness}"), |c| {
-        c.harnesses = vec![harness.to_string()];
-        c.threads = 3;
+        c.settings.harnesses = vec![harness.to_string()];
+        c.settings.test_threads = 3;
     });
     let report = runner.run(evals).await.expect("preflight passes");
     let records: BTreeMap<String, Record> =
@@ -387,7 +387,7 @@ async fn networks_go_through_the_gateway_or_nowhere() {
     // Its own test below: it reaches PyPI as this machine does.
     evals.retain(|e| e.name() != "pip-install");
     let runner = common::runner_with("harbor-network", |c| {
-        c.harnesses = vec!["shell".into()];
+        c.settings.harnesses = vec!["shell".into()];
         c.egress = reeval::egress::EgressSettings {
             resolve: vec![
                 ("plain.test".to_string(), plain.addr),
@@ -482,7 +482,7 @@ async fn a_verifier_reaches_pypi_on_a_reserved_address_only_with_the_opt_in() {
         async move {
             let evals = reeval::harbor::tasks(&dir).expect("the task loads");
             let runner = common::runner_with(tag, |c| {
-                c.harnesses = vec!["shell".into()];
+                c.settings.harnesses = vec!["shell".into()];
                 c.egress.allow_internal = allow_internal;
             });
             let report = runner.run(evals).await.expect("preflight passes");
@@ -538,7 +538,8 @@ async fn a_lower_reward_threshold_passes_a_half_reward() {
     let mut tasks = reeval::harbor::load(&tasks_dir().join("python-reward-txt")).unwrap();
     tasks[0].reward_threshold = 0.5;
     let evals = tasks.into_iter().map(|t| t.into_eval()).collect();
-    let runner = common::runner_with("harbor-threshold", |c| c.harnesses = vec!["shell".into()]);
+    let runner =
+        common::runner_with("harbor-threshold", |c| c.settings.harnesses = vec!["shell".into()]);
     let report = runner.run(evals).await.expect("preflight passes");
     let r = &report.records[0];
     assert_eq!(reward(r), one("reward", 0.5));

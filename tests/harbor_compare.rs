@@ -33,9 +33,9 @@ async fn a_variant_that_adds_the_needed_file_helped() {
     let evals = reeval::harbor::tasks(tasks_dir()).expect("the compare tasks load");
     let with_notes = Variant::new("with_notes", |env| env.file("NOTES.md", NOTES));
     let runner = common::runner_with("harbor-compare", |c| {
-        c.harnesses = vec!["shell".into()];
-        c.trials = Some(TRIALS);
-        c.threads = 4;
+        c.settings.harnesses = vec!["shell".into()];
+        c.settings.trials = Some(TRIALS);
+        c.settings.test_threads = 4;
         c.compare = Some(Arms::Variants(Variant::control(), with_notes));
     });
     let report = runner.run(evals).await.expect("preflight passes");

@@ -16,7 +16,7 @@ fn task_dir() -> PathBuf {
 
 async fn run(dir: &Path, harness: &str) -> (Record, String, PathBuf) {
     let runner = common::runner_with(&format!("harbor-hooks-{harness}"), |c| {
-        c.harnesses = vec![harness.to_string()];
+        c.settings.harnesses = vec![harness.to_string()];
     });
     let report = runner.run(reeval::harbor::tasks(dir).expect("the task loads")).await.unwrap();
     (report.records[0].clone(), report.run_id, report.run_dir)

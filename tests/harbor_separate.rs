@@ -21,8 +21,8 @@ fn tasks_dir() -> PathBuf {
 
 async fn run(dir: &Path, harness: &str) -> (BTreeMap<String, Record>, String, PathBuf) {
     let runner = common::runner_with(&format!("harbor-separate-{harness}"), |c| {
-        c.harnesses = vec![harness.to_string()];
-        c.threads = 2;
+        c.settings.harnesses = vec![harness.to_string()];
+        c.settings.test_threads = 2;
     });
     let evals = reeval::harbor::tasks(dir).expect("the tasks load");
     let report = runner.run(evals).await.expect("preflight passes");
@@ -305,8 +305,8 @@ async fn an_extra_sandbox_left_by_an_error_a_timeout_or_a_panic_is_removed() {
         })
     });
     let runner = common::runner_with("extra-sandbox-teardown", |c| {
-        c.harnesses = vec!["shell".into()];
-        c.threads = 3;
+        c.settings.harnesses = vec!["shell".into()];
+        c.settings.test_threads = 3;
     });
     let report = runner.run(vec![error, timeout, panic]).await.expect("preflight passes");
     let outcome = |n: &str| report.records.iter().find(|r| r.eval == n).expect("record").outcome;

@@ -28,8 +28,8 @@ async fn run_evals(
     harness: &str,
 ) -> (BTreeMap<String, Record>, String, PathBuf) {
     let runner = common::runner_with(&format!("harbor-services-{harness}"), |c| {
-        c.harnesses = vec![harness.to_string()];
-        c.threads = 2;
+        c.settings.harnesses = vec![harness.to_string()];
+        c.settings.test_threads = 2;
     });
     let report = runner.run(evals).await.expect("preflight passes");
     let records = report.records.iter().map(|r| (r.eval.clone(), r.clone())).collect();
@@ -318,8 +318,8 @@ services:
     });
     let run_id = format!("port-clash-{}", std::process::id());
     let runner = common::runner_with("harbor-port-clash", |c| {
-        c.harnesses = vec!["shell".into()];
-        c.run_id = run_id.clone();
+        c.settings.harnesses = vec!["shell".into()];
+        c.settings.run_id = run_id.clone();
     });
     let e = runner.run(vec![eval]).await.expect_err("preflight refuses the eval").to_string();
     assert!(
@@ -337,7 +337,8 @@ services:
                 .port(3128),
         )
     });
-    let runner = common::runner_with("harbor-relay-port", |c| c.harnesses = vec!["shell".into()]);
+    let runner =
+        common::runner_with("harbor-relay-port", |c| c.settings.harnesses = vec!["shell".into()]);
     let e = runner.run(vec![eval]).await.expect_err("preflight refuses the eval").to_string();
     assert!(
         e.contains("failed to place service squid beside the sandbox: it declares port 3128"),

@@ -40,7 +40,7 @@ fn copy(from: &Path, to: &Path) {
 
 async fn run(dir: &Path, harness: &str) -> (BTreeMap<String, Record>, String) {
     let runner = common::runner_with(&format!("harbor-volumes-{harness}"), |c| {
-        c.harnesses = vec![harness.to_string()];
+        c.settings.harnesses = vec![harness.to_string()];
     });
     let evals = reeval::harbor::tasks(dir).expect("the task loads");
     let report = runner.run(evals).await.expect("preflight passes");

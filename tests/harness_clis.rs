@@ -243,8 +243,8 @@ async fn check(cli: &'static Cli) {
     let env = env_file(&format!("clis-env-{}", cli.name));
     let skill = skill_dir(&tmp);
     let runner = common::runner_with(cli.name, |c| {
-        c.env_file = Some(env);
-        c.threads = 5;
+        c.settings.env_file = Some(env);
+        c.settings.test_threads = 5;
     });
     let report = runner.run(evals(cli, skill)).await.expect("preflight passes");
     let show = |r: &Record| serde_json::to_string_pretty(r).unwrap_or_default();
@@ -428,7 +428,7 @@ async fn pi_against_its_stand_in() {
 async fn codex_keeps_a_non_fatal_error_notice() {
     require_docker!();
     let env = env_file("clis-codex-notice");
-    let runner = common::runner_with("codex-notice", |c| c.env_file = Some(env));
+    let runner = common::runner_with("codex-notice", |c| c.settings.env_file = Some(env));
     let e = Eval::new("codex_notice", |c| {
         Box::pin(async move {
             c.send("SCENARIO:notice").await?;
@@ -455,7 +455,7 @@ async fn codex_keeps_a_non_fatal_error_notice() {
 async fn pi_refuses_mcp_servers() {
     require_docker!();
     let env = env_file("clis-pi-mcp");
-    let runner = common::runner_with("pi-mcp", |c| c.env_file = Some(env));
+    let runner = common::runner_with("pi-mcp", |c| c.settings.env_file = Some(env));
     let e = Eval::new("pi_mcp", |c| {
         Box::pin(async move {
             c.send("SCENARIO:answer").await?;
@@ -476,7 +476,7 @@ async fn a_missing_credential_is_named_in_preflight() {
     let tmp = common::temp_dir("clis-cred");
     let empty = tmp.join("empty.env");
     std::fs::write(&empty, "").expect("write");
-    let runner = common::runner_with("cred", |c| c.env_file = Some(empty));
+    let runner = common::runner_with("cred", |c| c.settings.env_file = Some(empty));
     let e =
         Eval::new("needs_cursor_key", |c| Box::pin(async move { c.send("hi").await.map(|_| ()) }))
             .harness("cursor");

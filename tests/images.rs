@@ -68,9 +68,9 @@ async fn mapped_images_run_and_the_record_names_both() {
     let evals =
         vec![eval_on("missing_image", MISSING), eval_on("pinned_image", PINNED), harbor_task(&dir)];
     let runner = common::runner_with("images-mapped", |c| {
-        c.harnesses = vec!["shell".into()];
-        c.threads = 3;
-        c.images = map();
+        c.settings.harnesses = vec!["shell".into()];
+        c.settings.test_threads = 3;
+        c.settings.images = map();
     });
     let report = runner.run(evals).await.expect("preflight passes");
     let r: BTreeMap<String, Record> =
@@ -103,7 +103,8 @@ async fn mapped_images_run_and_the_record_names_both() {
     let _ = std::fs::remove_dir_all(&dir);
 
     // The control: without the map, the name is looked for as it is, and is nowhere.
-    let runner = common::runner_with("images-unmapped", |c| c.harnesses = vec!["shell".into()]);
+    let runner =
+        common::runner_with("images-unmapped", |c| c.settings.harnesses = vec!["shell".into()]);
     let report = runner.run(vec![eval_on("missing_image", MISSING)]).await;
     match report {
         Ok(report) => {
@@ -138,8 +139,8 @@ async fn a_layer_is_built_on_a_mapped_base() {
         ))
     });
     let runner = common::runner_with("images-layered", |c| {
-        c.harnesses = vec!["shell".into()];
-        c.images = map();
+        c.settings.harnesses = vec!["shell".into()];
+        c.settings.images = map();
     });
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     let rec = &report.records[0];
@@ -194,9 +195,10 @@ async fn a_dockerfile_builds_on_its_mapped_from() {
         let eval = dockerfile_eval(&dir);
         let before = on_disk(&dir);
         let runner = common::runner_with("images-dockerfile", |c| {
-            c.harnesses = vec!["shell".into()];
-            c.images = ImageMap::new(&[(DOCKERFILE_BASE.to_string(), to.to_string())].into())
-                .expect("the names parse");
+            c.settings.harnesses = vec!["shell".into()];
+            c.settings.images =
+                ImageMap::new(&[(DOCKERFILE_BASE.to_string(), to.to_string())].into())
+                    .expect("the names parse");
         });
         let report = runner.run(vec![eval]).await.expect("preflight passes");
         let rec = &report.records[0];
@@ -217,7 +219,7 @@ async fn a_dockerfile_builds_on_its_mapped_from() {
 
     // The control: unmapped, the build looks for the name as written, and it is nowhere.
     let runner = common::runner_with("images-dockerfile-unmapped", |c| {
-        c.harnesses = vec!["shell".into()];
+        c.settings.harnesses = vec!["shell".into()];
     });
     match runner.run(vec![dockerfile_eval(&dir)]).await {
         Ok(report) => {
@@ -247,8 +249,8 @@ async fn a_harbor_tasks_dockerfile_builds_on_its_mapped_from() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/images/public-base");
     let evals = reeval::harbor::tasks(&task).expect("the task loads");
     let runner = common::runner_with("images-harbor-dockerfile", |c| {
-        c.harnesses = vec!["shell".into()];
-        c.images = ImageMap::new(&[("ubuntu:24.04".to_string(), BASE.to_string())].into())
+        c.settings.harnesses = vec!["shell".into()];
+        c.settings.images = ImageMap::new(&[("ubuntu:24.04".to_string(), BASE.to_string())].into())
             .expect("the names parse");
     });
     let report = runner.run(evals).await.expect("preflight passes");

@@ -214,7 +214,7 @@ async fn run(tag: &str, evals: Vec<Eval>) -> Vec<(Record, String)> {
             ("OPENAI_API_KEY", "sk-oai-preflight-only"),
         ],
     );
-    let report = common::runner_with(tag, |c| c.env_file = Some(keys))
+    let report = common::runner_with(tag, |c| c.settings.env_file = Some(keys))
         .run(evals)
         .await
         .expect("preflight passes");
@@ -738,8 +738,8 @@ async fn the_suite_config_names_the_judge_of_evals_that_name_none() {
     // No model, no key variable: both come from the suite's config and its env file.
     let judge = Judge::new().criterion(CRITERION).base_url(p.base_url(&server));
     let runner = common::runner_with("suite-judge", |c| {
-        c.judge = suite.judge.clone();
-        c.env_file = suite.env_file.clone();
+        c.settings.judge = suite.set.judge.clone();
+        c.settings.env_file = suite.set.env_file.clone();
     });
     let report = runner
         .run(vec![judged("suite_judged", judge, true)])
@@ -776,7 +776,7 @@ async fn a_judge_whose_model_the_eval_names_takes_its_key_from_the_env_file() {
     let server = ModelServer::start(move |_, _| p.verdict(0.9, true, "ok")).await;
     let keys = common::env_file("model-judge-keys", &[(p.default_key_env(), file_key)]);
     let judge = Judge::new().criterion(CRITERION).model(p.model()).base_url(p.base_url(&server));
-    let report = common::runner_with("model-judge", |c| c.env_file = Some(keys))
+    let report = common::runner_with("model-judge", |c| c.settings.env_file = Some(keys))
         .run(vec![judged("model_judged", judge, true)])
         .await
         .expect("preflight passes");
@@ -850,7 +850,7 @@ async fn a_judge_no_one_chose_is_found_before_any_agent_runs() {
         .expect("registered")
         .to_eval();
     let dir = common::temp_dir("unchosen-judge");
-    let runner = common::runner_with("unchosen-judge", |c| c.record_dir = dir.clone());
+    let runner = common::runner_with("unchosen-judge", |c| c.settings.record_dir = dir.clone());
     let by_hand = Eval::new("judged_by_hand", |c| {
         Box::pin(async move {
             c.judge(CRITERION).await?;
@@ -899,7 +899,7 @@ async fn a_config_error_mid_run_stops_its_cell_and_keeps_the_failures_seen() {
     })
     .harness("shell")
     .trials(2);
-    let report = common::runner_with("config-stop", |c| c.threads = 1)
+    let report = common::runner_with("config-stop", |c| c.settings.test_threads = 1)
         .run(vec![unjudged, failing])
         .await
         .expect("preflight passes");

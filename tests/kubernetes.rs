@@ -92,7 +92,9 @@ async fn backend() -> KubeBackend {
 }
 
 fn runner(tag: &str) -> reeval::Runner {
-    common::runner_with(tag, |c| c.kubernetes = Some(config()))
+    common::runner_with(tag, |c| {
+        c.settings.backend = reeval::sandbox::BackendConfig::Kubernetes(Box::new(config()))
+    })
 }
 
 fn phases(r: &Record) -> Vec<&str> {
@@ -246,9 +248,9 @@ async fn a_checks_only_secret_is_seen_by_the_check_and_by_nothing_the_agent_can_
     let file = common::env_file("kube-secret", &[("REEVAL_T_CHECK_SECRET", CHECK_SECRET)]);
     let records = common::temp_dir("kube-secret-runs");
     let runner = common::runner_with("kube-secret", |c| {
-        c.kubernetes = Some(config());
-        c.env_file = Some(file);
-        c.record_dir = records.clone();
+        c.settings.backend = reeval::sandbox::BackendConfig::Kubernetes(Box::new(config()));
+        c.settings.env_file = Some(file);
+        c.settings.record_dir = records.clone();
     });
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     let r = &report.records[0];
@@ -543,14 +545,15 @@ async fn egress_goes_through_the_runs_gateway_pod_with_a_brokered_key() {
         ..EgressSettings::default()
     };
     let runner = common::runner_with("kube-egress", |c| {
-        c.kubernetes = Some(KubernetesConfig {
-            unisolated_egress: true,
-            // No kube-proxy here: ClusterIPs do not route, the pod's IP does.
-            gateway_address: reeval::sandbox::GatewayAddress::PodIp,
-            ..config()
-        });
-        c.env_file = Some(file);
-        c.record_dir = records.clone();
+        c.settings.backend =
+            reeval::sandbox::BackendConfig::Kubernetes(Box::new(KubernetesConfig {
+                unisolated_egress: true,
+                // No kube-proxy here: ClusterIPs do not route, the pod's IP does.
+                gateway_address: reeval::sandbox::GatewayAddress::PodIp,
+                ..config()
+            }));
+        c.settings.env_file = Some(file);
+        c.settings.record_dir = records.clone();
         c.egress = egress;
     });
     let report = runner.run(vec![eval]).await.expect("preflight passes");
@@ -629,14 +632,15 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
     })
     .environment(|| Environment::new().allow_egress("allowed.test"));
     let with_registry = |c: &mut reeval::RunConfig| {
-        c.kubernetes = Some(KubernetesConfig {
-            registry: Some(registry.clone()),
-            // The node pulls what it does not have.
-            image_pull_policy: None,
-            unisolated_egress: true,
-            gateway_address: reeval::sandbox::GatewayAddress::PodIp,
-            ..config()
-        })
+        c.settings.backend =
+            reeval::sandbox::BackendConfig::Kubernetes(Box::new(KubernetesConfig {
+                registry: Some(registry.clone()),
+                // The node pulls what it does not have.
+                image_pull_policy: None,
+                unisolated_egress: true,
+                gateway_address: reeval::sandbox::GatewayAddress::PodIp,
+                ..config()
+            }))
     };
     let report = common::runner_with("kube-registry", with_registry)
         .run(vec![built(), egress])

@@ -7,6 +7,7 @@ mod model_server;
 use model_server::{ModelServer, openai};
 use reeval::harnesses::openai::OpenAiAgent;
 use reeval::prelude::*;
+use reeval::settings::Settings;
 use reeval::{EditKind, Eval, FailKind, Outcome, Record, RunConfig, Runner, TurnStatus, Usage};
 use serde_json::json;
 
@@ -23,7 +24,11 @@ fn runner(tag: &str, server: &ModelServer) -> Runner {
         )
     });
     Runner::new(
-        RunConfig { record_dir: common::temp_dir(tag), infra_retries: 0, ..RunConfig::default() },
+        RunConfig::from(Settings {
+            record_dir: common::temp_dir(tag),
+            infra_retries: 0,
+            ..Settings::default()
+        }),
         registry,
     )
 }
@@ -227,11 +232,11 @@ async fn a_turn_that_never_finishes_fails_at_the_step_limit() {
         Box::new(OpenAiAgent::with_endpoint("gpt-test", url.clone(), None).max_steps(3))
     });
     let runner = Runner::new(
-        RunConfig {
+        RunConfig::from(Settings {
             record_dir: common::temp_dir("openai-steps"),
             infra_retries: 0,
-            ..RunConfig::default()
-        },
+            ..Settings::default()
+        }),
         registry,
     );
     let eval = Eval::new("openai_agent_loops", |c| {

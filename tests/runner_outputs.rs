@@ -556,8 +556,8 @@ async fn an_image_that_is_not_there_is_a_config_error_in_preflight() {
     });
     let run_id = format!("image-missing-{}", std::process::id());
     let runner = common::runner_with("image-missing", |c| {
-        c.infra_retries = 2;
-        c.run_id = run_id.clone();
+        c.settings.infra_retries = 2;
+        c.settings.run_id = run_id.clone();
     });
     let e = runner.run(vec![eval]).await.expect_err("preflight stops the run").to_string();
     assert!(

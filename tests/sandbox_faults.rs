@@ -62,8 +62,8 @@ async fn a_sandbox_killed_during_a_shell_turn_is_an_infra_error_and_retried() {
     require_docker!();
     let run_id = run_id("turn");
     let runner = common::runner_with("fault-turn", |c| {
-        c.run_id = run_id.clone();
-        c.infra_retries = 1;
+        c.settings.run_id = run_id.clone();
+        c.settings.infra_retries = 1;
     });
     let eval = Eval::new("killed_turn", |c| {
         Box::pin(async move {
@@ -98,8 +98,8 @@ async fn a_sandbox_killed_during_a_check_is_an_infra_error_and_retried() {
     require_docker!();
     let run_id = run_id("check");
     let runner = common::runner_with("fault-check", |c| {
-        c.run_id = run_id.clone();
-        c.infra_retries = 1;
+        c.settings.run_id = run_id.clone();
+        c.settings.infra_retries = 1;
     });
     // The eval would pass on a killed check's exit code (137 is not 0): the
     // check's result must never reach it.
@@ -131,8 +131,8 @@ async fn a_sandbox_paused_during_a_check_is_an_infra_error_within_the_budget_and
     require_docker!();
     let run_id = run_id("pause");
     let runner = common::runner_with("fault-pause", |c| {
-        c.run_id = run_id.clone();
-        c.infra_retries = 1;
+        c.settings.run_id = run_id.clone();
+        c.settings.infra_retries = 1;
     });
     let eval = Eval::new("paused_check", |c| {
         Box::pin(async move {
@@ -184,8 +184,8 @@ async fn a_sandbox_lost_before_the_final_collection_keeps_the_grade_and_the_reco
     require_docker!();
     let run_id = run_id("collect");
     let runner = common::runner_with("fault-collect", |c| {
-        c.run_id = run_id.clone();
-        c.infra_retries = 1;
+        c.settings.run_id = run_id.clone();
+        c.settings.infra_retries = 1;
     });
     let evals = vec![
         faults_itself_at_the_end("killed_at_collection", run_id.clone(), Fault::Kill),
@@ -243,9 +243,9 @@ async fn a_sandbox_killed_during_a_cli_harness_turn_is_an_infra_error_and_retrie
     let env_file =
         common::env_file("fault-cli-env", &[("ANTHROPIC_API_KEY", "sk-test-fault-0123456789")]);
     let runner = common::runner_with("fault-cli", |c| {
-        c.run_id = run_id.clone();
-        c.infra_retries = 1;
-        c.env_file = Some(env_file);
+        c.settings.run_id = run_id.clone();
+        c.settings.infra_retries = 1;
+        c.settings.env_file = Some(env_file);
     });
     // The first try's agent reports an event, then works until its sandbox is killed
     // (a CLI killed after its first event would be the agent's failure by its exit

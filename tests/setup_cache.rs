@@ -80,10 +80,10 @@ async fn a_miss_ends_before_its_fill_and_a_later_run_hits_the_same_workspace() {
     // The miss: its record is final while the fill still prepares and commits.
     let dir = common::temp_dir("setup-cache-a");
     let first = common::runner_with("setup-cache-a", |c| {
-        c.record_dir = dir.clone();
-        c.threads = 1;
-        c.trials = Some(1);
-        c.setup_cache = true;
+        c.settings.record_dir = dir.clone();
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(1);
+        c.settings.setup_cache = true;
     });
     let run = {
         let (first, env) = (first.clone(), env.clone());
@@ -119,7 +119,7 @@ async fn a_miss_ends_before_its_fill_and_a_later_run_hits_the_same_workspace() {
     assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 
     // A later run hits: the same snapshot, the same diffs, the same check results.
-    let second = common::runner_with("setup-cache-b", |c| c.setup_cache = true);
+    let second = common::runner_with("setup-cache-b", |c| c.settings.setup_cache = true);
     let again = second.run(vec![prepared("cached_setup", env.clone())]).await.expect("preflight");
     let hit1 = &again.records[0];
     assert_eq!(hit1.outcome, Outcome::Pass, "{:?}", hit1.message);
@@ -144,7 +144,7 @@ async fn a_miss_ends_before_its_fill_and_a_later_run_hits_the_same_workspace() {
 
     // `reeval images prune` (here for the run that made it) removes it; the next run misses.
     assert_eq!(prune(&report.run_id).await, [format!("reeval/setup:{digest}")]);
-    let third = common::runner_with("setup-cache-c", |c| c.setup_cache = true);
+    let third = common::runner_with("setup-cache-c", |c| c.settings.setup_cache = true);
     let after = third.run(vec![prepared("cached_setup", env)]).await.expect("preflight");
     assert_eq!(hit(&after.records[0]), None);
     assert_eq!(cached_as(&after.records[0]), Some(digest.as_str()));
@@ -168,8 +168,8 @@ async fn changing_any_input_misses_and_the_cache_can_be_turned_off() {
         prepared("off_per_environment", base.clone().setup_cache(false)),
     ];
     let report = common::runner_with("setup-cache-keys", |c| {
-        c.threads = 1;
-        c.setup_cache = true;
+        c.settings.test_threads = 1;
+        c.settings.setup_cache = true;
     })
     .run(evals)
     .await
@@ -189,7 +189,7 @@ async fn changing_any_input_misses_and_the_cache_can_be_turned_off() {
     assert_eq!((hit(off), cached_as(off)), (None, None));
 
     // `--no-setup-cache` (RunConfig::setup_cache) neither hits nor caches.
-    let none = common::runner_with("setup-cache-off", |c| c.setup_cache = false)
+    let none = common::runner_with("setup-cache-off", |c| c.settings.setup_cache = false)
         .run(vec![prepared("base", base)])
         .await
         .expect("preflight");
@@ -216,9 +216,9 @@ async fn a_setup_a_secret_could_reach_is_not_cached_unless_the_eval_says_so() {
             .setup_cache(cache)
     };
     let report = common::runner_with("setup-cache-secret", |c| {
-        c.threads = 1;
-        c.setup_cache = true;
-        c.env_file = Some(key_file.clone());
+        c.settings.test_threads = 1;
+        c.settings.setup_cache = true;
+        c.settings.env_file = Some(key_file.clone());
     })
     .run(vec![
         prepared("secret_default", with_secret(SetupCache::On)),
@@ -278,10 +278,10 @@ async fn an_interruption_during_a_fills_commit_leaves_no_container_and_no_half_i
     let env = environment(&nonce, step, "given\n");
     let run_id = format!("setup-cache-interrupted-{}", std::process::id());
     let runner = common::runner_with("setup-cache-interrupted", |c| {
-        c.run_id = run_id.clone();
-        c.threads = 1;
-        c.trials = Some(1);
-        c.setup_cache = true;
+        c.settings.run_id = run_id.clone();
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(1);
+        c.settings.setup_cache = true;
     });
     let shutdown = runner.shutdown_token();
     let run = {
@@ -313,10 +313,11 @@ async fn an_interruption_during_a_fills_commit_leaves_no_container_and_no_half_i
     // The engine tags an image only once its commit is whole: if there is one, a
     // later run hits it and finds everything the setup made.
     if image_exists(&digest).await {
-        let later = common::runner_with("setup-cache-after-interrupt", |c| c.setup_cache = true)
-            .run(vec![prepared("interrupted_fill", env)])
-            .await
-            .expect("preflight");
+        let later =
+            common::runner_with("setup-cache-after-interrupt", |c| c.settings.setup_cache = true)
+                .run(vec![prepared("interrupted_fill", env)])
+                .await
+                .expect("preflight");
         let r = &later.records[0];
         assert_eq!(hit(r), Some(digest.as_str()), "{:?}", r.phases);
         assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
@@ -339,7 +340,7 @@ async fn a_setup_with_egress_is_cached_despite_the_relays_processes() {
     let nonce = nonce();
     let env =
         environment(&nonce, "echo prepared > built.txt", "given\n").allow_egress("example.invalid");
-    let first = common::runner_with("setup-cache-egress-a", |c| c.setup_cache = true);
+    let first = common::runner_with("setup-cache-egress-a", |c| c.settings.setup_cache = true);
     let report = first.run(vec![prepared("egress_setup", env.clone())]).await.expect("preflight");
     let miss = &report.records[0];
     assert_eq!(miss.outcome, Outcome::Pass, "{:?}", miss.message);
@@ -349,7 +350,7 @@ async fn a_setup_with_egress_is_cached_despite_the_relays_processes() {
         "the fill was not committed (see the run's events.jsonl in {})",
         report.run_dir.display()
     );
-    let second = common::runner_with("setup-cache-egress-b", |c| c.setup_cache = true);
+    let second = common::runner_with("setup-cache-egress-b", |c| c.settings.setup_cache = true);
     let again = second.run(vec![prepared("egress_setup", env)]).await.expect("preflight");
     assert_eq!(hit(&again.records[0]), Some(digest.as_str()), "{:?}", again.records[0].phases);
     prune(&report.run_id).await;

@@ -31,8 +31,8 @@ fn detail<'a>(r: &'a Record, phase: &str) -> &'a str {
 /// Runs `eval` once with the cache's cap at `max_bytes`; its record and run id.
 async fn run(eval: Eval, max_bytes: u64) -> (Record, String) {
     let report = common::runner_with("setup-cache-lru", |c| {
-        c.setup_cache = true;
-        c.setup_cache_max_bytes = max_bytes;
+        c.settings.setup_cache = true;
+        c.settings.setup_cache_max_bytes = max_bytes;
     })
     .run(vec![eval])
     .await

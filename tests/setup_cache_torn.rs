@@ -88,9 +88,9 @@ async fn a_setup_that_leaves_a_writer_running_is_cached_only_once_it_is_done() {
     let nonce = nonce();
     let env = moving_writer(&nonce);
     let report = common::runner_with("setup-torn", |c| {
-        c.setup_cache = true;
-        c.threads = 1;
-        c.trials = Some(2);
+        c.settings.setup_cache = true;
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(2);
     })
     .run(vec![counts_files("torn", env)])
     .await
@@ -136,9 +136,9 @@ async fn a_setup_that_leaves_a_process_running_for_ever_is_not_cached_and_the_re
     .timeout(Duration::from_secs(120))
     .environment(move || env.clone());
     let report = common::runner_with("setup-never", |c| {
-        c.setup_cache = true;
-        c.threads = 1;
-        c.trials = Some(2);
+        c.settings.setup_cache = true;
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(2);
     })
     .run(vec![eval])
     .await
@@ -211,7 +211,7 @@ async fn a_tampered_cached_image_is_detected_on_its_hit_removed_and_not_used() {
         })
         .environment(move || env.clone())
     };
-    let runner = || common::runner_with("setup-tampered", |c| c.setup_cache = true);
+    let runner = || common::runner_with("setup-tampered", |c| c.settings.setup_cache = true);
     let first = runner().run(vec![eval()]).await.expect("preflight");
     let digest = cached_as(&first.records[0]).expect("the miss asked for a fill");
     let reference = format!("reeval/setup:{digest}");

@@ -31,9 +31,9 @@ async fn waiting_attempts_start_ahead_and_leave_nothing_behind() {
     });
     let never = Eval::new("never_touches", |_c| Box::pin(async move { expect(1).to_equal(1) }));
     let report = common::runner_with("start-ahead", |c| {
-        c.threads = 1;
-        c.trials = Some(3);
-        c.prestart = 2;
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(3);
+        c.settings.prestart = 2;
     })
     .run(vec![touches, never])
     .await
@@ -81,8 +81,8 @@ async fn an_image_built_ahead_of_the_attempts_is_said_built_by_the_attempt_that_
     })
     .environment(move || env.clone());
     let report = common::runner_with("built-ahead", |c| {
-        c.threads = 1;
-        c.trials = Some(2);
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(2);
     })
     .run(vec![first, eval])
     .await

@@ -124,8 +124,8 @@ async fn the_slot_is_freed_before_destroy_ends_and_the_run_waits_for_every_destr
     let backend = slow_backend(Duration::from_secs(3)).await;
     let log = backend.log.clone();
     let runner = common::runner_with("teardown-slot", |c| {
-        c.threads = 1;
-        c.trials = Some(3);
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(3);
     })
     .with_backend(Arc::new(backend));
     let report = runner.run(vec![touches_the_sandbox("slot_freed")]).await.expect("preflight");
@@ -169,9 +169,9 @@ async fn an_interruption_during_a_background_destroy_leaves_no_container() {
     let log = backend.log.clone();
     let run_id = format!("teardown-interrupt-{}", std::process::id());
     let runner = common::runner_with("teardown-interrupt", |c| {
-        c.threads = 1;
-        c.trials = Some(3);
-        c.run_id = run_id.clone();
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(3);
+        c.settings.run_id = run_id.clone();
     })
     .with_backend(Arc::new(backend));
     // What the suite's SIGTERM and Ctrl-C handler does: cancel the run's shutdown token.

@@ -300,8 +300,7 @@ pub async fn clean() -> Result<(), CommandError> {
     )
     .map_err(|e| CommandError::Backend(e.to_string()))?;
     let engines = settings
-        .run_config()
-        .backend()
+        .backend
         .connect()
         .await
         .map_err(|problems| CommandError::Backend(problems.join("; ")))?;

@@ -36,6 +36,11 @@ impl Default for BackendConfig {
 }
 
 impl BackendConfig {
+    /// The backends a run chooses by name (`REEVAL_BACKEND`, `backend` in
+    /// `reeval.toml`; the settings check the name against these): the arms
+    /// above but `Given`.
+    pub const NAMES: &'static [&'static str] = &["docker", "kubernetes"];
+
     /// Connects to the engines of this backend. Each engine's errors name it
     /// (see [`SandboxError::on`](super::SandboxError::on)).
     ///

@@ -89,10 +89,10 @@ async fn run_load(
 ) -> (RunReport, Figures, usize) {
     let run_id = format!("load-{tag}-{}", std::process::id());
     let runner = super::runner_with(tag, |c| {
-        c.run_id = run_id.clone();
-        c.threads = CONCURRENCY;
-        c.trials = Some(trials);
-        c.infra_retries = infra_retries;
+        c.settings.run_id = run_id.clone();
+        c.settings.test_threads = CONCURRENCY;
+        c.settings.trials = Some(trials);
+        c.settings.infra_retries = infra_retries;
     });
     let docker = super::inject::docker().await;
     let kills = Arc::new(AtomicUsize::new(0));

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+use reeval::settings::Settings;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -91,12 +92,12 @@ pub fn runner(tag: &str) -> Runner {
 /// A runner recording into a temp dir, configured further by `f`.
 pub fn runner_with(tag: &str, f: impl FnOnce(&mut RunConfig)) -> Runner {
     // No setup cache unless a test asks for it: a test's setup images must not outlive it.
-    let mut config = RunConfig {
+    let mut config = RunConfig::from(Settings {
         record_dir: temp_dir(tag),
         infra_retries: 0,
         setup_cache: false,
-        ..RunConfig::default()
-    };
+        ..Settings::default()
+    });
     f(&mut config);
     Runner::new(config, reeval::harness_registry())
 }

@@ -42,7 +42,7 @@ async fn judged(tag: &str, server: &ModelServer, judge: impl FnOnce(Judge) -> Ju
         tag,
         &[("ANTHROPIC_API_KEY", JUDGE_KEY), ("REEVAL_T_FAULT_SECRET", SECRET)],
     );
-    common::runner_with(tag, |c| c.env_file = Some(env))
+    common::runner_with(tag, |c| c.settings.env_file = Some(env))
         .run(vec![eval])
         .await
         .expect("preflight passes")

@@ -4,6 +4,7 @@
 //! brokered). Fake upstreams on loopback stand in for the APIs through the
 //! gateway's test-only `resolve` mapping, as in `tests/egress.rs`.
 
+use reeval::settings::Settings;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -104,12 +105,14 @@ async fn closed_port() -> SocketAddr {
 async fn run(tag: &str, egress: EgressSettings, eval: Eval) -> RunReport {
     let env = common::env_file(tag, &[("UP_KEY", UP_KEY), ("REEVAL_T_FAULT_SECRET", SECRET)]);
     let config = RunConfig {
-        record_dir: common::temp_dir(tag),
-        infra_retries: 0,
-        setup_cache: false,
-        env_file: Some(env),
         egress,
-        ..RunConfig::default()
+        ..RunConfig::from(Settings {
+            record_dir: common::temp_dir(tag),
+            infra_retries: 0,
+            setup_cache: false,
+            env_file: Some(env),
+            ..Settings::default()
+        })
     };
     reeval::Runner::new(config, reeval::harness_registry())
         .run(vec![eval])

@@ -34,11 +34,11 @@ fn runner_for(
     let run_id = format!("{tag}-{}", std::process::id());
     let id = run_id.clone();
     let runner = common::runner_with(tag, |c| {
-        c.env_file = Some(env_file);
-        c.run_id = id;
-        c.kubernetes = Some(kubernetes);
-        c.infra_retries = retries;
-        c.threads = threads;
+        c.settings.env_file = Some(env_file);
+        c.settings.run_id = id;
+        c.settings.backend = reeval::sandbox::BackendConfig::Kubernetes(Box::new(kubernetes));
+        c.settings.infra_retries = retries;
+        c.settings.test_threads = threads;
     });
     (runner, run_id)
 }

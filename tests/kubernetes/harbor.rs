@@ -112,13 +112,14 @@ async fn a_harbor_task_with_a_dockerfile_and_sidecars_sharing_a_read_only_volume
     let registry = std::env::var("REEVAL_TEST_KUBE_REGISTRY").expect("scripts/kube.sh env sets it");
     let dir = task();
     let runner = common::runner_with("kube-harbor", |c| {
-        c.harnesses = vec!["oracle".into()];
-        c.kubernetes = Some(KubernetesConfig {
-            registry: Some(registry.clone()),
-            // The node pulls the task's image from the registry, and has the sidecars' own.
-            image_pull_policy: None,
-            ..config()
-        });
+        c.settings.harnesses = vec!["oracle".into()];
+        c.settings.backend =
+            reeval::sandbox::BackendConfig::Kubernetes(Box::new(KubernetesConfig {
+                registry: Some(registry.clone()),
+                // The node pulls the task's image from the registry, and has the sidecars' own.
+                image_pull_policy: None,
+                ..config()
+            }));
     });
     let evals = reeval::harbor::tasks(&dir).expect("the task loads");
     let began = std::time::Instant::now();

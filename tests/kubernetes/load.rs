@@ -63,11 +63,11 @@ async fn run(
     let run_id = format!("{tag}-{}", std::process::id());
     let id = run_id.clone();
     let runner = common::runner_with(tag, |c| {
-        c.run_id = id;
-        c.kubernetes = Some(config());
-        c.threads = CONCURRENCY;
-        c.trials = Some(trials);
-        c.infra_retries = retries;
+        c.settings.run_id = id;
+        c.settings.backend = reeval::sandbox::BackendConfig::Kubernetes(Box::new(config()));
+        c.settings.test_threads = CONCURRENCY;
+        c.settings.trials = Some(trials);
+        c.settings.infra_retries = retries;
     });
     let kills = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(tokio::sync::Notify::new());

@@ -29,8 +29,8 @@ async fn the_quickstart_suite_passes_on_the_cluster_8_at_a_time() {
         "the quickstart's evals: {names:?}"
     );
     let runner = common::runner_with("kube-quickstart", |c| {
-        c.kubernetes = Some(config());
-        c.threads = 8;
+        c.settings.backend = reeval::sandbox::BackendConfig::Kubernetes(Box::new(config()));
+        c.settings.test_threads = 8;
     });
     let began = std::time::Instant::now();
     let report = runner.run(evals).await.expect("preflight passes");

@@ -92,7 +92,7 @@ impl Provider {
             ..EgressSettings::default()
         };
         common::runner_with(tag, |c| {
-            c.env_file = Some(env);
+            c.settings.env_file = Some(env);
             c.egress = egress;
         })
     }

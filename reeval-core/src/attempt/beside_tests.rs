@@ -1,6 +1,7 @@
 //! A harness that starts apart from the workspace starts its session beside
 //! the sandbox's first snapshot, on the fake backend.
 
+use crate::settings::Settings;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -75,7 +76,8 @@ async fn run(backend: &FakeBackend, fails: bool) -> (Record, usize) {
     let counted = starts.clone();
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("apart", move |_| Box::new(Apart { starts: counted.clone(), fails }));
-    let config = RunConfig { record_dir: dir, infra_retries: 0, ..RunConfig::default() };
+    let config =
+        RunConfig::from(Settings { record_dir: dir, infra_retries: 0, ..Settings::default() });
     let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()));
     let eval = Eval::new("beside", |c| {
         Box::pin(async move {

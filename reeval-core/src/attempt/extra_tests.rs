@@ -2,6 +2,7 @@
 //! their phases recorded under their name, checks in them recorded with it,
 //! a copy across, and every one removed whatever ended the attempt.
 
+use crate::settings::Settings;
 use std::time::Duration;
 
 use super::tests::scripted;
@@ -22,7 +23,8 @@ async fn run(backend: &FakeBackend, evals: Vec<Eval>) -> Vec<Record> {
     ));
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(super::tests::Script));
-    let config = RunConfig { record_dir: dir, infra_retries: 0, ..RunConfig::default() };
+    let config =
+        RunConfig::from(Settings { record_dir: dir, infra_retries: 0, ..Settings::default() });
     let runner = Runner::new(config, harnesses).with_backend(std::sync::Arc::new(backend.clone()));
     let evals = evals.into_iter().map(|e| e.harness("script")).collect();
     runner.run(evals).await.expect("preflight").records

@@ -1,5 +1,6 @@
 //! The lifecycle on the in-memory fake backend: no kernel, milliseconds each.
 
+use crate::settings::Settings;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,7 +83,8 @@ fn runner_with_retries(backend: &FakeBackend, infra_retries: u32) -> Runner {
     ));
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
-    let config = RunConfig { record_dir: dir, infra_retries, ..RunConfig::default() };
+    let config =
+        RunConfig::from(Settings { record_dir: dir, infra_retries, ..Settings::default() });
     Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()))
 }
 
@@ -405,10 +407,10 @@ async fn a_judge_named_only_by_reeval_judge_needs_its_key_in_preflight() {
     let args = crate::settings::Args::default();
     let env = |name: &str| (name == "REEVAL_JUDGE").then(|| "openai:gpt-test".to_string());
     let settings = crate::settings::Settings::load(&args, env).expect("settings");
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         record_dir: std::env::temp_dir().join("reeval-fake-judge"),
-        ..settings.run_config()
-    };
+        ..settings.run_config().settings
+    });
     let backend = scripted();
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));

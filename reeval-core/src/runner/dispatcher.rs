@@ -33,7 +33,7 @@ pub(super) async fn dispatch(
     reporters: &mut [Box<dyn Reporter>],
 ) -> RunReport {
     let config = &runner.config;
-    let run_dir = config.record_dir.join(&config.run_id);
+    let run_dir = config.settings.record_dir.join(&config.settings.run_id);
     let started = std::time::SystemTime::now();
     before_run(&ready).await;
     let ahead = scheduler::images_ahead(&ready.plans, &ready.pool);
@@ -139,8 +139,8 @@ impl<'a> Dispatcher<'a> {
         }
         let config = &self.runner.config;
         let planned = RunEvent::Planned {
-            run_id: config.run_id.clone(),
-            run_dir: config.record_dir.join(&config.run_id),
+            run_id: config.settings.run_id.clone(),
+            run_dir: config.settings.record_dir.join(&config.settings.run_id),
             evals: self.evals.iter().map(|e| e.name.clone()).collect(),
             cannot_run: cannot_run(&ready.plans),
             cells: ready.plans.iter().map(Vec::len).sum(),
@@ -165,15 +165,15 @@ impl<'a> Dispatcher<'a> {
         let config = &self.runner.config;
         AttemptPlan {
             cell: trial.cell.clone(),
-            run_id: config.run_id.clone(),
-            run_dir: config.record_dir.join(&config.run_id),
+            run_id: config.settings.run_id.clone(),
+            run_dir: config.settings.record_dir.join(&config.settings.run_id),
             trial: trial.trial,
             try_: trial.try_,
             events: Some(events.clone()),
             preflight: ready.detail.clone(),
             redactor: ready.redactor.clone(),
             egress: egress.clone(),
-            setup_cache: config.setup_cache,
+            setup_cache: config.settings.setup_cache,
             ask_fill: None,
         }
     }
@@ -216,7 +216,7 @@ impl<'a> Dispatcher<'a> {
     /// inside) is still a record, never a silent gap. Returns its eval's index.
     fn died(&mut self, e: JoinError) -> usize {
         let (i, cell, trial) = self.tasks.remove(&e.id()).expect("every task is known");
-        let run_id = &self.runner.config.run_id;
+        let run_id = &self.runner.config.settings.run_id;
         let mut r = Record::new(run_id, &self.evals[i].name, &cell.harness_spec, trial, 1);
         r.arm = cell.arm.clone();
         r.outcome = Outcome::InfraError;

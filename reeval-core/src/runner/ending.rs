@@ -45,15 +45,16 @@ impl End<'_> {
         // Sandboxes whose attempt lost track of them (a create cut short, an engine
         // that went away and came back) go now, not at the next run.
         for engine in pool.engines() {
-            let _ = engine.backend.sweep(Sweep::OwnRun(&config.run_id)).await;
+            let _ = engine.backend.sweep(Sweep::OwnRun(&config.settings.run_id)).await;
         }
         missing_records(&self.run_dir, &records, &mut lost);
-        let mut summary = summarize_priced(&config.run_id, &records, &config.prices);
+        let mut summary =
+            summarize_priced(&config.settings.run_id, &records, &config.settings.prices);
         summary.comparison = self.runner.comparison(&records);
         summary.provenance =
             super::provenance::of_run(self.started, self.engine, self.harness_versions);
         summary.suite = config.suite.clone();
-        summary.partition = config.partition.map(|p| p.to_string());
+        summary.partition = config.settings.partition.map(|p| p.to_string());
         let interrupted = self.runner.shutdown.is_cancelled();
         let counted = (summary.exit_code, summary.exit_reason.clone());
         settle_exit(&mut summary, &counted, interrupted, &lost);
@@ -61,7 +62,7 @@ impl End<'_> {
             // The summary lists the records that are there, not those a full disk lost.
             summary.records.retain(|f| self.run_dir.join(f).is_file());
         }
-        let run_id = config.run_id.clone();
+        let run_id = config.settings.run_id.clone();
         let mut report = RunReport { run_id, run_dir: self.run_dir, records, summary };
         // The files first (report.html before the summary, which then knows whether it was
         // written), the console last: each hears of what the ones before it failed to write.

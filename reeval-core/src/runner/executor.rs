@@ -41,18 +41,18 @@ impl Executor {
     pub(super) fn new(runner: &Runner, pool: Arc<Pool>) -> Self {
         let config: &RunConfig = &runner.config;
         Self {
-            slots: Slots::new(config.threads),
+            slots: Slots::new(config.settings.test_threads),
             pool,
             harnesses: runner.harnesses.clone(),
             shutdown: runner.shutdown.clone(),
-            retries: config.infra_retries,
+            retries: config.settings.infra_retries,
             teardowns: Teardowns::new(MAX_DESTROYS),
             fills: Arc::new(SetupFills::new(
                 MAX_FILLS,
-                config.setup_cache_max_bytes,
+                config.settings.setup_cache_max_bytes,
                 runner.shutdown.clone(),
             )),
-            prestart: Prestart::new(config.prestart),
+            prestart: Prestart::new(config.settings.prestart),
             config_stops: ConfigStops::default(),
         }
     }

@@ -2,6 +2,7 @@
 //! selection and resumption, preflight's checks, and what an attempt cut
 //! short keeps (no kernel, milliseconds each).
 
+use crate::settings::Settings;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ fn config() -> RunConfig {
         std::process::id(),
         crate::runner::new_run_id()
     ));
-    RunConfig { record_dir: dir, infra_retries: 0, ..RunConfig::default() }
+    RunConfig::from(Settings { record_dir: dir, infra_retries: 0, ..Settings::default() })
 }
 
 fn runner(backend: &FakeBackend, config: RunConfig) -> Runner {
@@ -59,7 +60,7 @@ async fn a_min_pass_rate_turns_a_flaky_cell_green_and_the_exit_code_follows() {
     assert!(report.records.iter().all(|r| r.min_pass_rate == Some(0.66)), "in every record");
 
     // The run's own threshold (`--min-pass-rate`) replaces the eval's.
-    let strict = RunConfig { min_pass_rate: Some(0.9), ..config() };
+    let strict = RunConfig::from(Settings { min_pass_rate: Some(0.9), ..config().settings });
     let report = runner(&backend, strict).run(vec![flaky().min_pass_rate(0.66)]).await.unwrap();
     assert_eq!(report.exit_code(), 1);
 }
@@ -115,7 +116,7 @@ async fn an_unwritable_record_dir_stops_the_run_in_preflight() {
     std::fs::write(&file, "").unwrap();
     for dir in ["/proc/reeval-records".into(), file.join("runs")] {
         let backend = scripted();
-        let config = RunConfig { record_dir: dir.clone(), ..config() };
+        let config = RunConfig::from(Settings { record_dir: dir.clone(), ..config().settings });
         let e = runner(&backend, config).run(vec![flaky()]).await.unwrap_err();
         assert!(
             e.missing.iter().any(|m| m.starts_with("failed to write records under")
@@ -234,7 +235,10 @@ async fn an_interrupted_turn_is_kept_as_interrupted() {
 #[cfg(not(feature = "kubernetes"))]
 #[tokio::test]
 async fn kubernetes_without_the_feature_is_a_preflight_miss() {
-    let config = RunConfig { kubernetes: Some(Default::default()), ..config() };
+    let config = RunConfig::from(Settings {
+        backend: crate::sandbox::BackendConfig::Kubernetes(Default::default()),
+        ..config().settings
+    });
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
     let e = Runner::new(config, harnesses).run(vec![flaky()]).await.unwrap_err().to_string();
@@ -311,7 +315,7 @@ async fn a_step_that_failed_in_a_lost_sandbox_is_an_infra_error_and_oom_stays_na
 async fn an_unknown_harness_is_named_once_with_the_nearest_known_one() {
     // Before the fix: "harness `scirpt` of eval flaky is not known", once per eval, no suggestion.
     let backend = scripted();
-    let named = RunConfig { harnesses: vec!["scirpt".into()], ..config() };
+    let named = RunConfig::from(Settings { harnesses: vec!["scirpt".into()], ..config().settings });
     let two = vec![flaky(), Eval::new("other", |_c| Box::pin(async { Ok(()) }))];
     let e = runner(&backend, named).run(two).await.unwrap_err();
     assert_eq!(e.missing.len(), 1, "{e}");
@@ -334,10 +338,10 @@ async fn an_unknown_harness_is_named_once_with_the_nearest_known_one() {
 // Moved from the settings' tests: settings name nothing of the runner.
 #[tokio::test]
 async fn preflight_names_an_env_file_that_does_not_exist() {
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         env_file: Some(std::path::PathBuf::from("/nonexistent/suite.env")),
-        ..RunConfig::default()
-    };
+        ..Settings::default()
+    });
     let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new());
     let e = runner.run(Vec::new()).await.unwrap_err();
     assert!(
@@ -370,7 +374,7 @@ async fn the_environment_is_built_once_per_eval_however_many_attempts_and_harnes
     let backend = scripted();
     // One slot and containers made ahead: preflight, dispatch, prestart and
     // every attempt all read the one plan of the cell.
-    let config = RunConfig { threads: 1, prestart: 2, ..config() };
+    let config = RunConfig::from(Settings { test_threads: 1, prestart: 2, ..config().settings });
     let report = runner(&backend, config).run(vec![counted(5, &["script"])]).await.unwrap();
     assert_eq!(report.records.len(), 5);
     assert_eq!(report.exit_code(), 0, "{}", report.summary.exit_reason);
@@ -394,7 +398,7 @@ async fn the_environment_is_built_once_per_eval_however_many_attempts_and_harnes
 }
 
 fn config_two() -> RunConfig {
-    RunConfig { threads: 2, ..config() }
+    RunConfig::from(Settings { test_threads: 2, ..config().settings })
 }
 
 /// A harness of another name that runs the eval's reference solution: the hook decides, not the name.
@@ -465,7 +469,7 @@ async fn a_harness_that_runs_the_reference_solution_runs_it_at_the_first_send() 
 #[tokio::test]
 async fn images_a_variant_names_are_mapped_too() {
     use crate::environment::{Environment, Image, ImageSpec};
-    let dir = config().record_dir.with_extension("dockerfile");
+    let dir = config().settings.record_dir.with_extension("dockerfile");
     std::fs::create_dir_all(&dir).unwrap();
     let dockerfile = dir.join("Dockerfile");
     std::fs::write(&dockerfile, "FROM debian:12 AS base\nFROM base\n").unwrap();
@@ -481,11 +485,13 @@ async fn images_a_variant_names_are_mapped_too() {
     let images = [("ubuntu:24.04", "mirror/ubuntu:24.04"), ("debian:12", "mirror/debian:12")];
     let config = RunConfig {
         compare: Some(crate::compare::Arms::Variants(crate::compare::Variant::control(), variant)),
-        images: crate::image_map::ImageMap::new(
-            &images.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
-        )
-        .unwrap(),
-        ..config()
+        ..RunConfig::from(Settings {
+            images: crate::image_map::ImageMap::new(
+                &images.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+            )
+            .unwrap(),
+            ..config().settings
+        })
     };
     let backend = scripted();
     let report = runner(&backend, config).run(vec![eval]).await.expect("preflight");
@@ -533,7 +539,10 @@ async fn a_judges_key_is_kept_apart_from_the_cells_secrets() {
         .harness("script")
         .judge("openai:gpt-4.1")
         .environment(|| crate::Environment::new().secret("REEVAL_TEST_TOKEN"));
-    let runner = runner(&backend, RunConfig { env_file: Some(env_file), ..config() });
+    let runner = runner(
+        &backend,
+        RunConfig::from(Settings { env_file: Some(env_file), ..config().settings }),
+    );
     let ready = super::preflight::preflight(&runner, &[eval]).await.expect("preflight passes");
     let plan = &ready.plans[0][0];
     let names = |s: &[crate::secrets::Secret]| s.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
@@ -552,13 +561,13 @@ async fn a_judges_key_is_kept_apart_from_the_cells_secrets() {
 async fn evals_that_cannot_run_are_config_outcomes_and_the_rest_run() {
     let backend = FakeBackend::new();
     let dir = std::env::temp_dir().join(format!("reeval-cannot-run-{}", std::process::id()));
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         record_dir: dir.clone(),
         harnesses: vec!["shell".into()],
-        threads: 1,
+        test_threads: 1,
         trials: Some(2),
-        ..RunConfig::default()
-    };
+        ..Settings::default()
+    });
     let mut harnesses = crate::harness::HarnessRegistry::new();
     harnesses.register("shell", |_| Box::new(crate::oracle::OracleHarness));
     let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()));
@@ -605,11 +614,11 @@ async fn an_eval_refused_alone_does_not_stop_the_run() {
     let dir = std::env::temp_dir().join(format!("reeval-refuse-alone-{}", std::process::id()));
     let run = |alone: bool| {
         let backend = FakeBackend::new();
-        let config = RunConfig {
+        let config = RunConfig::from(Settings {
             record_dir: dir.clone(),
             harnesses: vec!["shell".into()],
-            ..RunConfig::default()
-        };
+            ..Settings::default()
+        });
         let mut harnesses = crate::harness::HarnessRegistry::new();
         harnesses.register("shell", |_| Box::new(crate::oracle::OracleHarness));
         let runner = Runner::new(config, harnesses).with_backend(Arc::new(backend));

@@ -70,7 +70,8 @@ impl Runner {
     /// Completes the run of `records` (same run id): their finished trials
     /// are kept and count in the summary; the other trials run.
     pub fn resuming(mut self, records: Vec<Record>) -> Self {
-        self.kept = crate::report::runs::finished_trials(records, self.config.infra_retries);
+        self.kept =
+            crate::report::runs::finished_trials(records, self.config.settings.infra_retries);
         self
     }
 
@@ -117,7 +118,7 @@ impl Runner {
             treatment: (&treatment, &t),
             by_harness: matches!(arms, Arms::Variants(..)),
         };
-        Some(analysis::analyze(sides, &self.config.prices, &self.look))
+        Some(analysis::analyze(sides, &self.config.settings.prices, &self.look))
     }
 
     /// Runs only these cells (eval, harness) of the evals given to [`Runner::run`](Runner::run).
@@ -139,7 +140,7 @@ impl Runner {
 
     /// The harness specs `eval` runs with.
     pub fn harness_specs(&self, eval: &Eval) -> Vec<String> {
-        let specs = harness_specs_of(&self.config.harnesses, eval);
+        let specs = harness_specs_of(&self.config.settings.harnesses, eval);
         match &self.only_cells {
             Some(cells) => specs
                 .into_iter()

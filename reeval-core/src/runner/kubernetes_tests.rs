@@ -5,6 +5,7 @@
 //! service or mount, the engine and why (the backend's `create` refuses the
 //! same: reeval-sandbox's `kubernetes/tests/services.rs`).
 
+use crate::settings::Settings;
 use std::sync::Arc;
 
 use crate::sandbox::KubernetesConfig;
@@ -18,11 +19,11 @@ fn backend() -> KubeBackend {
 
 /// What preflight refuses of `eval` on the cluster (its API server among it: it is not there).
 async fn refused(tag: &str, eval: crate::eval::Eval) -> String {
-    let config = crate::runner::RunConfig {
+    let config = crate::runner::RunConfig::from(Settings {
         record_dir: std::env::temp_dir().join(format!("reeval-kube-{tag}-{}", std::process::id())),
         harnesses: vec!["oracle".into()],
-        ..Default::default()
-    };
+        ..Settings::default()
+    });
     let runner = crate::runner::Runner::new(config, crate::harness::HarnessRegistry::new())
         .with_backend(Arc::new(backend()));
     runner.run(vec![eval]).await.unwrap_err().to_string()

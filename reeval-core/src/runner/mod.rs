@@ -7,7 +7,7 @@
 //! - `run.rs`: [`Runner`] (built from a [`RunConfig`] and a harness
 //!   registry) and a run's sequence: preflight, the reporters every run
 //!   writes with, the dispatcher.
-//! - `config.rs`: [`RunConfig`], the run's settings, built from `crate::settings`.
+//! - `config.rs`: [`RunConfig`]: the run's `crate::settings::Settings` and what the run adds.
 //! - `preflight/`: the checks before anything starts, each its own (the
 //!   record directory, each eval, the engines); a config error stops the run
 //!   before anything starts. They plan every cell once (`plan.rs`: the eval's

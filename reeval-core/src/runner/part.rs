@@ -77,20 +77,21 @@ impl Part {
 /// # Errors
 /// [`RunsError::Io`] when the files cannot be written.
 pub(super) fn record_nothing(config: &RunConfig) -> Result<PathBuf, RunsError> {
-    let run_dir = config.record_dir.join(&config.run_id);
+    let run_dir = config.settings.record_dir.join(&config.settings.run_id);
     std::fs::create_dir_all(&run_dir).map_err(|source| RunsError::Io {
         action: "create the run directory",
         path: run_dir.clone(),
         source,
     })?;
-    let mut summary = crate::report::summarize_priced(&config.run_id, &[], &config.prices);
+    let mut summary =
+        crate::report::summarize_priced(&config.settings.run_id, &[], &config.settings.prices);
     summary.provenance =
         super::provenance::of_run(std::time::SystemTime::now(), None, Default::default());
     summary.suite = config.suite.clone();
-    summary.partition = config.partition.map(|p| p.to_string());
+    summary.partition = config.settings.partition.map(|p| p.to_string());
     summary.exit_reason = "this part of the partitioned run holds no cell".into();
     let report = crate::report::RunReport {
-        run_id: config.run_id.clone(),
+        run_id: config.settings.run_id.clone(),
         run_dir: run_dir.clone(),
         records: Vec::new(),
         summary,
@@ -102,7 +103,7 @@ pub(super) fn record_nothing(config: &RunConfig) -> Result<PathBuf, RunsError> {
         "summary.json",
         "report.html",
         &redactor,
-        &config.prices,
+        &config.settings.prices,
     )?;
     Ok(run_dir)
 }

@@ -42,7 +42,7 @@ pub(super) struct CellDraft {
 /// after its variant's change, so an image a variant names is mapped too (and
 /// a variant sees the names the eval gave); so is the run's `allow_internal`.
 pub(super) fn draft(runner: &Runner, eval: &Eval) -> EvalDraft {
-    let images = &runner.config.images;
+    let images = &runner.config.settings.images;
     let internal = &runner.config.egress.allow_internal;
     let finish = |env: Environment| {
         let mut env = images.apply_env(env);
@@ -104,9 +104,9 @@ pub(super) fn plan(
         eval: eval.name.clone(),
         source: eval.location.map(|(file, line)| format!("{file}:{line}")),
         tags: eval.options.tags.clone(),
-        min_pass_rate: config.min_pass_rate.or(eval.options.min_pass_rate),
-        judge: eval.options.judge.clone().or_else(|| config.judge.clone()),
-        timeout: config.timeout.unwrap_or(eval.options.timeout),
+        min_pass_rate: config.settings.min_pass_rate.or(eval.options.min_pass_rate),
+        judge: eval.options.judge.clone().or_else(|| config.settings.judge.clone()),
+        timeout: config.settings.timeout.unwrap_or(eval.options.timeout),
         deadline: eval.options.deadline,
         run: eval.run.clone(),
         oracle: eval.options.oracle.clone(),
@@ -121,7 +121,7 @@ pub(super) fn plan(
         secrets,
         judge_keys,
         cannot_run: eval.options.cannot_run.clone(),
-        images: config.images.clone(),
+        images: config.settings.images.clone(),
     }
 }
 

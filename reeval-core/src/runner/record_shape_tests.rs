@@ -4,6 +4,7 @@
 //! types. A key added, removed or renamed fails here; a deliberate change is
 //! re-blessed with `REEVAL_BLESS=1` (and the diff reviewed).
 
+use crate::settings::Settings;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -106,15 +107,15 @@ async fn the_record_json_keeps_its_shape() {
         std::process::id(),
         crate::runner::new_run_id()
     ));
-    let config = RunConfig {
+    let config = RunConfig::from(Settings {
         record_dir: dir.clone(),
         run_id: "shape".into(),
         infra_retries: 0,
-        threads: 1,
+        test_threads: 1,
         // One summary.json, as a run outside nextest writes it.
         under_nextest: false,
-        ..RunConfig::default()
-    };
+        ..Settings::default()
+    });
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
     let runner = Runner::new(config, harnesses).with_backend(Arc::new(scripted()));

@@ -3,6 +3,7 @@
 //! and cells with no graded attempt: on the fake backend, with the record
 //! directory on a real small filesystem (tmpfs; needs root to mount).
 
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,12 @@ use crate::runner::{RunConfig, Runner};
 use crate::sandbox::fake::{FakeBackend, FakeFailure};
 
 fn runner(backend: &FakeBackend, record_dir: PathBuf) -> Runner {
-    let config = RunConfig { record_dir, infra_retries: 0, threads: 1, ..RunConfig::default() };
+    let config = RunConfig::from(Settings {
+        record_dir,
+        infra_retries: 0,
+        test_threads: 1,
+        ..Settings::default()
+    });
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
     Runner::new(config, harnesses).with_backend(Arc::new(backend.clone()))
@@ -170,7 +176,7 @@ async fn a_record_dir_removed_mid_run_is_made_again_and_the_lost_record_is_said(
     let dir = std::env::temp_dir().join(format!("reeval-removed-{}", crate::runner::new_run_id()));
     let backend = scripted();
     let runner = runner(&backend, dir.clone());
-    let run_dir = dir.join(&runner.config.run_id);
+    let run_dir = dir.join(&runner.config.settings.run_id);
     let report = runner
         .run_with(vec![passes(3)], vec![Box::new(RemoveRunDir(Some(run_dir.clone())))])
         .await

@@ -56,30 +56,30 @@ impl Runner {
         extra: Vec<Box<dyn Reporter>>,
     ) -> Vec<Box<dyn Reporter>> {
         let config = &self.config;
-        let run_dir = config.record_dir.join(&config.run_id);
+        let run_dir = config.settings.record_dir.join(&config.settings.run_id);
         let redactor = &ready.redactor;
-        let mut reporters: Vec<Box<dyn Reporter>> = if config.under_nextest {
+        let mut reporters: Vec<Box<dyn Reporter>> = if config.settings.under_nextest {
             // Every eval is its own process writing into one run directory: each writes its
             // own summary, and the whole run's summary and report are rebuilt over all of them.
             let summary = format!("summary.{}.json", std::process::id());
             vec![Box::new(
                 JsonFiles::new(run_dir.clone(), summary, redactor.clone())
-                    .combining(config.prices.clone()),
+                    .combining(config.settings.prices.clone()),
             )]
         } else {
             // The report before the summary: the summary then says whether the report was written.
             vec![
                 Box::new(
                     HtmlReport::new(run_dir.join("report.html"), redactor.clone())
-                        .priced(config.prices.clone()),
+                        .priced(config.settings.prices.clone()),
                 ),
                 Box::new(JsonFiles::new(run_dir.clone(), "summary.json", redactor.clone())),
             ]
         };
-        if extra.is_empty() && (config.print || config.verbose) {
-            reporters.push(Box::new(Console::new(config.print, config.verbose)));
+        if extra.is_empty() && (config.print || config.settings.verbose) {
+            reporters.push(Box::new(Console::new(config.print, config.settings.verbose)));
         }
-        let prices = config.prices.clone();
+        let prices = config.settings.prices.clone();
         reporters.push(Box::new(AtifFiles::new(
             run_dir,
             redactor.clone(),

@@ -48,7 +48,7 @@ pub(super) fn schedule(
 ) -> Schedule {
     let mut schedule = Schedule { trials: Vec::new(), kept: Vec::new(), pending: BTreeMap::new() };
     for (i, eval) in evals.iter().enumerate() {
-        let trials = runner.config.trials.unwrap_or(eval.options.trials).max(1);
+        let trials = runner.config.settings.trials.unwrap_or(eval.options.trials).max(1);
         let pending = schedule.pending.entry(i).or_default();
         for trial in 1..=trials {
             for cell in &plans[i] {

@@ -7,84 +7,75 @@
 //! read here into [`SuiteConfig`]; a test holds its fields to the table's
 //! keys. docs/options.md shows a whole file.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::KubernetesConfig;
-use super::table::{self, Kind, OPTIONS};
+use super::opt::{Kind, Opt};
+use super::table::{self, Layer, OPTIONS};
+use super::value::{FileProblem, Source, Value};
 
 /// The default config file name.
 pub const FILE_NAME: &str = "reeval.toml";
 
-/// What `reeval.toml` may set: the keys of [`OPTIONS`] (a test holds the two
-/// together). Unknown keys are an error, so a typo is not ignored.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// What `reeval.toml` sets: the keys of [`OPTIONS`]. Unknown keys are an
+/// error, so a typo is not ignored.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SuiteConfig {
-    /// The judge model of evals that name none.
-    pub judge: Option<String>,
-    /// A `.env`-style file of secrets and credentials, relative to the config file.
-    pub env_file: Option<PathBuf>,
-    /// Where runs are recorded, relative to the config file.
-    pub record_dir: Option<PathBuf>,
-    /// A pool of engines: `["ssh://a", "tcp://b:2376=4"]` (slots after `=`).
-    #[serde(default)]
-    pub engines: Vec<String>,
-    /// Harnesses every eval runs with, replacing the evals' own.
-    pub harness: Option<OneOrMore>,
-    /// Trials per eval × harness, replacing the evals' own.
-    pub trials: Option<u32>,
-    /// The budget per attempt (`10m`, `90s`), replacing the evals' own.
-    pub timeout: Option<String>,
-    /// Attempts at once.
-    pub concurrency: Option<usize>,
-    /// Retries of an infra error, each with a fresh sandbox.
-    pub retries: Option<u32>,
-    /// Containers created ahead of their slot.
-    pub prestart: Option<usize>,
-    /// The pass rate at which a cell passes, for evals that set none.
-    pub min_pass_rate: Option<f64>,
-    /// Prices per model, over the built-in ones.
-    #[serde(default)]
-    pub prices: std::collections::BTreeMap<String, crate::prices::Price>,
-    /// Which engine runs sandboxes: `docker` (the default) or `kubernetes`.
-    pub backend: Option<String>,
-    /// The Kubernetes namespace of the attempts' pods (default: the kubeconfig's).
-    pub namespace: Option<String>,
-    /// The Kubernetes backend's other settings.
-    #[serde(default)]
-    pub kubernetes: KubernetesConfig,
+    /// The settings it sets, each read by its option's type (paths relative to the file).
+    pub set: Layer,
+    /// Prices per model, over the built-in ones (`[prices.<model>]`).
+    pub prices: BTreeMap<String, crate::prices::Price>,
     /// Image names mapped to others (`[images]`, see `crate::image_map`).
-    #[serde(default)]
-    pub images: std::collections::BTreeMap<String, String>,
+    pub images: BTreeMap<String, String>,
     /// Variants declared here (`[variants.NAME]`, see [`super::DeclaredVariant`]).
-    #[serde(default)]
-    pub variants: std::collections::BTreeMap<String, super::DeclaredVariant>,
-    /// Private or reserved addresses allowed hosts may resolve to (hosts or ranges).
-    #[serde(default)]
-    pub allow_internal: Vec<String>,
-    /// The proxy the egress gateway reaches upstreams through (`none`: directly).
-    pub upstream_proxy: Option<String>,
+    pub variants: BTreeMap<String, super::DeclaredVariant>,
 }
 
-/// A string or a list of strings (`harness = "shell"` or `harness = ["a", "b"]`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMore {
-    /// One.
-    One(String),
-    /// A list.
-    More(Vec<String>),
+/// The file's tables of prices, images and variants, read by serde so that a
+/// problem inside one names its line; serde passes over the other keys, which
+/// [`FileKeys`] reads (a backend's table too, as a [`Table`](super::value::Table)).
+#[derive(Default, Deserialize)]
+struct Tables {
+    #[serde(default)]
+    prices: BTreeMap<String, crate::prices::Price>,
+    #[serde(default)]
+    images: BTreeMap<String, String>,
+    #[serde(default)]
+    variants: BTreeMap<String, super::DeclaredVariant>,
 }
 
-impl OneOrMore {
-    /// The values, in order.
-    pub fn values(&self) -> Vec<String> {
-        match self {
-            OneOrMore::One(s) => vec![s.clone()],
-            OneOrMore::More(v) => v.clone(),
-        }
+/// The file's other keys, each read by its option's type.
+struct FileKeys<'a> {
+    text: &'a str,
+    keys: &'a toml::Table,
+    dir: &'a Path,
+}
+
+impl Source for FileKeys<'_> {
+    type Error = String;
+
+    fn read<T: Value>(&self, opt: &'static Opt) -> Result<Option<T>, String> {
+        let Some((key, value)) = opt.key.and_then(|k| self.keys.get(k).map(|v| (k, v))) else {
+            return Ok(None);
+        };
+        T::from_toml(value, opt, self.dir).map_err(|problem| match problem {
+            FileProblem::Value(message) => format!("key `{key}`: {message}"),
+            FileProblem::Kind => {
+                let line = key_line(self.text, key);
+                let value = line
+                    .and_then(|n| self.text.lines().nth(n - 1))
+                    .and_then(|l| l.split_once('=').map(|(_, v)| v.trim()))
+                    .unwrap_or("");
+                let expected = expected(key).unwrap_or_else(|| "a table".into());
+                let must = format!("`{key}` must be {expected}, got {}", got(value));
+                match line {
+                    Some(n) => format!("line {n}: {must}"),
+                    None => must,
+                }
+            }
+        })
     }
 }
 
@@ -109,53 +100,27 @@ impl SuiteConfig {
         if let Some(message) = unknown_key(&text) {
             return Err(fail(message));
         }
-        let mut config: SuiteConfig =
-            toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
+        let tables: Tables = toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
+        let keys: toml::Table = toml::from_str(&text).map_err(|e| fail(toml_problem(&text, &e)))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        for p in [&mut config.env_file, &mut config.record_dir].into_iter().flatten() {
-            if p.is_relative() {
-                *p = dir.join(&*p);
-            }
-        }
-        if let Some(spec) = &config.judge {
-            crate::llm::chat::key_env(spec).map_err(|e| fail(format!("judge `{spec}`: {e}")))?;
-        }
-        if let Some(t) = &config.timeout {
-            humantime::parse_duration(t).map_err(|e| {
-                let key = table::TIMEOUT.file_key();
-                fail(format!("key `{key}`: `{t}` is not a duration like 10m or 90s ({e})"))
-            })?;
-        }
-        if config.trials == Some(0) || config.concurrency == Some(0) {
-            let (trials, concurrency) = (table::TRIALS.file_key(), table::TEST_THREADS.file_key());
-            return Err(fail(format!("keys `{trials}` and `{concurrency}` must be at least 1")));
-        }
-        if let Some(rate) = config.min_pass_rate
-            && !(0.0..=1.0).contains(&rate)
-        {
-            let key = table::MIN_PASS_RATE.file_key();
-            return Err(fail(format!("key `{key}`: {rate} is not between 0 and 1")));
-        }
-        crate::image_map::ImageMap::new(&config.images)
+        let set = Layer::read(&FileKeys { text: &text, keys: &keys, dir }).map_err(fail)?;
+        let Tables { prices, images, mut variants } = tables;
+        crate::image_map::ImageMap::new(&images)
             .map_err(|e| fail(format!("[{}]: {e}", table::IMAGES.file_key())))?;
-        for (name, variant) in &mut config.variants {
+        for (name, variant) in &mut variants {
             variant.resolve(name, dir).map_err(fail)?;
         }
-        for entry in &config.allow_internal {
-            crate::egress::check_internal(entry)
-                .map_err(|e| fail(format!("key `{}`: {e}", table::ALLOW_INTERNAL.file_key())))?;
-        }
-        if let Some(url) = &config.upstream_proxy {
-            check_proxy(url)
-                .map_err(|e| fail(format!("key `{}`: {e}", table::UPSTREAM_PROXY.file_key())))?;
-        }
-        Ok(config)
+        Ok(SuiteConfig { set, prices, images, variants })
     }
 }
 
-/// Checks an upstream proxy setting: `none`, or an `http://` proxy URL.
-pub(crate) fn check_proxy(value: &str) -> Result<(), String> {
-    crate::egress::UpstreamProxySetting::parse(value).resolve(|_| None).map(drop)
+/// A value as a message quotes it: `the string "4"`, or `"three"` for a bare word.
+fn got(value: &str) -> String {
+    if value.starts_with(['"', '\'']) {
+        format!("the string {value}")
+    } else {
+        format!("\"{}\"", value.split('#').next().unwrap_or("").trim())
+    }
 }
 
 /// toml's message on one line, led by the line and key it points at (its own
@@ -177,14 +142,10 @@ fn toml_problem(text: &str, e: &toml::de::Error) -> String {
     let unknown = message.contains("unknown field") || message.contains("duplicate key");
     match key {
         Some(key) if !unknown && expected(key).is_some() => {
-            let got = if value.starts_with(['"', '\'']) {
-                format!("the string {value}")
-            } else {
-                format!("\"{}\"", value.split('#').next().unwrap_or("").trim())
-            };
             format!(
-                "line {line_no}: `{key}` must be {}, got {got}",
-                expected(key).expect("checked")
+                "line {line_no}: `{key}` must be {}, got {}",
+                expected(key).expect("checked"),
+                got(value)
             )
         }
         Some(key) => format!("line {line_no}, key `{key}`: {message}"),
@@ -266,8 +227,8 @@ mod tests {
     fn reads_keys_relative_to_the_file() {
         let path = write("ok", "judge = \"openai:gpt-4.1\"\nenv_file = \".env\"\n");
         let c = SuiteConfig::load(&path).unwrap();
-        assert_eq!(c.judge.as_deref(), Some("openai:gpt-4.1"));
-        assert_eq!(c.env_file, Some(path.parent().unwrap().join(".env")));
+        assert_eq!(c.set.judge.as_deref(), Some("openai:gpt-4.1"));
+        assert_eq!(c.set.env_file, Some(path.parent().unwrap().join(".env")));
     }
 
     #[test]
@@ -277,9 +238,13 @@ mod tests {
             "harness = [\"shell\", \"x\"]\ntrials = 3\ntimeout = \"90s\"\nconcurrency = 2\nretries = 0\nmin_pass_rate = 0.66\n[prices.\"m\"]\ninput = 1.0\noutput = 2.0\n",
         );
         let c = SuiteConfig::load(&path).unwrap();
-        assert_eq!(c.harness.unwrap().values(), vec!["shell", "x"]);
-        assert_eq!((c.trials, c.concurrency, c.retries), (Some(3), Some(2), Some(0)));
-        assert_eq!((c.timeout.as_deref(), c.min_pass_rate), (Some("90s"), Some(0.66)));
+        assert_eq!(c.set.harnesses.unwrap(), vec!["shell", "x"]);
+        assert_eq!(
+            (c.set.trials, c.set.test_threads, c.set.infra_retries),
+            (Some(3), Some(2), Some(0))
+        );
+        let ninety = Some(std::time::Duration::from_secs(90));
+        assert_eq!((c.set.timeout, c.set.min_pass_rate), (ninety, Some(0.66)));
         assert_eq!(c.prices["m"].output, 2.0);
         let e = SuiteConfig::load(&write("badtimeout", "timeout = \"soon\"\n")).unwrap_err();
         assert!(e.to_string().contains("key `timeout`"), "{e}");
@@ -330,7 +295,8 @@ mod tests {
         assert!(e.message.starts_with("line 1, key `zzz`: unknown field `zzz`, expected"), "{e}");
         // A table's own keys are the table's business, and dotted keys count as their first part.
         let c = SuiteConfig::load(&write("dotted", "kubernetes.runtime_class = \"gvisor\"\n"));
-        assert_eq!(c.unwrap().kubernetes.runtime_class.as_deref(), Some("gvisor"));
+        let k = c.unwrap().set.kubernetes.expect("the table").0;
+        assert_eq!(k.runtime_class.as_deref(), Some("gvisor"));
     }
 
     #[test]
@@ -351,48 +317,16 @@ mod tests {
         assert!(e.message.starts_with("[images]: `ubuntu:` is not an image name"), "{e}");
     }
 
-    /// The field names serde's derive gives `deserialize_struct`, and nothing more.
-    struct FieldNames(Vec<&'static str>);
-
-    impl<'de> serde::Deserializer<'de> for &mut FieldNames {
-        type Error = serde::de::value::Error;
-
-        fn deserialize_any<V: serde::de::Visitor<'de>>(
-            self,
-            _: V,
-        ) -> Result<V::Value, Self::Error> {
-            Err(serde::de::Error::custom("only a struct's field names are read"))
-        }
-
-        fn deserialize_struct<V: serde::de::Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            visitor: V,
-        ) -> Result<V::Value, Self::Error> {
-            self.0 = fields.to_vec();
-            self.deserialize_any(visitor)
-        }
-
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-            ignored_any
-        }
-    }
-
     #[test]
-    fn the_files_keys_are_the_tables_keys() {
-        let mut names = FieldNames(Vec::new());
-        let _ = SuiteConfig::deserialize(&mut names);
-        let mut fields = names.0;
-        let mut keys: Vec<&str> = OPTIONS.iter().filter_map(|o| o.key).collect();
-        fields.sort_unstable();
-        keys.sort_unstable();
-        assert_eq!(fields, keys, "SuiteConfig's fields and the table's keys");
-        for key in keys {
-            let kind = table::by_key(key).unwrap().kind;
-            assert!(expected(key).is_some() || matches!(kind, Kind::Table(_)), "{key}");
+    fn every_key_of_the_table_is_read() {
+        // A value of no key's kind: each key's own reader must meet it and say so.
+        for o in OPTIONS.iter().filter(|o| o.key.is_some()) {
+            let key = o.file_key();
+            let e = SuiteConfig::load(&write(&format!("kind-{key}"), &format!("{key} = [1]\n")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("`{key}`")), "{key}: {e}");
+            assert!(expected(key).is_some() || matches!(o.kind, Kind::Table(_)), "{key}");
         }
     }
 }

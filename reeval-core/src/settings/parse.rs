@@ -4,8 +4,8 @@
 
 use std::ffi::OsString;
 
-use super::args::{Args, Given, UsageError};
-use super::table;
+use super::given::{Given, UsageError};
+use super::table::{self, Args};
 
 /// lexopt's own errors, in the words of this command line.
 fn usage(e: lexopt::Error) -> UsageError {
@@ -35,7 +35,7 @@ impl Args {
         let mut a = Args::default();
         let mut p = lexopt::Parser::from_args(argv);
         while let Some(arg) = p.next().map_err(usage)? {
-            let (opt, flag) = match arg {
+            let (opt, set, flag) = match arg {
                 Short('h') | Long("help") => {
                     println!("{}", super::render::help());
                     return Ok(None);
@@ -49,12 +49,12 @@ impl Args {
                     );
                     continue;
                 }
-                Short(c) => match table::by_short(c) {
-                    Some(opt) => (opt, format!("-{c}")),
+                Short(c) => match table::flag(None, Some(c)) {
+                    Some((opt, set)) => (opt, set, format!("-{c}")),
                     None => return Err(UsageError(format!("unknown option `-{c}`; see --help"))),
                 },
-                Long(name) => match table::by_long(name) {
-                    Some(opt) => (opt, format!("--{name}")),
+                Long(name) => match table::flag(Some(name), None) {
+                    Some((opt, set)) => (opt, set, format!("--{name}")),
                     None => {
                         return Err(UsageError(format!("unknown option `--{name}`; see --help")));
                     }
@@ -64,14 +64,7 @@ impl Args {
                 Some(_) => Some(p.value().map_err(usage)?),
                 None => None,
             };
-            let set = opt.set.expect("an option with a flag has a setter");
-            set(&mut a, Given { flag, value })?;
-        }
-        if a.trials == Some(0) {
-            return Err(UsageError("--trials must be at least 1".into()));
-        }
-        if a.test_threads == Some(0) {
-            return Err(UsageError("--test-threads must be at least 1".into()));
+            set(&mut a, Given { opt, flag, value })?;
         }
         Ok(Some(a))
     }

@@ -172,7 +172,7 @@ pub fn settings_table() -> String {
 pub fn flags_table() -> String {
     let mut rows =
         vec!["| flag | environment | what it does |".to_string(), "|---|---|---|".to_string()];
-    let flagged = OPTIONS.iter().filter(|o| o.set.is_some() && o.group != Group::Accepted);
+    let flagged = OPTIONS.iter().filter(|o| o.has_flag() && o.group != Group::Accepted);
     for o in flagged {
         let twin = twin(o).map(|t| format!("`{t}`")).unwrap_or_default();
         // `more` goes on the help's sentence: after a space, or straight after its `;`.

@@ -56,18 +56,32 @@ fn environment_twins_apply_when_no_flag_is_given() {
     assert_eq!(s.cache_dir, PathBuf::from("/cache"));
     let c = s.run_config();
     assert_eq!(
-        (c.run_id.as_str(), c.threads, c.trials, c.under_nextest, c.print),
+        (
+            c.settings.run_id.as_str(),
+            c.settings.test_threads,
+            c.settings.trials,
+            c.settings.under_nextest,
+            c.print
+        ),
         ("nextest-run", 5, Some(3), true, false)
     );
 }
 
+/// The Kubernetes settings of the backend chosen, if it is Kubernetes.
+fn kubernetes(s: &Settings) -> Option<KubernetesConfig> {
+    match &s.backend {
+        BackendConfig::Kubernetes(k) => Some(k.as_ref().clone()),
+        _ => None,
+    }
+}
+
 #[test]
 fn the_backend_is_chosen_by_the_variable_over_the_file() {
-    assert_eq!(load(&[], &[]).unwrap().kubernetes, None);
+    assert_eq!(kubernetes(&load(&[], &[]).unwrap()), None);
     let s =
         load(&[], &[("REEVAL_BACKEND", "kubernetes"), ("REEVAL_KUBE_NAMESPACE", "evals")]).unwrap();
-    assert_eq!(s.kubernetes.as_ref().and_then(|k| k.namespace.as_deref()), Some("evals"));
-    assert_eq!(s.run_config().kubernetes, s.kubernetes);
+    assert_eq!(kubernetes(&s).and_then(|k| k.namespace), Some("evals".into()));
+    assert_eq!(kubernetes(&s.run_config().settings), kubernetes(&s));
     let e = load(&[], &[("REEVAL_BACKEND", "k8s")]).unwrap_err().to_string();
     assert!(e.contains("REEVAL_BACKEND") && e.contains("`docker` or `kubernetes`"), "{e}");
 
@@ -76,13 +90,13 @@ fn the_backend_is_chosen_by_the_variable_over_the_file() {
         "backend = \"kubernetes\"\nnamespace = \"from-file\"\n[kubernetes]\nruntime_class = \"gvisor\"\nnode_selector = { pool = \"evals\" }\n",
     );
     let config = path.to_str().unwrap();
-    let k = load(&[], &[("REEVAL_CONFIG", config)]).unwrap().kubernetes.expect("kubernetes");
+    let k = kubernetes(&load(&[], &[("REEVAL_CONFIG", config)]).unwrap()).expect("kubernetes");
     assert_eq!(k.namespace.as_deref(), Some("from-file"));
     assert_eq!(k.runtime_class.as_deref(), Some("gvisor"));
     assert_eq!(k.node_selector.get("pool").map(String::as_str), Some("evals"));
     // The variable wins: Docker after all.
     let s = load(&[], &[("REEVAL_CONFIG", config), ("REEVAL_BACKEND", "docker")]).unwrap();
-    assert_eq!(s.kubernetes, None);
+    assert_eq!(kubernetes(&s), None);
     let bad = config_file("kube-typo", "[kubernetes]\nruntime_klass = \"x\"\n");
     let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
     assert!(e.contains("runtime_klass"), "{e}");
@@ -210,7 +224,7 @@ fn a_variable_that_does_not_read_is_an_error_naming_it() {
 fn the_judge_comes_from_the_file_else_the_environment() {
     let s = load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1")]).unwrap();
     assert_eq!(s.judge.as_deref(), Some("openai:gpt-4.1"));
-    assert_eq!(s.run_config().judge.as_deref(), Some("openai:gpt-4.1"));
+    assert_eq!(s.run_config().settings.judge.as_deref(), Some("openai:gpt-4.1"));
     let path = config_file("judge", "judge = \"anthropic:claude-sonnet-4-5\"\n");
     let s =
         load(&[], &[("REEVAL_JUDGE", "openai:gpt-4.1"), ("REEVAL_CONFIG", path.to_str().unwrap())])
@@ -220,11 +234,11 @@ fn the_judge_comes_from_the_file_else_the_environment() {
 
 #[test]
 fn images_come_from_the_file_into_the_run() {
-    assert!(load(&[], &[]).unwrap().run_config().images.is_empty());
+    assert!(load(&[], &[]).unwrap().run_config().settings.images.is_empty());
     let path =
         config_file("images", "[images]\n\"ubuntu:24.04\" = \"registry.internal/ubuntu:24.04\"\n");
     let s = load(&[], &[("REEVAL_CONFIG", path.to_str().unwrap())]).unwrap();
-    let images = s.run_config().images;
+    let images = s.run_config().settings.images;
     assert_eq!(images.map("ubuntu:24.04").as_deref(), Some("registry.internal/ubuntu:24.04"));
     let bad = config_file("bad-images", "[images]\n\"ubuntu\" = \"no good\"\n");
     let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
@@ -284,7 +298,10 @@ fn env_files_come_from_the_file_then_the_environment() {
     assert_eq!(s.env_file, Some(path.parent().unwrap().join("keys.env")));
     assert_eq!(s.fallback_env_file, Some(PathBuf::from("/other.env")));
     let c = s.run_config();
-    assert_eq!((c.env_file, c.fallback_env_file), (s.env_file, s.fallback_env_file));
+    assert_eq!(
+        (c.settings.env_file, c.settings.fallback_env_file),
+        (s.env_file, s.fallback_env_file)
+    );
 }
 
 #[test]
@@ -418,4 +435,22 @@ fn internal_addresses_and_the_upstream_proxy_come_from_flag_variable_or_file() {
     let bad = config_file("badnetwork", "allow_internal = [\"10.0.0.0/33\"]\n");
     let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
     assert!(e.contains("key `allow_internal`") && e.contains("10.0.0.0/33"), "{e}");
+}
+
+#[test]
+fn one_row_gives_a_setting_its_flag_variable_key_and_default() {
+    // `prestart` is spelled once, in its row of the table: each source reaches the same field.
+    let file = config_file("prestart", "prestart = 3\n");
+    let file_var = ("REEVAL_CONFIG", file.to_str().unwrap());
+    assert_eq!(load(&[], &[]).unwrap().prestart, 0, "the default");
+    assert_eq!(load(&[], &[file_var]).unwrap().prestart, 3, "reeval.toml");
+    assert_eq!(load(&[], &[file_var, ("REEVAL_PRESTART", "2")]).unwrap().prestart, 2);
+    let s = load(&["--prestart", "1"], &[file_var, ("REEVAL_PRESTART", "2")]).unwrap();
+    assert_eq!(s.prestart, 1, "the flag over the variable and the file");
+    assert_eq!(s.run_config().settings.prestart, 1, "and into the run's config");
+    let e = load(&[], &[("REEVAL_PRESTART", "-1")]).unwrap_err().to_string();
+    assert_eq!(e, "failed to read REEVAL_PRESTART=`-1`: expected a whole number");
+    let bad = config_file("prestart-bad", "prestart = \"3\"\n");
+    let e = load(&[], &[("REEVAL_CONFIG", bad.to_str().unwrap())]).unwrap_err().to_string();
+    assert!(e.ends_with("line 1: `prestart` must be a whole number, got the string \"3\""), "{e}");
 }

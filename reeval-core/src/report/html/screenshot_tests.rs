@@ -5,6 +5,7 @@
 //! the DOM Chromium built from the same URL must show exactly the expected
 //! rows (the page's script did the filtering).
 
+use crate::settings::Settings;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -131,7 +132,12 @@ async fn a_30_eval_run_reads_well_in_chromium() {
     ));
     let mut harnesses = HarnessRegistry::new();
     harnesses.register("script", |_| Box::new(Script));
-    let config = RunConfig { record_dir: dir, infra_retries: 0, threads: 16, ..Default::default() };
+    let config = RunConfig::from(Settings {
+        record_dir: dir,
+        infra_retries: 0,
+        test_threads: 16,
+        ..Settings::default()
+    });
     let runner = Runner::new(config, harnesses).with_backend(Arc::new(scripted()));
     let began = std::time::Instant::now();
     let report = runner.run(suite()).await.expect("preflight");

@@ -31,7 +31,7 @@ pub(super) async fn check(
     // The engines of the run's backend, whichever it is.
     let config = match &runner.backend {
         Some(b) => crate::sandbox::BackendConfig::Given(b.clone()),
-        None => runner.config.backend(),
+        None => runner.config.settings.backend.clone(),
     };
     let pool = match Pool::connect(&config).await {
         Ok(pool) => Some(pool),

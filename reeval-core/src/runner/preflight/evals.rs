@@ -35,8 +35,8 @@ pub(super) fn check(
 ) -> Vec<Vec<Arc<CellPlan>>> {
     // An unreadable env file is a miss like any other.
     let from = settings::SecretLookup::load(
-        runner.config.env_file.as_deref(),
-        runner.config.fallback_env_file.as_deref(),
+        runner.config.settings.env_file.as_deref(),
+        runner.config.settings.fallback_env_file.as_deref(),
     )
     .unwrap_or_else(|e| {
         misses.run(e.to_string());
@@ -164,7 +164,7 @@ fn judge_keys(
         .options
         .judge
         .clone()
-        .or_else(|| runner.config.judge.clone())
+        .or_else(|| runner.config.settings.judge.clone())
         .or_else(|| eval.options.uses_judge.then(judge_env).flatten());
     if spec.is_none() && eval.options.uses_judge {
         unjudged.push(i);
@@ -213,7 +213,7 @@ fn harness_credentials(
     let mut for_cell = resolved.to_vec();
     match &draft.harness {
         // Named by the run (--harness, REEVAL_HARNESS, reeval.toml): said once, not per eval.
-        None if runner.config.harnesses.contains(spec) => misses.run(format!(
+        None if runner.config.settings.harnesses.contains(spec) => misses.run(format!(
             "harness `{spec}` (from --harness, REEVAL_HARNESS or `harness` in reeval.toml) is not known; {}",
             runner.harnesses.unknown(spec)
         )),
@@ -273,7 +273,7 @@ fn secret_sources(runner: &Runner) -> String {
     };
     format!(
         "the host environment, the env_file of reeval.toml ({}) or the file named by REEVAL_ENV_FILE ({})",
-        file(&runner.config.env_file, "none set"),
-        file(&runner.config.fallback_env_file, "unset"),
+        file(&runner.config.settings.env_file, "none set"),
+        file(&runner.config.settings.fallback_env_file, "unset"),
     )
 }

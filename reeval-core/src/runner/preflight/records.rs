@@ -11,19 +11,19 @@ const MIN_FREE_BYTES: u64 = 1024 * 1024;
 
 /// The run's record directory can be written and has room.
 pub(super) fn check(runner: &Runner, misses: &mut Misses) {
-    let run_dir = runner.config.record_dir.join(&runner.config.run_id);
+    let run_dir = runner.config.settings.record_dir.join(&runner.config.settings.run_id);
     if let Err(problem) = writable(&run_dir) {
         misses.run(format!(
             "failed to write records under {}: {problem}; choose another --record-dir (or REEVAL_RECORD_DIR, or record_dir in reeval.toml)",
-            runner.config.record_dir.display()
+            runner.config.settings.record_dir.display()
         ));
-    } else if let Some(free) = free_bytes(&runner.config.record_dir)
+    } else if let Some(free) = free_bytes(&runner.config.settings.record_dir)
         && free < MIN_FREE_BYTES
     {
         misses.run(format!(
             "only {} free under {}; a run needs at least {} there for its records and report: free some space or choose another --record-dir",
             kib(free),
-            runner.config.record_dir.display(),
+            runner.config.settings.record_dir.display(),
             kib(MIN_FREE_BYTES)
         ));
     }

@@ -117,7 +117,8 @@ fn suite(
             "no eval selected: {why}; pass --allow-empty (or REEVAL_ALLOW_EMPTY=1) to accept a run of nothing"
         )));
     }
-    let reporters = reporters::of_flags(&args, &settings, &chosen, runner.config.verbose, extra);
+    let reporters =
+        reporters::of_flags(&args, &settings, &chosen, runner.config.settings.verbose, extra);
     if let Some(previous) = &resumed.comparison {
         runner = runner.comparing_after(previous);
     }
@@ -141,7 +142,7 @@ fn run_config(settings: &Settings, evals: &[Eval]) -> (RunConfig, SuiteIdentity)
 /// After every other selection, as nextest partitions: this part's cells
 /// only. Also says whether the part got no cell of a selection that had some.
 fn partition_cells(runner: Runner, chosen: &mut Chosen<'_>) -> (Runner, bool) {
-    let Some(p) = runner.config.partition else { return (runner, false) };
+    let Some(p) = runner.config.settings.partition else { return (runner, false) };
     let part = Part::of(p, chosen.to_run.iter().copied(), |e| runner.harness_specs(e));
     say(&format!("reeval: {}\n", part.said(false)));
     chosen.retain(|e| part.has_eval(&e.name));

@@ -18,9 +18,9 @@ pub(super) fn regrade(
     chosen: &mut Chosen<'_>,
 ) -> Step<Option<RegradePlan>> {
     let Some(run) = &args.regrade else { return Ok(None) };
-    let plan = crate::replay::regrade_plan(&config.record_dir, run).map_err(usage)?;
-    config.harnesses = plan.harnesses.clone();
-    config.trials = Some(plan.trials);
+    let plan = crate::replay::regrade_plan(&config.settings.record_dir, run).map_err(usage)?;
+    config.settings.harnesses = plan.harnesses.clone();
+    config.settings.trials = Some(plan.trials);
     chosen.only(plan.cells.clone());
     Ok(Some(plan))
 }
@@ -36,7 +36,7 @@ pub(super) fn failed(
     if !args.rerun_failed {
         return Ok(None);
     }
-    let last = runs::latest_of(&config.record_dir, suite)
+    let last = runs::latest_of(&config.settings.record_dir, suite)
         .and_then(|run| runs::records(&run.path).map(|records| (run, records)));
     let (run, cells) = match last {
         Ok((run, records)) => (run, runs::failed_cells(&records)),

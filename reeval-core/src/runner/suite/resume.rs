@@ -28,7 +28,7 @@ pub(super) fn resume(
     let Some(run_id) = &args.resume else { return Ok(Resumed::default()) };
     let failed =
         |why: &dyn std::fmt::Display| usage(format!("failed to resume run {run_id}: {why}"));
-    let run_dir = config.record_dir.join(run_id);
+    let run_dir = config.settings.record_dir.join(run_id);
     let kept = runs::records(&run_dir).map_err(|e| failed(&e))?;
     runs::belongs_to(&run_dir, suite).map_err(|why| failed(&why))?;
     say(&format!(
@@ -40,8 +40,8 @@ pub(super) fn resume(
     let comparison = recorded.iter().find_map(|s| s.comparison.clone());
     // A part resumed is the same part: its cells, not the whole run's.
     let part = recorded.iter().find_map(|s| s.partition.as_deref()?.parse().ok());
-    match (part, config.partition) {
-        (Some(p), None) => config.partition = Some(p),
+    match (part, config.settings.partition) {
+        (Some(p), None) => config.settings.partition = Some(p),
         (Some(p), Some(given)) if p != given => {
             return Err(failed(&format!("it is part {p} of a partitioned run, not {given}")));
         }
@@ -51,10 +51,10 @@ pub(super) fn resume(
     if let Some(previous) = comparison.as_ref().filter(|_| config.compare.is_none()) {
         let arms = Arms::recorded(previous, &kept, known_variants).map_err(|e| failed(&e))?;
         if let Arms::Harnesses(a, b) = &arms {
-            config.harnesses = vec![a.clone(), b.clone()];
+            config.settings.harnesses = vec![a.clone(), b.clone()];
         }
         config.compare = Some(arms);
     }
-    config.run_id = run_id.clone();
+    config.settings.run_id = run_id.clone();
     Ok(Resumed { kept, comparison })
 }
