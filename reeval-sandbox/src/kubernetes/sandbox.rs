@@ -260,7 +260,7 @@ impl Sandbox for KubeSandbox {
             .get_or_try_init(|| async {
                 self.placed().await?;
                 self.wait_exec().await?;
-                self.parts.ready(self).await
+                self.parts.ready(self.as_pod()).await
             })
             .await
             .map(|_| ())
@@ -279,7 +279,7 @@ impl Sandbox for KubeSandbox {
         service: &str,
         command: &crate::exec::Command,
     ) -> Result<ExecOutput, SandboxError> {
-        self.parts.exec(self, service, command).await
+        self.parts.exec(self.as_pod(), service, command).await
     }
 
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
@@ -496,13 +496,10 @@ pub(super) fn pod_state(pod: &Pod) -> SandboxState {
     }
 }
 
-impl PodSandbox for KubeSandbox {
-    fn pods(&self) -> &Api<Pod> {
-        KubeSandbox::pods(self)
-    }
-
-    fn name(&self) -> &str {
-        KubeSandbox::name(self)
+impl KubeSandbox {
+    /// Itself as the parts of its pod see it.
+    fn as_pod(&self) -> PodSandbox<'_> {
+        PodSandbox { pods: self.pods(), name: self.name(), sandbox: self }
     }
 }
 

@@ -18,14 +18,17 @@ use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, Command, ExecOutput};
 use crate::service::wait_for_port;
 use crate::{Healthcheck, Sandbox, SandboxError, SandboxSpec, ServiceStart};
 
-/// The sandbox whose pod holds the parts: its pod by name, and exec in its
-/// own container (the sandbox's `KubeSandbox`; a trait, so that this file
-/// needs nothing of `sandbox.rs`, which holds the parts).
-pub(super) trait PodSandbox: Sandbox {
+/// The sandbox whose pod holds the parts, as values (so that this file
+/// needs nothing of `sandbox.rs`, which holds the parts): its pod by name,
+/// and exec in its own container.
+#[derive(Clone, Copy)]
+pub(super) struct PodSandbox<'a> {
     /// The pods API of its namespace.
-    fn pods(&self) -> &Api<Pod>;
+    pub(super) pods: &'a Api<Pod>,
     /// Its pod's name.
-    fn name(&self) -> &str;
+    pub(super) name: &'a str,
+    /// The sandbox itself, for exec in its container.
+    pub(super) sandbox: &'a dyn Sandbox,
 }
 
 /// Between two looks at a service.
@@ -143,7 +146,7 @@ impl Parts {
 
     /// Once the pod is Ready: every service healthy (with a healthcheck),
     /// and its ports accepting a connection from the sandbox.
-    pub(super) async fn ready(&self, sandbox: &dyn PodSandbox) -> Result<(), SandboxError> {
+    pub(super) async fn ready(&self, sandbox: PodSandbox<'_>) -> Result<(), SandboxError> {
         for (part, start) in self.beside() {
             if let Some(check) = &start.service.healthcheck {
                 self.healthy(sandbox, part, check).await?;
@@ -156,8 +159,8 @@ impl Parts {
     }
 
     /// Why `part` stopped, if it did.
-    async fn stopped(&self, sandbox: &dyn PodSandbox, part: &Part) -> Option<String> {
-        let pod = sandbox.pods().get(sandbox.name()).await.ok()?;
+    async fn stopped(&self, sandbox: PodSandbox<'_>, part: &Part) -> Option<String> {
+        let pod = sandbox.pods.get(sandbox.name).await.ok()?;
         let (failed, why) = self.failure(&pod)?;
         (failed.container == part.container).then_some(why)
     }
@@ -167,7 +170,7 @@ impl Parts {
     /// intervals since the first check), as reeval counts on Podman.
     async fn healthy(
         &self,
-        sandbox: &dyn PodSandbox,
+        sandbox: PodSandbox<'_>,
         part: &Part,
         check: &Healthcheck,
     ) -> Result<(), SandboxError> {
@@ -177,7 +180,7 @@ impl Parts {
         let began = Instant::now();
         loop {
             if let Some(why) = self.stopped(sandbox, part).await {
-                return Err(self.failed(sandbox.pods(), sandbox.name(), part, &why).await);
+                return Err(self.failed(sandbox.pods, sandbox.name, part, &why).await);
             }
             let spec = ExecSpec {
                 argv: test_argv(check),
@@ -186,7 +189,7 @@ impl Parts {
                 ..Default::default()
             };
             let (mut out, mut err) = (BoundedBuffer::new(4096), BoundedBuffer::new(4096));
-            let run = exec::run(sandbox.pods(), sandbox.name(), spec, None, &mut out, &mut err);
+            let run = exec::run(sandbox.pods, sandbox.name, spec, None, &mut out, &mut err);
             let code = tokio::time::timeout(limit, run).await;
             if let Ok(Ok(0)) = code {
                 return Ok(());
@@ -198,7 +201,7 @@ impl Parts {
                     Err(_) => format!("it did not end within {}s", limit.as_secs()),
                 };
                 let why = format!("is unhealthy (its last check said: {})", said.trim());
-                return Err(self.failed(sandbox.pods(), sandbox.name(), part, &why).await);
+                return Err(self.failed(sandbox.pods, sandbox.name, part, &why).await);
             }
             tokio::time::sleep(POLL).await;
         }
@@ -207,15 +210,15 @@ impl Parts {
     /// Waits until `port` of `part`'s service accepts a connection from the sandbox.
     async fn port_open(
         &self,
-        sandbox: &dyn PodSandbox,
+        sandbox: PodSandbox<'_>,
         part: &Part,
         port: u16,
     ) -> Result<(), SandboxError> {
         let name = part.service.as_ref().map(|s| s.service.name.as_str()).unwrap_or_default();
         let stopped = || self.stopped(sandbox, part);
-        let not_open = wait_for_port(sandbox, name, port, POLL, stopped).await?;
+        let not_open = wait_for_port(sandbox.sandbox, name, port, POLL, stopped).await?;
         let Some(why) = not_open else { return Ok(()) };
-        Err(self.failed(sandbox.pods(), sandbox.name(), part, &why).await)
+        Err(self.failed(sandbox.pods, sandbox.name, part, &why).await)
     }
 
     /// Runs `command` in service `name`'s container (see
@@ -224,7 +227,7 @@ impl Parts {
     /// prologue; no stdin.
     pub(super) async fn exec(
         &self,
-        sandbox: &dyn PodSandbox,
+        sandbox: PodSandbox<'_>,
         name: &str,
         command: &Command,
     ) -> Result<ExecOutput, SandboxError> {
@@ -242,7 +245,7 @@ impl Parts {
         let began = Instant::now();
         let (mut out, mut err) =
             (BoundedBuffer::new(CAPTURE_LIMIT), BoundedBuffer::new(CAPTURE_LIMIT));
-        let run = exec::run(sandbox.pods(), sandbox.name(), spec, None, &mut out, &mut err);
+        let run = exec::run(sandbox.pods, sandbox.name, spec, None, &mut out, &mut err);
         let (exit_code, timed_out) = match command.timeout {
             Some(limit) => match tokio::time::timeout(limit, run).await {
                 Ok(code) => (code?, false),
