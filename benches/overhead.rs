@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use reeval::bollard::Docker;
+use bollard::Docker;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, RunConfig, Runner};
 

@@ -681,12 +681,12 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
     assert!(image_detail(r).contains(&format!("already in {registry}")), "{}", image_detail(r));
 
     // The local engine keeps its build cache, not the registry's tags of it.
-    let docker = reeval::bollard::Docker::connect_with_local_defaults().unwrap();
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
     let filters =
         std::collections::HashMap::from([("reference", vec![format!("{registry}/reeval/*")])]);
     let tagged = docker
         .list_images(Some(
-            reeval::bollard::query_parameters::ListImagesOptionsBuilder::default()
+            bollard::query_parameters::ListImagesOptionsBuilder::default()
                 .filters(&filters)
                 .build(),
         ))
@@ -701,7 +701,7 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
         .chain([&local])
     {
         let _ = docker
-            .remove_image(tag, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None)
+            .remove_image(tag, None::<bollard::query_parameters::RemoveImageOptions>, None)
             .await;
     }
 }

@@ -15,8 +15,6 @@
 pub mod analysis;
 mod declared;
 pub mod recorded;
-/// How a comparison reads, at its old path (a reporter's: [`crate::report::compare`]).
-pub use crate::report::compare as render;
 
 use std::sync::Arc;
 

@@ -5,7 +5,8 @@
 //! auth error, 52 a configuration error.
 
 use reeval_core::Command;
-use reeval_core::harness::{ErrorClass, SessionSetup};
+use reeval_core::harness::SessionSetup;
+use reeval_core::turn::ErrorClass;
 use reeval_core::turn::{EditKind, Usage};
 use serde_json::{Value, json};
 

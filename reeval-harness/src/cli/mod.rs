@@ -31,8 +31,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use reeval_core::egress::HarnessEgress;
 use reeval_core::environment::DEFAULT_IMAGE;
-use reeval_core::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
+use reeval_core::harness::{Harness, HarnessError, SessionSetup, TurnContext};
 use reeval_core::sandbox::{AgentUser, SandboxError, SandboxHandle};
+use reeval_core::turn::ErrorClass;
 use reeval_core::turn::{TurnReport, TurnStatus};
 use reeval_core::{Command, ImageSpec};
 use serde_json::Value;
@@ -500,7 +501,7 @@ fn feed(
     line: &str,
     ctx: &TurnContext,
 ) -> bool {
-    use reeval_core::report::events::AgentEvent;
+    use reeval_core::harness::AgentEvent;
     let Some(event) = ndjson::parse_event(line) else { return false };
     let (calls, edits, said) =
         (turn.tool_calls.len(), turn.file_edits.len(), turn.final_message.clone());
