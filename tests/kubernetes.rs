@@ -313,8 +313,11 @@ async fn exec_and_files_over_the_real_exec_protocol() {
         let out = sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap();
         assert_eq!(out.stdout_bytes, 5_000_000);
         // Files in and out as tar over exec.
-        let tar =
-            archive::tar_owned_by(&[("a.txt".into(), b"hello\n".to_vec(), 0o640)], 1000).unwrap();
+        let tar = archive::tar_owned_by(
+            &[reeval::sandbox::FileToWrite::new("a.txt", b"hello\n", 0o640)],
+            1000,
+        )
+        .unwrap();
         sandbox.upload("/workspace", tar).await.unwrap();
         let cmd = Command::new("stat").arg("-c").arg("%u %a").arg("/workspace/a.txt");
         assert_eq!(sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap().stdout, "1000 640\n");

@@ -251,10 +251,10 @@ impl Walker {
         }
         if rest.is_empty() {
             for item in &module.items {
-                if let Some((kind, n, attrs)) = kind_and_name_any(item) {
-                    if n == *name {
-                        return Target::Item(kind, cfg_of(attrs));
-                    }
+                if let Some((kind, n, attrs)) = kind_and_name_any(item)
+                    && n == *name
+                {
+                    return Target::Item(kind, cfg_of(attrs));
                 }
             }
         }
@@ -289,10 +289,10 @@ impl Walker {
             }
         }
         for glob in globs {
-            if let Target::Module(m) = self.resolve(module, &glob) {
-                if let t @ (Target::Module(_) | Target::Item(..)) = self.lookup(&m, segs) {
-                    return t;
-                }
+            if let Target::Module(m) = self.resolve(module, &glob)
+                && let t @ (Target::Module(_) | Target::Item(..)) = self.lookup(&m, segs)
+            {
+                return t;
             }
         }
         // Not the workspace's: a crate from outside (serde_json, async_trait, …).

@@ -61,6 +61,7 @@ pub mod exclude;
 pub mod exec;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+mod file_to_write;
 pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
@@ -85,6 +86,7 @@ pub use backend::{
 pub use backend_config::BackendConfig;
 pub use docker::DockerBackend;
 pub use error::{Cause, SandboxError};
+pub use file_to_write::FileToWrite;
 pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest, NetworkSpec};
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::{Image, ImageSpec};
