@@ -163,6 +163,65 @@ async fn the_agents_work_passes_and_a_wrong_answer_fails() {
     nothing_left(&run_id).await;
 }
 
+/// A multi-step task whose steps' verifiers differ: the first shared by its
+/// own word over the task's `separate`, the second in a sandbox of its own
+/// (`verifier-2`) from its step's `tests/Dockerfile`, seeing the task's and
+/// the step's artifacts only. The oracle and the agent's work pass; a wrong
+/// answer in the second step fails it there.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn each_step_is_graded_where_its_verifier_says() {
+    require_docker!();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/separate-steps");
+    let sandbox_of = |r: &Record, test: &str| {
+        let check = r.checks.iter().find(|c| c.command.contains(test));
+        check.map(|c| c.sandbox.clone().unwrap_or_else(|| "the agent's".into()))
+    };
+    for harness in ["oracle", "shell"] {
+        let (records, run_id, run_dir) = run(&dir, harness).await;
+        let r = &records["steps-apart"];
+        let said = test_stdout(&run_dir, r);
+        assert_eq!(r.outcome, Outcome::Pass, "{harness}: {:?}\n{said}", r.message);
+        let rewards: Vec<_> =
+            r.step_rewards.iter().map(|s| (s.step.as_str(), s.reward.clone())).collect();
+        assert_eq!(rewards.len(), 2, "{harness}: {rewards:?}");
+        for (step, reward) in &rewards {
+            assert_eq!(
+                reward.as_ref().and_then(|r| r.get("reward")),
+                Some(&1.0),
+                "{harness}: {step}"
+            );
+        }
+        assert_eq!(sandbox_of(r, "/tests/test.sh").as_deref(), Some("the agent's"), "{harness}");
+        let apart = r.checks.iter().filter(|c| c.sandbox.as_deref() == Some("verifier-2"));
+        assert!(
+            apart.clone().any(|c| c.command.contains("/tests/test.sh")),
+            "{harness}: the second step's verifier ran in its own sandbox: {:?}",
+            r.checks.iter().map(|c| (&c.command, &c.sandbox)).collect::<Vec<_>>()
+        );
+        nothing_left(&run_id).await;
+    }
+    // The second step's answer wrong: graded apart, it fails there.
+    let wrong = common::temp_dir("harbor-separate-steps-wrong");
+    copy(&dir, &wrong);
+    let instruction = wrong.join("steps-apart/steps/apart/instruction.md");
+    std::fs::write(&instruction, "echo three > /app/b.txt\n").unwrap();
+    let (records, run_id, run_dir) = run(&wrong, "shell").await;
+    let r = &records["steps-apart"];
+    let said = test_stdout(&run_dir, r);
+    assert_eq!(r.outcome, Outcome::Fail(reeval::FailKind::Assertion), "{:?}\n{said}", r.message);
+    assert_eq!(r.step_rewards[1].reward.as_ref().and_then(|r| r.get("reward")), Some(&0.0));
+    assert!(
+        r.message.as_deref().unwrap_or_default().contains("FAILED: the step's artifact"),
+        "the failure shows the second verifier's output: {:?}",
+        r.message
+    );
+    nothing_left(&run_id).await;
+}
+
 #[cfg_attr(
     reeval_no_docker,
     ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"

@@ -53,7 +53,12 @@ fn one_step_task(tag: &str, name: &str, compose: &str) -> PathBuf {
 }
 
 fn agent_log(run_dir: &std::path::Path, r: &Record, file: &str) -> Option<String> {
-    let listed = r.artifacts.iter().find(|a| a.contains("captures/logs-agent"))?;
+    captured(run_dir, r, "captures/logs-agent", file)
+}
+
+/// `file` in the directory capture whose path holds `capture`.
+fn captured(run_dir: &std::path::Path, r: &Record, capture: &str, file: &str) -> Option<String> {
+    let listed = r.artifacts.iter().find(|a| a.contains(capture))?;
     let tar = std::fs::read(run_dir.join(r.artifacts_dir_name()).join(listed)).ok()?;
     let mut archive = tar::Archive::new(tar.as_slice());
     for entry in archive.entries().ok()? {
@@ -108,6 +113,9 @@ async fn check(records: &BTreeMap<String, Record>, run_id: &str) {
         assert_eq!(reward(r), 1.0, "{}", r.eval);
     }
     let web = &records["web-service"];
+    // The service's artifact, read out of its own container.
+    let log = web.artifacts.iter().find(|a| a.ends_with("captures/artifact-srv-log.tar"));
+    assert!(log.is_some(), "the api service's artifact: {:?}", web.artifacts);
     let container = detail(web, Phase::Container);
     assert!(
         container.contains("services api (healthy), seed in its network namespace"),
@@ -182,6 +190,9 @@ async fn the_shell_agent_reaches_the_services_by_name_and_they_have_no_way_out()
     assert!(web.egress.iter().all(|e| !e.host.contains("api")), "{:?}", web.egress);
     assert!(web.turns[0].diff.files.iter().any(|f| f.path == "word.txt"), "{:?}", web.turns[0]);
     assert_eq!(agent_log(&run_dir, web, "api-url.txt").as_deref(), Some("http://api:8000\n"));
+    // The service's own log, kept from its container: the agent's request is in it.
+    let requests = captured(&run_dir, web, "captures/artifact-srv-log", "requests.txt");
+    assert!(requests.as_deref().unwrap_or_default().contains("/word\n"), "{requests:?}");
     assert_eq!(
         agent_log(&run_dir, web, "service-reach.txt").as_deref(),
         Some("reached nothing"),

@@ -278,6 +278,7 @@ fn an_oracle_run_writes_the_job_directory_harbor_reads() {
         .expect("hello-shell's trial directory");
     for file in [
         "config.json",
+        "lock.json",
         "result.json",
         "agent/oracle.txt",
         "agent/trajectory.json",
@@ -295,6 +296,9 @@ fn an_oracle_run_writes_the_job_directory_harbor_reads() {
     let Some(read) = harbor_reads(&jobs, "oracle-job") else { return };
     assert_eq!(read["n_total_trials"], 4, "{read:#}");
     assert_eq!(read["viewer_trials"], 4, "harbor view's reader lists every trial: {read:#}");
+    assert_eq!(read["lock_trials"], 4, "the job's lock lists every trial's: {read:#}");
+    assert_eq!(read["indexed_jobs"], 1, "harbor view's folder index reads the job: {read:#}");
+    assert_eq!(read["indexed_trials"], 4, "and every trial, by its lock: {read:#}");
     let stats = &read["evals"]["oracle__tasks"];
     assert_eq!(stats["n_trials"], 3, "{read:#}");
     assert_eq!(stats["exceptions"], serde_json::json!(["RewardFileNotFoundError"]), "{read:#}");

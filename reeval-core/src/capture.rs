@@ -26,6 +26,14 @@ pub enum Artifact {
     Command(Command),
     /// A served URL's response (status, headers and body), fetched from the host.
     Url(String),
+    /// A file, directory or command of a service started beside the sandbox
+    /// ([`Artifact::in_service`]).
+    InService {
+        /// The service's name.
+        service: String,
+        /// What to capture there.
+        artifact: Box<Artifact>,
+    },
 }
 
 impl Artifact {
@@ -55,7 +63,32 @@ impl Artifact {
                 path,
                 exclude: patterns.into_iter().map(Into::into).collect(),
             },
+            Artifact::InService { service, artifact } => {
+                Artifact::InService { service, artifact: Box::new(artifact.excluding(patterns)) }
+            }
             other => other,
+        }
+    }
+
+    /// This file, directory or command in the service `service` started
+    /// beside the sandbox (an `Environment`'s service), not in the sandbox: a
+    /// path must be absolute there, and a command runs as
+    /// `Ctx::exec_in_service` runs it. A URL is refused when captured.
+    pub fn in_service(self, service: impl Into<String>) -> Self {
+        match self {
+            Artifact::InService { artifact, .. } => {
+                Artifact::InService { service: service.into(), artifact }
+            }
+            other => Artifact::InService { service: service.into(), artifact: Box::new(other) },
+        }
+    }
+
+    /// Whether it is kept as a tar (a directory's, wherever it is).
+    pub(crate) fn is_archive(&self) -> bool {
+        match self {
+            Artifact::Dir(_) | Artifact::DirExcluding { .. } => true,
+            Artifact::InService { artifact, .. } => artifact.is_archive(),
+            _ => false,
         }
     }
 

@@ -70,6 +70,8 @@ pub struct HarborTask {
     pub disable_verification: bool,
     /// The verifier's own sandbox, when it does not share the agent's (`verifier_env.rs`).
     pub separate_verifier: Option<super::verifier_env::SeparateVerifier>,
+    /// Each step's own verifier sandbox, when that step's does not share the agent's.
+    pub step_separate_verifiers: Vec<Option<super::verifier_env::SeparateVerifier>>,
     image: ImageSpec,
     has_solution: bool,
 }
@@ -107,37 +109,6 @@ impl HarborTask {
             path,
             message: message.to_string(),
         };
-        let (mut step_instructions, mut step_verifier_envs) = (Vec::new(), Vec::new());
-        for step in config.steps.iter().flatten() {
-            let portable = !step.name.is_empty()
-                && !step.name.starts_with('.')
-                && step.name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-            if !portable
-                || config.steps.iter().flatten().filter(|s| s.name == step.name).count() > 1
-            {
-                return Err(HarborError::Parse {
-                    task: name.clone(),
-                    message: format!("step name {:?} must be unique and portable", step.name),
-                });
-            }
-            let at = dir.join("steps").join(&step.name);
-            if !at.join("tests/test.sh").is_file() && !dir.join("tests/test.sh").is_file() {
-                return Err(missing(
-                    at.join("tests/test.sh"),
-                    "neither the step nor the task has a test.sh",
-                ));
-            }
-            let instruction = at.join("instruction.md");
-            step_instructions.push(
-                std::fs::read_to_string(&instruction)
-                    .map_err(|e| missing(instruction.clone(), &e.to_string()))?,
-            );
-            // The task's [verifier].env, then the step's over it (`Verifier`'s merged_env).
-            let mut merged = config.verifier.env.clone();
-            merged.extend(step.verifier.env.clone());
-            let table = format!("steps.{}.verifier", step.name);
-            step_verifier_envs.push(resolve_env(&name, &table, &merged, lookup)?);
-        }
         // Harbor reads `docker-compose.yaml` only (a `.yml` is not merged).
         let compose_file = dir.join("environment/docker-compose.yaml");
         let compose = match compose_file.is_file() {
@@ -151,17 +122,7 @@ impl HarborTask {
         };
         super::verifier_env::refuse_unsupported(&name, &config.environment, "environment")?;
         super::collect::check(&name, &config, &compose)?;
-        if config.artifacts.iter().any(|a| {
-            matches!(a, super::task::ArtifactEntry::Config { service: Some(s), .. } if s != "main")
-        }) {
-            return Err(unsupported("an artifact of a compose service (artifacts.service)"));
-        }
-        if config.artifacts.iter().any(|a| a.source().split('/').any(|c| c == "..")) {
-            return Err(HarborError::Parse {
-                task: name.clone(),
-                message: "an artifact's source must not use `..`".into(),
-            });
-        }
+        super::artifacts::check(&name, &config, &compose)?;
         // A verifier image of its own holds its /tests.
         let bundled = config.verifier_mode() == super::task::VerifierMode::Separate
             && (dir.join("tests/Dockerfile").is_file()
@@ -193,8 +154,11 @@ impl HarborTask {
                 ),
             });
         }
-        let separate_verifier =
-            super::verifier_env::read(&name, dir, &config, lookup, &image, &compose)?;
+        let steps = super::steps::Read::of(&name, dir, &config, lookup, &image, &compose)?;
+        let separate_verifier = match config.steps {
+            Some(_) => None,
+            None => super::verifier_env::read(&name, dir, &config, None, lookup, &image, &compose)?,
+        };
         let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
         let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
         let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
@@ -208,9 +172,10 @@ impl HarborTask {
         };
         Ok(Self {
             separate_verifier,
+            step_separate_verifiers: steps.separate_verifiers,
             has_solution,
-            step_instructions,
-            step_verifier_envs,
+            step_instructions: steps.instructions,
+            step_verifier_envs: steps.verifier_envs,
             name,
             dir: dir.to_path_buf(),
             config,

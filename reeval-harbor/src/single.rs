@@ -28,7 +28,10 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         prefix: String::new(),
     };
     let Verified { graded, output } = match &task.separate_verifier {
-        Some(separate) => super::separate::verify(c, task, separate, &verifier).await?,
+        Some(separate) => {
+            let apart = super::separate::Apart::of_task(separate);
+            super::separate::verify(c, task, &apart, &verifier).await?
+        }
         None => verify(c, &verifier).await?,
     };
     let passes = matches!(&graded, Graded::Reward(r) if reward::passes(r, task.reward_threshold));

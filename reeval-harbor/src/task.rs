@@ -321,6 +321,18 @@ impl Default for VerifierConfig {
     }
 }
 
+impl VerifierConfig {
+    /// Its mode at its own level: `environment_mode`, else separate when it
+    /// has an `environment`; `None` when it says neither (Harbor's `_resolve_mode`).
+    fn own_mode(&self) -> Option<VerifierMode> {
+        match (self.environment_mode, &self.environment) {
+            (Some(mode), _) => Some(mode),
+            (None, Some(_)) => Some(VerifierMode::Separate),
+            (None, None) => None,
+        }
+    }
+}
+
 /// `[environment]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
@@ -387,15 +399,20 @@ impl TaskConfig {
         let parse = |message: String| HarborError::Parse { task: task.to_string(), message };
         let mut config: TaskConfig = toml::from_str(text).map_err(|e| parse(e.to_string()))?;
         config.environment.normalize().map_err(parse)?;
-        if let Some(env) = config.verifier.environment.as_mut() {
-            env.normalize().map_err(parse)?;
-        }
-        if config.verifier.environment_mode == Some(VerifierMode::Shared)
-            && config.verifier.environment.is_some()
-        {
-            return Err(parse(
-                "[verifier].environment_mode='shared' is incompatible with [verifier.environment]; either omit the environment or set environment_mode='separate'".into(),
-            ));
+        let steps = config.steps.iter_mut().flatten();
+        let verifiers = std::iter::once(("verifier".to_string(), &mut config.verifier))
+            .chain(steps.map(|s| (format!("steps.{}.verifier", s.name), &mut s.verifier)));
+        for (table, verifier) in verifiers {
+            if let Some(env) = verifier.environment.as_mut() {
+                env.normalize().map_err(parse)?;
+            }
+            if verifier.environment_mode == Some(VerifierMode::Shared)
+                && verifier.environment.is_some()
+            {
+                return Err(parse(format!(
+                    "[{table}].environment_mode='shared' is incompatible with [{table}.environment]; either omit the environment or set environment_mode='separate'"
+                )));
+            }
         }
         Ok(config)
     }
@@ -443,11 +460,14 @@ impl TaskConfig {
     /// The verifier's mode: `environment_mode`, else separate when
     /// `[verifier.environment]` is set, else shared (Harbor's `_resolve_mode`).
     pub fn verifier_mode(&self) -> VerifierMode {
-        match (self.verifier.environment_mode, &self.verifier.environment) {
-            (Some(mode), _) => mode,
-            (None, Some(_)) => VerifierMode::Separate,
-            (None, None) => VerifierMode::Shared,
-        }
+        self.verifier.own_mode().unwrap_or(VerifierMode::Shared)
+    }
+
+    /// A step's verifier mode: the step's own (its `environment_mode`, else
+    /// separate when it has an environment), else the task's (Harbor's
+    /// `resolve_step_verifier_mode`).
+    pub fn step_verifier_mode(&self, step: &StepConfig) -> VerifierMode {
+        step.verifier.own_mode().unwrap_or_else(|| self.verifier_mode())
     }
 
     /// The environment's network policy, the agent's baseline.

@@ -26,7 +26,7 @@ use std::path::Path;
 use super::compose::{self, Compose};
 use super::error::HarborError;
 use super::task::{
-    EnvironmentConfig, NetworkMode, TaskConfig, VerifierMode, phase_over, resolve_env,
+    EnvironmentConfig, NetworkMode, StepConfig, TaskConfig, VerifierMode, phase_over, resolve_env,
 };
 use reeval_core::egress::Egress;
 use reeval_core::environment::{Environment, Image, ImageSpec, WorkspaceDir};
@@ -46,8 +46,16 @@ pub struct SeparateVerifier {
     pub bundled_tests: bool,
 }
 
-/// The task's separate verifier, or `None` when the verifier shares the
-/// agent's sandbox. `image` and `environment_compose` are the task's own.
+/// The separate verifier of the task (`step` `None`) or of one of its steps,
+/// or `None` when that verifier shares the agent's sandbox. `image` and
+/// `environment_compose` are the task's own.
+///
+/// A step's, as Harbor's `resolve_verifier_environment_definition`: its
+/// mode is the step's own, else the task's; its settings are the step's
+/// `[steps.verifier.environment]`, else `[verifier.environment]`, else a copy
+/// of `[environment]`; its image is the first of the step's (its
+/// `docker_image`, else `steps/<name>/tests/Dockerfile`), the task's (the
+/// same, under `tests/`), else the task's environment.
 ///
 /// # Errors
 /// [`HarborError`] naming the task for what it asks that reeval cannot give,
@@ -56,23 +64,28 @@ pub(super) fn read(
     task: &str,
     dir: &Path,
     config: &TaskConfig,
+    step: Option<&StepConfig>,
     lookup: &dyn Fn(&str) -> Option<String>,
     image: &ImageSpec,
     environment_compose: &Compose,
 ) -> Result<Option<SeparateVerifier>, HarborError> {
-    if config.verifier_mode() != VerifierMode::Separate {
+    let mode = match step {
+        Some(step) => config.step_verifier_mode(step),
+        None => config.verifier_mode(),
+    };
+    if mode != VerifierMode::Separate {
         return Ok(None);
     }
     let unsupported =
         |what: &str| HarborError::Unsupported { task: task.to_string(), what: what.to_string() };
-    if config.steps.is_some() {
-        return Err(unsupported("a separate verifier environment in a multi-step task"));
-    }
-    let own = config.verifier.environment.as_deref();
-    let settings: EnvironmentConfig = own.cloned().unwrap_or_else(|| config.environment.clone());
-    let table = if own.is_some() { "verifier.environment" } else { "environment" };
-    refuse_unsupported(task, &settings, table)?;
-    let tests = dir.join("tests");
+    let step_own = step.and_then(|s| s.verifier.environment.as_deref());
+    let task_own = config.verifier.environment.as_deref();
+    let (settings, table) = match (step, step_own, task_own) {
+        (Some(s), Some(own), _) => (own.clone(), format!("steps.{}.verifier.environment", s.name)),
+        (_, _, Some(own)) => (own.clone(), "verifier.environment".to_string()),
+        (_, _, None) => (config.environment.clone(), "environment".to_string()),
+    };
+    refuse_unsupported(task, &settings, &table)?;
     let read_file = |path: &Path| {
         std::fs::read_to_string(path).map_err(|e| HarborError::Read {
             task: task.to_string(),
@@ -80,24 +93,36 @@ pub(super) fn read(
             message: e.to_string(),
         })
     };
-    let (image, compose, bundled_tests) = match own.and_then(|e| e.docker_image.clone()) {
-        Some(reference) => (Image::from(reference), Compose::default(), true),
-        None if tests.join("Dockerfile").is_file() => {
-            let dockerfile = tests.join("Dockerfile");
+    // Harbor's candidates, the step's before the task's.
+    let mut candidates = Vec::new();
+    if let Some(step) = step {
+        candidates.push((step_own, dir.join("steps").join(&step.name).join("tests")));
+    }
+    candidates.push((task_own, dir.join("tests")));
+    let mut own_image = None;
+    for (environment, tests) in candidates {
+        if let Some(reference) = environment.and_then(|e| e.docker_image.clone()) {
+            own_image = Some((Image::from(reference), Compose::default()));
+            break;
+        }
+        if tests.join("Dockerfile").is_file() {
             let compose_file = tests.join("docker-compose.yaml");
             let compose = match compose_file.is_file() {
                 true => compose::read(task, &tests, &read_file(&compose_file)?, lookup)?,
                 false => Compose::default(),
             };
-            (Image::dockerfile(dockerfile), compose, true)
+            own_image = Some((Image::dockerfile(tests.join("Dockerfile")), compose));
+            break;
         }
-        None if tests.join("docker-compose.yaml").is_file() => {
+        if tests.join("docker-compose.yaml").is_file() {
             return Err(unsupported(
                 "a verifier environment from tests/docker-compose.yaml without tests/Dockerfile",
             ));
         }
-        None => (image.clone(), environment_compose.clone(), false),
-    };
+    }
+    let bundled_tests = own_image.is_some();
+    let (image, compose) =
+        own_image.unwrap_or_else(|| (image.clone(), environment_compose.clone()));
     let workspace = match settings.workdir.as_deref().map(|w| w.trim_end_matches('/')) {
         Some("") => WorkspaceDir::Default,
         Some(w) => WorkspaceDir::At(w.to_string()),
@@ -113,7 +138,7 @@ pub(super) fn read(
     for mount in &compose.main_mounts {
         env = env.mount(mount.clone());
     }
-    for (k, v) in resolve_env(task, table, &settings.env, lookup)? {
+    for (k, v) in resolve_env(task, &table, &settings.env, lookup)? {
         env = env.env(k, v);
     }
     if let Some(cpus) = settings.cpus {
@@ -124,7 +149,9 @@ pub(super) fn read(
     }
     let dirs = "/logs/verifier /logs/artifacts";
     env = env.setup(format!("mkdir -p {dirs} && chmod 777 {dirs}")).setup_cache(false);
-    let verifier = &config.verifier;
+    // The verifier's network: the step's, else the task's `[verifier]`, else its environment's.
+    let step_verifier = step.map(|s| &s.verifier).filter(|v| v.network_mode.is_some());
+    let verifier = step_verifier.unwrap_or(&config.verifier);
     let policy =
         phase_over(verifier.network_mode, &verifier.allowed_hosts, settings.baseline_network());
     env = match policy.mode {
@@ -178,9 +205,49 @@ mod tests {
         let dir = task_dir(toml, tests_dockerfile);
         let config = TaskConfig::parse("org/t", toml).unwrap();
         let image = Image::from("task-image");
-        let got = read("org/t", &dir, &config, &|_| None, &image, &Compose::default());
+        let got = read("org/t", &dir, &config, None, &|_| None, &image, &Compose::default());
         let _ = std::fs::remove_dir_all(&dir);
         got
+    }
+
+    #[test]
+    fn a_steps_verifier_resolves_as_harbors() {
+        let toml = "[verifier]\nenvironment_mode = \"separate\"\n\
+            [[steps]]\nname = \"mine\"\n[steps.verifier]\nenvironment_mode = \"shared\"\n\
+            [[steps]]\nname = \"inherits\"\n\
+            [[steps]]\nname = \"own\"\n[steps.verifier]\nnetwork_mode = \"no-network\"\n\
+            [steps.verifier.environment]\ncpus = 2\n";
+        let dir = task_dir(toml, false);
+        std::fs::create_dir_all(dir.join("steps/own/tests")).unwrap();
+        std::fs::write(dir.join("steps/own/tests/Dockerfile"), "FROM v\n").unwrap();
+        let config = TaskConfig::parse("org/t", toml).unwrap();
+        let image = Image::from("task-image");
+        let steps = config.steps.clone().unwrap();
+        let of = |i: usize| {
+            read("org/t", &dir, &config, Some(&steps[i]), &|_| None, &image, &Compose::default())
+                .unwrap()
+        };
+        let (mine, inherits, own) = (of(0), of(1), of(2));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(mine.is_none(), "the step's own `shared` wins over the task's");
+        let inherits = inherits.expect("the task's `separate`");
+        assert_eq!(inherits.environment.image_spec(), Some(&Image::from("task-image")));
+        assert!(!inherits.bundled_tests);
+        let own = own.expect("an environment of its own implies separate");
+        assert!(
+            matches!(own.environment.image_spec(), Some(ImageSpec::Dockerfile(p)) if p.ends_with("steps/own/tests/Dockerfile"))
+        );
+        assert!(own.bundled_tests);
+        assert_eq!(own.environment.resource_limits().nano_cpus, 2_000_000_000);
+        assert_eq!(own.environment.check_egress(), None, "the step's verifier network");
+        // A step's `shared` with an environment is refused, named, as the task's is.
+        let e = TaskConfig::parse(
+            "org/t",
+            "[[steps]]\nname = \"s\"\n[steps.verifier]\nenvironment_mode = \"shared\"\n[steps.verifier.environment]\ncpus = 1",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[steps.s.verifier].environment_mode"), "{e}");
     }
 
     #[test]

@@ -175,6 +175,15 @@ impl Sandbox for NamedSandbox {
         self.name_it(self.inner.exec_in_service(service, command).await)
     }
 
+    async fn download_from_service(
+        &self,
+        service: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Bytes, SandboxError> {
+        self.name_it(self.inner.download_from_service(service, path, limit).await)
+    }
+
     async fn kill(&self, signal: Signal) -> Result<(), SandboxError> {
         self.name_it(self.inner.kill(signal).await)
     }

@@ -172,6 +172,30 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
         })
     }
 
+    /// A tar of `path` (absolute) in the service `service` started beside
+    /// the sandbox, as [`Sandbox::download`] gives one of the sandbox's own:
+    /// one top entry, the path's last component. The default: no services.
+    ///
+    /// # Errors
+    /// [`SandboxError::NotFound`] when the path does not exist;
+    /// [`SandboxError::Archive`] past `limit`; [`SandboxError`] when there is no
+    /// such service or the engine fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops reading; nothing is left behind.
+    async fn download_from_service(
+        &self,
+        service: &str,
+        path: &str,
+        _limit: u64,
+    ) -> Result<Bytes, SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message: format!(
+                "failed to read {path} in service {service}: the sandbox has no services"
+            ),
+        })
+    }
+
     /// What the engine says about the sandbox now (see [`SandboxState`]).
     /// The attempt asks only after a command failed, to decide whose failure
     /// it was; the default cannot tell ([`SandboxState::Unknown`]), which

@@ -311,6 +311,56 @@ elif command -v nc >/dev/null 2>&1; then
 fi
 exit 3"#;
 
+/// How long a service without a healthcheck may take to open its ports.
+pub(crate) const PORTS_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits until `port` of service `name` accepts a connection from the
+/// sandbox (its image's bash, python3 or nc, through [`PORT_PROBE`]),
+/// probing every `poll`. `Ok(Some(why))` when it did not within
+/// [`PORTS_LIMIT`], or when `stopped`, asked between probes, says why the
+/// service will not (it stopped). An image with none of those tools cannot
+/// probe: the service running must do.
+///
+/// # Errors
+/// The engine failing a probe's exec.
+///
+/// # Cancel safety
+/// Dropping it stops waiting; a probe under way ends by its own timeout.
+pub(crate) async fn wait_for_port<F>(
+    sandbox: &dyn crate::Sandbox,
+    name: &str,
+    port: u16,
+    poll: std::time::Duration,
+    stopped: impl Fn() -> F,
+) -> Result<Option<String>, crate::SandboxError>
+where
+    F: std::future::Future<Output = Option<String>>,
+{
+    let probe = crate::exec::Command::shell(PORT_PROBE)
+        .args(["probe", name, &port.to_string()])
+        .timeout(std::time::Duration::from_secs(5));
+    let began = std::time::Instant::now();
+    loop {
+        let out = sandbox.exec(crate::ExecRequest::plain(&probe, &[])).await?;
+        match out.exit_code {
+            // 3: neither bash, python3 nor nc in the sandbox's image.
+            0 | 3 => return Ok(None),
+            _ if began.elapsed() > PORTS_LIMIT => {
+                return Ok(Some(format!(
+                    "did not accept a connection on port {port} within {}s",
+                    PORTS_LIMIT.as_secs()
+                )));
+            }
+            _ => {
+                if let Some(why) = stopped().await {
+                    return Ok(Some(why));
+                }
+                tokio::time::sleep(poll).await
+            }
+        }
+    }
+}
+
 /// Adds every service's names to `NO_PROXY`/`no_proxy` where the sandbox has
 /// them (a sandbox with a way out sends HTTP through its relay, which must
 /// not take a request for a service out to the gateway).

@@ -51,6 +51,14 @@ async fn a_service_is_reached_by_name_runs_commands_and_shares_a_volume() {
         let greet = run("echo \"$GREETING\"").env("GREETING", "it's $(here)");
         let out = sandbox.exec_in_service("db", &greet).await.unwrap();
         assert_eq!((out.exit_code, out.stdout.as_str()), (0, "it's $(here)\n"));
+        // A file read out of the service's container (a Harbor artifact of a sidecar).
+        let tar = sandbox.download_from_service("db", "/shared/note", 1 << 20).await.unwrap();
+        let note = archive::single_file(&tar, "/shared/note").unwrap();
+        assert_eq!(note, b"from-db\n");
+        let missing = sandbox.download_from_service("db", "/nowhere", 1 << 20).await;
+        assert!(matches!(missing, Err(reeval::SandboxError::NotFound { .. })), "{missing:?}");
+        let none = sandbox.download_from_service("nodb", "/shared/note", 1 << 20).await;
+        assert!(none.unwrap_err().to_string().contains("no such service"));
     }
     .await;
     sandbox.destroy().await.expect("destroy");

@@ -21,71 +21,19 @@ pub(crate) async fn keep(
 ) -> Result<(Capture, usize)> {
     let base = sanitize(name);
     let (file, bytes, text) = match what {
-        Artifact::File(path) => {
-            let bytes = handle.read_file(path).await?;
-            let ext =
-                path.rsplit_once('.').map(|(_, e)| format!(".{}", sanitize(e))).unwrap_or_default();
-            let text = as_text(&bytes);
-            (format!("{base}{ext}"), bytes, text)
-        }
+        Artifact::File(path) => file_kept(&base, path, handle.read_file(path).await?),
         Artifact::Dir(path) | Artifact::DirExcluding { path, .. } => {
-            let exclude = match what {
-                Artifact::DirExcluding { exclude, .. } => exclude.as_slice(),
-                _ => &[],
-            };
-            let exclude = crate::sandbox::exclude::Exclude::new(exclude)?;
             let abs = handle.resolve(path);
             let tar = handle.sandbox().download(&abs, DIR_LIMIT).await?;
-            // Rebuilt from its parsed entries, each redacted: never unpacked, never holding a secret.
-            let tree: std::collections::BTreeMap<String, Entry> =
-                crate::sandbox::archive::read_tree(&tar, |p| exclude.excludes(p))?
-                    .into_iter()
-                    .map(|(p, e)| match e {
-                        Entry::File { mode, bytes } => (
-                            p,
-                            Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() },
-                        ),
-                        other => (p, other),
-                    })
-                    .collect();
-            if tree.is_empty() {
-                return Err(Error::assertion(format!(
-                    "failed to capture {name}: the directory {path} holds no file"
-                )));
-            }
-            let listing = tree
-                .iter()
-                .map(|(p, e)| match e {
-                    Entry::File { bytes, .. } => format!("{p} ({} bytes)", bytes.len()),
-                    Entry::Symlink(t) => format!("{p} -> {t}"),
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            let top = abs
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .filter(|t| !t.is_empty())
-                .unwrap_or("root")
-                .to_string();
-            let tar = crate::sandbox::archive::tar_of_tree(&top, &tree)?;
-            (
-                format!("{base}.tar"),
-                tar.to_vec(),
-                format!("directory {path}, kept as {base}.tar:\n{listing}"),
-            )
+            dir_kept(&base, name, path, &abs, &tar, excluded(what), redactor)?
         }
-        Artifact::Command(cmd) => {
-            let out = handle.exec(cmd.clone()).await?;
-            let text = format!(
-                "$ {}\n[exit {}]\n--- stdout ---\n{}\n--- stderr ---\n{}",
-                out.command, out.exit_code, out.stdout, out.stderr
-            );
-            (format!("{base}.txt"), text.clone().into_bytes(), as_text(text.as_bytes()))
-        }
+        Artifact::Command(cmd) => command_kept(&base, handle.exec(cmd.clone()).await?),
         Artifact::Url(url) => {
             let text = fetch(url).await?;
             (format!("{base}.http.txt"), text.clone().into_bytes(), as_text(text.as_bytes()))
+        }
+        Artifact::InService { service, artifact } => {
+            in_service(handle, service, artifact, (&base, name), redactor).await?
         }
     };
     let text = redactor.redact(&text).into_owned();
@@ -93,14 +41,126 @@ pub(crate) async fn keep(
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::infra_from(format!("create {}", dir.display()), e))?;
     // Archives were redacted entry by entry above; anything else, text or binary, here.
-    let bytes = if matches!(what, Artifact::Dir(_) | Artifact::DirExcluding { .. }) {
-        bytes
-    } else {
-        redactor.redact_bytes(&bytes).into_owned()
-    };
+    let bytes = if what.is_archive() { bytes } else { redactor.redact_bytes(&bytes).into_owned() };
     std::fs::write(dir.join(&file), &bytes)
         .map_err(|e| Error::infra_from(format!("write capture {file}"), e))?;
     Ok((Capture { name: name.to_string(), file: format!("captures/{file}"), text }, bytes.len()))
+}
+
+/// What a capture keeps: its file name, its bytes and its text for the judge.
+type Kept = (String, Vec<u8>, String);
+
+/// The patterns a directory capture leaves out.
+fn excluded(what: &Artifact) -> &[String] {
+    match what {
+        Artifact::DirExcluding { exclude, .. } => exclude.as_slice(),
+        _ => &[],
+    }
+}
+
+fn file_kept(base: &str, path: &str, bytes: Vec<u8>) -> Kept {
+    let ext = path.rsplit_once('.').map(|(_, e)| format!(".{}", sanitize(e))).unwrap_or_default();
+    let text = as_text(&bytes);
+    (format!("{base}{ext}"), bytes, text)
+}
+
+fn command_kept(base: &str, out: crate::exec::ExecOutput) -> Kept {
+    let text = format!(
+        "$ {}\n[exit {}]\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.command, out.exit_code, out.stdout, out.stderr
+    );
+    (format!("{base}.txt"), text.clone().into_bytes(), as_text(text.as_bytes()))
+}
+
+/// A directory's tar (`tar`, of `abs`) rebuilt from its parsed entries, each
+/// redacted: never unpacked, never holding a secret.
+fn dir_kept(
+    base: &str,
+    name: &str,
+    path: &str,
+    abs: &str,
+    tar: &[u8],
+    exclude: &[String],
+    redactor: &Redactor,
+) -> Result<Kept> {
+    let exclude = crate::sandbox::exclude::Exclude::new(exclude)?;
+    let tree: std::collections::BTreeMap<String, Entry> =
+        crate::sandbox::archive::read_tree(tar, |p| exclude.excludes(p))?
+            .into_iter()
+            .map(|(p, e)| match e {
+                Entry::File { mode, bytes } => {
+                    (p, Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() })
+                }
+                other => (p, other),
+            })
+            .collect();
+    if tree.is_empty() {
+        return Err(Error::assertion(format!(
+            "failed to capture {name}: the directory {path} holds no file"
+        )));
+    }
+    let listing = tree
+        .iter()
+        .map(|(p, e)| match e {
+            Entry::File { bytes, .. } => format!("{p} ({} bytes)", bytes.len()),
+            Entry::Symlink(t) => format!("{p} -> {t}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let top = abs
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|t| !t.is_empty())
+        .unwrap_or("root")
+        .to_string();
+    let tar = crate::sandbox::archive::tar_of_tree(&top, &tree)?;
+    Ok((
+        format!("{base}.tar"),
+        tar.to_vec(),
+        format!("directory {path}, kept as {base}.tar:\n{listing}"),
+    ))
+}
+
+/// `artifact` kept from the service `service` beside the sandbox.
+async fn in_service(
+    handle: &SandboxHandle,
+    service: &str,
+    artifact: &Artifact,
+    (base, name): (&str, &str),
+    redactor: &Redactor,
+) -> Result<Kept> {
+    let absolute = |path: &str| {
+        if path.starts_with('/') {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "failed to capture {name}: {path} in service {service} must be an absolute path"
+            )))
+        }
+    };
+    let sandbox = handle.sandbox();
+    match artifact {
+        Artifact::File(path) => {
+            absolute(path)?;
+            let tar = sandbox.download_from_service(service, path, DIR_LIMIT).await?;
+            Ok(file_kept(base, path, crate::sandbox::archive::single_file(&tar, path)?))
+        }
+        Artifact::Dir(path) | Artifact::DirExcluding { path, .. } => {
+            absolute(path)?;
+            let tar = sandbox.download_from_service(service, path, DIR_LIMIT).await?;
+            dir_kept(base, name, path, path, &tar, excluded(artifact), redactor)
+        }
+        Artifact::Command(cmd) => {
+            Ok(command_kept(base, sandbox.exec_in_service(service, cmd).await?))
+        }
+        Artifact::Url(url) => Err(Error::Config(format!(
+            "failed to capture {name}: a URL ({url}) is fetched from the host, not in service {service}"
+        ))),
+        Artifact::InService { artifact, .. } => {
+            Box::pin(in_service(handle, service, artifact, (base, name), redactor)).await
+        }
+    }
 }
 
 async fn fetch(url: &str) -> Result<String> {

@@ -12,6 +12,7 @@
 //! directory from the records and captures when the run ends. What reeval's
 //! outcomes are in Harbor's terms (`exception_info`) is `trial.rs`.
 
+mod lock;
 mod stats;
 mod trial;
 
@@ -170,8 +171,13 @@ impl JobOutput {
             results.push(trial.write(&report.run_dir)?);
         }
         let n_retries = report.records.len() - finals.len();
+        let s = &self.settings;
+        let trials = results.iter().map(|r| r.lock.clone()).collect();
+        let lock = lock::job_lock(self.started_at, s.n_concurrent, s.max_retries, trials);
+        write_json(&self.dir.join("lock.json"), &lock)?;
         let result = stats::job_result(&job_id, self.started_at, &results, n_retries);
-        write_json(&self.dir.join("result.json"), &result)
+        write_json(&self.dir.join("result.json"), &result)?;
+        write_log(&self.dir.join("job.log"), report, &results)
     }
 
     /// Harbor's `JobConfig`: what was asked.
@@ -243,6 +249,23 @@ fn absolute(path: &Path) -> String {
 }
 
 /// `value` as indented JSON at `path`.
+/// `job.log`: what reeval ran, a line per trial (Harbor's holds its own log lines).
+fn write_log(path: &Path, report: &RunReport, trials: &[trial::TrialOutcome]) -> io::Result<()> {
+    let mut log = format!(
+        "reeval {} run {}: {} trials, records in {}\n",
+        env!("CARGO_PKG_VERSION"),
+        report.run_id,
+        trials.len(),
+        absolute(&report.run_dir)
+    );
+    for t in trials {
+        let reward = t.rewards.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default());
+        let said = t.exception.clone().or(reward).unwrap_or_else(|| "no reward".into());
+        log.push_str(&format!("trial {} ({}): {said}\n", t.trial_name, t.task_name));
+    }
+    std::fs::write(path, log)
+}
+
 fn write_json(path: &Path, value: &Value) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
     std::fs::write(path, text)

@@ -23,11 +23,17 @@ fn task(root: &Path) -> HarborTask {
     std::fs::create_dir_all(dir.join("tests")).unwrap();
     std::fs::write(
         dir.join("task.toml"),
-        "artifacts = [\"/srv/log/requests.ndjson\", { source = \"out\", destination = \"kept\" }, \"/nowhere\"]\n[environment]\nworkdir = \"/app\"\n",
+        "artifacts = [{ source = \"/srv/side.txt\", service = \"side\" }, { source = \"/nowhere\", service = \"side\" }, \"/srv/log/requests.ndjson\", { source = \"out\", destination = \"kept\" }, \"/nowhere\"]\n[environment]\nworkdir = \"/app\"\n",
     )
     .unwrap();
     std::fs::write(dir.join("instruction.md"), "hi").unwrap();
     std::fs::write(dir.join("environment/Dockerfile"), "FROM reeval/base:latest\n").unwrap();
+    // A sidecar whose artifacts come after main's.
+    std::fs::write(
+        dir.join("environment/docker-compose.yaml"),
+        "services:\n  side:\n    image: reeval/base:latest\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
     HarborTask::read(&dir, &|_| None).unwrap()
 }
@@ -99,6 +105,7 @@ fn records_and_captures_become_harbor_trials() {
     capture(&attempt.join("logs-artifacts.tar"), "artifacts", &[("note.txt", "n")]);
     capture(&attempt.join("artifact-app-out.tar"), "out", &[("a/b.txt", "deep")]);
     std::fs::write(attempt.join("artifact-srv-log-requests_ndjson.ndjson"), "{}\n").unwrap();
+    std::fs::write(attempt.join("artifact-srv-side_txt.txt"), "from the sidecar\n").unwrap();
     std::fs::create_dir_all(run_dir.join("atif")).unwrap();
     std::fs::write(
         run_dir.join("atif").join(passed.file_name()),
@@ -181,17 +188,41 @@ fn records_and_captures_become_harbor_trials() {
         .iter()
         .map(|e| (e["source"].as_str().unwrap(), e["status"].as_str().unwrap()))
         .collect();
+    // main's first, then the sidecar's; its /nowhere was claimed by main's.
     assert_eq!(
         statuses,
         [
             ("/logs/artifacts", "ok"),
             ("/srv/log/requests.ndjson", "ok"),
             ("out", "ok"),
-            ("/nowhere", "failed")
+            ("/nowhere", "failed"),
+            ("/srv/side.txt", "ok"),
+            ("/nowhere", "skipped"),
         ]
     );
+    let services: Vec<&serde_json::Value> =
+        manifest.as_array().unwrap().iter().map(|e| &e["service"]).collect();
+    assert_eq!(services[3], &serde_json::Value::Null);
+    assert_eq!(services[4], "side");
+    assert_eq!(
+        std::fs::read_to_string(passed_dir.join("artifacts/srv/side.txt")).unwrap(),
+        "from the sidecar\n"
+    );
+    // The locks: the trial's, by its task's content digest, and the job's listing it.
+    let lock = read(&passed_dir.join("lock.json"));
+    assert_eq!(lock["task"]["name"], "hello-world-with-a-rather-long-name");
+    assert_eq!(lock["task"]["type"], "local");
+    let digest = lock["task"]["digest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    assert_eq!(lock["verifier"]["environment_mode"], "shared");
+    assert_eq!(lock["agent"], read(&passed_dir.join("config.json"))["agent"]);
+    let job_lock = read(&job.join("lock.json"));
+    assert!(job_lock["trials"].as_array().unwrap().contains(&lock), "{job_lock}");
+    let log = std::fs::read_to_string(job.join("job.log")).unwrap();
+    assert!(log.contains("run run-1") && log.contains("{\"reward\":1.0}"), "{log}");
     let result = read(&passed_dir.join("result.json"));
     assert_eq!(result["verifier_result"]["rewards"]["reward"], 1.0);
+    assert_eq!(result["verifier_environment_mode"], "shared", "the task's mode");
     assert_eq!(result["exception_info"], serde_json::Value::Null);
     assert_eq!(result["agent_execution"]["started_at"], "2026-01-02T03:04:07.000Z");
     assert_eq!(result["verifier"]["finished_at"], "2026-01-02T03:04:13.000Z");
@@ -231,6 +262,7 @@ fn pass_at_k_follows_harbor() {
         exception: None,
         reward_valid: true,
         finished_at: std::time::SystemTime::UNIX_EPOCH,
+        lock: serde_json::Value::Null,
     };
     // Task x: 1 of 4 passed; task y: 4 of 4. pass@2 = (1 - (3/4)(2/3) + 1) / 2 = 0.75.
     let trials = [

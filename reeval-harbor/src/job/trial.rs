@@ -38,6 +38,8 @@ pub(super) struct TrialOutcome {
     /// Whether its reward counts (Harbor's `reward_valid`).
     pub(super) reward_valid: bool,
     pub(super) finished_at: SystemTime,
+    /// Its `lock.json`, which the job's lists.
+    pub(super) lock: Value,
 }
 
 impl Trial<'_> {
@@ -56,6 +58,8 @@ impl Trial<'_> {
         }
         let config = self.config(&name);
         write_json(&dir.join("config.json"), &config)?;
+        let lock = super::lock::trial_lock(self.task, &config);
+        write_json(&dir.join("lock.json"), &lock)?;
         let exception = exception(self.record);
         if let Some((_, message)) = &exception {
             std::fs::write(dir.join("exception.txt"), message)?;
@@ -74,6 +78,7 @@ impl Trial<'_> {
             exception: exception.map(|(kind, _)| kind),
             reward_valid,
             finished_at: finished,
+            lock,
         })
     }
 
@@ -106,7 +111,11 @@ impl Trial<'_> {
             },
             "agent_result": agent_result(self.record),
             "verifier_result": self.record.reward.as_ref().map(|r| json!({"rewards": r})),
-            "verifier_environment_mode": (!steps).then_some("shared"),
+            // Harbor's: the task's mode for one step, none for steps (resolved per step).
+            "verifier_environment_mode": (!steps).then(|| match self.task.task.config.verifier_mode() {
+                crate::task::VerifierMode::Shared => "shared",
+                crate::task::VerifierMode::Separate => "separate",
+            }),
             "exception_info": exception.map(|(kind, message)| json!({
                 "exception_type": kind,
                 "exception_message": message,
@@ -233,8 +242,13 @@ impl Trial<'_> {
         })];
         let workdir =
             || self.record.workspace_dir.as_deref().unwrap_or(reeval_core::environment::WORKSPACE);
-        for entry in &self.task.task.config.artifacts {
+        // `main`'s first, then the services' (Harbor's two passes); the first to name a path keeps it.
+        let mut ordered: Vec<&ArtifactEntry> = self.task.task.config.artifacts.iter().collect();
+        ordered.sort_by_key(|e| crate::artifacts::service_of(e).is_some());
+        let mut claimed: Vec<PathBuf> = Vec::new();
+        for entry in ordered {
             let source = entry.source();
+            let service = crate::artifacts::service_of(entry);
             let absolute = if source.starts_with('/') {
                 source.to_string()
             } else {
@@ -249,7 +263,13 @@ impl Trial<'_> {
             let target = dir.join(&relative);
             let base =
                 sanitize(&format!("{prefix}{}", crate::run::artifact_capture_name(&absolute)));
+            let skipped = claimed.contains(&target);
+            claimed.push(target.clone());
             let (kind, status) = match capture_of(captures, &base) {
+                _ if skipped => (
+                    if Path::new(source).extension().is_some() { "file" } else { "directory" },
+                    "skipped",
+                ),
                 Some(file) if file.extension().is_some_and(|e| e == "tar") => {
                     unpack_stripped(&file, &target)?;
                     ("directory", "ok")
@@ -274,7 +294,7 @@ impl Trial<'_> {
                 "destination": format!("artifacts/{relative}"),
                 "type": kind,
                 "status": status,
-                "service": null,
+                "service": service,
                 "exclude": exclude,
             }));
         }

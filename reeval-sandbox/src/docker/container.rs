@@ -293,27 +293,24 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
-        let mut stream = self.docker.download_from_container(
-            &self.id,
-            Some(DownloadFromContainerOptionsBuilder::default().path(path).build()),
-        );
-        let mut buf = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                if is_not_found(&e) {
-                    SandboxError::NotFound { path: path.to_string() }
-                } else {
-                    SandboxError::engine(format!("download {path}"), e)
-                }
-            })?;
-            if buf.len() as u64 + chunk.len() as u64 > limit {
-                return Err(SandboxError::Archive {
-                    message: format!("{path} is larger than {limit} bytes"),
-                });
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        Ok(Bytes::from(buf))
+        download(&self.docker, &self.id, path, limit).await
+    }
+
+    async fn download_from_service(
+        &self,
+        service: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Bytes, SandboxError> {
+        let what = format!("read {path}");
+        let Some(services) = &self.services else {
+            return Err(SandboxError::EngineConfig {
+                message: format!(
+                    "failed to {what} in service {service}: the sandbox has no services"
+                ),
+            });
+        };
+        download(&self.docker, services.container_of(service, &what)?, path, limit).await
     }
 
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
@@ -419,4 +416,34 @@ fn state_of(state: bollard::models::ContainerState, restarts: i64) -> SandboxSta
     } else {
         SandboxState::Running
     }
+}
+
+/// A tar of `path` in container `id` (Docker's archive API), at most `limit` bytes.
+async fn download(
+    docker: &Docker,
+    id: &str,
+    path: &str,
+    limit: u64,
+) -> Result<Bytes, SandboxError> {
+    let mut stream = docker.download_from_container(
+        id,
+        Some(DownloadFromContainerOptionsBuilder::default().path(path).build()),
+    );
+    let mut buf = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::NotFound { path: path.to_string() }
+            } else {
+                SandboxError::engine(format!("download {path}"), e)
+            }
+        })?;
+        if buf.len() as u64 + chunk.len() as u64 > limit {
+            return Err(SandboxError::Archive {
+                message: format!("{path} is larger than {limit} bytes"),
+            });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(buf))
 }

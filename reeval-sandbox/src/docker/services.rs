@@ -37,11 +37,9 @@ use futures_util::StreamExt;
 
 use super::{DockerBackend, Flavor, InFlight, confined, remove_container};
 use crate::exec::Command;
-use crate::service::{LABEL_SERVICE, PORT_PROBE, start_order};
-use crate::{Condition, ExecRequest, Sandbox, SandboxError, ServiceStart};
+use crate::service::{LABEL_SERVICE, PORTS_LIMIT, start_order, wait_for_port};
+use crate::{Condition, Sandbox, SandboxError, ServiceStart};
 
-/// How long a service without a healthcheck may take to open its ports.
-const PORTS_LIMIT: Duration = Duration::from_secs(120);
 /// Between two looks at a service's state.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -276,28 +274,10 @@ impl Services {
         name: &str,
         port: u16,
     ) -> Result<(), SandboxError> {
-        let probe = Command::shell(PORT_PROBE)
-            .args(["probe", name, &port.to_string()])
-            .timeout(Duration::from_secs(5));
-        let began = Instant::now();
-        loop {
-            let out = sandbox.exec(ExecRequest::plain(&probe, &[])).await?;
-            match out.exit_code {
-                0 => return Ok(()),
-                // Neither bash, python3 nor nc in the sandbox's image: running must do.
-                3 => return Ok(()),
-                _ if began.elapsed() > PORTS_LIMIT => {
-                    let why = format!(
-                        "did not accept a connection on port {port} within {}s",
-                        PORTS_LIMIT.as_secs()
-                    );
-                    let (_, id) =
-                        self.started.iter().find(|(s, _)| s.service.name == name).expect("known");
-                    return Err(self.failed(name, id, &why).await);
-                }
-                _ => tokio::time::sleep(POLL).await,
-            }
-        }
+        let not_open = wait_for_port(sandbox, name, port, POLL, || async { None }).await?;
+        let Some(why) = not_open else { return Ok(()) };
+        let id = self.container_of(name, "wait for a port")?.to_string();
+        Err(self.failed(name, &id, &why).await)
     }
 
     /// One run of service `name`'s healthcheck by reeval, in its container:
@@ -379,20 +359,21 @@ impl Services {
         SandboxError::engine_says(format!("start service {name}"), format!("it {why}; {log}"))
     }
 
+    /// Service `name`'s container id, or `what` failed: there is no such service.
+    pub(super) fn container_of(&self, name: &str, what: &str) -> Result<&str, SandboxError> {
+        let found = self.started.iter().find(|(s, _)| s.service.name == name);
+        found.map(|(_, id)| id.as_str()).ok_or_else(|| SandboxError::EngineConfig {
+            message: format!("failed to {what} in service {name}: there is no such service"),
+        })
+    }
+
     /// Runs `command` in service `name`'s container (see `Sandbox::exec_in_service`).
     pub(super) async fn exec(
         &self,
         name: &str,
         command: &Command,
     ) -> Result<crate::exec::ExecOutput, SandboxError> {
-        let (_, id) =
-            self.started.iter().find(|(s, _)| s.service.name == name).ok_or_else(|| {
-                SandboxError::EngineConfig {
-                    message: format!(
-                        "failed to run a command in service {name}: there is no such service"
-                    ),
-                }
-            })?;
+        let id = self.container_of(name, "run a command")?;
         let began = Instant::now();
         let created = self
             .docker

@@ -310,66 +310,17 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn download(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
-        // A tar whose one top entry is the path's last component, as Docker's archive API gives.
-        let trimmed = path.trim_end_matches('/');
-        let (parent, base) = match trimmed.rsplit_once('/') {
-            Some(("", base)) => ("/", base),
-            Some((parent, base)) => (parent, base),
-            None => (".", trimmed),
-        };
-        let script = r#"[ -e "$0" ] || [ -L "$0" ] || exit 44; exec tar -c -f - -- "$0""#;
-        let argv = vec!["/bin/sh".into(), "-c".into(), script.into(), base.to_string()];
-        let params = AttachParams::default().container(CONTAINER).stdout(true).stderr(true);
-        let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
-        let mut attached =
-            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
-                SandboxError::engine(format!("start an exec in pod {}", self.name), e)
-            })?;
-        let status = attached.take_status().expect("status taken once");
-        let mut stdout = attached.stdout().expect("stdout requested");
-        let mut stderr = attached.stderr().expect("stderr requested");
-        let mut bytes = Vec::new();
-        let mut err = BoundedBuffer::new(4096);
-        let read_out = async {
-            let mut buf = vec![0u8; 64 << 10];
-            loop {
-                match stdout.read(&mut buf).await {
-                    Ok(0) | Err(_) => return Ok(()),
-                    Ok(n) if bytes.len() as u64 + n as u64 > limit => {
-                        return Err(SandboxError::Archive {
-                            message: format!("{path} is larger than {limit} bytes"),
-                        });
-                    }
-                    Ok(n) => bytes.extend_from_slice(&buf[..n]),
-                }
-            }
-        };
-        let read_err = async {
-            let mut buf = vec![0u8; 4096];
-            while let Ok(n @ 1..) = stderr.read(&mut buf).await {
-                err.push(&buf[..n]);
-            }
-        };
-        // Over the limit: stop there (dropping the exec closes it).
-        let io = futures_util::future::try_join(read_out, async {
-            read_err.await;
-            Ok(())
-        });
-        let io = async { io.await.map(|_| ()) };
-        let status = exec::with_status(io, status).await?;
-        match exec::outcome(status, &self.name)? {
-            exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
-            exec::Outcome::Exited(NO_SUCH_DIR) => {
-                Err(SandboxError::NotFound { path: path.to_string() })
-            }
-            exec::Outcome::Exited(code) => Err(SandboxError::engine_says(
-                format!("download {path}"),
-                format!("tar exited {code}: {}", err.into_string()),
-            )),
-            exec::Outcome::NotFound(message) => {
-                Err(SandboxError::engine_says(format!("download {path}"), message))
-            }
-        }
+        self.download_from(CONTAINER, path, limit).await
+    }
+
+    async fn download_from_service(
+        &self,
+        service: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Bytes, SandboxError> {
+        let part = self.parts.of_service(service, &format!("read {path}"))?;
+        self.download_from(&part.container.clone(), path, limit).await
     }
 
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
@@ -552,5 +503,79 @@ impl PodSandbox for KubeSandbox {
 
     fn name(&self) -> &str {
         KubeSandbox::name(self)
+    }
+}
+
+impl KubeSandbox {
+    /// A tar of `path` in the pod's container `container`, whose one top
+    /// entry is the path's last component, as Docker's archive API gives;
+    /// at most `limit` bytes.
+    async fn download_from(
+        &self,
+        container: &str,
+        path: &str,
+        limit: u64,
+    ) -> Result<Bytes, SandboxError> {
+        // A tar whose one top entry is the path's last component, as Docker's archive API gives.
+
+        let trimmed = path.trim_end_matches('/');
+        let (parent, base) = match trimmed.rsplit_once('/') {
+            Some(("", base)) => ("/", base),
+            Some((parent, base)) => (parent, base),
+            None => (".", trimmed),
+        };
+        let script = r#"[ -e "$0" ] || [ -L "$0" ] || exit 44; exec tar -c -f - -- "$0""#;
+        let argv = vec!["/bin/sh".into(), "-c".into(), script.into(), base.to_string()];
+        let params = AttachParams::default().container(container).stdout(true).stderr(true);
+        let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
+        let mut attached =
+            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
+                SandboxError::engine(format!("start an exec in pod {}", self.name), e)
+            })?;
+        let status = attached.take_status().expect("status taken once");
+        let mut stdout = attached.stdout().expect("stdout requested");
+        let mut stderr = attached.stderr().expect("stderr requested");
+        let mut bytes = Vec::new();
+        let mut err = BoundedBuffer::new(4096);
+        let read_out = async {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match stdout.read(&mut buf).await {
+                    Ok(0) | Err(_) => return Ok(()),
+                    Ok(n) if bytes.len() as u64 + n as u64 > limit => {
+                        return Err(SandboxError::Archive {
+                            message: format!("{path} is larger than {limit} bytes"),
+                        });
+                    }
+                    Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        let read_err = async {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+                err.push(&buf[..n]);
+            }
+        };
+        // Over the limit: stop there (dropping the exec closes it).
+        let io = futures_util::future::try_join(read_out, async {
+            read_err.await;
+            Ok(())
+        });
+        let io = async { io.await.map(|_| ()) };
+        let status = exec::with_status(io, status).await?;
+        match exec::outcome(status, &self.name)? {
+            exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
+            exec::Outcome::Exited(NO_SUCH_DIR) => {
+                Err(SandboxError::NotFound { path: path.to_string() })
+            }
+            exec::Outcome::Exited(code) => Err(SandboxError::engine_says(
+                format!("download {path}"),
+                format!("tar exited {code}: {}", err.into_string()),
+            )),
+            exec::Outcome::NotFound(message) => {
+                Err(SandboxError::engine_says(format!("download {path}"), message))
+            }
+        }
     }
 }

@@ -15,8 +15,8 @@ use super::names::container_name;
 use super::services::{in_order, test_argv};
 use super::volumes::PodVolumes;
 use crate::exec::{BoundedBuffer, CAPTURE_LIMIT, Command, ExecOutput};
-use crate::service::PORT_PROBE;
-use crate::{ExecRequest, Healthcheck, Sandbox, SandboxError, SandboxSpec, ServiceStart};
+use crate::service::wait_for_port;
+use crate::{Healthcheck, Sandbox, SandboxError, SandboxSpec, ServiceStart};
 
 /// The sandbox whose pod holds the parts: its pod by name, and exec in its
 /// own container (the sandbox's `KubeSandbox`; a trait, so that this file
@@ -28,8 +28,6 @@ pub(super) trait PodSandbox: Sandbox {
     fn name(&self) -> &str;
 }
 
-/// How long a service without a healthcheck may take to open its ports (as on Docker).
-const PORTS_LIMIT: Duration = Duration::from_secs(120);
 /// Between two looks at a service.
 const POLL: Duration = Duration::from_millis(500);
 
@@ -51,6 +49,15 @@ pub(super) struct Part {
 pub(super) struct Parts(Vec<Part>);
 
 impl Parts {
+    /// Service `name`'s container, or `what` failed: there is no such service.
+    pub(super) fn of_service(&self, name: &str, what: &str) -> Result<&Part, SandboxError> {
+        let found =
+            self.0.iter().find(|p| p.service.as_ref().is_some_and(|s| s.service.name == name));
+        found.ok_or_else(|| SandboxError::EngineConfig {
+            message: format!("failed to {what} in service {name}: there is no such service"),
+        })
+    }
+
     /// Those of the pod `pod::manifest` makes of `spec`.
     pub(super) fn of(spec: &SandboxSpec) -> Self {
         let fills = PodVolumes::of(spec)
@@ -205,30 +212,10 @@ impl Parts {
         port: u16,
     ) -> Result<(), SandboxError> {
         let name = part.service.as_ref().map(|s| s.service.name.as_str()).unwrap_or_default();
-        let probe = Command::shell(PORT_PROBE)
-            .args(["probe", name, &port.to_string()])
-            .timeout(Duration::from_secs(5));
-        let began = Instant::now();
-        loop {
-            let out = sandbox.exec(ExecRequest::plain(&probe, &[])).await?;
-            match out.exit_code {
-                // 3: neither bash, python3 nor nc in the sandbox's image: running must do.
-                0 | 3 => return Ok(()),
-                _ if began.elapsed() > PORTS_LIMIT => {
-                    let why = format!(
-                        "did not accept a connection on port {port} within {}s",
-                        PORTS_LIMIT.as_secs()
-                    );
-                    return Err(self.failed(sandbox.pods(), sandbox.name(), part, &why).await);
-                }
-                _ => {
-                    if let Some(why) = self.stopped(sandbox, part).await {
-                        return Err(self.failed(sandbox.pods(), sandbox.name(), part, &why).await);
-                    }
-                    tokio::time::sleep(POLL).await
-                }
-            }
-        }
+        let stopped = || self.stopped(sandbox, part);
+        let not_open = wait_for_port(sandbox, name, port, POLL, stopped).await?;
+        let Some(why) = not_open else { return Ok(()) };
+        Err(self.failed(sandbox.pods(), sandbox.name(), part, &why).await)
     }
 
     /// Runs `command` in service `name`'s container (see
@@ -241,15 +228,7 @@ impl Parts {
         name: &str,
         command: &Command,
     ) -> Result<ExecOutput, SandboxError> {
-        let part = self
-            .0
-            .iter()
-            .find(|p| p.service.as_ref().is_some_and(|s| s.service.name == name))
-            .ok_or_else(|| SandboxError::EngineConfig {
-                message: format!(
-                    "failed to run a command in service {name}: there is no such service"
-                ),
-            })?;
+        let part = self.of_service(name, "run a command")?;
         let plain = command.env.is_empty() && command.workdir.is_none() && command.user.is_none();
         let spec = ExecSpec {
             argv: command.argv().to_vec(),

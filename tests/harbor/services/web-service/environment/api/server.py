@@ -1,6 +1,7 @@
 """The task's API service: /health, /word (from its environment), /reach
 (whether it reaches the engine's host or its default gateway: a service has
-no way out, so it reaches nothing)."""
+no way out, so it reaches nothing). Every other request is logged to
+/srv/log/requests.txt, the task's artifact of this service."""
 import http.server
 import os
 import socket
@@ -29,8 +30,17 @@ def reach():
     return "reached " + (", ".join(reached) if reached else "nothing")
 
 
+def log(path):
+    """Each request but the health checks, kept for the task's artifact."""
+    os.makedirs("/srv/log", exist_ok=True)
+    with open("/srv/log/requests.txt", "a") as f:
+        f.write(path + "\n")
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        if self.path != "/health":
+            log(self.path)
         if self.path == "/health":
             body = b"ok"
         elif self.path == "/word":

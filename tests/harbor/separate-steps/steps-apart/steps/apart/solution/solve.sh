@@ -1,0 +1,1 @@
+echo two > /app/b.txt

@@ -1,0 +1,2 @@
+echo one > /app/a.txt
+echo kept > /app/kept.txt
