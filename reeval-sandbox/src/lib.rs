@@ -48,7 +48,8 @@
 //! [`Signal`]), `gateway.rs` (the network a sandbox gets, a gateway beside a
 //! sandbox and the attempt's offer), `limits.rs` ([`Limits`]), `needs.rs`
 //! (what a run asks of a backend before it starts, and the answer),
-//! `error.rs` ([`SandboxError`]). No file imports one that imports it back
+//! `error.rs` ([`SandboxError`]), `file_to_write.rs` ([`FileToWrite`]: a
+//! file any layer writes into a sandbox, the one shape the tars are built from). No file imports one that imports it back
 //! (`scripts/import_cycles.py`, in CI).
 
 #![forbid(unsafe_code)]

@@ -1,7 +1,8 @@
 //! Harnesses for agent CLIs run in the sandbox: one module per CLI, and the
 //! driver they share.
 //!
-//! A [`CliAgent`] says what differs between CLIs: the argv of a turn (the
+//! A [`CliAgent`] says what differs between CLIs: its name, program, version
+//! and rules file (one [`CliIdentity`] constant), the argv of a turn (the
 //! task is one argv element or stdin, never part of a shell string), how a
 //! later turn resumes the session, where the CLI's config home is relocated,
 //! where skills and MCP servers go, and how its event stream reads. A
