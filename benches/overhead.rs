@@ -15,7 +15,7 @@
 use reeval::settings::Settings;
 use std::time::{Duration, Instant};
 
-use reeval::bollard::Docker;
+use bollard::Docker;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, RunConfig, Runner};
 

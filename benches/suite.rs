@@ -26,7 +26,7 @@ use reeval::settings::Settings;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use reeval::bollard::Docker;
+use bollard::Docker;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, RunConfig, Runner};
 
@@ -220,7 +220,7 @@ async fn main() {
             first_run.as_millis()
         );
         if let Ok(docker) = reeval::sandbox::DockerBackend::connect().await {
-            let _ = reeval::setup_cache::prune(docker.client(), Some(&miss.run_id)).await;
+            let _ = reeval::setup_cache::prune(&docker, Some(&miss.run_id)).await;
         }
     }
 

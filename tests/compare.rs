@@ -259,7 +259,7 @@ async fn comparing_two_recorded_runs_gives_the_live_comparisons_figures() {
     }
 
     // The page: both arms' outcomes side by side, linking to both runs' records.
-    let html = reeval::compare::render::html(&compared).unwrap();
+    let html = reeval::report::compare::html(&compared).unwrap();
     for needle in ["needs_the_skill", "unchanged", "helped", "fail (assertion)"] {
         assert!(html.contains(needle), "{needle} in the page");
     }

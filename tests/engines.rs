@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use reeval::bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
+use bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 use reeval::egress::{Egress, EgressSettings};
 use reeval::prelude::*;
 use reeval::sandbox::DockerBackend;
@@ -95,7 +95,7 @@ async fn a_remote_sandbox_reaches_only_its_gateway_container() {
     // The engine's own addresses: its default bridge's, and the address we reach it at.
     let bridge = backend
         .client()
-        .inspect_network("bridge", None::<reeval::bollard::query_parameters::InspectNetworkOptions>)
+        .inspect_network("bridge", None::<bollard::query_parameters::InspectNetworkOptions>)
         .await
         .unwrap();
     // A freshly started dockerd leaves the gateway out of the default bridge's

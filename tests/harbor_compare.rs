@@ -99,7 +99,7 @@ async fn a_variant_that_adds_the_needed_file_helped() {
 
     // The comparison: helped, on pass/fail and on rewards.
     let cmp = report.summary.comparison.as_ref().expect("a comparison");
-    assert_eq!(cmp.overall.verdict, Verdict::Helped, "{}", reeval::compare::render::table(cmp));
+    assert_eq!(cmp.overall.verdict, Verdict::Helped, "{}", reeval::report::compare::table(cmp));
     let overall = cmp.overall.reward.as_ref().expect("rewards compared");
     assert_eq!(overall.verdict, Verdict::Helped, "{overall:?}");
     assert_eq!((overall.pairs, overall.unrewarded), (2 * TRIALS, 0));
@@ -114,7 +114,7 @@ async fn a_variant_that_adds_the_needed_file_helped() {
     assert!((row_reward.control_mean - 0.25).abs() < 1e-9);
     assert_eq!(row_reward.treatment_mean, 1.0);
     assert_eq!(partial_row.control.mean_reward, Some(0.25));
-    let table = reeval::compare::render::table(cmp);
+    let table = reeval::report::compare::table(cmp);
     eprintln!("{table}");
     assert!(table.contains("mean reward 0.25 → 1.00, difference +0.75"), "{table}");
     assert_eq!(summary["comparison"]["overall"]["reward"]["verdict"], "helped");

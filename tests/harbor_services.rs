@@ -80,9 +80,9 @@ async fn left_behind(run_id: &str) -> (usize, usize) {
 
 /// The engine's host on its default bridge.
 async fn bridge_gateway() -> String {
-    let docker = reeval::bollard::Docker::connect_with_defaults().expect("docker");
+    let docker = bollard::Docker::connect_with_defaults().expect("docker");
     let bridge = docker
-        .inspect_network("bridge", None::<reeval::bollard::query_parameters::InspectNetworkOptions>)
+        .inspect_network("bridge", None::<bollard::query_parameters::InspectNetworkOptions>)
         .await
         .expect("the default bridge");
     let ipam = bridge.ipam.and_then(|i| i.config).unwrap_or_default();

@@ -315,8 +315,11 @@ async fn exec_and_files_over_the_real_exec_protocol() {
         let out = sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap();
         assert_eq!(out.stdout_bytes, 5_000_000);
         // Files in and out as tar over exec.
-        let tar =
-            archive::tar_owned_by(&[("a.txt".into(), b"hello\n".to_vec(), 0o640)], 1000).unwrap();
+        let tar = archive::tar_owned_by(
+            &[reeval::sandbox::FileToWrite::new("a.txt", b"hello\n", 0o640)],
+            1000,
+        )
+        .unwrap();
         sandbox.upload("/workspace", tar).await.unwrap();
         let cmd = Command::new("stat").arg("-c").arg("%u %a").arg("/workspace/a.txt");
         assert_eq!(sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap().stdout, "1000 640\n");
@@ -685,12 +688,12 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
     assert!(image_detail(r).contains(&format!("already in {registry}")), "{}", image_detail(r));
 
     // The local engine keeps its build cache, not the registry's tags of it.
-    let docker = reeval::bollard::Docker::connect_with_local_defaults().unwrap();
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
     let filters =
         std::collections::HashMap::from([("reference", vec![format!("{registry}/reeval/*")])]);
     let tagged = docker
         .list_images(Some(
-            reeval::bollard::query_parameters::ListImagesOptionsBuilder::default()
+            bollard::query_parameters::ListImagesOptionsBuilder::default()
                 .filters(&filters)
                 .build(),
         ))
@@ -705,7 +708,7 @@ async fn built_images_are_pushed_to_the_registry_and_pulled_by_the_node() {
         .chain([&local])
     {
         let _ = docker
-            .remove_image(tag, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None)
+            .remove_image(tag, None::<bollard::query_parameters::RemoveImageOptions>, None)
             .await;
     }
 }

@@ -260,14 +260,12 @@ async fn provide_the_claude_code_harness_image() -> String {
     let harness = reeval::harness_registry().make("claude-code:sonnet").expect("claude-code");
     let spec = harness.image().expect("the harness has its own image");
     let reeval::ImageSpec::Install { base, .. } = &spec else { panic!("{spec:?}") };
-    let docker = reeval::bollard::Docker::connect_with_defaults().unwrap();
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
     let base_id = docker.inspect_image(base).await.unwrap().id.unwrap();
     let full = spec.install_tag(&base_id, harness.image_key()).unwrap();
     let (repo, tag) = full.split_once(':').unwrap();
-    let options = reeval::bollard::query_parameters::TagImageOptionsBuilder::default()
-        .repo(repo)
-        .tag(tag)
-        .build();
+    let options =
+        bollard::query_parameters::TagImageOptionsBuilder::default().repo(repo).tag(tag).build();
     docker.tag_image(&images().claude, Some(options)).await.expect("tag the harness image");
     full
 }

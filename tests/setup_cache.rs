@@ -62,8 +62,7 @@ fn hit(r: &Record) -> Option<&str> {
 
 async fn prune(run_id: &str) -> Vec<String> {
     let docker = DockerBackend::connect().await.expect("the engine answers");
-    let (removed, kept) =
-        reeval::setup_cache::prune(docker.client(), Some(run_id)).await.expect("prune");
+    let (removed, kept) = reeval::setup_cache::prune(&docker, Some(run_id)).await.expect("prune");
     assert!(kept.is_empty(), "{kept:?}");
     removed
 }
@@ -246,7 +245,7 @@ async fn a_setup_a_secret_could_reach_is_not_cached_unless_the_eval_says_so() {
 
 /// Runs `argv` in container `id`; its exit code.
 async fn exec_in(id: &str, argv: &[&str]) -> Option<i64> {
-    use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
+    use bollard::exec::{CreateExecOptions, StartExecResults};
     let docker = DockerBackend::connect().await.expect("the engine answers");
     let docker = docker.client();
     let options = CreateExecOptions::<String> {

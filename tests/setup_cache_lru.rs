@@ -53,11 +53,10 @@ fn filled(r: &Record) -> String {
 }
 
 /// Every cached setup on the engine: reference → size.
-async fn cached_images(docker: &reeval::bollard::Docker) -> HashMap<String, u64> {
+async fn cached_images(docker: &bollard::Docker) -> HashMap<String, u64> {
     let filters = HashMap::from([("label", vec!["dev.reeval.setup"])]);
-    let options = reeval::bollard::query_parameters::ListImagesOptionsBuilder::default()
-        .filters(&filters)
-        .build();
+    let options =
+        bollard::query_parameters::ListImagesOptionsBuilder::default().filters(&filters).build();
     let mut all = HashMap::new();
     for image in docker.list_images(Some(options)).await.expect("list images") {
         for tag in image.repo_tags.iter().filter(|t| t.starts_with("reeval/setup:")) {
@@ -94,7 +93,7 @@ async fn past_the_cap_the_least_recently_used_setup_is_evicted_and_the_others_ke
     let (ref_a, ref_b) = (format!("reeval/setup:{digest_a}"), format!("reeval/setup:{digest_b}"));
     for other in before.keys().filter(|r| **r != ref_a && **r != ref_b) {
         let (repo, tag) = other.split_once(':').expect("repo:tag");
-        let options = reeval::bollard::query_parameters::TagImageOptionsBuilder::default()
+        let options = bollard::query_parameters::TagImageOptionsBuilder::default()
             .repo(repo)
             .tag(tag)
             .build();
@@ -115,6 +114,6 @@ async fn past_the_cap_the_least_recently_used_setup_is_evicted_and_the_others_ke
     }
 
     for run_id in [run_a, run_b, run_again, run_c] {
-        let _ = reeval::setup_cache::prune(docker, Some(&run_id)).await;
+        let _ = reeval::setup_cache::prune(&engine, Some(&run_id)).await;
     }
 }

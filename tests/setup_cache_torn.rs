@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use reeval::bollard::Docker;
+use bollard::Docker;
 use reeval::prelude::*;
 use reeval::sandbox::DockerBackend;
 use reeval::{Eval, Outcome, Record};
@@ -47,7 +47,7 @@ async fn image_exists(digest: &str) -> bool {
 
 async fn prune(run_id: &str) {
     let docker = DockerBackend::connect().await.expect("the engine answers");
-    reeval::setup_cache::prune(docker.client(), Some(run_id)).await.expect("prune");
+    reeval::setup_cache::prune(&docker, Some(run_id)).await.expect("prune");
 }
 
 /// 300 files in `a/`, and a writer left running that moves them to `b/` one by one.
@@ -161,13 +161,13 @@ async fn a_setup_that_leaves_a_process_running_for_ever_is_not_cached_and_the_re
 /// Replaces the image `reference` with one whose `built.txt` says "tampered",
 /// under the same tag and with the same labels.
 async fn tamper(reference: &str) {
-    use reeval::bollard::query_parameters::{
+    use bollard::query_parameters::{
         CommitContainerOptionsBuilder, CreateContainerOptionsBuilder,
         RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder,
     };
     let docker = Docker::connect_with_defaults().unwrap().negotiate_version().await.unwrap();
     let name = format!("reeval-test-tamper-{}", std::process::id());
-    let config = reeval::bollard::models::ContainerCreateBody {
+    let config = bollard::models::ContainerCreateBody {
         image: Some(reference.to_string()),
         cmd: Some(vec!["sh".into(), "-c".into(), "echo tampered > /workspace/built.txt".into()]),
         ..Default::default()
@@ -183,7 +183,7 @@ async fn tamper(reference: &str) {
     let options =
         CommitContainerOptionsBuilder::default().container(&name).repo(repo).tag(tag).build();
     docker
-        .commit_container(options, reeval::bollard::models::ContainerConfig::default())
+        .commit_container(options, bollard::models::ContainerConfig::default())
         .await
         .expect("commit");
     let options = RemoveContainerOptionsBuilder::default().force(true).build();

@@ -104,11 +104,11 @@ async fn an_image_built_ahead_of_the_attempts_is_said_built_by_the_attempt_that_
     .unwrap();
     assert!(said.is_match(built[0]), "{details:?}");
     let reference = report.records.iter().find(|r| r.eval == "built_ahead").unwrap().image.clone();
-    let docker = reeval::bollard::Docker::connect_with_defaults().unwrap();
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
     docker
         .remove_image(
             &reference.unwrap(),
-            None::<reeval::bollard::query_parameters::RemoveImageOptions>,
+            None::<bollard::query_parameters::RemoveImageOptions>,
             None,
         )
         .await

@@ -204,16 +204,13 @@ async fn an_interruption_during_a_background_destroy_leaves_no_container() {
 
 /// Containers of this attempt (any state), by the attempt label.
 async fn containers_of_attempt(run_id: &str, attempt: &str) -> usize {
-    let docker = reeval::bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
+    let docker =
+        bollard::Docker::connect_with_defaults().unwrap().negotiate_version().await.unwrap();
     let filters = std::collections::HashMap::from([(
         "label",
         vec![format!("dev.reeval.run={run_id}"), format!("dev.reeval.attempt={attempt}")],
     )]);
-    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+    let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
         .build();

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use futures_util::StreamExt;
-use reeval::bollard::Docker;
-use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
-use reeval::bollard::models::{ContainerCreateBody, HostConfig};
-use reeval::bollard::query_parameters::RemoveContainerOptionsBuilder;
 
 pub const IMAGE: &str = "reeval/base:latest";
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use reeval_core::bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
+use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
 use reeval_core::environment::ImageSpec;
 use reeval_core::sandbox::{Backend, DockerBackend, Sweep};
 
@@ -12,7 +12,7 @@ use reeval_core::sandbox::{Backend, DockerBackend, Sweep};
 pub enum CommandError {
     /// A run directory could not be read or written.
     #[error(transparent)]
-    Runs(#[from] reeval_core::runs::RunsError),
+    Runs(#[from] reeval_core::report::runs::RunsError),
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] reeval_core::SandboxError),
@@ -47,7 +47,7 @@ pub enum CommandError {
         action: String,
         /// The engine client's error.
         #[source]
-        source: reeval_core::bollard::errors::Error,
+        source: bollard::errors::Error,
     },
 }
 
@@ -87,7 +87,7 @@ pub fn compare(
         &reeval_core::prices::PriceTable::default(),
     )?;
     let c = &compared.comparison;
-    print!("{}", reeval_core::compare::render::table(c));
+    print!("{}", reeval_core::report::compare::table(c));
     let html = out.unwrap_or_else(|| {
         let name = |dirs: &[PathBuf]| {
             reeval_core::record::sanitize(&reeval_core::compare::recorded::arm_name(dirs))
@@ -98,7 +98,7 @@ pub fn compare(
         std::fs::create_dir_all(parent)
             .map_err(|source| CommandError::Write { path: parent.to_path_buf(), source })?;
     }
-    let page = reeval_core::compare::render::html(&compared)
+    let page = reeval_core::report::compare::html(&compared)
         .map_err(|e| CommandError::Render(format!("failed to render the comparison page: {e}")))?;
     std::fs::write(&html, page)
         .map_err(|source| CommandError::Write { path: html.clone(), source })?;
@@ -114,7 +114,7 @@ pub fn compare(
 /// summary's command line) again with `--regrade RUN`; its exit code.
 pub fn regrade(record_dir: &Path, run: &str) -> Result<i32, CommandError> {
     let dir = run_dir(record_dir, run);
-    let summaries = reeval_core::runs::summaries(&dir)?;
+    let summaries = reeval_core::report::runs::summaries(&dir)?;
     let Some(program) = summaries.iter().find_map(|s| s.provenance.command.first().cloned()) else {
         return Err(CommandError::Render(format!(
             "failed to regrade {}: its summary names no suite binary; run the suite with --regrade {}",
@@ -147,13 +147,13 @@ pub fn report(
     let dirs: Vec<PathBuf> = runs.iter().map(|r| run_dir(record_dir, r)).collect();
     let report = match (dirs.as_slice(), out) {
         ([], None) => {
-            let dir = reeval_core::runs::latest(record_dir)?.path;
-            reeval_core::runs::rebuild(&dir, &prices, &redactor)?
+            let dir = reeval_core::report::runs::latest(record_dir)?.path;
+            reeval_core::report::runs::rebuild(&dir, &prices, &redactor)?
         }
-        ([dir], None) => reeval_core::runs::rebuild(dir, &prices, &redactor)?,
+        ([dir], None) => reeval_core::report::runs::rebuild(dir, &prices, &redactor)?,
         (_, out) => {
             let dirs = if dirs.is_empty() {
-                vec![reeval_core::runs::latest(record_dir)?.path]
+                vec![reeval_core::report::runs::latest(record_dir)?.path]
             } else {
                 dirs
             };
@@ -189,7 +189,7 @@ pub fn report(
 
 /// `reeval runs`.
 pub fn runs(record_dir: &Path) -> Result<(), CommandError> {
-    let runs = reeval_core::runs::list(record_dir)?;
+    let runs = reeval_core::report::runs::list(record_dir)?;
     if runs.is_empty() {
         println!("no runs recorded in {}", record_dir.display());
         return Ok(());
@@ -199,7 +199,7 @@ pub fn runs(record_dir: &Path) -> Result<(), CommandError> {
         "run", "when", "attempts", "pass", "fail", "infra", "exit"
     );
     for run in runs {
-        let records = reeval_core::runs::records(&run.path)?;
+        let records = reeval_core::report::runs::records(&run.path)?;
         let s = reeval_core::report::summarize(&run.id, &records);
         let when = humantime::format_rfc3339_seconds(run.modified).to_string();
         println!(
@@ -219,7 +219,7 @@ pub fn runs(record_dir: &Path) -> Result<(), CommandError> {
 /// reeval's images on the engine: `reeval/base` and the digest-tagged builds.
 async fn reeval_images(
     docker: &DockerBackend,
-) -> Result<Vec<reeval_core::bollard::models::ImageSummary>, CommandError> {
+) -> Result<Vec<bollard::models::ImageSummary>, CommandError> {
     let filters = HashMap::from([("reference", vec!["reeval/*"])]);
     let options = ListImagesOptionsBuilder::default().filters(&filters).build();
     docker
@@ -262,7 +262,7 @@ pub async fn images_build(dockerfile: &Path) -> Result<(), CommandError> {
 /// setup cache; `reeval/base` stays. With a run, only the setup images it made.
 pub async fn images_prune(run: Option<&str>) -> Result<(), CommandError> {
     let docker = DockerBackend::connect().await?;
-    let (cached, kept) = reeval_core::setup_cache::prune(docker.client(), run).await?;
+    let (cached, kept) = reeval_core::setup_cache::prune(&docker, run).await?;
     for tag in &cached {
         println!("removed {tag}");
     }

@@ -1,6 +1,7 @@
 //! What an attempt is given before the agent's first token: the builder
 //! returned by `#[reeval::eval(environment = ..)]`.
 
+use crate::sandbox::FileToWrite;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -185,7 +186,7 @@ pub struct Skill {
     /// The skill's name (its directory's name).
     pub name: String,
     /// Files relative to the skill's directory, with their bytes and modes.
-    pub files: Vec<(String, Vec<u8>, u32)>,
+    pub files: Vec<FileToWrite>,
 }
 
 /// A secret: its value is read on the host and never enters a record.
@@ -206,7 +207,7 @@ pub struct Environment {
     pub(crate) workspace: Option<Workspace>,
     /// Where the workspace lives in the sandbox.
     pub(crate) workspace_dir: WorkspaceDir,
-    pub(crate) files: Vec<(String, Vec<u8>, u32)>,
+    pub(crate) files: Vec<FileToWrite>,
     pub(crate) rules: Option<String>,
     pub(crate) setup: Vec<SetupStep>,
     pub(crate) context_summary: bool,
@@ -321,7 +322,7 @@ impl Environment {
         bytes: impl Into<Vec<u8>>,
         mode: u32,
     ) -> Self {
-        self.files.push((path.into(), bytes.into(), mode));
+        self.files.push(FileToWrite::new(path, bytes, mode));
         self
     }
 
@@ -479,7 +480,7 @@ impl Environment {
     /// What is wrong with this environment, found without starting anything.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (path, _, _) in &self.files {
+        for FileToWrite { path, .. } in &self.files {
             if path.is_empty() || path.split('/').any(|c| c == "..") {
                 out.push(format!("file path `{path}` must be non-empty and must not use `..`"));
             }

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use crate::harness::{ErrorClass, HarnessError};
+use crate::harness::HarnessError;
 use crate::phase::Phase;
 use crate::sandbox::SandboxError;
+use crate::turn::ErrorClass;
 
-pub use crate::sandbox::Cause;
+use crate::sandbox::Cause;
 
 /// `Result` with reeval's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -155,7 +156,7 @@ impl From<HarnessError> for Error {
     }
 }
 
-/// The error for a harness failure of `class` (also `outcome::harness_error`).
+/// The error for a harness failure of `class`.
 pub fn harness_error(class: ErrorClass, harness: &str, message: String) -> Error {
     match class {
         ErrorClass::Agent => Error::Agent { harness: harness.to_string(), message },

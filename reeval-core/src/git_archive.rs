@@ -22,7 +22,7 @@ use std::path::Path;
 
 use crate::exec::Command;
 use crate::sandbox::{SandboxError, SandboxHandle};
-pub use crate::turn_archive::Commits;
+use crate::turn_archive::Commits;
 use crate::turn_archive::{self, ArchiveError};
 
 /// Where the refs of the workspace's repository are noted when the agent finds it.

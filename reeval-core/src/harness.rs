@@ -11,7 +11,7 @@ use crate::sandbox::SandboxHandle;
 use crate::turn::TurnReport;
 use async_trait::async_trait;
 
-pub use crate::turn::ErrorClass;
+use crate::turn::ErrorClass;
 
 /// A failure to run a harness at all (not an agent's error, which is a failed [`TurnReport`]).
 #[derive(Debug, thiserror::Error)]

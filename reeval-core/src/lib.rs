@@ -58,9 +58,6 @@ pub mod suggest;
 pub mod turn_archive;
 mod workspace;
 
-/// Recorded runs on disk, at their old path (the reporters own them: [`report::runs`]).
-pub use report::runs;
-
 // The surface most code needs, by name; the modules above hold the rest.
 pub use attempt::{Ctx, ExtraSandbox, InSandbox};
 pub use capture::{Artifact, Capture};
@@ -69,7 +66,7 @@ pub use environment::{Environment, Image, ImageSpec, McpServer, Skill, Workspace
 pub use error::{AssertionFailure, Error, Result};
 pub use eval::{Eval, EvalOptions};
 pub use exec::{Command, ExecOutput};
-pub use harness::{ErrorClass, Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext};
+pub use harness::{Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext};
 pub use judge::{Judge, JudgeResult};
 pub use matchers::{Expectation, expect};
 pub use outcome::{FailKind, Kind, Outcome};
@@ -81,10 +78,11 @@ pub use report::events::RunEvent;
 pub use runner::{RunConfig, Runner};
 pub use sandbox::{Backend, Sandbox, SandboxError, SandboxHandle};
 pub use setup_cache::SetupCache;
-pub use turn::{EditKind, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, TurnStatus, Usage};
+pub use turn::{
+    EditKind, ErrorClass, FileEdit, ToolCall, Turn, TurnOptions, TurnReport, TurnStatus, Usage,
+};
 
-/// The Docker API client, for users who drop down to the engine (and for the tests).
-pub use bollard;
+/// The cancellation token of [`Ctx::signal`].
 pub use tokio_util::sync::CancellationToken;
 
 /// Records for unit tests.

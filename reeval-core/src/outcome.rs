@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::harness::ErrorClass;
+use crate::error::harness_error;
 use crate::phase::Phase;
 use crate::sandbox::SandboxError;
+use crate::turn::ErrorClass;
 use crate::turn::{TurnReport, TurnStatus};
 
-pub use crate::error::harness_error;
 pub use reeval_record::outcome::{FailKind, Kind, Outcome};
 
 /// The outcome for an error that ended an attempt, from the error and the

@@ -89,7 +89,7 @@ impl PhaseLog {
     /// Where the harness reports the agent's events: onto the stream, redacted and
     /// shortened to a line; `None` when nothing listens.
     pub(crate) fn agent_events(&self) -> Option<crate::harness::AgentEvents> {
-        use crate::report::events::AgentEvent;
+        use crate::harness::AgentEvent;
         let (sink, redactor, attempt) =
             (self.sink.clone()?, self.redactor.clone(), self.attempt.clone());
         Some(crate::harness::AgentEvents::new(move |event| {

@@ -14,17 +14,16 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use crate::environment::ImageSpec;
-use crate::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
+use crate::harness::{Harness, HarnessError, SessionSetup, TurnContext};
 use crate::outcome::Outcome;
-use crate::record::Record;
+use crate::record::{Record, RegradeOf};
 use crate::sandbox::SandboxHandle;
+use crate::turn::ErrorClass;
 use crate::turn::TurnReport;
 use crate::turn_archive::{self, Manifest};
 
 /// The replay harness's name.
 pub const REPLAY: &str = "replay";
-
-pub use crate::record::RegradeOf;
 
 /// A recorded attempt that cannot be replayed, or a run that cannot be regraded.
 #[derive(Debug, thiserror::Error)]
@@ -434,7 +433,7 @@ mod tests {
         new.regrade_of = Some(RegradeOf { run: "old".into(), attempt: old.file_name() });
         let plan = plan_of(vec![old.clone()]);
         // Commits that were kept are replayed: a pass lost is a regression.
-        let kept = crate::git_archive::Commits {
+        let kept = crate::turn_archive::Commits {
             count: 2,
             head: "refs/heads/main".into(),
             bundle: Some(crate::git_archive::BUNDLE.into()),
@@ -445,7 +444,7 @@ mod tests {
         let delta = regrade_delta(&plan, std::slice::from_ref(&new));
         assert!(delta.contains("1 down (from pass); 0 unchanged\n"), "{delta}");
         // Commits that were not kept: the replay cannot say.
-        let lost = crate::git_archive::Commits {
+        let lost = crate::turn_archive::Commits {
             bundle: None,
             not_kept: Some("the repository's bundle is 99999999 bytes".into()),
             ..kept

@@ -3,6 +3,7 @@
 //! (the engine's side: commit, lookup, eviction), which knows images, not
 //! environments.
 
+use crate::sandbox::FileToWrite;
 use sha2::{Digest, Sha256};
 
 use crate::environment::{Environment, Workspace};
@@ -38,7 +39,7 @@ pub(crate) fn key(
         // Only when set: the keys of environments in /workspace stay as they were.
         part("workspace_dir", format!("{:?}", env.workspace_dir).as_bytes());
     }
-    for (path, bytes, mode) in &env.files {
+    for FileToWrite { path, bytes, mode } in &env.files {
         part("file", format!("{path}\n{mode:o}").as_bytes());
         part("bytes", bytes);
     }

@@ -11,6 +11,7 @@
 //! task's image (once, cached with it) gives the workdir's files to the
 //! agent's user, who may edit them as Harbor's root agent may.
 
+use reeval_core::sandbox::FileToWrite;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -209,11 +210,7 @@ impl HarborTask {
     ///
     /// # Errors
     /// [`HarborError::Read`] when one cannot be read.
-    pub fn files(
-        &self,
-        sub: &str,
-        prefix: &str,
-    ) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+    pub fn files(&self, sub: &str, prefix: &str) -> Result<Vec<FileToWrite>, HarborError> {
         super::files::task_files(&self.name, &self.dir, sub, prefix)
     }
 

@@ -2,6 +2,7 @@
 //! the sandbox (`tests/`, `solution/`, a step's `workdir/`). (The image's
 //! WORKDIR is the backend's to say: `WorkspaceDir::ImageWorkdir`.)
 
+use reeval_core::sandbox::FileToWrite;
 use std::path::Path;
 
 use super::error::HarborError;
@@ -10,7 +11,7 @@ use super::error::HarborError;
 pub const HARBORIGNORE: &str = ".harborignore";
 
 /// The files of the task's `sub` directory (`tests`, `solution`, a step's
-/// `workdir`…) for upload, as `(path under prefix, bytes, mode)`. Under
+/// `workdir`…) for upload, each path under `prefix`. Under
 /// `tests/`, `solution/`, `steps/*/tests/` and `steps/*/solution/`, the
 /// `.harborignore` files there (gitignore syntax, each for its directory and
 /// below, as Harbor 0.26's `TaskFileFilter`) leave files out, and are left
@@ -24,7 +25,7 @@ pub fn task_files(
     task_dir: &Path,
     sub: &str,
     prefix: &str,
-) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+) -> Result<Vec<FileToWrite>, HarborError> {
     let parts: Vec<&str> = sub.split('/').collect();
     let scoped =
         matches!(parts.as_slice(), ["tests" | "solution"] | ["steps", _, "tests" | "solution"]);
@@ -32,7 +33,7 @@ pub fn task_files(
     let files = walk(task, &dir, prefix, scoped)?;
     for script in ["test.sh", "solve.sh"] {
         let wanted = format!("{prefix}/{script}");
-        if scoped && dir.join(script).is_file() && !files.iter().any(|(p, _, _)| *p == wanted) {
+        if scoped && dir.join(script).is_file() && !files.iter().any(|f| f.path == wanted) {
             return Err(HarborError::Read {
                 task: task.to_string(),
                 path: dir.join(script),
@@ -43,16 +44,12 @@ pub fn task_files(
     Ok(files)
 }
 
-/// The files of `dir` (recursively), as `(path under prefix, bytes, mode)`,
+/// The files of `dir` (recursively), each path under `prefix`,
 /// for upload; a missing dir has none.
 ///
 /// # Errors
 /// [`HarborError::Read`] when a file cannot be read.
-pub fn files_under(
-    task: &str,
-    dir: &Path,
-    prefix: &str,
-) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+pub fn files_under(task: &str, dir: &Path, prefix: &str) -> Result<Vec<FileToWrite>, HarborError> {
     walk(task, dir, prefix, false)
 }
 
@@ -63,7 +60,7 @@ fn walk(
     dir: &Path,
     prefix: &str,
     harborignore: bool,
-) -> Result<Vec<(String, Vec<u8>, u32)>, HarborError> {
+) -> Result<Vec<FileToWrite>, HarborError> {
     let mut out = Vec::new();
     if !dir.is_dir() {
         return Ok(out);
@@ -87,7 +84,7 @@ fn walk(
         }
         let rel = path.strip_prefix(dir).unwrap_or(path).to_string_lossy().replace('\\', "/");
         let bytes = std::fs::read(path).map_err(|e| read(path, e.to_string()))?;
-        out.push((format!("{prefix}/{rel}"), bytes, mode_of(&meta)));
+        out.push(FileToWrite::new(format!("{prefix}/{rel}"), bytes, mode_of(&meta)));
     }
     out.sort();
     Ok(out)
@@ -131,7 +128,7 @@ mod tests {
             std::fs::write(task.join(path), text).unwrap();
         }
         let names = |sub: &str, prefix: &str| -> Vec<String> {
-            task_files("t", &task, sub, prefix).unwrap().into_iter().map(|(p, _, _)| p).collect()
+            task_files("t", &task, sub, prefix).unwrap().into_iter().map(|f| f.path).collect()
         };
         assert_eq!(
             names("tests", "tests"),

@@ -3,6 +3,7 @@
 //! reward, the oracle. `eval.rs` builds the eval; `steps.rs` repeats these
 //! per step of a multi-step task.
 
+use reeval_core::sandbox::FileToWrite;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -16,8 +17,8 @@ use reeval_core::error::{Error, Result};
 use reeval_core::exec::{Command, ExecOutput};
 use reeval_core::turn::TurnOptions;
 
-/// Files as `(path, bytes, mode)`.
-pub(super) type Files = Vec<(String, Vec<u8>, u32)>;
+/// A task's files to upload.
+pub(super) type Files = Vec<FileToWrite>;
 
 /// A tar of `files` unpacked under `dir` as root, owned by the agent's user.
 fn upload_for_agent(files: &Files, dir: &str) -> Result<Command> {

@@ -108,11 +108,11 @@ fn step_files(task: &HarborTask, step: &StepConfig, sub: &str, merge: bool) -> R
     if !merge && !own.is_empty() {
         return Ok(own);
     }
-    let mut files: BTreeMap<String, (Vec<u8>, u32)> = BTreeMap::new();
-    for (path, bytes, mode) in task.files(sub, sub).map_err(config)?.into_iter().chain(own) {
-        files.insert(path, (bytes, mode));
+    let mut files = BTreeMap::new();
+    for file in task.files(sub, sub).map_err(config)?.into_iter().chain(own) {
+        files.insert(file.path.clone(), file);
     }
-    Ok(files.into_iter().map(|(p, (b, m))| (p, b, m)).collect())
+    Ok(files.into_values().collect())
 }
 
 /// The agent's user for a step's setup and oracle: the step's, else the task's.
@@ -302,7 +302,7 @@ async fn prepare(c: &mut Ctx, task: &HarborTask, step: &StepConfig) -> Result<Op
     }
     let workdir = super::shell::workdir(c).await?;
     run::copy_in_for_agent(c, &files, &workdir).await?;
-    if !files.iter().any(|(p, _, _)| p == "./setup.sh") {
+    if !files.iter().any(|f| f.path == "./setup.sh") {
         return Ok(None);
     }
     let script = format!("{}/setup.sh", workdir.trim_end_matches('/'));

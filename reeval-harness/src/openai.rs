@@ -12,10 +12,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
+use reeval_core::harness::{Harness, HarnessError, TurnContext};
 use reeval_core::llm::tools::{CommandScope, CommandTool, Tool, Toolset};
 use reeval_core::llm::{ApiKey, KeyHeader, LlmClient, LlmError, RetryPolicy};
 use reeval_core::sandbox::{SandboxError, SandboxHandle};
+use reeval_core::turn::ErrorClass;
 use reeval_core::turn::{TurnReport, TurnStatus, Usage};
 use serde_json::{Value, json};
 

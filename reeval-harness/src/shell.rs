@@ -4,9 +4,10 @@
 
 use async_trait::async_trait;
 use reeval_core::Command;
-use reeval_core::harness::{ErrorClass, Harness, HarnessError, TurnContext};
-use reeval_core::report::events::AgentEvent;
+use reeval_core::harness::AgentEvent;
+use reeval_core::harness::{Harness, HarnessError, TurnContext};
 use reeval_core::sandbox::SandboxHandle;
+use reeval_core::turn::ErrorClass;
 use reeval_core::turn::{TurnReport, TurnStatus};
 
 /// The most of a script's output kept as the turn's final message (its end).

@@ -1,6 +1,7 @@
 //! Tar archives in and out of the sandbox. Archives from the sandbox are
 //! untrusted: they are parsed in memory and never unpacked onto the host.
 
+use crate::FileToWrite;
 use std::collections::BTreeMap;
 use std::io::Read;
 
@@ -26,15 +27,15 @@ fn archive_err(message: impl Into<String>) -> SandboxError {
     SandboxError::Archive { message: message.into() }
 }
 
-/// A tar of regular files `(relative path, bytes, mode)`.
-pub fn tar_of(files: &[(String, Vec<u8>, u32)]) -> Result<Bytes, SandboxError> {
+/// A tar of regular files (their paths relative to where it is unpacked).
+pub fn tar_of(files: &[FileToWrite]) -> Result<Bytes, SandboxError> {
     tar_owned_by(files, 0)
 }
 
 /// A tar of regular files owned by `uid` (and the group of the same number): uploads keep owners.
-pub fn tar_owned_by(files: &[(String, Vec<u8>, u32)], uid: u64) -> Result<Bytes, SandboxError> {
+pub fn tar_owned_by(files: &[FileToWrite], uid: u64) -> Result<Bytes, SandboxError> {
     let mut builder = tar::Builder::new(Vec::new());
-    for (path, bytes, mode) in files {
+    for FileToWrite { path, bytes, mode } in files {
         let mut header = tar::Header::new_gnu();
         header.set_uid(uid);
         header.set_gid(uid);
@@ -322,7 +323,7 @@ mod tests {
     #[test]
     fn round_trips_binary_bytes() {
         let bytes: Vec<u8> = (0..=255u8).collect();
-        let tar = tar_of(&[("f.bin".into(), bytes.clone(), 0o600)]).unwrap();
+        let tar = tar_of(&[FileToWrite::new("f.bin", bytes.clone(), 0o600)]).unwrap();
         assert_eq!(single_file(&tar, "f.bin").unwrap(), bytes);
     }
 }

@@ -9,6 +9,7 @@
 //! test can assert what happened: which commands ran, how many sandboxes were
 //! created and destroyed.
 
+use crate::FileToWrite;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -480,7 +481,7 @@ impl Sandbox for FakeSandbox {
             return match files.get(path) {
                 // A file alone, named by its own name (as an engine's archive has it).
                 Some(Entry::File { mode, bytes }) if path != self.workdir => {
-                    archive::tar_of(&[(top, bytes.clone(), *mode)])
+                    archive::tar_of(&[FileToWrite::new(top, bytes.clone(), *mode)])
                 }
                 Some(entry) if path != self.workdir => {
                     archive::tar_of_tree("", &BTreeMap::from([(top, entry.clone())]))

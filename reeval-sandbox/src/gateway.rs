@@ -3,6 +3,7 @@
 //! sandbox ([`GatewayRequest`], [`GatewayContainer`]) and the ways to it the
 //! attempt offers ([`GatewayOffer`], see [`Backend::place_gateway`](crate::Backend::place_gateway)).
 
+use crate::FileToWrite;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ pub struct GatewayRequest {
     /// The image it is put in (it needs the C library the binary links).
     pub base_image: String,
     /// Files the gateway reads (its configuration, its CA), by absolute path.
-    pub files: Vec<(String, Vec<u8>, u32)>,
+    pub files: Vec<FileToWrite>,
     /// Its environment: the secrets it swaps in (they reach this container only).
     pub env: Vec<(String, secrecy::SecretString)>,
     /// Its command line.

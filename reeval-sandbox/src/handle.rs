@@ -1,6 +1,7 @@
 //! The handle contexts and harnesses act through: a sandbox, its workspace,
 //! the environment every command gets, and the user commands run as.
 
+use crate::FileToWrite;
 use std::fmt;
 use std::sync::Arc;
 
@@ -273,7 +274,10 @@ impl SandboxHandle {
         let (dir, name) = abs.rsplit_once('/').unwrap_or(("", abs.as_str()));
         let dir = if dir.is_empty() { "/" } else { dir };
         let owner = if self.user.is_some() { AgentUser::ID } else { 0 };
-        let tar = archive::tar_owned_by(&[(name.to_string(), bytes.to_vec(), mode)], owner)?;
+        let tar = archive::tar_owned_by(
+            &[FileToWrite::new(name.to_string(), bytes.to_vec(), mode)],
+            owner,
+        )?;
         match self.sandbox.upload(dir, tar.clone()).await {
             Err(SandboxError::NotFound { .. }) => {
                 let mkdir =

@@ -48,7 +48,8 @@
 //! [`Signal`]), `gateway.rs` (the network a sandbox gets, a gateway beside a
 //! sandbox and the attempt's offer), `limits.rs` ([`Limits`]), `needs.rs`
 //! (what a run asks of a backend before it starts, and the answer),
-//! `error.rs` ([`SandboxError`]). No file imports one that imports it back
+//! `error.rs` ([`SandboxError`]), `file_to_write.rs` ([`FileToWrite`]: a
+//! file any layer writes into a sandbox, the one shape the tars are built from). No file imports one that imports it back
 //! (`scripts/import_cycles.py`, in CI).
 
 #![forbid(unsafe_code)]
@@ -61,6 +62,7 @@ pub mod exclude;
 pub mod exec;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+mod file_to_write;
 pub(crate) mod gateway_stream;
 mod handle;
 mod image_spec;
@@ -85,6 +87,7 @@ pub use backend::{
 pub use backend_config::BackendConfig;
 pub use docker::DockerBackend;
 pub use error::{Cause, SandboxError};
+pub use file_to_write::FileToWrite;
 pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest, NetworkSpec};
 pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
 pub use image_spec::{Image, ImageSpec};

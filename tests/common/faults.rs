@@ -118,7 +118,7 @@ pub fn check_row(row: &Row<'_>) {
 /// What of the run is left: containers and networks labelled with its id,
 /// and temporary record files. Empty when nothing is.
 pub async fn leftovers(run_id: &str, run_dir: Option<&Path>) -> String {
-    let docker = reeval::bollard::Docker::connect_with_defaults()
+    let docker = bollard::Docker::connect_with_defaults()
         .expect("docker")
         .negotiate_version()
         .await
@@ -126,7 +126,7 @@ pub async fn leftovers(run_id: &str, run_dir: Option<&Path>) -> String {
     let filters = HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
     let containers = docker
         .list_containers(Some(
-            reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+            bollard::query_parameters::ListContainersOptionsBuilder::default()
                 .all(true)
                 .filters(&filters)
                 .build(),

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use reeval::bollard::Docker;
-use reeval::bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecResults};
 
 /// The engine.
 pub async fn docker() -> Docker {
@@ -18,7 +18,7 @@ pub async fn container_of(docker: &Docker, run_id: &str, attempt: &str) -> Optio
         "label",
         vec![format!("dev.reeval.run={run_id}"), format!("dev.reeval.attempt={attempt}")],
     )]);
-    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+    let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .filters(&filters)
         .build();
     docker.list_containers(Some(opts)).await.ok()?.into_iter().find_map(|c| c.id)
@@ -81,7 +81,7 @@ impl Fault {
                 let inspected = docker
                     .inspect_container(
                         id,
-                        None::<reeval::bollard::query_parameters::InspectContainerOptions>,
+                        None::<bollard::query_parameters::InspectContainerOptions>,
                     )
                     .await
                     .expect("docker inspect");
@@ -89,7 +89,7 @@ impl Fault {
                 let names: Vec<String> = networks.unwrap_or_default().into_keys().collect();
                 assert!(!names.is_empty(), "the container {id} is on no network");
                 for name in names {
-                    let request = reeval::bollard::models::NetworkDisconnectRequest {
+                    let request = bollard::models::NetworkDisconnectRequest {
                         container: id.to_string(),
                         force: Some(true),
                     };

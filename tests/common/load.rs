@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use reeval::bollard::Docker;
+use bollard::Docker;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, Record, RunReport};
 
@@ -49,7 +49,7 @@ async fn running_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
         ("label", vec![format!("dev.reeval.run={run_id}")]),
         ("status", vec!["running".to_string()]),
     ]);
-    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+    let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .filters(&filters)
         .build();
     docker
@@ -64,9 +64,8 @@ async fn running_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
 /// Networks labelled with the run id (a gateway's), left after the run.
 async fn networks_of_run(docker: &Docker, run_id: &str) -> usize {
     let filters = HashMap::from([("label", vec![format!("dev.reeval.run={run_id}")])]);
-    let opts = reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
-        .filters(&filters)
-        .build();
+    let opts =
+        bollard::query_parameters::ListNetworksOptionsBuilder::default().filters(&filters).build();
     docker.list_networks(Some(opts)).await.map(|n| n.len()).unwrap_or(0)
 }
 
@@ -114,10 +113,9 @@ async fn run_load(
                 // A different sandbox each time, by a simple walk over the list.
                 let victim = &running[n % running.len()];
                 n += 1;
-                let opts =
-                    reeval::bollard::query_parameters::KillContainerOptionsBuilder::default()
-                        .signal("SIGKILL")
-                        .build();
+                let opts = bollard::query_parameters::KillContainerOptionsBuilder::default()
+                    .signal("SIGKILL")
+                    .build();
                 if docker.kill_container(victim, Some(opts)).await.is_ok() {
                     kills.fetch_add(1, Ordering::Relaxed);
                 }

@@ -49,7 +49,7 @@ pub async fn docker_ready() -> bool {
 }
 
 async fn reeval_core_backend() -> Result<(), String> {
-    let docker = reeval::bollard::Docker::connect_with_defaults()
+    let docker = bollard::Docker::connect_with_defaults()
         .map_err(|e| format!("the Docker engine is not reachable: {e}"))?;
     let docker = docker
         .negotiate_version()
@@ -110,16 +110,15 @@ fn of_run(run_id: &str) -> std::collections::HashMap<&'static str, Vec<String>> 
 /// Networks labelled with this run id.
 pub async fn networks_of_run(run_id: &str) -> usize {
     let filters = of_run(run_id);
-    let opts = reeval::bollard::query_parameters::ListNetworksOptionsBuilder::default()
-        .filters(&filters)
-        .build();
+    let opts =
+        bollard::query_parameters::ListNetworksOptionsBuilder::default().filters(&filters).build();
     inject::docker().await.list_networks(Some(opts)).await.expect("list networks").len()
 }
 
 /// Containers (any state) labelled with this run id.
 pub async fn containers_of_run(run_id: &str) -> usize {
     let filters = of_run(run_id);
-    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+    let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
         .build();
@@ -129,9 +128,8 @@ pub async fn containers_of_run(run_id: &str) -> usize {
 /// Volumes labelled with this run id.
 pub async fn volumes_of_run(run_id: &str) -> usize {
     let filters = of_run(run_id);
-    let opts = reeval::bollard::query_parameters::ListVolumesOptionsBuilder::default()
-        .filters(&filters)
-        .build();
+    let opts =
+        bollard::query_parameters::ListVolumesOptionsBuilder::default().filters(&filters).build();
     let listed = inject::docker().await.list_volumes(Some(opts)).await.expect("list volumes");
     listed.volumes.unwrap_or_default().len()
 }

@@ -137,7 +137,7 @@ pub async fn containers_of_attempt(run_id: &str, attempt: &str) -> usize {
         "label",
         vec![format!("dev.reeval.run={run_id}"), format!("dev.reeval.attempt={attempt}")],
     )]);
-    let opts = reeval::bollard::query_parameters::ListContainersOptionsBuilder::default()
+    let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
         .build();

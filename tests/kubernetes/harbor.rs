@@ -148,8 +148,8 @@ async fn remove_pushed_tag(detail: &str, registry: &str) {
     let Some(pushed) = detail.split(&at).nth(1).and_then(|s| s.split(' ').next()) else {
         return;
     };
-    let docker = reeval::bollard::Docker::connect_with_local_defaults().unwrap();
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
     let _ = docker
-        .remove_image(pushed, None::<reeval::bollard::query_parameters::RemoveImageOptions>, None)
+        .remove_image(pushed, None::<bollard::query_parameters::RemoveImageOptions>, None)
         .await;
 }

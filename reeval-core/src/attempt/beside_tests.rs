@@ -11,15 +11,14 @@ use async_trait::async_trait;
 use super::tests::{Script, scripted};
 use crate::environment::Environment;
 use crate::eval::Eval;
-use crate::harness::{
-    ErrorClass, Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext,
-};
+use crate::harness::{Harness, HarnessError, HarnessRegistry, SessionSetup, TurnContext};
 use crate::outcome::Outcome;
 use crate::phase::Phase;
 use crate::record::{PhaseRecord, Record};
 use crate::runner::{RunConfig, Runner};
 use crate::sandbox::SandboxHandle;
 use crate::sandbox::fake::FakeBackend;
+use crate::turn::ErrorClass;
 use crate::turn::TurnReport;
 
 /// `Script`'s turns, a start that writes nothing in the workspace (counted), and

@@ -20,6 +20,7 @@
 //! Not given to an extra sandbox: secrets (an environment naming one is
 //! refused), a harness, a snapshot or a diff.
 
+use crate::sandbox::FileToWrite;
 use std::future::Future;
 use std::panic::Location;
 use std::sync::Arc;
@@ -370,10 +371,8 @@ impl Attempt {
             let handle = SandboxHandle::new(sandbox.clone(), workspace.clone(), variables);
             extras[index].handle = Some(handle.clone());
             if !files.is_empty() {
-                let relative: Vec<_> = files
-                    .into_iter()
-                    .map(|(p, b, m)| (p.trim_start_matches('/').to_string(), b, m))
-                    .collect();
+                let relative: Vec<_> =
+                    files.into_iter().map(FileToWrite::relative_to_root).collect();
                 sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
             }
             sandbox.start().await?;

@@ -8,6 +8,7 @@
 //! forgotten, and the start runs again without the cache. A miss asks the
 //! run to fill the cache in the background (`runner/setup_fill.rs`).
 
+use crate::sandbox::FileToWrite;
 use std::sync::Arc;
 
 use super::{Attempt, Paused, Purpose, Ready, SandboxState};
@@ -275,10 +276,8 @@ impl Attempt {
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
                     if !files.is_empty() {
                         // Where nothing is mounted, the relay (and the CA) go in before it starts.
-                        let relative: Vec<_> = files
-                            .into_iter()
-                            .map(|(p, b, m)| (p.trim_start_matches('/').to_string(), b, m))
-                            .collect();
+                        let relative: Vec<_> =
+                            files.into_iter().map(FileToWrite::relative_to_root).collect();
                         sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
                     }
                     sandbox.start().await?;

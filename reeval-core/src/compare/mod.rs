@@ -6,7 +6,8 @@
 //! - [`analysis`]: the paired analysis of recorded attempts (per eval and
 //!   overall), the same for a live run and for `reeval compare RUN_A RUN_B`.
 //! - [`recorded`]: `reeval compare RUN_A RUN_B`, the analysis of two recorded runs.
-//! - [`render`]: the terminal table and the HTML page of a comparison.
+//! - The terminal table and the HTML page of a comparison are a reporter's:
+//!   [`crate::report::compare`].
 //!
 //! A variant is a named change to an eval's environment (a skill, rules, a
 //! file, an MCP server, an image). `control` is the arm with no change.
@@ -15,8 +16,6 @@
 pub mod analysis;
 mod declared;
 pub mod recorded;
-/// How a comparison reads, at its old path (a reporter's: [`crate::report::compare`]).
-pub use crate::report::compare as render;
 
 use std::sync::Arc;
 

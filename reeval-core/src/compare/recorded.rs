@@ -13,7 +13,7 @@ use crate::record::Record;
 use crate::report::combine::{run_name, union};
 use crate::report::runs::RunsError;
 
-pub use crate::report::compare::RecordedComparison;
+use crate::report::compare::RecordedComparison;
 
 /// The name of an arm: its run's directory name, or for several runs the
 /// first one's and how many more (`<run id>+2-more`).

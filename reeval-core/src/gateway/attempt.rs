@@ -24,6 +24,7 @@
 //! policy per phase (`for_setup`, `for_agent`, `for_check`), and
 //! [`AttemptEgress::close`] at teardown (what went out, for the record).
 
+use crate::sandbox::FileToWrite;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -187,7 +188,7 @@ pub(crate) struct ForSandbox {
     /// Its main process: the relay.
     pub(crate) main_process: Vec<String>,
     /// Files uploaded before it starts (the relay and the CA, where nothing is mounted).
-    pub(crate) files: Vec<(String, Vec<u8>, u32)>,
+    pub(crate) files: Vec<FileToWrite>,
 }
 
 /// What the attempt offers its backend (see [`Backend::place_gateway`]). An
@@ -261,9 +262,9 @@ pub(crate) async fn prepare(
         if trusts {
             let ca = offer.remote.get().filter(|_| plan.intercept).map(|r| r.ca.cert_pem());
             let pem = sandbox_trust(ca, run);
-            files.push((relay::SANDBOX_CA_SOURCE.to_string(), pem.into_bytes(), 0o644));
+            files.push(FileToWrite::new(relay::SANDBOX_CA_SOURCE, pem, 0o644));
         }
-        files.push((relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755));
+        files.push(FileToWrite::new(relay_in_sandbox(), relay::RELAY_BINARY.to_vec(), 0o755));
     }
     let network = gateway.network();
     let beside = !gateway.mounted();
@@ -341,10 +342,10 @@ fn container_request(
     labels: &BTreeMap<String, String>,
 ) -> GatewayRequest {
     let mut files = vec![
-        (format!("{CONTAINER_DIR}/ca.pem"), remote.ca.cert_pem().as_bytes().to_vec(), 0o644),
-        (
+        FileToWrite::new(format!("{CONTAINER_DIR}/ca.pem"), remote.ca.cert_pem().as_bytes(), 0o644),
+        FileToWrite::new(
             format!("{CONTAINER_DIR}/ca.key"),
-            remote.ca.key_pem().expose_secret().as_bytes().to_vec(),
+            remote.ca.key_pem().expose_secret().as_bytes(),
             0o600,
         ),
     ];
@@ -352,7 +353,7 @@ fn container_request(
     let host_roots = Some(&run.host_roots().pem).filter(|p| !p.is_empty());
     for (i, pem) in run.settings.extra_roots_pem.iter().chain(host_roots).enumerate() {
         let path = format!("{CONTAINER_DIR}/root-{i}.pem");
-        files.push((path.clone(), pem.clone().into_bytes(), 0o644));
+        files.push(FileToWrite::new(path.clone(), pem.clone(), 0o644));
         roots.push(path);
     }
     let mut config = serde_json::json!({
@@ -370,7 +371,7 @@ fn container_request(
         config["upstreamProxy"] = proxy;
     }
     // Readable by the gateway only: a proxy URL may hold credentials.
-    files.push((format!("{CONTAINER_DIR}/config.json"), config.to_string().into_bytes(), 0o600));
+    files.push(FileToWrite::new(format!("{CONTAINER_DIR}/config.json"), config.to_string(), 0o600));
     let env = plan
         .binding_configs
         .iter()

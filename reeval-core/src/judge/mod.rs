@@ -280,7 +280,3 @@ impl std::ops::Deref for JudgeResult {
         &self.verdicts
     }
 }
-
-// A judge spec's key's variable: `llm/chat.rs` (settings and preflight read
-// it without naming the judge), as is its provider and model (`parse_spec`).
-pub use crate::llm::chat::key_env;

@@ -3,16 +3,17 @@
 
 use crate::environment::{Environment, Workspace};
 use crate::error::{Error, Result};
+use crate::sandbox::FileToWrite;
 use crate::sandbox::{SandboxHandle, archive};
 
-/// What the files phase writes: `(path, bytes, mode)`, and the rules file's name.
-pub(crate) fn planned(env: &Environment, rules_file: &str) -> Vec<(String, Vec<u8>, u32)> {
+/// What the files phase writes, with the rules file under `rules_file`.
+pub(crate) fn planned(env: &Environment, rules_file: &str) -> Vec<FileToWrite> {
     let mut files = env.files.clone();
     if let Some(rules) = &env.rules {
-        files.push((rules_file.to_string(), rules.clone().into_bytes(), 0o644));
+        files.push(FileToWrite::new(rules_file, rules.clone(), 0o644));
     }
     if env.context_summary {
-        files.push(("CONTEXT.md".into(), context_summary(env).into_bytes(), 0o644));
+        files.push(FileToWrite::new("CONTEXT.md", context_summary(env), 0o644));
     }
     files
 }
@@ -20,24 +21,24 @@ pub(crate) fn planned(env: &Environment, rules_file: &str) -> Vec<(String, Vec<u
 /// Writes the files; the phase's detail.
 pub(crate) async fn write(
     handle: &SandboxHandle,
-    files: &[(String, Vec<u8>, u32)],
+    files: &[FileToWrite],
     rules_file: Option<&str>,
 ) -> Result<String> {
     let (relative, absolute): (Vec<_>, Vec<_>) =
-        files.iter().cloned().partition(|(p, _, _)| !p.starts_with('/'));
+        files.iter().cloned().partition(|f| !f.path.starts_with('/'));
     if !relative.is_empty() {
         let cleaned: Vec<_> = relative
             .into_iter()
-            .map(|(p, b, m)| (p.trim_start_matches("./").to_string(), b, m))
+            .map(|f| FileToWrite { path: f.path.trim_start_matches("./").to_string(), ..f })
             .collect();
-        if cleaned.iter().any(|(p, _, _)| p.split('/').any(|c| c == "..")) {
+        if cleaned.iter().any(|f| f.path.split('/').any(|c| c == "..")) {
             return Err(Error::Config(
                 "failed to write the environment's files: a path uses `..`".into(),
             ));
         }
         handle.sandbox().upload(handle.workspace(), archive::tar_of(&cleaned)?).await?;
     }
-    for (path, bytes, mode) in absolute {
+    for FileToWrite { path, bytes, mode } in absolute {
         handle.write_file(&path, &bytes, mode).await?;
     }
     let rules = rules_file.map(|f| format!(", rules in {f}")).unwrap_or_default();
@@ -58,8 +59,8 @@ pub(crate) fn context_summary(env: &Environment) -> String {
         )),
         None => s.push_str("- The workspace starts empty.\n"),
     }
-    for (path, _, _) in &env.files {
-        s.push_str(&format!("- File: {path}\n"));
+    for file in &env.files {
+        s.push_str(&format!("- File: {}\n", file.path));
     }
     if env.rules.is_some() {
         s.push_str("- Rules for you are in the rules file.\n");

@@ -2,6 +2,7 @@
 //! that only runs checks never starts one), with skills and MCP servers
 //! placed where this harness reads them.
 
+use crate::sandbox::FileToWrite;
 use std::path::{Path, PathBuf};
 
 use crate::environment::{Environment, Skill};
@@ -58,7 +59,7 @@ fn read_skills(dirs: &[PathBuf]) -> Result<Vec<Skill>> {
             let full = dir.join(&rel);
             let meta = std::fs::metadata(&full).map_err(fail)?;
             if meta.is_file() {
-                files.push((
+                files.push(FileToWrite::new(
                     rel.to_string_lossy().into_owned(),
                     std::fs::read(&full).map_err(fail)?,
                     meta.permissions().mode() & 0o7777,

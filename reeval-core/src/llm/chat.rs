@@ -65,6 +65,6 @@ pub(crate) fn parse_spec(spec: &str) -> std::result::Result<(Provider, String), 
 ///
 /// # Errors
 /// The spec's problem, when it names no known provider or no model.
-pub fn key_env(spec: &str) -> std::result::Result<&'static str, String> {
+pub(crate) fn key_env(spec: &str) -> std::result::Result<&'static str, String> {
     parse_spec(spec).map(|(provider, _)| provider.default_key_env())
 }

@@ -216,7 +216,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::harness::ErrorClass;
+    use crate::turn::ErrorClass;
     use std::ops::ControlFlow;
 
     const KEY: &str = "sk-test-0123456789abcdef";

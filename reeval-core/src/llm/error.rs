@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::harness::ErrorClass;
+use crate::turn::ErrorClass;
 
 /// Why a model request gave no usable answer.
 ///

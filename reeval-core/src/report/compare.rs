@@ -1,5 +1,5 @@
 //! How a comparison reads: a terminal table, and (for `reeval compare`) an
-//! HTML page. Re-exported as `compare::render`.
+//! HTML page.
 
 use std::path::PathBuf;
 

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use super::lines::Lines;
 use super::{Reporter, arm_label};
+use crate::harness::AgentEvent;
 use crate::outcome::Outcome;
 use crate::record::{CellSummary, Record};
-use crate::report::events::{AgentEvent, AttemptId, RunEvent};
+use crate::report::events::{AttemptId, RunEvent};
 use crate::report::summary::RunReport;
 
 /// Prints the run for a person or for cargo/nextest.

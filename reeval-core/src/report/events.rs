@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use tokio::sync::mpsc;
 
-pub use crate::harness::AgentEvent;
+use crate::harness::AgentEvent;
 use crate::outcome::Retry;
 use crate::record::{Event, PhaseRecord, Record};
 

@@ -266,7 +266,7 @@ fn variants_declared_in_the_file_change_the_environment_and_bad_ones_are_named()
     let (arms, _) = s.arms(&known).unwrap();
     let crate::compare::Arms::Variants(_, with_notes) = arms.unwrap() else { panic!("variants") };
     let env = with_notes.apply_env(crate::Environment::new().rules("Be brief."));
-    assert_eq!(env.files, [("NOTES.md".to_string(), b"answer: 42\n".to_vec(), 0o644)]);
+    assert_eq!(env.files, [crate::sandbox::FileToWrite::new("NOTES.md", b"answer: 42\n", 0o644)]);
     assert_eq!(env.skills, [dir.join("greet")]);
     assert_eq!(env.rules.as_deref(), Some("Be brief.\n\nRun the tests."), "after the eval's own");
     assert_eq!(env.env, [("FEATURE".to_string(), "1".to_string())]);

@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
+use reeval_core::sandbox::FileToWrite;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -105,7 +106,7 @@ pub(super) fn content_digest(task: &str, dir: &Path) -> String {
         }
         // The ignore files' scopes, as `task_files` reads them; elsewhere every file.
         let listed = task_files(task, dir, &sub, &sub).or_else(|_| files_under(task, &at, &sub));
-        for (path, bytes, _) in listed.unwrap_or_default() {
+        for FileToWrite { path, bytes, .. } in listed.unwrap_or_default() {
             files.push((path, bytes));
         }
     }

@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use reeval_core::harness::ErrorClass;
+use reeval_core::turn::ErrorClass;
 use regex::Regex;
 
 use super::report::Failure;

@@ -12,7 +12,7 @@ use reeval_core::turn::{EditKind, Usage};
 use serde_json::{Value, json};
 
 use super::report::{count, status_of, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of Claude Code (the one the real-CLI tests run,
@@ -38,21 +38,12 @@ pub fn harness(model: Option<&str>) -> ClaudeCodeHarness {
 }
 
 impl CliAgent for ClaudeCode {
-    fn name(&self) -> &'static str {
-        "claude-code"
-    }
-
-    fn program(&self) -> &'static str {
-        "claude"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
-
-    fn rules_file(&self) -> &'static str {
-        "CLAUDE.md"
-    }
+    const IDENTITY: CliIdentity = CliIdentity {
+        name: "claude-code",
+        program: "claude",
+        version: Some(VERSION),
+        rules_file: "CLAUDE.md",
+    };
 
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("@anthropic-ai/claude-code", VERSION)
@@ -81,13 +72,9 @@ impl CliAgent for ClaudeCode {
         ]
     }
 
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let config = json!({ "hasCompletedOnboarding": true, "mcpServers": super::mcp_servers(&setup.mcp, true, "url") });
-        let mut files = vec![(
-            format!("{home}/.claude.json"),
-            serde_json::to_vec_pretty(&config).unwrap_or_default(),
-            0o600,
-        )];
+        let mut files = vec![super::config::json_file(format!("{home}/.claude.json"), &config)];
         files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
         Ok(files)
     }

@@ -6,7 +6,7 @@ use reeval_core::egress::{Broker, HarnessEgress};
 use reeval_core::environment::{McpServer, Skill};
 use serde_json::Value;
 
-use super::{NODE_VERSION, SessionFile};
+use super::{FileToWrite, NODE_VERSION};
 
 /// Install steps: Node.js (pinned) unless present, then `package@version` with npm.
 pub fn npm_install_steps(package: &str, version: &str) -> Vec<String> {
@@ -19,17 +19,22 @@ pub fn npm_install_steps(package: &str, version: &str) -> Vec<String> {
     ]
 }
 
+/// A config file in the CLI's home: `value` as pretty JSON, readable by its owner alone.
+pub(crate) fn json_file(path: String, value: &Value) -> FileToWrite {
+    FileToWrite::new(path, serde_json::to_vec_pretty(value).unwrap_or_default(), 0o600)
+}
+
 /// Files of `skills` under `dir/<skill name>/`.
-pub fn skill_files(dir: &str, skills: &[Skill]) -> Vec<SessionFile> {
+pub fn skill_files(dir: &str, skills: &[Skill]) -> Vec<FileToWrite> {
     let mut files = Vec::new();
     for skill in skills {
         let name = skill.name.replace(['/', '\\'], "_");
-        for (rel, bytes, mode) in &skill.files {
+        for FileToWrite { path: rel, bytes, mode } in &skill.files {
             let rel = rel.trim_start_matches("./");
             if rel.split('/').any(|c| c == "..") {
                 continue;
             }
-            files.push((format!("{dir}/{name}/{rel}"), bytes.clone(), *mode));
+            files.push(FileToWrite::new(format!("{dir}/{name}/{rel}"), bytes.clone(), *mode));
         }
     }
     files

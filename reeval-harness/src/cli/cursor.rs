@@ -9,7 +9,7 @@ use reeval_core::turn::{EditKind, Usage};
 use serde_json::{Value, json};
 
 use super::report::{count, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 use reeval_core::egress::{Broker, HarnessEgress};
 
 /// The pinned Cursor CLI build (the vendor ships it as a tarball, not on npm).
@@ -28,17 +28,12 @@ pub fn harness(model: Option<&str>) -> CursorHarness {
 }
 
 impl CliAgent for Cursor {
-    fn name(&self) -> &'static str {
-        "cursor"
-    }
-
-    fn program(&self) -> &'static str {
-        "cursor-agent"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
+    const IDENTITY: CliIdentity = CliIdentity {
+        name: "cursor",
+        program: "cursor-agent",
+        version: Some(VERSION),
+        rules_file: "AGENTS.md",
+    };
 
     fn install_steps(&self) -> Vec<String> {
         vec![format!(
@@ -64,15 +59,11 @@ impl CliAgent for Cursor {
         vec![("HOME".into(), home.into())]
     }
 
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let mut files = Vec::new();
         if !setup.mcp.is_empty() {
             let config = json!({ "mcpServers": super::mcp_servers(&setup.mcp, false, "url") });
-            files.push((
-                format!("{home}/.cursor/mcp.json"),
-                serde_json::to_vec_pretty(&config).unwrap_or_default(),
-                0o600,
-            ));
+            files.push(super::config::json_file(format!("{home}/.cursor/mcp.json"), &config));
         }
         files.extend(super::skill_files(&format!("{home}/.cursor/skills"), &setup.skills));
         Ok(files)

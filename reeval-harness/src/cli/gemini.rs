@@ -5,12 +5,13 @@
 //! auth error, 52 a configuration error.
 
 use reeval_core::Command;
-use reeval_core::harness::{ErrorClass, SessionSetup};
+use reeval_core::harness::SessionSetup;
+use reeval_core::turn::ErrorClass;
 use reeval_core::turn::{EditKind, Usage};
 use serde_json::{Value, json};
 
 use super::report::{count, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 use reeval_core::egress::{Broker, HarnessEgress};
 
 /// The pinned npm release of Gemini CLI.
@@ -29,21 +30,12 @@ pub fn harness(model: Option<&str>) -> GeminiHarness {
 }
 
 impl CliAgent for Gemini {
-    fn name(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn program(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
-
-    fn rules_file(&self) -> &'static str {
-        "GEMINI.md"
-    }
+    const IDENTITY: CliIdentity = CliIdentity {
+        name: "gemini",
+        program: "gemini",
+        version: Some(VERSION),
+        rules_file: "GEMINI.md",
+    };
 
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("@google/gemini-cli", VERSION)
@@ -64,7 +56,7 @@ impl CliAgent for Gemini {
         vec![("HOME".into(), home.into()), ("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into())]
     }
 
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let mut servers = super::mcp_servers(&setup.mcp, false, "httpUrl");
         for s in servers.values_mut() {
             if s.get("command").is_some() {
@@ -82,11 +74,8 @@ impl CliAgent for Gemini {
         if !setup.skills.is_empty() {
             settings["experimental"] = json!({ "skills": true });
         }
-        let mut files = vec![(
-            format!("{home}/.gemini/settings.json"),
-            serde_json::to_vec_pretty(&settings).unwrap_or_default(),
-            0o600,
-        )];
+        let mut files =
+            vec![super::config::json_file(format!("{home}/.gemini/settings.json"), &settings)];
         files.extend(super::skill_files(&format!("{home}/.gemini/skills"), &setup.skills));
         Ok(files)
     }

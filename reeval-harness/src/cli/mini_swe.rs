@@ -27,7 +27,7 @@ use reeval_core::turn::Usage;
 use serde_json::Value;
 
 use super::report::{count, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 
 /// The pinned PyPI release of mini-swe-agent (the one the real-CLI tests run).
 pub const VERSION: &str = "2.4.6";
@@ -78,17 +78,12 @@ pub fn task_with_history(prompt: &str, earlier: &[String]) -> String {
 
 #[async_trait::async_trait]
 impl CliAgent for MiniSwe {
-    fn name(&self) -> &'static str {
-        "mini-swe-agent"
-    }
-
-    fn program(&self) -> &'static str {
-        "mini"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
+    const IDENTITY: CliIdentity = CliIdentity {
+        name: "mini-swe-agent",
+        program: "mini",
+        version: Some(VERSION),
+        rules_file: "AGENTS.md",
+    };
 
     fn install_steps(&self) -> Vec<String> {
         vec![format!(
@@ -129,7 +124,7 @@ impl CliAgent for MiniSwe {
         .collect()
     }
 
-    fn session_files(&self, _home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+    fn session_files(&self, _home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         if let Some(s) = setup.mcp.first() {
             return Err(format!(
                 "mini-swe-agent has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment",

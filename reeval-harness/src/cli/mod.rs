@@ -1,7 +1,8 @@
 //! Harnesses for agent CLIs run in the sandbox: one module per CLI, and the
 //! driver they share.
 //!
-//! A [`CliAgent`] says what differs between CLIs: the argv of a turn (the
+//! A [`CliAgent`] says what differs between CLIs: its name, program, version
+//! and rules file (one [`CliIdentity`] constant), the argv of a turn (the
 //! task is one argv element or stdin, never part of a shell string), how a
 //! later turn resumes the session, where the CLI's config home is relocated,
 //! where skills and MCP servers go, and how its event stream reads. A
@@ -31,8 +32,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use reeval_core::egress::HarnessEgress;
 use reeval_core::environment::DEFAULT_IMAGE;
-use reeval_core::harness::{ErrorClass, Harness, HarnessError, SessionSetup, TurnContext};
+use reeval_core::harness::{Harness, HarnessError, SessionSetup, TurnContext};
+use reeval_core::sandbox::FileToWrite;
 use reeval_core::sandbox::{AgentUser, SandboxError, SandboxHandle};
+use reeval_core::turn::ErrorClass;
 use reeval_core::turn::{TurnReport, TurnStatus};
 use reeval_core::{Command, ImageSpec};
 use serde_json::Value;
@@ -51,9 +54,6 @@ pub const AGENT_HOME_ROOT: &str = "/tmp/reeval-agent";
 pub const HOME_ARCHIVE_LIMIT: u64 = 256 << 20;
 /// The Node.js release the npm-installed CLIs run on.
 pub const NODE_VERSION: &str = "22.12.0";
-
-/// One file a CLI needs before its first turn: absolute path, bytes, mode.
-pub type SessionFile = (String, Vec<u8>, u32);
 
 /// What a turn's argv is built from.
 #[derive(Debug, Clone, Copy)]
@@ -85,23 +85,44 @@ pub trait EventParser: Send {
     fn finish(&mut self, _turn: &mut TurnBuilder) {}
 }
 
+/// What names a CLI: the same for every harness of it, so written once as
+/// [`CliAgent::IDENTITY`] and read through the trait's getters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CliIdentity {
+    /// The harness name (`claude-code`).
+    pub name: &'static str,
+    /// The CLI's program name (`claude`).
+    pub program: &'static str,
+    /// The CLI's version as installed by [`CliAgent::install_steps`].
+    pub version: Option<&'static str>,
+    /// The rules file the CLI reads, relative to the workspace (most read `AGENTS.md`).
+    pub rules_file: &'static str,
+}
+
 /// What differs between agent CLIs.
 #[async_trait]
 pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
+    /// The CLI's name, program, version and rules file.
+    const IDENTITY: CliIdentity;
+
     /// The harness name (`claude-code`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        Self::IDENTITY.name
+    }
 
     /// The CLI's program name (`claude`).
-    fn program(&self) -> &'static str;
+    fn program(&self) -> &'static str {
+        Self::IDENTITY.program
+    }
 
     /// The CLI's version as installed by [`CliAgent::install_steps`].
     fn version(&self) -> Option<&'static str> {
-        None
+        Self::IDENTITY.version
     }
 
     /// The rules file the CLI reads, relative to the workspace.
     fn rules_file(&self) -> &'static str {
-        "AGENTS.md"
+        Self::IDENTITY.rules_file
     }
 
     /// Shell steps that install the CLI, pinned by version, on `reeval/base`.
@@ -121,7 +142,7 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// A message when the setup asks for something this CLI cannot do; the run is misconfigured.
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String>;
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String>;
 
     /// Adjusts the [`CliAgent::session_files`] to the CLI as installed, by
     /// looking in the sandbox before they are written (Codex points its config
@@ -136,8 +157,8 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
         _program: &str,
         _home: &str,
         _setup: &SessionSetup,
-        files: Vec<SessionFile>,
-    ) -> Vec<SessionFile> {
+        files: Vec<FileToWrite>,
+    ) -> Vec<FileToWrite> {
         files
     }
 
@@ -303,7 +324,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
                 ErrorClass::Infra,
             ));
         }
-        for (path, bytes, mode) in files {
+        for FileToWrite { path, bytes, mode } in files {
             sandbox.write_file(&path, &bytes, mode).await?;
         }
         Ok(())
@@ -430,7 +451,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
 /// archive owned by `owner` to upload to the root's parent: every directory
 /// from the root down (mode 755, as `mkdir -p` makes them) before the files.
 /// `None` when a file is not in the home, or a path is not plain.
-fn home_tree(home: &str, files: &[SessionFile], owner: u64) -> Option<(String, Bytes)> {
+fn home_tree(home: &str, files: &[FileToWrite], owner: u64) -> Option<(String, Bytes)> {
     let (top, _) = AGENT_HOME_ROOT.rsplit_once('/')?;
     let relative = |path: &str| {
         let rel = path.strip_prefix(top)?.strip_prefix('/')?;
@@ -451,7 +472,7 @@ fn home_tree(home: &str, files: &[SessionFile], owner: u64) -> Option<(String, B
     };
     with_parents(&format!("{home}/."));
     let mut entries = Vec::new();
-    for (path, bytes, mode) in files {
+    for FileToWrite { path, bytes, mode } in files {
         let rel = relative(path).filter(|r| r.starts_with(&format!("{home}/")))?;
         with_parents(&rel);
         entries.push((rel, bytes, *mode));
@@ -500,7 +521,7 @@ fn feed(
     line: &str,
     ctx: &TurnContext,
 ) -> bool {
-    use reeval_core::report::events::AgentEvent;
+    use reeval_core::harness::AgentEvent;
     let Some(event) = ndjson::parse_event(line) else { return false };
     let (calls, edits, said) =
         (turn.tool_calls.len(), turn.file_edits.len(), turn.final_message.clone());
@@ -642,8 +663,8 @@ mod tests {
     fn the_home_is_one_archive_of_its_directories_then_its_files() {
         let home = format!("{AGENT_HOME_ROOT}/codex");
         let files = vec![
-            (format!("{home}/config.toml"), b"x = 1".to_vec(), 0o600),
-            (format!("{home}/skills/review/SKILL.md"), b"s".to_vec(), 0o644),
+            FileToWrite::new(format!("{home}/config.toml"), b"x = 1".to_vec(), 0o600),
+            FileToWrite::new(format!("{home}/skills/review/SKILL.md"), b"s".to_vec(), 0o644),
         ];
         let (dir, tar) = home_tree(&home, &files, 1000).expect("an archive");
         assert_eq!(dir, "/tmp");
@@ -671,8 +692,8 @@ mod tests {
             assert_eq!((path.trim_end_matches('/'), *dir, *mode, *uid), (p, d, m, 1000));
         }
         // A file outside the home, or a path that is not plain: written the long way.
-        assert!(home_tree(&home, &[("/etc/x".into(), vec![], 0o644)], 1000).is_none());
-        let odd = (format!("{home}/../x"), vec![], 0o644);
+        assert!(home_tree(&home, &[FileToWrite::new("/etc/x", vec![], 0o644)], 1000).is_none());
+        let odd = FileToWrite::new(format!("{home}/../x"), vec![], 0o644);
         assert!(home_tree(&home, &[odd], 1000).is_none());
         assert!(home_tree("/elsewhere/codex", &[], 1000).is_none());
     }
@@ -682,13 +703,13 @@ mod tests {
         let skills = vec![Skill {
             name: "review".into(),
             files: vec![
-                ("SKILL.md".into(), b"x".to_vec(), 0o644),
-                ("../evil".into(), vec![], 0o644),
+                FileToWrite::new("SKILL.md", b"x".to_vec(), 0o644),
+                FileToWrite::new("../evil", vec![], 0o644),
             ],
         }];
         let files = skill_files("/h/skills", &skills);
         assert_eq!(files.len(), 1);
-        assert_eq!(files[0].0, "/h/skills/review/SKILL.md");
+        assert_eq!(files[0].path, "/h/skills/review/SKILL.md");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use reeval_core::turn::{EditKind, Usage};
 use serde_json::{Map, Value, json};
 
 use super::report::{count, status_of, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of opencode.
@@ -48,17 +48,12 @@ fn mcp_config(servers: &[McpServer]) -> Map<String, Value> {
 }
 
 impl CliAgent for Opencode {
-    fn name(&self) -> &'static str {
-        "opencode"
-    }
-
-    fn program(&self) -> &'static str {
-        "opencode"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
+    const IDENTITY: CliIdentity = CliIdentity {
+        name: "opencode",
+        program: "opencode",
+        version: Some(VERSION),
+        rules_file: "AGENTS.md",
+    };
 
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("opencode-ai", VERSION)
@@ -99,17 +94,16 @@ impl CliAgent for Opencode {
         ]
     }
 
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let config = json!({
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": false,
             "permission": { "edit": "allow", "bash": "allow", "webfetch": "allow" },
             "mcp": mcp_config(&setup.mcp),
         });
-        let mut files = vec![(
+        let mut files = vec![super::config::json_file(
             format!("{home}/config/opencode/opencode.json"),
-            serde_json::to_vec_pretty(&config).unwrap_or_default(),
-            0o600,
+            &config,
         )];
         files.extend(super::skill_files(&format!("{home}/config/opencode/skills"), &setup.skills));
         Ok(files)

@@ -10,7 +10,7 @@ use reeval_core::turn::{EditKind, Usage};
 use serde_json::Value;
 
 use super::report::{count, string, text_of};
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of pi.
@@ -29,17 +29,8 @@ pub fn harness(model: Option<&str>) -> PiHarness {
 }
 
 impl CliAgent for Pi {
-    fn name(&self) -> &'static str {
-        "pi"
-    }
-
-    fn program(&self) -> &'static str {
-        "pi"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
+    const IDENTITY: CliIdentity =
+        CliIdentity { name: "pi", program: "pi", version: Some(VERSION), rules_file: "AGENTS.md" };
 
     fn install_steps(&self) -> Vec<String> {
         super::npm_install_steps("@mariozechner/pi-coding-agent", VERSION)
@@ -60,7 +51,7 @@ impl CliAgent for Pi {
         vec![("PI_CODING_AGENT_DIR".into(), home.into())]
     }
 
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         if let Some(s) = setup.mcp.first() {
             return Err(format!(
                 "pi has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment",

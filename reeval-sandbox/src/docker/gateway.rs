@@ -9,6 +9,7 @@
 //! attached stream: policies down its stdin (each acknowledged), egress
 //! records and the sandbox's isolation report up its stdout.
 
+use crate::FileToWrite;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
@@ -132,8 +133,8 @@ pub(crate) async fn ensure_image(
         request.base_image
     );
     let context = archive::tar_of(&[
-        ("Dockerfile".into(), dockerfile.into_bytes(), 0o644),
-        ("reeval-gateway".into(), request.binary.to_vec(), 0o755),
+        FileToWrite::new("Dockerfile", dockerfile.into_bytes(), 0o644),
+        FileToWrite::new("reeval-gateway", request.binary.to_vec(), 0o755),
     ])?;
     super::image::build_context(backend, &tag, context.to_vec(), "Dockerfile").await?;
     Ok(tag)
@@ -183,11 +184,8 @@ impl DockerGateway {
 
     /// Its files, its network, its start, the attached stream, its address.
     async fn prepare(&self, request: &GatewayRequest) -> Result<(), SandboxError> {
-        let files: Vec<(String, Vec<u8>, u32)> = request
-            .files
-            .iter()
-            .map(|(p, b, m)| (p.trim_start_matches('/').to_string(), b.clone(), *m))
-            .collect();
+        let files: Vec<FileToWrite> =
+            request.files.iter().cloned().map(FileToWrite::relative_to_root).collect();
         self.docker
             .upload_to_container(
                 &self.id,

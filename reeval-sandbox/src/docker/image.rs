@@ -1,6 +1,7 @@
 //! The image phase: an image by reference, or one built from a Dockerfile or
 //! a base plus install steps, tagged by a content digest and built once.
 
+use crate::FileToWrite;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
@@ -252,8 +253,11 @@ fn layered_dockerfile(base: &str, steps: &[String], user: &str) -> String {
 /// A build context of one file, the generated `dockerfile` (an install or a
 /// layer: their steps need nothing from the host).
 fn dockerfile_only(dockerfile: &str) -> Result<BuildContext, SandboxError> {
-    let tar =
-        crate::archive::tar_of(&[("Dockerfile".into(), dockerfile.as_bytes().to_vec(), 0o644)])?;
+    let tar = crate::archive::tar_of(&[FileToWrite::new(
+        "Dockerfile",
+        dockerfile.as_bytes().to_vec(),
+        0o644,
+    )])?;
     Ok(BuildContext { tar: tar.to_vec(), dockerfile: "Dockerfile".into() })
 }
 

@@ -12,6 +12,7 @@ use bollard::query_parameters::{
     TagImageOptionsBuilder,
 };
 
+use super::DockerBackend;
 use crate::SandboxError;
 
 /// Label on every cached setup image: the fingerprint of its workspace as committed.
@@ -107,7 +108,11 @@ pub struct CachedSetup {
 ///
 /// # Cancel safety
 /// Safe: it only reads.
-pub async fn list(docker: &Docker) -> Result<Vec<CachedSetup>, SandboxError> {
+pub async fn list(engine: &DockerBackend) -> Result<Vec<CachedSetup>, SandboxError> {
+    list_on(engine.client()).await
+}
+
+async fn list_on(docker: &Docker) -> Result<Vec<CachedSetup>, SandboxError> {
     let filters = HashMap::from([("label", vec![LABEL_SETUP])]);
     let options = ListImagesOptionsBuilder::default().filters(&filters).build();
     let images = docker
@@ -140,7 +145,11 @@ pub async fn list(docker: &Docker) -> Result<Vec<CachedSetup>, SandboxError> {
 ///
 /// # Cancel safety
 /// Safe: the image is removed or not.
-pub async fn remove(docker: &Docker, reference: &str) -> Result<(), SandboxError> {
+pub async fn remove(engine: &DockerBackend, reference: &str) -> Result<(), SandboxError> {
+    remove_on(engine.client(), reference).await
+}
+
+async fn remove_on(docker: &Docker, reference: &str) -> Result<(), SandboxError> {
     let options = RemoveImageOptionsBuilder::default().build();
     docker
         .remove_image(reference, Some(options), None)
@@ -159,9 +168,10 @@ pub async fn remove(docker: &Docker, reference: &str) -> Result<(), SandboxError
 /// # Cancel safety
 /// Safe: what is not removed stays cached.
 pub async fn prune(
-    docker: &Docker,
+    engine: &DockerBackend,
     run: Option<&str>,
 ) -> Result<(Vec<String>, Vec<(String, String)>), SandboxError> {
+    let docker = engine.client();
     let label = match run {
         Some(run) => format!("{}={run}", crate::LABEL_RUN),
         None => LABEL_SETUP.to_string(),
@@ -175,7 +185,7 @@ pub async fn prune(
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     for image in images {
         for tag in image.repo_tags.iter().filter(|t| t.starts_with(&format!("{REPOSITORY}:"))) {
-            match remove(docker, tag).await {
+            match remove_on(docker, tag).await {
                 Ok(()) => removed.push(tag.clone()),
                 Err(e) => kept.push((tag.clone(), e.to_string())),
             }
@@ -186,14 +196,14 @@ pub async fn prune(
 
 /// Removes the least recently used cached images while the cache holds more than `max_bytes`.
 async fn evict(docker: &Docker, max_bytes: u64) -> Result<(), SandboxError> {
-    let cached = list(docker).await?;
+    let cached = list_on(docker).await?;
     let mut total: u64 = cached.iter().map(|c| c.size).sum();
     for oldest in &cached {
         if total <= max_bytes {
             break;
         }
         // One a sandbox still runs from stays; the next commit tries again.
-        if remove(docker, &oldest.reference).await.is_ok() {
+        if remove_on(docker, &oldest.reference).await.is_ok() {
             total = total.saturating_sub(oldest.size);
         }
     }

@@ -47,7 +47,7 @@ use super::pod;
 use super::sandbox::KubeSandbox;
 use crate::gateway_stream::GatewayStream;
 use crate::shell_exec::PID_WRAPPER;
-use crate::{GatewayAddress, KubernetesConfig};
+use crate::{FileToWrite, GatewayAddress, KubernetesConfig};
 use crate::{
     GatewayContainer, GatewayRequest, LABEL_ATTEMPT, Limits, NetworkSpec, Sandbox, SandboxError,
     SandboxSpec, SandboxState, Signal, archive,
@@ -202,7 +202,7 @@ pub(super) async fn start_run(
     let labels = run_labels(request, &name);
     let owner = crate::docker::owner_label();
     let file = |suffix: &str| {
-        request.files.iter().find(|(p, _, _)| p.ends_with(suffix)).map(|(_, b, _)| b.as_slice())
+        request.files.iter().find(|f| f.path.ends_with(suffix)).map(|f| f.bytes.as_slice())
     };
     let (Some(cert), Some(key)) = (file("/ca.pem"), file("/ca.key")) else {
         return Err(SandboxError::EngineConfig {
@@ -226,8 +226,8 @@ pub(super) async fn start_run(
         })?;
         sandbox.start().await?;
         if !binary_in_image {
-            let tar = archive::tar_of(&[(
-                BINARY.trim_start_matches('/').to_string(),
+            let tar = archive::tar_of(&[FileToWrite::new(
+                BINARY.trim_start_matches('/'),
                 request.binary.to_vec(),
                 0o755,
             )])?;
@@ -399,12 +399,16 @@ impl KubeGateway {
     async fn launch(&self, request: &GatewayRequest) -> Result<(), SandboxError> {
         let mut files = Vec::new();
         let mut config = None;
-        for (path, bytes, _) in &request.files {
+        for FileToWrite { path, bytes, .. } in &request.files {
             let Some(file) = path.rsplit('/').next() else { continue };
             match file {
                 "ca.pem" | "ca.key" => {}
                 "config.json" => config = Some(bytes),
-                _ => files.push((format!("{}/{file}", self.dir), bytes.clone(), 0o600)),
+                _ => files.push(FileToWrite::new(
+                    format!("{}/{file}", self.dir),
+                    bytes.clone(),
+                    0o600,
+                )),
             }
         }
         let Some(config) = config else {
@@ -416,11 +420,8 @@ impl KubeGateway {
         };
         let config = self.config(config)?;
         let config_path = format!("{}/config.json", self.dir);
-        files.push((config_path.clone(), config, 0o600));
-        let relative: Vec<_> = files
-            .into_iter()
-            .map(|(p, b, m)| (p.trim_start_matches('/').to_string(), b, m))
-            .collect();
+        files.push(FileToWrite::new(config_path.clone(), config, 0o600));
+        let relative: Vec<_> = files.into_iter().map(FileToWrite::relative_to_root).collect();
         self.run.pod.upload("/", archive::tar_of(&relative)?).await?;
         let argv = vec![
             "/bin/sh".into(),

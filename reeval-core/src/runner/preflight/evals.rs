@@ -170,7 +170,7 @@ fn judge_keys(
         unjudged.push(i);
     }
     if let Some(spec) = &spec {
-        match crate::judge::key_env(spec) {
+        match crate::llm::chat::key_env(spec) {
             Err(problem) => {
                 misses.eval(i, format!("judge `{spec}` of eval {}: {problem}", eval.name))
             }

@@ -14,7 +14,7 @@ use reeval_core::environment::McpServer;
 use reeval_core::harness::SessionSetup;
 use reeval_core::sandbox::SandboxHandle;
 
-use super::{CliAgent, CliHarness, EventParser, Invocation, SessionFile, TurnBuilder};
+use super::{CliAgent, CliHarness, CliIdentity, EventParser, FileToWrite, Invocation, TurnBuilder};
 use reeval_core::egress::HarnessEgress;
 
 /// The pinned npm release of Codex (the one the real-CLI tests run, from the
@@ -134,17 +134,12 @@ fn config_toml(servers: &[McpServer], catalog: Option<&str>, state: &str) -> Str
 
 #[async_trait]
 impl CliAgent for Codex {
-    fn name(&self) -> &'static str {
-        "codex"
-    }
-
-    fn program(&self) -> &'static str {
-        "codex"
-    }
-
-    fn version(&self) -> Option<&'static str> {
-        Some(VERSION)
-    }
+    const IDENTITY: CliIdentity = CliIdentity {
+        name: "codex",
+        program: "codex",
+        version: Some(VERSION),
+        rules_file: "AGENTS.md",
+    };
 
     fn install_steps(&self) -> Vec<String> {
         let mut steps = super::npm_install_steps("@openai/codex", VERSION);
@@ -173,10 +168,10 @@ impl CliAgent for Codex {
         env
     }
 
-    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<SessionFile>, String> {
-        let mut files = vec![(
+    fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
+        let mut files = vec![FileToWrite::new(
             format!("{home}/config.toml"),
-            config_toml(&setup.mcp, None, &state_dir(home)).into_bytes(),
+            config_toml(&setup.mcp, None, &state_dir(home)),
             0o600,
         )];
         files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
@@ -189,8 +184,8 @@ impl CliAgent for Codex {
         program: &str,
         home: &str,
         setup: &SessionSetup,
-        mut files: Vec<SessionFile>,
-    ) -> Vec<SessionFile> {
+        mut files: Vec<FileToWrite>,
+    ) -> Vec<FileToWrite> {
         let key = setup.image.as_ref().map(|image| format!("{image} {program}"));
         let known = key
             .as_ref()
@@ -211,16 +206,16 @@ impl CliAgent for Codex {
         let path = match catalog {
             Catalog::Baked => BAKED_CATALOG.to_string(),
             Catalog::Dumped(bytes) => {
-                files.push((dumped.clone(), bytes.to_vec(), 0o600));
+                files.push(FileToWrite::new(dumped.clone(), bytes.to_vec(), 0o600));
                 dumped
             }
             Catalog::Unknown => return files,
         };
         let config_path = format!("{home}/config.toml");
         let config = config_toml(&setup.mcp, Some(&path), &state_dir(home)).into_bytes();
-        match files.iter_mut().find(|(p, ..)| *p == config_path) {
-            Some(file) => file.1 = config,
-            None => files.push((config_path, config, 0o600)),
+        match files.iter_mut().find(|f| f.path == config_path) {
+            Some(file) => file.bytes = config,
+            None => files.push(FileToWrite::new(config_path, config, 0o600)),
         }
         files
     }
@@ -563,9 +558,9 @@ mod tests {
                 Codex.prepare(&handle, program, home, &setup, files).await
             }
         };
-        let config = |files: &[SessionFile]| {
-            let (_, bytes, _) = files.iter().find(|(p, ..)| p.ends_with("/config.toml")).unwrap();
-            String::from_utf8(bytes.clone()).unwrap()
+        let config = |files: &[FileToWrite]| {
+            let file = files.iter().find(|f| f.path.ends_with("/config.toml")).unwrap();
+            String::from_utf8(file.bytes.clone()).unwrap()
         };
 
         let first = prepare("sha256:catalog-test-a", "codex").await;
@@ -581,8 +576,8 @@ mod tests {
         let dumped = format!("model_catalog_json = \"{home}/models.json\"");
         for files in [&first, &again] {
             assert!(config(files).contains(&dumped), "{}", config(files));
-            let catalog = files.iter().find(|(p, ..)| p.ends_with("/models.json"));
-            assert_eq!(catalog.map(|(_, b, _)| b.as_slice()), Some(&b"{\"models\":[]}"[..]));
+            let catalog = files.iter().find(|f| f.path.ends_with("/models.json"));
+            assert_eq!(catalog.map(|f| f.bytes.as_slice()), Some(&b"{\"models\":[]}"[..]));
         }
         assert!(config(&again).contains(&format!("sqlite_home = \"{home}-state\"")));
     }

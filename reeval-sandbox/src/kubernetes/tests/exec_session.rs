@@ -172,7 +172,8 @@ fn the_prologue_exports_the_block_and_passes_the_rest_of_stdin() {
 #[tokio::test]
 async fn files_go_in_and_out_as_tar_over_exec() {
     let file =
-        archive::tar_of(&[("greet.py".into(), b"def greet(): pass\n".to_vec(), 0o644)]).unwrap();
+        archive::tar_of(&[crate::FileToWrite::new("greet.py", b"def greet(): pass\n", 0o644)])
+            .unwrap();
     let sent = file.clone();
     let api = FakeApi::start(cluster(move |r| {
         let script = r.argv.join(" ");
