@@ -122,7 +122,7 @@ impl HarborTask {
         };
         super::verifier_env::refuse_unsupported(&name, &config.environment, "environment")?;
         super::collect::check(&name, &config, &compose)?;
-        super::artifacts::check(&name, &config, &compose)?;
+        super::declared::check(&name, &config, &compose)?;
         // A verifier image of its own holds its /tests.
         let bundled = config.verifier_mode() == super::task::VerifierMode::Separate
             && (dir.join("tests/Dockerfile").is_file()
@@ -154,7 +154,7 @@ impl HarborTask {
                 ),
             });
         }
-        let steps = super::steps::Read::of(&name, dir, &config, lookup, &image, &compose)?;
+        let steps = super::steps_read::Read::of(&name, dir, &config, lookup, &image, &compose)?;
         let separate_verifier = match config.steps {
             Some(_) => None,
             None => super::verifier_env::read(&name, dir, &config, None, lookup, &image, &compose)?,

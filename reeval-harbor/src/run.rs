@@ -77,17 +77,6 @@ pub(super) async fn collect_artifacts(c: &mut Ctx, task: &HarborTask, prefix: &s
     super::artifacts::collect(c, task, &[], prefix).await
 }
 
-/// The capture name of a declared artifact at `path` (`artifact-srv-log-x.txt`),
-/// which Harbor's job output reads back ([`crate::job`]).
-pub(crate) fn artifact_capture_name(path: &str) -> String {
-    let name: String = path
-        .trim_matches('/')
-        .chars()
-        .map(|ch| if ch.is_ascii_alphanumeric() || ".-_".contains(ch) { ch } else { '-' })
-        .collect();
-    format!("artifact-{name}")
-}
-
 /// One run of a verifier: what it gets.
 pub(super) struct Verifier {
     /// `tests/` (merged with a step's own), as `tests/...` paths.

@@ -11,8 +11,7 @@ use reeval_core::sandbox::FileToWrite;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::JobTask;
-use super::trial::rfc3339;
+use super::{JobTask, rfc3339};
 use crate::dataset::TaskId;
 use crate::files::{HARBORIGNORE, files_under, task_files};
 use crate::task::VerifierMode;

@@ -266,6 +266,11 @@ fn write_log(path: &Path, report: &RunReport, trials: &[trial::TrialOutcome]) ->
     std::fs::write(path, log)
 }
 
+/// A time as Harbor writes one (RFC 3339, milliseconds, UTC).
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
 fn write_json(path: &Path, value: &Value) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
     std::fs::write(path, text)

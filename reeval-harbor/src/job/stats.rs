@@ -8,7 +8,8 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
-use super::trial::{TrialOutcome, rfc3339};
+use super::rfc3339;
+use super::trial::TrialOutcome;
 
 /// Harbor's `JobResult` of `trials`.
 pub(super) fn job_result(

@@ -13,7 +13,7 @@ use reeval_core::turn::TurnStatus;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{JobAgent, JobOutput, JobTask, absolute, write_json};
+use super::{JobAgent, JobOutput, JobTask, absolute, rfc3339, write_json};
 use crate::dataset::TaskId;
 use crate::task::ArtifactEntry;
 
@@ -244,11 +244,11 @@ impl Trial<'_> {
             || self.record.workspace_dir.as_deref().unwrap_or(reeval_core::environment::WORKSPACE);
         // `main`'s first, then the services' (Harbor's two passes); the first to name a path keeps it.
         let mut ordered: Vec<&ArtifactEntry> = self.task.task.config.artifacts.iter().collect();
-        ordered.sort_by_key(|e| crate::artifacts::service_of(e).is_some());
+        ordered.sort_by_key(|e| crate::declared::service_of(e).is_some());
         let mut claimed: Vec<PathBuf> = Vec::new();
         for entry in ordered {
             let source = entry.source();
-            let service = crate::artifacts::service_of(entry);
+            let service = crate::declared::service_of(entry);
             let absolute = if source.starts_with('/') {
                 source.to_string()
             } else {
@@ -261,8 +261,7 @@ impl Trial<'_> {
                 _ => absolute.trim_start_matches('/').to_string(),
             };
             let target = dir.join(&relative);
-            let base =
-                sanitize(&format!("{prefix}{}", crate::run::artifact_capture_name(&absolute)));
+            let base = sanitize(&format!("{prefix}{}", crate::declared::capture_name(&absolute)));
             let skipped = claimed.contains(&target);
             claimed.push(target.clone());
             let (kind, status) = match capture_of(captures, &base) {
@@ -454,10 +453,6 @@ fn span(spans: impl Iterator<Item = (u64, u64)>, started: SystemTime) -> Value {
         }),
         _ => Value::Null,
     }
-}
-
-pub(super) fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
 }
 
 /// A UUID (version 4's layout) from `parts`, stable for the same parts.
