@@ -204,7 +204,10 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
     let stall = Eval::new(eval_name(cli, "stall"), |c| {
         Box::pin(async move {
             let t = c
-                .send_with("SCENARIO:stall", TurnOptions { timeout: Some(Duration::from_secs(4)) })
+                .send_with(
+                    "SCENARIO:stall",
+                    TurnOptions { timeout: Some(Duration::from_secs(4)), ..Default::default() },
+                )
                 .await?;
             expect(t.status).to_equal(TurnStatus::TimedOut)?;
             c.send("SCENARIO:stall").await?;

@@ -212,7 +212,7 @@ async fn a_per_turn_limit_ends_only_that_turn() {
             let turn = c
                 .send_with(
                     "echo half > half.txt; sleep 60",
-                    TurnOptions { timeout: Some(Duration::from_secs(1)) },
+                    TurnOptions { timeout: Some(Duration::from_secs(1)), ..Default::default() },
                 )
                 .await?;
             expect(format!("{:?}", turn.status)).to_equal("TimedOut")?;
@@ -225,6 +225,34 @@ async fn a_per_turn_limit_ends_only_that_turn() {
     let (r, _, _) = run_one("turnlimit", eval).await;
     assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
     assert_eq!(r.turns[0].status, TurnStatus::TimedOut);
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn a_turns_own_variables_reach_its_agent_and_nothing_after() {
+    require_docker!();
+    let eval = Eval::new("turn_env", |c| {
+        Box::pin(async move {
+            let options = TurnOptions {
+                env: vec![("TURN_ONLY".into(), "for the agent".into())],
+                ..Default::default()
+            };
+            c.send_with("echo \"$TURN_ONLY\" > seen.txt", options).await?;
+            expect(c.read_file("seen.txt").await?).to_equal("for the agent\n")?;
+            // Neither a check nor the next turn has it.
+            expect(c.exec("echo \"${TURN_ONLY:-unset}\"").await?.stdout)
+                .to_equal("unset\n".to_string())?;
+            c.send("echo \"${TURN_ONLY:-unset}\" > later.txt").await?;
+            expect(c.read_file("later.txt").await?).to_equal("unset\n")?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(60));
+    let (r, _, _) = run_one("turnenv", eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
 }
 
 #[cfg_attr(

@@ -530,7 +530,11 @@ const HUNG: Billed = Billed { input: 33, output: 0, cache_read: 0, cache_write: 
 
 /// A turn limit of `secs`, and the turn it cut short.
 async fn cut_short(c: &mut reeval::Ctx, prompt: &str, secs: u64) -> reeval::Result<reeval::Turn> {
-    c.send_with(prompt, TurnOptions { timeout: Some(std::time::Duration::from_secs(secs)) }).await
+    c.send_with(
+        prompt,
+        TurnOptions { timeout: Some(std::time::Duration::from_secs(secs)), ..Default::default() },
+    )
+    .await
 }
 
 #[cfg_attr(

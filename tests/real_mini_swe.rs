@@ -221,7 +221,10 @@ async fn mini_swe_agent_cut_short_keeps_the_saved_steps_usage_as_partial() {
     let eval = Eval::new("mini_real_hang", |c| {
         Box::pin(async move {
             // Long enough for Python to import litellm on a loaded machine.
-            let options = TurnOptions { timeout: Some(std::time::Duration::from_secs(90)) };
+            let options = TurnOptions {
+                timeout: Some(std::time::Duration::from_secs(90)),
+                ..Default::default()
+            };
             let t = c.send_with("Create hello.py that prints hello.", options).await?;
             expect(t.status).to_equal(TurnStatus::TimedOut)?;
             Ok(())

@@ -355,6 +355,7 @@ fn greet_task(dir: &Path, version: u32) {
         "tests/test.sh",
         &format!(
             "#!/bin/bash\necho \"$VE_CHECK\" > /logs/verifier/ve.txt\n\
+             echo \"${{AE_CHECK:-unset}}\" > /logs/verifier/ae-seen.txt\n\
              if [ \"$(cat /app/greeting.txt 2>/dev/null)\" = hello ]; then r=1; else r=0; fi\n\
              echo \"{{\\\"reward\\\": $r, \\\"version\\\": {version}}}\" > /logs/verifier/reward.json\n"
         ),
@@ -463,6 +464,9 @@ fn registry_datasets_run_by_name_and_version() {
         .unwrap();
     assert_eq!(std::fs::read_to_string(trial.join("agent/ae.txt")).unwrap(), "from-ae\n");
     assert_eq!(std::fs::read_to_string(trial.join("verifier/ve.txt")).unwrap(), "from-ve\n");
+    // --ae is the agent's alone, as in Harbor: the verifier never sees it.
+    let seen = std::fs::read_to_string(trial.join("verifier/ae-seen.txt")).unwrap();
+    assert_eq!(seen, "unset\n", "the verifier saw --ae");
     if let Some(read) = harbor_reads(&dir.join("jobs"), "reg") {
         let (_, greet) = read["trials"].as_object().unwrap().iter().next().unwrap();
         assert_eq!(greet["source"], "bench", "{read:#}");

@@ -84,6 +84,9 @@ pub struct TurnContext {
     pub artifacts_dir: Option<std::path::PathBuf>,
     /// Where to report what the agent does as it happens (`--stream`), when anyone listens.
     pub events: Option<AgentEvents>,
+    /// Variables for the agent's processes in this turn only
+    /// ([`crate::TurnOptions::env`]), over the sandbox's and the harness's own.
+    pub env: Vec<(String, String)>,
 }
 
 impl TurnContext {

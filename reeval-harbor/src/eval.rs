@@ -54,6 +54,9 @@ pub struct HarborTask {
     pub verifier_env: Vec<(String, String)>,
     /// `[solution].env`, resolved.
     pub solution_env: Vec<(String, String)>,
+    /// Harbor's `--ae`: the agent's variables, on its turns (and the
+    /// oracle's `solve.sh`), never the sandbox's: no check or verifier sees them.
+    pub agent_env: Vec<(String, String)>,
     /// Multiplies the agent's timeout (`--agent-timeout-multiplier`).
     pub agent_timeout_multiplier: f64,
     /// Multiplies the verifier's timeout (`--verifier-timeout-multiplier`).
@@ -183,6 +186,7 @@ impl HarborTask {
             environment_env,
             verifier_env,
             solution_env,
+            agent_env: Vec::new(),
             agent_timeout_multiplier: 1.0,
             verifier_timeout_multiplier: 1.0,
             reward_threshold: PASS_THRESHOLD,

@@ -63,8 +63,16 @@ pub(super) async fn copy_in_for_agent(c: &mut Ctx, files: &Files, dir: &str) -> 
 /// One turn with `prompt`, limited to `limit` (an hour when the task has none).
 /// A turn that timed out or that the agent ended non-zero is graded, as Harbor
 /// grades `AgentTimeoutError` and `NonZeroAgentExitCodeError`.
-pub(super) async fn turn(c: &mut Ctx, prompt: &str, limit: Option<Duration>) -> Result<()> {
-    let options = TurnOptions { timeout: Some(limit.unwrap_or(NO_AGENT_TIMEOUT_BUDGET)) };
+pub(super) async fn turn(
+    c: &mut Ctx,
+    task: &HarborTask,
+    prompt: &str,
+    limit: Option<Duration>,
+) -> Result<()> {
+    let options = TurnOptions {
+        timeout: Some(limit.unwrap_or(NO_AGENT_TIMEOUT_BUDGET)),
+        env: task.agent_env.clone(),
+    };
     match c.send_with(prompt.to_string(), options).await {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.root(), Error::Agent { .. }) => Ok(()),
@@ -304,7 +312,8 @@ pub(super) async fn solve(
         .arg(format!("{USER_HOME}(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1"))
         .workdir(workdir(c).await?)
         .env("DEBIAN_FRONTEND", "noninteractive");
-    for (k, v) in &task.solution_env {
+    // The agent's variables (`--ae`), `[solution].env` over them, as Harbor's oracle.
+    for (k, v) in task.agent_env.iter().chain(&task.solution_env) {
         run = run.env(k.clone(), v.clone());
     }
     if let Some(user) = user {

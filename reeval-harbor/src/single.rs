@@ -14,7 +14,7 @@ use reeval_core::error::{Error, Result};
 /// A single-step task's body: the instruction as the one turn, the
 /// artifacts, then the verifier and its reward as the outcome.
 pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
-    turn(c, &task.instruction, task.agent_timeout()).await?;
+    turn(c, task, &task.instruction, task.agent_timeout()).await?;
     super::collect::run(c, &task.config.verifier.collect).await?;
     collect_artifacts(c, task, "").await?;
     if task.disable_verification {

@@ -110,7 +110,8 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
             run::solve(c, task, &solution, step_user(task, step), task.step_agent_timeout(step))
                 .await?;
         }
-        run::turn(c, &task.step_instructions[index], task.step_agent_timeout(step)).await?;
+        let instruction = &task.step_instructions[index];
+        run::turn(c, task, instruction, task.step_agent_timeout(step)).await?;
         let hooks: Vec<_> =
             task.config.verifier.collect.iter().chain(&step.verifier.collect).cloned().collect();
         super::collect::run(c, &hooks).await?;

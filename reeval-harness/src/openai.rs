@@ -226,7 +226,7 @@ impl Harness for OpenAiAgent {
         &mut self,
         sandbox: &SandboxHandle,
         prompt: &str,
-        _turn: &TurnContext,
+        turn: &TurnContext,
     ) -> Result<TurnReport, HarnessError> {
         let Some(model) = self.model.clone() else {
             return Err(HarnessError::Failed {
@@ -244,7 +244,8 @@ impl Harness for OpenAiAgent {
         self.messages.push(json!({"role": "user", "content": prompt}));
         let mut report = TurnReport::default();
         let client = self.client();
-        let toolset = toolset(self.command_timeout);
+        // Its commands get the turn's variables (Harbor's `--ae`).
+        let toolset = toolset(self.command_timeout).with_env(turn.env.clone());
         let functions = tools(&toolset);
         for _ in 0..self.max_steps {
             let answer = match self.complete(&client, &model, &functions).await {

@@ -34,7 +34,11 @@ impl Harness for ShellHarness {
         turn: &TurnContext,
     ) -> Result<TurnReport, HarnessError> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
-        let exec = sandbox.exec_turn(Command::new("bash").arg("-c").arg(prompt), tx);
+        let mut script = Command::new("bash").arg("-c").arg(prompt);
+        for (k, v) in &turn.env {
+            script = script.env(k.clone(), v.clone());
+        }
+        let exec = sandbox.exec_turn(script, tx);
         // The script's output, a line at a time as it arrives (`--stream`).
         // Chunks are dropped as soon as they are read: a queued chunk holds the
         // engine stream's whole read buffer, and a script may print megabytes.

@@ -11,6 +11,9 @@ use crate::diff::Diff;
 pub struct TurnOptions {
     /// Ends only this turn, as `timed_out`, when it runs out; the attempt goes on.
     pub timeout: Option<Duration>,
+    /// Variables for the agent's own processes in this turn only (Harbor's
+    /// `--ae`): not the sandbox's, so no check, verifier or later turn sees them.
+    pub env: Vec<(String, String)>,
 }
 
 /// How a turn ended.

@@ -165,8 +165,8 @@ fn configure(task: &mut HarborTask, args: &RunArgs) {
         task.reward_threshold = threshold;
     }
     for (k, v) in &args.agent_env {
-        task.environment_env.retain(|(key, _)| key != k);
-        task.environment_env.push((k.clone(), v.clone()));
+        task.agent_env.retain(|(key, _)| key != k);
+        task.agent_env.push((k.clone(), v.clone()));
     }
     for (k, v) in &args.verifier_env {
         for env in std::iter::once(&mut task.verifier_env).chain(task.step_verifier_envs.iter_mut())

@@ -130,6 +130,7 @@ impl Attempt {
             index,
             artifacts_dir: Some(given.artifacts_dir.clone()),
             events: phases.log.agent_events(),
+            env: options.env.clone(),
         };
         let (signal, budget) = (phases.budget.signal(), phases.budget.clone());
         let harness_name = record.harness.clone();

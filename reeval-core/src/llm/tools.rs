@@ -193,6 +193,8 @@ pub struct ToolOutput {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Toolset {
     tools: Vec<Tool>,
+    /// Variables for the commands the tools run (a turn's own).
+    env: Vec<(String, String)>,
 }
 
 /// A tool that ran: its text, the failure the record keeps (a command's
@@ -202,7 +204,13 @@ type Ran = (String, Option<String>, Option<FileEdit>);
 impl Toolset {
     /// These tools, in the order the model is told about them.
     pub fn new(tools: impl IntoIterator<Item = Tool>) -> Self {
-        Self { tools: tools.into_iter().collect() }
+        Self { tools: tools.into_iter().collect(), env: Vec::new() }
+    }
+
+    /// These tools, their commands run with `env` besides the sandbox's.
+    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.env = env;
+        self
     }
 
     /// The tools.
@@ -233,7 +241,7 @@ impl Toolset {
             Some(_) if !input.is_object() => {
                 Err(format!("failed to run {name}: its arguments are not a JSON object"))
             }
-            Some(tool) => run(tool, sandbox, input).await,
+            Some(tool) => run(tool, sandbox, input, &self.env).await,
         };
         let call = |result, error| ToolCall {
             name: name.to_string(),
@@ -266,14 +274,24 @@ impl Toolset {
 }
 
 /// Runs one tool whose input is an object.
-async fn run(tool: &Tool, sandbox: &SandboxHandle, input: &Value) -> Result<Ran, String> {
+async fn run(
+    tool: &Tool,
+    sandbox: &SandboxHandle,
+    input: &Value,
+    env: &[(String, String)],
+) -> Result<Ran, String> {
     let name = tool.name();
     let arg = |key: &str| {
         input[key].as_str().map(str::to_string).ok_or_else(|| {
             format!("failed to run {name}: the `{key}` argument is missing or not a string")
         })
     };
-    let exec = async |cmd: Command| sandbox.exec(cmd).await.map_err(|e| e.to_string());
+    let exec = async |mut cmd: Command| {
+        for (k, v) in env {
+            cmd = cmd.env(k.clone(), v.clone());
+        }
+        sandbox.exec(cmd).await.map_err(|e| e.to_string())
+    };
     match tool {
         Tool::ReadFile => {
             let path = arg("path")?;

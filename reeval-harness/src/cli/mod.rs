@@ -346,7 +346,12 @@ impl<A: CliAgent> Harness for CliHarness<A> {
             mcp: self.mcp,
         };
         let mut cmd = self.agent.command(&inv);
-        for (k, v) in self.agent.env(&self.home, sandbox.env()) {
+        let own = self.agent.env(&self.home, sandbox.env());
+        // The turn's variables (Harbor's `--ae`), under the harness's own, which it needs to run.
+        for (k, v) in turn.env.iter().filter(|(k, _)| !own.iter().any(|(o, _)| o == k)) {
+            cmd = cmd.env(k.clone(), v.clone());
+        }
+        for (k, v) in own {
             cmd = cmd.env(k, v);
         }
         let mut transcript = self.transcript(turn.index);

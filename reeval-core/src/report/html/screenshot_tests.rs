@@ -49,7 +49,8 @@ fn suite() -> Vec<Eval> {
         // The agent's turn runs past its own limit; the check after it fails.
         evals.push(Eval::new(format!("slow_agent_{i:02}"), |c| {
             Box::pin(async move {
-                let limit = TurnOptions { timeout: Some(Duration::from_millis(300)) };
+                let limit =
+                    TurnOptions { timeout: Some(Duration::from_millis(300)), ..Default::default() };
                 c.send_with("sleep 60000", limit).await?;
                 expect(c.exec("exit 1").await?).to_succeed()
             })
