@@ -179,10 +179,14 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
     })
     .harness(cli.spec)
     .environment(move || {
-        let env = environment(cli).rules("Be brief.").skill(skill.clone());
+        // A server given where taken: in the config of a CLI that takes MCP, left out (not
+        // refused) by one that has none.
+        let env = environment(cli)
+            .rules("Be brief.")
+            .skill(skill.clone())
+            .mcp_where_taken(McpServer::http("api", "http://mcp.invalid/mcp"));
         if cli.mcp {
             env.mcp(McpServer::stdio("fs", ["mcp-fs", "--root", "/workspace"]))
-                .mcp(McpServer::http("api", "http://mcp.invalid/mcp"))
         } else {
             env
         }

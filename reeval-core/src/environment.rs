@@ -214,6 +214,7 @@ pub struct Environment {
     pub(crate) limits: Limits,
     pub(crate) skills: Vec<PathBuf>,
     pub(crate) mcp: Vec<McpServer>,
+    pub(crate) mcp_where_taken: Vec<McpServer>,
     /// Hosts the agent may reach besides its harness's API hosts.
     pub(crate) allow_egress: Vec<String>,
     /// Whether the agent may reach any public host (a Harbor task's `public` network).
@@ -259,6 +260,7 @@ impl Environment {
             limits: Limits::default(),
             skills: Vec::new(),
             mcp: Vec::new(),
+            mcp_where_taken: Vec::new(),
             allow_egress: Vec::new(),
             any_egress: false,
             allow_internal: Vec::new(),
@@ -364,9 +366,18 @@ impl Environment {
         self
     }
 
-    /// An MCP server, configured in the harness's format.
+    /// An MCP server, configured in the harness's format. A harness whose
+    /// agent has no MCP support refuses the attempt (a config outcome).
     pub fn mcp(mut self, server: McpServer) -> Self {
         self.mcp.push(server);
+        self
+    }
+
+    /// An MCP server for a harness whose agent takes MCP servers, left out
+    /// by one whose agent has none (a Harbor task's, whose agents ignore
+    /// what they cannot take).
+    pub fn mcp_where_taken(mut self, server: McpServer) -> Self {
+        self.mcp_where_taken.push(server);
         self
     }
 
@@ -598,6 +609,11 @@ impl Environment {
     /// The sandbox's own mounts (its services' are theirs).
     pub fn mounts(&self) -> &[Mount] {
         &self.mounts
+    }
+
+    /// The MCP servers every harness must take, and those given where taken.
+    pub fn mcp_servers(&self) -> (&[McpServer], &[McpServer]) {
+        (&self.mcp, &self.mcp_where_taken)
     }
 
     /// What the agent (and the setup, unless it has its own) may reach:

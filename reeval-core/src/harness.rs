@@ -44,6 +44,9 @@ pub struct SessionSetup {
     pub skills: Vec<crate::environment::Skill>,
     /// MCP servers.
     pub mcp: Vec<crate::environment::McpServer>,
+    /// MCP servers for a harness whose agent takes them, left out by one
+    /// whose agent has none ([`crate::Environment::mcp_where_taken`]).
+    pub mcp_where_taken: Vec<crate::environment::McpServer>,
     /// The attempt's directory on the host for artifacts.
     pub artifacts_dir: Option<std::path::PathBuf>,
     /// The eval the session is for.

@@ -57,6 +57,8 @@ pub struct HarborTask {
     /// Harbor's `--ae`: the agent's variables, on its turns (and the
     /// oracle's `solve.sh`), never the sandbox's: no check or verifier sees them.
     pub agent_env: Vec<(String, String)>,
+    /// `[[environment.mcp_servers]]` as reeval's harnesses take them (`mcp.rs`).
+    pub mcp_servers: Vec<reeval_core::environment::McpServer>,
     /// Multiplies the agent's timeout (`--agent-timeout-multiplier`).
     pub agent_timeout_multiplier: f64,
     /// Multiplies the verifier's timeout (`--verifier-timeout-multiplier`).
@@ -97,7 +99,7 @@ impl HarborTask {
         };
         let text = read(dir.join("task.toml"))?;
         let config = TaskConfig::parse(&dir_name, &text)?;
-        let warnings =
+        let mut warnings =
             text.parse::<toml::Table>().map(|t| super::keys::unknown(&t)).unwrap_or_default();
         let name = config
             .task
@@ -165,6 +167,8 @@ impl HarborTask {
         let environment_env = resolve_env(&name, "environment", &config.environment.env, lookup)?;
         let verifier_env = resolve_env(&name, "verifier", &config.verifier.env, lookup)?;
         let solution_env = resolve_env(&name, "solution", &config.solution.env, lookup)?;
+        let (mcp_servers, left_out) = super::mcp::servers(&name, &config.environment.mcp_servers)?;
+        warnings.extend(left_out);
         let has_solution = match &config.steps {
             None => dir.join("solution/solve.sh").is_file(),
             // Each step's own solution, else the task's.
@@ -187,6 +191,7 @@ impl HarborTask {
             verifier_env,
             solution_env,
             agent_env: Vec::new(),
+            mcp_servers,
             agent_timeout_multiplier: 1.0,
             verifier_timeout_multiplier: 1.0,
             reward_threshold: PASS_THRESHOLD,
@@ -275,6 +280,10 @@ impl HarborTask {
         }
         for (k, v) in &self.environment_env {
             env = env.env(k.clone(), v.clone());
+        }
+        // Given to an agent that takes MCP servers; one that has none runs without, as Harbor's.
+        for server in &self.mcp_servers {
+            env = env.mcp_where_taken(server.clone());
         }
         if let Some(cpus) = self.config.environment.cpus {
             env = env.cpus(cpus);

@@ -32,6 +32,7 @@ mod healthcheck;
 pub mod job;
 mod keys;
 mod load;
+mod mcp;
 mod place;
 pub mod registry;
 pub mod reward;

@@ -32,6 +32,7 @@ pub(crate) async fn start(
         credentials,
         skills: read_skills(&env.skills)?,
         mcp: env.mcp.clone(),
+        mcp_where_taken: env.mcp_where_taken.clone(),
         artifacts_dir: Some(artifacts_dir.to_path_buf()),
         eval: record.eval.clone(),
         trial: record.trial,

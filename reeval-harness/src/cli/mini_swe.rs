@@ -124,6 +124,10 @@ impl CliAgent for MiniSwe {
         .collect()
     }
 
+    fn takes_mcp(&self) -> bool {
+        false
+    }
+
     fn session_files(&self, _home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         if let Some(s) = setup.mcp.first() {
             return Err(format!(

@@ -125,6 +125,12 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
         Self::IDENTITY.rules_file
     }
 
+    /// Whether the CLI takes MCP servers (`SessionSetup::mcp_where_taken`
+    /// goes to one that does; [`CliAgent::session_files`] refuses `mcp` in one that does not).
+    fn takes_mcp(&self) -> bool {
+        true
+    }
+
     /// Shell steps that install the CLI, pinned by version, on `reeval/base`.
     fn install_steps(&self) -> Vec<String>;
 
@@ -300,6 +306,13 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         setup: &SessionSetup,
     ) -> Result<(), HarnessError> {
         self.artifacts_dir = setup.artifacts_dir.clone();
+        // MCP servers given where taken: this agent's, or none.
+        let mut setup = setup.clone();
+        let where_taken = std::mem::take(&mut setup.mcp_where_taken);
+        if self.agent.takes_mcp() {
+            setup.mcp.extend(where_taken);
+        }
+        let setup = &setup;
         self.mcp = !setup.mcp.is_empty();
         let files = self
             .agent

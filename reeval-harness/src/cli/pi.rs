@@ -51,6 +51,10 @@ impl CliAgent for Pi {
         vec![("PI_CODING_AGENT_DIR".into(), home.into())]
     }
 
+    fn takes_mcp(&self) -> bool {
+        false
+    }
+
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         if let Some(s) = setup.mcp.first() {
             return Err(format!(
