@@ -128,6 +128,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
                 .map(|u| u.spec()),
             timeout: task.step_verifier_timeout(step),
             prefix,
+            image_user: task.image_user.clone(),
         };
         let Verified { graded, output } = run::verify(c, &verifier).await?;
         let reward = match &graded {
