@@ -11,7 +11,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::run::Files;
 use super::shell::{USER_HOME, quote};
 use reeval_core::Ctx;
 use reeval_core::error::{Error, Result};
@@ -26,7 +25,7 @@ pub(super) struct Script<'a> {
     /// Run as root before the copy (`rm -rf /solution`).
     pub(super) before: &'a str,
     /// Unpacked under `/`, owners and modes as in the tar.
-    pub(super) files: &'a Files,
+    pub(super) files: &'a [(String, Vec<u8>, u32)],
     /// Run as root after the copy (`chmod +x /solution/solve.sh`).
     pub(super) after: &'a str,
     /// The script's environment.
@@ -59,6 +58,8 @@ const NOT_ROOT: &str = "reeval: not root";
 const COPIED: &str = "reeval: copied";
 
 /// Copies the script's files in and runs it in one exec, when it runs as root.
+/// Whatever stops before the copy read its stdin reads it to the end: the
+/// engine would otherwise reset the exec's stream while the tar is sent.
 ///
 /// # Errors
 /// An infra error when the copy fails (as the copy's own exec would), else
@@ -78,8 +79,8 @@ pub(super) async fn copy_and_run(
     }
     let exports: String = s.env.iter().map(|(k, v)| format!("export {k}={}; ", quote(v))).collect();
     let script = format!(
-        "[ \"$(id -u)\" = 0 ] || {{ echo '{NOT_ROOT}'; exit 0; }}\n\
-         {} && tar -x -o -C / && {} || exit 1\n\
+        "[ \"$(id -u)\" = 0 ] || {{ cat > /dev/null; echo '{NOT_ROOT}'; exit 0; }}\n\
+         {} && tar -x -o -C / && {} || {{ cat > /dev/null; exit 1; }}\n\
          echo '{COPIED}'\n\
          ( {exports}{USER_HOME}{} ) < /dev/null\n\
          code=$?\n\
