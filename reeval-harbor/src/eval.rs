@@ -79,6 +79,8 @@ pub struct HarborTask {
     pub step_separate_verifiers: Vec<Option<super::verifier_env::SeparateVerifier>>,
     image: ImageSpec,
     has_solution: bool,
+    /// Whether the task image's own user is root, once an exec has told (`together.rs`).
+    pub(crate) image_user: super::together::ImageUser,
 }
 
 impl HarborTask {
@@ -199,6 +201,7 @@ impl HarborTask {
             warnings,
             disable_verification: false,
             image,
+            image_user: Default::default(),
         })
     }
 
@@ -258,13 +261,17 @@ impl HarborTask {
         }
     }
 
-    /// The task's image with a layer that gives the workdir to the agent's user.
+    /// The task's image with a layer that gives the workdir to the agent's
+    /// user and makes the log directories.
     fn image_for_agent(&self) -> ImageSpec {
-        Image::layered(self.image.clone(), [agent_owns_workdir(&self.workspace_dir())])
+        Image::layered(
+            self.image.clone(),
+            [agent_owns_workdir(&self.workspace_dir()), log_dirs_script()],
+        )
     }
 
-    /// The sandbox's environment: image, workspace, limits, env, network, and
-    /// the setup that makes the log directories.
+    /// The sandbox's environment: image (the log directories in its layer),
+    /// workspace, limits, env, network, and the healthcheck as a setup step.
     pub fn environment(&self) -> Environment {
         let mut env =
             Environment::new().image(self.image_for_agent()).workspace_dir(self.workspace_dir());
@@ -291,9 +298,10 @@ impl HarborTask {
         if let Some(mb) = self.config.environment.memory_mb {
             env = env.memory((mb as i64) << 20);
         }
-        // The workdir's change of owner is a layer built on the task's image (once,
-        // cached with it); the setup left (two mkdirs) is not worth a setup image.
-        env = env.setup(setup_script()).setup_cache(false);
+        // The workdir's change of owner and the log directories are a layer
+        // built on the task's image (once, cached with it): no setup exec at
+        // start. A healthcheck, the only setup left, is not worth a setup image.
+        env = env.setup_cache(false);
         // `[environment.healthcheck]`, waited for before the agent (`healthcheck.rs`).
         if let Some(h) = &self.config.environment.healthcheck {
             let script = super::healthcheck::script(h);
@@ -348,8 +356,9 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
 
-/// The setup step: the log directories (Harbor's bind mounts, writable by all).
-fn setup_script() -> String {
+/// The build step that makes the log directories (Harbor's bind mounts,
+/// writable by all) in the task image's layer, as root.
+fn log_dirs_script() -> String {
     let dirs = LOG_DIRS.join(" ");
     format!("mkdir -p {dirs} && chmod 777 {dirs}")
 }
@@ -410,7 +419,7 @@ mod tests {
         let task = task_with("");
         let env = task.environment();
         assert_eq!(*env.setup_cache_policy(), reeval_core::environment::SetupCache::Off);
-        assert_eq!(env.setup_steps().len(), 1, "one setup step: the log directories");
+        assert!(env.setup_steps().is_empty(), "no setup step: the log directories are a layer");
         assert_eq!(*env.workspace_location(), WorkspaceDir::ImageWorkdir);
         let Some(ImageSpec::Layered { base, steps }) = env.image_spec() else {
             panic!("the change of owner is a layer: {:?}", env.image_spec())
@@ -503,7 +512,12 @@ mod tests {
     }
 
     #[test]
-    fn the_setup_makes_the_log_directories() {
-        assert!(setup_script().starts_with("mkdir -p /logs/agent"));
+    fn the_layer_makes_the_log_directories() {
+        let env = task_with("").environment();
+        let Some(ImageSpec::Layered { steps, .. }) = env.image_spec() else { panic!() };
+        assert_eq!(
+            steps[1],
+            "mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/verifier /logs/artifacts"
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! - [`eval`]: one task as an [`Eval`]: its environment, budget, tags and oracle.
 //! - `run`: in the sandbox: the turn, artifacts, verifier, reward outcome, oracle.
 //! - `steps`: multi-step tasks, step by step.
+//! - `together`: a script copied in and run in one exec, when it runs as root.
 //! - [`compose`]: `environment/docker-compose.yaml`: the services beside the sandbox.
 //! - [`Loaded`]: the tasks found, read one by one; one that cannot load is refused alone.
 //! - [`files`]: the task's directories uploaded into the sandbox.
@@ -43,6 +44,7 @@ mod single;
 mod steps;
 mod steps_read;
 pub mod task;
+mod together;
 pub mod verifier_env;
 pub mod version;
 

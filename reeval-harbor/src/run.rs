@@ -11,6 +11,7 @@ use super::eval::{HarborTask, LOG_DIRS, NO_AGENT_TIMEOUT_BUDGET};
 use super::place::Place;
 use super::reward::{self, REWARD_JSON, REWARD_TXT};
 use super::shell::{USER_HOME, quote, workdir};
+use super::together::{ImageUser, Script, Together, copy_and_run};
 use reeval_core::Ctx;
 use reeval_core::capture::Artifact;
 use reeval_core::error::{Error, Result};
@@ -97,6 +98,8 @@ pub(super) struct Verifier {
     pub(super) timeout: Duration,
     /// Captures are named `<prefix>logs-verifier` and so on.
     pub(super) prefix: String,
+    /// Whether the task image's own user is root, once told.
+    pub(super) image_user: ImageUser,
 }
 
 /// What a verifier left: its grade, and the end of its output.
@@ -135,6 +138,71 @@ pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Re
         Place::Separate { workdir, .. } => (workdir.to_string(), &["/logs/verifier"]),
     };
     let clear = format!("rm -f {REWARD_TXT} {REWARD_JSON}");
+    // As root, copy, run and listing are one exec (`together.rs`).
+    let together = match place {
+        Place::Shared => {
+            let listing = listing_script(logs);
+            let script = Script {
+                before: &clear,
+                files: &v.tests,
+                after: "chmod +x /tests/test.sh",
+                env: &v.env,
+                run: TEST_RUN,
+                then: &listing,
+                user: v.user.as_deref(),
+                workdir: workdir.clone(),
+                timeout: Some(v.timeout),
+                what: "copy tests/ into /tests, run tests/test.sh, list what it left",
+            };
+            copy_and_run(c, script, &v.image_user).await?
+        }
+        Place::Separate { .. } => Together::Apart,
+    };
+    let (ran, listed) = match together {
+        Together::Ran { out, then } => (out, then),
+        Together::Apart => (run_apart(c, v, place, &clear, workdir).await?, None),
+    };
+    // The listing, unless the run's exec made it (it did not when ended at its limit).
+    let present = match listed {
+        Some(listed) => listed,
+        None => place.exec(c, listing(logs)).await?.stdout,
+    };
+    let left = Left::parse(&present);
+    let output = left.output.to_string();
+    capture_logs(c, place, &v.prefix, &left.listed.join("\n")).await?;
+    if ran.timed_out {
+        return Ok(Verified { graded: Graded::TimedOut(v.timeout), output });
+    }
+    // A reward the listing carried whole is read from it; else from the file.
+    let json = match (left.has("json"), left.json) {
+        (_, Some(bytes)) => Some(bytes.as_bytes().to_vec()),
+        (true, None) => Some(place.read_bytes(c, REWARD_JSON).await?),
+        (false, None) => None,
+    };
+    let txt = match (left.has("txt"), left.txt) {
+        (_, Some(bytes)) => Some(bytes.as_bytes().to_vec()),
+        (true, None) => Some(place.read_bytes(c, REWARD_TXT).await?),
+        (false, None) => None,
+    };
+    let graded = match reward::parse(json.as_deref(), txt.as_deref()) {
+        Ok(r) => Graded::Reward(r),
+        Err(e) => Graded::NoReward(e.to_string()),
+    };
+    Ok(Verified { graded, output })
+}
+
+/// How a verifier's test.sh runs.
+const TEST_RUN: &str = "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1";
+
+/// The verifier's copy (or its image's /tests prepared) and its run, each
+/// an exec: the run as the verifier's user, who is not root.
+async fn run_apart(
+    c: &mut Ctx,
+    v: &Verifier,
+    place: Place<'_>,
+    clear: &str,
+    workdir: String,
+) -> Result<ExecOutput> {
     match place {
         Place::Separate { bundled_tests: true, .. } => {
             let prepare = Command::shell(format!("{clear} && chmod +x /tests/test.sh"))
@@ -146,20 +214,13 @@ pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Re
             )?;
         }
         _ => {
-            copy_in_between(
-                c,
-                place,
-                &clear,
-                &v.tests,
-                "chmod +x /tests/test.sh",
-                "copy tests/ into /tests",
-            )
-            .await?
+            let after = "chmod +x /tests/test.sh";
+            copy_in_between(c, place, clear, &v.tests, after, "copy tests/ into /tests").await?
         }
     }
     let mut run = Command::new("bash")
         .arg("-c")
-        .arg(format!("{USER_HOME}(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"))
+        .arg(format!("{USER_HOME}{TEST_RUN}"))
         .workdir(workdir)
         .timeout(v.timeout);
     for (k, val) in &v.env {
@@ -168,32 +229,107 @@ pub(super) async fn verify_at(c: &mut Ctx, v: &Verifier, place: Place<'_>) -> Re
     if let Some(user) = &v.user {
         run = run.user(user.clone());
     }
-    let ran = place.exec(c, run).await?;
-    // One listing: the log directories holding a file, the reward files, and
-    // the end of what test.sh printed (for a failure to show).
-    let listing = format!(
+    place.exec(c, run).await
+}
+
+/// The verifier's final listing, one exec as root: the log directories
+/// holding a file, which reward files exist (`json`, `txt`), then each
+/// reward file that is a regular file of at most [`REWARD_INLINE`] bytes
+/// whole (`json <size>`, its bytes, a newline), and the end of what test.sh
+/// printed (for a failure to show). A reward read here costs no read of its own.
+fn listing(logs: &[&str]) -> Command {
+    Command::shell(listing_script(logs)).user("0").step("list what the verifier left")
+}
+
+/// [`listing`]'s script.
+fn listing_script(logs: &[&str]) -> String {
+    let inline = |tag: &str, file: &str| {
+        format!(
+            "if [ -f {file} ] && [ -r {file} ]; then n=$(wc -c < {file}) && [ \"$n\" -le {REWARD_INLINE} ] \
+             && echo \"{tag} $n\" && cat {file} && echo; fi; "
+        )
+    };
+    format!(
         "for d in {}; do [ -n \"$(find \"$d\" -type f -print -quit 2>/dev/null)\" ] && echo \"$d\"; done; \
          [ -e {REWARD_JSON} ] && echo json; [ -e {REWARD_TXT} ] && echo txt; \
-         echo {OUTPUT_MARK}; tail -c {OUTPUT_TAIL} {TEST_STDOUT} 2>/dev/null; true",
-        logs.join(" ")
-    );
-    let listing = Command::shell(listing).user("0").step("list what the verifier left");
-    let present = place.exec(c, listing).await?;
-    let (listed, output) =
-        present.stdout.split_once(&format!("{OUTPUT_MARK}\n")).unwrap_or((&present.stdout, ""));
-    let output = output.to_string();
-    capture_logs(c, place, &v.prefix, listed).await?;
-    if ran.timed_out {
-        return Ok(Verified { graded: Graded::TimedOut(v.timeout), output });
+         {}{}echo {OUTPUT_MARK}; tail -c {OUTPUT_TAIL} {TEST_STDOUT} 2>/dev/null; true",
+        logs.join(" "),
+        inline("json", REWARD_JSON),
+        inline("txt", REWARD_TXT),
+    )
+}
+
+/// The largest reward file the listing carries (a reward is a few bytes).
+const REWARD_INLINE: usize = 4096;
+
+/// What the listing said.
+#[derive(Debug, Default, PartialEq)]
+struct Left<'a> {
+    /// Its first lines: the log directories holding a file, `json`, `txt`.
+    listed: Vec<&'a str>,
+    /// `reward.json`'s bytes, when carried whole.
+    json: Option<&'a str>,
+    /// `reward.txt`'s bytes, when carried whole.
+    txt: Option<&'a str>,
+    /// The end of test.sh's output.
+    output: &'a str,
+}
+
+impl<'a> Left<'a> {
+    /// Parses the listing's stdout. Rewards carried are taken only when
+    /// every one came as announced, byte for byte (the stdout is text: a
+    /// file that is not UTF-8 does not), else the reward files are read.
+    fn parse(stdout: &'a str) -> Self {
+        let mut left = Left::default();
+        let mut rest = stdout;
+        while let Some((line, after)) = rest.split_once('\n') {
+            if line == OUTPUT_MARK || carried(line).is_some() {
+                break;
+            }
+            left.listed.push(line);
+            rest = after;
+        }
+        match left.carried(rest) {
+            Some(output) => left.output = output,
+            None => {
+                (left.json, left.txt) = (None, None);
+                left.output =
+                    rest.split_once(&format!("{OUTPUT_MARK}\n")).map_or("", |(_, out)| out);
+            }
+        }
+        left
     }
-    let has = |what: &str| listed.lines().any(|l| l == what);
-    let json = if has("json") { Some(place.read_bytes(c, REWARD_JSON).await?) } else { None };
-    let txt = if has("txt") { Some(place.read_bytes(c, REWARD_TXT).await?) } else { None };
-    let graded = match reward::parse(json.as_deref(), txt.as_deref()) {
-        Ok(r) => Graded::Reward(r),
-        Err(e) => Graded::NoReward(e.to_string()),
+
+    /// Takes the rewards carried at the start of `rest`; what follows the mark.
+    fn carried(&mut self, mut rest: &'a str) -> Option<&'a str> {
+        loop {
+            let (line, after) = rest.split_once('\n')?;
+            if line == OUTPUT_MARK {
+                return Some(after);
+            }
+            let (json, n) = carried(line)?;
+            let body = after.get(..n).filter(|b| !b.contains('\u{FFFD}'))?;
+            (after.as_bytes().get(n) == Some(&b'\n')).then_some(())?;
+            *(if json { &mut self.json } else { &mut self.txt }) = Some(body);
+            rest = &after[n + 1..];
+        }
+    }
+
+    /// Whether the listing named `what` (a directory, `json`, `txt`).
+    fn has(&self, what: &str) -> bool {
+        self.listed.contains(&what)
+    }
+}
+
+/// A reward's announcement, `json <size>` or `txt <size>`: whether it is the JSON one, and the size.
+fn carried(line: &str) -> Option<(bool, usize)> {
+    let (tag, n) = line.split_once(' ')?;
+    let json = match tag {
+        "json" => true,
+        "txt" => false,
+        _ => return None,
     };
-    Ok(Verified { graded, output })
+    Some((json, n.parse().ok()?))
 }
 
 /// Where the verifier's output goes, as in Harbor.
@@ -298,31 +434,46 @@ pub(super) async fn solve(
     user: Option<String>,
     limit: Option<Duration>,
 ) -> Result<()> {
-    copy_in_between(
-        c,
-        Place::Shared,
-        "rm -rf /solution",
-        solution,
-        "chmod +x /solution/solve.sh",
-        "copy solution/ into /solution",
-    )
-    .await?;
-    let mut run = Command::new("bash")
-        .arg("-c")
-        .arg(format!("{USER_HOME}(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1"))
-        .workdir(workdir(c).await?)
-        .env("DEBIAN_FRONTEND", "noninteractive");
+    let workdir = workdir(c).await?;
+    let mut env = vec![("DEBIAN_FRONTEND".to_string(), "noninteractive".to_string())];
     // The agent's variables (`--ae`), `[solution].env` over them, as Harbor's oracle.
-    for (k, v) in task.agent_env.iter().chain(&task.solution_env) {
-        run = run.env(k.clone(), v.clone());
-    }
-    if let Some(user) = user {
-        run = run.user(user);
-    }
-    if let Some(limit) = limit {
-        run = run.timeout(limit);
-    }
-    let out = c.exec(run).await?;
+    env.extend(task.agent_env.iter().chain(&task.solution_env).cloned());
+    // As root, the copy and the run are one exec (`together.rs`), which keeps the exit code too.
+    let script = Script {
+        before: "rm -rf /solution",
+        files: solution,
+        after: "chmod +x /solution/solve.sh",
+        env: &env,
+        run: SOLVE_RUN,
+        then: "[ \"$code\" = 0 ] || printf %s \"$code\" > /logs/agent/exit-code.txt",
+        user: user.as_deref(),
+        workdir: workdir.clone(),
+        timeout: limit,
+        what: "copy solution/ into /solution, run solution/solve.sh",
+    };
+    let out = match copy_and_run(c, script, &task.image_user).await? {
+        Together::Ran { then: Some(_), .. } => return Ok(()),
+        Together::Ran { out, then: None } => out,
+        Together::Apart => {
+            let after = "chmod +x /solution/solve.sh";
+            let what = "copy solution/ into /solution";
+            copy_in_between(c, Place::Shared, "rm -rf /solution", solution, after, what).await?;
+            let mut run = Command::new("bash")
+                .arg("-c")
+                .arg(format!("{USER_HOME}{SOLVE_RUN}"))
+                .workdir(workdir);
+            for (k, v) in env {
+                run = run.env(k, v);
+            }
+            if let Some(user) = user {
+                run = run.user(user);
+            }
+            if let Some(limit) = limit {
+                run = run.timeout(limit);
+            }
+            c.exec(run).await?
+        }
+    };
     if !out.success() {
         let code = if out.timed_out { "timeout".to_string() } else { out.exit_code.to_string() };
         c.exec(
@@ -333,4 +484,56 @@ pub(super) async fn solve(
         .await?;
     }
     Ok(())
+}
+
+/// How the oracle's solve.sh runs.
+const SOLVE_RUN: &str = "(/solution/solve.sh) > /logs/agent/oracle.txt 2>&1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(listed: &str, carried: &str, tail: &str) -> String {
+        format!("{listed}{carried}{OUTPUT_MARK}\n{tail}")
+    }
+
+    #[test]
+    fn the_listing_carries_the_rewards_whole() {
+        let stdout = out(
+            "/logs/agent\n/logs/verifier\njson\ntxt\n",
+            "json 13\n{\"reward\": 1}\ntxt 2\n0\n\n",
+            "ok\n",
+        );
+        let left = Left::parse(&stdout);
+        assert_eq!(left.listed, ["/logs/agent", "/logs/verifier", "json", "txt"]);
+        assert_eq!(left.json, Some("{\"reward\": 1}"));
+        assert_eq!(left.txt, Some("0\n"), "byte for byte, its own newline kept");
+        assert_eq!(left.output, "ok\n");
+        assert!(left.has("txt") && !left.has("/logs/artifacts"));
+    }
+
+    #[test]
+    fn a_reward_not_carried_whole_is_read_from_its_file() {
+        // A file that was not UTF-8 came with replacement characters.
+        let stdout = out("/logs/verifier\ntxt\n", "txt 4\n1\u{FFFD}\n", "");
+        let left = Left::parse(&stdout);
+        assert_eq!((left.has("txt"), left.txt), (true, None));
+        // Shorter than announced (cat failed), or larger than carried (not announced).
+        for carried in ["json 40\n{}\n", ""] {
+            let stdout = out("json\n", carried, "the end\n");
+            let left = Left::parse(&stdout);
+            assert_eq!((left.has("json"), left.json), (true, None), "{carried:?}");
+        }
+        assert_eq!(Left::parse(&out("json\n", "", "the end\n")).output, "the end\n");
+        // A body's lines are never listed directories.
+        let stdout = out("txt\n", "txt 99\n/logs/agent\n", "");
+        assert_eq!(Left::parse(&stdout).listed, ["txt"]);
+        // No reward at all.
+        let stdout = out("", "", "boom\n");
+        let left = Left::parse(&stdout);
+        assert_eq!(
+            (left.listed.len(), left.json, left.txt, left.output),
+            (0, None, None, "boom\n")
+        );
+    }
 }

@@ -26,6 +26,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
         user: task.config.verifier.user.as_ref().map(|u| u.spec()),
         timeout: task.verifier_timeout(),
         prefix: String::new(),
+        image_user: task.image_user.clone(),
     };
     let Verified { graded, output } = match &task.separate_verifier {
         Some(separate) => {

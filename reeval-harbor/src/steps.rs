@@ -130,6 +130,7 @@ pub(super) async fn run(c: &mut Ctx, task: &HarborTask) -> Result<()> {
                 .map(|u| u.spec()),
             timeout: task.step_verifier_timeout(step),
             prefix,
+            image_user: task.image_user.clone(),
         };
         let Verified { graded, output } = match &task.step_separate_verifiers[index] {
             Some(separate) => {

@@ -115,7 +115,13 @@ impl Ctx {
                 // own checks are its work, not a check's (`checks.rs`).
                 self.attempt.list_after_check_if_started().await;
                 self.attempt.solution = Solution::Solving;
+                // The solution's first call starts the sandbox for this turn:
+                // the diff helper's session starts beside the snapshot, and
+                // the turn's diff asks it (no listing exec after the solution).
+                self.attempt.prepare.session_beside_snapshot =
+                    matches!(self.attempt.sandbox, super::SandboxState::NotStarted);
                 let solved = solve(self).await;
+                self.attempt.prepare.session_beside_snapshot = false;
                 self.attempt.solution = Solution::Ran;
                 solved
             }

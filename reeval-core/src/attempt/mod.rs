@@ -247,9 +247,10 @@ struct Prepare {
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and
     /// does not hold yet (a miss).
     cache_digest: Option<String>,
-    /// Whether the harness's session may start beside the first snapshot: set
-    /// by the `send` that starts the sandbox; it does when the harness
-    /// `starts_apart_from` the workspace (`start.rs`).
+    /// Whether a turn follows the first snapshot: set by the `send` that
+    /// starts the sandbox, or by the reference solution run at the first
+    /// `send`. The diff helper's session then starts beside the snapshot, and
+    /// so does the harness's when it `starts_apart_from` the workspace (`start.rs`).
     session_beside_snapshot: bool,
     /// Why the session started beside the snapshot failed, for that `send` to return.
     session_failed: Option<crate::error::Error>,
