@@ -111,9 +111,15 @@ pub(super) async fn run(
             return Ok(ran);
         }
     }
+    // Whatever ends the script before the helper is read, stdin is read to its end:
+    // an exec that exits with its stdin unread has its stream reset by the engine,
+    // which would hide the exit status and its message.
+    let drain = "trap 'cat >/dev/null' EXIT";
     let script = match prelude {
-        Some(prelude) => format!("{{ {prelude}\n}} >&2 || exit {PRELUDE_FAILED}\n{INSTALL}"),
-        None => INSTALL.to_string(),
+        Some(prelude) => {
+            format!("{drain}\n{{ {prelude}\n}} >&2 || exit {PRELUDE_FAILED}\n{INSTALL}")
+        }
+        None => format!("{drain}\n{INSTALL}"),
     };
     let installing = Command::new("sh")
         .args(["-c", script.as_str(), "sh", HELPER_PATH.as_str()])
