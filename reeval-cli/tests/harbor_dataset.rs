@@ -256,7 +256,8 @@ fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
         assert!(console.contains(said), "the console says {said:?}:\n{console}");
     }
     // -v: the copies and listings are steps by name, not checks of their command lines.
-    assert!(console.contains("check step copy tests/ into /tests: exited 0"), "{console}");
+    let step = "check step copy tests/ into /tests, run tests/test.sh, list what it left: exited 0";
+    assert!(console.contains(step), "{console}");
     assert!(!console.contains("check rm -f /logs/verifier/reward.txt"), "{console}");
     let run = std::fs::read_dir(&runs).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir());
     let html = std::fs::read_to_string(run.expect("a run").join("report.html")).unwrap();
@@ -265,6 +266,11 @@ fn a_failing_verifier_shows_its_output_where_the_failure_is_read() {
         html.contains("the egress gateway refused 1 request: 10.255.255.1:80"),
         "and the refusal"
     );
-    assert!(html.contains("step copy tests/ into /tests: exited 0"), "and its steps by name");
+    assert!(
+        html.contains(
+            "step copy tests/ into /tests, run tests/test.sh, list what it left: exited 0"
+        ),
+        "and its steps by name"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
