@@ -16,8 +16,9 @@ use crate::dataset::TaskId;
 use crate::files::{HARBORIGNORE, files_under, task_files};
 use crate::task::VerifierMode;
 
-/// A trial's `lock.json`, from the trial's `config.json` (`config`).
-pub(super) fn trial_lock(task: &JobTask, config: &Value) -> Value {
+/// A trial's `lock.json`, from the trial's `config.json` (`config`) and
+/// its task's [`content_digest`].
+pub(super) fn trial_lock(task: &JobTask, config: &Value, digest: &str) -> Value {
     let dir = &task.task.dir;
     let (kind, path, git_url, git_commit_id) = match &task.id {
         TaskId::Local(_) => ("local", json!(super::absolute(dir)), Value::Null, Value::Null),
@@ -41,7 +42,7 @@ pub(super) fn trial_lock(task: &JobTask, config: &Value) -> Value {
             "name": name.unwrap_or_default(),
             "version": null,
             "type": kind,
-            "digest": format!("sha256:{}", content_digest(&task.task.name, dir)),
+            "digest": format!("sha256:{digest}"),
             "source": task.source,
             "path": path,
             "git_url": git_url,

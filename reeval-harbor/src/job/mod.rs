@@ -155,6 +155,8 @@ impl JobOutput {
         write_json(&self.dir.join("config.json"), &self.job_config())?;
         let finals = report.final_records();
         let mut results = Vec::new();
+        // A task's files are read and hashed once for all its trials.
+        let mut digests: std::collections::HashMap<PathBuf, trial::Digests> = Default::default();
         for record in &finals {
             let Some(task) = self.tasks.iter().find(|t| eval_name(&t.task.name) == record.eval)
             else {
@@ -167,7 +169,12 @@ impl JobOutput {
                 .find(|a| a.spec == record.harness)
                 .cloned()
                 .unwrap_or_else(|| JobAgent::of_spec(&record.harness));
-            let trial = trial::Trial { record, task, agent: &agent, job: self, job_id: &job_id };
+            let digests = digests.entry(task.task.dir.clone()).or_insert_with(|| trial::Digests {
+                checksum: trial::checksum(&task.task.dir),
+                content: lock::content_digest(&task.task.name, &task.task.dir),
+            });
+            let trial =
+                trial::Trial { record, task, agent: &agent, job: self, job_id: &job_id, digests };
             results.push(trial.write(&report.run_dir)?);
         }
         let n_retries = report.records.len() - finals.len();

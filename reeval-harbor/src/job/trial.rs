@@ -24,6 +24,16 @@ pub(super) struct Trial<'a> {
     pub(super) agent: &'a JobAgent,
     pub(super) job: &'a JobOutput,
     pub(super) job_id: &'a str,
+    pub(super) digests: &'a Digests,
+}
+
+/// What a task's files hash to, computed once per task for all its trials.
+#[derive(Debug, Clone)]
+pub(super) struct Digests {
+    /// `task_checksum` (see [`checksum`]).
+    pub(super) checksum: String,
+    /// Harbor's content hash, the trial lock's task digest (see `lock.rs`).
+    pub(super) content: String,
 }
 
 /// The result.json of a trial as the job's stats read it.
@@ -58,7 +68,7 @@ impl Trial<'_> {
         }
         let config = self.config(&name);
         write_json(&dir.join("config.json"), &config)?;
-        let lock = super::lock::trial_lock(self.task, &config);
+        let lock = super::lock::trial_lock(self.task, &config, &self.digests.content);
         write_json(&dir.join("lock.json"), &lock)?;
         let exception = exception(self.record);
         if let Some((_, message)) = &exception {
@@ -102,7 +112,7 @@ impl Trial<'_> {
             "trial_uri": format!("file://{}", absolute(dir)),
             "task_id": task_id(&self.task.id),
             "source": self.task.source,
-            "task_checksum": checksum(&self.task.task.dir),
+            "task_checksum": self.digests.checksum,
             "config": config,
             "agent_info": {
                 "name": self.agent.name,
@@ -471,7 +481,7 @@ pub(super) fn uuid_of(parts: &[&str]) -> String {
 
 /// A SHA-256 of the task directory's files (paths and contents, in order).
 /// Harbor's own is `dirhash`'s, which this is not: it only has to change when the task does.
-fn checksum(dir: &Path) -> String {
+pub(super) fn checksum(dir: &Path) -> String {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

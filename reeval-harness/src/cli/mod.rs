@@ -306,13 +306,16 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         setup: &SessionSetup,
     ) -> Result<(), HarnessError> {
         self.artifacts_dir = setup.artifacts_dir.clone();
-        // MCP servers given where taken: this agent's, or none.
-        let mut setup = setup.clone();
-        let where_taken = std::mem::take(&mut setup.mcp_where_taken);
-        if self.agent.takes_mcp() {
-            setup.mcp.extend(where_taken);
-        }
-        let setup = &setup;
+        // MCP servers given where taken: this agent's (a copy of the setup only then), or none.
+        let with_taken;
+        let setup = if setup.mcp_where_taken.is_empty() || !self.agent.takes_mcp() {
+            setup
+        } else {
+            let mut merged = setup.clone();
+            merged.mcp.extend(std::mem::take(&mut merged.mcp_where_taken));
+            with_taken = merged;
+            &with_taken
+        };
         self.mcp = !setup.mcp.is_empty();
         let files = self
             .agent
