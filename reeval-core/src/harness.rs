@@ -78,8 +78,9 @@ impl fmt::Debug for SessionSetup {
     }
 }
 
-/// Per-turn settings passed to [`Harness::turn`].
-#[derive(Debug, Clone, Default)]
+/// Per-turn settings passed to [`Harness::turn`]. Its `Debug` names the
+/// turn's variables, not their values (one may be a credential).
+#[derive(Clone, Default)]
 pub struct TurnContext {
     /// The 1-based turn number in this attempt.
     pub index: u32,
@@ -90,6 +91,17 @@ pub struct TurnContext {
     /// Variables for the agent's processes in this turn only
     /// ([`crate::TurnOptions::env`]), over the sandbox's and the harness's own.
     pub env: Vec<(String, String)>,
+}
+
+impl fmt::Debug for TurnContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TurnContext")
+            .field("index", &self.index)
+            .field("artifacts_dir", &self.artifacts_dir)
+            .field("events", &self.events)
+            .field("env", &self.env.iter().map(|(name, _)| format!("{name}=…")).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl TurnContext {
@@ -181,6 +193,14 @@ pub trait Harness: Send + Sync + fmt::Debug {
     /// reads prose; the `shell` harness runs its prompt as a script and does not).
     fn reads_context_summary(&self) -> bool {
         true
+    }
+
+    /// Whether its agent takes MCP servers ([`crate::Environment::mcp`]). One
+    /// that does not is refused an environment that names any, when its
+    /// session starts (a config outcome); servers given with
+    /// [`crate::Environment::mcp_where_taken`] are left out for it instead.
+    fn takes_mcp(&self) -> bool {
+        false
     }
 
     /// Host environment variables this harness needs (checked in preflight).

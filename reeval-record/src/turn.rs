@@ -6,14 +6,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::diff::Diff;
 
-/// Options of one turn (`Ctx::send_with`).
-#[derive(Debug, Clone, Default)]
+/// Options of one turn (`Ctx::send_with`). Its `Debug` names the variables,
+/// not their values (one may be a credential).
+#[derive(Clone, Default)]
 pub struct TurnOptions {
     /// Ends only this turn, as `timed_out`, when it runs out; the attempt goes on.
     pub timeout: Option<Duration>,
     /// Variables for the agent's own processes in this turn only (Harbor's
     /// `--ae`): not the sandbox's, so no check, verifier or later turn sees them.
     pub env: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for TurnOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnOptions")
+            .field("timeout", &self.timeout)
+            .field("env", &self.env.iter().map(|(name, _)| format!("{name}=…")).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// How a turn ended.
@@ -202,4 +212,20 @@ pub struct Turn {
     pub duration_ms: u64,
     /// The workspace diff this turn made.
     pub diff: Diff,
+}
+
+#[cfg(test)]
+mod debug_tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_a_turns_variables_not_their_values() {
+        let options = TurnOptions {
+            timeout: None,
+            env: vec![("API_KEY".into(), "sk-value-never-shown".into())],
+        };
+        let shown = format!("{options:?}");
+        assert!(shown.contains("API_KEY=…"), "{shown}");
+        assert!(!shown.contains("sk-value-never-shown"), "{shown}");
+    }
 }

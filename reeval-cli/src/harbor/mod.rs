@@ -119,7 +119,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "X", help_heading = HARBOR, value_parser = finite)]
     pub reward_threshold: Option<f64>,
 
-    /// An environment variable for the agent, KEY=VALUE (repeatable; the sandbox's)
+    /// An environment variable for the agent, KEY=VALUE (repeatable; its turns and solve.sh only)
     #[arg(long = "agent-env", visible_alias = "ae", value_name = "KEY=VALUE", help_heading = HARBOR, value_parser = key_value)]
     pub agent_env: Vec<(String, String)>,
     /// An environment variable for the verifier, KEY=VALUE (repeatable)

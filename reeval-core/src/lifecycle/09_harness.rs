@@ -21,6 +21,14 @@ pub(crate) async fn start(
     record: &crate::record::Record,
     image: Option<String>,
 ) -> Result<String> {
+    // An agent without MCP support would run without the servers the eval counts on.
+    if let Some(server) = env.mcp.first().filter(|_| !harness.takes_mcp()) {
+        return Err(Error::Config(format!(
+            "failed to start the {} harness: its agent has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment, or give it with `Environment::mcp_where_taken` to leave it out where it cannot be taken",
+            harness.name(),
+            server.name()
+        )));
+    }
     let wanted = harness.credentials();
     // Only an in-process harness uses these values, on the host; a CLI's agent sees placeholders.
     let credentials = secrets

@@ -124,17 +124,12 @@ impl CliAgent for MiniSwe {
         .collect()
     }
 
+    // No MCP support: the core refuses an environment naming servers (`Harness::takes_mcp`).
     fn takes_mcp(&self) -> bool {
         false
     }
 
     fn session_files(&self, _home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
-        if let Some(s) = setup.mcp.first() {
-            return Err(format!(
-                "mini-swe-agent has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment",
-                s.name()
-            ));
-        }
         if let Some(s) = setup.skills.first() {
             return Err(format!(
                 "mini-swe-agent has no skills, so skill {} cannot be given to it; drop it from this eval's environment",

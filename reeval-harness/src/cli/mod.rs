@@ -126,7 +126,8 @@ pub trait CliAgent: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Whether the CLI takes MCP servers (`SessionSetup::mcp_where_taken`
-    /// goes to one that does; [`CliAgent::session_files`] refuses `mcp` in one that does not).
+    /// goes to one that does; the core refuses `mcp` for one that does not,
+    /// through `Harness::takes_mcp`).
     fn takes_mcp(&self) -> bool {
         true
     }
@@ -289,6 +290,10 @@ impl<A: CliAgent> Harness for CliHarness<A> {
 
     fn credentials(&self) -> Vec<String> {
         self.agent.credentials(self.model.as_deref())
+    }
+
+    fn takes_mcp(&self) -> bool {
+        self.agent.takes_mcp()
     }
 
     fn starts_apart_from(&self, workspace: &str) -> bool {

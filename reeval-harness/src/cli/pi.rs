@@ -51,17 +51,12 @@ impl CliAgent for Pi {
         vec![("PI_CODING_AGENT_DIR".into(), home.into())]
     }
 
+    // No MCP support: the core refuses an environment naming servers (`Harness::takes_mcp`).
     fn takes_mcp(&self) -> bool {
         false
     }
 
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
-        if let Some(s) = setup.mcp.first() {
-            return Err(format!(
-                "pi has no MCP support, so MCP server {} cannot be given to it; drop it from this eval's environment",
-                s.name()
-            ));
-        }
         Ok(super::skill_files(&format!("{home}/skills"), &setup.skills))
     }
 
