@@ -23,6 +23,11 @@ BASE_PYTHON=3.11       # Debian bookworm's python3, in reeval/base
 
 CACHE=${REEVAL_CLI_CACHE:-/var/cache/reeval-clis}
 cd "$(dirname "$0")/.."
+# One fetch at a time (a CI run, a test and a benchmark may ask at once): a
+# second waits, then finds each part made and does nothing.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.fetch.lock"
+flock 9
 scripts/build-base-image.sh >/dev/null
 BASE=$(docker image inspect reeval/base:latest --format '{{index .Config.Labels "dev.reeval.recipe"}}')
 [ -n "$BASE" ] || { echo "reeval/base:latest has no recipe label" >&2; exit 1; }

@@ -16,7 +16,15 @@ HARBOR_VERSION=0.26.0
 CACHE=${REEVAL_HARBOR_CACHE:-/var/cache/reeval-harbor}
 VENV=$CACHE/venv-$HARBOR_VERSION
 
-if [ "$("$VENV/bin/harbor" --version 2>/dev/null)" != "$HARBOR_VERSION" ]; then
+have() { [ "$("$VENV/bin/harbor" --version 2>/dev/null)" = "$HARBOR_VERSION" ]; }
+if ! have; then
+  # One install at a time (a CI run and a benchmark may ask at once): the
+  # second waits for the first and finds the venv made.
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.install.lock"
+  flock 9
+fi
+if ! have; then
   PY=${HARBOR_PYTHON:-}
   if [ -z "$PY" ]; then
     for c in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python \
@@ -32,7 +40,6 @@ if [ "$("$VENV/bin/harbor" --version 2>/dev/null)" != "$HARBOR_VERSION" ]; then
     exit 1
   fi
   echo "== installing harbor==$HARBOR_VERSION into $VENV (with $PY)" >&2
-  mkdir -p "$CACHE"
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "harbor==$HARBOR_VERSION" >&2
