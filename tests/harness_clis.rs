@@ -171,8 +171,9 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
             expect(c.exec("ls /tmp/pwned /tmp/pwned2 /tmp/pwned3 2>&1").await?).to_fail()?;
             let config = c.send("SCENARIO:config").await?;
             let mcp = if cli.mcp { "api,fs" } else { "none" };
+            // `greeter` from the host, `linter` copied from a directory in the sandbox.
             expect(config.final_message.unwrap_or_default())
-                .to_equal(format!("mcp={mcp}; skills=greeter"))?;
+                .to_equal(format!("mcp={mcp}; skills=greeter,linter"))?;
             expect(c.read_file(cli.rules_file).await?).to_contain("Be brief.")?;
             Ok(())
         })
@@ -184,6 +185,9 @@ fn evals(cli: &'static Cli, skill: PathBuf) -> Vec<Eval> {
         let env = environment(cli)
             .rules("Be brief.")
             .skill(skill.clone())
+            .file("/opt/task-skills/linter/SKILL.md", "---\nname: linter\n---\nLint.\n")
+            .skills_in_sandbox("/opt/task-skills")
+            .skills_in_sandbox("/opt/no-such-skills")
             .mcp_where_taken(McpServer::http("api", "http://mcp.invalid/mcp"));
         if cli.mcp {
             env.mcp(McpServer::stdio("fs", ["mcp-fs", "--root", "/workspace"]))

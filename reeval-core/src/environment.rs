@@ -213,6 +213,8 @@ pub struct Environment {
     pub(crate) context_summary: bool,
     pub(crate) limits: Limits,
     pub(crate) skills: Vec<PathBuf>,
+    /// Directories in the sandbox whose skill folders go where the harness reads skills.
+    pub(crate) skills_in_sandbox: Vec<String>,
     pub(crate) mcp: Vec<McpServer>,
     pub(crate) mcp_where_taken: Vec<McpServer>,
     /// Hosts the agent may reach besides its harness's API hosts.
@@ -259,6 +261,7 @@ impl Environment {
             context_summary: false,
             limits: Limits::default(),
             skills: Vec::new(),
+            skills_in_sandbox: Vec::new(),
             mcp: Vec::new(),
             mcp_where_taken: Vec::new(),
             allow_egress: Vec::new(),
@@ -363,6 +366,16 @@ impl Environment {
     /// A skill directory (with a `SKILL.md`), placed where the harness reads skills.
     pub fn skill(mut self, dir: impl Into<PathBuf>) -> Self {
         self.skills.push(dir.into());
+        self
+    }
+
+    /// A directory in the sandbox (its image's, or one setup made) holding
+    /// skill folders, each copied where the harness reads skills when its
+    /// session starts, as the agent user's (Harbor's `[environment].skills_dir`).
+    /// A missing directory gives no skills; a harness whose agent takes no
+    /// skills leaves it out.
+    pub fn skills_in_sandbox(mut self, dir: impl Into<String>) -> Self {
+        self.skills_in_sandbox.push(dir.into());
         self
     }
 
@@ -609,6 +622,12 @@ impl Environment {
     /// The sandbox's own mounts (its services' are theirs).
     pub fn mounts(&self) -> &[Mount] {
         &self.mounts
+    }
+
+    /// The directories in the sandbox whose skill folders go where the
+    /// harness reads skills ([`Environment::skills_in_sandbox`]).
+    pub fn skill_dirs_in_sandbox(&self) -> &[String] {
+        &self.skills_in_sandbox
     }
 
     /// The MCP servers every harness must take, and those given where taken.

@@ -42,6 +42,9 @@ pub struct SessionSetup {
     pub credentials: Vec<(String, String)>,
     /// Skills, already read from the host.
     pub skills: Vec<crate::environment::Skill>,
+    /// Directories in the sandbox whose skill folders the harness copies
+    /// where its agent reads skills ([`crate::Environment::skills_in_sandbox`]).
+    pub skills_in_sandbox: Vec<String>,
     /// MCP servers.
     pub mcp: Vec<crate::environment::McpServer>,
     /// MCP servers for a harness whose agent takes them, left out by one
@@ -71,6 +74,7 @@ impl fmt::Debug for SessionSetup {
                 &self.credentials.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             )
             .field("skills", &self.skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
+            .field("skills_in_sandbox", &self.skills_in_sandbox)
             .field("mcp", &self.mcp)
             .field("artifacts_dir", &self.artifacts_dir)
             .field("image", &self.image)

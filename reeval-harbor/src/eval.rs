@@ -292,6 +292,10 @@ impl HarborTask {
         for server in &self.mcp_servers {
             env = env.mcp_where_taken(server.clone());
         }
+        // `skills_dir`: its skill folders copied where the agent reads skills, as Harbor's agents do.
+        if let Some(dir) = &self.config.environment.skills_dir {
+            env = env.skills_in_sandbox(dir.clone());
+        }
         if let Some(cpus) = self.config.environment.cpus {
             env = env.cpus(cpus);
         }
@@ -412,6 +416,14 @@ mod tests {
         let task = HarborTask::read(&dir, &|_| None).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         task
+    }
+
+    #[test]
+    fn skills_dir_goes_to_the_agent_as_skills_in_the_sandbox() {
+        let task = task_with("[environment]\nskills_dir = \"/opt/skills\"\n");
+        assert_eq!(task.environment().skill_dirs_in_sandbox(), ["/opt/skills"]);
+        let task = task_with("[environment]\ncpus = 1\n");
+        assert!(task.environment().skill_dirs_in_sandbox().is_empty());
     }
 
     #[test]

@@ -367,7 +367,8 @@ pub struct EnvironmentConfig {
     pub healthcheck: Option<HealthcheckConfig>,
     /// MCP servers for the agent (read; not given to reeval's harnesses yet).
     pub mcp_servers: Vec<toml::Value>,
-    /// A directory in the image whose skills go to the agent (read; not given yet).
+    /// A directory in the image whose skill folders go where the agent reads skills
+    /// (`Environment::skills_in_sandbox`).
     pub skills_dir: Option<String>,
     /// TPUs (refused).
     pub tpu: Option<toml::Value>,

@@ -39,6 +39,7 @@ pub(crate) async fn start(
     let setup = SessionSetup {
         credentials,
         skills: read_skills(&env.skills)?,
+        skills_in_sandbox: env.skills_in_sandbox.clone(),
         mcp: env.mcp.clone(),
         mcp_where_taken: env.mcp_where_taken.clone(),
         artifacts_dir: Some(artifacts_dir.to_path_buf()),

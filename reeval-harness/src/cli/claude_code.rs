@@ -75,7 +75,7 @@ impl CliAgent for ClaudeCode {
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let config = json!({ "hasCompletedOnboarding": true, "mcpServers": super::mcp_servers(&setup.mcp, true, "url") });
         let mut files = vec![super::config::json_file(format!("{home}/.claude.json"), &config)];
-        files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
+        files.extend(super::skill_files(&self.skills_dir(home).unwrap_or_default(), &setup.skills));
         Ok(files)
     }
 

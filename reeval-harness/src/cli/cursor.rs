@@ -59,13 +59,17 @@ impl CliAgent for Cursor {
         vec![("HOME".into(), home.into())]
     }
 
+    fn skills_dir(&self, home: &str) -> Option<String> {
+        Some(format!("{home}/.cursor/skills"))
+    }
+
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let mut files = Vec::new();
         if !setup.mcp.is_empty() {
             let config = json!({ "mcpServers": super::mcp_servers(&setup.mcp, false, "url") });
             files.push(super::config::json_file(format!("{home}/.cursor/mcp.json"), &config));
         }
-        files.extend(super::skill_files(&format!("{home}/.cursor/skills"), &setup.skills));
+        files.extend(super::skill_files(&self.skills_dir(home).unwrap_or_default(), &setup.skills));
         Ok(files)
     }
 

@@ -56,6 +56,10 @@ impl CliAgent for Gemini {
         vec![("HOME".into(), home.into()), ("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into())]
     }
 
+    fn skills_dir(&self, home: &str) -> Option<String> {
+        Some(format!("{home}/.gemini/skills"))
+    }
+
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let mut servers = super::mcp_servers(&setup.mcp, false, "httpUrl");
         for s in servers.values_mut() {
@@ -71,12 +75,12 @@ impl CliAgent for Gemini {
             "privacy": { "usageStatisticsEnabled": false },
             "mcpServers": servers,
         });
-        if !setup.skills.is_empty() {
+        if !setup.skills.is_empty() || !setup.skills_in_sandbox.is_empty() {
             settings["experimental"] = json!({ "skills": true });
         }
         let mut files =
             vec![super::config::json_file(format!("{home}/.gemini/settings.json"), &settings)];
-        files.extend(super::skill_files(&format!("{home}/.gemini/skills"), &setup.skills));
+        files.extend(super::skill_files(&self.skills_dir(home).unwrap_or_default(), &setup.skills));
         Ok(files)
     }
 

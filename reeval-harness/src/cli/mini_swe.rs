@@ -129,6 +129,11 @@ impl CliAgent for MiniSwe {
         false
     }
 
+    // No skills: `Environment::skill` is refused below, `skills_in_sandbox` left out.
+    fn skills_dir(&self, _home: &str) -> Option<String> {
+        None
+    }
+
     fn session_files(&self, _home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         if let Some(s) = setup.skills.first() {
             return Err(format!(

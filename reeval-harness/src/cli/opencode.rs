@@ -94,6 +94,10 @@ impl CliAgent for Opencode {
         ]
     }
 
+    fn skills_dir(&self, home: &str) -> Option<String> {
+        Some(format!("{home}/config/opencode/skills"))
+    }
+
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
         let config = json!({
             "$schema": "https://opencode.ai/config.json",
@@ -105,7 +109,7 @@ impl CliAgent for Opencode {
             format!("{home}/config/opencode/opencode.json"),
             &config,
         )];
-        files.extend(super::skill_files(&format!("{home}/config/opencode/skills"), &setup.skills));
+        files.extend(super::skill_files(&self.skills_dir(home).unwrap_or_default(), &setup.skills));
         Ok(files)
     }
 

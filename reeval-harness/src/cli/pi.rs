@@ -57,7 +57,7 @@ impl CliAgent for Pi {
     }
 
     fn session_files(&self, home: &str, setup: &SessionSetup) -> Result<Vec<FileToWrite>, String> {
-        Ok(super::skill_files(&format!("{home}/skills"), &setup.skills))
+        Ok(super::skill_files(&self.skills_dir(home).unwrap_or_default(), &setup.skills))
     }
 
     fn command(&self, inv: &Invocation<'_>) -> Command {

@@ -174,7 +174,7 @@ impl CliAgent for Codex {
             config_toml(&setup.mcp, None, &state_dir(home)),
             0o600,
         )];
-        files.extend(super::skill_files(&format!("{home}/skills"), &setup.skills));
+        files.extend(super::skill_files(&self.skills_dir(home).unwrap_or_default(), &setup.skills));
         Ok(files)
     }
 
