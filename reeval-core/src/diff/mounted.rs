@@ -5,10 +5,11 @@
 //! the container's file system). The mount cannot be written from the
 //! sandbox, by root or the agent; the directory on the host is the runner's
 //! own (mode 755) in a fresh, randomly named directory of the system's temp
-//! directory, removed when the last attempt holding it ends.
+//! directory, kept for the process's life (removed by a later process once
+//! this one is gone).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, OnceLock};
 
 use crate::sandbox::Mount;
 
@@ -21,22 +22,25 @@ pub(crate) struct HostHelper {
     dir: PathBuf,
 }
 
-/// The directory in use, while an attempt holds it.
-static SHARED: Mutex<Weak<HostHelper>> = Mutex::new(Weak::new());
+/// The process's directory, once written (or `None`, when it could not be).
+static SHARED: OnceLock<Option<Arc<HostHelper>>> = OnceLock::new();
 
 impl HostHelper {
-    /// The process's directory of the helper, written when none is held; it
-    /// is removed when its last holder drops it. `None` when it cannot be
-    /// written (the sandbox then gets the helper copied in, as on engines
-    /// elsewhere).
+    /// The process's directory of the helper, written on first use and kept
+    /// for the process's life: a sandbox's mounts must exist for as long as
+    /// the engine reads it (a setup cache's fill reads and commits its
+    /// sandbox after its attempt ended; sandboxes are removed in the
+    /// background). The directories of processes that are gone are removed
+    /// when a process writes its own. `None` when it cannot be written (the
+    /// sandbox then gets the helper copied in, as on engines elsewhere).
     pub(crate) fn shared() -> Option<Arc<Self>> {
-        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = shared.upgrade() {
-            return Some(held);
-        }
-        let made = Arc::new(Self::write(&std::env::temp_dir())?);
-        *shared = Arc::downgrade(&made);
-        Some(made)
+        SHARED
+            .get_or_init(|| {
+                let temp = std::env::temp_dir();
+                sweep(&temp);
+                Self::write(&temp).map(Arc::new)
+            })
+            .clone()
     }
 
     /// A fresh directory under `parent` with the helper in it, both mode 755.
@@ -63,6 +67,25 @@ impl HostHelper {
 impl Drop for HostHelper {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes the helper directories of processes that no longer run.
+fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("reeval-diff-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -99,6 +122,21 @@ mod tests {
         assert!(!dir.exists(), "removed with its holder");
         // Where it cannot be written, there is none.
         assert!(HostHelper::write(&parent.join("missing")).is_none());
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    fn the_directories_of_gone_processes_are_swept() {
+        let parent = std::env::temp_dir().join(format!("reeval-sweep-{}", std::process::id()));
+        let gone = parent.join("reeval-diff-999999999-ab");
+        let mine = parent.join(format!("reeval-diff-{}-cd", std::process::id()));
+        let other = parent.join("unrelated-1-2");
+        for d in [&gone, &mine, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        sweep(&parent);
+        assert!(!gone.exists());
+        assert!(mine.exists() && other.exists());
         let _ = std::fs::remove_dir_all(&parent);
     }
 
