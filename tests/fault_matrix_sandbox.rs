@@ -314,7 +314,10 @@ fn inside(path: &str) -> bool {
 #[tokio::test]
 async fn a_hostile_workspace_and_helper_at_the_final_collection() {
     require_docker!();
-    let (runner, _) = runner_for("f-hostile-collect", &[]);
+    // An engine reached over TCP: the helper is copied into the sandbox, where
+    // root can replace it (a local engine's sandbox runs it from a read-only
+    // mount, which root cannot write: see the test below).
+    let (runner, _) = remote_runner_for("f-hostile-collect").await;
     let eval = Eval::new("hostile_collect", |c| {
         Box::pin(async move {
             c.send("echo work > work.txt").await?;
@@ -382,6 +385,40 @@ async fn a_hostile_workspace_and_helper_at_the_final_collection() {
     let what = "links out of the workspace and a hard link; the in-sandbox diff helper \
                 replaced (as by an agent that gained root) by one answering `..` and absolute paths";
     row(&report, "collection-1-hostile", what, "final collection", Outcome::Pass, "").await;
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn the_mounted_helper_cannot_be_replaced_even_by_root() {
+    require_docker!();
+    let (runner, _) = runner_for("f-mounted-helper", &[]);
+    let eval = Eval::new("mounted_helper", |c| {
+        Box::pin(async move {
+            c.send("echo work > work.txt").await?;
+            // As root: the helper in place, its directory read-only.
+            let replace = r#"ls /run/reeval-diff/reeval-diff-* >/dev/null || exit 3
+                 for h in /run/reeval-diff/reeval-diff-*; do
+                   printf x > "$h" 2>/dev/null && exit 4
+                   rm -f "$h" 2>/dev/null; [ -x "$h" ] || exit 5
+                 done
+                 touch /run/reeval-diff/new 2>/dev/null && exit 6
+                 mount -o remount,rw /run/reeval-diff 2>/dev/null && exit 7
+                 [ ! -e /var/lib/reeval-diff/reeval-diff-* ]"#;
+            expect(c.exec(replace).await?).to_succeed()?;
+            c.send("echo more >> work.txt").await?;
+            expect(c.exec(READS_SECRET).await?).to_succeed()
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(env(|e| e));
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let r = faults::only(&report);
+    assert_eq!(r.outcome, Outcome::Pass, "{:?} {:?}", r.message, events(r));
+    assert_eq!(r.turns[1].diff.paths(), ["work.txt"]);
+    assert_eq!(r.final_diff.as_ref().expect("the final diff").paths(), ["work.txt"]);
 }
 
 /// A runner on the local engine reached over TCP (see [`engine_over_tcp`]).

@@ -26,6 +26,9 @@ use crate::sandbox::{SandboxError, SandboxHandle};
 pub use reeval_record::diff::{Change, Diff, FILE_LIMIT, FileChange, FileKind, PATCH_LIMIT};
 
 mod helper;
+mod mounted;
+
+pub(crate) use mounted::{HostHelper, MOUNTED_AT as HELPER_MOUNTED_AT};
 
 /// The most a snapshot reads in one go; files past it are marked not captured.
 pub const SNAPSHOT_LIMIT: u64 = 2 << 30;

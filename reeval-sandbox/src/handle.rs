@@ -20,6 +20,9 @@ pub struct SandboxHandle {
     env: Arc<Vec<(String, String)>>,
     /// The user commands run as when they name none; `None` is the image's own (root).
     user: Option<AgentUser>,
+    /// Where a read-only host directory of reeval's in-sandbox helpers is
+    /// mounted, when the sandbox has one (see [`SandboxHandle::with_helpers_dir`]).
+    helpers_dir: Option<Arc<str>>,
 }
 
 /// The unprivileged user agents run as, so that nothing they start can read
@@ -60,7 +63,26 @@ impl SandboxHandle {
         workspace: impl Into<String>,
         env: Vec<(String, String)>,
     ) -> Self {
-        Self { sandbox, workspace: workspace.into(), env: Arc::new(env), user: None }
+        Self {
+            sandbox,
+            workspace: workspace.into(),
+            env: Arc::new(env),
+            user: None,
+            helpers_dir: None,
+        }
+    }
+
+    /// The same handle, saying that `dir` in the sandbox is a read-only mount
+    /// of reeval's in-sandbox helpers (a local engine's host directory): they
+    /// run from there instead of being copied in. Only the one who created
+    /// the sandbox with that mount may say so.
+    pub fn with_helpers_dir(self, dir: impl Into<Arc<str>>) -> Self {
+        Self { helpers_dir: Some(dir.into()), ..self }
+    }
+
+    /// Where reeval's in-sandbox helpers are mounted read-only, if they are.
+    pub fn helpers_dir(&self) -> Option<&str> {
+        self.helpers_dir.as_deref()
     }
 
     /// The same sandbox, acting as the unprivileged [`AgentUser`]: what harnesses get.

@@ -254,6 +254,9 @@ struct Prepare {
     session_beside_snapshot: bool,
     /// Why the session started beside the snapshot failed, for that `send` to return.
     session_failed: Option<crate::error::Error>,
+    /// The host's directory of the diff helper mounted into the sandbox, held
+    /// while the attempt may list its workspace.
+    helper: Option<Arc<crate::diff::HostHelper>>,
 }
 
 /// The run's egress gateway, and this attempt's identity on it once started.

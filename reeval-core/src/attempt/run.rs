@@ -156,6 +156,7 @@ impl Attempt {
                 cache_digest: None,
                 session_beside_snapshot: false,
                 session_failed: None,
+                helper: None,
             },
             egress: EgressState {
                 run: plan.egress.clone(),

@@ -231,7 +231,7 @@ impl Attempt {
         let (from, workspace) = (&launch.from, launch.workspace.as_str());
         self.record.workspace_dir =
             (workspace != crate::environment::WORKSPACE).then(|| workspace.to_string());
-        let Attempt { phases, given, record, sandbox: state, egress, .. } = &mut *self;
+        let Attempt { phases, given, record, sandbox: state, egress, prepare, .. } = &mut *self;
         phases
             .run(
                 Phase::Container,
@@ -269,10 +269,20 @@ impl Attempt {
                     );
                     spec.services = services;
                     spec.mounts = given.env.mounts.clone();
+                    // An engine of this host mounts the diff helper from here, read-only.
+                    let helper = match backend.capabilities().gateway_socket {
+                        true => crate::diff::HostHelper::shared(),
+                        false => None,
+                    };
+                    spec.mounts.extend(helper.as_ref().map(|h| h.mount()));
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());
-                    let handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
+                    let mut handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
+                    if helper.is_some() {
+                        handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
+                    }
+                    prepare.helper = helper;
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
                     if !files.is_empty() {
                         // Where nothing is mounted, the relay (and the CA) go in before it starts.

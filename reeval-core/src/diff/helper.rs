@@ -3,10 +3,12 @@
 //! is `reeval-core/diff-helper/`, built static by the build script and
 //! embedded here).
 //!
-//! A sandbox gets it with its first listing: that exec carries the binary on
-//! stdin and a short script puts it in [`HELPER_DIR`] (root's own, mode 700)
-//! before running it, so a trivial attempt, which lists its workspace once
-//! (at teardown), pays one exec as before. The second listing runs it with
+//! A sandbox of a local engine has it mounted read-only from this host
+//! (`mounted.rs`, [`SandboxHandle::helpers_dir`]) and runs it from there.
+//! Elsewhere a sandbox gets it with its first listing: that exec carries the
+//! binary on stdin and a short script puts it in [`HELPER_DIR`] (root's own,
+//! mode 700) before running it, so a trivial attempt, which lists its
+//! workspace once (at teardown), pays one exec as before. The second listing runs it with
 //! one exec again and, alongside, starts a [`Session`]: the helper kept
 //! running (`reeval-diff serve`), asked over its stdin, so every later diff
 //! costs no exec at all.
@@ -40,13 +42,30 @@ pub(super) const HELPER_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), 
 /// Where the helper is kept in a sandbox: root's own directory, writable by root only.
 pub(super) const HELPER_DIR: &str = "/var/lib/reeval-diff";
 
-/// The helper's path in a sandbox, named by its content so that a sandbox
-/// started from an image that kept an older helper (a setup cache) never runs it.
-static HELPER_PATH: LazyLock<String> = LazyLock::new(|| {
+/// The helper's file name, named by its content so that a sandbox started
+/// from an image that kept an older helper (a setup cache) never runs it.
+static HELPER_NAME: LazyLock<String> = LazyLock::new(|| {
     let digest = Sha256::digest(HELPER_BINARY);
     let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{HELPER_DIR}/reeval-diff-{short}")
+    format!("reeval-diff-{short}")
 });
+
+/// The helper's path in a sandbox where it is copied in.
+static HELPER_PATH: LazyLock<String> = LazyLock::new(|| format!("{HELPER_DIR}/{}", *HELPER_NAME));
+
+/// The helper's file name (`reeval-diff-<digest>`).
+pub(super) fn helper_name() -> &'static str {
+    &HELPER_NAME
+}
+
+/// The helper's path in `sandbox`: in its read-only mount of reeval's
+/// helpers (`mounted.rs`), else where an install puts it.
+fn path_in(sandbox: &SandboxHandle) -> String {
+    match sandbox.helpers_dir() {
+        Some(dir) => format!("{dir}/{}", *HELPER_NAME),
+        None => HELPER_PATH.clone(),
+    }
+}
 
 /// Puts the helper (on stdin) at `$1` and runs it with the other arguments.
 /// The directory must be root's own and not a link; only root may write it.
@@ -70,6 +89,10 @@ while [ ! -x "$h" ]; do
 done
 exec "$h" "$@""#;
 
+/// Runs `prelude` (its output on stderr), then the helper at `$0` with the
+/// other arguments: the first listing where the helper is mounted.
+const AFTER_PRELUDE: &str = "exec \"$0\" \"$@\"";
+
 /// The exit status of an install whose prelude failed (see [`run`]).
 pub(super) const PRELUDE_FAILED: i64 = 45;
 
@@ -77,11 +100,13 @@ pub(super) const PRELUDE_FAILED: i64 = 45;
 const NOT_FOUND: [i64; 2] = [126, 127];
 
 /// Runs the helper: the listing `since` (`None`: there is none) compared with
-/// the workspace now, stored as `id`. Installs it first when `install`, or
-/// when the sandbox turns out not to have it; an install runs `prelude` (a
-/// shell script, as root, in the workspace, its output on stderr) first, in
-/// the same exec, and ends with [`PRELUDE_FAILED`] when it fails. The raw
-/// answer and how the exec ended.
+/// the workspace now, stored as `id`. Where the helper is mounted (see
+/// [`SandboxHandle::helpers_dir`]) it runs from there, after `prelude` when
+/// there is one; else it is installed first when `install`, or when the
+/// sandbox turns out not to have it. `prelude` (a shell script, as root, in
+/// the workspace, its output on stderr) runs first, in the same exec, which
+/// ends with [`PRELUDE_FAILED`] when it fails. The raw answer and how the
+/// exec ended.
 ///
 /// # Errors
 /// [`SandboxError`] when the engine fails.
@@ -104,9 +129,20 @@ pub(super) async fn run(
         file_limit.to_string(),
         budget.to_string(),
     ];
-    if !install && prelude.is_none() {
-        let direct = Command::new(HELPER_PATH.as_str()).args(args.clone()).user("0");
-        let ran = exec_collecting(sandbox, direct).await?;
+    let mounted = sandbox.helpers_dir().is_some();
+    if mounted || (!install && prelude.is_none()) {
+        let path = path_in(sandbox);
+        let direct = match prelude {
+            Some(prelude) => {
+                let script =
+                    format!("{{ {prelude}\n}} >&2 || exit {PRELUDE_FAILED}\n{AFTER_PRELUDE}");
+                Command::new("sh").args(["-c", script.as_str(), path.as_str()])
+            }
+            None => Command::new(path.as_str()),
+        };
+        let ran = exec_collecting(sandbox, direct.args(args.clone()).user("0")).await?;
+        // Not there after all (a mount that went missing): copied in below,
+        // after the prelude again (which prepares, so it may run twice).
         if !NOT_FOUND.contains(&ran.0.exit_code) {
             return Ok(ran);
         }
@@ -165,7 +201,7 @@ impl Session {
     /// that never come, which ends with the sandbox.
     pub(super) async fn start(sandbox: &SandboxHandle, file_limit: u64, budget: u64) -> Arc<Self> {
         let argv = vec![
-            HELPER_PATH.clone(),
+            path_in(sandbox),
             "serve".into(),
             sandbox.workspace().into(),
             file_limit.to_string(),
@@ -179,7 +215,8 @@ impl Session {
     /// sandbox's first listing): the session's process waits, up to 30
     /// seconds, for the helper to be in place (the install moves it there
     /// whole), then serves. Where the install fails, or `sh` cannot wait,
-    /// it ends, and the session is a failed one.
+    /// it ends, and the session is a failed one. Where the helper is mounted,
+    /// nothing is installed: it is [`Session::start`].
     ///
     /// # Cancel safety
     /// As [`Session::start`].
@@ -188,6 +225,9 @@ impl Session {
         file_limit: u64,
         budget: u64,
     ) -> Arc<Self> {
+        if sandbox.helpers_dir().is_some() {
+            return Self::start(sandbox, file_limit, budget).await;
+        }
         let argv = vec![
             "sh".into(),
             "-c".into(),
