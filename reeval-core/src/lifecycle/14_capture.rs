@@ -85,9 +85,6 @@ pub(crate) async fn keep_dirs_of(
     let mut subs: BTreeMap<String, BTreeMap<String, Entry>> = BTreeMap::new();
     let mut own = Vec::new();
     for (path, entry) in tree {
-        if matches!(&entry, Entry::Symlink(t) if t.starts_with("hardlink:")) {
-            return Ok(None);
-        }
         match path.split_once('/') {
             Some((dir, rest)) => {
                 subs.entry(dir.to_string()).or_default().insert(rest.to_string(), entry);
@@ -95,7 +92,7 @@ pub(crate) async fn keep_dirs_of(
             None => own.push(path),
         }
     }
-    let mut out = Vec::new();
+    let mut each = Vec::new();
     for (name, path) in dirs {
         let abs = handle.resolve(path);
         let child = abs.rsplit('/').next().unwrap_or_default();
@@ -103,6 +100,14 @@ pub(crate) async fn keep_dirs_of(
             return Ok(None);
         }
         let sub = subs.remove(child).unwrap_or_default();
+        // A hard link names its target by its path in the archive read: not the same one.
+        if sub.values().any(|e| matches!(e, Entry::Symlink(t) if t.starts_with("hardlink:"))) {
+            return Ok(None);
+        }
+        each.push((name, path, abs, sub));
+    }
+    let mut out = Vec::new();
+    for (name, path, abs, sub) in each {
         let (file, bytes, text) = tree_kept(&sanitize(name), name, path, &abs, sub, redactor)?;
         out.push(write_kept(artifacts_dir, name, &file, bytes, &text, redactor, true)?);
     }
