@@ -131,12 +131,14 @@ async fn capture_dirs_reads_their_parent_once_and_keeps_each_as_capture_does() {
     require_docker!();
     let eval = Eval::new("capture_dirs", |c| {
         Box::pin(async move {
-            c.send("mkdir -p logs/agent/deep logs/verifier logs/linked/a logs/linked/b \
+            c.send(
+                "mkdir -p logs/agent/deep logs/verifier logs/linked/a logs/linked/b \
                     && echo solved > logs/agent/oracle.txt && echo 3 > logs/agent/deep/n \
                     && ln -s oracle.txt logs/agent/latest && echo 1 > logs/verifier/reward.txt \
                     && echo not asked for > logs/other.txt \
-                    && echo shared > logs/linked/a/f && ln logs/linked/a/f logs/linked/b/f")
-                .await?;
+                    && echo shared > logs/linked/a/f && ln logs/linked/a/f logs/linked/b/f",
+            )
+            .await?;
             let dirs = |names: &[&str]| -> Vec<(String, String)> {
                 names.iter().map(|n| (format!("both-{n}"), format!("logs/{n}"))).collect()
             };

@@ -42,7 +42,11 @@ impl Place<'_> {
 
     /// Directories kept there (`(name, path)`): in the agent's sandbox, those
     /// of one parent with one read of it (`Ctx::capture_dirs`).
-    pub(super) async fn capture_dirs(&self, c: &mut Ctx, dirs: Vec<(String, String)>) -> Result<()> {
+    pub(super) async fn capture_dirs(
+        &self,
+        c: &mut Ctx,
+        dirs: Vec<(String, String)>,
+    ) -> Result<()> {
         match self {
             Place::Shared => c.capture_dirs(dirs).await.map(|_| ()),
             Place::Separate { .. } => {

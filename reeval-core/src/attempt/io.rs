@@ -101,7 +101,10 @@ impl Attempt {
 
     /// Keeps directories (`(name, path)`) as [`Attempt::capture`] keeps
     /// each; two or more of one parent with one read of it, one phase.
-    pub(crate) async fn capture_dirs(&mut self, dirs: Vec<(String, String)>) -> Result<Vec<Capture>> {
+    pub(crate) async fn capture_dirs(
+        &mut self,
+        dirs: Vec<(String, String)>,
+    ) -> Result<Vec<Capture>> {
         let handle = self.sandbox().await?;
         if let Some(parent) = one_parent(&handle, &dirs) {
             self.list_after_check(&handle).await;
@@ -152,5 +155,6 @@ fn one_parent(handle: &crate::sandbox::SandboxHandle, dirs: &[(String, String)])
     let all_in = resolved.iter().all(|p| p.rsplit_once('/').is_some_and(|(d, _)| d == parent));
     resolved.sort();
     resolved.dedup();
-    (dirs.len() > 1 && resolved.len() == dirs.len() && !parent.is_empty() && all_in).then_some(parent)
+    (dirs.len() > 1 && resolved.len() == dirs.len() && !parent.is_empty() && all_in)
+        .then_some(parent)
 }

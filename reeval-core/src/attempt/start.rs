@@ -402,13 +402,12 @@ impl Attempt {
                 let baseline = match (written && !hit, written && !for_cache) {
                     (true, true) => {
                         // A turn follows: the diff helper's session starts beside the snapshot.
-                        let (git, baseline) =
-                            lifecycle::snapshot::prepare_agent_user_and_take(
-                                &handle,
-                                turn_follows,
-                                helper_at.as_deref(),
-                            )
-                            .await?;
+                        let (git, baseline) = lifecycle::snapshot::prepare_agent_user_and_take(
+                            &handle,
+                            turn_follows,
+                            helper_at.as_deref(),
+                        )
+                        .await?;
                         git_repo = git;
                         baseline
                     }

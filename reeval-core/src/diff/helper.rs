@@ -130,7 +130,9 @@ pub(super) async fn run(
     let drain = "trap 'cat >/dev/null' EXIT";
     let Install { prelude, from } = install.unwrap_or_default();
     let install = match from {
-        Some(from) => INSTALL.replace(r#"cat > "$h.tmp""#, &format!("cp {} \"$h.tmp\"", quote(from))),
+        Some(from) => {
+            INSTALL.replace(r#"cat > "$h.tmp""#, &format!("cp {} \"$h.tmp\"", quote(from)))
+        }
         None => INSTALL.to_string(),
     };
     let script = match prelude {
