@@ -25,7 +25,7 @@ use crate::sandbox::{SandboxError, SandboxHandle};
 
 pub use reeval_record::diff::{Change, Diff, FILE_LIMIT, FileChange, FileKind, PATCH_LIMIT};
 
-pub(crate) mod helper;
+mod helper;
 
 /// The most a snapshot reads in one go; files past it are marked not captured.
 pub const SNAPSHOT_LIMIT: u64 = 2 << 30;
@@ -123,8 +123,7 @@ impl Snapshot {
         }
         // A snapshot with a listing was made by the helper in this sandbox: it is there.
         let install = self.listing.is_none();
-        let how = install.then(helper::Install::default);
-        let ran = helper::run(sandbox, since, &id, how, FILE_LIMIT, SNAPSHOT_LIMIT);
+        let ran = helper::run(sandbox, since, &id, install, None, FILE_LIMIT, SNAPSHOT_LIMIT);
         // A failed session is not started again.
         let session = async {
             match (&self.session.0, install) {
@@ -146,9 +145,7 @@ impl Snapshot {
     /// shell script run as root in the workspace) in the same exec: a start
     /// that prepares the sandbox just before its first snapshot saves an
     /// exec. The snapshot, `None` when the prelude failed, and the exec's
-    /// output, whose stderr holds the prelude's output. With `helper_at`
-    /// (where the sandbox holds the helper, read-only: the gateway's mount),
-    /// the helper is copied from there instead of sent on the exec's stdin.
+    /// output, whose stderr holds the prelude's output.
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails or the workspace cannot be read.
@@ -158,12 +155,11 @@ impl Snapshot {
     pub(crate) async fn take_after(
         sandbox: &SandboxHandle,
         prelude: &str,
-        helper_at: Option<&str>,
     ) -> Result<(Option<Self>, ExecOutput), SandboxError> {
         let id = format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed));
-        let how = helper::Install { prelude: Some(prelude), from: helper_at };
         let (out, answer) =
-            helper::run(sandbox, None, &id, Some(how), FILE_LIMIT, SNAPSHOT_LIMIT).await?;
+            helper::run(sandbox, None, &id, true, Some(prelude), FILE_LIMIT, SNAPSHOT_LIMIT)
+                .await?;
         if out.exit_code == helper::PRELUDE_FAILED {
             return Ok((None, out));
         }
@@ -188,11 +184,9 @@ impl Snapshot {
     pub(crate) async fn take_after_with_session(
         sandbox: &SandboxHandle,
         prelude: &str,
-        helper_at: Option<&str>,
     ) -> Result<(Option<Self>, ExecOutput), SandboxError> {
         let session = helper::Session::start_beside_install(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT);
-        let taken = Self::take_after(sandbox, prelude, helper_at);
-        let (taken, session) = tokio::join!(taken, session);
+        let (taken, session) = tokio::join!(Self::take_after(sandbox, prelude), session);
         let (snapshot, out) = taken?;
         // Only a listing the helper made can be asked about; else the session is of no use.
         let snapshot = snapshot.map(|s| match s.listing.is_some() {

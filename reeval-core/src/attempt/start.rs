@@ -389,8 +389,6 @@ impl Attempt {
         let beside = turn_follows
             && self.given.harness.as_ref().is_some_and(|h| h.starts_apart_from(handle.workspace()));
         let mut git_repo = hit;
-        // Where the gateway's directory is mounted, it holds the diff helper.
-        let helper_at = self.egress.attempt.as_ref().and_then(|e| e.diff_helper());
         let Attempt { phases, given, record, prepare, .. } = self;
         let snapshot = phases.run(
             Phase::Snapshot,
@@ -402,12 +400,9 @@ impl Attempt {
                 let baseline = match (written && !hit, written && !for_cache) {
                     (true, true) => {
                         // A turn follows: the diff helper's session starts beside the snapshot.
-                        let (git, baseline) = lifecycle::snapshot::prepare_agent_user_and_take(
-                            &handle,
-                            turn_follows,
-                            helper_at.as_deref(),
-                        )
-                        .await?;
+                        let (git, baseline) =
+                            lifecycle::snapshot::prepare_agent_user_and_take(&handle, turn_follows)
+                                .await?;
                         git_repo = git;
                         baseline
                     }

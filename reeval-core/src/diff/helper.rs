@@ -4,9 +4,8 @@
 //! embedded here).
 //!
 //! A sandbox gets it with its first listing: that exec carries the binary on
-//! stdin (or, where the gateway's directory is mounted read-only, copies it
-//! from there: [`Install::from`]) and a short script puts it in
-//! [`HELPER_DIR`] (root's own, mode 700) before running it, so a trivial attempt, which lists its workspace once
+//! stdin and a short script puts it in [`HELPER_DIR`] (root's own, mode 700)
+//! before running it, so a trivial attempt, which lists its workspace once
 //! (at teardown), pays one exec as before. The second listing runs it with
 //! one exec again and, alongside, starts a [`Session`]: the helper kept
 //! running (`reeval-diff serve`), asked over its stdin, so every later diff
@@ -36,22 +35,18 @@ mod walk;
 pub(super) use listing::Version;
 
 /// The helper executable for the host target (x86_64 Linux, static).
-pub(crate) const HELPER_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reeval-diff"));
+pub(super) const HELPER_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reeval-diff"));
 
 /// Where the helper is kept in a sandbox: root's own directory, writable by root only.
 pub(super) const HELPER_DIR: &str = "/var/lib/reeval-diff";
 
-/// The helper's file name, named by its content so that a sandbox started
-/// from an image that kept an older helper (a setup cache) never runs it.
-pub(crate) static HELPER_NAME: LazyLock<String> = LazyLock::new(|| {
+/// The helper's path in a sandbox, named by its content so that a sandbox
+/// started from an image that kept an older helper (a setup cache) never runs it.
+static HELPER_PATH: LazyLock<String> = LazyLock::new(|| {
     let digest = Sha256::digest(HELPER_BINARY);
     let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("reeval-diff-{short}")
+    format!("{HELPER_DIR}/reeval-diff-{short}")
 });
-
-/// The helper's path in a sandbox.
-static HELPER_PATH: LazyLock<String> =
-    LazyLock::new(|| format!("{HELPER_DIR}/{}", HELPER_NAME.as_str()));
 
 /// Puts the helper (on stdin) at `$1` and runs it with the other arguments.
 /// The directory must be root's own and not a link; only root may write it.
@@ -65,17 +60,6 @@ cat > "$h.tmp"
 chmod 700 "$h.tmp"
 mv -f "$h.tmp" "$h"
 exec "$h" "$@""#;
-
-/// How a run installs the helper.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Install<'a> {
-    /// A shell script run first, as root in the workspace, in the same exec
-    /// (its output on stderr); the run ends with [`PRELUDE_FAILED`] when it fails.
-    pub prelude: Option<&'a str>,
-    /// Where the sandbox holds the helper already, read-only (the gateway's
-    /// mount): copied from there in place of being sent on stdin.
-    pub from: Option<&'a str>,
-}
 
 /// Waits (10 ms at a time where `sleep` takes fractions, else a second) up to
 /// 30 seconds for the helper at `$1`, then runs it with the other arguments.
@@ -93,9 +77,11 @@ pub(super) const PRELUDE_FAILED: i64 = 45;
 const NOT_FOUND: [i64; 2] = [126, 127];
 
 /// Runs the helper: the listing `since` (`None`: there is none) compared with
-/// the workspace now, stored as `id`. Installs it first when `install` says
-/// how, or when the sandbox turns out not to have it (then from stdin). The
-/// raw answer and how the exec ended.
+/// the workspace now, stored as `id`. Installs it first when `install`, or
+/// when the sandbox turns out not to have it; an install runs `prelude` (a
+/// shell script, as root, in the workspace, its output on stderr) first, in
+/// the same exec, and ends with [`PRELUDE_FAILED`] when it fails. The raw
+/// answer and how the exec ended.
 ///
 /// # Errors
 /// [`SandboxError`] when the engine fails.
@@ -107,7 +93,8 @@ pub(super) async fn run(
     sandbox: &SandboxHandle,
     since: Option<&str>,
     id: &str,
-    install: Option<Install<'_>>,
+    install: bool,
+    prelude: Option<&str>,
     file_limit: u64,
     budget: u64,
 ) -> Result<(ExecOutput, Vec<u8>), SandboxError> {
@@ -117,7 +104,7 @@ pub(super) async fn run(
         file_limit.to_string(),
         budget.to_string(),
     ];
-    if install.is_none() {
+    if !install && prelude.is_none() {
         let direct = Command::new(HELPER_PATH.as_str()).args(args.clone()).user("0");
         let ran = exec_collecting(sandbox, direct).await?;
         if !NOT_FOUND.contains(&ran.0.exit_code) {
@@ -128,31 +115,18 @@ pub(super) async fn run(
     // an exec that exits with its stdin unread has its stream reset by the engine,
     // which would hide the exit status and its message.
     let drain = "trap 'cat >/dev/null' EXIT";
-    let Install { prelude, from } = install.unwrap_or_default();
-    let install = match from {
-        Some(from) => {
-            INSTALL.replace(r#"cat > "$h.tmp""#, &format!("cp {} \"$h.tmp\"", quote(from)))
-        }
-        None => INSTALL.to_string(),
-    };
     let script = match prelude {
         Some(prelude) => {
-            format!("{drain}\n{{ {prelude}\n}} >&2 || exit {PRELUDE_FAILED}\n{install}")
+            format!("{drain}\n{{ {prelude}\n}} >&2 || exit {PRELUDE_FAILED}\n{INSTALL}")
         }
-        None => format!("{drain}\n{install}"),
+        None => format!("{drain}\n{INSTALL}"),
     };
     let installing = Command::new("sh")
         .args(["-c", script.as_str(), "sh", HELPER_PATH.as_str()])
         .args(args)
-        .user("0");
-    // Copied from the mount, nothing goes on stdin.
-    let installing = if from.is_some() { installing } else { installing.stdin(HELPER_BINARY) };
+        .user("0")
+        .stdin(HELPER_BINARY);
     exec_collecting(sandbox, installing).await
-}
-
-/// `path` single-quoted for `sh`.
-fn quote(path: &str) -> String {
-    format!("'{}'", path.replace('\'', r"'\''"))
 }
 
 async fn exec_collecting(

@@ -4,9 +4,8 @@
 //! [`crate::egress`]) gets one; any other keeps no network at all. On a
 //! local engine the sandbox runs with `network_mode: none` and a host
 //! directory mounted read-only at `/run/reeval`, holding the gateway's unix
-//! socket for this attempt, the static `reeval-relay`, the diff helper
-//! (which the snapshot copies from there) and (for TLS interception) the
-//! run's CA. The relay is the sandbox's main process: it
+//! socket for this attempt, the static `reeval-relay` and (for TLS
+//! interception) the run's CA. The relay is the sandbox's main process: it
 //! probes the host's addresses (a listener of ours on 0.0.0.0, `docker0`
 //! included), outside addresses and DNS, installs the CA, listens on
 //! 127.0.0.1:3128, and reports to the gateway through the socket. The
@@ -291,10 +290,6 @@ async fn socket(run: &RunEgress, plan: &Plan) -> Result<Box<dyn GatewayContainer
     std::fs::hard_link(&gateway.relay, dir.join("reeval-relay"))
         .or_else(|_| std::fs::copy(&gateway.relay, dir.join("reeval-relay")).map(|_| ()))
         .map_err(|e| fail("place the relay", &e))?;
-    let helper = dir.join(crate::diff::helper::HELPER_NAME.as_str());
-    std::fs::hard_link(&gateway.diff_helper, &helper)
-        .or_else(|_| std::fs::copy(&gateway.diff_helper, &helper).map(|_| ()))
-        .map_err(|e| fail("place the diff helper", &e))?;
     if plan.intercept || run.host_roots().count > 0 {
         let ca = plan.intercept.then(|| gateway.gateway.ca_pem());
         std::fs::write(dir.join("ca.pem"), sandbox_trust(ca, run))
@@ -488,13 +483,6 @@ impl AttemptEgress {
 }
 
 impl AttemptEgress {
-    /// Where the sandbox holds the diff helper, read-only: in the gateway's
-    /// directory, when it is mounted (`None` for a gateway next to the sandbox).
-    pub(crate) fn diff_helper(&self) -> Option<String> {
-        let name = crate::diff::helper::HELPER_NAME.as_str();
-        (!self.beside).then(|| format!("{}/{name}", relay::SANDBOX_SOCKET_DIR))
-    }
-
     /// ` · brokers NAME for host, … · opens internal 10.0.0.0/8 · through the
     /// upstream proxy http://…`, the parts there are.
     fn detail(&self) -> String {

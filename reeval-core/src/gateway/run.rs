@@ -52,8 +52,6 @@ pub(crate) struct RunGateway {
     pub(super) gateway: Gateway,
     pub(super) dir: PathBuf,
     pub(super) relay: PathBuf,
-    /// The diff helper, linked into each attempt's directory beside the relay.
-    pub(super) diff_helper: PathBuf,
     /// The host's own addresses at the canary's port, then outside addresses.
     pub(super) probes: Vec<SocketAddr>,
     /// Connections the canary listener (0.0.0.0) accepted: any is a leak.
@@ -178,11 +176,6 @@ async fn start_run_gateway(
     std::fs::write(&relay, relay::RELAY_BINARY)
         .map_err(|e| format!("write {}: {e}", relay.display()))?;
     set_mode(&relay, 0o755)?;
-    // The diff helper beside it: a sandbox's snapshot copies it from the mount.
-    let diff_helper = dir.join(crate::diff::helper::HELPER_NAME.as_str());
-    std::fs::write(&diff_helper, crate::diff::helper::HELPER_BINARY)
-        .map_err(|e| format!("write {}: {e}", diff_helper.display()))?;
-    set_mode(&diff_helper, 0o755)?;
     // A listener on every host address: a sandbox that reaches it is not isolated.
     let canary = tokio::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0))
         .await
@@ -198,7 +191,7 @@ async fn start_run_gateway(
     let mut probes: Vec<SocketAddr> =
         host_addresses().into_iter().map(|ip| SocketAddr::new(IpAddr::V4(ip), port)).collect();
     probes.extend(OUTSIDE);
-    Ok(RunGateway { gateway, dir, relay, diff_helper, probes, canary_hits, _canary: canary })
+    Ok(RunGateway { gateway, dir, relay, probes, canary_hits, _canary: canary })
 }
 
 /// The `reeval-gateway` executable a gateway container runs: the one the

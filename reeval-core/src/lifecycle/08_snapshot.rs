@@ -33,18 +33,15 @@ pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
 /// [`prepare_agent_user`], then the workspace read, in one exec (the
 /// helper's install runs the preparation first). Whether the workspace is a
 /// git repository, and the snapshot. With `session` (a turn follows), the
-/// diff helper's session starts beside that exec, so none starts beside the
-/// turn. With `helper_at`, the helper is copied from there (the gateway's
-/// read-only mount), not sent on the exec's stdin.
+/// diff helper's session starts beside that exec, so none starts beside the turn.
 pub(crate) async fn prepare_agent_user_and_take(
     handle: &SandboxHandle,
     session: bool,
-    helper_at: Option<&str>,
 ) -> Result<(bool, Snapshot)> {
     let script = agent_user_script();
     let (snapshot, out) = match session {
-        true => Snapshot::take_after_with_session(handle, &script, helper_at).await?,
-        false => Snapshot::take_after(handle, &script, helper_at).await?,
+        true => Snapshot::take_after_with_session(handle, &script).await?,
+        false => Snapshot::take_after(handle, &script).await?,
     };
     let Some(snapshot) = snapshot else {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
