@@ -1,6 +1,10 @@
 //! Harbor tasks against their own work: reeval's wall time for the tasks of
 //! `benches/harbor-floor/` run with the oracle, against what the tasks' own
-//! commands take inside the container. Run with `cargo bench --bench
+//! commands take inside the container. Six small tasks (about 2 s of own
+//! work each) and three of the size of a real Harbor task's (a package
+//! built, installed and checked by a pytest suite; a `git bisect` over 240
+//! commits, each step a pytest run; a vendored tree byte-compiled and
+//! zipped), all offline, from `reeval/base:latest`. Run with `cargo bench --bench
 //! harbor_floor` (needs Docker and `reeval/base:latest`;
 //! `REEVAL_BENCH_ROUNDS` sets the rounds per concurrency, default 1).
 //! Target (issue 29): reeval's wall time at most 1.3× the tasks' own work at

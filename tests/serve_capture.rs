@@ -101,3 +101,92 @@ async fn serving_a_port_nobody_listens_on_fails_clearly() {
         r.message
     );
 }
+
+/// The entries of a kept directory capture: path, and content for a file (`->` target for a link).
+fn tar_entries(path: &std::path::Path) -> Vec<(String, String)> {
+    let mut tar = tar::Archive::new(std::fs::File::open(path).unwrap());
+    tar.entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().to_string_lossy().into_owned();
+            let mut body = String::new();
+            match e.link_name().unwrap() {
+                Some(target) => body = format!("-> {}", target.to_string_lossy()),
+                None => {
+                    std::io::Read::read_to_string(&mut e, &mut body).unwrap();
+                }
+            }
+            (name, body)
+        })
+        .collect()
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn capture_dirs_reads_their_parent_once_and_keeps_each_as_capture_does() {
+    require_docker!();
+    let eval = Eval::new("capture_dirs", |c| {
+        Box::pin(async move {
+            c.send(
+                "mkdir -p logs/agent/deep logs/verifier logs/linked/a logs/linked/b \
+                    && echo solved > logs/agent/oracle.txt && echo 3 > logs/agent/deep/n \
+                    && ln -s oracle.txt logs/agent/latest && echo 1 > logs/verifier/reward.txt \
+                    && echo not asked for > logs/other.txt \
+                    && echo shared > logs/linked/a/f && ln logs/linked/a/f logs/linked/b/f",
+            )
+            .await?;
+            let dirs = |names: &[&str]| -> Vec<(String, String)> {
+                names.iter().map(|n| (format!("both-{n}"), format!("logs/{n}"))).collect()
+            };
+            let kept = c.capture_dirs(dirs(&["agent", "verifier"])).await?;
+            expect(kept.len()).to_equal(2)?;
+            expect(kept[0].text.as_str()).to_contain("deep/n (2 bytes)")?;
+            // As `capture` keeps each, for comparison.
+            c.capture("alone-agent", Artifact::dir("logs/agent")).await?;
+            c.capture("alone-verifier", Artifact::dir("logs/verifier")).await?;
+            // A hard link across them: the one read does not tell each whole, so each is read apart.
+            c.capture_dirs(vec![
+                ("link-a".into(), "logs/linked/a".into()),
+                ("link-b".into(), "logs/linked/b".into()),
+            ])
+            .await?;
+            // One directory is what `capture` does.
+            c.capture_dirs(vec![("one-verifier".into(), "logs/verifier".into())]).await?;
+            Ok(())
+        })
+    });
+    let report = common::runner("capture-dirs").run(vec![eval]).await.unwrap();
+    let r = &report.records[0];
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let dir = report.run_dir.join(r.artifacts_dir_name());
+    for name in ["agent", "verifier"] {
+        let both = std::fs::read(dir.join(format!("captures/both-{name}.tar"))).unwrap();
+        let alone = std::fs::read(dir.join(format!("captures/alone-{name}.tar"))).unwrap();
+        assert!(both == alone, "{name}: the one read keeps the same bytes as a read of its own");
+    }
+    assert_eq!(
+        tar_entries(&dir.join("captures/both-agent.tar")),
+        [
+            ("agent/deep/n".to_string(), "3\n".to_string()),
+            ("agent/latest".to_string(), "-> oracle.txt".to_string()),
+            ("agent/oracle.txt".to_string(), "solved\n".to_string()),
+        ]
+    );
+    for name in ["a", "b"] {
+        let entries = tar_entries(&dir.join(format!("captures/link-{name}.tar")));
+        assert_eq!(entries, [(format!("{name}/f"), "shared\n".to_string())]);
+    }
+    let captures: Vec<&str> = r
+        .phases
+        .iter()
+        .filter(|p| p.phase == reeval::Phase::Capture)
+        .map(|p| p.detail.as_str())
+        .collect();
+    let one_read = captures.iter().filter(|d| d.ends_with("one read of /workspace/logs")).count();
+    assert_eq!(one_read, 1, "{captures:?}");
+    assert!(captures.iter().any(|d| d.contains("each read apart")), "{captures:?}");
+}

@@ -40,6 +40,24 @@ impl Place<'_> {
         }
     }
 
+    /// Directories kept there (`(name, path)`): in the agent's sandbox, those
+    /// of one parent with one read of it (`Ctx::capture_dirs`).
+    pub(super) async fn capture_dirs(
+        &self,
+        c: &mut Ctx,
+        dirs: Vec<(String, String)>,
+    ) -> Result<()> {
+        match self {
+            Place::Shared => c.capture_dirs(dirs).await.map(|_| ()),
+            Place::Separate { .. } => {
+                for (name, path) in dirs {
+                    self.capture(c, &name, Artifact::dir(path)).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// A capture of what is there.
     pub(super) async fn capture(&self, c: &mut Ctx, name: &str, what: Artifact) -> Result<()> {
         match self {

@@ -13,7 +13,6 @@ use super::reward::{self, REWARD_JSON, REWARD_TXT};
 use super::shell::{USER_HOME, quote, workdir};
 use super::together::{ImageUser, Script, Together, copy_and_run};
 use reeval_core::Ctx;
-use reeval_core::capture::Artifact;
 use reeval_core::error::{Error, Result};
 use reeval_core::exec::{Command, ExecOutput};
 use reeval_core::turn::TurnOptions;
@@ -367,18 +366,23 @@ fn shown(what: &str, path: &str, text: &str) -> String {
 
 /// `/logs/agent`, `/logs/verifier`, `/logs/artifacts` as captures, those of
 /// them `listed` (a line each) as holding a file: an empty directory has
-/// nothing to keep (and a capture of one fails).
+/// nothing to keep (and a capture of one fails). Two or more are one read
+/// of `/logs` (`Ctx::capture_dirs`), each kept as its own capture.
 pub(super) async fn capture_logs(
     c: &mut Ctx,
     place: Place<'_>,
     prefix: &str,
     listed: &str,
 ) -> Result<()> {
-    for dir in listed.lines().filter(|d| LOG_DIRS.contains(d)) {
-        let name = dir.trim_start_matches('/').replace('/', "-");
-        place.capture(c, &format!("{prefix}{name}"), Artifact::dir(dir)).await?;
-    }
-    Ok(())
+    let dirs: Vec<(String, String)> = listed
+        .lines()
+        .filter(|d| LOG_DIRS.contains(d))
+        .map(|dir| {
+            let name = dir.trim_start_matches('/').replace('/', "-");
+            (format!("{prefix}{name}"), dir.to_string())
+        })
+        .collect();
+    place.capture_dirs(c, dirs).await
 }
 
 /// The outcome of a reward: pass at the task's threshold (1.0 unless set),

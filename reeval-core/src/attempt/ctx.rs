@@ -382,6 +382,31 @@ impl Ctx {
         }
     }
 
+    /// Keeps each of `dirs` (`(name, path)`) as `capture(name,
+    /// Artifact::dir(path))` keeps it, the same file under `captures/`. Two
+    /// or more directories of one parent are read with one archive of the
+    /// parent, in one capture phase (what else the parent holds is read and
+    /// dropped); where that read does not give them whole, each is read
+    /// apart. The captures, in the order of `dirs`.
+    ///
+    /// # Errors
+    /// As [`Ctx::capture`], for the first directory that fails.
+    ///
+    /// # Cancel safety
+    /// A cancelled call may have kept some of them, each whole.
+    #[track_caller]
+    pub fn capture_dirs(
+        &mut self,
+        dirs: Vec<(String, String)>,
+    ) -> impl Future<Output = Result<Vec<Capture>>> {
+        let at = Location::caller();
+        async move {
+            self.attempt.calls.began("capture_dirs", at);
+            let result = self.attempt.capture_dirs(dirs).await;
+            self.attempt.calls.ended(result)
+        }
+    }
+
     /// The sandbox handle, for code that needs to act in the sandbox directly
     /// (an in-process agent, a custom check). Starts the sandbox if needed.
     ///

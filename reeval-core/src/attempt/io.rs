@@ -95,9 +95,66 @@ impl Attempt {
             .phases
             .run(Phase::Capture, keep, |(_, bytes)| format!("{name} ({bytes} bytes)"))
             .await?;
-        self.record.artifacts.push(capture.file.clone());
-        self.captures.retain(|c| c.name != name);
-        self.captures.push(capture.clone());
+        self.kept(&capture);
         Ok(capture)
     }
+
+    /// Keeps directories (`(name, path)`) as [`Attempt::capture`] keeps
+    /// each; two or more of one parent with one read of it, one phase.
+    pub(crate) async fn capture_dirs(
+        &mut self,
+        dirs: Vec<(String, String)>,
+    ) -> Result<Vec<Capture>> {
+        let handle = self.sandbox().await?;
+        if let Some(parent) = one_parent(&handle, &dirs) {
+            self.list_after_check(&handle).await;
+            let keep = lifecycle::capture::keep_dirs_of(
+                &handle,
+                &parent,
+                &dirs,
+                &self.given.artifacts_dir,
+                &self.given.redactor,
+            );
+            let kept = self
+                .phases
+                .run(Phase::Capture, keep, |kept| match kept {
+                    Some(kept) => {
+                        let each: Vec<String> =
+                            kept.iter().map(|(c, n)| format!("{} ({n} bytes)", c.name)).collect();
+                        format!("{}, one read of {parent}", each.join(", "))
+                    }
+                    None => format!("one read of {parent} did not give them: each read apart"),
+                })
+                .await?;
+            if let Some(kept) = kept {
+                let captures: Vec<Capture> = kept.into_iter().map(|(c, _)| c).collect();
+                captures.iter().for_each(|c| self.kept(c));
+                return Ok(captures);
+            }
+        }
+        let mut captures = Vec::new();
+        for (name, path) in dirs {
+            captures.push(self.capture(&name, Artifact::dir(path)).await?);
+        }
+        Ok(captures)
+    }
+
+    /// A capture kept: in the record, and for the judge (a later one of the same name replaces it).
+    fn kept(&mut self, capture: &Capture) {
+        self.record.artifacts.push(capture.file.clone());
+        self.captures.retain(|c| c.name != capture.name);
+        self.captures.push(capture.clone());
+    }
+}
+
+/// The parent directory of every one of `dirs`, when there are two or more,
+/// distinct, all in one parent that is not `/`.
+fn one_parent(handle: &crate::sandbox::SandboxHandle, dirs: &[(String, String)]) -> Option<String> {
+    let mut resolved: Vec<String> = dirs.iter().map(|(_, p)| handle.resolve(p)).collect();
+    let parent = resolved.first()?.rsplit_once('/')?.0.to_string();
+    let all_in = resolved.iter().all(|p| p.rsplit_once('/').is_some_and(|(d, _)| d == parent));
+    resolved.sort();
+    resolved.dedup();
+    (dirs.len() > 1 && resolved.len() == dirs.len() && !parent.is_empty() && all_in)
+        .then_some(parent)
 }

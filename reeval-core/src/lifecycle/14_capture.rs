@@ -2,6 +2,7 @@
 //! entry, never unpacked on the host), a command's output or a served URL's
 //! response kept under the attempt's `captures/`, through the redactor.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::capture::{Artifact, Capture, DIR_LIMIT, as_text};
@@ -36,19 +37,82 @@ pub(crate) async fn keep(
             in_service(handle, service, artifact, (&base, name), redactor).await?
         }
     };
-    let text = redactor.redact(&text).into_owned();
+    write_kept(artifacts_dir, name, &file, bytes, &text, redactor, what.is_archive())
+}
+
+/// Writes a capture's file under `captures/`, its text redacted; an
+/// archive's bytes were redacted entry by entry, anything else is here.
+fn write_kept(
+    artifacts_dir: &Path,
+    name: &str,
+    file: &str,
+    bytes: Vec<u8>,
+    text: &str,
+    redactor: &Redactor,
+    archive: bool,
+) -> Result<(Capture, usize)> {
+    let text = redactor.redact(text).into_owned();
     let dir = artifacts_dir.join("captures");
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::infra_from(format!("create {}", dir.display()), e))?;
-    // Archives were redacted entry by entry above; anything else, text or binary, here.
-    let bytes = if what.is_archive() { bytes } else { redactor.redact_bytes(&bytes).into_owned() };
-    std::fs::write(dir.join(&file), &bytes)
+    let bytes = if archive { bytes } else { redactor.redact_bytes(&bytes).into_owned() };
+    std::fs::write(dir.join(file), &bytes)
         .map_err(|e| Error::infra_from(format!("write capture {file}"), e))?;
     Ok((Capture { name: name.to_string(), file: format!("captures/{file}"), text }, bytes.len()))
 }
 
 /// What a capture keeps: its file name, its bytes and its text for the judge.
 type Kept = (String, Vec<u8>, String);
+
+/// Keeps each of `dirs` (`(name, path)`, distinct directories of one
+/// parent `parent`) as [`keep`] keeps `Artifact::dir(path)`, byte for byte,
+/// from one archive read of `parent`; what else `parent` holds is read and
+/// dropped. `None` when that read or its split fails, or a directory is not
+/// one the split can tell whole (a link, a hard link in the archive): then
+/// each is to be kept with a read of its own.
+pub(crate) async fn keep_dirs_of(
+    handle: &SandboxHandle,
+    parent: &str,
+    dirs: &[(String, String)],
+    artifacts_dir: &Path,
+    redactor: &Redactor,
+) -> Result<Option<Vec<(Capture, usize)>>> {
+    let Ok(tar) = handle.sandbox().download(&handle.resolve(parent), DIR_LIMIT).await else {
+        return Ok(None);
+    };
+    let Ok(tree) = crate::sandbox::archive::read_tree(&tar, |_| false) else { return Ok(None) };
+    // The parent's entries by the directory they are in; its own entries apart.
+    let mut subs: BTreeMap<String, BTreeMap<String, Entry>> = BTreeMap::new();
+    let mut own = Vec::new();
+    for (path, entry) in tree {
+        match path.split_once('/') {
+            Some((dir, rest)) => {
+                subs.entry(dir.to_string()).or_default().insert(rest.to_string(), entry);
+            }
+            None => own.push(path),
+        }
+    }
+    let mut each = Vec::new();
+    for (name, path) in dirs {
+        let abs = handle.resolve(path);
+        let child = abs.rsplit('/').next().unwrap_or_default();
+        if child.is_empty() || own.iter().any(|o| o == child) {
+            return Ok(None);
+        }
+        let sub = subs.remove(child).unwrap_or_default();
+        // A hard link names its target by its path in the archive read: not the same one.
+        if sub.values().any(|e| matches!(e, Entry::Symlink(t) if t.starts_with("hardlink:"))) {
+            return Ok(None);
+        }
+        each.push((name, path, abs, sub));
+    }
+    let mut out = Vec::new();
+    for (name, path, abs, sub) in each {
+        let (file, bytes, text) = tree_kept(&sanitize(name), name, path, &abs, sub, redactor)?;
+        out.push(write_kept(artifacts_dir, name, &file, bytes, &text, redactor, true)?);
+    }
+    Ok(Some(out))
+}
 
 /// The patterns a directory capture leaves out.
 fn excluded(what: &Artifact) -> &[String] {
@@ -84,16 +148,28 @@ fn dir_kept(
     redactor: &Redactor,
 ) -> Result<Kept> {
     let exclude = crate::sandbox::exclude::Exclude::new(exclude)?;
-    let tree: std::collections::BTreeMap<String, Entry> =
-        crate::sandbox::archive::read_tree(tar, |p| exclude.excludes(p))?
-            .into_iter()
-            .map(|(p, e)| match e {
-                Entry::File { mode, bytes } => {
-                    (p, Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() })
-                }
-                other => (p, other),
-            })
-            .collect();
+    let tree = crate::sandbox::archive::read_tree(tar, |p| exclude.excludes(p))?;
+    tree_kept(base, name, path, abs, tree, redactor)
+}
+
+/// [`dir_kept`] of a tree already read (`abs`'s entries, relative to it).
+fn tree_kept(
+    base: &str,
+    name: &str,
+    path: &str,
+    abs: &str,
+    tree: BTreeMap<String, Entry>,
+    redactor: &Redactor,
+) -> Result<Kept> {
+    let tree: BTreeMap<String, Entry> = tree
+        .into_iter()
+        .map(|(p, e)| match e {
+            Entry::File { mode, bytes } => {
+                (p, Entry::File { mode, bytes: redactor.redact_bytes(&bytes).into_owned() })
+            }
+            other => (p, other),
+        })
+        .collect();
     if tree.is_empty() {
         return Err(Error::assertion(format!(
             "failed to capture {name}: the directory {path} holds no file"
