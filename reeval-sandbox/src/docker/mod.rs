@@ -44,6 +44,16 @@ pub struct ImageFacts {
     pub user: Option<String>,
 }
 
+/// Label on a container started as root in place of its image's own user,
+/// naming that user: a commit of it as a cached setup gives the image that
+/// user back (`setup_cache::commit`).
+pub(crate) const LABEL_IMAGE_USER: &str = "dev.reeval.image-user";
+
+/// Whether a user spec (`USER`'s value: `name`, `uid`, `uid:gid`) is root.
+fn is_root(user: &str) -> bool {
+    matches!(user.split(':').next(), Some("0" | "root" | ""))
+}
+
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
 pub struct DockerBackend {
@@ -334,14 +344,22 @@ impl Backend for DockerBackend {
             .chain(spec.services.iter().flat_map(|s| &s.service.mounts))
             .collect();
         let made = volumes::make(&self.docker, &all, &labels).await?;
+        // An image whose own user is not root: the container starts as root and
+        // that user is named on each command that names none (see `SandboxSpec::user`).
+        let user = spec.user.clone().filter(|u| !is_root(u));
+        let mut own_labels = labels.clone();
+        if let Some(user) = &user {
+            own_labels.insert(LABEL_IMAGE_USER.into(), user.clone());
+        }
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
+            user: user.is_some().then(|| "0".to_string()),
             cmd: Some(
                 spec.main_process
                     .clone()
                     .unwrap_or_else(|| vec!["sleep".into(), "infinity".into()]),
             ),
-            labels: Some(labels.clone()),
+            labels: Some(own_labels),
             working_dir: Some(spec.workdir.clone()),
             network_disabled: None,
             host_config: Some(HostConfig {
@@ -406,7 +424,8 @@ impl Backend for DockerBackend {
             NetworkSpec::Internal { network } => Some(network.clone()),
             _ => None,
         };
-        let sandbox = DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network);
+        let sandbox =
+            DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network, user);
         Ok(Arc::new(sandbox.with_services(services).with_volumes(made)))
     }
 
