@@ -54,7 +54,9 @@ async fn an_image_whose_user_is_not_root_runs_setup_and_checks_as_it_and_the_age
     let dockerfile = dir.join("Dockerfile");
     std::fs::write(
         &dockerfile,
-        format!("FROM reeval/base:latest\nRUN echo {nonce} > /opt/marker\nWORKDIR /work\nUSER nobody\n"),
+        format!(
+            "FROM reeval/base:latest\nRUN echo {nonce} > /opt/marker\nWORKDIR /work\nUSER nobody\n"
+        ),
     )
     .unwrap();
     let runner = |tag: &str| {

@@ -632,4 +632,14 @@ mod tests {
         assert!(!owner_is_gone("other-host:1:1"));
         assert!(!owner_is_gone(""));
     }
+
+    #[test]
+    fn root_is_named_by_name_uid_or_uid_and_group() {
+        for root in ["0", "root", "0:0", "root:wheel", ""] {
+            assert!(is_root(root), "{root}");
+        }
+        for other in ["nobody", "1000", "1000:0", "65534:65534"] {
+            assert!(!is_root(other), "{other}");
+        }
+    }
 }

@@ -85,7 +85,8 @@ pub(crate) async fn commit(
     };
     // Emptied: the engine would otherwise copy the container's label into the image's.
     labels.insert(LABEL_IMAGE_USER.into(), String::new());
-    let config = bollard::models::ContainerConfig { labels: Some(labels), user, ..Default::default() };
+    let config =
+        bollard::models::ContainerConfig { labels: Some(labels), user, ..Default::default() };
     docker.commit_container(options, config).await.map_err(|e| {
         SandboxError::engine(format!("commit {container} as {}", reference(digest)), e)
     })?;
