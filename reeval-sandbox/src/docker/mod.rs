@@ -54,6 +54,21 @@ fn is_root(user: &str) -> bool {
     matches!(user.split(':').next(), Some("0" | "root" | ""))
 }
 
+/// An image whose own user is not root: the container starts as root and that
+/// user is named on each command that names none (see `SandboxSpec::user`).
+/// That user, and the container's labels, which name it.
+fn image_user(
+    spec: &SandboxSpec,
+    labels: &HashMap<String, String>,
+) -> (Option<String>, HashMap<String, String>) {
+    let user = spec.user.clone().filter(|u| !is_root(u));
+    let mut labels = labels.clone();
+    if let Some(user) = &user {
+        labels.insert(LABEL_IMAGE_USER.into(), user.clone());
+    }
+    (user, labels)
+}
+
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
 pub struct DockerBackend {
@@ -344,13 +359,7 @@ impl Backend for DockerBackend {
             .chain(spec.services.iter().flat_map(|s| &s.service.mounts))
             .collect();
         let made = volumes::make(&self.docker, &all, &labels).await?;
-        // An image whose own user is not root: the container starts as root and
-        // that user is named on each command that names none (see `SandboxSpec::user`).
-        let user = spec.user.clone().filter(|u| !is_root(u));
-        let mut own_labels = labels.clone();
-        if let Some(user) = &user {
-            own_labels.insert(LABEL_IMAGE_USER.into(), user.clone());
-        }
+        let (user, own_labels) = image_user(spec, &labels);
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             user: user.is_some().then(|| "0".to_string()),
