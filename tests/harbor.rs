@@ -548,3 +548,36 @@ async fn a_lower_reward_threshold_passes_a_half_reward() {
     let cell = report.summary.cells[0].reward.clone().expect("a mean reward");
     assert_eq!((cell.mean, cell.threshold), (0.5, Some(0.5)));
 }
+
+/// An image whose own user is not root (`USER nobody`): Harbor runs solve.sh
+/// and test.sh as it, so their files are copied in by root in an exec of their
+/// own and the scripts run apart (`together.rs` learns the image's user once).
+/// The sandbox starts as root, so root's preparation (the agent user, the
+/// logs' directories) keeps its capabilities.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scripts_run_as_an_image_user_that_is_not_root() {
+    require_docker!();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/users");
+    let evals = reeval::harbor::tasks(&dir).expect("the task loads");
+    let runner = common::runner_with("harbor-image-user", |c| {
+        c.settings.harnesses = vec!["oracle".to_string()];
+        c.settings.trials = Some(2);
+        c.settings.test_threads = 1;
+    });
+    let report = runner.run(evals).await.expect("preflight passes");
+    assert_eq!(report.records.len(), 2);
+    for own in &report.records {
+        assert_eq!(own.outcome, Outcome::Pass, "{:?}", own.message);
+        let who = |capture: &str| captured(&report.run_dir, own, capture, "whoami.txt");
+        assert_eq!(
+            who("logs-agent").as_deref(),
+            Some("nobody\n"),
+            "solve.sh ran as the image's user"
+        );
+        assert_eq!(who("logs-verifier").as_deref(), Some("nobody\n"), "test.sh too");
+    }
+}

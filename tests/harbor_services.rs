@@ -253,9 +253,8 @@ async fn services_an_attempt_lost_track_of_are_removed_by_the_end_sweep() {
         workdir: "/workspace".into(),
         limits: reeval::sandbox::Limits::default(),
         network: reeval::sandbox::NetworkSpec::None,
-        main_process: None,
         services: vec![ServiceStart { service, image: "reeval/base:latest".into() }],
-        mounts: Vec::new(),
+        ..Default::default()
     };
     // One started (the service waited for by its port), then forgotten; creates dropped on their way.
     let sandbox = backend.create(&spec).await.expect("create");

@@ -149,9 +149,9 @@ async fn volumes_an_attempt_lost_track_of_are_removed_by_the_end_sweep() {
         workdir: "/workspace".into(),
         limits: reeval::sandbox::Limits::default(),
         network: reeval::sandbox::NetworkSpec::None,
-        main_process: None,
         services: vec![ServiceStart { service, image: "reeval/base:latest".into() }],
         mounts: vec![Mount::volume("logs", "/logs").read_only()],
+        ..Default::default()
     };
     let sandbox = backend.create(&spec).await.expect("create");
     sandbox.start().await.expect("the sandbox and its service start");

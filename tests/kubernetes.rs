@@ -282,9 +282,7 @@ async fn exec_and_files_over_the_real_exec_protocol() {
         workdir: "/workspace".into(),
         limits: Limits { memory_bytes: 256 << 20, nano_cpus: 500_000_000, pids: 256 },
         network: NetworkSpec::None,
-        main_process: None,
-        services: Vec::new(),
-        mounts: Vec::new(),
+        ..Default::default()
     };
     let sandbox = backend.create(&spec).await.expect("create");
     let result = async {

@@ -291,9 +291,7 @@ async fn a_create_dropped_on_its_way_is_removed_by_the_end_sweep() {
         workdir: "/workspace".into(),
         limits: reeval::sandbox::Limits::default(),
         network: reeval::sandbox::NetworkSpec::None,
-        main_process: None,
-        services: Vec::new(),
-        mounts: Vec::new(),
+        ..Default::default()
     };
     // Dropped at different points of the request's way to the engine.
     for ms in [1, 2, 4, 8, 16, 32] {

@@ -81,7 +81,8 @@ rm -f "$1""#;
 /// in the sandbox's `/tmp`, which goes with the sandbox.
 pub(crate) async fn capture(handle: &SandboxHandle, attempt_dir: &Path) -> Option<String> {
     const TMP: &str = "/tmp/.reeval-commits.bundle";
-    let cmd = Command::new("sh").args(["-c", &capture_script(), "sh", TMP]);
+    // As root, whatever the image's user: the repository is the agent's.
+    let cmd = Command::new("sh").args(["-c", &capture_script(), "sh", TMP]).user("0");
     let out = match handle.exec(cmd).await {
         Ok(out) if out.success() => out,
         Ok(out) => {

@@ -90,7 +90,8 @@ done
 /// # Errors
 /// [`SandboxError`] when the listing cannot run.
 pub(crate) async fn stray_processes(handle: &SandboxHandle) -> Result<Vec<String>, SandboxError> {
-    let out = handle.exec(Command::new("sh").arg("-c").arg(STRAY_SCRIPT)).await?;
+    // As root, whatever the image's user: every process's executable is read.
+    let out = handle.exec(Command::new("sh").arg("-c").arg(STRAY_SCRIPT).user("0")).await?;
     Ok(out.stdout.lines().map(str::to_string).filter(|l| !l.is_empty()).collect())
 }
 

@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// What a sandbox is created from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SandboxSpec {
     /// The image reference (already present on the engine).
     pub image: String,
@@ -32,6 +32,12 @@ pub struct SandboxSpec {
     pub services: Vec<ServiceStart>,
     /// Its mounts (see [`Mount`]): volumes it shares by name with its services, host paths.
     pub mounts: Vec<Mount>,
+    /// The image's own `USER` ([`ReadyImage::user`]; `None`: root, or not
+    /// known): what a command that names no user runs as. Where it is not
+    /// root, the sandbox is still started as root, so that a command run as
+    /// root has root's capabilities (under `no-new-privileges` an exec as root
+    /// in a container started as another user has none).
+    pub user: Option<String>,
 }
 
 /// The engine a backend talks to, as preflight reports it.

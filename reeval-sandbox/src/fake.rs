@@ -126,6 +126,8 @@ pub struct FakeBackend {
     state: Arc<Mutex<SandboxState>>,
     /// The `WORKDIR` an image of this reference says it has.
     image_workdirs: std::collections::BTreeMap<String, String>,
+    /// The `USER` an image of this reference says it has.
+    image_users: std::collections::BTreeMap<String, String>,
     /// What its `ping` says one sandbox can be given.
     capacity: Option<crate::Capacity>,
 }
@@ -152,6 +154,7 @@ impl FakeBackend {
             slow_downloads: Default::default(),
             state: Arc::new(Mutex::new(SandboxState::Running)),
             image_workdirs: Default::default(),
+            image_users: Default::default(),
             capacity: None,
         }
     }
@@ -166,6 +169,12 @@ impl FakeBackend {
     /// built one) says its `WORKDIR` is `workdir`.
     pub fn image_workdir(mut self, reference: &str, workdir: &str) -> Self {
         self.image_workdirs.insert(reference.to_string(), workdir.to_string());
+        self
+    }
+
+    /// The image `reference` (as for [`FakeBackend::image_workdir`]) says its `USER` is `user`.
+    pub fn image_user(mut self, reference: &str, user: &str) -> Self {
+        self.image_users.insert(reference.to_string(), user.to_string());
         self
     }
 
@@ -285,12 +294,13 @@ impl Backend for FakeBackend {
         let id =
             format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>());
         let workdir = self.image_workdirs.get(&reference).cloned();
+        let user = self.image_users.get(&reference).cloned();
         Ok(ReadyImage {
             detail: format!("cache hit {reference} (fake)"),
             reference,
             id,
             workdir,
-            user: None,
+            user,
         })
     }
 

@@ -244,9 +244,7 @@ mod tests {
             workdir: "/work".into(),
             limits: Default::default(),
             network: Default::default(),
-            main_process: None,
-            services: Vec::new(),
-            mounts: Vec::new(),
+            ..Default::default()
         }
     }
 

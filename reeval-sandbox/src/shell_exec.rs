@@ -36,16 +36,18 @@ pub(crate) struct Process<'a> {
     pub(crate) argv: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) workdir: Option<String>,
-    /// `uid` or `uid:gid`; `None`: the sandbox's own user (root).
+    /// `uid` or `uid:gid`; `None`: the sandbox's own user (the image's).
     pub(crate) user: Option<String>,
     /// Its whole stdin; `None`: it reads nothing.
     pub(crate) stdin: Option<&'a [u8]>,
 }
 
 impl Process<'_> {
-    /// A plain command as the sandbox's own user (root), for reeval's housekeeping.
+    /// A plain command as root, for reeval's housekeeping (killing the
+    /// agent's processes, giving uploaded files their owners), whatever the
+    /// image's own user.
     pub(crate) fn root(argv: Vec<String>) -> Self {
-        Process { argv, ..Default::default() }
+        Process { argv, user: Some("0".into()), ..Default::default() }
     }
 }
 

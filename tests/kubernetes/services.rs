@@ -19,9 +19,9 @@ fn with(services: Vec<Service>, mounts: Vec<Mount>) -> SandboxSpec {
         workdir: "/workspace".into(),
         limits: Limits { memory_bytes: 256 << 20, nano_cpus: 500_000_000, pids: 256 },
         network: NetworkSpec::None,
-        main_process: None,
         services,
         mounts,
+        ..Default::default()
     }
 }
 

@@ -367,6 +367,7 @@ impl Attempt {
             );
             spec.services = services;
             spec.mounts = env.mounts.clone();
+            spec.user = image.user.clone();
             let sandbox = backend.create(&spec).await?;
             let handle = SandboxHandle::new(sandbox.clone(), workspace.clone(), variables);
             extras[index].handle = Some(handle.clone());

@@ -41,6 +41,9 @@ pub(super) struct Launch {
     pub(super) services: Vec<crate::sandbox::ServiceStart>,
     /// Where the workspace lives (the environment's `workspace_dir`, resolved on the image).
     pub(super) workspace: String,
+    /// The image's own `USER` (`None`: root, or not known), what a command that
+    /// names none runs as (`SandboxSpec::user`); a cached setup's is its image's.
+    pub(super) user: Option<String>,
 }
 
 impl Attempt {
@@ -210,6 +213,7 @@ impl Attempt {
             ahead,
             services: Vec::new(),
             workspace: self.given.env.workspace_dir.resolve(image.workdir.as_deref()),
+            user: image.user.clone(),
         })
     }
 
@@ -229,6 +233,7 @@ impl Attempt {
         let services = std::mem::take(&mut launch.services);
         let beside = lifecycle::container::services_detail(&services);
         let (from, workspace) = (&launch.from, launch.workspace.as_str());
+        let user = launch.user.clone();
         self.record.workspace_dir =
             (workspace != crate::environment::WORKSPACE).then(|| workspace.to_string());
         let Attempt { phases, given, record, sandbox: state, egress, prepare, .. } = &mut *self;
@@ -275,6 +280,7 @@ impl Attempt {
                         false => None,
                     };
                     spec.mounts.extend(helper.as_ref().map(|h| h.mount()));
+                    spec.user = user;
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());

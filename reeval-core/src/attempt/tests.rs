@@ -478,6 +478,34 @@ async fn the_workspace_lives_where_the_environment_says_the_images_workdir_by_it
     assert!(problems.contains("workspace_dir `rel/dir` must be an absolute path"), "{problems}");
 }
 
+/// An image whose own `USER` is not root: the sandbox is made knowing it
+/// (commands that name no user, the checks, run as it), and the agent user's
+/// preparation names root, which the backend starts the sandbox as.
+#[tokio::test]
+async fn an_images_own_user_reaches_the_sandbox_and_roots_work_names_root() {
+    use crate::environment::Image;
+    let backend = scripted().image_user("task/img:1", "nobody");
+    let eval = Eval::new("image_user", |c| {
+        Box::pin(async move {
+            c.send("write hello.txt hi").await?;
+            expect(c.exec("true").await?).to_succeed()
+        })
+    })
+    .environment(|| Environment::new().image(Image::from("task/img:1")));
+    let r = run_one(&backend, eval).await;
+    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+    let spec = backend.specs().pop().expect("a sandbox was made");
+    assert_eq!(spec.user.as_deref(), Some("nobody"));
+    let execs = backend.execs();
+    let prepare = execs
+        .iter()
+        .find(|e| e.line().contains("chown -h 1000:1000"))
+        .expect("the agent user was prepared");
+    assert_eq!(prepare.user.as_deref(), Some("0"), "{prepare:?}");
+    let check = execs.iter().find(|e| e.argv.last().is_some_and(|a| a == "true"));
+    assert_eq!(check.expect("the check ran").user, None, "as the image's user");
+}
+
 /// While only checks ran, a check's listing waits: an eval of checks alone
 /// reads the workspace once (teardown's read), and what its checks wrote is
 /// theirs, never in the final diff. A later call that may act (a turn, a

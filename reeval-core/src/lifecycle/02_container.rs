@@ -14,7 +14,7 @@ pub(crate) fn labels(run_id: &str, attempt_id: &str) -> BTreeMap<String, String>
     ])
 }
 
-/// What the sandbox is created from (no services: the caller adds them).
+/// What the sandbox is created from (no services, mounts or image user: the caller adds them).
 pub(crate) fn spec(
     image: &str,
     workspace: &str,
@@ -31,8 +31,7 @@ pub(crate) fn spec(
         limits: limits.clone(),
         network,
         main_process,
-        services: Vec::new(),
-        mounts: Vec::new(),
+        ..Default::default()
     }
 }
 

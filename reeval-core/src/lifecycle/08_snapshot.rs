@@ -23,7 +23,7 @@ const AGENT_USER_SETUP: &str = "mkdir -p /home/agent \
 /// (`crate::git_archive`). Once per attempt, before the agent's first action.
 /// Whether the workspace is a git repository.
 pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
-    let out = handle.exec(Command::shell(agent_user_script())).await?;
+    let out = handle.exec(Command::shell(agent_user_script()).user("0")).await?;
     if !out.success() {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
     }

@@ -66,7 +66,7 @@ impl Prestart {
             .ok()?;
         let attempt_id = plan.new_record().artifacts_dir_name();
         let workspace = cell.env.workspace_dir.resolve(image.workdir.as_deref());
-        let spec = crate::lifecycle::container::spec(
+        let mut spec = crate::lifecycle::container::spec(
             &image.reference,
             &workspace,
             &plan.run_id,
@@ -75,6 +75,7 @@ impl Prestart {
             NetworkSpec::None,
             None,
         );
+        spec.user = image.user.clone();
         let sandbox = backend.create(&spec).await.ok()?;
         if sandbox.start().await.is_err() {
             let _ = sandbox.destroy().await;

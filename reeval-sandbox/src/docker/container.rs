@@ -35,10 +35,19 @@ pub struct DockerSandbox {
     services: Option<super::services::Services>,
     /// Its volumes and copies of host paths (`volumes.rs`), removed after its containers.
     volumes: super::volumes::Made,
+    /// The image's own user where it is not root (the container runs as root):
+    /// what a command that names no user runs as.
+    user: Option<String>,
 }
 
 impl DockerSandbox {
-    pub(super) fn new(docker: Docker, id: String, flavor: Flavor, network: Option<String>) -> Self {
+    pub(super) fn new(
+        docker: Docker,
+        id: String,
+        flavor: Flavor,
+        network: Option<String>,
+        user: Option<String>,
+    ) -> Self {
         Self {
             docker,
             id,
@@ -47,6 +56,7 @@ impl DockerSandbox {
             network,
             services: None,
             volumes: Default::default(),
+            user,
         }
     }
 
@@ -146,7 +156,7 @@ impl RunProcess for DockerSandbox {
                     env: Some(env),
                     cmd: Some(argv),
                     working_dir: workdir,
-                    user,
+                    user: user.or_else(|| self.user.clone()),
                     ..Default::default()
                 },
             )
@@ -324,6 +334,7 @@ impl Sandbox for DockerSandbox {
                     attach_stderr: Some(false),
                     tty: Some(false),
                     cmd: Some(argv),
+                    user: self.user.clone(),
                     ..Default::default()
                 },
             )

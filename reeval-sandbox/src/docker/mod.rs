@@ -44,6 +44,31 @@ pub struct ImageFacts {
     pub user: Option<String>,
 }
 
+/// Label on a container started as root in place of its image's own user,
+/// naming that user: a commit of it as a cached setup gives the image that
+/// user back (`setup_cache::commit`).
+pub(crate) const LABEL_IMAGE_USER: &str = "dev.reeval.image-user";
+
+/// Whether a user spec (`USER`'s value: `name`, `uid`, `uid:gid`) is root.
+fn is_root(user: &str) -> bool {
+    matches!(user.split(':').next(), Some("0" | "root" | ""))
+}
+
+/// An image whose own user is not root: the container starts as root and that
+/// user is named on each command that names none (see `SandboxSpec::user`).
+/// That user, and the container's labels, which name it.
+fn image_user(
+    spec: &SandboxSpec,
+    labels: &HashMap<String, String>,
+) -> (Option<String>, HashMap<String, String>) {
+    let user = spec.user.clone().filter(|u| !is_root(u));
+    let mut labels = labels.clone();
+    if let Some(user) = &user {
+        labels.insert(LABEL_IMAGE_USER.into(), user.clone());
+    }
+    (user, labels)
+}
+
 /// A Docker engine, shared by every sandbox of a run.
 #[derive(Debug, Clone)]
 pub struct DockerBackend {
@@ -334,14 +359,16 @@ impl Backend for DockerBackend {
             .chain(spec.services.iter().flat_map(|s| &s.service.mounts))
             .collect();
         let made = volumes::make(&self.docker, &all, &labels).await?;
+        let (user, own_labels) = image_user(spec, &labels);
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
+            user: user.is_some().then(|| "0".to_string()),
             cmd: Some(
                 spec.main_process
                     .clone()
                     .unwrap_or_else(|| vec!["sleep".into(), "infinity".into()]),
             ),
-            labels: Some(labels.clone()),
+            labels: Some(own_labels),
             working_dir: Some(spec.workdir.clone()),
             network_disabled: None,
             host_config: Some(HostConfig {
@@ -406,7 +433,8 @@ impl Backend for DockerBackend {
             NetworkSpec::Internal { network } => Some(network.clone()),
             _ => None,
         };
-        let sandbox = DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network);
+        let sandbox =
+            DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network, user);
         Ok(Arc::new(sandbox.with_services(services).with_volumes(made)))
     }
 
@@ -612,5 +640,15 @@ mod tests {
         assert!(owner_is_gone(&format!("{}:999999999:1", hostname())));
         assert!(!owner_is_gone("other-host:1:1"));
         assert!(!owner_is_gone(""));
+    }
+
+    #[test]
+    fn root_is_named_by_name_uid_or_uid_and_group() {
+        for root in ["0", "root", "0:0", "root:wheel", ""] {
+            assert!(is_root(root), "{root}");
+        }
+        for other in ["nobody", "1000", "1000:0", "65534:65534"] {
+            assert!(!is_root(other), "{other}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use bollard::query_parameters::{
     TagImageOptionsBuilder,
 };
 
-use super::DockerBackend;
+use super::{DockerBackend, LABEL_IMAGE_USER};
 use crate::SandboxError;
 
 /// Label on every cached setup image: the fingerprint of its workspace as committed.
@@ -71,7 +71,21 @@ pub(crate) async fn commit(
         // the fill whatever happened, and a paused container can be removed.
         .pause(true)
         .build();
-    let config = bollard::models::ContainerConfig { labels: Some(labels), ..Default::default() };
+    // A container started as root in place of its image's own user (see
+    // `LABEL_IMAGE_USER`) is committed with that user, as its image had it.
+    let named = match docker.inspect_container(container, None).await {
+        Ok(c) => c.config.and_then(|c| c.labels).and_then(|l| l.get(LABEL_IMAGE_USER).cloned()),
+        Err(e) => {
+            return Err(SandboxError::engine(format!("inspect {container} before its commit"), e));
+        }
+    };
+    if named.is_some() {
+        // Emptied: the engine would otherwise copy the container's label into the image's.
+        labels.insert(LABEL_IMAGE_USER.into(), String::new());
+    }
+    let user = named.filter(|u| !u.is_empty());
+    let config =
+        bollard::models::ContainerConfig { labels: Some(labels), user, ..Default::default() };
     docker.commit_container(options, config).await.map_err(|e| {
         SandboxError::engine(format!("commit {container} as {}", reference(digest)), e)
     })?;

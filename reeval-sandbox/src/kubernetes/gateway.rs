@@ -137,8 +137,7 @@ pub(super) fn gateway_pod(
         limits: Limits { memory_bytes: 512 << 20, nano_cpus: 1_000_000_000, pids: 1024 },
         network: NetworkSpec::None,
         main_process: Some(vec!["sleep".into(), "infinity".into()]),
-        services: Vec::new(),
-        mounts: Vec::new(),
+        ..Default::default()
     };
     let mut manifest = pod::manifest(name, &spec, config, owner);
     let from_secret = |env: &str| EnvVar {

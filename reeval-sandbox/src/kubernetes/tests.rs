@@ -302,9 +302,7 @@ fn spec() -> SandboxSpec {
         workdir: "/workspace".into(),
         limits: Limits { memory_bytes: 1 << 30, nano_cpus: 500_000_000, pids: 256 },
         network: NetworkSpec::None,
-        main_process: None,
-        services: Vec::new(),
-        mounts: Vec::new(),
+        ..Default::default()
     }
 }
 

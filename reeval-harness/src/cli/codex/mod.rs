@@ -548,9 +548,7 @@ mod tests {
                     workdir: "/workspace".into(),
                     limits: Default::default(),
                     network: Default::default(),
-                    main_process: None,
-                    services: Vec::new(),
-                    mounts: Vec::new(),
+                    ..Default::default()
                 };
                 let sandbox = backend.create(&spec).await.unwrap();
                 let handle = SandboxHandle::new(sandbox, "/workspace", Vec::new()).as_agent();
