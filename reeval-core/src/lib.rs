@@ -35,6 +35,7 @@ pub(crate) mod gateway;
 pub use reeval_sandbox::exec;
 pub mod git_archive;
 pub mod harness;
+mod host_dir;
 // The image phase's building and tar helpers: the Docker backend's (reeval-sandbox/src/docker/image.rs).
 pub(crate) use sandbox::docker::image;
 pub mod image_map;

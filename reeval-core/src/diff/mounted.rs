@@ -45,17 +45,12 @@ impl HostHelper {
 
     /// A fresh directory under `parent` with the helper in it, both mode 755.
     fn write(parent: &Path) -> Option<Self> {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = parent.join(format!("reeval-diff-{}-{:x}", std::process::id(), nonce()));
         // Made here, never one that was there already.
-        std::fs::create_dir(&dir).ok()?;
-        let helper = Self { dir };
+        let helper = Self { dir: crate::host_dir::fresh(parent, "reeval-diff").ok()? };
         let file = helper.dir.join(super::helper::helper_name());
-        let written = std::fs::set_permissions(&helper.dir, std::fs::Permissions::from_mode(0o755))
-            .and_then(|()| std::fs::write(&file, super::helper::HELPER_BINARY))
-            .and_then(|()| std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)));
         // A failed write drops `helper`, which removes the directory.
-        written.ok().map(|()| helper)
+        crate::host_dir::write_executable(&file, super::helper::HELPER_BINARY).ok()?;
+        Some(helper)
     }
 
     /// Its read-only mount for a sandbox's spec.
@@ -87,17 +82,6 @@ fn sweep(parent: &Path) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-}
-
-fn nonce() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
 }
 
 #[cfg(test)]

@@ -168,14 +168,12 @@ async fn start_run_gateway(
     }
     let gateway = Gateway::new(options).map_err(|e| e.to_string())?;
     // Short: a unix socket's path has to fit in 108 bytes.
-    let dir =
-        std::env::temp_dir().join(format!("reeval-gw-{}-{:x}", std::process::id(), rand_suffix()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    set_mode(&dir, 0o755)?;
+    let temp = std::env::temp_dir();
+    let dir = crate::host_dir::fresh(&temp, "reeval-gw")
+        .map_err(|e| format!("create a directory in {}: {e}", temp.display()))?;
     let relay = dir.join("reeval-relay");
-    std::fs::write(&relay, relay::RELAY_BINARY)
+    crate::host_dir::write_executable(&relay, relay::RELAY_BINARY)
         .map_err(|e| format!("write {}: {e}", relay.display()))?;
-    set_mode(&relay, 0o755)?;
     // A listener on every host address: a sandbox that reaches it is not isolated.
     let canary = tokio::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0))
         .await
@@ -225,18 +223,6 @@ fn gateway_binary(settings: &EgressSettings) -> std::result::Result<PathBuf, Str
 /// The runner's own environment (its proxy variables).
 fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
-}
-
-fn rand_suffix() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-    );
-    h.finish() as u32
 }
 
 pub(super) fn set_mode(path: &Path, mode: u32) -> std::result::Result<(), String> {
