@@ -201,7 +201,16 @@ async fn a_sandbox_lost_before_the_final_collection_keeps_the_grade_and_the_reco
         // Every check ran in a live sandbox: the grade stands.
         assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
         let said = r.events.iter().map(|e| e.message.as_str()).collect::<Vec<_>>();
-        eprintln!("{eval}: collected {}, events {said:?}", r.workspace_collected);
+        let teardown: Vec<String> = r
+            .phases
+            .iter()
+            .filter(|p| p.phase.as_str() == "teardown")
+            .map(|p| format!("{} ms: {}", p.duration_ms, p.detail))
+            .collect();
+        eprintln!(
+            "{eval}: collected {}, events {said:?}, teardown {teardown:?}",
+            r.workspace_collected
+        );
         if r.workspace_collected {
             // The engine still reads a stopped or paused container's files: the agent's work is there.
             assert_eq!(r.final_diff.as_ref().unwrap().paths(), ["work.txt"]);

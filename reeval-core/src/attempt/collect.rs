@@ -15,6 +15,13 @@ use super::lost;
 
 /// How often a collection that takes a while asks the engine about its sandbox.
 const PROBE: Duration = Duration::from_secs(1);
+/// How long the engine may take to answer that question: one that cannot
+/// (a container it is busy with) is asked again, and the collection waits on.
+const PROBE_LIMIT: Duration = Duration::from_secs(10);
+/// How long reading a lost sandbox through the engine's archive may take. An
+/// engine that cannot read a frozen container's files must not hold teardown
+/// until its deadline and leave the record without a word on why.
+const ARCHIVE_LIMIT: Duration = Duration::from_secs(60);
 
 /// The final workspace, when it could be read, and what the record's
 /// events must say about the collection (nothing when it went as usual).
@@ -31,8 +38,8 @@ pub(crate) async fn collect_final(
         },
         Err(state) => state,
     };
-    match Snapshot::download(handle).await {
-        Ok(now) => {
+    match tokio::time::timeout(ARCHIVE_LIMIT, Snapshot::download(handle)).await {
+        Ok(Ok(now)) => {
             let sandbox = lost::short_id(handle);
             let said = format!(
                 "the sandbox {sandbox} {state} during teardown: the final workspace was read \
@@ -40,9 +47,14 @@ pub(crate) async fn collect_final(
             );
             (Some(now), Some(said))
         }
-        Err(_) => {
+        Ok(Err(_)) => {
             let e = lost::lost_error(handle, "collect the final workspace", "teardown", state);
             (None, Some(e.to_string()))
+        }
+        Err(_) => {
+            let e = lost::lost_error(handle, "collect the final workspace", "teardown", state);
+            let limit = ARCHIVE_LIMIT.as_secs();
+            (None, Some(format!("{e} (the engine's archive read gave nothing within {limit}s)")))
         }
     }
 }
@@ -54,12 +66,16 @@ async fn watched<T>(
 ) -> Result<T, SandboxState> {
     let mut work = std::pin::pin!(work);
     let mut probe = tokio::time::interval_at(tokio::time::Instant::now() + PROBE, PROBE);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             done = &mut work => return Ok(done),
             _ = probe.tick() => {
                 // Only a sandbox where nothing runs leaves its helper without an answer.
-                let state = handle.sandbox().state().await;
+                let Ok(state) = tokio::time::timeout(PROBE_LIMIT, handle.sandbox().state()).await
+                else {
+                    continue;
+                };
                 if matches!(
                     state,
                     SandboxState::Paused | SandboxState::Gone | SandboxState::Stopped { .. }

@@ -43,6 +43,8 @@ mod beside_tests;
 mod calls;
 mod checks;
 mod collect;
+#[cfg(test)]
+mod collect_tests;
 mod ctx;
 mod extra;
 #[cfg(test)]

@@ -37,6 +37,8 @@ impl Attempt {
         };
         let mut events = Vec::new();
         let mut diff_ms = 0;
+        // Whether the final collection ended (teardown's deadline may cut it short).
+        let mut collection_ended = false;
         let Attempt { phases, given, sandbox, record, turns, .. } = self;
         let artifacts_dir = &given.artifacts_dir;
         let work = async {
@@ -60,6 +62,7 @@ impl Attempt {
                     (collected, began.elapsed())
                 };
                 let (stopped, ((now, said), collecting)) = tokio::join!(stop, collect);
+                collection_ended = true;
                 events.extend(stopped);
                 // The last check's listing, when it waited, is this read (`checks.rs`):
                 // what changed since is the check's, the rest the agent's.
@@ -119,6 +122,14 @@ impl Attempt {
                 }
             })
             .await;
+        // Cut short by the deadline before the collection ended: the record says so.
+        let ready = matches!(&*sandbox, SandboxState::Ready(_));
+        if matches!(destroyed, Ok(Some(_))) && ready && !collection_ended {
+            events.push(format!(
+                "failed to collect the final workspace: teardown passed its deadline of {}s first",
+                lifecycle::teardown::TEARDOWN_DEADLINE.as_secs()
+            ));
+        }
         self.phases.count_as_diff(Phase::Teardown, diff_ms);
         for e in events {
             self.phases.log.event(e);

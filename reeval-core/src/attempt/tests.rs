@@ -92,7 +92,7 @@ fn phases(r: &Record) -> Vec<&str> {
     r.phases.iter().map(|p| p.phase.as_str()).collect()
 }
 
-async fn run_one(backend: &FakeBackend, eval: Eval) -> Record {
+pub(crate) async fn run_one(backend: &FakeBackend, eval: Eval) -> Record {
     let report = runner(backend).run(vec![eval.harness("script")]).await.expect("preflight");
     report.records.into_iter().next_back().expect("a record")
 }
