@@ -33,8 +33,10 @@ pub const PASS_THRESHOLD: f64 = 1.0;
 /// The log directories Harbor mounts (`/logs/agent`, `/logs/verifier`, `/logs/artifacts`).
 pub(super) const LOG_DIRS: [&str; 3] = ["/logs/agent", "/logs/verifier", "/logs/artifacts"];
 
-/// A Harbor task, read and checked: what its eval needs.
-#[derive(Debug, Clone)]
+/// A Harbor task, read and checked: what its eval needs. Its `Debug` names
+/// the variables of its env tables, never their values: a `${VAR}` template
+/// resolved from the host may be a credential.
+#[derive(Clone)]
 pub struct HarborTask {
     /// `[task].name`, else the directory's name.
     pub name: String,
@@ -81,6 +83,36 @@ pub struct HarborTask {
     has_solution: bool,
     /// Whether the task image's own user is root, once an exec has told (`together.rs`).
     pub(crate) image_user: super::together::ImageUser,
+}
+
+/// `NAME=…` for each variable: what a `Debug` print may show of an env table.
+fn names(env: &[(String, String)]) -> Vec<String> {
+    env.iter().map(|(name, _)| format!("{name}=…")).collect()
+}
+
+impl std::fmt::Debug for HarborTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let services: Vec<&str> = self.compose.services.iter().map(|s| s.name.as_str()).collect();
+        let step_verifier_envs: Vec<Vec<String>> =
+            self.step_verifier_envs.iter().map(|env| names(env)).collect();
+        f.debug_struct("HarborTask")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .field("steps", &self.step_instructions.len())
+            .field("environment_env", &names(&self.environment_env))
+            .field("verifier_env", &names(&self.verifier_env))
+            .field("step_verifier_envs", &step_verifier_envs)
+            .field("solution_env", &names(&self.solution_env))
+            .field("agent_env", &names(&self.agent_env))
+            .field("compose_services", &services)
+            .field("compose_main_env", &names(&self.compose.main_env))
+            .field("mcp_servers", &self.mcp_servers.iter().map(|m| m.name()).collect::<Vec<_>>())
+            .field("reward_threshold", &self.reward_threshold)
+            .field("disable_verification", &self.disable_verification)
+            .field("separate_verifier", &self.separate_verifier.is_some())
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HarborTask {
@@ -403,6 +435,10 @@ mod tests {
     use super::*;
 
     fn task_with(toml: &str) -> HarborTask {
+        task_looking_up(toml, &|_| None)
+    }
+
+    fn task_looking_up(toml: &str, lookup: &dyn Fn(&str) -> Option<String>) -> HarborTask {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir =
@@ -413,9 +449,22 @@ mod tests {
         std::fs::write(dir.join("instruction.md"), "x").unwrap();
         std::fs::write(dir.join("environment/Dockerfile"), "FROM x\nWORKDIR /app\n").unwrap();
         std::fs::write(dir.join("tests/test.sh"), "true").unwrap();
-        let task = HarborTask::read(&dir, &|_| None).unwrap();
+        let task = HarborTask::read(&dir, lookup).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         task
+    }
+
+    #[test]
+    fn a_debug_print_names_the_variables_not_their_resolved_values() {
+        let toml = "[environment]\nenv = { A = \"${HOST_A}\" }\n\
+                    [verifier]\nenv = { JUDGE_KEY = \"${HOST_KEY}\" }\n\
+                    [solution]\nenv = { S = \"${HOST_A}\" }\n";
+        let lookup = |name: &str| Some(format!("sk-resolved-{name}-0123456789"));
+        let task = task_looking_up(toml, &lookup);
+        assert_eq!(task.verifier_env[0].1, "sk-resolved-HOST_KEY-0123456789", "resolved");
+        let shown = format!("{task:?}");
+        assert!(!shown.contains("sk-resolved"), "{shown}");
+        assert!(shown.contains("JUDGE_KEY=…") && shown.contains("\"A=…\""), "{shown}");
     }
 
     #[test]
