@@ -237,6 +237,8 @@ pub struct Environment {
     pub(crate) services: Vec<Service>,
     /// The sandbox's mounts: volumes shared by name with its services, host paths.
     pub(crate) mounts: Vec<Mount>,
+    /// Values the run's sinks replace as a secret's ([`Environment::redact`]).
+    pub(crate) redact: Vec<crate::secrets::Redacted>,
 }
 
 impl Default for Environment {
@@ -274,6 +276,7 @@ impl Environment {
             image_mapped_from: None,
             services: Vec::new(),
             mounts: Vec::new(),
+            redact: Vec::new(),
         }
     }
 
@@ -292,6 +295,16 @@ impl Environment {
     /// A secret read from the host environment; the sandbox sees a placeholder.
     pub fn secret(mut self, name: impl Into<String>) -> Self {
         self.secrets.push(SecretSpec { name: name.into(), checks_only: false });
+        self
+    }
+
+    /// A value no record, log, report or message of the run shows: every
+    /// sink replaces it as it does a secret's. For a value the eval resolves
+    /// itself that may be a credential and that the sandbox must get as it
+    /// is (a Harbor task's `${VAR}` read from the host), where
+    /// [`Environment::secret`]'s placeholder cannot stand in for it.
+    pub fn redact(mut self, value: impl Into<String>) -> Self {
+        self.redact.push(crate::secrets::Redacted::new(value));
         self
     }
 
@@ -622,6 +635,11 @@ impl Environment {
     /// The sandbox's own mounts (its services' are theirs).
     pub fn mounts(&self) -> &[Mount] {
         &self.mounts
+    }
+
+    /// The values given to [`Environment::redact`].
+    pub fn redacted_values(&self) -> impl Iterator<Item = &str> {
+        self.redact.iter().map(crate::secrets::Redacted::value)
     }
 
     /// The directories in the sandbox whose skill folders go where the

@@ -81,8 +81,19 @@ pub struct HarborTask {
     pub step_separate_verifiers: Vec<Option<super::verifier_env::SeparateVerifier>>,
     image: ImageSpec,
     has_solution: bool,
+    /// Values read from the host under a credential's name (`${OPENAI_API_KEY}`).
+    host_credentials: Vec<String>,
     /// Whether the task image's own user is root, once an exec has told (`together.rs`).
     pub(crate) image_user: super::together::ImageUser,
+}
+
+/// Whether a variable's name says it holds a credential (`OPENAI_API_KEY`,
+/// `GITHUB_TOKEN`, `DB_PASSWORD`, `AUTH_HEADER`…): its value is redacted.
+fn looks_like_a_credential(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"]
+        .iter()
+        .any(|word| name.contains(word))
 }
 
 /// `NAME=…` for each variable: what a `Debug` print may show of an env table.
@@ -122,6 +133,16 @@ impl HarborTask {
     /// A [`HarborError`] naming the task: a file missing or unreadable, an
     /// invalid `task.toml`, an unset variable, or a feature not supported yet.
     pub fn read(dir: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, HarborError> {
+        // What the task reads from the host under a credential's name is redacted in the run.
+        let host_credentials = std::cell::RefCell::new(Vec::new());
+        let recording = |var: &str| {
+            let value = lookup(var);
+            if let Some(v) = value.as_ref().filter(|_| looks_like_a_credential(var)) {
+                host_credentials.borrow_mut().push(v.clone());
+            }
+            value
+        };
+        let lookup: &dyn Fn(&str) -> Option<String> = &recording;
         let dir_name =
             dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let read = |path: PathBuf| {
@@ -234,7 +255,20 @@ impl HarborTask {
             disable_verification: false,
             image,
             image_user: Default::default(),
+            host_credentials: host_credentials.into_inner(),
         })
+    }
+
+    /// The values no sink of the run may show: what was read from the host
+    /// under a credential's name, and the value of every variable of the
+    /// task's (and `--ae`, `--ve`) whose own name is one.
+    fn credentials(&self) -> impl Iterator<Item = &str> {
+        let tables = [&self.environment_env, &self.verifier_env, &self.solution_env, &self.agent_env]
+            .into_iter()
+            .chain(&self.step_verifier_envs)
+            .chain([&self.compose.main_env]);
+        let named = tables.flatten().filter(|(k, _)| looks_like_a_credential(k)).map(|(_, v)| v);
+        self.host_credentials.iter().chain(named).map(String::as_str)
     }
 
     /// Harbor's `--force-build`: the task's `environment/Dockerfile` is built
@@ -319,6 +353,9 @@ impl HarborTask {
         }
         for (k, v) in &self.environment_env {
             env = env.env(k.clone(), v.clone());
+        }
+        for value in self.credentials() {
+            env = env.redact(value);
         }
         // Given to an agent that takes MCP servers; one that has none runs without, as Harbor's.
         for server in &self.mcp_servers {
@@ -452,6 +489,21 @@ mod tests {
         let task = HarborTask::read(&dir, lookup).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         task
+    }
+
+    #[test]
+    fn what_the_host_gives_under_a_credentials_name_is_redacted_in_the_run() {
+        let toml = "[environment]\nenv = { HOME_DIR = \"${HOME_DIR}\", API_KEY = \"literal-key\" }\n\
+                    [verifier]\nenv = { JUDGE = \"${OPENAI_API_KEY}\" }\n";
+        let lookup = |name: &str| Some(format!("value-of-{name}"));
+        let mut task = task_looking_up(toml, &lookup);
+        task.agent_env = vec![("GH_TOKEN".into(), "ghp-from-the-flag".into())];
+        let env = task.environment();
+        let mut redacted: Vec<&str> = env.redacted_values().collect();
+        redacted.sort();
+        // Read from the host as OPENAI_API_KEY (under another name in the task),
+        // a variable named as a key, and `--ae`'s token; not the home directory.
+        assert_eq!(redacted, ["ghp-from-the-flag", "literal-key", "value-of-OPENAI_API_KEY"]);
     }
 
     #[test]

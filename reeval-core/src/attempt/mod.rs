@@ -54,6 +54,8 @@ mod io;
 mod judge;
 mod lost;
 mod plan;
+#[cfg(test)]
+mod redact_tests;
 mod run;
 mod setup_cached;
 mod start;

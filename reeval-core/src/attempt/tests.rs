@@ -71,7 +71,7 @@ pub(crate) fn scripted() -> FakeBackend {
     })
 }
 
-fn runner(backend: &FakeBackend) -> Runner {
+pub(crate) fn runner(backend: &FakeBackend) -> Runner {
     runner_with_retries(backend, 0)
 }
 

@@ -52,6 +52,29 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// A value the run's sinks replace as a secret's, held by an environment
+/// (`Environment::redact`): its `Debug` shows nothing of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Redacted(String);
+
+impl Redacted {
+    /// `value`, to be redacted.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value.
+    pub fn value(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Redacted(…)")
+    }
+}
+
 /// The placeholder the sandbox sees for a secret.
 pub fn placeholder(name: &str) -> String {
     format!("reeval-placeholder-{name}")

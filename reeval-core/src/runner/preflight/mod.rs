@@ -106,7 +106,8 @@ pub(crate) async fn preflight(
             .iter()
             .flatten()
             .flat_map(|p| p.secrets.iter().chain(&p.judge_keys))
-            .map(|s| s.value.expose_secret()),
+            .map(|s| s.value.expose_secret())
+            .chain(plans.iter().flatten().flat_map(|p| p.env.redacted_values())),
     );
     crate::secrets::remember(&redactor);
     let engines::Found { pool, engines } = engines;
