@@ -207,6 +207,16 @@ pub trait Harness: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether its agent reads skills ([`crate::Environment::skill`]). One
+    /// that does not is refused an environment that names any, when its
+    /// session starts (a config outcome): a comparison of a skill against
+    /// none would otherwise compare two equal arms. Skills copied from the
+    /// sandbox ([`crate::Environment::skills_in_sandbox`], a Harbor task's
+    /// `skills_dir`) are left out for it instead, as Harbor's agents do.
+    fn takes_skills(&self) -> bool {
+        false
+    }
+
     /// Host environment variables this harness needs (checked in preflight).
     fn credentials(&self) -> Vec<String> {
         Vec::new()

@@ -59,6 +59,8 @@ mod redact_tests;
 mod run;
 mod setup_cached;
 mod start;
+#[cfg(test)]
+mod takes_tests;
 mod teardown;
 #[cfg(test)]
 pub(crate) mod tests;

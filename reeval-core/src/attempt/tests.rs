@@ -566,24 +566,3 @@ async fn a_checks_writes_stay_its_own_when_its_listing_waits() {
     assert_eq!(changed(0).as_deref(), Some("by-check.txt"));
     assert_eq!(changed(1).as_deref(), Some("by-check-2.txt"));
 }
-
-#[tokio::test]
-async fn an_agent_without_mcp_support_is_refused_the_servers_it_would_run_without() {
-    use crate::environment::McpServer;
-    let backend = scripted();
-    let sends = |name: &'static str| {
-        Eval::new(name, |c| Box::pin(async move { c.send("true").await.map(|_| ()) }))
-    };
-    let asked = sends("mcp_asked")
-        .environment(|| Environment::new().mcp(McpServer::stdio("fs", ["mcp-fs"])));
-    let r = run_one(&backend, asked).await;
-    assert_eq!(r.outcome, Outcome::Config, "{:?}", r.message);
-    let message = r.message.as_deref().unwrap_or_default();
-    assert!(message.contains("script harness: its agent has no MCP support"), "{message}");
-    assert!(message.contains("MCP server fs"), "{message}");
-    // Given where taken (as a Harbor task's are), it is left out and the turn runs.
-    let where_taken = sends("mcp_where_taken")
-        .environment(|| Environment::new().mcp_where_taken(McpServer::stdio("fs", ["mcp-fs"])));
-    let r = run_one(&backend, where_taken).await;
-    assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-}

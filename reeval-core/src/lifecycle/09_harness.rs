@@ -29,6 +29,14 @@ pub(crate) async fn start(
             server.name()
         )));
     }
+    // Nor may one that reads no skills run as if it had read them.
+    if let Some(skill) = env.skills.first().filter(|_| !harness.takes_skills()) {
+        return Err(Error::Config(format!(
+            "failed to start the {} harness: its agent reads no skills, so skill {} cannot be given to it; drop it from this eval's environment, or run the eval with a harness whose agent reads skills",
+            harness.name(),
+            skill.display()
+        )));
+    }
     let wanted = harness.credentials();
     // Only an in-process harness uses these values, on the host; a CLI's agent sees placeholders.
     let credentials = secrets

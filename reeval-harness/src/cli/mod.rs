@@ -302,6 +302,10 @@ impl<A: CliAgent> Harness for CliHarness<A> {
         self.agent.takes_mcp()
     }
 
+    fn takes_skills(&self) -> bool {
+        self.agent.skills_dir(&self.home).is_some()
+    }
+
     fn starts_apart_from(&self, workspace: &str) -> bool {
         // Its config home, uploaded as the agent's own by uid, is all it writes.
         !std::path::Path::new(&self.home).starts_with(workspace)
