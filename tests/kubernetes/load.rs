@@ -39,16 +39,21 @@ fn busy_eval() -> Eval {
     .timeout(Duration::from_secs(120))
 }
 
-/// The run's attempt pods that are running (not its gateway's).
-async fn running_attempt_pods(run_id: &str) -> Vec<String> {
+/// The run's attempt pods that are running (not its gateway's), each with
+/// its trial (the attempt's label without its `.tryN`).
+async fn running_attempt_pods(run_id: &str) -> Vec<(String, String)> {
     let list = ListParams::default().labels(&format!("dev.reeval.run={run_id}"));
     let Ok(found) = pods().await.list(&list).await else { return Vec::new() };
     found
         .items
         .into_iter()
         .filter(|p| p.data["status"]["phase"] == "Running")
-        .filter_map(|p| p.metadata.name)
-        .filter(|n| !n.contains("gateway"))
+        .filter_map(|p| {
+            let attempt = p.metadata.labels.as_ref()?.get("dev.reeval.attempt")?;
+            let trial = attempt.rsplit_once(".try").map_or(attempt.as_str(), |(t, _)| t);
+            Some((p.metadata.name?, trial.to_string()))
+        })
+        .filter(|(n, _)| !n.contains("gateway"))
         .collect()
 }
 
@@ -75,17 +80,26 @@ async fn run(
         let (run_id, kills, stop) = (run_id.clone(), kills.clone(), stop.clone());
         tokio::spawn(async move {
             let mut n = 0usize;
+            let mut hit = std::collections::HashSet::new();
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = stop.notified() => return,
                 }
-                let running = running_attempt_pods(&run_id).await;
+                // Once per trial: at the run's end the last trial's retried pod is
+                // often the only one running, and deleting it each time would spend
+                // every retry of that one trial (a CI run saw it: 4 tries, 4 deletions).
+                let running: Vec<_> = running_attempt_pods(&run_id)
+                    .await
+                    .into_iter()
+                    .filter(|(_, trial)| !hit.contains(trial))
+                    .collect();
                 if running.is_empty() {
                     continue;
                 }
                 // A different pod each time, by a simple walk over the list.
-                let victim = &running[n % running.len()];
+                let (victim, trial) = &running[n % running.len()];
+                hit.insert(trial.clone());
                 n += 1;
                 let delete = DeleteParams::default().grace_period(0);
                 if pods().await.delete(victim, &delete).await.is_ok() {
