@@ -18,6 +18,7 @@ use super::patience::patiently;
 use super::pod;
 use super::room::{self, NoRoom};
 use super::services_up::{Parts, PodSandbox};
+use super::user;
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::shell_exec::{self, PidFiles, Process, RunProcess};
 use crate::{
@@ -49,6 +50,10 @@ pub struct KubeSandbox {
     gateway: Option<String>,
     /// Its pod's other containers: its services, its volumes' copies (`services_up.rs`).
     parts: Parts,
+    /// The image's own user where it is not root (the container runs as root,
+    /// `user.rs`): what a command that names no user runs as. Learned at
+    /// start where the image's user was not known.
+    user: std::sync::Mutex<Option<String>>,
 }
 
 /// What a pod needs to wait for room: its manifest, to create it again once
@@ -79,7 +84,19 @@ impl KubeSandbox {
             note: std::sync::Mutex::new(None),
             gateway: None,
             parts: Parts::default(),
+            user: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Commands that name no user run as `user` (the image's, not root; its pod starts as root).
+    pub(super) fn as_user(self, user: Option<String>) -> Self {
+        *self.user.lock().expect("user lock") = user;
+        self
+    }
+
+    /// What a command that names no user runs as; `None`: the container's own user.
+    fn user(&self) -> Option<String> {
+        self.user.lock().expect("user lock").clone()
     }
 
     /// Its pod's containers besides the sandbox's (see `services_up.rs`).
@@ -118,24 +135,6 @@ impl KubeSandbox {
     /// A fresh pid file for a killable process.
     pub(super) fn pid_file(&self) -> String {
         self.pids.next()
-    }
-
-    /// A root command with no output kept but stderr, for housekeeping.
-    async fn root(
-        &self,
-        argv: Vec<String>,
-        stdin: Option<&[u8]>,
-    ) -> Result<(i64, String), SandboxError> {
-        let mut err = BoundedBuffer::new(4096);
-        let code = self
-            .run_process(
-                Process { argv, stdin, ..Default::default() },
-                None,
-                &mut BoundedBuffer::new(0),
-                &mut err,
-            )
-            .await?;
-        Ok((code, err.into_string()))
     }
 
     /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
@@ -201,21 +200,46 @@ impl KubeSandbox {
         }
         pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
         let post = kube::api::PostParams::default();
+        let mut manifest = manifest.clone();
+        if self.user().is_some() {
+            user::start_as_root(&mut manifest);
+        }
+        let manifest = &manifest;
         patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
             SandboxError::engine(format!("create pod {} again (it waits for room)", self.name), e)
         })?;
         Ok(())
     }
 
-    /// Waits until `exec true` works, up to [`EXEC_READY_WITHIN`].
-    async fn wait_exec(&self) -> Result<(), SandboxError> {
+    /// Deletes the pod and creates it again as root (its image's user, not
+    /// root, was learned from it), then waits until it is Ready.
+    async fn start_again_as_root(&self) -> Result<(), SandboxError> {
+        let Some(room) = &self.room else {
+            return Err(SandboxError::EngineConfig {
+                message: format!(
+                    "failed to start pod {} as root: its image's user is not root, and it cannot be created again",
+                    self.name
+                ),
+            });
+        };
+        self.create_again(&room.manifest).await?;
+        self.placed().await
+    }
+
+    /// Waits until an exec works, up to [`EXEC_READY_WITHIN`]: the probe
+    /// of the container's user (`user.rs`), run as that user.
+    async fn wait_exec(&self) -> Result<user::Probe, SandboxError> {
         let began = Instant::now();
         loop {
-            match self.root(vec!["true".into()], None).await {
-                Ok((0, _)) => return Ok(()),
+            let (mut out, mut err) = (BoundedBuffer::new(4096), BoundedBuffer::new(4096));
+            let argv = vec!["/bin/sh".into(), "-c".into(), user::PROBE.into()];
+            // Root (`0`): no switch, the container's own user.
+            let probe = Process { argv, user: Some("0".into()), ..Default::default() };
+            match self.run_process(probe, None, &mut out, &mut err).await.map(|c| (c, err)) {
+                Ok((0, _)) => return Ok(user::Probe::parse(&out.into_string())),
                 result if began.elapsed() > EXEC_READY_WITHIN => {
                     let why = match result {
-                        Ok((code, err)) => format!("`true` exited {code}: {err}"),
+                        Ok((code, err)) => format!("`sh` exited {code}: {}", err.into_string()),
                         Err(e) => e.to_string(),
                     };
                     return Err(SandboxError::engine_says(
@@ -242,6 +266,8 @@ impl RunProcess for KubeSandbox {
         err: &mut BoundedBuffer,
     ) -> Result<i64, SandboxError> {
         let Process { argv, env, workdir, user, stdin } = process;
+        // A command that names no user runs as the image's (the container is root).
+        let user = user.or_else(|| self.user());
         let stdin = stdin.map_or(Stdin::None, Stdin::Bytes);
         let spec = ExecSpec { argv, env, workdir, user, stdin, ..Default::default() };
         exec::run(&self.pods, &self.name, spec, sink, out, err).await
@@ -259,7 +285,14 @@ impl Sandbox for KubeSandbox {
         self.started
             .get_or_try_init(|| async {
                 self.placed().await?;
-                self.wait_exec().await?;
+                let mut probe = self.wait_exec().await?;
+                if let (None, Some(ids)) = (self.user(), probe.not_root()) {
+                    // The image's user was not known: its pod starts again, as root.
+                    *self.user.lock().expect("user lock") = Some(ids.to_string());
+                    self.start_again_as_root().await?;
+                    probe = self.wait_exec().await?;
+                }
+                probe.check(&self.name, self.user().as_deref())?;
                 self.parts.ready(self.as_pod()).await
             })
             .await
@@ -296,6 +329,7 @@ impl Sandbox for KubeSandbox {
         let process = Process {
             argv,
             workdir: Some(dir.to_string()),
+            user: Some("0".into()),
             stdin: Some(&tar),
             ..Default::default()
         };
