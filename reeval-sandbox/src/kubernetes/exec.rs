@@ -108,7 +108,6 @@ if [ -n "$__re" ]; then eval "unset __rb; ${__rb%.}" || { echo "failed to read t
 case $1 in '') shift; exec "$@" </dev/null;; -) shift; exec "$@";; *) head -c "$1" | { shift; exec "$@"; };; esac"#
 );
 
-
 /// How the command's stdin is given.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) enum Stdin<'a> {

@@ -35,7 +35,12 @@ const GONE_WITHIN: Duration = Duration::from_secs(60);
 pub struct KubeSandbox {
     pods: Api<Pod>,
     policies: Api<NetworkPolicy>,
-    name: String,
+    /// Its first pod's name: its id, its NetworkPolicy's name, the pod label the policy selects.
+    first: String,
+    /// The name of the pod made again as root under a new name, where the
+    /// image's user was learned at start: a kubelet finds an exec's pod by
+    /// name, and may find the first, still being torn down, for a while.
+    again: std::sync::OnceLock<String>,
     ready_within: Duration,
     pids: PidFiles,
     /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
@@ -75,7 +80,8 @@ impl KubeSandbox {
         Self {
             pods,
             policies,
-            name,
+            first: name,
+            again: std::sync::OnceLock::new(),
             ready_within,
             pids: PidFiles::default(),
             started: tokio::sync::OnceCell::new(),
@@ -122,9 +128,9 @@ impl KubeSandbox {
         *self.held.get_mut().expect("held lock") = Some(permit);
     }
 
-    /// The pod's name.
+    /// The pod's name: its first, or the one it was made again under (`start_again_as_root`).
     pub(super) fn name(&self) -> &str {
-        &self.name
+        self.again.get().unwrap_or(&self.first)
     }
 
     /// The pods API of its namespace.
@@ -156,7 +162,7 @@ impl KubeSandbox {
         let mut first: Option<NoRoom> = None;
         let mut pause = Duration::from_millis(500);
         loop {
-            let why = match pod::wait_ready(&self.pods, &self.name, self.ready_within, &self.parts)
+            let why = match pod::wait_ready(&self.pods, self.name(), self.ready_within, &self.parts)
                 .await?
             {
                 pod::Waited::Ready => break,
@@ -192,38 +198,59 @@ impl KubeSandbox {
 
     /// Deletes the refused pod and creates it again from `manifest`.
     async fn create_again(&self, manifest: &Pod) -> Result<(), SandboxError> {
-        let now = DeleteParams::default().grace_period(0);
-        match patiently(|| self.pods.delete(&self.name, &now)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
-        }
-        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        self.delete_pod().await?;
         let post = kube::api::PostParams::default();
         let mut manifest = manifest.clone();
-        if self.user().is_some() {
+        if let Some(name) = self.again.get() {
+            manifest.metadata.name = Some(name.clone());
             user::start_as_root(&mut manifest);
         }
         let manifest = &manifest;
         patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
-            SandboxError::engine(format!("create pod {} again (it waits for room)", self.name), e)
+            SandboxError::engine(format!("create pod {} again (it waits for room)", self.name()), e)
         })?;
         Ok(())
     }
 
     /// Deletes the pod and creates it again as root (its image's user, not
-    /// root, was learned from it), then waits until it is Ready.
+    /// root, was learned from it) under a new name (see `again`), then waits
+    /// until it is Ready.
     async fn start_again_as_root(&self) -> Result<(), SandboxError> {
         let Some(room) = &self.room else {
             return Err(SandboxError::EngineConfig {
                 message: format!(
                     "failed to start pod {} as root: its image's user is not root, and it cannot be created again",
-                    self.name
+                    self.name()
                 ),
             });
         };
-        self.create_again(&room.manifest).await?;
+        self.delete_pod().await?;
+        let name = format!("{}-root", self.first);
+        // The first pod's labels stay: its NetworkPolicy selects the new one.
+        let mut manifest = room.manifest.clone();
+        manifest.metadata.name = Some(name.clone());
+        user::start_as_root(&mut manifest);
+        // Named before it exists: a destroy from now on deletes this one.
+        let _ = self.again.set(name.clone());
+        let post = kube::api::PostParams::default();
+        patiently(|| self.pods.create(&post, &manifest)).await.map_err(|e| {
+            SandboxError::engine(
+                format!("create pod {name} (pod {} again, as root)", self.first),
+                e,
+            )
+        })?;
         self.placed().await
+    }
+
+    /// Deletes the pod now and waits until it is gone.
+    async fn delete_pod(&self) -> Result<(), SandboxError> {
+        let now = DeleteParams::default().grace_period(0);
+        match patiently(|| self.pods.delete(self.name(), &now)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name()), e)),
+        }
+        pod::wait_gone(&self.pods, self.name(), GONE_WITHIN).await
     }
 
     /// Waits until an exec works, up to [`EXEC_READY_WITHIN`]: the probe
@@ -243,7 +270,7 @@ impl KubeSandbox {
                         Err(e) => e.to_string(),
                     };
                     return Err(SandboxError::engine_says(
-                        format!("start pod {}", self.name),
+                        format!("start pod {}", self.name()),
                         format!(
                             "exec did not work within {}s after Ready: {why}",
                             EXEC_READY_WITHIN.as_secs()
@@ -270,14 +297,15 @@ impl RunProcess for KubeSandbox {
         let user = user.or_else(|| self.user());
         let stdin = stdin.map_or(Stdin::None, Stdin::Bytes);
         let spec = ExecSpec { argv, env, workdir, user, stdin, ..Default::default() };
-        exec::run(&self.pods, &self.name, spec, sink, out, err).await
+        exec::run(&self.pods, self.name(), spec, sink, out, err).await
     }
 }
 
 #[async_trait]
 impl Sandbox for KubeSandbox {
     fn id(&self) -> &str {
-        &self.name
+        // Its first pod's name, as recorded; its NetworkPolicy's name too.
+        &self.first
     }
 
     async fn start(&self) -> Result<(), SandboxError> {
@@ -292,7 +320,7 @@ impl Sandbox for KubeSandbox {
                     self.start_again_as_root().await?;
                     probe = self.wait_exec().await?;
                 }
-                probe.check(&self.name, self.user().as_deref())?;
+                probe.check(self.name(), self.user().as_deref())?;
                 self.parts.ready(self.as_pod()).await
             })
             .await
@@ -360,8 +388,8 @@ impl Sandbox for KubeSandbox {
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
         let params =
             AttachParams::default().container(CONTAINER).stdin(true).stdout(true).stderr(false);
-        let mut attached = self.pods.exec(&self.name, argv, &params).await.map_err(|e| {
-            SandboxError::engine(format!("start a relay exec in pod {}", self.name), e)
+        let mut attached = self.pods.exec(self.name(), argv, &params).await.map_err(|e| {
+            SandboxError::engine(format!("start a relay exec in pod {}", self.name()), e)
         })?;
         let input = attached.stdin().expect("stdin requested");
         let stdout = attached.stdout().expect("stdout requested");
@@ -396,15 +424,15 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn connect_port(&self, port: u16) -> Result<Option<PortStream>, SandboxError> {
-        let mut forwarder = self.pods.portforward(&self.name, &[port]).await.map_err(|e| {
-            SandboxError::engine(format!("forward port {port} of pod {}", self.name), e)
+        let mut forwarder = self.pods.portforward(self.name(), &[port]).await.map_err(|e| {
+            SandboxError::engine(format!("forward port {port} of pod {}", self.name()), e)
         })?;
         let stream = forwarder.take_stream(port).expect("the port asked for");
         Ok(Some(Box::pin(Forwarded { stream, forwarder })))
     }
 
     async fn state(&self) -> SandboxState {
-        let own = match self.pods.get_opt(&self.name).await {
+        let own = match self.pods.get_opt(self.name()).await {
             Ok(Some(pod)) => pod_state(&pod),
             Ok(None) => SandboxState::Gone,
             Err(_) => SandboxState::Unknown,
@@ -425,23 +453,23 @@ impl Sandbox for KubeSandbox {
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         let now = DeleteParams::default().grace_period(0);
-        match patiently(|| self.pods.delete(&self.name, &now)).await {
+        match patiently(|| self.pods.delete(self.name(), &now)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
+            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name()), e)),
         }
         let once = DeleteParams::default();
-        match patiently(|| self.policies.delete(&self.name, &once)).await {
+        match patiently(|| self.policies.delete(&self.first, &once)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
                 return Err(SandboxError::engine(
-                    format!("delete the NetworkPolicy of pod {}", self.name),
+                    format!("delete the NetworkPolicy of pod {}", self.name()),
                     e,
                 ));
             }
         }
-        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        pod::wait_gone(&self.pods, self.name(), GONE_WITHIN).await?;
         self.held.lock().expect("held lock").take();
         Ok(())
     }
@@ -560,8 +588,8 @@ impl KubeSandbox {
         let params = AttachParams::default().container(container).stdout(true).stderr(true);
         let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
         let mut attached =
-            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
-                SandboxError::engine(format!("start an exec in pod {}", self.name), e)
+            self.pods.exec(self.name(), spec.full_argv()?, &params).await.map_err(|e| {
+                SandboxError::engine(format!("start an exec in pod {}", self.name()), e)
             })?;
         let status = attached.take_status().expect("status taken once");
         let mut stdout = attached.stdout().expect("stdout requested");
@@ -595,7 +623,7 @@ impl KubeSandbox {
         });
         let io = async { io.await.map(|_| ()) };
         let status = exec::with_status(io, status).await?;
-        match exec::outcome(status, &self.name)? {
+        match exec::outcome(status, self.name())? {
             exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
             exec::Outcome::Exited(NO_SUCH_DIR) => {
                 Err(SandboxError::NotFound { path: path.to_string() })

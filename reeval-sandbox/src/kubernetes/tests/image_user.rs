@@ -64,7 +64,8 @@ async fn an_image_user_that_is_not_root_starts_the_pod_as_root_and_commands_as_i
     sandbox.start().await.unwrap();
     let pod = &pods_created(&api)[0];
     assert_eq!(pod["spec"]["containers"][0]["securityContext"]["runAsUser"], 0);
-    for cmd in [Command::new("id"), Command::new("id").user("0"), Command::new("id").user("1000:1000")]
+    for cmd in
+        [Command::new("id"), Command::new("id").user("0"), Command::new("id").user("1000:1000")]
     {
         sandbox.exec(ExecRequest::plain(&cmd, &[])).await.unwrap();
     }
@@ -98,7 +99,14 @@ async fn an_image_user_learned_at_start_starts_the_pod_again_as_root() {
     assert_eq!(pods.len(), 2, "{:?}", api.calls());
     assert!(pods[0]["spec"]["containers"][0]["securityContext"].get("runAsUser").is_none());
     assert_eq!(pods[1]["spec"]["containers"][0]["securityContext"]["runAsUser"], 0);
-    assert_eq!(pods[0]["metadata"]["name"], pods[1]["metadata"]["name"], "the same name");
+    // Under a new name (a kubelet may find the first, torn down, by its name), its
+    // label the same: the first pod's NetworkPolicy selects it.
+    let first = pods[0]["metadata"]["name"].as_str().unwrap();
+    assert_eq!(pods[1]["metadata"]["name"], format!("{first}-root"));
+    assert_eq!(pods[1]["metadata"]["labels"]["dev.reeval.pod"], first);
+    assert_eq!(sandbox.id(), first, "its id is the first pod's, as recorded");
+    let calls = api.calls();
+    assert!(calls.contains(&format!("DELETE /api/v1/namespaces/evals/pods/{first}")), "{calls:?}");
     sandbox.exec(ExecRequest::plain(&Command::new("id"), &[])).await.unwrap();
     assert_eq!(users_of_execs(&api), ["65534:65534"]);
 }
@@ -174,11 +182,19 @@ fn the_prologue_switches_to_the_user_it_names() {
     };
     // uids 4242 and 4343 have no entry on any machine these tests run on.
     assert_eq!(run(Some("4242")).1, "setpriv --reuid=4242 --regid=0 --clear-groups\n7|in\n");
-    assert_eq!(run(Some("4242:4343")).1, "setpriv --reuid=4242 --regid=4343 --clear-groups\n7|in\n");
+    assert_eq!(
+        run(Some("4242:4343")).1,
+        "setpriv --reuid=4242 --regid=4343 --clear-groups\n7|in\n"
+    );
     assert_eq!(run(Some("0")).1, "7|in\n");
     assert_eq!(run(None).1, "7|in\n");
     let (code, said) = run(Some("no-such-user-here"));
     assert_eq!(code, Some(46));
-    assert!(said.contains("failed to run as user no-such-user-here: the image's /etc/passwd has no such user"), "{said}");
+    assert!(
+        said.contains(
+            "failed to run as user no-such-user-here: the image's /etc/passwd has no such user"
+        ),
+        "{said}"
+    );
     std::fs::remove_dir_all(&bin).unwrap();
 }
