@@ -18,6 +18,7 @@
 //!   its prologue's user switch is `user_switch.sh`.
 //! - `user.rs`: an image whose own user is not root: the pod runs as root, commands as that user.
 //! - `sandbox.rs`: the `Sandbox` of one pod (exec, kill, files, port-forward, destroy).
+//!   Its start (`sandbox/start.rs`): room, Ready, a working exec, the image's user learned.
 //! - `preflight.rs`: the API answers, the namespace exists, RBAC allows what the backend does.
 //! - `gateway.rs`: the run's gateway pod, its Secret, and each attempt's gateway process and Service.
 //! - `registry.rs`: images reeval builds, pushed from the local Docker engine to `registry`.
