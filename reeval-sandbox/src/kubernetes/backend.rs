@@ -338,7 +338,7 @@ impl Backend for KubeBackend {
         .with_room(self.cluster.room(&manifest))
         .with_parts(Parts::of(spec))
         .through_gateway(gateway)
-        .as_user(super::user::of(spec));
+        .running_as(super::user::of(spec));
         if self.cluster.config.host_network
             && matches!(spec.network, NetworkSpec::PodGateway { .. })
         {

@@ -93,7 +93,7 @@ impl KubeSandbox {
     }
 
     /// Commands that name no user run as `user` (the image's, not root; its pod starts as root).
-    pub(super) fn as_user(self, user: Option<String>) -> Self {
+    pub(super) fn running_as(self, user: Option<String>) -> Self {
         *self.user.lock().expect("user lock") = user;
         self
     }
