@@ -9,7 +9,8 @@
 //!
 //! The exec API has no user, directory or environment of its own, so a small
 //! `sh` prologue sets them (`cd`, the environment, `setpriv` to the user a
-//! command names: the agent's, the image's own where it is not root). The environment travels on stdin, never in argv: the exec request's
+//! command names: the agent's, the image's own where it is not root). The
+//! environment travels on stdin, never in argv: the exec request's
 //! command is in the API server's request URL (and its logs), and argv is in
 //! `/proc/*/cmdline`, which any process in the pod can read, including one the
 //! agent left running. The prologue reads a length-delimited block of
