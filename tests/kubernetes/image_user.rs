@@ -79,9 +79,11 @@ async fn an_image_whose_user_is_not_root_runs_setup_and_checks_as_it_and_the_age
         .run(vec![eval(reeval::Image::from(pushed.as_str()))])
         .await
         .expect("preflight");
-    let r = &pulled.records[0];
-    assert_eq!(r.outcome, Outcome::Pass, "{:?} {:?}", r.message, r.phases);
+    let p = &pulled.records[0];
+    assert_eq!(p.outcome, Outcome::Pass, "{:?} {:?}", p.message, p.phases);
     no_pod_left(&pulled.run_id).await;
+    let container = |r: &Record| r.phases.iter().find(|p| p.phase == "container").cloned();
+    eprintln!("container phase, built: {:?}; pulled: {:?}", container(r), container(p));
 
     let docker = bollard::Docker::connect_with_local_defaults().unwrap();
     let local = pushed.trim_start_matches(&format!("{registry}/")).to_string();
