@@ -3,8 +3,9 @@
 //! the lifecycle tests the backend can honour, exec over the real v4 exec
 //! protocol, preflight's RBAC check with a user that has no role, the fault
 //! rows (`faults.rs`), the quickstart suite (`quickstart.rs`), a sandbox's
-//! services (`services.rs`) and a Harbor task with compose sidecars and a
-//! shared volume (`harbor.rs`).
+//! services (`services.rs`), a Harbor task with compose sidecars and a
+//! shared volume (`harbor.rs`), and an image whose own user is not root
+//! (`image_user.rs`).
 //!
 //! Skipped unless `REEVAL_TEST_KUBECONFIG` is set (`eval "$(scripts/kube.sh
 //! start)"`); `REEVAL_REQUIRE_KUBE=1` makes that a failure. `KUBECONFIG` must
@@ -16,6 +17,8 @@ mod common;
 mod faults;
 #[path = "kubernetes/harbor.rs"]
 mod harbor;
+#[path = "kubernetes/image_user.rs"]
+mod image_user;
 #[path = "kubernetes/load.rs"]
 mod load;
 #[path = "kubernetes/quickstart.rs"]

@@ -50,7 +50,7 @@ pub struct ImageFacts {
 pub(crate) const LABEL_IMAGE_USER: &str = "dev.reeval.image-user";
 
 /// Whether a user spec (`USER`'s value: `name`, `uid`, `uid:gid`) is root.
-fn is_root(user: &str) -> bool {
+pub(crate) fn is_root(user: &str) -> bool {
     matches!(user.split(':').next(), Some("0" | "root" | ""))
 }
 

@@ -337,7 +337,8 @@ impl Backend for KubeBackend {
         )
         .with_room(self.cluster.room(&manifest))
         .with_parts(Parts::of(spec))
-        .through_gateway(gateway);
+        .through_gateway(gateway)
+        .running_as(super::user::of(spec));
         if self.cluster.config.host_network
             && matches!(spec.network, NetworkSpec::PodGateway { .. })
         {

@@ -8,8 +8,9 @@
 //! works the same on v4 and v5.
 //!
 //! The exec API has no user, directory or environment of its own, so a small
-//! `sh` prologue sets them (`cd`, the environment, `setpriv` to the agent's
-//! uid). The environment travels on stdin, never in argv: the exec request's
+//! `sh` prologue sets them (`cd`, the environment, `setpriv` to the user a
+//! command names: the agent's, the image's own where it is not root). The
+//! environment travels on stdin, never in argv: the exec request's
 //! command is in the API server's request URL (and its logs), and argv is in
 //! `/proc/*/cmdline`, which any process in the pod can read, including one the
 //! agent left running. The prologue reads a length-delimited block of
@@ -36,6 +37,7 @@ use tokio::sync::mpsc;
 
 use super::names::CONTAINER;
 use crate::SandboxError;
+use crate::docker::is_root;
 use crate::exec::BoundedBuffer;
 
 /// Stdin goes to the pipe in pieces of this size (one huge frame has reset connections).
@@ -80,12 +82,32 @@ pub(super) const NO_SUCH_DIR: i64 = 44;
 /// block at the head of stdin (empty: none); `$3` the length of the
 /// command's stdin after it (empty: none, the command reads /dev/null as a
 /// Docker exec without attached stdin does; `-`: all the rest of stdin, a
-/// stream); the rest the command. GNU and busybox `head -c` read no byte past
-/// the count, so what follows the block is left for the command.
-const PROLOGUE: &str = r#"d=$1; e=$2; n=$3; shift 3
-if [ -n "$e" ]; then b=$(head -c "$e"; echo .) && eval "${b%.}" || { echo "failed to read the environment block" >&2; exit 45; }; unset b; fi
-if [ -n "$d" ]; then cd "$d" 2>/dev/null || { echo "failed to enter $d: no such directory" >&2; exit 44; }; fi
-case $n in '') exec "$@" </dev/null;; -) exec "$@";; *) head -c "$n" | "$@";; esac"#;
+/// stream); `$4` the user to run as (empty: the container's own, root); the
+/// rest the command. GNU and busybox `head -c` read no byte past the count,
+/// so what follows the block is left for the command. The block is `eval`ed
+/// last (what the prologue still needs then is in its arguments), so that no
+/// variable it sets changes the prologue's; those have names no one exports
+/// (`__r…`), so that the command's environment keeps the image's variables.
+///
+/// The user switch (`user_switch.sh`, in a subshell) resolves `$4` (`name`,
+/// `uid`, `name:group`, `uid:gid`) as Docker (runc) resolves an exec's user:
+/// a name through the image's `/etc/passwd` (its primary group, and its
+/// supplementary groups from `/etc/group` where no group is named), a uid
+/// without an entry with group 0, a group by name or number; then prints
+/// util-linux's `setpriv` options that become it. Builtins only, and
+/// `setpriv`: a user that cannot be switched to (not in the image, or no
+/// `setpriv` there) exits 46 with the reason.
+const PROLOGUE: &str = concat!(
+    r#"__rd=$1; __re=$2; __rn=$3; __ru=$4; shift 4
+if [ -n "$__re" ]; then __rb=$(head -c "$__re"; echo .) || { echo "failed to read the environment block" >&2; exit 45; }; fi
+if [ -n "$__rd" ]; then cd "$__rd" 2>/dev/null || { echo "failed to enter $__rd: no such directory" >&2; exit 44; }; fi
+if [ -n "$__ru" ]; then __rs=$("#,
+    include_str!("user_switch.sh"),
+    r#") || exit 46; set -- setpriv $__rs -- "$@"; fi
+set -- "$__rn" "$@"
+if [ -n "$__re" ]; then eval "unset __rb; ${__rb%.}" || { echo "failed to read the environment block" >&2; exit 45; }; fi
+case $1 in '') shift; exec "$@" </dev/null;; -) shift; exec "$@";; *) head -c "$1" | { shift; exec "$@"; };; esac"#
+);
 
 /// How the command's stdin is given.
 #[derive(Debug, Default, Clone, Copy)]
@@ -106,7 +128,9 @@ pub(super) struct ExecSpec<'a> {
     /// Sent on stdin ahead of the command's own (see the module's comment), never in argv.
     pub(super) env: Vec<(String, String)>,
     pub(super) workdir: Option<String>,
-    /// `uid` or `uid:gid`; `None` or root: the container's own user.
+    /// `name`, `uid`, `name:group` or `uid:gid` (see [`PROLOGUE`]); `None`
+    /// or root: the container's own user (root, or the image's where it is
+    /// not root and was not known when the pod was made).
     pub(super) user: Option<String>,
     pub(super) stdin: Stdin<'a>,
     /// The pod's container it runs in; `None`: the sandbox's.
@@ -122,7 +146,7 @@ impl ExecSpec<'_> {
         if self.plain {
             let bare = self.env.is_empty()
                 && self.workdir.is_none()
-                && self.user.as_deref().and_then(non_root).is_none()
+                && self.user.as_deref().is_none_or(is_root)
                 && matches!(self.stdin, Stdin::None);
             return match bare {
                 true => Ok(self.argv.clone()),
@@ -145,15 +169,7 @@ impl ExecSpec<'_> {
                 Stdin::Stream => "-".into(),
             },
         ];
-        if let Some((uid, gid)) = self.user.as_deref().and_then(non_root) {
-            argv.extend([
-                "setpriv".to_string(),
-                format!("--reuid={uid}"),
-                format!("--regid={gid}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ]);
-        }
+        argv.push(self.user.clone().filter(|u| !is_root(u)).unwrap_or_default());
         argv.extend(self.argv.iter().cloned());
         Ok(argv)
     }
@@ -190,12 +206,6 @@ fn is_name(k: &str) -> bool {
     let mut chars = k.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `(uid, gid)` of a user spec that is not root.
-fn non_root(user: &str) -> Option<(String, String)> {
-    let (uid, gid) = user.split_once(':').unwrap_or((user, user));
-    (uid != "0" && uid != "root").then(|| (uid.to_string(), gid.to_string()))
 }
 
 /// What a command's `Status` says.

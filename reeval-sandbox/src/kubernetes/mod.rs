@@ -14,8 +14,11 @@
 //! - `volumes.rs`: the sandbox's volumes as the pod's `emptyDir`s, filled from the first mounter's image.
 //! - `patience.rs`: calls that wait out an API server that refuses connections for a moment.
 //! - `room.rs`: a pod with no room on the cluster yet waits for it; one no node could ever fit is named.
-//! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`.
+//! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`;
+//!   its prologue's user switch is `user_switch.sh`.
+//! - `user.rs`: an image whose own user is not root: the pod runs as root, commands as that user.
 //! - `sandbox.rs`: the `Sandbox` of one pod (exec, kill, files, port-forward, destroy).
+//!   Its start (`sandbox/start.rs`): room, Ready, a working exec, the image's user learned.
 //! - `preflight.rs`: the API answers, the namespace exists, RBAC allows what the backend does.
 //! - `gateway.rs`: the run's gateway pod, its Secret, and each attempt's gateway process and Service.
 //! - `registry.rs`: images reeval builds, pushed from the local Docker engine to `registry`.
@@ -54,6 +57,8 @@ mod services;
 mod services_up;
 #[cfg(all(test, feature = "kubernetes"))]
 mod tests;
+#[cfg(feature = "kubernetes")]
+mod user;
 #[cfg(feature = "kubernetes")]
 mod volumes;
 

@@ -21,6 +21,7 @@ use super::patience::patiently;
 use super::room::{NoRoom, no_room};
 use super::services;
 use super::services_up::Parts;
+use super::user;
 use super::volumes::PodVolumes;
 use crate::KubernetesConfig;
 use crate::{LABEL_OWNER, NetworkSpec, SandboxError, SandboxSpec};
@@ -99,9 +100,11 @@ pub(super) fn manifest(
         }),
         working_dir: Some(spec.workdir.clone()),
         resources: Some(resources(&spec.limits, config)),
-        // Root inside, as on Docker: checks and setup run as root through exec; the
+        // Root inside, as on Docker: checks and setup run as root (or as the image's
+        // user, which `exec` switches to, the container itself root: `user.rs`); the
         // agent's commands switch to uid 1000 (see `exec`), and can never gain more.
         security_context: Some(SecurityContext {
+            run_as_user: user::of(spec).map(|_| 0),
             privileged: Some(false),
             allow_privilege_escalation: Some(false),
             capabilities: Some(Capabilities {

@@ -2,7 +2,7 @@
 //! over exec (as `kubectl cp` does; archives from the pod are parsed in
 //! memory, never unpacked on the host), port-forward, deletion.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,7 +16,6 @@ use super::exec::{self, ExecSpec, NO_SUCH_DIR, Stdin};
 use super::names::CONTAINER;
 use super::patience::patiently;
 use super::pod;
-use super::room::{self, NoRoom};
 use super::services_up::{Parts, PodSandbox};
 use crate::exec::{BoundedBuffer, ExecOutput};
 use crate::shell_exec::{self, PidFiles, Process, RunProcess};
@@ -24,8 +23,8 @@ use crate::{
     ExecRequest, ExecStream, PortStream, Sandbox, SandboxError, SandboxState, Signal, StdoutSink,
 };
 
-/// How long `exec true` may keep failing after Ready (exec can fail just after it).
-const EXEC_READY_WITHIN: Duration = Duration::from_secs(60);
+mod start;
+
 /// How long a deleted pod may take to be gone.
 const GONE_WITHIN: Duration = Duration::from_secs(60);
 
@@ -34,7 +33,12 @@ const GONE_WITHIN: Duration = Duration::from_secs(60);
 pub struct KubeSandbox {
     pods: Api<Pod>,
     policies: Api<NetworkPolicy>,
-    name: String,
+    /// Its first pod's name: its id, its NetworkPolicy's name, the pod label the policy selects.
+    first: String,
+    /// The name of the pod made again as root under a new name, where the
+    /// image's user was learned at start: a kubelet finds an exec's pod by
+    /// name, and may find the first, still being torn down, for a while.
+    again: std::sync::OnceLock<String>,
     ready_within: Duration,
     pids: PidFiles,
     /// Set once the pod is Ready and exec works (files may go in before the attempt starts it).
@@ -49,6 +53,10 @@ pub struct KubeSandbox {
     gateway: Option<String>,
     /// Its pod's other containers: its services, its volumes' copies (`services_up.rs`).
     parts: Parts,
+    /// The image's own user where it is not root (the container runs as root,
+    /// `user.rs`): what a command that names no user runs as. Learned at
+    /// start where the image's user was not known.
+    user: std::sync::Mutex<Option<String>>,
 }
 
 /// What a pod needs to wait for room: its manifest, to create it again once
@@ -70,7 +78,8 @@ impl KubeSandbox {
         Self {
             pods,
             policies,
-            name,
+            first: name,
+            again: std::sync::OnceLock::new(),
             ready_within,
             pids: PidFiles::default(),
             started: tokio::sync::OnceCell::new(),
@@ -79,7 +88,19 @@ impl KubeSandbox {
             note: std::sync::Mutex::new(None),
             gateway: None,
             parts: Parts::default(),
+            user: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Commands that name no user run as `user` (the image's, not root; its pod starts as root).
+    pub(super) fn running_as(self, user: Option<String>) -> Self {
+        *self.user.lock().expect("user lock") = user;
+        self
+    }
+
+    /// What a command that names no user runs as; `None`: the container's own user.
+    fn user(&self) -> Option<String> {
+        self.user.lock().expect("user lock").clone()
     }
 
     /// Its pod's containers besides the sandbox's (see `services_up.rs`).
@@ -105,9 +126,9 @@ impl KubeSandbox {
         *self.held.get_mut().expect("held lock") = Some(permit);
     }
 
-    /// The pod's name.
+    /// The pod's name: its first, or the one it was made again under (`start_again_as_root`).
     pub(super) fn name(&self) -> &str {
-        &self.name
+        self.again.get().unwrap_or(&self.first)
     }
 
     /// The pods API of its namespace.
@@ -120,24 +141,6 @@ impl KubeSandbox {
         self.pids.next()
     }
 
-    /// A root command with no output kept but stderr, for housekeeping.
-    async fn root(
-        &self,
-        argv: Vec<String>,
-        stdin: Option<&[u8]>,
-    ) -> Result<(i64, String), SandboxError> {
-        let mut err = BoundedBuffer::new(4096);
-        let code = self
-            .run_process(
-                Process { argv, stdin, ..Default::default() },
-                None,
-                &mut BoundedBuffer::new(0),
-                &mut err,
-            )
-            .await?;
-        Ok((code, err.into_string()))
-    }
-
     /// Signals the process trees of the pid files matching `pid_files` (a path or a glob).
     pub(super) async fn kill_matching(
         &self,
@@ -145,90 +148,6 @@ impl KubeSandbox {
         signal: Signal,
     ) -> Result<(), SandboxError> {
         shell_exec::kill_matching(self, pid_files, signal).await
-    }
-
-    /// Waits until the pod is Ready, waiting for room on the cluster as long
-    /// as its [`Room`] allows: a pod its node refused for resources is deleted
-    /// and created again (same name, so its NetworkPolicy still selects it),
-    /// an unschedulable one is left to the scheduler. A request no node could
-    /// ever fit fails at once.
-    async fn placed(&self) -> Result<(), SandboxError> {
-        let began = Instant::now();
-        let mut first: Option<NoRoom> = None;
-        let mut pause = Duration::from_millis(500);
-        loop {
-            let why = match pod::wait_ready(&self.pods, &self.name, self.ready_within, &self.parts)
-                .await?
-            {
-                pod::Waited::Ready => break,
-                pod::Waited::NoRoom(why) => why,
-            };
-            let Some(room) = &self.room else {
-                return Err(SandboxError::NoRoom { message: why.says().to_string() });
-            };
-            if first.is_none() {
-                if let Some(e) = room::never_fits(&room.nodes, &room.manifest).await {
-                    return Err(e);
-                }
-                first = Some(why.clone());
-            }
-            if began.elapsed() > room.within {
-                return Err(room::timed_out(&room.manifest, room.within, &why));
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(4));
-            if let NoRoom::Refused(_) = why {
-                self.create_again(&room.manifest).await?;
-            }
-        }
-        if let Some(why) = first {
-            *self.note.lock().expect("note lock") = Some(format!(
-                "waited {:.1}s for room on the cluster ({})",
-                began.elapsed().as_secs_f64(),
-                why.says()
-            ));
-        }
-        Ok(())
-    }
-
-    /// Deletes the refused pod and creates it again from `manifest`.
-    async fn create_again(&self, manifest: &Pod) -> Result<(), SandboxError> {
-        let now = DeleteParams::default().grace_period(0);
-        match patiently(|| self.pods.delete(&self.name, &now)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
-        }
-        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
-        let post = kube::api::PostParams::default();
-        patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
-            SandboxError::engine(format!("create pod {} again (it waits for room)", self.name), e)
-        })?;
-        Ok(())
-    }
-
-    /// Waits until `exec true` works, up to [`EXEC_READY_WITHIN`].
-    async fn wait_exec(&self) -> Result<(), SandboxError> {
-        let began = Instant::now();
-        loop {
-            match self.root(vec!["true".into()], None).await {
-                Ok((0, _)) => return Ok(()),
-                result if began.elapsed() > EXEC_READY_WITHIN => {
-                    let why = match result {
-                        Ok((code, err)) => format!("`true` exited {code}: {err}"),
-                        Err(e) => e.to_string(),
-                    };
-                    return Err(SandboxError::engine_says(
-                        format!("start pod {}", self.name),
-                        format!(
-                            "exec did not work within {}s after Ready: {why}",
-                            EXEC_READY_WITHIN.as_secs()
-                        ),
-                    ));
-                }
-                _ => tokio::time::sleep(Duration::from_millis(500)).await,
-            }
-        }
     }
 }
 
@@ -242,24 +161,26 @@ impl RunProcess for KubeSandbox {
         err: &mut BoundedBuffer,
     ) -> Result<i64, SandboxError> {
         let Process { argv, env, workdir, user, stdin } = process;
+        // A command that names no user runs as the image's (the container is root).
+        let user = user.or_else(|| self.user());
         let stdin = stdin.map_or(Stdin::None, Stdin::Bytes);
         let spec = ExecSpec { argv, env, workdir, user, stdin, ..Default::default() };
-        exec::run(&self.pods, &self.name, spec, sink, out, err).await
+        exec::run(&self.pods, self.name(), spec, sink, out, err).await
     }
 }
 
 #[async_trait]
 impl Sandbox for KubeSandbox {
     fn id(&self) -> &str {
-        &self.name
+        // Its first pod's name, as recorded; its NetworkPolicy's name too.
+        &self.first
     }
 
     async fn start(&self) -> Result<(), SandboxError> {
         // The pod was created (and so started) by `create`: wait until it can be used.
         self.started
             .get_or_try_init(|| async {
-                self.placed().await?;
-                self.wait_exec().await?;
+                self.start_pod().await?;
                 self.parts.ready(self.as_pod()).await
             })
             .await
@@ -296,6 +217,7 @@ impl Sandbox for KubeSandbox {
         let process = Process {
             argv,
             workdir: Some(dir.to_string()),
+            user: Some("0".into()),
             stdin: Some(&tar),
             ..Default::default()
         };
@@ -326,8 +248,8 @@ impl Sandbox for KubeSandbox {
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
         let params =
             AttachParams::default().container(CONTAINER).stdin(true).stdout(true).stderr(false);
-        let mut attached = self.pods.exec(&self.name, argv, &params).await.map_err(|e| {
-            SandboxError::engine(format!("start a relay exec in pod {}", self.name), e)
+        let mut attached = self.pods.exec(self.name(), argv, &params).await.map_err(|e| {
+            SandboxError::engine(format!("start a relay exec in pod {}", self.name()), e)
         })?;
         let input = attached.stdin().expect("stdin requested");
         let stdout = attached.stdout().expect("stdout requested");
@@ -362,15 +284,15 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn connect_port(&self, port: u16) -> Result<Option<PortStream>, SandboxError> {
-        let mut forwarder = self.pods.portforward(&self.name, &[port]).await.map_err(|e| {
-            SandboxError::engine(format!("forward port {port} of pod {}", self.name), e)
+        let mut forwarder = self.pods.portforward(self.name(), &[port]).await.map_err(|e| {
+            SandboxError::engine(format!("forward port {port} of pod {}", self.name()), e)
         })?;
         let stream = forwarder.take_stream(port).expect("the port asked for");
         Ok(Some(Box::pin(Forwarded { stream, forwarder })))
     }
 
     async fn state(&self) -> SandboxState {
-        let own = match self.pods.get_opt(&self.name).await {
+        let own = match self.pods.get_opt(self.name()).await {
             Ok(Some(pod)) => pod_state(&pod),
             Ok(None) => SandboxState::Gone,
             Err(_) => SandboxState::Unknown,
@@ -391,23 +313,23 @@ impl Sandbox for KubeSandbox {
 
     async fn destroy(&self) -> Result<(), SandboxError> {
         let now = DeleteParams::default().grace_period(0);
-        match patiently(|| self.pods.delete(&self.name, &now)).await {
+        match patiently(|| self.pods.delete(self.name(), &now)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name), e)),
+            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name()), e)),
         }
         let once = DeleteParams::default();
-        match patiently(|| self.policies.delete(&self.name, &once)).await {
+        match patiently(|| self.policies.delete(&self.first, &once)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
                 return Err(SandboxError::engine(
-                    format!("delete the NetworkPolicy of pod {}", self.name),
+                    format!("delete the NetworkPolicy of pod {}", self.name()),
                     e,
                 ));
             }
         }
-        pod::wait_gone(&self.pods, &self.name, GONE_WITHIN).await?;
+        pod::wait_gone(&self.pods, self.name(), GONE_WITHIN).await?;
         self.held.lock().expect("held lock").take();
         Ok(())
     }
@@ -526,8 +448,8 @@ impl KubeSandbox {
         let params = AttachParams::default().container(container).stdout(true).stderr(true);
         let spec = ExecSpec { argv, workdir: Some(parent.to_string()), ..Default::default() };
         let mut attached =
-            self.pods.exec(&self.name, spec.full_argv()?, &params).await.map_err(|e| {
-                SandboxError::engine(format!("start an exec in pod {}", self.name), e)
+            self.pods.exec(self.name(), spec.full_argv()?, &params).await.map_err(|e| {
+                SandboxError::engine(format!("start an exec in pod {}", self.name()), e)
             })?;
         let status = attached.take_status().expect("status taken once");
         let mut stdout = attached.stdout().expect("stdout requested");
@@ -561,7 +483,7 @@ impl KubeSandbox {
         });
         let io = async { io.await.map(|_| ()) };
         let status = exec::with_status(io, status).await?;
-        match exec::outcome(status, &self.name)? {
+        match exec::outcome(status, self.name())? {
             exec::Outcome::Exited(0) => Ok(Bytes::from(bytes)),
             exec::Outcome::Exited(NO_SUCH_DIR) => {
                 Err(SandboxError::NotFound { path: path.to_string() })

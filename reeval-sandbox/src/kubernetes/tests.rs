@@ -26,6 +26,7 @@ use crate::{ExecRequest, Limits, SandboxSpec, archive};
 
 mod exec_session;
 mod gateway_pod;
+mod image_user;
 mod pod_shape;
 mod preflight_checks;
 mod room;
@@ -55,6 +56,11 @@ struct Session {
     stderr: Vec<u8>,
     /// The `Status` sent on channel 3; `None`: the socket closes without one.
     status: Option<Value>,
+}
+
+/// Whether an exec is the start's probe of the container's user (`user.rs`).
+fn is_probe(r: &Seen) -> bool {
+    r.argv.iter().any(|a| a == super::user::PROBE)
 }
 
 fn exited(code: i64) -> Option<Value> {

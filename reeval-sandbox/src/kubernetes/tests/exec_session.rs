@@ -37,11 +37,7 @@ async fn exec_gives_both_streams_and_the_exit_code_from_the_status() {
             "/workspace",
             "14", // `export 'CI=1'` and a newline
             "",
-            "setpriv",
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "--",
+            "1000:1000", // the prologue switches to it (see `image_user.rs`)
             "sh",
             "-c",
             "echo out; echo err >&2; exit 3"
@@ -194,12 +190,13 @@ async fn files_go_in_and_out_as_tar_over_exec() {
     sandbox.upload("/workspace", file.clone()).await.unwrap();
     let down = sandbox.download("/workspace/greet.py", 1 << 20).await.unwrap();
     assert_eq!(archive::single_file(&down, "greet.py").unwrap(), b"def greet(): pass\n");
-    // The first upload waits until the pod works (`exec true`): files may go in before start.
+    // The first upload waits until the pod works (its probe): files may go in before start.
     let execs: Vec<Seen> = api.seen().into_iter().filter(|s| s.target.contains("/exec?")).collect();
-    assert_eq!(execs[0].argv.last().map(String::as_str), Some("true"));
+    assert!(is_probe(&execs[0]), "{:?}", execs[0].argv);
     let execs = &execs[1..];
     assert_eq!(execs[0].argv[4], "/workspace", "unpacked in the directory");
-    assert_eq!(execs[0].argv[7..], ["tar", "-x", "-f", "-", "--no-overwrite-dir"]);
+    // As root (no user to switch to), so that tar keeps the archive's owners.
+    assert_eq!(execs[0].argv[7..], ["", "tar", "-x", "-f", "-", "--no-overwrite-dir"]);
     assert_eq!(execs[1].argv[4], "/workspace", "packed from the parent");
     assert_eq!(execs[1].argv.last().unwrap(), "greet.py");
     // Over the limit: an archive error, not a truncated archive.
@@ -212,7 +209,7 @@ async fn files_go_in_and_out_as_tar_over_exec() {
 #[tokio::test]
 async fn an_exec_whose_connection_breaks_is_an_infra_error_not_a_wait() {
     let api = FakeApi::start(cluster(|r| {
-        if r.argv.iter().any(|a| a == "true") {
+        if is_probe(r) {
             return Session { stdout: vec![], stderr: vec![], status: exited(0) };
         }
         Session { stdout: b"partial".to_vec(), stderr: vec![], status: Some(broken()) }
