@@ -185,14 +185,21 @@ async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
         }
         let mut script = cli.to_string();
         if user {
-            args.extend(["-e", "HOME=/tmp/agent", "-e", "CLAUDE_CONFIG_DIR=/tmp/agent/.claude"].map(String::from));
+            args.extend(
+                ["-e", "HOME=/tmp/agent", "-e", "CLAUDE_CONFIG_DIR=/tmp/agent/.claude"]
+                    .map(String::from),
+            );
             script = format!("{agent_home}{script}");
             if !exec {
                 args.extend(["--user".into(), "1000:1000".into()]);
             }
         }
         if !exec {
-            args.extend(["-v".into(), format!("{}:/probe-ca.pem:ro", ca.display()), image.to_string()]);
+            args.extend([
+                "-v".into(),
+                format!("{}:/probe-ca.pem:ro", ca.display()),
+                image.to_string(),
+            ]);
         } else {
             args.push("probe-target".into());
         }
@@ -219,7 +226,9 @@ async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
             }
             let took = probed(args).await;
             if exec {
-                let _ = std::process::Command::new("docker").args(["rm", "-f", "probe-target"]).output();
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", "probe-target"])
+                    .output();
             }
             if round > 0 {
                 each[i].push(took); // the first round warms
@@ -228,8 +237,15 @@ async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
     }
     println!("probe, claude-code, {n} per variant (medians, ms):");
     for ((name, _), runs) in variants.iter().zip(each) {
-        let med = |k: usize| median(runs.iter().map(|r| Duration::from_millis(r[k])).collect()).as_millis();
-        println!("  {name:<24} launch->cli {:>4}  cli->request {:>4}  request->end {:>4}", med(0), med(1), med(2));
+        let med = |k: usize| {
+            median(runs.iter().map(|r| Duration::from_millis(r[k])).collect()).as_millis()
+        };
+        println!(
+            "  {name:<24} launch->cli {:>4}  cli->request {:>4}  request->end {:>4}",
+            med(0),
+            med(1),
+            med(2)
+        );
     }
 }
 

@@ -20,13 +20,15 @@ fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
     let out = std::process::Command::new("docker")
         .args(["events", "--since", &since.to_string(), "--until", &until.to_string()])
         .args(["--filter", &format!("label=dev.reeval.run={run_id}")])
-        .args(["--filter", "event=exec_create", "--format", "{{.Action}}"])
+        // One line per event: a command's script may hold newlines.
+        .args(["--filter", "event=exec_create", "--format", "{{json .Action}}"])
         .output()
         .expect("docker events");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| l.strip_prefix("exec_create: ").unwrap_or(l).to_string())
+        .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
+        .map(|l| l.strip_prefix("exec_create: ").unwrap_or(&l).to_string())
         .collect()
 }
 
@@ -78,8 +80,8 @@ async fn one_exec_prepares_the_agent_user_and_answers_the_first_listing() {
     );
 
     let execs = execs_of_run(&report.run_id, since);
-    // The turn's exec runs the agent's command under its pid file.
-    let turn = execs.iter().position(|e| e.contains("reeval-pids")).expect("the turn's exec");
+    // The turn's exec: the shell harness runs the agent's command.
+    let turn = execs.iter().position(|e| e.contains("owners.txt")).expect("the turn's exec");
     let before: Vec<&String> = execs[..turn].iter().filter(|e| !e.contains("git init")).collect();
     assert_eq!(before.len(), 1, "one exec before the turn (the setup's apart): {execs:#?}");
     assert!(

@@ -132,7 +132,10 @@ mod tests {
     async fn the_end_line_is_found_across_chunks_and_what_follows_is_kept() {
         let mut s = stream_of(&[b"git-repo", b"sitory\n\nreeval-prep", b"ared ab 0\nHELPER"]);
         let (output, status, rest) = read_end(&mut s, "ab").await.expect("an end");
-        assert_eq!((output.as_str(), status, rest.as_slice()), ("git-repository\n", 0, &b"HELPER"[..]));
+        assert_eq!(
+            (output.as_str(), status, rest.as_slice()),
+            ("git-repository\n", 0, &b"HELPER"[..])
+        );
         // Another nonce's line is output, not the end.
         let mut s = stream_of(&[b"\nreeval-prepared zz 0\n", b"\nreeval-prepared ab 3\n"]);
         let (output, status, rest) = read_end(&mut s, "ab").await.expect("an end");
