@@ -12,6 +12,12 @@
 //! 2. a reeval attempt of an eval that sends one prompt: sandbox, gateway with
 //!    the key brokered, TLS to the server, harness session setup, the turn,
 //!    diff and teardown, timed from the attempt's start to its record.
+//!
+//! `REEVAL_BENCH_PROBE=1` then runs Claude Code directly in variants that
+//! take one of reeval's conditions at a time (its sandbox's environment, the
+//! agent user and its config home, `docker exec` into a running container),
+//! and prints for each when the CLI started (inside the container) and when
+//! its model request reached the server, after the launch.
 
 #[path = "../tests/model_server/mod.rs"]
 mod model_server;
@@ -33,7 +39,11 @@ use reeval::{Eval, Outcome, RunConfig, Runner};
 
 const CODEX_MODEL: &str = "gpt-5.5";
 
+/// When each model request reached a server (for the probe).
+static ARRIVED: std::sync::Mutex<Vec<std::time::SystemTime>> = std::sync::Mutex::new(Vec::new());
+
 fn hello(_: usize, req: &Recorded) -> Answer {
+    ARRIVED.lock().unwrap().push(std::time::SystemTime::now());
     let billed = Billed { input: 10, output: 2, ..Billed::default() };
     if req.path.contains("messages") {
         anthropic::message("msg_1", &[anthropic::text("Hello.")], billed)
@@ -119,6 +129,124 @@ async fn under_reeval(
         end = end.max(p.start_ms + p.duration_ms);
     }
     (Duration::from_millis(r.timings.total_ms), phases)
+}
+
+/// One direct run of the probe: ms from the launch to the CLI's start in the
+/// container, from that start to the model request's arrival, and from then to the end.
+async fn probed(args: &[String]) -> [u64; 3] {
+    ARRIVED.lock().unwrap().clear();
+    let launched = std::time::SystemTime::now();
+    let out = tokio::process::Command::new("docker")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("docker");
+    let ended = std::time::SystemTime::now();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("Hello."), "probe failed: {stdout}");
+    let started: u128 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("cli-start "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the start line");
+    let started = std::time::UNIX_EPOCH + Duration::from_nanos(started as u64);
+    let arrived = *ARRIVED.lock().unwrap().first().expect("a request");
+    let ms = |a: std::time::SystemTime, b: std::time::SystemTime| {
+        b.duration_since(a).unwrap_or_default().as_millis() as u64
+    };
+    [ms(launched, started), ms(started, arrived), ms(arrived, ended)]
+}
+
+/// Claude Code directly, one of reeval's conditions at a time (see the module's note).
+async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
+    let cli = "echo cli-start $(date +%s%N); echo 'Say hello.' | claude --print --output-format stream-json --verbose --permission-mode bypassPermissions --model sonnet";
+    let env = [
+        ("ANTHROPIC_API_KEY", "sk-ant-bench".to_string()),
+        ("ANTHROPIC_BASE_URL", url.to_string()),
+        ("IS_SANDBOX", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+    ];
+    let mut sandbox_env: Vec<(&str, String)> =
+        reeval_gateway::relay::sandbox_env().into_iter().map(|(k, v)| (k, v.to_string())).collect();
+    sandbox_env.retain(|(k, _)| *k != "NODE_EXTRA_CA_CERTS");
+    sandbox_env.push(("NODE_EXTRA_CA_CERTS", "/probe-ca.pem".into()));
+    let agent_home = "mkdir -p /tmp/agent/.claude && echo '{\"hasCompletedOnboarding\":true,\"mcpServers\":{}}' > /tmp/agent/.claude/.claude.json; ";
+    let variant = |extra: &[(&str, String)], user: bool, exec: bool| {
+        let mut args: Vec<String> = if exec {
+            ["exec", "-w", "/workspace"].map(String::from).to_vec()
+        } else {
+            ["run", "--rm", "--network", "host", "-w", "/workspace"].map(String::from).to_vec()
+        };
+        for (k, v) in env.iter().chain(extra) {
+            args.extend(["-e".into(), format!("{k}={v}")]);
+        }
+        let mut script = cli.to_string();
+        if user {
+            args.extend(
+                ["-e", "HOME=/tmp/agent", "-e", "CLAUDE_CONFIG_DIR=/tmp/agent/.claude"]
+                    .map(String::from),
+            );
+            script = format!("{agent_home}{script}");
+            if !exec {
+                args.extend(["--user".into(), "1000:1000".into()]);
+            }
+        }
+        if !exec {
+            args.extend([
+                "-v".into(),
+                format!("{}:/probe-ca.pem:ro", ca.display()),
+                image.to_string(),
+            ]);
+        } else {
+            args.push("probe-target".into());
+        }
+        args.extend(["sh".into(), "-c".into(), script]);
+        args
+    };
+    let variants = [
+        ("direct", variant(&[], false, false)),
+        ("+ sandbox env", variant(&sandbox_env, false, false)),
+        ("+ agent user and home", variant(&[], true, false)),
+        ("docker exec", variant(&[], false, true)),
+    ];
+    let mut each: Vec<Vec<[u64; 3]>> = vec![Vec::new(); variants.len()];
+    for round in 0..=n {
+        for (i, (_, args)) in variants.iter().enumerate() {
+            let exec = args[0] == "exec";
+            if exec {
+                let up = std::process::Command::new("docker")
+                    .args(["run", "-d", "--rm", "--name", "probe-target", "--network", "host"])
+                    .args(["-w", "/workspace", image, "sleep", "120"])
+                    .output()
+                    .expect("docker run -d");
+                assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+            }
+            let took = probed(args).await;
+            if exec {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", "probe-target"])
+                    .output();
+            }
+            if round > 0 {
+                each[i].push(took); // the first round warms
+            }
+        }
+    }
+    println!("probe, claude-code, {n} per variant (medians, ms):");
+    for ((name, _), runs) in variants.iter().zip(each) {
+        let med = |k: usize| {
+            median(runs.iter().map(|r| Duration::from_millis(r[k])).collect()).as_millis()
+        };
+        println!(
+            "  {name:<24} launch->cli {:>4}  cli->request {:>4}  request->end {:>4}",
+            med(0),
+            med(1),
+            med(2)
+        );
+    }
 }
 
 #[tokio::main]
@@ -228,6 +356,13 @@ async fn main() {
         ],
     );
 
+    if std::env::var_os("REEVAL_BENCH_PROBE").is_some() {
+        let ca = dir.join("probe-ca.pem");
+        std::fs::write(&ca, &pki.ca_pem).expect("ca");
+        probe(&claude_image, &plain.url, &ca, n).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     for (name, harness, image, argv) in [
         ("claude-code", "claude-code:sonnet".to_string(), &claude_image, &claude_direct),
         ("codex", format!("codex:{CODEX_MODEL}"), &codex_image, &codex_direct),

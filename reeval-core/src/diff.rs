@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use similar::TextDiff;
 
-use crate::exec::ExecOutput;
 use crate::sandbox::archive::Entry;
 use crate::sandbox::{SandboxError, SandboxHandle};
 
@@ -27,6 +26,7 @@ pub use reeval_record::diff::{Change, Diff, FILE_LIMIT, FileChange, FileKind, PA
 
 mod helper;
 mod mounted;
+mod prepared;
 
 pub(crate) use mounted::{HostHelper, MOUNTED_AT as HELPER_MOUNTED_AT};
 
@@ -60,6 +60,11 @@ pub struct Snapshot {
     listing: Option<String>,
     /// The helper session that can compare with it, once one was started.
     session: helper::Shared,
+}
+
+/// A fresh listing id.
+fn next_listing() -> String {
+    format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed))
 }
 
 fn is_git_internal(path: &str) -> bool {
@@ -116,7 +121,7 @@ impl Snapshot {
     /// outside it); a cancelled refresh ends the helper session, and later
     /// refreshes use one exec each.
     pub async fn refresh(&self, sandbox: &SandboxHandle) -> Result<Self, SandboxError> {
-        let id = format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed));
+        let id = next_listing();
         let since = self.listing.as_deref();
         if let Some(session) = &self.session.0
             && let Some(answer) = session.ask(since, &id).await
@@ -147,8 +152,8 @@ impl Snapshot {
     /// Reads the workspace as [`Snapshot::take`] does, after `prelude` (a
     /// shell script run as root in the workspace) in the same exec: a start
     /// that prepares the sandbox just before its first snapshot saves an
-    /// exec. The snapshot, `None` when the prelude failed, and the exec's
-    /// output, whose stderr holds the prelude's output.
+    /// exec. The snapshot, `None` when the prelude failed, and the prelude's
+    /// output (the exec's stderr).
     ///
     /// # Errors
     /// [`SandboxError`] when the engine fails or the workspace cannot be read.
@@ -158,25 +163,28 @@ impl Snapshot {
     pub(crate) async fn take_after(
         sandbox: &SandboxHandle,
         prelude: &str,
-    ) -> Result<(Option<Self>, ExecOutput), SandboxError> {
-        let id = format!("{}-{}", std::process::id(), NEXT_LISTING.fetch_add(1, Ordering::Relaxed));
+    ) -> Result<(Option<Self>, String), SandboxError> {
+        let id = next_listing();
         let (out, answer) =
             helper::run(sandbox, None, &id, true, Some(prelude), FILE_LIMIT, SNAPSHOT_LIMIT)
                 .await?;
         if out.exit_code == helper::PRELUDE_FAILED {
-            return Ok((None, out));
+            return Ok((None, out.stderr));
         }
         let snapshot = match (out.exit_code == 0).then(|| helper::parse(&answer)).flatten() {
             Some(parsed) => Self::default().apply(parsed, id, helper::Shared::default()),
             None => Self::download(sandbox).await?,
         };
-        Ok((Some(snapshot), out))
+        Ok((Some(snapshot), out.stderr))
     }
 
-    /// [`Snapshot::take_after`], with the helper's session started beside
-    /// its exec (waiting for the helper that exec puts in place): the
-    /// snapshot carries the session, so the next refresh (a turn's diff)
-    /// asks it, and no exec starts beside the turn.
+    /// [`Snapshot::take_after`], and the helper's session for the next
+    /// refresh (a turn's diff), so no exec starts beside the turn. Where the
+    /// helper is mounted, the session's own exec runs the prelude, then
+    /// serves, and the listing is asked of it: one exec (`diff/prepared.rs`;
+    /// where the prelude does not succeed there, it runs as below). Elsewhere
+    /// the session starts beside the exec, waiting for the helper that exec
+    /// puts in place.
     ///
     /// # Errors
     /// As [`Snapshot::take_after`].
@@ -187,16 +195,35 @@ impl Snapshot {
     pub(crate) async fn take_after_with_session(
         sandbox: &SandboxHandle,
         prelude: &str,
-    ) -> Result<(Option<Self>, ExecOutput), SandboxError> {
+    ) -> Result<(Option<Self>, String), SandboxError> {
+        if let prepared::Prepared::Ready { output, session } =
+            prepared::start(sandbox, prelude, FILE_LIMIT, SNAPSHOT_LIMIT).await
+        {
+            let id = next_listing();
+            let asked = session.ask(None, &id).await;
+            let snapshot = match asked.as_deref().and_then(helper::parse) {
+                Some(parsed) => {
+                    Self::default().apply(parsed, id, helper::Shared(Some(session))).with_listed()
+                }
+                // The session failed (it is not asked again): one exec, as a refresh does.
+                None => Self::take(sandbox).await?,
+            };
+            return Ok((Some(snapshot), output));
+        }
         let session = helper::Session::start_beside_install(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT);
         let (taken, session) = tokio::join!(Self::take_after(sandbox, prelude), session);
         let (snapshot, out) = taken?;
-        // Only a listing the helper made can be asked about; else the session is of no use.
-        let snapshot = snapshot.map(|s| match s.listing.is_some() {
-            true => Self { session: helper::Shared(Some(session)), ..s },
-            false => s,
-        });
-        Ok((snapshot, out))
+        let snapshot = snapshot.map(|s| Self { session: helper::Shared(Some(session)), ..s });
+        Ok((snapshot.map(Self::with_listed), out))
+    }
+
+    /// `self`, without its session when it has no listing: only a listing
+    /// the helper made can be asked about.
+    fn with_listed(self) -> Self {
+        match self.listing.is_some() {
+            true => self,
+            false => Self { session: helper::Shared::default(), ..self },
+        }
     }
 
     /// This snapshot, with the helper's session started when it has a

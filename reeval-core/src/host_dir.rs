@@ -20,7 +20,8 @@ pub(crate) fn write_executable(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
 }
 
-fn random_suffix() -> u64 {
+/// A random number (the hasher's random keys and the time): unguessable names.
+pub(crate) fn random_suffix() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

@@ -4,7 +4,9 @@
 //! embedded here).
 //!
 //! A sandbox of a local engine has it mounted read-only from this host
-//! (`mounted.rs`, [`SandboxHandle::helpers_dir`]) and runs it from there.
+//! (`mounted.rs`, [`SandboxHandle::helpers_dir`]) and runs it from there; a
+//! snapshot followed by a turn asks its first listing of a session whose
+//! exec first prepares the agent user (`prepared.rs`).
 //! Elsewhere a sandbox gets it with its first listing: that exec carries the
 //! binary on stdin and a short script puts it in [`HELPER_DIR`] (root's own,
 //! mode 700) before running it, so a trivial attempt, which lists its
@@ -60,7 +62,7 @@ pub(super) fn helper_name() -> &'static str {
 
 /// The helper's path in `sandbox`: in its read-only mount of reeval's
 /// helpers (`mounted.rs`), else where an install puts it.
-fn path_in(sandbox: &SandboxHandle) -> String {
+pub(super) fn path_in(sandbox: &SandboxHandle) -> String {
     match sandbox.helpers_dir() {
         Some(dir) => format!("{dir}/{}", *HELPER_NAME),
         None => HELPER_PATH.clone(),
@@ -209,6 +211,11 @@ impl Session {
         ];
         let stream = sandbox.sandbox().open_stream(argv).await.ok();
         Arc::new(Session { stream: tokio::sync::Mutex::new(stream) })
+    }
+
+    /// A session over `stream`, a helper already serving there (`prepared.rs`).
+    pub(super) fn from_stream(stream: ExecStream) -> Arc<Self> {
+        Arc::new(Session { stream: tokio::sync::Mutex::new(Some(stream)) })
     }
 
     /// [`Session::start`] beside the exec that installs the helper (the

@@ -33,20 +33,22 @@ pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
 /// [`prepare_agent_user`], then the workspace read, in one exec (the
 /// helper's install runs the preparation first). Whether the workspace is a
 /// git repository, and the snapshot. With `session` (a turn follows), the
-/// diff helper's session starts beside that exec, so none starts beside the turn.
+/// diff helper's session is started for the turn's diff: where the helper is
+/// mounted, that session's exec is the one that prepares and lists; elsewhere
+/// it starts beside the exec. Either way none starts beside the turn.
 pub(crate) async fn prepare_agent_user_and_take(
     handle: &SandboxHandle,
     session: bool,
 ) -> Result<(bool, Snapshot)> {
     let script = agent_user_script();
-    let (snapshot, out) = match session {
+    let (snapshot, said) = match session {
         true => Snapshot::take_after_with_session(handle, &script).await?,
         false => Snapshot::take_after(handle, &script).await?,
     };
     let Some(snapshot) = snapshot else {
-        return Err(Error::infra("prepare the agent user", out.stderr.trim()));
+        return Err(Error::infra("prepare the agent user", said.trim()));
     };
-    Ok((out.stderr.lines().any(|l| l == "git-repository"), snapshot))
+    Ok((said.lines().any(|l| l == "git-repository"), snapshot))
 }
 
 fn agent_user_script() -> String {
