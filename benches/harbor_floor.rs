@@ -37,10 +37,8 @@ fn dataset() -> PathBuf {
 fn runner(dir: &Path, threads: usize) -> Runner {
     // As `reeval harbor run` starts ahead by default: one container per slot
     // (`REEVAL_BENCH_PRESTART` sets another N; 0 starts none ahead).
-    let prestart = std::env::var("REEVAL_BENCH_PRESTART")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(threads);
+    let prestart =
+        std::env::var("REEVAL_BENCH_PRESTART").ok().and_then(|v| v.parse().ok()).unwrap_or(threads);
     Runner::new(
         RunConfig::from(Settings {
             record_dir: dir.to_path_buf(),

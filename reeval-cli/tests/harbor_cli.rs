@@ -339,7 +339,9 @@ fn harbor_run_starts_the_next_trial_ahead_with_its_gateway() {
         for sub in ["environment", "solution", "tests"] {
             std::fs::create_dir_all(task.join(sub)).unwrap();
         }
-        for file in ["instruction.md", "environment/Dockerfile", "solution/solve.sh", "tests/test.sh"] {
+        for file in
+            ["instruction.md", "environment/Dockerfile", "solution/solve.sh", "tests/test.sh"]
+        {
             std::fs::copy(hello.join(file), task.join(file)).unwrap();
         }
         // hello-shell's own, less its `no-network`: the default, `public`.
@@ -353,7 +355,16 @@ fn harbor_run_starts_the_next_trial_ahead_with_its_gateway() {
     }
     let runs = dir.join("runs");
     let out = reeval(
-        &["harbor", "run", "-n", "1", "-p", tasks.to_str().unwrap(), "--record-dir", runs.to_str().unwrap()],
+        &[
+            "harbor",
+            "run",
+            "-n",
+            "1",
+            "-p",
+            tasks.to_str().unwrap(),
+            "--record-dir",
+            runs.to_str().unwrap(),
+        ],
         &dir,
     );
     let stdout = text(&out.stdout);
@@ -372,7 +383,11 @@ fn harbor_run_starts_the_next_trial_ahead_with_its_gateway() {
         .collect();
     assert_eq!(ahead.len(), 1, "the trial that waited started ahead: {records:#?}");
     assert!(detail(ahead[0], "container").contains("gateway"), "{}", detail(ahead[0], "container"));
-    assert!(detail(ahead[0], "gateway").contains("isolation verified"), "{}", detail(ahead[0], "gateway"));
+    assert!(
+        detail(ahead[0], "gateway").contains("isolation verified"),
+        "{}",
+        detail(ahead[0], "gateway")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

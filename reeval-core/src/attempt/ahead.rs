@@ -45,9 +45,8 @@ impl Ahead {
         if !cell.env.services.is_empty() || !cell.env.mounts.is_empty() {
             return None;
         }
-        let image = lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key)
-            .await
-            .ok()?;
+        let image =
+            lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key).await.ok()?;
         let attempt_id = plan.new_record().artifacts_dir_name();
         let labels = lifecycle::container::labels(&plan.run_id, &attempt_id);
         // The same plan the attempt makes (`start.rs`'s launch): the same inputs.
@@ -77,8 +76,13 @@ impl Ahead {
             network,
             main_process,
         );
-        let (spec, helper) =
-            lifecycle::container::complete(spec, backend.as_ref(), Vec::new(), Vec::new(), image.user);
+        let (spec, helper) = lifecycle::container::complete(
+            spec,
+            backend.as_ref(),
+            Vec::new(),
+            Vec::new(),
+            image.user,
+        );
         let Ok(sandbox) = backend.create(&spec).await else {
             made.close().await;
             return None;

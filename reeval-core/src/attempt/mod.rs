@@ -67,8 +67,8 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use ahead::Ahead;
 pub(crate) use crate::lifecycle::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
+pub(crate) use ahead::Ahead;
 pub use ctx::{Ctx, EvalFn};
 pub use extra::{ExtraSandbox, InSandbox};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
