@@ -114,3 +114,60 @@ async fn an_image_built_ahead_of_the_attempts_is_said_built_by_the_attempt_that_
         .await
         .expect("remove the test's image");
 }
+
+/// An attempt with a way out (an egress gateway, as every Harbor task with
+/// its default `public` network has) starts ahead with its gateway, in
+/// ticket order: with one slot and one place ahead, every attempt but the
+/// first is made ahead. Each one's gateway phase still checks the relay's
+/// report, its egress goes through its own gateway, and an attempt that never
+/// touches its sandbox leaves nothing behind (its gateway closed, its
+/// container removed).
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn attempts_with_a_gateway_start_ahead_with_it_in_ticket_order() {
+    require_docker!();
+    let env = || Environment::new().allow_any_egress(true);
+    let out = Eval::new("goes_out", |c| {
+        Box::pin(async move {
+            // The relay is the way out: the proxy is set, and it answers.
+            expect(c.exec("test -n \"$HTTP_PROXY$http_proxy\"").await?).to_succeed()?;
+            expect(c.exec("test ! -e mine.txt && echo mine > mine.txt").await?).to_succeed()
+        })
+    })
+    .environment(env);
+    let never = Eval::new("never_touches", |_c| Box::pin(async move { expect(1).to_equal(1) }))
+        .environment(env);
+    let report = common::runner_with("start-ahead-gateway", |c| {
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(3);
+        c.settings.prestart = 1;
+    })
+    .run(vec![out, never])
+    .await
+    .expect("preflight");
+    assert_eq!(report.records.len(), 6);
+    let mut ahead = 0;
+    for r in &report.records {
+        assert_eq!(r.outcome, Outcome::Pass, "{}: {:?}", r.eval, r.message);
+        if r.eval != "goes_out" {
+            continue;
+        }
+        let gateway = r.phases.iter().find(|p| p.phase.as_str() == "gateway").expect("gateway");
+        assert!(gateway.detail.contains("isolation verified"), "{}", gateway.detail);
+        let container = container_detail(r);
+        assert!(container.contains("gateway"), "{container}");
+        ahead += usize::from(container.ends_with("started ahead of its slot"));
+    }
+    // Tickets 1 and 2 of goes_out waited behind one slot each: made ahead. (Its
+    // ticket 0 took a free slot; never_touches' tickets come after it.)
+    assert_eq!(ahead, 2, "every goes_out attempt but the first started ahead");
+    let mut ids: Vec<&str> = report.records.iter().filter_map(|r| r.container.as_deref()).collect();
+    let used = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), used, "no container served two attempts");
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing left behind");
+}

@@ -16,6 +16,7 @@ fn reeval(args: &[&str], dir: &Path) -> Output {
         .args(args)
         .env("REEVAL_CACHE_DIR", dir.join("cache"))
         .env_remove("REEVAL_HARNESS")
+        .env_remove("REEVAL_PRESTART")
         .output()
         .expect("run reeval")
 }
@@ -317,6 +318,75 @@ fn an_oracle_run_writes_the_job_directory_harbor_reads() {
     assert!(
         steps["files"].as_array().unwrap().iter().any(|f| f == "steps/write/verifier/reward.txt"),
         "{steps:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With no `--prestart`, `reeval harbor run` starts the trials next in line
+/// ahead, one per slot, with their egress gateway (Harbor's default network
+/// is `public`): at `-n 1`, the second task's record says so, and its gateway
+/// phase checked the sandbox's isolation as any other.
+#[test]
+fn harbor_run_starts_the_next_trial_ahead_with_its_gateway() {
+    if !docker() {
+        return;
+    }
+    let dir = scratch("ahead");
+    let tasks = dir.join("tasks");
+    let hello = Path::new(&tasks_dir()).join("hello-shell");
+    for name in ["ahead-a", "ahead-b"] {
+        let task = tasks.join(name);
+        for sub in ["environment", "solution", "tests"] {
+            std::fs::create_dir_all(task.join(sub)).unwrap();
+        }
+        for file in
+            ["instruction.md", "environment/Dockerfile", "solution/solve.sh", "tests/test.sh"]
+        {
+            std::fs::copy(hello.join(file), task.join(file)).unwrap();
+        }
+        // hello-shell's own, less its `no-network`: the default, `public`.
+        let toml = std::fs::read_to_string(hello.join("task.toml")).unwrap();
+        let toml: String = toml
+            .lines()
+            .filter(|l| !l.starts_with("network_mode"))
+            .map(|l| l.replace("reeval-tests/hello-shell", &format!("reeval-tests/{name}")) + "\n")
+            .collect();
+        std::fs::write(task.join("task.toml"), toml).unwrap();
+    }
+    let runs = dir.join("runs");
+    let out = reeval(
+        &[
+            "harbor",
+            "run",
+            "-n",
+            "1",
+            "-p",
+            tasks.to_str().unwrap(),
+            "--record-dir",
+            runs.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let records = records(&runs);
+    assert_eq!(records.len(), 2);
+    let detail = |r: &serde_json::Value, phase: &str| {
+        r["phases"].as_array().unwrap().iter().find(|p| p["phase"] == phase).unwrap()["detail"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let ahead: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| detail(r, "container").ends_with("started ahead of its slot"))
+        .collect();
+    assert_eq!(ahead.len(), 1, "the trial that waited started ahead: {records:#?}");
+    assert!(detail(ahead[0], "container").contains("gateway"), "{}", detail(ahead[0], "container"));
+    assert!(
+        detail(ahead[0], "gateway").contains("isolation verified"),
+        "{}",
+        detail(ahead[0], "gateway")
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -38,6 +38,7 @@
 //! `Harness::conclude`), never its name. Exception: its event sink and attempt
 //! id, which are the reporters' (`crate::report::events`).
 
+mod ahead;
 #[cfg(test)]
 mod beside_tests;
 mod calls;
@@ -73,6 +74,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use crate::lifecycle::{ABORT_GRACE, Paused, Phases, TurnUnsettled};
+pub(crate) use ahead::Ahead;
 pub use ctx::{Ctx, EvalFn};
 pub use extra::{ExtraSandbox, InSandbox};
 pub(crate) use fill::{AskFill, ForCache, prepare_for_cache};
@@ -246,8 +248,8 @@ struct Prepare {
     purpose: Purpose,
     /// Whether the run caches prepared sandboxes.
     setup_cache: bool,
-    /// A container made ahead of the attempt's slot (`--prestart`) and its image, until used.
-    prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
+    /// A container made ahead of the attempt's slot (`--prestart`), until used.
+    prestarted: Option<Ahead>,
     /// Why the cached setup this start hit was not used (it did not match its fingerprint).
     cache_mismatch: Option<(String, String)>,
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and

@@ -32,7 +32,7 @@ pub(crate) async fn run(
     backend: Option<Arc<dyn Backend>>,
     harness: Option<Box<dyn Harness>>,
     shutdown: CancellationToken,
-    prestarted: Option<(Arc<dyn crate::sandbox::Sandbox>, String)>,
+    prestarted: Option<super::Ahead>,
 ) -> Attempted {
     let deadline = plan.cell.deadline.map(|d| Instant::now() + d);
     let purpose = Purpose::Eval(plan.ask_fill.clone());
@@ -91,7 +91,14 @@ pub(crate) async fn run(
         }
     };
     // A container made ahead that the attempt never used goes too.
-    let to_destroy = to_destroy.or_else(|| attempt.prepare.prestarted.take().map(|(s, _)| s));
+    let to_destroy = match (to_destroy, attempt.prepare.prestarted.take()) {
+        (None, Some(ahead)) => Some(ahead.discard().await),
+        (Some(own), Some(ahead)) => {
+            let _ = ahead.discard().await.destroy().await;
+            Some(own)
+        }
+        (to_destroy, None) => to_destroy,
+    };
     let harness = attempt.given.harness.take();
     let (mut record, cause) = attempt.finish(ended, plan.cell.timeout);
     record.output = output.finish();

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::gateway::attempt::Plan as EgressPlan;
 use crate::lifecycle;
 use crate::phase::Phase;
-use crate::sandbox::{Backend, FoundSetup, ReadyImage, Sandbox, SandboxHandle};
+use crate::sandbox::{Backend, FoundSetup, ReadyImage, SandboxHandle};
 
 /// What the start decided before the container: where it comes from, with what.
 pub(super) struct Launch {
@@ -36,7 +36,7 @@ pub(super) struct Launch {
     /// The file the harness reads its rules from (`AGENTS.md`).
     pub(super) rules_file: String,
     /// A container made ahead of the slot, when it is what this start would make.
-    pub(super) ahead: Option<Arc<dyn Sandbox>>,
+    pub(super) ahead: Option<super::Ahead>,
     /// The services started beside the sandbox, their images present.
     pub(super) services: Vec<crate::sandbox::ServiceStart>,
     /// Where the workspace lives (the environment's `workspace_dir`, resolved on the image).
@@ -189,14 +189,18 @@ impl Attempt {
             None => Some(image.id.clone()).filter(|id| id.starts_with("sha256:")),
         };
         // A container made ahead serves when it is what this start would make.
+        // (Its gateway was prepared from the same plan: the same environment,
+        // harness and secrets; a cache hit's image is another.)
         let ahead = match self.prepare.prestarted.take() {
-            Some((sandbox, made_from))
-                if egress.is_none() && without_services && made_from == from =>
+            Some(ahead)
+                if ahead.egress.is_some() == egress.is_some()
+                    && without_services
+                    && ahead.image == from =>
             {
-                Some(sandbox)
+                Some(ahead)
             }
-            Some((sandbox, _)) => {
-                let _ = sandbox.destroy().await;
+            Some(ahead) => {
+                let _ = ahead.discard().await.destroy().await;
                 None
             }
             None => None,
@@ -243,9 +247,15 @@ impl Attempt {
                 async {
                     // With a way out, the sandbox's main process is the gateway's relay.
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
-                    if let Some(sandbox) = ahead {
-                        record.container = Some(sandbox.id().to_string());
-                        let handle = SandboxHandle::new(sandbox, workspace, variables);
+                    if let Some(ahead) = ahead {
+                        record.container = Some(ahead.sandbox.id().to_string());
+                        let mut handle = SandboxHandle::new(ahead.sandbox, workspace, variables);
+                        if ahead.helper.is_some() {
+                            handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
+                        }
+                        prepare.helper = ahead.helper;
+                        // Its gateway, prepared with it: the gateway phase checks its report.
+                        egress.attempt = ahead.egress;
                         *state = SandboxState::Starting { handle: Some(handle.clone()) };
                         return Ok(handle);
                     }
@@ -263,7 +273,7 @@ impl Attempt {
                         }
                         None => (crate::sandbox::NetworkSpec::None, None, Vec::new()),
                     };
-                    let mut spec = lifecycle::container::spec(
+                    let spec = lifecycle::container::spec(
                         from,
                         workspace,
                         &record.run_id,
@@ -272,15 +282,13 @@ impl Attempt {
                         network,
                         main_process,
                     );
-                    spec.services = services;
-                    spec.mounts = given.env.mounts.clone();
-                    // An engine of this host mounts the diff helper from here, read-only.
-                    let helper = match backend.capabilities().gateway_socket {
-                        true => crate::diff::HostHelper::shared(),
-                        false => None,
-                    };
-                    spec.mounts.extend(helper.as_ref().map(|h| h.mount()));
-                    spec.user = user;
+                    let (spec, helper) = lifecycle::container::complete(
+                        spec,
+                        backend.as_ref(),
+                        services,
+                        given.env.mounts.clone(),
+                        user,
+                    );
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());

@@ -3,8 +3,13 @@
 //! destroys it whatever happens after.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use crate::sandbox::{LABEL_ATTEMPT, LABEL_RUN, Limits, NetworkSpec, Sandbox, SandboxSpec};
+use crate::diff::HostHelper;
+use crate::sandbox::{
+    Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, Mount, NetworkSpec, Sandbox, SandboxSpec,
+    ServiceStart,
+};
 
 /// The labels of everything an attempt creates on the engine.
 pub(crate) fn labels(run_id: &str, attempt_id: &str) -> BTreeMap<String, String> {
@@ -33,6 +38,29 @@ pub(crate) fn spec(
         main_process,
         ..Default::default()
     }
+}
+
+/// `spec` completed as an attempt's sandbox is made, whether in its container
+/// phase or ahead of its slot (`--prestart`): its services and mounts, the
+/// image's own user, and on an engine of this host the diff helper mounted
+/// read-only (held, with the directory it is mounted from, while the
+/// attempt may list its workspace).
+pub(crate) fn complete(
+    mut spec: SandboxSpec,
+    backend: &dyn Backend,
+    services: Vec<ServiceStart>,
+    mounts: Vec<Mount>,
+    user: Option<String>,
+) -> (SandboxSpec, Option<Arc<HostHelper>>) {
+    spec.services = services;
+    spec.mounts = mounts;
+    let helper = match backend.capabilities().gateway_socket {
+        true => HostHelper::shared(),
+        false => None,
+    };
+    spec.mounts.extend(helper.as_ref().map(|h| h.mount()));
+    spec.user = user;
+    (spec, helper)
 }
 
 /// The phase's detail: `f4b7c5e2f350 from reeval/base:latest, no network`.

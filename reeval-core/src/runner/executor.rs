@@ -15,12 +15,11 @@ use super::scheduler::Slots;
 use super::setup_fill::{FillFrom, MAX_FILLS, SetupFills};
 use super::teardown::{MAX_DESTROYS, Teardowns};
 use super::{RunConfig, Runner};
-use crate::attempt::{self, AttemptPlan, Attempted};
+use crate::attempt::{self, Ahead, AttemptPlan, Attempted};
 use crate::harness::HarnessRegistry;
 use crate::outcome::{Outcome, Retry};
 use crate::record::Record;
 use crate::report::events::{EventSink, RunEvent};
-use crate::sandbox::Sandbox;
 
 /// What every trial of the run shares: the slots, the engines, the work
 /// left to the background, and the cells stopped by a config error.
@@ -91,21 +90,28 @@ impl Executor {
             let _ = events.send(RunEvent::AttemptEnded { record: Box::new(record), retry });
             retry
         };
-        // An attempt that will wait for its slot may have its container made meanwhile.
-        let ahead = match self.pool.only_engine() {
-            Some(backend)
-                if self.slots.all_taken() && self.config_stops.stopped(plan).is_none() =>
-            {
-                self.prestart.create(plan, &backend).await
+        let harness = self.harnesses.make(&plan.cell.harness_spec);
+        // One of the attempts next in line that will wait for its slot may have
+        // its container made meanwhile (a first try once it is among the next
+        // `--prestart N` in ticket order, so the places ahead go in that order).
+        let ahead = match self.pool.only_engine().filter(|_| self.prestart.lookahead() > 0) {
+            Some(backend) => {
+                if let Some(ticket) = ticket {
+                    self.slots.near(ticket, self.prestart.lookahead()).await;
+                }
+                match self.slots.all_taken() && self.config_stops.stopped(plan).is_none() {
+                    true => self.prestart.create(plan, harness.as_deref(), &backend).await,
+                    false => None,
+                }
             }
-            _ => None,
+            None => None,
         };
         // Waiting for a slot spends no budget: the budget starts inside the attempt.
         let slot = match ticket {
             Some(ticket) => self.slots.first(ticket).await,
             None => self.slots.again().await,
         };
-        let prestarted = ahead.map(|a| a.into_sandbox());
+        let prestarted = ahead.map(|a| a.into_ahead());
         if let Some(r) = self.config_stops.stopped(plan) {
             self.destroy(prestarted);
             return ended(r, Retry::Final);
@@ -122,7 +128,7 @@ impl Executor {
             }
         };
         let _ = events.send(RunEvent::AttemptStarted(plan.id()));
-        let done = self.attempt(plan, &engine, prestarted).await;
+        let done = self.attempt(plan, &engine, harness, prestarted).await;
         if done.record.outcome == Outcome::InfraError {
             // An engine that stopped answering gets no more work; the retry goes elsewhere.
             self.pool.check(&engine.engine).await;
@@ -147,9 +153,9 @@ impl Executor {
         &self,
         plan: &AttemptPlan,
         engine: &Slot,
-        prestarted: Option<(Arc<dyn Sandbox>, String)>,
+        harness: Option<Box<dyn crate::harness::Harness>>,
+        prestarted: Option<Ahead>,
     ) -> Attempted {
-        let harness = self.harnesses.make(&plan.cell.harness_spec);
         // A miss of the setup cache is filled in the background, on this attempt's engine.
         let mut attempt_plan = plan.clone();
         let from = FillFrom {
@@ -177,10 +183,11 @@ impl Executor {
         done
     }
 
-    /// A container made ahead for an attempt that does not run, destroyed in the background.
-    fn destroy(&self, prestarted: Option<(Arc<dyn Sandbox>, String)>) {
-        if let Some((sandbox, _)) = prestarted {
-            self.teardowns.destroy(sandbox);
+    /// A container made ahead for an attempt that does not run, destroyed in
+    /// the background (its gateway closed first).
+    fn destroy(&self, prestarted: Option<Ahead>) {
+        if let Some(ahead) = prestarted {
+            self.teardowns.discard(ahead);
         }
     }
 

@@ -1,34 +1,36 @@
 //! Starting ahead (`--prestart N`): while an attempt waits for its slot, its
-//! container is created and started, up to N at once across the run. A
-//! prestarted container is fresh (made for that attempt, with its labels and
-//! limits), never reused, and counted in no budget: the attempt's clock has
-//! not started. The attempt takes it over when its sandbox starts; if it
-//! never starts one, or the run ends first, the container is destroyed like
-//! any other at teardown. Only attempts without an egress gateway and on a
-//! pool of one engine start ahead: a gateway's sandbox is made with its
-//! gateway, and an attempt's engine is chosen only when it gets its slot.
+//! container is created and started, up to N at once across the run, for
+//! the N attempts next in line (`Slots::near`). A prestarted container is
+//! fresh (made for that attempt, with its labels and limits, and its gateway
+//! when it has a way out: `crate::attempt::Ahead`), never reused, and counted
+//! in no budget: the attempt's clock has not started. The attempt takes it
+//! over when its sandbox starts (its gateway phase still checks the relay's
+//! report); if it never starts one, or the run ends first, the container is
+//! destroyed like any other at teardown and its gateway closed. Only
+//! attempts on a pool of one engine, whose sandbox has no services or
+//! mounts, start ahead: an attempt's engine is chosen only when it gets its
+//! slot, and services and mounts start with the sandbox.
 
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::attempt::AttemptPlan;
-use crate::sandbox::{Backend, NetworkSpec, Sandbox};
+use crate::attempt::{Ahead, AttemptPlan};
+use crate::harness::Harness;
+use crate::sandbox::Backend;
 
 /// A container made ahead of its slot, and the permit it holds until then.
 #[derive(Debug)]
 pub(crate) struct Prestarted {
-    pub(crate) sandbox: Arc<dyn Sandbox>,
-    /// The image it was created from.
-    pub(crate) image: String,
+    pub(crate) ahead: Ahead,
     permit: OwnedSemaphorePermit,
 }
 
 impl Prestarted {
     /// Its slot came: it no longer counts as ahead.
-    pub(crate) fn into_sandbox(self) -> (Arc<dyn Sandbox>, String) {
+    pub(crate) fn into_ahead(self) -> Ahead {
         drop(self.permit);
-        (self.sandbox, self.image)
+        self.ahead
     }
 }
 
@@ -36,11 +38,18 @@ impl Prestarted {
 #[derive(Debug, Clone)]
 pub(crate) struct Prestart {
     ahead: Arc<Semaphore>,
+    /// How many attempts ahead of their slot may have one (the N of `--prestart N`).
+    n: usize,
 }
 
 impl Prestart {
     pub(crate) fn new(n: usize) -> Self {
-        Self { ahead: Arc::new(Semaphore::new(n)) }
+        Self { ahead: Arc::new(Semaphore::new(n)), n }
+    }
+
+    /// How many attempts next in line may start ahead.
+    pub(crate) fn lookahead(&self) -> usize {
+        self.n
     }
 
     /// Creates and starts `plan`'s container on `backend` when a place ahead is
@@ -52,35 +61,11 @@ impl Prestart {
     pub(crate) async fn create(
         &self,
         plan: &AttemptPlan,
+        harness: Option<&dyn Harness>,
         backend: &Arc<dyn Backend>,
     ) -> Option<Prestarted> {
-        let cell = &plan.cell;
-        // A sandbox with a way out is made with its gateway, and one with services or
-        // mounts with them, in its container phase.
-        if cell.gateway || !cell.env.services.is_empty() || !cell.env.mounts.is_empty() {
-            return None;
-        }
         let permit = self.ahead.clone().try_acquire_owned().ok()?;
-        let image = crate::lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key)
-            .await
-            .ok()?;
-        let attempt_id = plan.new_record().artifacts_dir_name();
-        let workspace = cell.env.workspace_dir.resolve(image.workdir.as_deref());
-        let mut spec = crate::lifecycle::container::spec(
-            &image.reference,
-            &workspace,
-            &plan.run_id,
-            &attempt_id,
-            &cell.env.limits,
-            NetworkSpec::None,
-            None,
-        );
-        spec.user = image.user.clone();
-        let sandbox = backend.create(&spec).await.ok()?;
-        if sandbox.start().await.is_err() {
-            let _ = sandbox.destroy().await;
-            return None;
-        }
-        Some(Prestarted { sandbox, image: image.reference, permit })
+        let ahead = Ahead::make(plan, harness, backend).await?;
+        Some(Prestarted { ahead, permit })
     }
 }

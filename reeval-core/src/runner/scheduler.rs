@@ -114,6 +114,12 @@ impl Slots {
         slot.expect("the semaphore is never closed")
     }
 
+    /// Until the first try of the trial at `ticket` is among the next `n` in
+    /// line for a slot (every ticket more than `n` before it took its slot).
+    pub(super) async fn near(&self, ticket: u64, n: usize) {
+        self.turnstile.wait_for(ticket.saturating_sub(n.saturating_sub(1) as u64)).await;
+    }
+
     /// A slot for a retry.
     pub(super) async fn again(&self) -> SemaphorePermit<'_> {
         self.slots.acquire().await.expect("the semaphore is never closed")

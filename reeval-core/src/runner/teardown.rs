@@ -34,19 +34,14 @@ impl Teardowns {
     /// left to the run's end sweep (which removes every sandbox of the run).
     pub(crate) fn destroy(&self, sandbox: Arc<dyn Sandbox>) {
         // Never cancelled: Ctrl-C still tears everything down.
+        self.tasks.spawn(CancellationToken::new(), destroy(sandbox));
+    }
+
+    /// Closes the gateway of a container made ahead that no attempt used, then
+    /// destroys it, in the background.
+    pub(crate) fn discard(&self, ahead: crate::attempt::Ahead) {
         self.tasks.spawn(CancellationToken::new(), async move {
-            let outcome =
-                tokio::time::timeout(DESTROY_LIMIT, crate::lifecycle::teardown::destroy(&*sandbox))
-                    .await;
-            let why = match outcome {
-                Ok(Ok(())) => return,
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("it took longer than {}s", DESTROY_LIMIT.as_secs()),
-            };
-            crate::report::say(&format!(
-                "reeval: failed to destroy sandbox {}: {why}; the run's end sweep removes it\n",
-                sandbox.id()
-            ));
+            destroy(ahead.discard().await).await;
         });
     }
 
@@ -58,4 +53,19 @@ impl Teardowns {
     pub(crate) async fn wait_all(&self) {
         self.tasks.wait_all().await;
     }
+}
+
+/// Destroys `sandbox`; a failure is said on stderr and left to the run's end sweep.
+async fn destroy(sandbox: Arc<dyn Sandbox>) {
+    let outcome =
+        tokio::time::timeout(DESTROY_LIMIT, crate::lifecycle::teardown::destroy(&*sandbox)).await;
+    let why = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("it took longer than {}s", DESTROY_LIMIT.as_secs()),
+    };
+    crate::report::say(&format!(
+        "reeval: failed to destroy sandbox {}: {why}; the run's end sweep removes it\n",
+        sandbox.id()
+    ));
 }

@@ -1,0 +1,127 @@
+//! A container made ahead of the attempt's slot (`--prestart`; the run's
+//! allowance is `runner/prestart.rs`), made as the container phase would
+//! make it: the same spec, and for an attempt with a way out its gateway
+//! prepared first (the relay is the container's main process, and reports
+//! the sandbox's isolation as soon as it starts). The attempt's gateway phase
+//! still waits for that report and checks it: a sandbox made ahead is
+//! verified as any other. Nothing of the eval runs in it before its slot.
+
+use std::sync::Arc;
+
+use super::AttemptPlan;
+use crate::diff::HostHelper;
+use crate::gateway::AttemptEgress;
+use crate::harness::Harness;
+use crate::lifecycle;
+use crate::sandbox::{Backend, FileToWrite, NetworkSpec, Sandbox};
+
+/// A container made ahead of its attempt's slot, and what was made with it.
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    pub(crate) sandbox: Arc<dyn Sandbox>,
+    /// The image it was created from.
+    pub(crate) image: String,
+    /// The attempt's gateway, prepared for this container.
+    pub(crate) egress: Option<AttemptEgress>,
+    /// The host's directory of the diff helper mounted into it.
+    pub(crate) helper: Option<Arc<HostHelper>>,
+}
+
+impl Ahead {
+    /// Creates and starts `plan`'s container on `backend`, with its gateway when
+    /// the attempt has a way out; `None` when the attempt could not use it (its
+    /// sandbox has services or mounts, which start with it) or anything fails
+    /// (the attempt then makes its own).
+    ///
+    /// # Cancel safety
+    /// A cancelled call may leave a labelled container to the run's end sweep,
+    /// and a gateway directory to the run's end.
+    pub(crate) async fn make(
+        plan: &AttemptPlan,
+        harness: Option<&dyn Harness>,
+        backend: &Arc<dyn Backend>,
+    ) -> Option<Ahead> {
+        let cell = &plan.cell;
+        if !cell.env.services.is_empty() || !cell.env.mounts.is_empty() {
+            return None;
+        }
+        let image =
+            lifecycle::image::ensure(backend.as_ref(), &cell.image, &cell.image_key).await.ok()?;
+        let attempt_id = plan.new_record().artifacts_dir_name();
+        let labels = lifecycle::container::labels(&plan.run_id, &attempt_id);
+        // The same plan the attempt makes (`start.rs`'s launch): the same inputs.
+        let way_out = crate::gateway::attempt::plan(&cell.env, harness, &cell.secrets).ok()?;
+        let (egress, network, main_process, files) = match way_out {
+            Some(way_out) => {
+                let (egress, sandbox) = crate::gateway::attempt::prepare(
+                    &plan.egress,
+                    way_out,
+                    backend.as_ref(),
+                    &labels,
+                )
+                .await
+                .ok()?;
+                (Some(egress), sandbox.network, Some(sandbox.main_process), sandbox.files)
+            }
+            None => (None, NetworkSpec::None, None, Vec::new()),
+        };
+        let made = Made { egress, image: image.reference.clone() };
+        let workspace = cell.env.workspace_dir.resolve(image.workdir.as_deref());
+        let spec = lifecycle::container::spec(
+            &image.reference,
+            &workspace,
+            &plan.run_id,
+            &attempt_id,
+            &cell.env.limits,
+            network,
+            main_process,
+        );
+        let (spec, helper) = lifecycle::container::complete(
+            spec,
+            backend.as_ref(),
+            Vec::new(),
+            Vec::new(),
+            image.user,
+        );
+        let Ok(sandbox) = backend.create(&spec).await else {
+            made.close().await;
+            return None;
+        };
+        if start(&sandbox, files).await.is_none() {
+            made.close().await;
+            let _ = sandbox.destroy().await;
+            return None;
+        }
+        Some(Ahead { sandbox, image: made.image, egress: made.egress, helper })
+    }
+
+    /// Not used by its attempt: its gateway closed. The sandbox, for the caller to destroy.
+    pub(crate) async fn discard(self) -> Arc<dyn Sandbox> {
+        Made { egress: self.egress, image: self.image }.close().await;
+        self.sandbox
+    }
+}
+
+/// What was made before the container, closed when the container is not made.
+struct Made {
+    egress: Option<AttemptEgress>,
+    image: String,
+}
+
+impl Made {
+    async fn close(self) {
+        if let Some(egress) = self.egress {
+            egress.close(0).await;
+        }
+    }
+}
+
+/// Where nothing is mounted, the relay (and the CA) go in before it starts.
+async fn start(sandbox: &Arc<dyn Sandbox>, files: Vec<FileToWrite>) -> Option<()> {
+    if !files.is_empty() {
+        let relative: Vec<_> = files.into_iter().map(FileToWrite::relative_to_root).collect();
+        let tar = crate::sandbox::archive::tar_of(&relative).ok()?;
+        sandbox.upload("/", tar).await.ok()?;
+    }
+    sandbox.start().await.ok()
+}
