@@ -69,6 +69,16 @@ pub(super) struct Room {
 }
 
 impl KubeSandbox {
+    /// Asks for the pod's deletion with no grace period (gone already is fine).
+    pub(super) async fn delete_pod_now(&self) -> Result<(), SandboxError> {
+        let now = DeleteParams::default().grace_period(0);
+        match patiently(|| self.pods.delete(self.name(), &now)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(SandboxError::engine(format!("delete pod {}", self.name()), e)),
+        }
+    }
+
     pub(super) fn new(
         pods: Api<Pod>,
         policies: Api<NetworkPolicy>,
@@ -312,12 +322,7 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn destroy(&self) -> Result<(), SandboxError> {
-        let now = DeleteParams::default().grace_period(0);
-        match patiently(|| self.pods.delete(self.name(), &now)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name()), e)),
-        }
+        self.delete_pod_now().await?;
         let once = DeleteParams::default();
         match patiently(|| self.policies.delete(&self.first, &once)).await {
             Ok(_) => {}

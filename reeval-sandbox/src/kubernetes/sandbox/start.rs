@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::DeleteParams;
 
 use super::super::patience::patiently;
 use super::super::room::{self, NoRoom};
@@ -126,12 +125,7 @@ impl KubeSandbox {
 
     /// Deletes the pod now and waits until it is gone.
     async fn delete_pod(&self) -> Result<(), SandboxError> {
-        let now = DeleteParams::default().grace_period(0);
-        match patiently(|| self.pods.delete(self.name(), &now)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(SandboxError::engine(format!("delete pod {}", self.name()), e)),
-        }
+        self.delete_pod_now().await?;
         pod::wait_gone(&self.pods, self.name(), GONE_WITHIN).await
     }
 
