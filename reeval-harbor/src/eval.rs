@@ -90,7 +90,8 @@ pub struct HarborTask {
 /// Whether a variable's name says it holds a credential (`OPENAI_API_KEY`,
 /// `GITHUB_TOKEN`, `DB_PASSWORD`, `AUTH_HEADER`…): its value is redacted.
 fn looks_like_a_credential(name: &str) -> bool {
-    let name = name.to_ascii_uppercase();
+    // `GIT_AUTHOR_NAME` names a person, not a credential.
+    let name = name.to_ascii_uppercase().replace("AUTHOR", "");
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"]
         .iter()
         .any(|word| name.contains(word))
@@ -497,7 +498,10 @@ mod tests {
                     [verifier]\nenv = { JUDGE = \"${OPENAI_API_KEY}\" }\n";
         let lookup = |name: &str| Some(format!("value-of-{name}"));
         let mut task = task_looking_up(toml, &lookup);
-        task.agent_env = vec![("GH_TOKEN".into(), "ghp-from-the-flag".into())];
+        task.agent_env = vec![
+            ("GH_TOKEN".into(), "ghp-from-the-flag".into()),
+            ("GIT_AUTHOR_NAME".into(), "Task Author".into()),
+        ];
         let env = task.environment();
         let mut redacted: Vec<&str> = env.redacted_values().collect();
         redacted.sort();
