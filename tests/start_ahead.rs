@@ -171,3 +171,82 @@ async fn attempts_with_a_gateway_start_ahead_with_it_in_ticket_order() {
     assert_eq!(ids.len(), used, "no container served two attempts");
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing left behind");
 }
+
+fn snapshot_detail(r: &Record) -> &str {
+    r.phases
+        .iter()
+        .find(|p| p.phase.as_str() == "snapshot")
+        .map(|p| p.detail.as_str())
+        .unwrap_or("")
+}
+
+/// Where nothing of the start writes the sandbox before its snapshot (an
+/// image of the eval's own holds the workspace, as a Harbor task's does), a
+/// container made ahead takes the snapshot ahead too: the agent user owns
+/// what the image gave, and the turn's diff is the agent's work against the
+/// workspace the image gave. Where the start writes files, the snapshot is
+/// the attempt's own, after them.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn the_snapshot_is_taken_ahead_where_the_start_writes_nothing_before_it() {
+    require_docker!();
+    let image = || {
+        reeval::Image::install(
+            "reeval/base:latest",
+            [
+                "mkdir -p /workspace && echo given > /workspace/given.txt && echo kept > /workspace/kept.txt",
+            ],
+        )
+    };
+    // The agent owns what the image gave, deletes one file and writes another.
+    const TURN: &str =
+        "test \"$(stat -c %u given.txt)\" = 1000 && rm given.txt && echo mine > out.txt";
+    let from_image = Eval::new("from_image", |c| {
+        Box::pin(async move {
+            let turn = c.send(TURN).await?;
+            expect(turn.diff.paths().join(",")).to_equal("given.txt,out.txt")
+        })
+    })
+    .environment(move || Environment::new().image(image()).allow_any_egress(true));
+    let with_files = Eval::new("with_files", |c| {
+        Box::pin(async move {
+            let turn = c.send(TURN).await?;
+            expect(turn.diff.paths().join(",")).to_equal("given.txt,out.txt")
+        })
+    })
+    .environment(move || {
+        Environment::new().image(image()).file("written.txt", "by the start").allow_any_egress(true)
+    });
+    let report = common::runner_with("snapshot-ahead", |c| {
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(3);
+        c.settings.prestart = 1;
+        c.settings.harnesses = vec!["shell".into()];
+    })
+    .run(vec![from_image, with_files])
+    .await
+    .expect("preflight");
+    assert_eq!(report.records.len(), 6);
+    let (mut taken_ahead, mut started_ahead) = (0, 0);
+    for r in &report.records {
+        assert_eq!(r.outcome, Outcome::Pass, "{}: {:?} {:?}", r.eval, r.message, r.phases);
+        let ahead = container_detail(r).ends_with("started ahead of its slot");
+        started_ahead += usize::from(ahead);
+        let snapshot = snapshot_detail(r);
+        match r.eval.as_str() {
+            // Made ahead: so was its snapshot (the workspace's two files).
+            "from_image" if ahead => {
+                assert_eq!(snapshot, "2 files, taken ahead of its slot");
+                taken_ahead += 1;
+            }
+            // The files were written after the container: the snapshot is the attempt's.
+            _ => assert!(!snapshot.contains("ahead"), "{}: {snapshot}", r.eval),
+        }
+    }
+    assert!(taken_ahead >= 2, "from_image's waiting attempts took theirs ahead");
+    assert!(started_ahead > taken_ahead, "with_files started ahead too, without the snapshot");
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing left behind");
+}

@@ -264,10 +264,11 @@ impl HarborTask {
     /// under a credential's name, and the value of every variable of the
     /// task's (and `--ae`, `--ve`) whose own name is one.
     fn credentials(&self) -> impl Iterator<Item = &str> {
-        let tables = [&self.environment_env, &self.verifier_env, &self.solution_env, &self.agent_env]
-            .into_iter()
-            .chain(&self.step_verifier_envs)
-            .chain([&self.compose.main_env]);
+        let tables =
+            [&self.environment_env, &self.verifier_env, &self.solution_env, &self.agent_env]
+                .into_iter()
+                .chain(&self.step_verifier_envs)
+                .chain([&self.compose.main_env]);
         let named = tables.flatten().filter(|(k, _)| looks_like_a_credential(k)).map(|(_, v)| v);
         self.host_credentials.iter().chain(named).map(String::as_str)
     }

@@ -5,15 +5,22 @@
 //! the sandbox's isolation as soon as it starts). The attempt's gateway phase
 //! still waits for that report and checks it: a sandbox made ahead is
 //! verified as any other. Nothing of the eval runs in it before its slot.
+//!
+//! Where nothing of the start writes the sandbox between its container and
+//! its snapshot (no workspace, files, rules or setup: a Harbor task's
+//! image holds its workspace), the snapshot is taken ahead as well: the
+//! agent user prepared and the workspace read as the snapshot phase would,
+//! in the same container, before anything of the eval ran in it. The
+//! attempt's snapshot phase then takes it as it is.
 
 use std::sync::Arc;
 
 use super::AttemptPlan;
-use crate::diff::HostHelper;
+use crate::diff::{HostHelper, Snapshot};
 use crate::gateway::AttemptEgress;
 use crate::harness::Harness;
 use crate::lifecycle;
-use crate::sandbox::{Backend, FileToWrite, NetworkSpec, Sandbox};
+use crate::sandbox::{Backend, FileToWrite, NetworkSpec, Sandbox, SandboxHandle};
 
 /// A container made ahead of its attempt's slot, and what was made with it.
 #[derive(Debug)]
@@ -25,6 +32,17 @@ pub(crate) struct Ahead {
     pub(crate) egress: Option<AttemptEgress>,
     /// The host's directory of the diff helper mounted into it.
     pub(crate) helper: Option<Arc<HostHelper>>,
+    /// The snapshot taken in it ahead of the slot, where the start writes nothing before it.
+    pub(crate) snapshot: Option<SnapshotAhead>,
+}
+
+/// A snapshot phase's work done ahead: the agent user prepared and the
+/// workspace read (the diff helper's session serving for the first turn's diff).
+#[derive(Debug)]
+pub(crate) struct SnapshotAhead {
+    /// Whether the workspace is a git repository (its refs noted).
+    pub(crate) git_repo: bool,
+    pub(crate) baseline: Snapshot,
 }
 
 impl Ahead {
@@ -51,6 +69,8 @@ impl Ahead {
         let labels = lifecycle::container::labels(&plan.run_id, &attempt_id);
         // The same plan the attempt makes (`start.rs`'s launch): the same inputs.
         let way_out = crate::gateway::attempt::plan(&cell.env, harness, &cell.secrets).ok()?;
+        let (variables, _) =
+            lifecycle::env::sandbox_variables(&cell.env, &cell.secrets, way_out.as_ref());
         let (egress, network, main_process, files) = match way_out {
             Some(way_out) => {
                 let (egress, sandbox) = crate::gateway::attempt::prepare(
@@ -92,7 +112,17 @@ impl Ahead {
             let _ = sandbox.destroy().await;
             return None;
         }
-        Some(Ahead { sandbox, image: made.image, egress: made.egress, helper })
+        let snapshot = match lifecycle::snapshot::may_take_ahead(&cell.env, harness) {
+            true => {
+                let mut handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
+                if helper.is_some() {
+                    handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
+                }
+                snapshot_ahead(&handle).await
+            }
+            false => None,
+        };
+        Some(Ahead { sandbox, image: made.image, egress: made.egress, helper, snapshot })
     }
 
     /// Not used by its attempt: its gateway closed. The sandbox, for the caller to destroy.
@@ -114,6 +144,14 @@ impl Made {
             egress.close(0).await;
         }
     }
+}
+
+/// The snapshot phase's work, as it does it when a turn follows; `None` when
+/// it fails (the attempt's own snapshot phase then runs it and says why).
+async fn snapshot_ahead(handle: &SandboxHandle) -> Option<SnapshotAhead> {
+    let (git_repo, baseline) =
+        lifecycle::snapshot::prepare_agent_user_and_take(handle, true).await.ok()?;
+    Some(SnapshotAhead { git_repo, baseline })
 }
 
 /// Where nothing is mounted, the relay (and the CA) go in before it starts.

@@ -8,8 +8,8 @@ use super::tests::run_one;
 use crate::eval::Eval;
 use crate::outcome::Outcome;
 use crate::sandbox::SandboxState;
-use crate::sandbox::fake::{FakeBackend, FakeReply};
 use crate::sandbox::archive::Entry;
+use crate::sandbox::fake::{FakeBackend, FakeReply};
 
 #[tokio::test(start_paused = true)]
 async fn a_paused_sandbox_whose_files_cannot_be_read_is_named_in_the_record() {

@@ -250,6 +250,8 @@ struct Prepare {
     setup_cache: bool,
     /// A container made ahead of the attempt's slot (`--prestart`), until used.
     prestarted: Option<Ahead>,
+    /// The snapshot taken in it ahead of the slot, until the snapshot phase takes it.
+    snapshot_ahead: Option<ahead::SnapshotAhead>,
     /// Why the cached setup this start hit was not used (it did not match its fingerprint).
     cache_mismatch: Option<(String, String)>,
     /// The setup cache's key, once the sandbox prepared a setup the cache may keep and

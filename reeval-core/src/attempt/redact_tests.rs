@@ -15,11 +15,10 @@ async fn a_value_the_environment_redacts_reaches_the_sandbox_and_no_record() {
         Some(v) if exec.line().contains("leak") => FakeReply::fail(1, format!("bad key {v}")),
         _ => FakeReply::ok(""),
     });
-    let eval = Eval::new("leaky", |c| {
-        Box::pin(async move { expect(c.exec("leak").await?).to_succeed() })
-    })
-    .harness("script")
-    .environment(|| Environment::new().env("JUDGE", VALUE).redact(VALUE));
+    let eval =
+        Eval::new("leaky", |c| Box::pin(async move { expect(c.exec("leak").await?).to_succeed() }))
+            .harness("script")
+            .environment(|| Environment::new().env("JUDGE", VALUE).redact(VALUE));
     let report = runner(&backend).run(vec![eval]).await.expect("preflight");
     // The sandbox got the value itself.
     let seen = backend.execs().iter().any(|e| e.var("JUDGE") == Some(VALUE));

@@ -159,6 +159,7 @@ impl Attempt {
                 purpose,
                 setup_cache: plan.setup_cache,
                 prestarted: None,
+                snapshot_ahead: None,
                 cache_mismatch: None,
                 cache_digest: None,
                 session_beside_snapshot: false,

@@ -157,9 +157,8 @@ impl Attempt {
         let egress =
             crate::gateway::attempt::plan(&given.env, given.harness.as_deref(), &given.secrets)
                 .map_err(|e| e.in_phase(Phase::Gateway))?;
-        let (mut variables, env_detail) = lifecycle::env::variables(&given.env, &given.secrets);
-        variables.extend(egress.as_ref().map(|p| p.variables()).unwrap_or_default());
-        crate::sandbox::service::bypass_proxy(&mut variables, &given.env.services);
+        let (variables, env_detail) =
+            lifecycle::env::sandbox_variables(&given.env, &given.secrets, egress.as_ref());
         let without_services = given.env.services.is_empty() && given.env.mounts.is_empty();
         let rules_file = given
             .harness
@@ -254,6 +253,7 @@ impl Attempt {
                             handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
                         }
                         prepare.helper = ahead.helper;
+                        prepare.snapshot_ahead = ahead.snapshot;
                         // Its gateway, prepared with it: the gateway phase checks its report.
                         egress.attempt = ahead.egress;
                         *state = SandboxState::Starting { handle: Some(handle.clone()) };
@@ -399,9 +399,10 @@ impl Attempt {
     async fn snapshot(&mut self, handle: SandboxHandle, launch: &Launch) -> Result<Ready> {
         let hit = launch.hit.is_some();
         // An image of the eval's or the harness's own may put files in the workspace: read it then too.
-        let own_image = self.given.env.image.is_some()
-            || self.given.harness.as_ref().is_some_and(|h| h.image().is_some());
-        let written = self.given.env.prepares_workspace() || own_image;
+        let written = lifecycle::snapshot::workspace_may_hold_files(
+            &self.given.env,
+            self.given.harness.as_deref(),
+        );
         let fill = self.fill_on_miss(launch);
         let for_cache = matches!(self.prepare.purpose, Purpose::Fill);
         self.prepare.cache_digest = launch.digest.clone().filter(|_| !hit);
@@ -413,6 +414,9 @@ impl Attempt {
         let beside = turn_follows
             && self.given.harness.as_ref().is_some_and(|h| h.starts_apart_from(handle.workspace()));
         let mut git_repo = hit;
+        // Taken in the container made ahead, where the start wrote nothing before it.
+        let ahead = self.prepare.snapshot_ahead.take().filter(|_| written && !hit && !for_cache);
+        let taken_ahead = ahead.is_some();
         let Attempt { phases, given, record, prepare, .. } = self;
         let snapshot = phases.run(
             Phase::Snapshot,
@@ -422,6 +426,10 @@ impl Attempt {
                 // user is prepared before the snapshot (in its exec, when it
                 // reads), so the workspace's change of owner is not a change of the agent's.
                 let baseline = match (written && !hit, written && !for_cache) {
+                    (true, true) if let Some(ahead) = ahead => {
+                        git_repo = ahead.git_repo;
+                        ahead.baseline
+                    }
                     (true, true) => {
                         // A turn follows: the diff helper's session starts beside the snapshot.
                         let (git, baseline) =
@@ -438,12 +446,13 @@ impl Attempt {
                 };
                 Ok(baseline)
             },
-            |s| match &fill {
-                Some((_, digest)) => format!(
+            |s| match (&fill, taken_ahead) {
+                (Some((_, digest)), _) => format!(
                     "{} files; setup cache miss, {digest} is filled in the background",
                     s.len()
                 ),
-                None => format!("{} files", s.len()),
+                (None, true) => format!("{} files, taken ahead of its slot", s.len()),
+                (None, false) => format!("{} files", s.len()),
             },
         );
         let session = async {

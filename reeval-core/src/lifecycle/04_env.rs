@@ -27,3 +27,18 @@ pub(crate) fn variables(env: &Environment, secrets: &[Secret]) -> (Vec<(String, 
     vars.extend(placeholders);
     (vars, detail)
 }
+
+/// The sandbox's variables as its container gets them: [`variables`], the
+/// egress gateway's (the proxy, the CA, base URLs) when it has a way out,
+/// and the services' hosts kept off the proxy. One place for the start and
+/// for a container made ahead of its slot, so both run with the same.
+pub(crate) fn sandbox_variables(
+    env: &Environment,
+    secrets: &[Secret],
+    egress: Option<&crate::gateway::attempt::Plan>,
+) -> (Vec<(String, String)>, String) {
+    let (mut vars, detail) = variables(env, secrets);
+    vars.extend(egress.map(|p| p.variables()).unwrap_or_default());
+    crate::sandbox::service::bypass_proxy(&mut vars, &env.services);
+    (vars, detail)
+}

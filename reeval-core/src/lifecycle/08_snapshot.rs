@@ -58,6 +58,27 @@ fn agent_user_script() -> String {
     )
 }
 
+/// Whether the start reads the workspace for its snapshot: the eval's
+/// environment puts something in it (a workspace, files, rules, setup), or
+/// its image is the eval's or the harness's own, which may hold files.
+pub(crate) fn workspace_may_hold_files(
+    env: &crate::environment::Environment,
+    harness: Option<&dyn crate::harness::Harness>,
+) -> bool {
+    env.prepares_workspace() || env.image.is_some() || harness.is_some_and(|h| h.image().is_some())
+}
+
+/// Whether a container made ahead of its slot may take the snapshot too:
+/// only when nothing of the start writes the sandbox between the container
+/// and the snapshot (no workspace, files, rules or setup), so the workspace
+/// read ahead is the one the start would read, and only when it is read.
+pub(crate) fn may_take_ahead(
+    env: &crate::environment::Environment,
+    harness: Option<&dyn crate::harness::Harness>,
+) -> bool {
+    !env.prepares_workspace() && workspace_may_hold_files(env, harness)
+}
+
 /// Reads the workspace. An untouched workspace has nothing to read.
 pub(crate) async fn take(handle: &SandboxHandle, anything_written: bool) -> Result<Snapshot> {
     if anything_written { Ok(Snapshot::take(handle).await?) } else { Ok(Snapshot::default()) }
