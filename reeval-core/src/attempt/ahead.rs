@@ -10,10 +10,12 @@
 //! its snapshot (no workspace, files, rules or setup: a Harbor task's
 //! image holds its workspace), the snapshot is taken ahead as well: the
 //! agent user prepared and the workspace read as the snapshot phase would,
-//! in the same container, before anything of the eval ran in it. The
-//! attempt's snapshot phase then takes it as it is.
+//! in the same container, after the relay's report (as the attempt's start
+//! orders them) and before anything of the eval ran in it. The attempt's
+//! snapshot phase then takes it as it is.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::AttemptPlan;
 use crate::diff::{HostHelper, Snapshot};
@@ -112,7 +114,13 @@ impl Ahead {
             let _ = sandbox.destroy().await;
             return None;
         }
-        let snapshot = match lifecycle::snapshot::may_take_ahead(&cell.env, harness) {
+        // As in the attempt's start: the relay's report first (it installs its
+        // CA before reporting), then the snapshot.
+        let isolated = match &made.egress {
+            Some(egress) => egress.verify().await.is_ok(),
+            None => true,
+        };
+        let snapshot = match lifecycle::snapshot::may_take_ahead(&cell.env, harness) && isolated {
             true => {
                 let mut handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
                 if helper.is_some() {
@@ -146,11 +154,21 @@ impl Made {
     }
 }
 
+/// How long the snapshot ahead may take: the trial waits for it before its
+/// slot, so a sandbox that stops answering must not hold the run's line.
+const SNAPSHOT_AHEAD_WITHIN: Duration = Duration::from_secs(30);
+
 /// The snapshot phase's work, as it does it when a turn follows; `None` when
-/// it fails (the attempt's own snapshot phase then runs it and says why).
+/// it fails or takes over [`SNAPSHOT_AHEAD_WITHIN`] (the attempt's own
+/// snapshot phase then runs it, under the attempt's deadline, and says why).
+/// The diff helper's session is kept for the turn only where the helper is
+/// mounted (a local engine's attached stream, which idles safely while the
+/// attempt waits); elsewhere the baseline comes without one.
 async fn snapshot_ahead(handle: &SandboxHandle) -> Option<SnapshotAhead> {
+    let session = handle.helpers_dir().is_some();
+    let taken = lifecycle::snapshot::prepare_agent_user_and_take(handle, session);
     let (git_repo, baseline) =
-        lifecycle::snapshot::prepare_agent_user_and_take(handle, true).await.ok()?;
+        tokio::time::timeout(SNAPSHOT_AHEAD_WITHIN, taken).await.ok()?.ok()?;
     Some(SnapshotAhead { git_repo, baseline })
 }
 

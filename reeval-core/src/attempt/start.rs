@@ -396,6 +396,8 @@ impl Attempt {
     /// helper's session starts beside it, and a harness that starts apart
     /// from the workspace starts its session beside it too (its own
     /// `harness` phase, overlapping): the turn waits for the longest, not all.
+    /// A snapshot taken in the container made ahead (`ahead.rs`) is taken
+    /// as it is, with the session it holds (where the helper is mounted).
     async fn snapshot(&mut self, handle: SandboxHandle, launch: &Launch) -> Result<Ready> {
         let hit = launch.hit.is_some();
         // An image of the eval's or the harness's own may put files in the workspace: read it then too.

@@ -6,7 +6,10 @@
 //! in no budget: the attempt's clock has not started. The attempt takes it
 //! over when its sandbox starts (its gateway phase still checks the relay's
 //! report); if it never starts one, or the run ends first, the container is
-//! destroyed like any other at teardown and its gateway closed. Only
+//! destroyed like any other at teardown and its gateway closed. Where the
+//! start writes nothing before its snapshot, the snapshot is taken ahead
+//! too (after the relay's report, within 30 s, else left to the attempt).
+//! Only
 //! attempts on a pool of one engine, whose sandbox has no services or
 //! mounts, start ahead: an attempt's engine is chosen only when it gets its
 //! slot, and services and mounts start with the sandbox.
