@@ -257,7 +257,7 @@ options! {
         .key("prestart")
         .kind(Kind::Whole)
         .defaults_to("0")
-        .help("create up to N containers ahead of their slot");
+        .help("create up to N containers ahead of their slot (with their gateway, and their snapshot where the start writes nothing before it; the records say `started ahead of its slot`, `taken ahead of its slot`)");
     /// `--compare control,with_skill`: the two arms of a comparison (merged by hand: [`Settings::compare`]).
     COMPARE (compare: Vec<String>) => Opt::new("comparison", Reeval)
         .long("compare")
