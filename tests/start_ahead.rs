@@ -250,3 +250,49 @@ async fn the_snapshot_is_taken_ahead_where_the_start_writes_nothing_before_it() 
     assert!(started_ahead > taken_ahead, "with_files started ahead too, without the snapshot");
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing left behind");
 }
+
+/// A snapshot taken ahead of a git repository's workspace, in an eval whose
+/// first call is a check, not a `send`: the check sees the image's history,
+/// and the turn's diff is the agent's file alone (`.git` left out).
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test]
+async fn a_git_workspace_taken_ahead_serves_a_check_first_then_the_turn() {
+    require_docker!();
+    let image = || {
+        reeval::Image::install(
+            "reeval/base:latest",
+            ["mkdir -p /workspace && cd /workspace && git init -q && echo base > base.txt \
+              && git add base.txt && git -c user.email=a@b -c user.name=a commit -qm base"],
+        )
+    };
+    let eval = Eval::new("git_ahead", |c| {
+        Box::pin(async move {
+            expect(c.exec("git log --oneline | wc -l").await?).to_succeed()?;
+            let turn = c
+                .send("echo mine > mine.txt && git add mine.txt && git -c user.email=a@b -c user.name=a commit -qm mine")
+                .await?;
+            expect(turn.diff.paths().join(",")).to_equal("mine.txt")
+        })
+    })
+    .environment(move || Environment::new().image(image()).allow_any_egress(true));
+    let report = common::runner_with("snapshot-ahead-git", |c| {
+        c.settings.test_threads = 1;
+        c.settings.trials = Some(3);
+        c.settings.prestart = 1;
+        c.settings.harnesses = vec!["shell".into()];
+    })
+    .run(vec![eval])
+    .await
+    .expect("preflight");
+    assert_eq!(report.records.len(), 3);
+    let mut taken_ahead = 0;
+    for r in &report.records {
+        assert_eq!(r.outcome, Outcome::Pass, "{:?} {:?}", r.message, r.phases);
+        taken_ahead += usize::from(snapshot_detail(r).ends_with("taken ahead of its slot"));
+    }
+    assert_eq!(taken_ahead, 2, "every attempt but the first took its snapshot ahead");
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing left behind");
+}
