@@ -8,12 +8,26 @@ mod common;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome, Record};
 
+/// The detail of `r`'s first phase named `phase` ("" when it has none).
+fn detail<'a>(r: &'a Record, phase: &str) -> &'a str {
+    r.phases.iter().find(|p| p.phase.as_str() == phase).map(|p| p.detail.as_str()).unwrap_or("")
+}
+
 fn container_detail(r: &Record) -> &str {
-    r.phases
-        .iter()
-        .find(|p| p.phase.as_str() == "container")
-        .map(|p| p.detail.as_str())
-        .unwrap_or("")
+    detail(r, "container")
+}
+
+fn snapshot_detail(r: &Record) -> &str {
+    detail(r, "snapshot")
+}
+
+/// Each attempt that used a container had its own.
+fn assert_each_container_served_one_attempt(report: &reeval::RunReport) {
+    let mut ids: Vec<&str> = report.records.iter().filter_map(|r| r.container.as_deref()).collect();
+    let used = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), used, "no container served two attempts");
 }
 
 #[cfg_attr(
@@ -48,12 +62,7 @@ async fn waiting_attempts_start_ahead_and_leave_nothing_behind() {
         .filter(|r| container_detail(r).ends_with("started ahead of its slot"))
         .count();
     assert!(ahead >= 1, "some attempt waited and started ahead");
-    // Each attempt that used a container had its own.
-    let mut ids: Vec<&str> = report.records.iter().filter_map(|r| r.container.as_deref()).collect();
-    let used = ids.len();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), used, "no container served two attempts");
+    assert_each_container_served_one_attempt(&report);
     assert_eq!(
         common::containers_of_run(&report.run_id).await,
         0,
@@ -164,20 +173,8 @@ async fn attempts_with_a_gateway_start_ahead_with_it_in_ticket_order() {
     // Tickets 1 and 2 of goes_out waited behind one slot each: made ahead. (Its
     // ticket 0 took a free slot; never_touches' tickets come after it.)
     assert_eq!(ahead, 2, "every goes_out attempt but the first started ahead");
-    let mut ids: Vec<&str> = report.records.iter().filter_map(|r| r.container.as_deref()).collect();
-    let used = ids.len();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), used, "no container served two attempts");
+    assert_each_container_served_one_attempt(&report);
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "nothing left behind");
-}
-
-fn snapshot_detail(r: &Record) -> &str {
-    r.phases
-        .iter()
-        .find(|p| p.phase.as_str() == "snapshot")
-        .map(|p| p.detail.as_str())
-        .unwrap_or("")
 }
 
 /// Where nothing of the start writes the sandbox before its snapshot (an

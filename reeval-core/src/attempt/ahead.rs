@@ -22,7 +22,7 @@ use crate::diff::{HostHelper, Snapshot};
 use crate::gateway::AttemptEgress;
 use crate::harness::Harness;
 use crate::lifecycle;
-use crate::sandbox::{Backend, FileToWrite, NetworkSpec, Sandbox, SandboxHandle};
+use crate::sandbox::{Backend, NetworkSpec, Sandbox, SandboxHandle};
 
 /// A container made ahead of its attempt's slot, and what was made with it.
 #[derive(Debug)]
@@ -109,7 +109,7 @@ impl Ahead {
             made.close().await;
             return None;
         };
-        if start(&sandbox, files).await.is_none() {
+        if lifecycle::container::start(sandbox.as_ref(), files).await.is_err() {
             made.close().await;
             let _ = sandbox.destroy().await;
             return None;
@@ -122,10 +122,12 @@ impl Ahead {
         };
         let snapshot = match lifecycle::snapshot::may_take_ahead(&cell.env, harness) && isolated {
             true => {
-                let mut handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
-                if helper.is_some() {
-                    handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
-                }
+                let handle = lifecycle::container::handle(
+                    sandbox.clone(),
+                    &workspace,
+                    variables,
+                    helper.is_some(),
+                );
                 snapshot_ahead(&handle).await
             }
             false => None,
@@ -170,14 +172,4 @@ async fn snapshot_ahead(handle: &SandboxHandle) -> Option<SnapshotAhead> {
     let (git_repo, baseline) =
         tokio::time::timeout(SNAPSHOT_AHEAD_WITHIN, taken).await.ok()?.ok()?;
     Some(SnapshotAhead { git_repo, baseline })
-}
-
-/// Where nothing is mounted, the relay (and the CA) go in before it starts.
-async fn start(sandbox: &Arc<dyn Sandbox>, files: Vec<FileToWrite>) -> Option<()> {
-    if !files.is_empty() {
-        let relative: Vec<_> = files.into_iter().map(FileToWrite::relative_to_root).collect();
-        let tar = crate::sandbox::archive::tar_of(&relative).ok()?;
-        sandbox.upload("/", tar).await.ok()?;
-    }
-    sandbox.start().await.ok()
 }

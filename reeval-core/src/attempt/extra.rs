@@ -20,7 +20,6 @@
 //! Not given to an extra sandbox: secrets (an environment naming one is
 //! refused), a harness, a snapshot or a diff.
 
-use crate::sandbox::FileToWrite;
 use std::future::Future;
 use std::panic::Location;
 use std::sync::Arc;
@@ -371,12 +370,7 @@ impl Attempt {
             let sandbox = backend.create(&spec).await?;
             let handle = SandboxHandle::new(sandbox.clone(), workspace.clone(), variables);
             extras[index].handle = Some(handle.clone());
-            if !files.is_empty() {
-                let relative: Vec<_> =
-                    files.into_iter().map(FileToWrite::relative_to_root).collect();
-                sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
-            }
-            sandbox.start().await?;
+            lifecycle::container::start(sandbox.as_ref(), files).await?;
             Ok(handle)
         };
         let handle = phases

@@ -8,7 +8,6 @@
 //! forgotten, and the start runs again without the cache. A miss asks the
 //! run to fill the cache in the background (`runner/setup_fill.rs`).
 
-use crate::sandbox::FileToWrite;
 use std::sync::Arc;
 
 use super::{Attempt, Paused, Purpose, Ready, SandboxState};
@@ -248,10 +247,12 @@ impl Attempt {
                     let labels = lifecycle::container::labels(&record.run_id, &attempt_id);
                     if let Some(ahead) = ahead {
                         record.container = Some(ahead.sandbox.id().to_string());
-                        let mut handle = SandboxHandle::new(ahead.sandbox, workspace, variables);
-                        if ahead.helper.is_some() {
-                            handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
-                        }
+                        let handle = lifecycle::container::handle(
+                            ahead.sandbox,
+                            workspace,
+                            variables,
+                            ahead.helper.is_some(),
+                        );
                         prepare.helper = ahead.helper;
                         prepare.snapshot_ahead = ahead.snapshot;
                         // Its gateway, prepared with it: the gateway phase checks its report.
@@ -292,19 +293,15 @@ impl Attempt {
                     let sandbox = backend.create(&spec).await?;
                     // Owned from creation on: teardown destroys it whatever happens next.
                     record.container = Some(sandbox.id().to_string());
-                    let mut handle = SandboxHandle::new(sandbox.clone(), workspace, variables);
-                    if helper.is_some() {
-                        handle = handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT);
-                    }
+                    let handle = lifecycle::container::handle(
+                        sandbox.clone(),
+                        workspace,
+                        variables,
+                        helper.is_some(),
+                    );
                     prepare.helper = helper;
                     *state = SandboxState::Starting { handle: Some(handle.clone()) };
-                    if !files.is_empty() {
-                        // Where nothing is mounted, the relay (and the CA) go in before it starts.
-                        let relative: Vec<_> =
-                            files.into_iter().map(FileToWrite::relative_to_root).collect();
-                        sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
-                    }
-                    sandbox.start().await?;
+                    lifecycle::container::start(sandbox.as_ref(), files).await?;
                     Ok(handle)
                 },
                 |h| {

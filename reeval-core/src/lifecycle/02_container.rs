@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::diff::HostHelper;
 use crate::sandbox::{
-    Backend, LABEL_ATTEMPT, LABEL_RUN, Limits, Mount, NetworkSpec, Sandbox, SandboxSpec,
-    ServiceStart,
+    Backend, FileToWrite, LABEL_ATTEMPT, LABEL_RUN, Limits, Mount, NetworkSpec, Sandbox,
+    SandboxError, SandboxHandle, SandboxSpec, ServiceStart,
 };
 
 /// The labels of everything an attempt creates on the engine.
@@ -61,6 +61,40 @@ pub(crate) fn complete(
     spec.mounts.extend(helper.as_ref().map(|h| h.mount()));
     spec.user = user;
     (spec, helper)
+}
+
+/// Starts a created sandbox. Where nothing is mounted, the gateway's files
+/// (the relay and the CA) go in first, at their paths from `/`.
+///
+/// # Errors
+/// [`SandboxError`] when the upload or the start fails.
+///
+/// # Cancel safety
+/// A cancelled call may leave the sandbox created, or started; its owner destroys it.
+pub(crate) async fn start(
+    sandbox: &dyn Sandbox,
+    files: Vec<FileToWrite>,
+) -> Result<(), SandboxError> {
+    if !files.is_empty() {
+        let relative: Vec<_> = files.into_iter().map(FileToWrite::relative_to_root).collect();
+        sandbox.upload("/", crate::sandbox::archive::tar_of(&relative)?).await?;
+    }
+    sandbox.start().await
+}
+
+/// The handle of an attempt's sandbox: where the diff helper was mounted
+/// (`complete` returned it), the handle runs it from its mount.
+pub(crate) fn handle(
+    sandbox: Arc<dyn Sandbox>,
+    workspace: &str,
+    variables: Vec<(String, String)>,
+    helper_mounted: bool,
+) -> SandboxHandle {
+    let handle = SandboxHandle::new(sandbox, workspace, variables);
+    match helper_mounted {
+        true => handle.with_helpers_dir(crate::diff::HELPER_MOUNTED_AT),
+        false => handle,
+    }
 }
 
 /// The phase's detail: `f4b7c5e2f350 from reeval/base:latest, no network`.
