@@ -88,7 +88,7 @@ impl SandboxError {
     ) -> Self {
         SandboxError::Engine {
             op: op.into(),
-            message: err.to_string(),
+            message: with_causes(&err),
             source: Some(Box::new(err)),
         }
     }
@@ -108,4 +108,19 @@ impl SandboxError {
             _ => None,
         }
     }
+}
+
+/// `err`'s words and those of the errors under it that it does not already
+/// say (a client's "client error (SendRequest)" says nothing of the
+/// connection that closed under it).
+fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    for cause in std::iter::successors(err.source(), |e| e.source()) {
+        let words = cause.to_string();
+        if !message.contains(&words) {
+            message.push_str(": ");
+            message.push_str(&words);
+        }
+    }
+    message
 }

@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, ListParams};
 use secrecy::SecretString;
 
 use super::cluster::Cluster;
-use super::patience::patiently;
+use super::patience::create_patiently;
 use super::sandbox::KubeSandbox;
 use super::services_up::Parts;
 use super::{gateway, pod, preflight, registry, services, volumes};
@@ -319,7 +319,7 @@ impl Backend for KubeBackend {
         // The policy first: the pod is never up without it.
         let policy = pod::policy(&name, spec, &owner);
         let (policies, post) = (self.cluster.policies(), kube::api::PostParams::default());
-        patiently(|| policies.create(&post, &policy)).await.map_err(|e| {
+        create_patiently(|| policies.create(&post, &policy)).await.map_err(|e| {
             SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
         })?;
         let manifest = pod::manifest(&name, spec, &self.cluster.config, &owner);
@@ -348,7 +348,7 @@ impl Backend for KubeBackend {
             sandbox.hold_until_gone(slot);
         }
         let pods = self.cluster.pods();
-        if let Err(e) = patiently(|| pods.create(&post, &manifest)).await {
+        if let Err(e) = create_patiently(|| pods.create(&post, &manifest)).await {
             let _ = sandbox.destroy().await;
             return Err(SandboxError::engine(format!("create pod {name} from {}", spec.image), e));
         }

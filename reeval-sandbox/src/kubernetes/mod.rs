@@ -12,7 +12,8 @@
 //!   their start order, held until healthy where others wait for that), its hostAliases.
 //! - `services_up.rs`: those containers once the pod runs: what failed, each service ready, exec in one.
 //! - `volumes.rs`: the sandbox's volumes as the pod's `emptyDir`s, filled from the first mounter's image.
-//! - `patience.rs`: calls that wait out an API server that refuses connections for a moment.
+//! - `patience.rs`: calls that wait out an API server that refuses connections for a moment, or
+//!   closes a kept-alive connection under a call (made again; a create's conflict then is its own).
 //! - `room.rs`: a pod with no room on the cluster yet waits for it; one no node could ever fit is named.
 //! - `exec.rs`: one command over the exec websocket: streams, bounded capture, the exit code from `Status`;
 //!   its prologue's user switch is `user_switch.sh`.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::super::patience::patiently;
+use super::super::patience::create_patiently;
 use super::super::room::{self, NoRoom};
 use super::super::{pod, user};
 use super::{GONE_WITHIN, KubeSandbox};
@@ -87,7 +87,7 @@ impl KubeSandbox {
             user::start_as_root(&mut manifest);
         }
         let manifest = &manifest;
-        patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
+        create_patiently(|| self.pods.create(&post, manifest)).await.map_err(|e| {
             SandboxError::engine(format!("create pod {} again (it waits for room)", self.name()), e)
         })?;
         Ok(())
@@ -114,7 +114,7 @@ impl KubeSandbox {
         // Named before it exists: a destroy from now on deletes this one.
         let _ = self.again.set(name.clone());
         let post = kube::api::PostParams::default();
-        patiently(|| self.pods.create(&post, &manifest)).await.map_err(|e| {
+        create_patiently(|| self.pods.create(&post, &manifest)).await.map_err(|e| {
             SandboxError::engine(
                 format!("create pod {name} (pod {} again, as root)", self.first),
                 e,
