@@ -67,6 +67,16 @@ impl SandboxState {
             | SandboxState::Disconnected { .. } => true,
         }
     }
+
+    /// Whether no process of the sandbox can still run: it is gone, stopped
+    /// or being removed (paused processes, ones cut from the network, and
+    /// ones started after a restart still exist).
+    pub(crate) fn processes_gone(&self) -> bool {
+        matches!(
+            self,
+            SandboxState::Gone | SandboxState::Stopped { .. } | SandboxState::Removed { .. }
+        )
+    }
 }
 
 impl fmt::Display for SandboxState {

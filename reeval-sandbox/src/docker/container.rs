@@ -204,6 +204,9 @@ impl RunProcess for DockerSandbox {
         // background child the command left would hold it for ever. So past a
         // second, also watch the process itself, and stop reading soon after it exits.
         // The polls back off to every 2 s, so a long agent turn costs the engine little.
+        // An exec started as its container was killed can be told running, its
+        // stream open, for two minutes (Docker 20.10; seen in the load benchmark):
+        // a container whose processes are all gone ends the watch too.
         let exited = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let mut every = Duration::from_millis(250);
@@ -211,11 +214,13 @@ impl RunProcess for DockerSandbox {
                 match self.docker.inspect_exec(&created.id).await {
                     Ok(i) if i.running == Some(false) => return,
                     Err(_) => return,
-                    _ => {
-                        tokio::time::sleep(every).await;
-                        every = (every * 2).min(Duration::from_secs(2));
-                    }
+                    _ => {}
                 }
+                if self.state().await.processes_gone() {
+                    return;
+                }
+                tokio::time::sleep(every).await;
+                every = (every * 2).min(Duration::from_secs(2));
             }
         };
         tokio::select! {
