@@ -133,6 +133,9 @@ impl DockerSandbox {
     }
 }
 
+/// How long an exec's watch waits for the engine to say whether its container runs.
+const STATE_WITHIN: Duration = Duration::from_secs(2);
+
 #[async_trait]
 impl RunProcess for DockerSandbox {
     async fn run_process(
@@ -206,7 +209,9 @@ impl RunProcess for DockerSandbox {
         // The polls back off to every 2 s, so a long agent turn costs the engine little.
         // An exec started as its container was killed can be told running, its
         // stream open, for two minutes (Docker 20.10; seen in the load benchmark):
-        // a container whose processes are all gone ends the watch too.
+        // a container whose processes are all gone ends the watch too. The
+        // engine may hold that question while it is busy with the container
+        // (an exec starting in a frozen one): the watch then goes on as before.
         let exited = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let mut every = Duration::from_millis(250);
@@ -216,7 +221,8 @@ impl RunProcess for DockerSandbox {
                     Err(_) => return,
                     _ => {}
                 }
-                if self.state().await.processes_gone() {
+                let state = tokio::time::timeout(STATE_WITHIN, self.state()).await;
+                if state.is_ok_and(|s| s.processes_gone()) {
                     return;
                 }
                 tokio::time::sleep(every).await;
