@@ -319,9 +319,11 @@ impl Backend for KubeBackend {
         // The policy first: the pod is never up without it.
         let policy = pod::policy(&name, spec, &owner);
         let (policies, post) = (self.cluster.policies(), kube::api::PostParams::default());
-        create_patiently(|| policies.create(&post, &policy)).await.map_err(|e| {
-            SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e)
-        })?;
+        if let Err(e) = create_patiently(|| policies.create(&post, &policy)).await {
+            // A try whose connection broke may have created it: not left to the run's end sweep.
+            let _ = policies.delete(&name, &DeleteParams::default()).await;
+            return Err(SandboxError::engine(format!("create the NetworkPolicy of pod {name}"), e));
+        }
         let manifest = pod::manifest(&name, spec, &self.cluster.config, &owner);
         let gateway = match &spec.network {
             NetworkSpec::PodGateway { pod_labels, .. } => {

@@ -40,6 +40,28 @@ async fn teardown_deletes_the_pod_now_and_its_policy_and_waits_until_it_is_gone(
 }
 
 #[tokio::test]
+async fn a_policy_whose_create_failed_is_deleted_by_name_and_no_pod_is_made() {
+    let api = FakeApi::start(move |r: &Seen| match r.method.as_str() {
+        "POST" => Reply::Json(500, json!({"kind": "Status", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd timed out"})),
+        _ => Reply::Json(200, json!({"kind": "Status", "status": "Success"})),
+    })
+    .await;
+    let Err(e) = api.backend(KubernetesConfig::default()).create(&spec()).await else {
+        panic!("the create fails")
+    };
+    assert!(e.to_string().contains("create the NetworkPolicy of pod reeval-"), "{e}");
+    let calls = api.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0], "POST /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies");
+    assert!(
+        calls[1].starts_with(
+            "DELETE /apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/reeval-"
+        ),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_sweep_deletes_only_this_runners_pods_policies_services_and_secrets_of_the_run() {
     let api = FakeApi::start(move |r: &Seen| {
         let item = |name: &str, owner: &str| {
