@@ -1,8 +1,10 @@
 //! The snapshot before a sandbox's first turn on a local engine (issue 29):
-//! the diff helper is mounted read-only, and one exec prepares the agent user,
-//! becomes the helper's session and answers the first listing. Seen from the
-//! engine's own events: before the turn's exec, the sandbox had that one exec
-//! and no other; and what it prepared holds (owners, the git repository noted).
+//! the diff helper is mounted read-only, and one session prepares the agent
+//! user, becomes the helper's session and answers the first listing. With a
+//! gateway, that session was started with the sandbox by its relay and waits
+//! on the main process's stdin: no exec at all before the turn, one attach.
+//! Without, it is one exec. Seen from the engine's own events; and what it
+//! prepared holds (owners, the git repository noted).
 
 mod common;
 
@@ -12,6 +14,15 @@ use reeval::{Eval, Outcome};
 /// The engine's `exec_create` events of the run's containers since `since`
 /// (unix seconds), in order: each exec's command.
 fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
+    events_of_run(run_id, since, "exec_create")
+        .into_iter()
+        .map(|l| l.strip_prefix("exec_create: ").unwrap_or(&l).to_string())
+        .collect()
+}
+
+/// The engine's events of one kind (`exec_create`, `attach`) of the run's
+/// containers since `since` (unix seconds), in order: each one's action.
+fn events_of_run(run_id: &str, since: u64, event: &str) -> Vec<String> {
     let until = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
@@ -21,25 +32,21 @@ fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
         .args(["events", "--since", &since.to_string(), "--until", &until.to_string()])
         .args(["--filter", &format!("label=dev.reeval.run={run_id}")])
         // One line per event: a command's script may hold newlines.
-        .args(["--filter", "event=exec_create", "--format", "{{json .Action}}"])
+        .args(["--filter", &format!("event={event}"), "--format", "{{json .Action}}"])
         .output()
         .expect("docker events");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
-        .map(|l| l.strip_prefix("exec_create: ").unwrap_or(&l).to_string())
         .collect()
 }
 
-#[cfg_attr(
-    reeval_no_docker,
-    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
-)]
-#[tokio::test(flavor = "multi_thread")]
-async fn one_exec_prepares_the_agent_user_and_answers_the_first_listing() {
-    require_docker!();
-    let run_id = format!("snapshot-exec-{}", std::process::id());
+/// Runs the eval whose turn checks what the preparation did, with a gateway
+/// or without: the record and the run's execs before the turn's (the
+/// setup's apart), and its attaches.
+async fn prepared_then_turn(gateway: bool) -> (Vec<String>, Vec<String>) {
+    let run_id = format!("snapshot-exec-{}-{gateway}", std::process::id());
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
@@ -63,10 +70,12 @@ async fn one_exec_prepares_the_agent_user_and_answers_the_first_listing() {
             Ok(())
         })
     })
-    .environment(|| {
-        Environment::new().file("given.txt", "given\n").setup(
+    .environment(move || {
+        let env = Environment::new().file("given.txt", "given\n").setup(
             "git init -q . && git add given.txt && git -c user.email=a@b -c user.name=a commit -qm base",
-        )
+        );
+        // A way out (to a host nothing asks for): the gateway's relay is the main process.
+        if gateway { env.allow_egress("nothing.test") } else { env }
     });
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     let r = &report.records[0];
@@ -78,15 +87,95 @@ async fn one_exec_prepares_the_agent_user_and_answers_the_first_listing() {
         "{:?} {events:?}",
         r.artifacts
     );
-
     let execs = execs_of_run(&report.run_id, since);
     // The turn's exec: the shell harness runs the agent's command.
     let turn = execs.iter().position(|e| e.contains("owners.txt")).expect("the turn's exec");
-    let before: Vec<&String> = execs[..turn].iter().filter(|e| !e.contains("git init")).collect();
-    assert_eq!(before.len(), 1, "one exec before the turn (the setup's apart): {execs:#?}");
+    let before = execs[..turn].iter().filter(|e| !e.contains("git init")).cloned().collect();
+    (before, events_of_run(&report.run_id, since, "attach"))
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn one_exec_prepares_the_agent_user_and_answers_the_first_listing() {
+    require_docker!();
+    let (before, attaches) = prepared_then_turn(false).await;
+    assert_eq!(before.len(), 1, "one exec before the turn (the setup's apart): {before:#?}");
     assert!(
         before[0].contains("reeval-prepared") && before[0].contains("/run/reeval-diff/"),
         "the session from the mount, preparing first: {}",
         before[0]
     );
+    assert!(attaches.is_empty(), "no attach without a relay: {attaches:?}");
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_gateway_the_session_waiting_in_the_sandbox_prepares_and_no_exec_does() {
+    require_docker!();
+    let (before, attaches) = prepared_then_turn(true).await;
+    assert!(before.is_empty(), "no exec before the turn (the setup's apart): {before:#?}");
+    assert_eq!(attaches.len(), 1, "one attach, the snapshot's: {attaches:?}");
+}
+
+/// The Docker backend's side: a sandbox made with `main_stdin` has its main
+/// process read the stdin that one attach writes, and whose output it reads;
+/// a second attach, or one of a sandbox made without, is refused at once.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_main_process_reads_what_its_one_attach_writes() {
+    use futures_util::StreamExt;
+    use reeval::sandbox::{Backend, DockerBackend, Limits, NetworkSpec, SandboxSpec, Sweep};
+    use tokio::io::AsyncWriteExt;
+    require_docker!();
+    let backend = DockerBackend::connect().await.expect("the engine answers");
+    assert!(backend.capabilities().main_stdin);
+    let run_id = format!("main-stdin-{}", std::process::id());
+    let spec = |main_stdin: bool| SandboxSpec {
+        image: "reeval/base:latest".into(),
+        labels: std::collections::BTreeMap::from([
+            ("dev.reeval.run".to_string(), run_id.clone()),
+            ("dev.reeval.attempt".to_string(), "main.t1.try1".to_string()),
+        ]),
+        workdir: "/workspace".into(),
+        limits: Limits::default(),
+        network: NetworkSpec::None,
+        main_process: Some(
+            ["sh", "-c", "read l; echo \"main heard $l\"; exec sleep infinity"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        main_stdin,
+        ..Default::default()
+    };
+    let sandbox = backend.create(&spec(true)).await.expect("created");
+    sandbox.start().await.expect("started");
+    let mut stream = sandbox.attach_main().await.expect("attached");
+    stream.input.write_all(b"hello\n").await.unwrap();
+    stream.input.flush().await.unwrap();
+    let mut said = Vec::new();
+    while !said.ends_with(b"\n") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), stream.output.next())
+            .await
+            .expect("an answer within 10 s")
+            .expect("the stream goes on")
+            .expect("no engine error");
+        said.extend_from_slice(&chunk);
+    }
+    assert_eq!(String::from_utf8_lossy(&said), "main heard hello\n");
+    let again = sandbox.attach_main().await.err().expect("one attach");
+    assert!(again.to_string().contains("attached before"), "{again}");
+
+    let without = backend.create(&spec(false)).await.expect("created");
+    without.start().await.expect("started");
+    assert!(without.attach_main().await.is_err(), "no stdin of its own");
+    backend.sweep(Sweep::OwnRun(&run_id)).await.expect("sweep");
 }

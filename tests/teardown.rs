@@ -91,6 +91,9 @@ impl Sandbox for SlowSandbox {
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
         self.inner.open_stream(argv).await
     }
+    async fn attach_main(&self) -> Result<ExecStream, SandboxError> {
+        self.inner.attach_main().await
+    }
     async fn destroy(&self) -> Result<(), SandboxError> {
         self.log.lock().unwrap().destroy_began.push((self.id().to_string(), Instant::now()));
         tokio::time::sleep(self.delay).await;

@@ -163,6 +163,9 @@ impl Snapshot {
         sandbox: &SandboxHandle,
         prelude: &str,
     ) -> Result<(Option<Self>, String), SandboxError> {
+        if let Some(taken) = Self::take_prepared(sandbox, prelude).await {
+            return taken;
+        }
         let id = next_listing();
         let (out, answer) =
             helper::run(sandbox, None, &id, true, Some(prelude), FILE_LIMIT, SNAPSHOT_LIMIT)
@@ -195,25 +198,49 @@ impl Snapshot {
         sandbox: &SandboxHandle,
         prelude: &str,
     ) -> Result<(Option<Self>, String), SandboxError> {
-        if let prepared::Prepared::Ready { output, session } =
-            prepared::start(sandbox, prelude, FILE_LIMIT, SNAPSHOT_LIMIT).await
-        {
-            let id = next_listing();
-            let asked = session.ask(None, &id).await;
-            let snapshot = match asked.as_deref().and_then(helper::parse) {
-                Some(parsed) => {
-                    Self::default().apply(parsed, id, helper::Shared(Some(session))).with_listed()
-                }
-                // The session failed (it is not asked again): one exec, as a refresh does.
-                None => Self::take(sandbox).await?,
-            };
-            return Ok((Some(snapshot), output));
+        if let Some(taken) = Self::take_prepared(sandbox, prelude).await {
+            return taken;
         }
         let session = helper::Session::start_beside_install(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT);
         let (taken, session) = tokio::join!(Self::take_after(sandbox, prelude), session);
         let (snapshot, out) = taken?;
         let snapshot = snapshot.map(|s| Self { session: helper::Shared(Some(session)), ..s });
         Ok((snapshot.map(Self::with_listed), out))
+    }
+
+    /// [`Snapshot::take_after`] by the helper's session that prepares first
+    /// (`diff/prepared.rs`), kept for later refreshes; `None` where it did
+    /// not run to success (the caller then runs the prelude in an exec).
+    async fn take_prepared(
+        sandbox: &SandboxHandle,
+        prelude: &str,
+    ) -> Option<Result<(Option<Self>, String), SandboxError>> {
+        let prepared::Prepared::Ready { output, session } =
+            prepared::start(sandbox, prelude, FILE_LIMIT, SNAPSHOT_LIMIT).await
+        else {
+            return None;
+        };
+        let id = next_listing();
+        let asked = session.ask(None, &id).await;
+        let snapshot = match asked.as_deref().and_then(helper::parse) {
+            Some(parsed) => {
+                Self::default().apply(parsed, id, helper::Shared(Some(session))).with_listed()
+            }
+            // The session failed (it is not asked again): one exec, as a refresh does.
+            None => match Self::take(sandbox).await {
+                Ok(taken) => taken,
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        Some(Ok((Some(snapshot), output)))
+    }
+
+    /// The argv of the session that prepares the sandbox and then serves
+    /// its listings, for a sandbox's main process to start and leave waiting
+    /// on the sandbox's stdin (`diff/prepared.rs`), with the helper at its mount.
+    pub(crate) fn main_session_argv(workspace: &str) -> Vec<String> {
+        let helper = format!("{}/{}", mounted::MOUNTED_AT, helper::helper_name());
+        prepared::argv(&helper, workspace, FILE_LIMIT, SNAPSHOT_LIMIT)
     }
 
     /// `self`, without its session when it has no listing: only a listing

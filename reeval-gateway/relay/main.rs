@@ -7,6 +7,7 @@
 //!   reeval-relay start  --listen ADDR --socket PATH [--tcp ...] [--dns]
 //!   reeval-relay supervise --listen ADDR --socket PATH [--tcp ...] [--dns]
 //!                          [--ca FILE --ca-to PATH --ca-bundle PATH]
+//!                          [--session PROGRAM ARG...]
 //!
 //! `serve` forwards every TCP connection on the listen address to the unix
 //! socket. `verify` proves isolation: each TCP target should fail to connect
@@ -19,7 +20,11 @@
 //! system bundle), starts `serve` as a child, sends its report to the
 //! gateway through the socket (`POST /_reeval/isolation`), and then lives as
 //! long as the sandbox. If `serve` dies (an agent killed it), the sandbox
-//! only loses its way out.
+//! only loses its way out. With `--session` (the rest of the arguments), it
+//! first starts that program as a child with the sandbox's own stdin, stdout
+//! and stderr, which only the engine's attach reaches: the runner's first
+//! session waits there, started without an exec (reeval-core's
+//! `diff/prepared.rs`). Its end does not end the sandbox.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -44,6 +49,7 @@ struct Args {
     ca: Option<String>,
     ca_to: Option<String>,
     ca_bundle: Option<String>,
+    session: Vec<String>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -59,6 +65,12 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--ca" => out.ca = Some(value("--ca")?),
             "--ca-to" => out.ca_to = Some(value("--ca-to")?),
             "--ca-bundle" => out.ca_bundle = Some(value("--ca-bundle")?),
+            "--session" => {
+                out.session = it.by_ref().cloned().collect();
+                if out.session.is_empty() {
+                    return Err("--session needs a program".to_owned());
+                }
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -293,6 +305,9 @@ fn supervise(args: &Args) -> ExitCode {
         eprintln!("reeval-relay: --listen must be IP:PORT");
         return ExitCode::from(2);
     };
+    if !args.session.is_empty() {
+        start_session(&args.session);
+    }
     // Verify first, while nothing of ours listens, so a TCP target can never be our own relay.
     let verify_args = Args { socket: Some(socket.clone()), tcp: args.tcp.clone(), dns: args.dns, ..Args::default() };
     let mut report = verify(&verify_args);
@@ -330,6 +345,27 @@ fn supervise(args: &Args) -> ExitCode {
     // Reap `serve` when it ends; the sandbox goes on without a way out.
     let _ = child.wait();
     stay()
+}
+
+/// Starts the session's program with the sandbox's stdio and reaps it when
+/// it ends. Where it cannot start (an image without it), the first line
+/// written to the sandbox's stdin is answered `reeval-session-failed` on its
+/// stdout, so the runner does not wait for a session that is not there (it
+/// then runs its work in an exec, which tells the cause).
+fn start_session(argv: &[String]) {
+    match Command::new(&argv[0]).args(&argv[1..]).spawn() {
+        Ok(mut child) => {
+            thread::spawn(move || child.wait());
+        }
+        Err(e) => {
+            eprintln!("reeval-relay: failed to start the session {}: {e}", argv[0]);
+            thread::spawn(|| {
+                let mut byte = [0u8; 1];
+                while matches!(io::stdin().read(&mut byte), Ok(1)) && byte[0] != b'\n' {}
+                let _ = io::stdout().write_all(b"reeval-session-failed\n");
+            });
+        }
+    }
 }
 
 /// Lives until the sandbox is destroyed.

@@ -285,3 +285,52 @@ async fn supervise_reports_to_the_gateway_and_outlives_its_relay() {
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
 }
+
+/// `supervise --session`: the session's program gets the supervisor's own
+/// stdin and stdout (the sandbox's, which the engine's attach reaches), and
+/// where it cannot start, the first line on stdin is answered
+/// `reeval-session-failed`, so nobody waits for a session that is not there.
+#[test]
+fn supervise_starts_the_session_on_its_stdio_or_says_it_could_not() {
+    let dir = TempDir::new("session");
+    let exe = relay_exe(&dir.0);
+    let supervise = |session: &[&str]| {
+        let socket = dir.0.join("none.sock");
+        let listen = format!("127.0.0.1:{}", free_port());
+        Command::new(&exe)
+            .args(["supervise", "--listen", &listen, "--socket", socket.to_str().unwrap()])
+            .arg("--session")
+            .args(session)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first_line = |child: &mut Child, asked: &str| {
+        child.stdin.as_mut().unwrap().write_all(asked.as_bytes()).unwrap();
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        let out = child.stdout.as_mut().unwrap();
+        while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+            line.push(byte[0]);
+        }
+        String::from_utf8(line).unwrap()
+    };
+    let mut child =
+        supervise(&["sh", "-c", "read l; echo \"session heard $l\"; echo ' and more' >&2"]);
+    assert_eq!(first_line(&mut child, "hello\n"), "session heard hello");
+    // The session's end is not the supervisor's.
+    thread::sleep(Duration::from_millis(200));
+    assert!(child.try_wait().unwrap().is_none(), "the supervisor lives on");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let mut child = supervise(&["/nonexistent/reeval-session"]);
+    assert_eq!(first_line(&mut child, "hello\n"), "reeval-session-failed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // `--session` with nothing after it is a usage error.
+    let out = Command::new(&exe).args(["supervise", "--session"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--session needs a program"));
+}

@@ -28,6 +28,10 @@ pub struct SandboxSpec {
     /// What the sandbox's main process runs; by default it sleeps for ever.
     /// (The gateway's relay supervises the sandbox when it has a way out.)
     pub main_process: Option<Vec<String>>,
+    /// Whether the main process reads the sandbox's own stdin, written
+    /// through [`Sandbox::attach_main`](crate::Sandbox::attach_main) (only
+    /// where [`Capabilities::main_stdin`]; elsewhere its stdin is empty).
+    pub main_stdin: bool,
     /// Services started beside it, in its network namespace (see [`Service`](crate::Service)).
     pub services: Vec<ServiceStart>,
     /// Its mounts (see [`Mount`]): volumes it shares by name with its services, host paths.
@@ -132,6 +136,9 @@ pub struct Capabilities {
     pub oom_kills: bool,
     /// The tools the backend's in-sandbox helpers need from the image.
     pub helper_tools: &'static [HelperTool],
+    /// Whether a sandbox's main process can be given the sandbox's own stdin
+    /// ([`SandboxSpec::main_stdin`], [`Sandbox::attach_main`](crate::Sandbox::attach_main)).
+    pub main_stdin: bool,
 }
 
 /// Which leftover sandboxes a [`Backend::sweep`] removes.

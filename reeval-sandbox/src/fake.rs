@@ -260,7 +260,12 @@ impl Backend for FakeBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
+        Capabilities {
+            gateway_socket: false,
+            oom_kills: false,
+            helper_tools: HELPER_TOOLS,
+            main_stdin: false,
+        }
     }
 
     async fn ping(&self) -> Result<EngineInfo, SandboxError> {

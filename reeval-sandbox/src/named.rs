@@ -200,6 +200,10 @@ impl Sandbox for NamedSandbox {
         self.name_it(self.inner.open_stream(argv).await)
     }
 
+    async fn attach_main(&self) -> Result<ExecStream, SandboxError> {
+        self.name_it(self.inner.attach_main().await)
+    }
+
     async fn connect_port(&self, port: u16) -> Result<Option<PortStream>, SandboxError> {
         self.name_it(self.inner.connect_port(port).await)
     }

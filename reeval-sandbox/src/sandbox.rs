@@ -134,6 +134,29 @@ pub trait Sandbox: Send + Sync + fmt::Debug {
     /// Dropping the stream closes the attach; the process ends when its stdin closes.
     async fn open_stream(&self, argv: Vec<String>) -> Result<ExecStream, SandboxError>;
 
+    /// The stdin and stdout of the sandbox's main process as a byte stream,
+    /// once per sandbox: where the sandbox was made with
+    /// [`SandboxSpec::main_stdin`](crate::SandboxSpec::main_stdin) on a
+    /// backend that has it ([`Capabilities::main_stdin`](crate::Capabilities::main_stdin)),
+    /// a process the main process started waits there, and is reached
+    /// without an exec. Stderr is dropped. The default: no such stream.
+    ///
+    /// # Errors
+    /// [`SandboxError::EngineConfig`] where there is none (the backend has
+    /// none, the sandbox was not made with it, or it was attached before),
+    /// or an engine error.
+    ///
+    /// # Cancel safety
+    /// Dropping the stream closes the attach, and with it the main process's
+    /// stdin; a cancelled call may have used the sandbox's one attach.
+    async fn attach_main(&self) -> Result<ExecStream, SandboxError> {
+        Err(SandboxError::EngineConfig {
+            message:
+                "failed to attach to the sandbox's main process: the backend has no stdin for it"
+                    .into(),
+        })
+    }
+
     /// A connection to `port` inside the sandbox through the engine's own
     /// port forwarding (Kubernetes' port-forward API), or `None` where the
     /// engine has none and `Ctx::serve` relays through [`Sandbox::open_stream`].

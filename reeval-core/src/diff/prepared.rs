@@ -1,11 +1,17 @@
 //! The diff helper's session that prepares the sandbox before it serves:
 //! where the helper is mounted (`mounted.rs`), the snapshot's preparation
 //! of the agent user and its first listing need no exec of their own. The
-//! session's one exec runs the preparation (a shell script, as root, in the
-//! workspace), says how it ended on a line named by a nonce of this call's,
-//! then becomes the helper's `serve`, which the first listing is asked of.
-//! One exec at the snapshot instead of two started at once, each paying the
-//! engine's exec and the container's process start.
+//! session (a shell script, as root) reads a nonce of this call's and the
+//! preparation from its stdin, says it heard them, runs the preparation in
+//! the workspace, says how it ended on a line named by the nonce, then
+//! becomes the helper's `serve`, which the first listing is asked of.
+//!
+//! Where the engine lets the sandbox's main process have the sandbox's own
+//! stdin (Docker: `Sandbox::attach_main`), the session is started with the
+//! sandbox by the gateway's relay ([`main_argv`]) and waits there: reaching
+//! it is an attach, not an exec, which spares the engine's exec and the
+//! container's process start (65 to 100 ms on two cores). Elsewhere, or when
+//! that session does not answer, its one exec does the same.
 //!
 //! Whatever keeps the preparation from running to its end here (the engine,
 //! no `sh`, an image whose own user is not root, the preparation failing)
@@ -13,9 +19,11 @@
 //! told and classified as it was.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
 
 use super::helper::Session;
 use crate::sandbox::{ExecStream, SandboxHandle};
@@ -24,14 +32,21 @@ use crate::sandbox::{ExecStream, SandboxHandle};
 /// the preparation is left to the exec (whose capture is bounded).
 const OUTPUT_LIMIT: usize = 1 << 20;
 
-/// `$1` the nonce, `$2` the workspace, then the helper's `serve` argv. The
-/// preparation (`PRELUDE`) reads nothing of the session's stdin, which is
-/// the helper's; its output, both streams, goes before the end line, since
-/// a stream's stderr is not read.
-const SCRIPT: &str = r#"n=$1; w=$2; shift 2
+/// How long a session that was asked may take to say it heard: it waits on
+/// its stdin already, so only one that is not there takes long.
+const HEARD_WITHIN: Duration = Duration::from_secs(2);
+
+/// `$1` the workspace, then the helper's `serve` argv; the nonce and the
+/// preparation (one line of shell) come on stdin, so neither is in an argv.
+/// The preparation reads nothing of the session's stdin, which is the
+/// helper's; its output, both streams, goes before the end line, since a
+/// stream's stderr is not read.
+const SCRIPT: &str = r#"w=$1; shift
+IFS= read -r n || exit 9
+IFS= read -r p || exit 9
+printf 'reeval-session %s\n' "$n"
 [ "$(id -u 2>/dev/null)" = 0 ] || { printf '\nreeval-prepared %s not-root\n' "$n"; exit 9; }
-{ cd "$w" && { PRELUDE
-} ; } </dev/null 2>&1; s=$?
+{ cd "$w" && eval "$p"; } </dev/null 2>&1; s=$?
 printf '\nreeval-prepared %s %s\n' "$n" "$s"
 [ "$s" = 0 ] || exit 1
 exec "$@""#;
@@ -44,8 +59,26 @@ pub(super) enum Prepared {
     NotRun,
 }
 
-/// Starts the helper's session from its mount in `sandbox`, after `prelude`.
-/// Only where the helper is mounted ([`SandboxHandle::helpers_dir`]).
+/// The session's argv: the script, the workspace, then the helper at
+/// `helper` serving `workspace` with the given limits.
+pub(super) fn argv(helper: &str, workspace: &str, file_limit: u64, budget: u64) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        SCRIPT.into(),
+        "sh".into(),
+        workspace.into(),
+        helper.into(),
+        "serve".into(),
+        workspace.into(),
+        file_limit.to_string(),
+        budget.to_string(),
+    ]
+}
+
+/// Starts the helper's session from its mount in `sandbox`, after `prelude`:
+/// the one waiting on the main process's stdin where there is one, else one
+/// in an exec. Only where the helper is mounted ([`SandboxHandle::helpers_dir`]).
 ///
 /// # Cancel safety
 /// A cancelled call may have run the prelude (which prepares, so may run
@@ -56,26 +89,41 @@ pub(super) async fn start(
     file_limit: u64,
     budget: u64,
 ) -> Prepared {
-    if sandbox.helpers_dir().is_none() {
+    // The preparation goes as one line.
+    if sandbox.helpers_dir().is_none() || prelude.contains('\n') {
         return Prepared::NotRun;
     }
+    if let Ok(stream) = sandbox.sandbox().attach_main().await
+        && let Prepared::Ready { output, session } = prepare(stream, prelude).await
+    {
+        return Prepared::Ready { output, session };
+    }
+    let helper = super::helper::path_in(sandbox);
+    let argv = argv(&helper, sandbox.workspace(), file_limit, budget);
+    match sandbox.sandbox().open_stream(argv).await {
+        Ok(stream) => prepare(stream, prelude).await,
+        Err(_) => Prepared::NotRun,
+    }
+}
+
+/// Asks the session on `stream` to prepare: the nonce and `prelude` sent, its
+/// word that it heard them awaited ([`HEARD_WITHIN`]), then its end line.
+async fn prepare(mut stream: ExecStream, prelude: &str) -> Prepared {
     let nonce = format!("{:016x}", crate::host_dir::random_suffix());
-    let argv = vec![
-        "sh".into(),
-        "-c".into(),
-        SCRIPT.replace("PRELUDE", prelude),
-        "sh".into(),
-        nonce.clone(),
-        sandbox.workspace().into(),
-        super::helper::path_in(sandbox),
-        "serve".into(),
-        sandbox.workspace().into(),
-        file_limit.to_string(),
-        budget.to_string(),
-    ];
-    let Ok(mut stream) = sandbox.sandbox().open_stream(argv).await else {
+    let asked = format!("{nonce}\n{prelude}\n");
+    if stream.input.write_all(asked.as_bytes()).await.is_err()
+        || stream.input.flush().await.is_err()
+    {
         return Prepared::NotRun;
+    }
+    let heard = format!("reeval-session {nonce}\n");
+    let rest = match tokio::time::timeout(HEARD_WITHIN, read_heard(&mut stream, &heard)).await {
+        Ok(Some(rest)) => rest,
+        _ => return Prepared::NotRun,
     };
+    let head = futures_util::stream::once(async move { Ok(Bytes::from(rest)) });
+    let ExecStream { input, output } = stream;
+    let mut stream = ExecStream { input, output: head.chain(output).boxed() };
     match read_end(&mut stream, &nonce).await {
         Some((output, 0, rest)) => {
             // What came after the end line is the helper's: read first.
@@ -86,6 +134,19 @@ pub(super) async fn start(
         }
         _ => Prepared::NotRun,
     }
+}
+
+/// Reads the stream's first line, which must be `heard`: what followed it.
+async fn read_heard(stream: &mut ExecStream, heard: &str) -> Option<Vec<u8>> {
+    let mut seen: Vec<u8> = Vec::new();
+    while seen.len() < heard.len() {
+        seen.extend_from_slice(&stream.output.next().await?.ok()?);
+        let n = seen.len().min(heard.len());
+        if seen[..n] != heard.as_bytes()[..n] {
+            return None;
+        }
+    }
+    Some(seen.split_off(heard.len()))
 }
 
 /// Reads the stream up to the end line of `nonce`: the output before it,
@@ -146,32 +207,49 @@ mod tests {
         assert_eq!(read_end(&mut s, "ab").await.map(|r| r.1), Some(-1));
     }
 
-    /// The script as the session runs it, in `sh` here: the preparation's
-    /// output and status, then the program it becomes, which reads stdin.
+    #[tokio::test]
+    async fn the_word_that_it_heard_must_open_the_stream() {
+        let mut s = stream_of(&[b"reeval-ses", b"sion ab\nrest"]);
+        assert_eq!(read_heard(&mut s, "reeval-session ab\n").await, Some(b"rest".to_vec()));
+        // Another nonce's, the relay's failure, or an end first, is no word.
+        let mut s = stream_of(&[b"reeval-session zz\n"]);
+        assert_eq!(read_heard(&mut s, "reeval-session ab\n").await, None);
+        let mut s = stream_of(&[b"reeval-session-failed\n"]);
+        assert_eq!(read_heard(&mut s, "reeval-session ab\n").await, None);
+        assert_eq!(read_heard(&mut stream_of(&[b"reeval-se"]), "reeval-session ab\n").await, None);
+    }
+
+    /// The script as the session runs it, in `sh` here: it reads the nonce
+    /// and the preparation, says it heard, prepares (its output and status),
+    /// then becomes the program, which reads the rest of stdin.
     #[test]
     fn the_script_prepares_then_becomes_the_helper_or_stops() {
         let run = |prelude: &str| {
-            let script = SCRIPT.replace("PRELUDE", prelude).replace(
+            let script = SCRIPT.replace(
                 "[ \"$(id -u 2>/dev/null)\" = 0 ]",
                 "true", // as whoever runs the test
             );
             let mut child = std::process::Command::new("sh")
-                .args(["-c", &script, "sh", "n1", "/", "sh", "-c", "read l; echo \"served $l\""])
+                .args(["-c", &script, "sh", "/", "sh", "-c", "read l; echo \"served $l\""])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
             use std::io::Write;
             // A script that stops before it serves may be gone already (a broken pipe).
-            let _ = child.stdin.take().unwrap().write_all(b"asked\n");
+            let asked = format!("n1\n{prelude}\nasked\n");
+            let _ = child.stdin.take().unwrap().write_all(asked.as_bytes());
             let out = child.wait_with_output().unwrap();
             (out.status.code(), String::from_utf8(out.stdout).unwrap())
         };
         let (code, out) = run("pwd && echo oops >&2 && read x; echo read=$x");
         assert_eq!(code, Some(0));
-        assert_eq!(out, "/\noops\nread=\n\nreeval-prepared n1 0\nserved asked\n");
+        assert_eq!(
+            out,
+            "reeval-session n1\n/\noops\nread=\n\nreeval-prepared n1 0\nserved asked\n"
+        );
         let (code, out) = run("false");
         assert_eq!(code, Some(1));
-        assert_eq!(out, "\nreeval-prepared n1 1\n");
+        assert_eq!(out, "reeval-session n1\n\nreeval-prepared n1 1\n");
     }
 }

@@ -59,6 +59,19 @@ pub(crate) fn complete(
         false => None,
     };
     spec.mounts.extend(helper.as_ref().map(|h| h.mount()));
+    // The first snapshot's session, started by the gateway's relay with the
+    // sandbox and waiting on its stdin: reached by an attach, not an exec.
+    if helper.is_some() && backend.capabilities().main_stdin {
+        let session = crate::diff::Snapshot::main_session_argv(&spec.workdir);
+        if let Some(main) = spec
+            .main_process
+            .as_deref()
+            .and_then(|main| reeval_gateway::relay::supervise_with_session(main, &session))
+        {
+            spec.main_process = Some(main);
+            spec.main_stdin = true;
+        }
+    }
     spec.user = user;
     (spec, helper)
 }

@@ -108,6 +108,20 @@ pub fn supervise_argv(
     argv
 }
 
+/// `argv` (a [`supervise_argv`]) with `session` started by the relay first,
+/// as a child with the sandbox's own stdin and stdout, which only the
+/// engine's attach reaches (see `Sandbox::attach_main` in reeval-sandbox).
+/// `None` when `argv` is not the relay's `supervise`.
+pub fn supervise_with_session(argv: &[String], session: &[String]) -> Option<Vec<String>> {
+    if argv.get(1).map(String::as_str) != Some("supervise") || session.is_empty() {
+        return None;
+    }
+    let mut argv = argv.to_vec();
+    argv.push("--session".to_owned());
+    argv.extend(session.iter().cloned());
+    Some(argv)
+}
+
 /// The environment that routes a sandbox's tools through the relay and
 /// makes them trust the per-run CA (installed in the system bundle at
 /// [`SANDBOX_CA_BUNDLE`]; Node reads only `NODE_EXTRA_CA_CERTS`).

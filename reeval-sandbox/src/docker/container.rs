@@ -1,7 +1,7 @@
 //! A running Docker container: exec with bounded capture and killable
 //! process trees, archives in and out, attached streams, removal.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -10,7 +10,8 @@ use bollard::body_full;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::query_parameters::{
-    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -38,6 +39,9 @@ pub struct DockerSandbox {
     /// The image's own user where it is not root (the container runs as root):
     /// what a command that names no user runs as.
     user: Option<String>,
+    /// Whether its main process has the container's stdin, not attached yet
+    /// (see [`Sandbox::attach_main`]): taken by the first attach.
+    main_stdin: AtomicBool,
 }
 
 impl DockerSandbox {
@@ -57,7 +61,13 @@ impl DockerSandbox {
             services: None,
             volumes: Default::default(),
             user,
+            main_stdin: AtomicBool::new(false),
         }
+    }
+
+    /// It was made with its main process reading the container's stdin.
+    pub(super) fn with_main_stdin(self, main_stdin: bool) -> Self {
+        Self { main_stdin: AtomicBool::new(main_stdin), ..self }
     }
 
     pub(super) fn with_volumes(mut self, volumes: super::volumes::Made) -> Self {
@@ -375,6 +385,37 @@ impl Sandbox for DockerSandbox {
             })
             .boxed();
         Ok(ExecStream { input, output })
+    }
+
+    async fn attach_main(&self) -> Result<ExecStream, SandboxError> {
+        if !self.main_stdin.swap(false, Ordering::SeqCst) {
+            return Err(SandboxError::EngineConfig {
+                message: "failed to attach to the sandbox's main process: it has no stdin of its own, or it was attached before".into(),
+            });
+        }
+        let options = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stdout(true)
+            .stderr(false)
+            .stream(true)
+            .logs(false)
+            .build();
+        let attached = self
+            .docker
+            .attach_container(&self.id, Some(options))
+            .await
+            .map_err(|e| SandboxError::engine("attach to the sandbox's main process", e))?;
+        let output = attached
+            .output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(SandboxError::engine("read the main process's output", e))),
+                }
+            })
+            .boxed();
+        Ok(ExecStream { input: attached.input, output })
     }
 
     async fn state(&self) -> SandboxState {

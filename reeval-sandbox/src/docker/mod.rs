@@ -263,7 +263,13 @@ impl Backend for DockerBackend {
     fn capabilities(&self) -> Capabilities {
         // A unix socket on this host can be mounted only into a container of this host.
         let local = self.host.starts_with("unix://");
-        Capabilities { gateway_socket: local, oom_kills: true, helper_tools: HELPER_TOOLS }
+        Capabilities {
+            gateway_socket: local,
+            oom_kills: true,
+            helper_tools: HELPER_TOOLS,
+            // Podman's attach to a container's stdin is not relied on.
+            main_stdin: self.flavor == Flavor::Docker,
+        }
     }
 
     fn runs_services(&self, _services: &[crate::Service]) -> Result<(), String> {
@@ -360,7 +366,12 @@ impl Backend for DockerBackend {
             .collect();
         let made = volumes::make(&self.docker, &all, &labels).await?;
         let (user, own_labels) = image_user(spec, &labels);
+        // The main process's stdin, for a session it starts (`Sandbox::attach_main`):
+        // closed when the one attach ends; its output is for that attach, not a log.
+        let main_stdin = spec.main_stdin && self.flavor == Flavor::Docker;
         let body = ContainerCreateBody {
+            open_stdin: main_stdin.then_some(true),
+            stdin_once: main_stdin.then_some(true),
             image: Some(spec.image.clone()),
             user: user.is_some().then(|| "0".to_string()),
             cmd: Some(
@@ -379,6 +390,10 @@ impl Backend for DockerBackend {
                 mounts: made.engine_mounts(&spec.mounts),
                 // Its services share its network namespace: their names are 127.0.0.1.
                 extra_hosts: (!spec.services.is_empty()).then(|| services::hosts(&spec.services)),
+                log_config: main_stdin.then(|| bollard::models::HostConfigLogConfig {
+                    typ: Some("none".into()),
+                    config: None,
+                }),
                 ..confined(&spec.limits, self.flavor)
             }),
             ..Default::default()
@@ -434,7 +449,8 @@ impl Backend for DockerBackend {
             _ => None,
         };
         let sandbox =
-            DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network, user);
+            DockerSandbox::new(self.docker.clone(), created.id, self.flavor, network, user)
+                .with_main_stdin(main_stdin);
         Ok(Arc::new(sandbox.with_services(services).with_volumes(made)))
     }
 

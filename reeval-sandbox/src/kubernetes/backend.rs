@@ -220,7 +220,12 @@ impl Backend for KubeBackend {
 
     fn capabilities(&self) -> Capabilities {
         // No host directory can be mounted into a pod, and the kernel's OOM count is the node's.
-        Capabilities { gateway_socket: false, oom_kills: false, helper_tools: HELPER_TOOLS }
+        Capabilities {
+            gateway_socket: false,
+            oom_kills: false,
+            helper_tools: HELPER_TOOLS,
+            main_stdin: false,
+        }
     }
 
     /// Services are containers of the sandbox's pod (`services.rs`): all but
