@@ -250,6 +250,11 @@ fn field<'a>(message: &'a str, key: &str) -> &'a str {
 }
 
 async fn check(cli: &'static Cli) {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        - 1;
     let tmp = common::temp_dir(&format!("clis-{}", cli.name));
     let env = env_file(&format!("clis-env-{}", cli.name));
     let skill = skill_dir(&tmp);
@@ -316,6 +321,29 @@ async fn check(cli: &'static Cli) {
     let home = runner_artifacts(&report, r).join(format!("{}-home.tar", cli.name));
     let tar = std::fs::read(&home).unwrap_or_else(|e| panic!("{} is missing: {e}", home.display()));
     assert!(tar.len() > 1024, "the config home archive holds the session");
+    // Laid out as the engine's archive of the home: the home first, everything under it,
+    // the session's files with their bytes (read by the diff helper's session, or the engine).
+    let entries = home_entries(&tar);
+    let (top, kind, _) = &entries[0];
+    assert_eq!(*kind, tar::EntryType::Directory, "{entries:?}");
+    let top = top.trim_end_matches('/');
+    assert!(
+        entries
+            .iter()
+            .all(|(p, _, _)| p.trim_end_matches('/') == top || p.starts_with(&format!("{top}/"))),
+        "{entries:?}"
+    );
+    assert!(
+        entries.iter().any(|(_, k, size)| *k == tar::EntryType::Regular && *size > 0),
+        "{entries:?}"
+    );
+    // The home came through the session the snapshot left (a gateway: the relay started it),
+    // not the engine's archive: that container's only `archive-path`s are the eval's own two
+    // reads (`read_bytes("prompt.txt")`, `read_file` of the rules).
+    let container =
+        r.phases.iter().find(|p| p.phase == reeval::Phase::Container).expect("a container phase");
+    let short_id = container.detail.split(' ').next().expect("its id");
+    assert_eq!(archives_of(&report.run_id, short_id, since), 2, "{}", show(r));
     assert!(
         runner_artifacts(&report, r).join(format!("{}-turn1.ndjson", cli.name)).is_file(),
         "the first turn's transcript is kept"
@@ -364,6 +392,40 @@ async fn check(cli: &'static Cli) {
 
     assert_eq!(report.records.len(), 5, "no retries (infra_retries = 0)");
     assert_eq!(common::containers_of_run(&report.run_id).await, 0, "every sandbox is removed");
+}
+
+/// Each entry of a tar: its path, type and size.
+fn home_entries(tar: &[u8]) -> Vec<(String, tar::EntryType, u64)> {
+    let mut archive = tar::Archive::new(tar);
+    let entries = archive.entries().expect("a tar");
+    entries
+        .map(|e| {
+            let e = e.expect("an entry");
+            let h = e.header();
+            (
+                String::from_utf8_lossy(&h.path_bytes()).into_owned(),
+                h.entry_type(),
+                h.size().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// How many times the engine archived a path of the run's container whose id starts with `short_id`, since `since`.
+fn archives_of(run_id: &str, short_id: &str, since: u64) -> usize {
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        + 1;
+    let out = std::process::Command::new("docker")
+        .args(["events", "--since", &since.to_string(), "--until", &until.to_string()])
+        .args(["--filter", &format!("label=dev.reeval.run={run_id}")])
+        .args(["--filter", "event=archive-path", "--format", "{{.Actor.ID}}"])
+        .output()
+        .expect("docker events");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter(|id| id.starts_with(short_id)).count()
 }
 
 fn runner_artifacts(report: &RunReport, r: &Record) -> PathBuf {

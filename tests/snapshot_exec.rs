@@ -171,7 +171,7 @@ async fn the_main_process_reads_what_its_one_attach_writes() {
         said.extend_from_slice(&chunk);
     }
     assert_eq!(String::from_utf8_lossy(&said), "main heard hello\n");
-    let again = sandbox.attach_main().await.err().expect("one attach");
+    let Err(again) = sandbox.attach_main().await else { panic!("a second attach was taken") };
     assert!(again.to_string().contains("attached before"), "{again}");
 
     let without = backend.create(&spec(false)).await.expect("created");

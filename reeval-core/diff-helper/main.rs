@@ -9,7 +9,11 @@
 //! workspace). `serve` stays, so that a diff costs no exec: it reads one
 //! request per line on stdin (`SINCE ID`), answers each on stdout in
 //! chunks (`u32` length, then that many bytes of the answer; an empty chunk
-//! ends it), and exits when stdin closes.
+//! ends it), and exits when stdin closes. It also takes `tree LIMIT PATH`:
+//! the whole tree at the absolute PATH (a CLI's config home, for the
+//! record) answered as changes since nothing, directories included (kind
+//! `d`), files of up to LIMIT bytes (LIMIT in all), no listing stored: the
+//! runner builds its archive from that instead of asking the engine.
 //!
 //! Each answer walks the workspace (`.git` at the top left out; see walk.rs
 //! for how it never follows a link), compares every directory with the
@@ -129,6 +133,7 @@ fn serve_requests(settings: &Settings<'_>, workspace: &Path) -> io::Result<()> {
         let line = line?;
         let mut out = BufWriter::with_capacity(1 << 20, Chunked(io::stdout().lock()));
         let answered = match line.split_once(' ') {
+            Some(("tree", rest)) => tree(settings, rest, &mut out),
             Some((since, id)) if (is_listing_id(since) || since == "none") && is_listing_id(id) => {
                 File::open(workspace).and_then(|top| answer(settings, top, since, id, &mut out))
             }
@@ -202,6 +207,7 @@ fn answer(
         threads: settings.threads,
         file_limit: settings.file_limit,
         budget: settings.budget,
+        whole_tree: false,
     };
     walk::walk(top, &options, |walked: Walked| {
         listed.extend_from_slice(&walked.listing);
@@ -226,6 +232,30 @@ fn answer(
         prune(dir, &[since, id]);
     }
     out.write_all(&[b'.', old.is_some() as u8, stored_as.is_some() as u8])
+}
+
+/// Answers `tree LIMIT PATH` (see the module's note): the whole tree at
+/// PATH, compared with nothing and stored nowhere.
+fn tree(settings: &Settings<'_>, request: &str, out: &mut impl Write) -> io::Result<()> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidInput, "a tree request is `tree LIMIT PATH`");
+    let (limit, path) = request.split_once(' ').ok_or_else(bad)?;
+    let limit: u64 = limit.parse().map_err(|_| bad())?;
+    if !path.starts_with('/') {
+        return Err(bad());
+    }
+    let options =
+        Options { old: None, threads: settings.threads, file_limit: limit, budget: limit, whole_tree: true };
+    out.write_all(b"reeval-diff 1\n")?;
+    let mut written: io::Result<()> = Ok(());
+    walk::walk(File::open(path)?, &options, |walked: Walked| {
+        for found in &walked.found {
+            if written.is_ok() {
+                written = write_found(out, found);
+            }
+        }
+    })?;
+    written?;
+    out.write_all(&[b'.', 0, 0])
 }
 
 fn write_found(out: &mut impl Write, found: &Found) -> io::Result<()> {

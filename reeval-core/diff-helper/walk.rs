@@ -46,6 +46,9 @@ pub struct Options<'a> {
     pub file_limit: u64,
     /// The most bytes read in all; files past it are named, not read.
     pub budget: u64,
+    /// A whole tree, not a workspace (a `tree` request): `.git` at the top is
+    /// walked too, and each directory is found as new (kind `d`).
+    pub whole_tree: bool,
 }
 
 /// The content sent for a new or changed entry.
@@ -252,10 +255,11 @@ fn visit(
     };
     let mut entries = Vec::new();
     let mut subdirs = Vec::new();
+    let mut dirs_found = Vec::new();
     for entry in std::fs::read_dir(beneath(&dir, b""))? {
         let entry = entry?;
         let name = entry.file_name().into_vec();
-        if path.is_empty() && name == b".git" {
+        if path.is_empty() && name == b".git" && !options.whole_tree {
             continue;
         }
         let meta = match entry.metadata() {
@@ -264,6 +268,12 @@ fn visit(
             Err(e) => return Err(e),
         };
         if meta.is_dir() {
+            if options.whole_tree {
+                let version = Version { kind: b'd', size: 0, ..version_of(&meta) };
+                let found =
+                    Found::New { path: join(&path, &name), version, content: Content::None };
+                dirs_found.push(found);
+            }
             subdirs.push(name);
         } else {
             entries.push((name, version_of(&meta)));
@@ -283,7 +293,7 @@ fn visit(
     let stored = options.old.and_then(|old| old.dir(&path));
     let mut changes = Vec::new();
     listing::compare(stored.iter().flat_map(|d| d.entries()), &entries, |c| changes.push(c));
-    let mut found = Vec::with_capacity(changes.len());
+    let mut found = dirs_found;
     let mut unread = Vec::new();
     for change in changes {
         let (index, existed) = match change {
@@ -404,8 +414,19 @@ mod tests {
         old: Option<&[u8]>,
         threads: usize,
     ) -> (BTreeMap<String, String>, Vec<u8>) {
+        walked(ws, old, threads, false)
+    }
+
+    /// [`changes`], of a whole tree (`whole_tree`) or a workspace.
+    fn walked(
+        ws: &Path,
+        old: Option<&[u8]>,
+        threads: usize,
+        whole_tree: bool,
+    ) -> (BTreeMap<String, String>, Vec<u8>) {
         let old = old.map(|b| Listing::parse(b).expect("a listing"));
-        let options = Options { old: old.as_ref(), threads, file_limit: 100, budget: 1 << 20 };
+        let options =
+            Options { old: old.as_ref(), threads, file_limit: 100, budget: 1 << 20, whole_tree };
         let mut got = BTreeMap::new();
         let mut listing = listing::MAGIC.to_vec();
         let mut walked_dirs = Vec::new();
@@ -439,6 +460,28 @@ mod tests {
 
     fn map(list: &[(&str, &str)]) -> BTreeMap<String, String> {
         list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    /// A `tree` request's walk: `.git` at the top too, and every directory,
+    /// empty or not, found as one (kind `d`) with its own entries.
+    #[test]
+    fn a_whole_tree_keeps_git_at_the_top_and_names_its_directories() {
+        let s = Scratch::new("tree");
+        let ws = s.ws();
+        write(&ws.join(".git/HEAD"), b"ref");
+        write(&ws.join("sessions/a.jsonl"), b"{}");
+        std::fs::create_dir(ws.join("empty")).unwrap();
+        let (got, _) = walked(&ws, None, 2, true);
+        assert_eq!(
+            got,
+            map(&[
+                (".git", "+d"),
+                (".git/HEAD", "+f ref"),
+                ("empty", "+d"),
+                ("sessions", "+d"),
+                ("sessions/a.jsonl", "+f {}"),
+            ])
+        );
     }
 
     #[test]

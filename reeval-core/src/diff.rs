@@ -26,6 +26,7 @@ mod helper;
 mod mounted;
 mod patch;
 mod prepared;
+mod tree;
 
 pub(crate) use mounted::{HostHelper, MOUNTED_AT as HELPER_MOUNTED_AT};
 
@@ -220,6 +221,8 @@ impl Snapshot {
         else {
             return None;
         };
+        // The session archives the sandbox's directories for the record too (a CLI's home).
+        sandbox.set_archiver(Arc::new(tree::SessionArchiver(session.clone())));
         let id = next_listing();
         let asked = session.ask(None, &id).await;
         let snapshot = match asked.as_deref().and_then(helper::parse) {

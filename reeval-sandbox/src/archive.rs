@@ -93,6 +93,82 @@ pub fn tar_of_tree(top: &str, entries: &BTreeMap<String, Entry>) -> Result<Bytes
     builder.into_inner().map(Bytes::from).map_err(fail)
 }
 
+/// One entry of a tree read in the sandbox by another way than the engine's
+/// archive (see [`TreeArchiver`](crate::TreeArchiver)): its path under the
+/// tree (raw bytes, relative), permission bits and modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEntry {
+    /// Relative to the tree's top, no `.` or `..` component.
+    pub path: Vec<u8>,
+    /// Unix permission bits.
+    pub mode: u32,
+    /// Seconds since 1970.
+    pub mtime: i64,
+    /// What it is.
+    pub kind: TreeKind,
+}
+
+/// What a [`TreeEntry`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeKind {
+    /// A directory.
+    Dir,
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+    /// A symbolic link and its target (never followed).
+    Symlink(Vec<u8>),
+    /// A named pipe.
+    Fifo,
+}
+
+/// A tar of a tree as the engine's archive of it is laid out: `top` (the
+/// tree's own name) first, then each entry under it, parents before
+/// children, with its mode and modification time. Owners are not known
+/// here: every entry is root's.
+pub fn tar_of_entries(top: &str, entries: &[TreeEntry]) -> Result<Bytes, SandboxError> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut builder = tar::Builder::new(Vec::new());
+    let fail = |e: std::io::Error| archive_err(e.to_string());
+    let mut sorted: Vec<&TreeEntry> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.path.cmp(&b.path));
+    let top_dir = TreeEntry { path: Vec::new(), mode: 0o755, mtime: 0, kind: TreeKind::Dir };
+    for entry in std::iter::once(&top_dir).chain(sorted) {
+        let mut full = top.as_bytes().to_vec();
+        if !entry.path.is_empty() {
+            full.push(b'/');
+            full.extend_from_slice(&entry.path);
+        }
+        let full = std::path::Path::new(std::ffi::OsStr::from_bytes(&full));
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(entry.mtime.max(0) as u64);
+        header.set_mode(entry.mode);
+        match &entry.kind {
+            TreeKind::Dir => {
+                header.set_size(0);
+                header.set_entry_type(tar::EntryType::Directory);
+                builder.append_data(&mut header, full, std::io::empty()).map_err(fail)?;
+            }
+            TreeKind::File(bytes) => {
+                header.set_size(bytes.len() as u64);
+                header.set_entry_type(tar::EntryType::Regular);
+                builder.append_data(&mut header, full, bytes.as_slice()).map_err(fail)?;
+            }
+            TreeKind::Symlink(target) => {
+                header.set_size(0);
+                header.set_entry_type(tar::EntryType::Symlink);
+                let target = std::path::Path::new(std::ffi::OsStr::from_bytes(target));
+                builder.append_link(&mut header, full, target).map_err(fail)?;
+            }
+            TreeKind::Fifo => {
+                header.set_size(0);
+                header.set_entry_type(tar::EntryType::Fifo);
+                builder.append_data(&mut header, full, std::io::empty()).map_err(fail)?;
+            }
+        }
+    }
+    builder.into_inner().map(Bytes::from).map_err(fail)
+}
+
 /// Normalises an entry path: relative, no `..`, no empty or `.` components.
 fn clean_path(raw: &std::path::Path) -> Result<String, SandboxError> {
     let mut parts = Vec::new();

@@ -23,6 +23,25 @@ pub struct SandboxHandle {
     /// Where a read-only host directory of reeval's in-sandbox helpers is
     /// mounted, when the sandbox has one (see [`SandboxHandle::with_helpers_dir`]).
     helpers_dir: Option<Arc<str>>,
+    /// A faster way to archive a directory than the engine's, once there is
+    /// one; shared by every clone (see [`SandboxHandle::set_archiver`]).
+    archiver: Arc<std::sync::Mutex<Option<Arc<dyn TreeArchiver>>>>,
+}
+
+/// Archives a directory of the sandbox another way than the engine's archive
+/// API (whose every call mounts the container's file system and its mounts
+/// again): reeval-core's diff helper session, already running as root in
+/// the sandbox, reads the tree and the archive is built here.
+#[async_trait::async_trait]
+pub trait TreeArchiver: Send + Sync {
+    /// A tar of the directory at `path` (absolute) laid out as the engine's
+    /// [`Sandbox::download`] of it, at most `limit` bytes of content; `None`
+    /// when it cannot (not a directory, too large, the session gone), and
+    /// the caller asks the engine.
+    ///
+    /// # Cancel safety
+    /// A cancelled call may leave the archiver unusable (later calls say `None`).
+    async fn archive(&self, path: &str, limit: u64) -> Option<Bytes>;
 }
 
 /// The unprivileged user agents run as, so that nothing they start can read
@@ -69,7 +88,33 @@ impl SandboxHandle {
             env: Arc::new(env),
             user: None,
             helpers_dir: None,
+            archiver: Arc::default(),
         }
+    }
+
+    /// Gives this handle and every clone of it a [`TreeArchiver`], which
+    /// [`SandboxHandle::download_dir`] asks first.
+    pub fn set_archiver(&self, archiver: Arc<dyn TreeArchiver>) {
+        *self.archiver.lock().unwrap_or_else(|e| e.into_inner()) = Some(archiver);
+    }
+
+    /// A tar of the directory at `path` (absolute), as [`Sandbox::download`]
+    /// gives it, at most `limit` bytes: from the handle's [`TreeArchiver`]
+    /// where it has one that can, else from the engine.
+    ///
+    /// # Errors
+    /// As [`Sandbox::download`].
+    ///
+    /// # Cancel safety
+    /// Safe: nothing changes in the sandbox (a cancelled archiver may be unusable after).
+    pub async fn download_dir(&self, path: &str, limit: u64) -> Result<Bytes, SandboxError> {
+        let archiver = self.archiver.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(archiver) = archiver
+            && let Some(tar) = archiver.archive(path, limit).await
+        {
+            return Ok(tar);
+        }
+        self.sandbox.download(path, limit).await
     }
 
     /// The same handle, saying that `dir` in the sandbox is a read-only mount

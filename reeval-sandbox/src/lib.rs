@@ -89,7 +89,7 @@ pub use docker::DockerBackend;
 pub use error::{Cause, SandboxError};
 pub use file_to_write::FileToWrite;
 pub use gateway::{GatewayContainer, GatewayOffer, GatewayRequest, NetworkSpec};
-pub use handle::{AgentUser, READ_LIMIT, SandboxHandle};
+pub use handle::{AgentUser, READ_LIMIT, SandboxHandle, TreeArchiver};
 pub use image_spec::{Image, ImageSpec};
 pub use kubernetes::{GatewayAddress, KubernetesConfig};
 pub use limits::Limits;

@@ -257,10 +257,27 @@ impl Session {
     /// A cancelled ask ends the session (a half-read answer must not be read
     /// as the next one); later listings use one exec each.
     pub(super) async fn ask(&self, since: Option<&str>, id: &str) -> Option<Vec<u8>> {
+        self.request(&format!("{} {id}\n", since.unwrap_or("none"))).await
+    }
+
+    /// The helper's answer for the whole tree at `path` (absolute, one
+    /// line), files of up to `limit` bytes in all (see diff-helper/main.rs);
+    /// `None` when the session failed (now or before).
+    ///
+    /// # Cancel safety
+    /// As [`Session::ask`].
+    pub(super) async fn tree(&self, path: &str, limit: u64) -> Option<Vec<u8>> {
+        if !path.starts_with('/') || path.contains('\n') {
+            return None;
+        }
+        self.request(&format!("tree {limit} {path}\n")).await
+    }
+
+    /// Sends one request line and reads its answer.
+    async fn request(&self, request: &str) -> Option<Vec<u8>> {
         let mut held = self.stream.lock().await;
         // Out of the slot while asked: if this is cancelled, the stream is dropped with it.
         let mut stream = held.take()?;
-        let request = format!("{} {id}\n", since.unwrap_or("none"));
         stream.input.write_all(request.as_bytes()).await.ok()?;
         stream.input.flush().await.ok()?;
         let mut raw: Vec<u8> = Vec::new();

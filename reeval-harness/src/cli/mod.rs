@@ -447,7 +447,7 @@ impl<A: CliAgent> Harness for CliHarness<A> {
 
     async fn stop(&mut self, sandbox: &SandboxHandle) -> Result<(), HarnessError> {
         let Some(dir) = self.artifacts_dir.clone() else { return Ok(()) };
-        let tar = match sandbox.sandbox().download(&self.home, HOME_ARCHIVE_LIMIT).await {
+        let tar = match sandbox.download_dir(&self.home, HOME_ARCHIVE_LIMIT).await {
             Ok(tar) => tar,
             Err(SandboxError::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
