@@ -13,7 +13,9 @@
 //! the whole tree at the absolute PATH (a CLI's config home, for the
 //! record) answered as changes since nothing, directories included (kind
 //! `d`), files of up to LIMIT bytes (LIMIT in all), no listing stored: the
-//! runner builds its archive from that instead of asking the engine.
+//! runner builds its archive from that instead of asking the engine. A PATH
+//! that is itself a link, or no directory, is refused (the engine archives
+//! a link as the link).
 //!
 //! Each answer walks the workspace (`.git` at the top left out; see walk.rs
 //! for how it never follows a link), compares every directory with the
@@ -247,7 +249,7 @@ fn tree(settings: &Settings<'_>, request: &str, out: &mut impl Write) -> io::Res
         Options { old: None, threads: settings.threads, file_limit: limit, budget: limit, whole_tree: true };
     out.write_all(b"reeval-diff 1\n")?;
     let mut written: io::Result<()> = Ok(());
-    walk::walk(File::open(path)?, &options, |walked: Walked| {
+    walk::walk(walk::open_top(path)?, &options, |walked: Walked| {
         for found in &walked.found {
             if written.is_ok() {
                 written = write_found(out, found);

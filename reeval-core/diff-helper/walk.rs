@@ -207,6 +207,13 @@ fn beneath(dir: &File, name: &[u8]) -> PathBuf {
 }
 
 /// Opens the directory `name` in `parent` without following a symlink.
+/// Opens the directory at `path`, which must not itself be a symlink (the
+/// top of a `tree` request: a link there is archived by the engine as the
+/// link, so it is not followed here either).
+pub fn open_top(path: &str) -> io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(O_DIRECTORY | O_NOFOLLOW).open(path)
+}
+
 fn open_dir(parent: &File, name: &[u8]) -> io::Result<File> {
     OpenOptions::new().read(true).custom_flags(O_DIRECTORY | O_NOFOLLOW).open(beneath(parent, name))
 }
@@ -482,6 +489,18 @@ mod tests {
                 ("sessions/a.jsonl", "+f {}"),
             ])
         );
+    }
+
+    #[test]
+    fn a_trees_top_is_never_a_followed_link() {
+        let s = Scratch::new("top");
+        let ws = s.ws();
+        std::fs::create_dir_all(s.0.join("elsewhere")).unwrap();
+        symlink(s.0.join("elsewhere"), ws.join("home")).unwrap();
+        assert!(open_top(ws.to_str().unwrap()).is_ok());
+        assert!(open_top(ws.join("home").to_str().unwrap()).is_err(), "a link at the top");
+        write(&ws.join("file"), b"x");
+        assert!(open_top(ws.join("file").to_str().unwrap()).is_err(), "not a directory");
     }
 
     #[test]
