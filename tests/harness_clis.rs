@@ -250,11 +250,7 @@ fn field<'a>(message: &'a str, key: &str) -> &'a str {
 }
 
 async fn check(cli: &'static Cli) {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
-        - 1;
+    let since = common::events_since_now();
     let tmp = common::temp_dir(&format!("clis-{}", cli.name));
     let env = env_file(&format!("clis-env-{}", cli.name));
     let skill = skill_dir(&tmp);
@@ -413,19 +409,8 @@ fn home_entries(tar: &[u8]) -> Vec<(String, tar::EntryType, u64)> {
 
 /// How many times the engine archived a path of the run's container whose id starts with `short_id`, since `since`.
 fn archives_of(run_id: &str, short_id: &str, since: u64) -> usize {
-    let until = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
-        + 1;
-    let out = std::process::Command::new("docker")
-        .args(["events", "--since", &since.to_string(), "--until", &until.to_string()])
-        .args(["--filter", &format!("label=dev.reeval.run={run_id}")])
-        .args(["--filter", "event=archive-path", "--format", "{{.Actor.ID}}"])
-        .output()
-        .expect("docker events");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().filter(|id| id.starts_with(short_id)).count()
+    let ids = common::engine_events(run_id, since, "archive-path", "{{.Actor.ID}}");
+    ids.iter().filter(|id| id.starts_with(short_id)).count()
 }
 
 fn runner_artifacts(report: &RunReport, r: &Record) -> PathBuf {

@@ -23,21 +23,9 @@ fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
 /// The engine's events of one kind (`exec_create`, `attach`) of the run's
 /// containers since `since` (unix seconds), in order: each one's action.
 fn events_of_run(run_id: &str, since: u64, event: &str) -> Vec<String> {
-    let until = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
-        + 1;
-    let out = std::process::Command::new("docker")
-        .args(["events", "--since", &since.to_string(), "--until", &until.to_string()])
-        .args(["--filter", &format!("label=dev.reeval.run={run_id}")])
-        // One line per event: a command's script may hold newlines.
-        .args(["--filter", &format!("event={event}"), "--format", "{{json .Action}}"])
-        .output()
-        .expect("docker events");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    // One line per event: a command's script may hold newlines.
+    common::engine_events(run_id, since, event, "{{json .Action}}")
+        .iter()
         .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
         .collect()
 }
@@ -47,11 +35,7 @@ fn events_of_run(run_id: &str, since: u64, event: &str) -> Vec<String> {
 /// setup's apart), and its attaches.
 async fn prepared_then_turn(gateway: bool) -> (Vec<String>, Vec<String>) {
     let run_id = format!("snapshot-exec-{}-{gateway}", std::process::id());
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
-        - 1;
+    let since = common::events_since_now();
     let id = run_id.clone();
     let runner = common::runner_with("snapshot-exec", |c| c.settings.run_id = id);
     let eval = Eval::new("prepared", |c| {

@@ -219,3 +219,28 @@ pub mod faults;
 pub mod inject;
 pub mod load;
 pub mod slow_engine;
+
+/// Seconds since 1970, less one: a `since` for [`engine_events`] that takes
+/// in everything from now on.
+pub fn events_since_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        - 1
+}
+
+/// The engine's events of one kind (`exec_create`, `attach`, `archive-path`)
+/// of the run's containers since `since` (unix seconds), in order, each
+/// formatted with `format` (`{{json .Action}}`, `{{.Actor.ID}}`).
+pub fn engine_events(run_id: &str, since: u64, event: &str, format: &str) -> Vec<String> {
+    let until = events_since_now() + 2;
+    let out = std::process::Command::new("docker")
+        .args(["events", "--since", &since.to_string(), "--until", &until.to_string()])
+        .args(["--filter", &format!("label=dev.reeval.run={run_id}")])
+        .args(["--filter", &format!("event={event}"), "--format", format])
+        .output()
+        .expect("docker events");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}

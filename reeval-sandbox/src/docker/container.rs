@@ -400,16 +400,7 @@ impl Sandbox for DockerSandbox {
                 "engine detached the exec",
             ));
         };
-        let output = output
-            .filter_map(|item| async move {
-                match item {
-                    Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(SandboxError::engine("read relay output", e))),
-                }
-            })
-            .boxed();
-        Ok(ExecStream { input, output })
+        Ok(ExecStream { input, output: stdout_of(output, "read relay output") })
     }
 
     async fn attach_main(&self) -> Result<ExecStream, SandboxError> {
@@ -430,16 +421,7 @@ impl Sandbox for DockerSandbox {
         };
         let attached = attached
             .map_err(|e| SandboxError::engine("attach to the sandbox's main process", e))?;
-        let output = attached
-            .output
-            .filter_map(|item| async move {
-                match item {
-                    Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(SandboxError::engine("read the main process's output", e))),
-                }
-            })
-            .boxed();
+        let output = stdout_of(attached.output, "read the main process's output");
         Ok(ExecStream { input: attached.input, output })
     }
 
@@ -477,6 +459,23 @@ impl Sandbox for DockerSandbox {
         self.volumes.remove(&self.docker).await;
         removed
     }
+}
+
+/// The stdout of an attached stream (stderr dropped); an engine error is
+/// the stream's, as failing to `what`.
+fn stdout_of(
+    output: impl futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send + 'static,
+    what: &'static str,
+) -> futures_util::stream::BoxStream<'static, Result<Bytes, SandboxError>> {
+    output
+        .filter_map(move |item| async move {
+            match item {
+                Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+                Ok(_) => None,
+                Err(e) => Some(Err(SandboxError::engine(what, e))),
+            }
+        })
+        .boxed()
 }
 
 /// The sandbox's state from the engine's. A container reeval started once and
