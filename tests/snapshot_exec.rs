@@ -34,7 +34,16 @@ fn events_of_run(run_id: &str, since: u64, event: &str) -> Vec<String> {
 /// or without: the record and the run's execs before the turn's (the
 /// setup's apart), and its attaches.
 async fn prepared_then_turn(gateway: bool) -> (Vec<String>, Vec<String>) {
-    let run_id = format!("snapshot-exec-{}-{gateway}", std::process::id());
+    prepared_then_turn_in(gateway, None).await
+}
+
+/// [`prepared_then_turn`], in the image `image` when given.
+async fn prepared_then_turn_in(
+    gateway: bool,
+    image: Option<std::path::PathBuf>,
+) -> (Vec<String>, Vec<String>) {
+    let mine = if image.is_some() { "image" } else { "base" };
+    let run_id = format!("snapshot-exec-{}-{gateway}-{mine}", std::process::id());
     let since = common::events_since_now();
     let id = run_id.clone();
     let runner = common::runner_with("snapshot-exec", |c| c.settings.run_id = id);
@@ -55,7 +64,11 @@ async fn prepared_then_turn(gateway: bool) -> (Vec<String>, Vec<String>) {
         })
     })
     .environment(move || {
-        let env = Environment::new().file("given.txt", "given\n").setup(
+        let env = match &image {
+            Some(dockerfile) => Environment::new().image(Image::dockerfile(dockerfile.clone())),
+            None => Environment::new(),
+        };
+        let env = env.file("given.txt", "given\n").setup(
             "git init -q . && git add given.txt && git -c user.email=a@b -c user.name=a commit -qm base",
         );
         // A way out (to a host nothing asks for): the gateway's relay is the main process.
@@ -162,4 +175,27 @@ async fn the_main_process_reads_what_its_one_attach_writes() {
     without.start().await.expect("started");
     assert!(without.attach_main().await.is_err(), "no stdin of its own");
     backend.sweep(Sweep::OwnRun(&run_id)).await.expect("sweep");
+}
+
+/// Where the prepared session cannot prepare (an image whose own user is
+/// not root: its exec runs as that user), it is tried once, and the exec
+/// that prepares as root does it: one exec of the session's script.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_that_cannot_prepare_is_tried_once() {
+    require_docker!();
+    let dir = common::temp_dir("snapshot-exec-nobody");
+    let dockerfile = dir.join("Dockerfile");
+    std::fs::write(&dockerfile, "FROM reeval/base:latest\nRUN mkdir -p /workspace && chown nobody /workspace\nWORKDIR /workspace\nUSER nobody\n")
+        .unwrap();
+    let (before, _) = prepared_then_turn_in(false, Some(dockerfile)).await;
+    let sessions = before.iter().filter(|e| e.contains("reeval-session")).count();
+    assert_eq!(sessions, 1, "the prepared session tried once: {before:#?}");
+    assert!(
+        before.iter().any(|e| e.contains("/run/reeval-diff/") && !e.contains("reeval-session")),
+        "then the exec that prepares and lists: {before:#?}"
+    );
 }

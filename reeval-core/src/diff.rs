@@ -167,6 +167,14 @@ impl Snapshot {
         if let Some(taken) = Self::take_prepared(sandbox, prelude).await {
             return taken;
         }
+        Self::take_after_by_exec(sandbox, prelude).await
+    }
+
+    /// [`Snapshot::take_after`] in one exec of the helper, after `prelude`.
+    async fn take_after_by_exec(
+        sandbox: &SandboxHandle,
+        prelude: &str,
+    ) -> Result<(Option<Self>, String), SandboxError> {
         let id = next_listing();
         let (out, answer) =
             helper::run(sandbox, None, &id, true, Some(prelude), FILE_LIMIT, SNAPSHOT_LIMIT)
@@ -203,7 +211,8 @@ impl Snapshot {
             return taken;
         }
         let session = helper::Session::start_beside_install(sandbox, FILE_LIMIT, SNAPSHOT_LIMIT);
-        let (taken, session) = tokio::join!(Self::take_after(sandbox, prelude), session);
+        // Not `take_after`, which would try the prepared session again.
+        let (taken, session) = tokio::join!(Self::take_after_by_exec(sandbox, prelude), session);
         let (snapshot, out) = taken?;
         let snapshot = snapshot.map(|s| Self { session: helper::Shared(Some(session)), ..s });
         Ok((snapshot.map(Self::with_listed), out))
