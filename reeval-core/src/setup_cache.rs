@@ -43,9 +43,12 @@ pub const DEFAULT_MAX_BYTES: u64 = 20 << 30;
 
 /// Lists the processes in the sandbox other than its init (PID 1), its main
 /// process (`sleep`, or the gateway's relay: PID 1 itself, or the init's
-/// first child), the relay's own and this listing's: what a setup step left
-/// running. Only shell builtins, so the listing starts no process of its
-/// own. Each line: `<pid> <name>`.
+/// first child) and that main process's children (the relay's servers, and
+/// the diff helper's session it starts waiting on the sandbox's stdin: a
+/// setup step's orphans are the init's, never the main process's), the
+/// relay's own and this listing's: what a setup step left running. Only
+/// shell builtins, so the listing starts no process of its own. Each line:
+/// `<pid> <name>`.
 const STRAY_SCRIPT: &str = r#"
 status() {
   name= state= ppid=
@@ -73,6 +76,7 @@ for d in /proc/[0-9]*; do
   if [ "$p" = 1 ] || [ "$p" = "$$" ] || [ "$p" = "$main" ]; then continue; fi
   status "$p"
   if [ "$state" = Z ] || [ -z "$name" ]; then continue; fi
+  if [ -n "$main" ] && [ "$ppid" = "$main" ]; then continue; fi
   case $name in reeval-relay|reeval-diff) continue ;; esac
   # The relay starts its servers through /proc/self/exe: the kernel names
   # them `exe`, so they are known by their argv[0] (`read` joins cmdline's
