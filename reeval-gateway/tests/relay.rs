@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -297,14 +298,23 @@ fn supervise_starts_the_session_on_its_stdio_or_says_it_could_not() {
     let supervise = |session: &[&str]| {
         let socket = dir.0.join("none.sock");
         let listen = format!("127.0.0.1:{}", free_port());
+        // Its own process group: `serve`, its child, is killed with it (see `stop`).
         Command::new(&exe)
             .args(["supervise", "--listen", &listen, "--socket", socket.to_str().unwrap()])
             .arg("--session")
             .args(session)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .process_group(0)
             .spawn()
             .unwrap()
+    };
+    // The supervisor and every process it started (a `serve` left running would hold
+    // whatever this test process holds open, the test lock of scripts/test.sh among them).
+    let stop = |mut child: Child| {
+        let group = format!("-{}", child.id());
+        assert!(Command::new("kill").args(["-KILL", "--", &group]).status().unwrap().success());
+        child.wait().unwrap();
     };
     let first_line = |child: &mut Child, asked: &str| {
         child.stdin.as_mut().unwrap().write_all(asked.as_bytes()).unwrap();
@@ -322,13 +332,11 @@ fn supervise_starts_the_session_on_its_stdio_or_says_it_could_not() {
     // The session's end is not the supervisor's.
     thread::sleep(Duration::from_millis(200));
     assert!(child.try_wait().unwrap().is_none(), "the supervisor lives on");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    stop(child);
 
     let mut child = supervise(&["/nonexistent/reeval-session"]);
     assert_eq!(first_line(&mut child, "hello\n"), "reeval-session-failed");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    stop(child);
     // `--session` with nothing after it is a usage error.
     let out = Command::new(&exe).args(["supervise", "--session"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
