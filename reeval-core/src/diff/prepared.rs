@@ -8,7 +8,7 @@
 //!
 //! Where the engine lets the sandbox's main process have the sandbox's own
 //! stdin (Docker: `Sandbox::attach_main`), the session is started with the
-//! sandbox by the gateway's relay ([`main_argv`]) and waits there: reaching
+//! sandbox by the gateway's relay ([`argv`]) and waits there: reaching
 //! it is an attach, not an exec, which spares the engine's exec and the
 //! container's process start (65 to 100 ms on two cores). Elsewhere, or when
 //! that session does not answer, its one exec does the same.
@@ -121,10 +121,7 @@ async fn prepare(mut stream: ExecStream, prelude: &str) -> Prepared {
         Ok(Some(rest)) => rest,
         _ => return Prepared::NotRun,
     };
-    let head = futures_util::stream::once(async move { Ok(Bytes::from(rest)) });
-    let ExecStream { input, output } = stream;
-    let mut stream = ExecStream { input, output: head.chain(output).boxed() };
-    match read_end(&mut stream, &nonce).await {
+    match read_end(&mut stream, &nonce, rest).await {
         Some((output, 0, rest)) => {
             // What came after the end line is the helper's: read first.
             let ExecStream { input, output: tail } = stream;
@@ -149,11 +146,15 @@ async fn read_heard(stream: &mut ExecStream, heard: &str) -> Option<Vec<u8>> {
     Some(seen.split_off(heard.len()))
 }
 
-/// Reads the stream up to the end line of `nonce`: the output before it,
-/// the status it says (`-1` for one that is not a number) and what followed it.
-async fn read_end(stream: &mut ExecStream, nonce: &str) -> Option<(String, i32, Vec<u8>)> {
+/// Reads the stream, after `seen` (read already), up to the end line of
+/// `nonce`: the output before it, the status it says (`-1` for one that is
+/// not a number) and what followed it.
+async fn read_end(
+    stream: &mut ExecStream,
+    nonce: &str,
+    mut seen: Vec<u8>,
+) -> Option<(String, i32, Vec<u8>)> {
     let marker = format!("\nreeval-prepared {nonce} ");
-    let mut seen: Vec<u8> = Vec::new();
     let mut from = 0;
     loop {
         if let Some(at) = find(&seen[from..], marker.as_bytes()).map(|at| at + from) {
@@ -192,19 +193,24 @@ mod tests {
     #[tokio::test]
     async fn the_end_line_is_found_across_chunks_and_what_follows_is_kept() {
         let mut s = stream_of(&[b"git-repo", b"sitory\n\nreeval-prep", b"ared ab 0\nHELPER"]);
-        let (output, status, rest) = read_end(&mut s, "ab").await.expect("an end");
+        let (output, status, rest) = read_end(&mut s, "ab", Vec::new()).await.expect("an end");
         assert_eq!(
             (output.as_str(), status, rest.as_slice()),
             ("git-repository\n", 0, &b"HELPER"[..])
         );
         // Another nonce's line is output, not the end.
         let mut s = stream_of(&[b"\nreeval-prepared zz 0\n", b"\nreeval-prepared ab 3\n"]);
-        let (output, status, rest) = read_end(&mut s, "ab").await.expect("an end");
+        let (output, status, rest) = read_end(&mut s, "ab", Vec::new()).await.expect("an end");
         assert_eq!((output.as_str(), status, rest.len()), ("\nreeval-prepared zz 0\n", 3, 0));
+        // What was read before (with the word that it heard) counts: here all of it.
+        let seen = b"out\n\nreeval-prepared ab 0\nHELPER".to_vec();
+        let (output, status, rest) =
+            read_end(&mut stream_of(&[]), "ab", seen).await.expect("an end");
+        assert_eq!((output.as_str(), status, rest.as_slice()), ("out\n", 0, &b"HELPER"[..]));
         // A stream that ends first, or says no number, is no success.
-        assert!(read_end(&mut stream_of(&[b"no end"]), "ab").await.is_none());
+        assert!(read_end(&mut stream_of(&[b"no end"]), "ab", Vec::new()).await.is_none());
         let mut s = stream_of(&[b"\nreeval-prepared ab not-root\n"]);
-        assert_eq!(read_end(&mut s, "ab").await.map(|r| r.1), Some(-1));
+        assert_eq!(read_end(&mut s, "ab", Vec::new()).await.map(|r| r.1), Some(-1));
     }
 
     #[tokio::test]

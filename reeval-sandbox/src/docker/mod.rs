@@ -368,7 +368,7 @@ impl Backend for DockerBackend {
         let (user, own_labels) = image_user(spec, &labels);
         // The main process's stdin, for a session it starts (`Sandbox::attach_main`):
         // closed when the one attach ends; its output is for that attach, not a log.
-        let main_stdin = spec.main_stdin && self.flavor == Flavor::Docker;
+        let main_stdin = spec.main_stdin && self.capabilities().main_stdin;
         let body = ContainerCreateBody {
             open_stdin: main_stdin.then_some(true),
             stdin_once: main_stdin.then_some(true),
