@@ -31,8 +31,8 @@ fn events_of_run(run_id: &str, since: u64, event: &str) -> Vec<String> {
 }
 
 /// Runs the eval whose turn checks what the preparation did, with a gateway
-/// or without: the record and the run's execs before the turn's (the
-/// setup's apart), and its attaches.
+/// or without: the run's execs before the turn's, or the check's where the
+/// session starts the turn (the setup's apart), and its attaches.
 async fn prepared_then_turn(gateway: bool) -> (Vec<String>, Vec<String>) {
     prepared_then_turn_in(gateway, None).await
 }
@@ -85,8 +85,10 @@ async fn prepared_then_turn_in(
         r.artifacts
     );
     let execs = execs_of_run(&report.run_id, since);
-    // The turn's exec: the shell harness runs the agent's command.
-    let turn = execs.iter().position(|e| e.contains("owners.txt")).expect("the turn's exec");
+    // The turn's: the shell harness runs the agent's command (by an exec, or
+    // started by the session waiting in the sandbox: `tests/turn_in_session.rs`);
+    // then the check's.
+    let turn = execs.iter().position(|e| e.contains("owners.txt")).expect("the turn's or check's");
     let before = execs[..turn].iter().filter(|e| !e.contains("git init")).cloned().collect();
     (before, events_of_run(&report.run_id, since, "attach"))
 }
@@ -116,7 +118,8 @@ async fn one_exec_prepares_the_agent_user_and_answers_the_first_listing() {
 async fn with_a_gateway_the_session_waiting_in_the_sandbox_prepares_and_no_exec_does() {
     require_docker!();
     let (before, attaches) = prepared_then_turn(true).await;
-    assert!(before.is_empty(), "no exec before the turn (the setup's apart): {before:#?}");
+    // Nor for the turn, which that session starts: the first exec is the check's.
+    assert!(before.is_empty(), "no exec before the check (the setup's apart): {before:#?}");
     assert_eq!(attaches.len(), 1, "one attach, the snapshot's: {attaches:?}");
 }
 

@@ -15,7 +15,9 @@
 //! `d`), files of up to LIMIT bytes (LIMIT in all), no listing stored: the
 //! runner builds its archive from that instead of asking the engine. A PATH
 //! that is itself a link, or no directory, is refused (the engine archives
-//! a link as the link).
+//! a link as the link). And it takes `run LENGTH`: a command started as an
+//! engine's exec would start it, its output and exit code answered in frames
+//! (see run.rs), so that an agent's turn needs no exec.
 //!
 //! Each answer walks the workspace (`.git` at the top left out; see walk.rs
 //! for how it never follows a link), compares every directory with the
@@ -42,6 +44,7 @@
 //! 2 for bad arguments; 3 when there is no directory of root's own for listings.
 
 mod listing;
+mod run;
 mod walk;
 
 use std::collections::HashSet;
@@ -130,9 +133,22 @@ fn bad(usage: &str) -> ExitCode {
 
 /// Answers `SINCE ID` lines from stdin until it closes, each in chunks ending with an empty one.
 fn serve_requests(settings: &Settings<'_>, workspace: &Path) -> io::Result<()> {
-    let stdin = io::stdin().lock();
-    for line in stdin.lines() {
-        let line = line?;
+    let mut stdin = io::stdin().lock();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stdin.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let line = line.trim_end_matches('\n');
+        // A command to start (run.rs): its own frames, not a listing's chunks.
+        if let Some(length) = line.strip_prefix("run ") {
+            let mut stdout = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+            run::run(length, &mut stdin, &mut stdout)?;
+            stdout.write_all(&0u32.to_le_bytes())?;
+            stdout.flush()?;
+            continue;
+        }
         let mut out = BufWriter::with_capacity(1 << 20, Chunked(io::stdout().lock()));
         let answered = match line.split_once(' ') {
             Some(("tree", rest)) => tree(settings, rest, &mut out),
@@ -149,7 +165,6 @@ fn serve_requests(settings: &Settings<'_>, workspace: &Path) -> io::Result<()> {
         stdout.write_all(&0u32.to_le_bytes())?;
         stdout.flush()?;
     }
-    Ok(())
 }
 
 /// Frames what is written as chunks: a `u32` length, then that many bytes.

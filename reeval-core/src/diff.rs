@@ -23,6 +23,7 @@ use crate::sandbox::{SandboxError, SandboxHandle};
 pub use reeval_record::diff::{Change, Diff, FILE_LIMIT, FileChange, FileKind, PATCH_LIMIT};
 
 mod helper;
+mod launch;
 mod mounted;
 mod patch;
 mod prepared;
@@ -225,13 +226,17 @@ impl Snapshot {
         sandbox: &SandboxHandle,
         prelude: &str,
     ) -> Option<Result<(Option<Self>, String), SandboxError>> {
-        let prepared::Prepared::Ready { output, session } =
+        let prepared::Prepared::Ready { output, session, main } =
             prepared::start(sandbox, prelude, FILE_LIMIT, SNAPSHOT_LIMIT).await
         else {
             return None;
         };
         // The session archives the sandbox's directories for the record too (a CLI's home).
         sandbox.set_archiver(Arc::new(tree::SessionArchiver(session.clone())));
+        // And the one on the main process's stdin starts turns (`diff/launch.rs`).
+        if main {
+            sandbox.set_launcher(Arc::new(launch::SessionLauncher(session.clone())));
+        }
         let id = next_listing();
         let asked = session.ask(None, &id).await;
         let snapshot = match asked.as_deref().and_then(helper::parse) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::{ExecRequest, ProcessGroup, Sandbox, SandboxError, archive};
+use super::{ExecRequest, ProcessGroup, ProcessLauncher, Sandbox, SandboxError, archive};
 use crate::exec::{Command, ExecOutput};
 
 /// What contexts and harnesses act through: a sandbox, its workspace and the
@@ -26,6 +26,9 @@ pub struct SandboxHandle {
     /// A faster way to archive a directory than the engine's, once there is
     /// one; shared by every clone (see [`SandboxHandle::set_archiver`]).
     archiver: Arc<std::sync::Mutex<Option<Arc<dyn TreeArchiver>>>>,
+    /// Another way to start a turn than the engine's exec, once there is
+    /// one; shared by every clone (see [`SandboxHandle::set_launcher`]).
+    launcher: Arc<std::sync::Mutex<Option<Arc<dyn ProcessLauncher>>>>,
 }
 
 /// Archives a directory of the sandbox another way than the engine's archive
@@ -89,6 +92,7 @@ impl SandboxHandle {
             user: None,
             helpers_dir: None,
             archiver: Arc::default(),
+            launcher: Arc::default(),
         }
     }
 
@@ -96,6 +100,12 @@ impl SandboxHandle {
     /// [`SandboxHandle::download_dir`] asks first.
     pub fn set_archiver(&self, archiver: Arc<dyn TreeArchiver>) {
         *self.archiver.lock().unwrap_or_else(|e| e.into_inner()) = Some(archiver);
+    }
+
+    /// Gives this handle and every clone of it a [`ProcessLauncher`], which
+    /// [`SandboxHandle::exec_turn`] asks first.
+    pub fn set_launcher(&self, launcher: Arc<dyn ProcessLauncher>) {
+        *self.launcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(launcher);
     }
 
     /// A tar of the directory at `path` (absolute), as [`Sandbox::download`]
@@ -212,6 +222,8 @@ impl SandboxHandle {
     /// Runs an agent's turn: a killable process tree whose stdout also streams to `stdout`.
     /// The returned stdout keeps the first and last 64 KiB
     /// ([`crate::exec::STREAMED_CAPTURE_LIMIT`]); the stream has every byte.
+    /// The handle's [`ProcessLauncher`], where it has one, is asked to start
+    /// it first (see [`SandboxHandle::set_launcher`]).
     ///
     /// # Errors
     /// As [`SandboxHandle::exec`].
@@ -224,7 +236,8 @@ impl SandboxHandle {
         cmd: Command,
         stdout: mpsc::UnboundedSender<Bytes>,
     ) -> Result<ExecOutput, SandboxError> {
-        self.exec_streamed(cmd, stdout, ProcessGroup::Killable).await
+        let launcher = self.launcher.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.exec_streamed(cmd, stdout, ProcessGroup::Killable, launcher.as_deref()).await
     }
 
     /// Runs a plain command whose stdout also streams to `stdout` (for output
@@ -240,7 +253,7 @@ impl SandboxHandle {
         cmd: Command,
         stdout: mpsc::UnboundedSender<Bytes>,
     ) -> Result<ExecOutput, SandboxError> {
-        self.exec_streamed(cmd, stdout, ProcessGroup::Plain).await
+        self.exec_streamed(cmd, stdout, ProcessGroup::Plain, None).await
     }
 
     async fn exec_streamed(
@@ -248,9 +261,11 @@ impl SandboxHandle {
         cmd: Command,
         stdout: mpsc::UnboundedSender<Bytes>,
         group: ProcessGroup,
+        launcher: Option<&dyn ProcessLauncher>,
     ) -> Result<ExecOutput, SandboxError> {
         let cmd = self.with_workdir(&cmd);
-        let request = ExecRequest { command: &cmd, env: &self.env, stdout: Some(stdout), group };
+        let request =
+            ExecRequest { command: &cmd, env: &self.env, stdout: Some(stdout), group, launcher };
         self.sandbox.exec(request).await
     }
 
@@ -302,6 +317,7 @@ impl SandboxHandle {
                 env: &[],
                 stdout: Some(tx),
                 group: ProcessGroup::Plain,
+                launcher: None,
             })
             .await?;
         if out.exit_code == 44 {

@@ -53,12 +53,16 @@ pub struct ExecRequest<'a> {
     pub stdout: Option<StdoutSink>,
     /// Whether its process tree can be signalled later.
     pub group: ProcessGroup,
+    /// Another way to start it than the engine's exec, asked first where
+    /// the backend runs it through a pid file's wrapper (Docker, Kubernetes);
+    /// what it does not start runs as before ([`crate::ProcessLauncher`]).
+    pub launcher: Option<&'a dyn crate::ProcessLauncher>,
 }
 
 impl<'a> ExecRequest<'a> {
     /// A plain command with this environment and no stream.
     pub fn plain(command: &'a Command, env: &'a [(String, String)]) -> Self {
-        Self { command, env, stdout: None, group: ProcessGroup::Plain }
+        Self { command, env, stdout: None, group: ProcessGroup::Plain, launcher: None }
     }
 }
 

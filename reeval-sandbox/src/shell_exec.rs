@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 
 use super::{ExecRequest, ProcessGroup, SandboxError, Signal, StdoutSink};
 use crate::exec::{BoundedBuffer, ExecOutput};
+use crate::{LaunchOutput, LaunchRequest, LaunchedProcess};
 
 /// Where killable commands write their pid, inside the sandbox.
 pub(crate) const PID_DIR: &str = "/tmp/.reeval-pids";
@@ -28,6 +30,9 @@ pub(crate) const PID_WRAPPER: &str =
 /// `$0` (one file, or the directory's `*.pid`), children first.
 pub(crate) const KILL_SCRIPT: &str = r#"kt() { kill -s STOP "$1" 2>/dev/null; for c in $(pgrep -P "$1" 2>/dev/null); do kt "$c" "$2"; done; kill -s "$2" "$1" 2>/dev/null; kill -s CONT "$1" 2>/dev/null; }
 for f in $0; do [ -f "$f" ] || continue; p=$(cat "$f"); [ -n "$p" ] && kt "$p" "$1"; done; true"#;
+
+/// How long a timed-out command's output is still read once it was killed.
+const KILLED_ENDS_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One process to run: argv (data, never a shell string of ours), its
 /// environment, directory, user and stdin.
@@ -97,7 +102,7 @@ pub(crate) async fn exec<R: RunProcess + ?Sized>(
     pids: &PidFiles,
     request: ExecRequest<'_>,
 ) -> Result<ExecOutput, SandboxError> {
-    let ExecRequest { command: cmd, env, stdout, group } = request;
+    let ExecRequest { command: cmd, env, stdout, group, launcher } = request;
     let started = Instant::now();
     // A timed command must be killable too: its timeout kills its process tree.
     let killable = group == ProcessGroup::Killable || cmd.timeout.is_some();
@@ -117,16 +122,37 @@ pub(crate) async fn exec<R: RunProcess + ?Sized>(
         user: cmd.user.clone(),
         stdin: cmd.stdin.as_deref(),
     };
-    let run = sandbox.run_process(process, stdout.as_ref(), &mut out, &mut err);
+    let run = async {
+        // Only a killable command: its pid file lets the kill reach it however it started.
+        if let Some(launcher) = launcher.filter(|_| killable) {
+            let asked = LaunchRequest {
+                argv: &process.argv,
+                env: &process.env,
+                workdir: process.workdir.as_deref(),
+                user: process.user.as_deref(),
+                stdin: process.stdin,
+            };
+            if let Some(launched) = launcher.launch(asked).await {
+                return follow_launched(launched, stdout.as_ref(), &mut out, &mut err).await;
+            }
+        }
+        sandbox.run_process(process, stdout.as_ref(), &mut out, &mut err).await
+    };
     let (exit_code, timed_out) = match cmd.timeout {
         None => (run.await?, false),
-        Some(limit) => match tokio::time::timeout(limit, run).await {
-            Ok(code) => (code?, false),
-            Err(_) => {
-                kill_matching(sandbox, &pid_file, Signal::Kill).await?;
-                (-1, true)
+        Some(limit) => {
+            tokio::pin!(run);
+            match tokio::time::timeout(limit, &mut run).await {
+                Ok(code) => (code?, false),
+                Err(_) => {
+                    kill_matching(sandbox, &pid_file, Signal::Kill).await?;
+                    // Its output is read to its end, briefly: a launcher's way (a session)
+                    // stays usable when what it started is followed to its exit.
+                    let _ = tokio::time::timeout(KILLED_ENDS_WITHIN, &mut run).await;
+                    (-1, true)
+                }
             }
-        },
+        }
     };
     Ok(ExecOutput {
         command: cmd.display(),
@@ -138,6 +164,32 @@ pub(crate) async fn exec<R: RunProcess + ?Sized>(
         duration_ms: started.elapsed().as_millis() as u64,
         timed_out,
     })
+}
+
+/// Reads a launched process (see [`crate::ProcessLauncher`]) as `run_process`
+/// reads an exec: stdout into `out` and `sink`, stderr into `err`; its exit code.
+async fn follow_launched(
+    mut launched: LaunchedProcess,
+    sink: Option<&StdoutSink>,
+    out: &mut BoundedBuffer,
+    err: &mut BoundedBuffer,
+) -> Result<i64, SandboxError> {
+    while let Some(item) = launched.next().await {
+        match item? {
+            LaunchOutput::Stdout(bytes) => {
+                out.push(&bytes);
+                if let Some(sink) = sink {
+                    let _ = sink.send(bytes);
+                }
+            }
+            LaunchOutput::Stderr(bytes) => err.push(&bytes),
+            LaunchOutput::Exited(code) => return Ok(code),
+        }
+    }
+    Err(SandboxError::engine_says(
+        "follow a command started in the sandbox",
+        "its output ended before its exit code",
+    ))
 }
 
 /// `Sandbox::kill`: `signal` to every killable process tree still running.

@@ -273,34 +273,76 @@ impl Session {
         self.request(&format!("tree {limit} {path}\n")).await
     }
 
-    /// Sends one request line and reads its answer.
+    /// The session's stream, out of its slot, where it is neither failed nor
+    /// asked (a command started in it holds it for as long as it runs:
+    /// `launch.rs`); [`Session::put_back`] returns it.
+    pub(super) fn try_take(&self) -> Option<ExecStream> {
+        self.stream.try_lock().ok()?.take()
+    }
+
+    /// Returns a stream [`Session::try_take`] took, at the end of a whole answer.
+    pub(super) async fn put_back(&self, stream: ExecStream) {
+        *self.stream.lock().await = Some(stream);
+    }
+
+    /// Sends one request line and reads its answer; `None` also while a
+    /// command started in the session runs (the caller lists with an exec).
     async fn request(&self, request: &str) -> Option<Vec<u8>> {
         let mut held = self.stream.lock().await;
         // Out of the slot while asked: if this is cancelled, the stream is dropped with it.
         let mut stream = held.take()?;
         stream.input.write_all(request.as_bytes()).await.ok()?;
         stream.input.flush().await.ok()?;
-        let mut raw: Vec<u8> = Vec::new();
+        let mut chunks = Chunks::new(stream);
         let mut answer = Vec::new();
-        let mut at = 0;
         loop {
-            // Every whole chunk read so far; an empty one ends the answer.
-            while let Some(len) = raw.get(at..at + 4) {
-                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                if len == 0 {
-                    if at + 4 != raw.len() {
-                        return None; // more than one answer: the session is out of step
-                    }
-                    *held = Some(stream);
-                    return Some(answer);
+            let chunk = chunks.next().await?;
+            if chunk.is_empty() {
+                // More than one answer: the session is out of step.
+                if !chunks.is_drained() {
+                    return None;
                 }
-                let Some(chunk) = raw.get(at + 4..at + 4 + len) else { break };
-                answer.extend_from_slice(chunk);
-                at += 4 + len;
+                *held = Some(chunks.into_stream());
+                return Some(answer);
             }
-            raw.drain(..at);
-            at = 0;
-            raw.extend_from_slice(&stream.output.next().await?.ok()?);
+            answer.extend_from_slice(&chunk);
+        }
+    }
+}
+
+/// The helper's answer, one chunk (a `u32` length, then its bytes) at a time.
+pub(super) struct Chunks {
+    stream: ExecStream,
+    /// Read and not yet taken.
+    raw: Vec<u8>,
+}
+
+impl Chunks {
+    pub(super) fn new(stream: ExecStream) -> Self {
+        Chunks { stream, raw: Vec::new() }
+    }
+
+    /// Whether nothing was read past the chunks taken.
+    pub(super) fn is_drained(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    pub(super) fn into_stream(self) -> ExecStream {
+        self.stream
+    }
+
+    /// The next chunk (empty: the answer's end); `None` when the stream ended first.
+    pub(super) async fn next(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(len) = self.raw.get(..4) {
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                if self.raw.len() >= 4 + len {
+                    let chunk = self.raw[4..4 + len].to_vec();
+                    self.raw.drain(..4 + len);
+                    return Some(chunk);
+                }
+            }
+            self.raw.extend_from_slice(&self.stream.output.next().await?.ok()?);
         }
     }
 }
@@ -552,5 +594,24 @@ mod tests {
         let name =
             HELPER_PATH.strip_prefix("/var/lib/reeval-diff/reeval-diff-").expect("in its dir");
         assert_eq!(name.len(), 12);
+    }
+
+    #[tokio::test]
+    async fn chunks_are_read_across_reads_and_an_early_end_is_none() {
+        let mut raw = Vec::new();
+        for chunk in [&b"so"[..], b"x12345678", b""] {
+            raw.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+            raw.extend_from_slice(chunk);
+        }
+        let pieces: Vec<_> = raw.chunks(3).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
+        let stream = ExecStream {
+            input: Box::pin(tokio::io::sink()),
+            output: futures_util::stream::iter(pieces).boxed(),
+        };
+        let mut chunks = Chunks::new(stream);
+        assert_eq!(chunks.next().await.as_deref(), Some(&b"so"[..]));
+        assert_eq!(chunks.next().await.as_deref(), Some(&b"x12345678"[..]));
+        assert_eq!(chunks.next().await.as_deref(), Some(&b""[..]));
+        assert_eq!(chunks.next().await, None);
     }
 }

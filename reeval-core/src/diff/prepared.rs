@@ -53,8 +53,9 @@ exec "$@""#;
 
 /// What became of a session asked to prepare the sandbox first.
 pub(super) enum Prepared {
-    /// The preparation succeeded (its output), and the session serves.
-    Ready { output: String, session: Arc<Session> },
+    /// The preparation succeeded (its output), and the session serves;
+    /// `main`: it is the one on the sandbox's main process's stdin.
+    Ready { output: String, session: Arc<Session>, main: bool },
     /// It did not run to success here: the caller runs it as before.
     NotRun,
 }
@@ -94,9 +95,9 @@ pub(super) async fn start(
         return Prepared::NotRun;
     }
     if let Ok(stream) = sandbox.sandbox().attach_main().await
-        && let Prepared::Ready { output, session } = prepare(stream, prelude).await
+        && let Prepared::Ready { output, session, .. } = prepare(stream, prelude).await
     {
-        return Prepared::Ready { output, session };
+        return Prepared::Ready { output, session, main: true };
     }
     let helper = super::helper::path_in(sandbox);
     let argv = argv(&helper, sandbox.workspace(), file_limit, budget);
@@ -127,7 +128,7 @@ async fn prepare(mut stream: ExecStream, prelude: &str) -> Prepared {
             let ExecStream { input, output: tail } = stream;
             let head = futures_util::stream::once(async move { Ok(Bytes::from(rest)) });
             let stream = ExecStream { input, output: head.chain(tail).boxed() };
-            Prepared::Ready { output, session: Session::from_stream(stream) }
+            Prepared::Ready { output, session: Session::from_stream(stream), main: false }
         }
         _ => Prepared::NotRun,
     }

@@ -1,0 +1,259 @@
+//! `run LENGTH`: the session starts a command as an engine's exec would, so
+//! that an agent's turn needs no exec of its own (the engine's exec launch
+//! is 55 to 90 ms on two cores; a fork here is a millisecond).
+//!
+//! The request line is followed by LENGTH bytes (integers little-endian,
+//! `str` a `u32` length then its bytes):
+//!
+//! ```text
+//! request = u32 uid, u32 gid, str workdir, u32 n, str*n argv, u32 m, str*m "NAME=value",
+//!           u8 has-stdin, [u64 length, bytes]
+//! ```
+//!
+//! The command gets what Docker gives an exec of `uid:gid`: the container's
+//! environment (its first process's, `/proc/1/environ`) with the request's
+//! variables over it, the directory, that uid and gid (the gid its one
+//! supplementary group), a session of its own, default signal dispositions, the request's
+//! stdin or `/dev/null`, and no descriptor of the helper's. The answer is one
+//! chunk per frame (a tag byte, then its bytes), then the empty chunk:
+//!
+//! ```text
+//! answer = "n" reason                        not started: nothing ran
+//!        | "s" ("o" bytes | "e" bytes)* "x" i64   started, its stdout and stderr as they came, its exit code
+//! ```
+//!
+//! The exit code is the process's, or 128 + the signal that ended it. As
+//! with an exec, a background child that keeps the command's stdout open
+//! does not hold the answer: once the command has exited, its output is read
+//! until it has been quiet for 300 ms (at most 5 s more).
+
+use std::ffi::OsString;
+use std::io::{self, BufRead, Read, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The longest request taken (argv, environment and stdin together).
+const REQUEST_LIMIT: usize = 64 << 20;
+/// How long output must be quiet, after the command exited, before the answer ends.
+const QUIET: Duration = Duration::from_millis(300);
+/// The most output is read for after the command exited.
+const AFTER_EXIT: Duration = Duration::from_secs(5);
+
+// libc's, which std links: std's own uid and gid would leave no supplementary group.
+unsafe extern "C" {
+    fn setgroups(size: usize, list: *const u32) -> i32;
+    fn setgid(gid: u32) -> i32;
+    fn setuid(uid: u32) -> i32;
+    fn setsid() -> i32;
+}
+
+/// One command to run.
+struct Request {
+    uid: u32,
+    gid: u32,
+    workdir: Vec<u8>,
+    argv: Vec<Vec<u8>>,
+    env: Vec<Vec<u8>>,
+    stdin: Option<Vec<u8>>,
+}
+
+/// Reads the request of `length` bytes from `input`, runs it and answers on `out`.
+/// An error is the session's (its stdin or stdout failed); a request that
+/// cannot run is answered `n`.
+pub fn run(length: &str, input: &mut impl BufRead, out: &mut impl Write) -> io::Result<()> {
+    let Some(length) = length.parse::<usize>().ok().filter(|n| *n <= REQUEST_LIMIT) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a run request's length is bad"));
+    };
+    let mut raw = vec![0u8; length];
+    input.read_exact(&mut raw)?;
+    let Some(request) = parse(&raw) else {
+        return frame(out, b'n', b"the request is not one").and_then(|()| out.flush());
+    };
+    let child = match base_env().and_then(|base| spawn(&request, base)) {
+        Ok(child) => child,
+        Err(e) => return frame(out, b'n', e.to_string().as_bytes()).and_then(|()| out.flush()),
+    };
+    frame(out, b's', b"")?;
+    out.flush()?;
+    follow(child, request.stdin, out)
+}
+
+fn parse(raw: &[u8]) -> Option<Request> {
+    let mut r = Reader { raw, at: 0 };
+    let uid = r.u32()?;
+    let gid = r.u32()?;
+    let workdir = r.string()?;
+    let argc = r.u32()? as usize;
+    let argv = (0..argc).map(|_| r.string()).collect::<Option<Vec<_>>>()?;
+    let envc = r.u32()? as usize;
+    let env = (0..envc).map(|_| r.string()).collect::<Option<Vec<_>>>()?;
+    let stdin = match *r.take(1)?.first()? {
+        0 => None,
+        1 => {
+            let n = usize::try_from(u64::from_le_bytes(r.take(8)?.try_into().ok()?)).ok()?;
+            Some(r.take(n)?.to_vec())
+        }
+        _ => return None,
+    };
+    let named = env.iter().all(|v| v.iter().position(|b| *b == b'=').is_some_and(|i| i > 0));
+    (r.at == raw.len() && named && !argv.is_empty() && workdir.starts_with(b"/"))
+        .then_some(Request { uid, gid, workdir, argv, env, stdin })
+}
+
+/// Reads a request's fields in order.
+struct Reader<'a> {
+    raw: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let bytes = self.raw.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(bytes)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    /// A `str`: no NUL, which no argv or variable can hold.
+    fn string(&mut self) -> Option<Vec<u8>> {
+        let n = self.u32()? as usize;
+        let s = self.take(n)?;
+        (!s.contains(&0)).then(|| s.to_vec())
+    }
+}
+
+/// The container's own environment: its first process's (an engine gives
+/// an exec the container's variables, which that process started with).
+fn base_env() -> io::Result<Vec<Vec<u8>>> {
+    let raw = std::fs::read("/proc/1/environ")?;
+    Ok(raw.split(|b| *b == 0).filter(|v| !v.is_empty()).map(<[u8]>::to_vec).collect())
+}
+
+fn spawn(request: &Request, base: Vec<Vec<u8>>) -> io::Result<std::process::Child> {
+    let os = |v: &[u8]| OsString::from_vec(v.to_vec());
+    let mut cmd = Command::new(os(&request.argv[0]));
+    cmd.args(request.argv[1..].iter().map(|a| os(a))).env_clear();
+    // The request's variables over the container's, a later one over an earlier.
+    for var in base.iter().chain(&request.env) {
+        if let Some(i) = var.iter().position(|b| *b == b'=').filter(|i| *i > 0) {
+            cmd.env(os(&var[..i]), os(&var[i + 1..]));
+        }
+    }
+    // Entered as root, as the engine's runtime does where it can.
+    cmd.current_dir(os(&request.workdir));
+    cmd.stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (uid, gid) = (request.uid, request.gid);
+    // SAFETY: in the child between fork and exec, only async-signal-safe
+    // calls on memory of the closure's own. Docker's exec of `uid:gid`: that
+    // gid its one supplementary group, then the gid, the uid, a new session.
+    unsafe {
+        cmd.pre_exec(move || {
+            let groups = [gid];
+            if setgroups(1, groups.as_ptr()) != 0
+                || setgid(gid) != 0
+                || setuid(uid) != 0
+                || setsid() == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// What the threads that follow a command tell the answer.
+enum Heard {
+    Output(u8, Vec<u8>),
+    Closed,
+    Exited(i64),
+}
+
+/// Feeds the command its stdin, answers its output as it comes, then its exit code.
+fn follow(
+    mut child: std::process::Child,
+    stdin: Option<Vec<u8>>,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), stdin) {
+        // A command that never reads its stdin must not hold the answer.
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>);
+    let stderr = child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>);
+    for (tag, pipe) in [(b'o', stdout), (b'e', stderr)] {
+        let Some(mut pipe) = pipe else { continue };
+        let tx = tx.clone();
+        // Left blocked on a pipe a background child keeps open; it sends nothing once the answer ended.
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tx.send(Heard::Output(tag, buf[..n].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(Heard::Closed);
+        });
+    }
+    std::thread::spawn(move || {
+        let code = match child.wait() {
+            Ok(status) => status.code().map(i64::from).or(status.signal().map(|s| 128 + i64::from(s))),
+            Err(_) => None,
+        };
+        let _ = tx.send(Heard::Exited(code.unwrap_or(-1)));
+    });
+    // Pipes still open, and when the command exited with what code.
+    let (mut open, mut exited): (u8, Option<(i64, Instant)>) = (2, None);
+    let mut last_output = Instant::now();
+    loop {
+        if let Some((code, at)) = exited {
+            let quiet_since = at.max(last_output);
+            if open == 0 || quiet_since.elapsed() >= QUIET || at.elapsed() >= AFTER_EXIT {
+                frame(out, b'x', &code.to_le_bytes())?;
+                return out.flush();
+            }
+        }
+        let wait = match exited {
+            Some((_, at)) => QUIET.saturating_sub(at.max(last_output).elapsed()),
+            None => Duration::from_secs(3600),
+        };
+        match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+            Ok(Heard::Output(tag, bytes)) => {
+                last_output = Instant::now();
+                frame(out, tag, &bytes)?;
+                out.flush()?;
+            }
+            Ok(Heard::Closed) => open = open.saturating_sub(1),
+            Ok(Heard::Exited(code)) => exited = Some((code, Instant::now())),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // Every thread gone: the command exited (told) and both pipes closed.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let code = exited.map_or(-1, |(c, _)| c);
+                frame(out, b'x', &code.to_le_bytes())?;
+                return out.flush();
+            }
+        }
+    }
+}
+
+/// One frame: a chunk of the tag and its bytes.
+fn frame(out: &mut impl Write, tag: u8, bytes: &[u8]) -> io::Result<()> {
+    out.write_all(&(bytes.len() as u32 + 1).to_le_bytes())?;
+    out.write_all(&[tag])?;
+    out.write_all(bytes)
+}

@@ -1,0 +1,172 @@
+//! A turn started by the session waiting in the sandbox (issue 29): with a
+//! gateway on a local Docker Engine, the diff helper's session on the
+//! sandbox's main process starts the agent's command (`diff/launch.rs`,
+//! diff-helper/run.rs) instead of an engine exec. What the command sees is
+//! what an exec of it would see (the same command run both ways in one
+//! sandbox, compared); the sandbox's kill, a timeout and a background child
+//! end it as they end an exec; the session serves the turn's diff after it.
+//! Seen from the engine's own events: no exec runs the turn.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use reeval::prelude::*;
+use reeval::sandbox::{SandboxHandle, Signal};
+use reeval::{Eval, Outcome};
+
+/// What a command can tell of how it was started; each line the same for
+/// an exec of it and a start by the session. `$PPID` is the pid file's
+/// wrapper, which an exec makes a session's leader.
+const FACTS: &str = r#"id; pwd; umask; ulimit -n; ulimit -u
+env | sort
+grep -E '^(Uid|Gid|Groups|NoNewPrivs|Seccomp|CapInh|CapPrm|CapEff|CapBnd|CapAmb):' /proc/self/status
+[ "$(cut -d' ' -f6 /proc/$PPID/stat)" = "$PPID" ] && echo wrapper leads its session
+ls -l /proc/self/fd/ | awk 'NR > 1 {print $9, $10, $11}' | grep -v '^255 ' | sed 's/[0-9][0-9]*/N/g'
+echo "stdin: $(cat)"; echo to-stderr >&2; sleep 1; exit 3"#;
+
+/// The engine's `exec_create` events of the run's containers since `since`: each exec's command.
+fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
+    common::engine_events(run_id, since, "exec_create", "{{json .Action}}")
+        .iter()
+        .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
+        .collect()
+}
+
+/// Runs `body` in an eval with a gateway, after a first turn (so the
+/// session waits and starts turns); the record and the run's execs.
+async fn in_sandbox<F>(tag: &str, body: F) -> (reeval::Record, Vec<String>)
+where
+    F: Fn(SandboxHandle) -> futures_util::future::BoxFuture<'static, reeval::Result<()>>
+        + Send
+        + Sync
+        + Clone
+        + 'static,
+{
+    let run_id = format!("turn-in-session-{tag}-{}", std::process::id());
+    let since = common::events_since_now();
+    let id = run_id.clone();
+    let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
+    let eval = Eval::new(tag, move |c| {
+        let body = body.clone();
+        Box::pin(async move {
+            let turn = c.send("echo first > first.txt").await?;
+            expect(turn.diff.paths()).to_equal(vec!["first.txt"])?;
+            let handle = c.sandbox_handle().await?;
+            body(handle.as_agent()).await?;
+            // The session serves the next listing after the commands it started.
+            let turn = c.send("echo second > second.txt").await?;
+            expect(turn.diff.paths()).to_equal(vec!["second.txt"])?;
+            Ok(())
+        })
+    })
+    // A file in the workspace: the start reads it (the session waiting in the sandbox lists it).
+    .environment(|| Environment::new().file("given.txt", "given\n").allow_egress("nothing.test"));
+    let report = runner.run(vec![eval]).await.expect("preflight passes");
+    let record = report.records[0].clone();
+    let events: Vec<&str> = record.events.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(record.outcome, Outcome::Pass, "{:?} {events:?}", record.message);
+    (record, execs_of_run(&report.run_id, since))
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_started_by_the_session_sees_what_an_exec_would() {
+    require_docker!();
+    let (_, execs) = in_sandbox("facts", |handle| {
+        Box::pin(async move {
+            // Two at once: the session starts one, and is busy, so the engine runs the other.
+            let turn = |marker: &'static str| {
+                let handle = handle.clone();
+                async move {
+                    let cmd = Command::new("bash")
+                        .args(["-c", FACTS, marker])
+                        .env("TURN_VAR", "from the turn")
+                        .stdin("the prompt");
+                    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                    let out = handle.exec_turn(cmd, tx).await.expect("the turn runs");
+                    let mut streamed = Vec::new();
+                    while let Ok(chunk) = rx.try_recv() {
+                        streamed.extend_from_slice(&chunk);
+                    }
+                    assert_eq!(String::from_utf8_lossy(&streamed), out.stdout, "{marker}");
+                    (out.stdout, out.stderr, out.exit_code)
+                }
+            };
+            let (a, b) = tokio::join!(turn("first-of-two"), turn("second-of-two"));
+            let differ: Vec<_> = a.0.lines().zip(b.0.lines()).filter(|(x, y)| x != y).collect();
+            assert_eq!(a, b, "one started by the session, one by an exec; differ: {differ:?}");
+            assert_eq!((a.1.as_str(), a.2), ("to-stderr\n", 3));
+            for line in
+                ["uid=1000 gid=1000 groups=1000", "TURN_VAR=from the turn", "stdin: the prompt"]
+            {
+                assert!(a.0.contains(line), "{line} in {}", a.0);
+            }
+            assert!(a.0.contains("wrapper leads its session"), "{}", a.0);
+            Ok(())
+        })
+    })
+    .await;
+    // Of the two, one exec; the turns before and after: none.
+    let turns: Vec<_> =
+        execs.iter().filter(|e| e.contains("-of-two") || e.contains(".txt")).collect();
+    assert_eq!(turns.len(), 1, "one of the two by an exec, no other turn: {turns:#?}");
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sandboxs_kill_a_timeout_and_a_background_child_end_it_as_an_exec() {
+    require_docker!();
+    let (_, execs) = in_sandbox("ends", |handle| {
+        Box::pin(async move {
+            let run = |cmd: Command| {
+                let handle = handle.clone();
+                async move {
+                    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+                    let began = Instant::now();
+                    let out = handle.exec_turn(cmd, tx).await.expect("the turn runs");
+                    (out, began.elapsed())
+                }
+            };
+            // The sandbox's kill reaches it through its pid file.
+            let killer = handle.clone();
+            let kill = async move {
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                killer.sandbox().kill(Signal::Kill).await.expect("the kill runs");
+            };
+            let ((out, took), ()) = tokio::join!(run(Command::new("sleep").arg("30")), kill);
+            assert_eq!(out.exit_code, 137, "{out:?}");
+            assert!(took < Duration::from_secs(10), "killed in {took:?}");
+            // Its timeout kills its tree.
+            let cmd = Command::new("bash").args(["-c", "echo begun; sleep 30"]);
+            let (out, took) = run(cmd.timeout(Duration::from_secs(1))).await;
+            assert!(out.timed_out && out.stdout == "begun\n", "{out:?}");
+            assert!(took < Duration::from_secs(10), "timed out in {took:?}");
+            // A child left running with the output open does not hold the turn.
+            let cmd = Command::new("bash").args(["-c", "sleep 30 & echo left"]);
+            let (out, took) = run(cmd).await;
+            assert_eq!((out.exit_code, out.stdout.as_str()), (0, "left\n"), "{out:?}");
+            assert!(took < Duration::from_secs(3), "ended in {took:?}");
+            // Megabytes of output, every byte.
+            let cmd = Command::new("bash").args(["-c", "head -c 5000000 /dev/zero | tr '\\0' x"]);
+            let (out, _) = run(cmd).await;
+            assert_eq!(out.stdout_bytes, 5_000_000);
+            // A signal's exit code.
+            let (out, _) = run(Command::new("bash").args(["-c", "kill -TERM $$"])).await;
+            assert_eq!(out.exit_code, 143);
+            Ok(())
+        })
+    })
+    .await;
+    let turns: Vec<_> = execs
+        .iter()
+        .filter(|e| e.contains("sleep") || e.contains(".txt") || e.contains("head -c"))
+        .collect();
+    assert!(turns.is_empty(), "no turn by an exec: {turns:#?}");
+}
