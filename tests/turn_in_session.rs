@@ -170,3 +170,40 @@ async fn the_sandboxs_kill_a_timeout_and_a_background_child_end_it_as_an_exec() 
         .collect();
     assert!(turns.is_empty(), "no turn by an exec: {turns:#?}");
 }
+
+/// The sandbox killed during a turn the session started: the platform's, as
+/// for a turn an exec runs (`fault_matrix::the_sandbox_killed_during_a_turn`),
+/// never the agent's; nothing of the run is left.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sandbox_killed_during_a_turn_the_session_started_is_the_platforms() {
+    require_docker!();
+    use common::inject::{Fault, run_faulted};
+    let run_id = format!("turn-in-session-killed-{}", std::process::id());
+    let since = common::events_since_now();
+    let id = run_id.clone();
+    let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
+    let eval = Eval::new("killed", |c| {
+        Box::pin(async move {
+            c.send("touch /tmp/in-turn; sleep 30").await?;
+            Ok(())
+        })
+    })
+    .timeout(Duration::from_secs(60))
+    .environment(|| Environment::new().file("given.txt", "given\n").allow_egress("nothing.test"));
+    let report = run_faulted(&runner, run_id.clone(), eval, "/tmp/in-turn", Fault::Kill).await;
+    let r = common::faults::only(&report);
+    common::faults::assert_outcome(
+        r,
+        Outcome::InfraError,
+        "stopped (exit 137, container not running) during turn 1",
+    );
+    let left = common::faults::leftovers(&report.run_id, Some(&report.run_dir)).await;
+    assert_eq!(left, "nothing", "nothing of the run is left");
+    let turns: Vec<_> =
+        execs_of_run(&run_id, since).into_iter().filter(|e| e.contains("sleep 30")).collect();
+    assert!(turns.is_empty(), "the session started the turn: {turns:#?}");
+}
