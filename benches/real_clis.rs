@@ -15,7 +15,7 @@
 //!
 //! `REEVAL_BENCH_PROBE=1` then runs Claude Code directly in variants that
 //! take one of reeval's conditions at a time (its sandbox's environment, the
-//! agent user and its config home, `docker exec` into a running container),
+//! agent user, the config home, both, `docker exec` into a running container),
 //! and prints for each when the CLI started (inside the container) and when
 //! its model request reached the server, after the launch.
 
@@ -174,7 +174,8 @@ async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
     sandbox_env.retain(|(k, _)| *k != "NODE_EXTRA_CA_CERTS");
     sandbox_env.push(("NODE_EXTRA_CA_CERTS", "/probe-ca.pem".into()));
     let agent_home = "mkdir -p /tmp/agent/.claude && echo '{\"hasCompletedOnboarding\":true,\"mcpServers\":{}}' > /tmp/agent/.claude/.claude.json; ";
-    let variant = |extra: &[(&str, String)], user: bool, exec: bool| {
+    // `user`: as uid 1000; `home`: the relocated config home with the harness's `.claude.json`.
+    let variant = |extra: &[(&str, String)], user: bool, home: bool, exec: bool| {
         let mut args: Vec<String> = if exec {
             ["exec", "-w", "/workspace"].map(String::from).to_vec()
         } else {
@@ -184,15 +185,16 @@ async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
             args.extend(["-e".into(), format!("{k}={v}")]);
         }
         let mut script = cli.to_string();
-        if user {
-            args.extend(
-                ["-e", "HOME=/tmp/agent", "-e", "CLAUDE_CONFIG_DIR=/tmp/agent/.claude"]
-                    .map(String::from),
-            );
+        if user || home {
+            args.extend(["-e", "HOME=/tmp/agent"].map(String::from));
+            script = format!("mkdir -p /tmp/agent; {script}");
+        }
+        if home {
+            args.extend(["-e", "CLAUDE_CONFIG_DIR=/tmp/agent/.claude"].map(String::from));
             script = format!("{agent_home}{script}");
-            if !exec {
-                args.extend(["--user".into(), "1000:1000".into()]);
-            }
+        }
+        if user && !exec {
+            args.extend(["--user".into(), "1000:1000".into()]);
         }
         if !exec {
             args.extend([
@@ -207,10 +209,12 @@ async fn probe(image: &str, url: &str, ca: &std::path::Path, n: usize) {
         args
     };
     let variants = [
-        ("direct", variant(&[], false, false)),
-        ("+ sandbox env", variant(&sandbox_env, false, false)),
-        ("+ agent user and home", variant(&[], true, false)),
-        ("docker exec", variant(&[], false, true)),
+        ("direct", variant(&[], false, false, false)),
+        ("+ sandbox env", variant(&sandbox_env, false, false, false)),
+        ("+ agent user", variant(&[], true, false, false)),
+        ("+ config home", variant(&[], false, true, false)),
+        ("+ agent user and home", variant(&[], true, true, false)),
+        ("docker exec", variant(&[], false, false, true)),
     ];
     let mut each: Vec<Vec<[u64; 3]>> = vec![Vec::new(); variants.len()];
     for round in 0..=n {

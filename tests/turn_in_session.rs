@@ -1,7 +1,8 @@
-//! A turn started by the session waiting in the sandbox (issue 29): with a
-//! gateway on a local Docker Engine, the diff helper's session on the
-//! sandbox's main process starts the agent's command (`diff/launch.rs`,
-//! diff-helper/run.rs) instead of an engine exec. What the command sees is
+//! A turn started by the diff helper's session in the sandbox (issue 29):
+//! on a local Docker Engine, the session that prepared the sandbox (on its
+//! main process's stdin with a gateway, in the snapshot's exec without one)
+//! starts the agent's command (`diff/launch.rs`, diff-helper/run.rs) instead
+//! of an engine exec. What the command sees is
 //! what an exec of it would see (the same command run both ways in one
 //! sandbox, compared); the sandbox's kill, a timeout and a background child
 //! end it as they end an exec; the session serves the turn's diff after it.
@@ -33,9 +34,9 @@ fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
         .collect()
 }
 
-/// Runs `body` in an eval with a gateway, after a first turn (so the
-/// session waits and starts turns); the record and the run's execs.
-async fn in_sandbox<F>(tag: &str, body: F) -> (reeval::Record, Vec<String>)
+/// Runs `body` in an eval with a gateway or without, after a first turn
+/// (so the session runs and starts turns); the record and the run's execs.
+async fn in_sandbox<F>(tag: &str, gateway: bool, body: F) -> (reeval::Record, Vec<String>)
 where
     F: Fn(SandboxHandle) -> futures_util::future::BoxFuture<'static, reeval::Result<()>>
         + Send
@@ -43,7 +44,7 @@ where
         + Clone
         + 'static,
 {
-    let run_id = format!("turn-in-session-{tag}-{}", std::process::id());
+    let run_id = format!("turn-in-session-{tag}-{gateway}-{}", std::process::id());
     let since = common::events_since_now();
     let id = run_id.clone();
     let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
@@ -61,7 +62,10 @@ where
         })
     })
     // A file in the workspace: the start reads it (the session waiting in the sandbox lists it).
-    .environment(|| Environment::new().file("given.txt", "given\n").allow_egress("nothing.test"));
+    .environment(move || {
+        let env = Environment::new().file("given.txt", "given\n");
+        if gateway { env.allow_egress("nothing.test") } else { env }
+    });
     let report = runner.run(vec![eval]).await.expect("preflight passes");
     let record = report.records[0].clone();
     let events: Vec<&str> = record.events.iter().map(|e| e.message.as_str()).collect();
@@ -76,7 +80,15 @@ where
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_started_by_the_session_sees_what_an_exec_would() {
     require_docker!();
-    let (_, execs) = in_sandbox("facts", |handle| {
+    for gateway in [true, false] {
+        facts_alike(gateway).await;
+    }
+}
+
+/// Two turns of the same command at once, one started by the session and
+/// one by an exec, see the same; the turns before and after run in the session.
+async fn facts_alike(gateway: bool) {
+    let (_, execs) = in_sandbox("facts", gateway, |handle| {
         Box::pin(async move {
             // Two at once: the session starts one, and is busy, so the engine runs the other.
             let turn = |marker: &'static str| {
@@ -113,7 +125,7 @@ async fn a_turn_started_by_the_session_sees_what_an_exec_would() {
     // Of the two, one exec; the turns before and after: none.
     let turns: Vec<_> =
         execs.iter().filter(|e| e.contains("-of-two") || e.contains(".txt")).collect();
-    assert_eq!(turns.len(), 1, "one of the two by an exec, no other turn: {turns:#?}");
+    assert_eq!(turns.len(), 1, "one of the two by an exec, no other turn ({gateway}): {turns:#?}");
 }
 
 #[cfg_attr(
@@ -123,7 +135,7 @@ async fn a_turn_started_by_the_session_sees_what_an_exec_would() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sandboxs_kill_a_timeout_and_a_background_child_end_it_as_an_exec() {
     require_docker!();
-    let (_, execs) = in_sandbox("ends", |handle| {
+    let (_, execs) = in_sandbox("ends", true, |handle| {
         Box::pin(async move {
             let run = |cmd: Command| {
                 let handle = handle.clone();

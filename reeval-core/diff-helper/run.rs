@@ -31,8 +31,9 @@ use std::ffi::OsString;
 use std::io::{self, BufRead, Read, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// The longest request taken (argv, environment and stdin together).
@@ -72,13 +73,16 @@ pub fn run(length: &str, input: &mut impl BufRead, out: &mut impl Write) -> io::
     let Some(request) = parse(&raw) else {
         return frame(out, b'n', b"the request is not one").and_then(|()| out.flush());
     };
-    let child = match base_env().and_then(|base| spawn(&request, base)) {
-        Ok(child) => child,
+    // The threads that follow it first: a sandbox out of processes refuses
+    // the command instead of losing the session.
+    let started = followers().and_then(|f| Ok((spawn(&request, base_env()?)?, f)));
+    let (child, followers) = match started {
+        Ok(started) => started,
         Err(e) => return frame(out, b'n', e.to_string().as_bytes()).and_then(|()| out.flush()),
     };
     frame(out, b's', b"")?;
     out.flush()?;
-    follow(child, request.stdin, out)
+    followers.follow(child, request.stdin, out)
 }
 
 fn parse(raw: &[u8]) -> Option<Request> {
@@ -135,7 +139,7 @@ fn base_env() -> io::Result<Vec<Vec<u8>>> {
     Ok(raw.split(|b| *b == 0).filter(|v| !v.is_empty()).map(<[u8]>::to_vec).collect())
 }
 
-fn spawn(request: &Request, base: Vec<Vec<u8>>) -> io::Result<std::process::Child> {
+fn spawn(request: &Request, base: Vec<Vec<u8>>) -> io::Result<Child> {
     let os = |v: &[u8]| OsString::from_vec(v.to_vec());
     let mut cmd = Command::new(os(&request.argv[0]));
     cmd.args(request.argv[1..].iter().map(|a| os(a))).env_clear();
@@ -176,76 +180,115 @@ enum Heard {
     Exited(i64),
 }
 
-/// Feeds the command its stdin, answers its output as it comes, then its exit code.
-fn follow(
-    mut child: std::process::Child,
-    stdin: Option<Vec<u8>>,
-    out: &mut impl Write,
-) -> io::Result<()> {
-    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), stdin) {
-        // A command that never reads its stdin must not hold the answer.
-        std::thread::spawn(move || {
+/// Threads made before the command starts, each waiting to be handed its
+/// part of it: its stdin to write, its stdout and stderr to read, the
+/// process to wait for. Dropped unused, they end.
+struct Followers {
+    stdin: mpsc::Sender<(ChildStdin, Vec<u8>)>,
+    stdout: mpsc::Sender<ChildStdout>,
+    stderr: mpsc::Sender<ChildStderr>,
+    child: mpsc::Sender<Child>,
+    heard: mpsc::Receiver<Heard>,
+}
+
+fn followers() -> io::Result<Followers> {
+    let (tx, heard) = mpsc::channel();
+    let (stdin, to_write) = mpsc::channel::<(ChildStdin, Vec<u8>)>();
+    // A command that never reads its stdin must not hold the answer.
+    thread::Builder::new().spawn(move || {
+        if let Ok((mut pipe, bytes)) = to_write.recv() {
             let _ = pipe.write_all(&bytes);
-        });
-    }
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>);
-    let stderr = child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>);
-    for (tag, pipe) in [(b'o', stdout), (b'e', stderr)] {
-        let Some(mut pipe) = pipe else { continue };
-        let tx = tx.clone();
-        // Left blocked on a pipe a background child keeps open; it sends nothing once the answer ended.
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 << 10];
-            loop {
-                match pipe.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if tx.send(Heard::Output(tag, buf[..n].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-            let _ = tx.send(Heard::Closed);
-        });
-    }
-    std::thread::spawn(move || {
+        }
+    })?;
+    let (stdout, out_pipe) = mpsc::channel::<ChildStdout>();
+    reader(b'o', out_pipe, tx.clone())?;
+    let (stderr, err_pipe) = mpsc::channel::<ChildStderr>();
+    reader(b'e', err_pipe, tx.clone())?;
+    let (child, to_wait) = mpsc::channel::<Child>();
+    thread::Builder::new().spawn(move || {
+        let Ok(mut child) = to_wait.recv() else { return };
         let code = match child.wait() {
             Ok(status) => status.code().map(i64::from).or(status.signal().map(|s| 128 + i64::from(s))),
             Err(_) => None,
         };
         let _ = tx.send(Heard::Exited(code.unwrap_or(-1)));
-    });
-    // Pipes still open, and when the command exited with what code.
-    let (mut open, mut exited): (u8, Option<(i64, Instant)>) = (2, None);
-    let mut last_output = Instant::now();
-    loop {
-        if let Some((code, at)) = exited {
-            let quiet_since = at.max(last_output);
-            if open == 0 || quiet_since.elapsed() >= QUIET || at.elapsed() >= AFTER_EXIT {
-                frame(out, b'x', &code.to_le_bytes())?;
-                return out.flush();
+    })?;
+    Ok(Followers { stdin, stdout, stderr, child, heard })
+}
+
+/// A thread that reads the pipe it is handed and tells what it read as `tag`.
+/// It is left blocked on a pipe a background child keeps open, and sends
+/// nothing once the answer ended.
+fn reader<P: Read + Send + 'static>(
+    tag: u8,
+    pipe: mpsc::Receiver<P>,
+    tx: mpsc::Sender<Heard>,
+) -> io::Result<()> {
+    thread::Builder::new().spawn(move || {
+        let Ok(mut pipe) = pipe.recv() else { return };
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.send(Heard::Output(tag, buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
             }
         }
-        let wait = match exited {
-            Some((_, at)) => QUIET.saturating_sub(at.max(last_output).elapsed()),
-            None => Duration::from_secs(3600),
-        };
-        match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
-            Ok(Heard::Output(tag, bytes)) => {
-                last_output = Instant::now();
-                frame(out, tag, &bytes)?;
-                out.flush()?;
+        let _ = tx.send(Heard::Closed);
+    })?;
+    Ok(())
+}
+
+impl Followers {
+    /// Hands the command over: its stdin fed, its output answered as it
+    /// comes, then its exit code.
+    fn follow(self, mut child: Child, stdin: Option<Vec<u8>>, out: &mut impl Write) -> io::Result<()> {
+        if let (Some(pipe), Some(bytes)) = (child.stdin.take(), stdin) {
+            let _ = self.stdin.send((pipe, bytes));
+        }
+        // Spawned with both piped: they are there.
+        let mut open = 0u8;
+        if let Some(pipe) = child.stdout.take() {
+            open += u8::from(self.stdout.send(pipe).is_ok());
+        }
+        if let Some(pipe) = child.stderr.take() {
+            open += u8::from(self.stderr.send(pipe).is_ok());
+        }
+        let _ = self.child.send(child);
+        let heard = self.heard;
+        // When the command exited, with what code.
+        let mut exited: Option<(i64, Instant)> = None;
+        let mut last_output = Instant::now();
+        loop {
+            if let Some((code, at)) = exited {
+                let quiet_since = at.max(last_output);
+                if open == 0 || quiet_since.elapsed() >= QUIET || at.elapsed() >= AFTER_EXIT {
+                    frame(out, b'x', &code.to_le_bytes())?;
+                    return out.flush();
+                }
             }
-            Ok(Heard::Closed) => open = open.saturating_sub(1),
-            Ok(Heard::Exited(code)) => exited = Some((code, Instant::now())),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            // Every thread gone: the command exited (told) and both pipes closed.
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let code = exited.map_or(-1, |(c, _)| c);
-                frame(out, b'x', &code.to_le_bytes())?;
-                return out.flush();
+            let wait = match exited {
+                Some((_, at)) => QUIET.saturating_sub(at.max(last_output).elapsed()),
+                None => Duration::from_secs(3600),
+            };
+            match heard.recv_timeout(wait.max(Duration::from_millis(1))) {
+                Ok(Heard::Output(tag, bytes)) => {
+                    last_output = Instant::now();
+                    frame(out, tag, &bytes)?;
+                    out.flush()?;
+                }
+                Ok(Heard::Closed) => open = open.saturating_sub(1),
+                Ok(Heard::Exited(code)) => exited = Some((code, Instant::now())),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // Every thread gone: the command exited (told) and both pipes closed.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let code = exited.map_or(-1, |(c, _)| c);
+                    frame(out, b'x', &code.to_le_bytes())?;
+                    return out.flush();
+                }
             }
         }
     }

@@ -226,17 +226,15 @@ impl Snapshot {
         sandbox: &SandboxHandle,
         prelude: &str,
     ) -> Option<Result<(Option<Self>, String), SandboxError>> {
-        let prepared::Prepared::Ready { output, session, main } =
+        let prepared::Prepared::Ready { output, session } =
             prepared::start(sandbox, prelude, FILE_LIMIT, SNAPSHOT_LIMIT).await
         else {
             return None;
         };
-        // The session archives the sandbox's directories for the record too (a CLI's home).
+        // The session archives the sandbox's directories for the record too (a
+        // CLI's home), and starts the agent's turns (`diff/launch.rs`).
         sandbox.set_archiver(Arc::new(tree::SessionArchiver(session.clone())));
-        // And the one on the main process's stdin starts turns (`diff/launch.rs`).
-        if main {
-            sandbox.set_launcher(Arc::new(launch::SessionLauncher(session.clone())));
-        }
+        sandbox.set_launcher(Arc::new(launch::SessionLauncher(session.clone())));
         let id = next_listing();
         let asked = session.ask(None, &id).await;
         let snapshot = match asked.as_deref().and_then(helper::parse) {

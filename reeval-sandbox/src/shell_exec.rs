@@ -4,7 +4,10 @@
 //! of every killable tree, children first, and bounded capture of both
 //! streams. A backend gives only [`RunProcess`]: how one process runs to its
 //! end on its engine; [`exec`] and [`kill`] are its `Sandbox::exec` and
-//! `Sandbox::kill`.
+//! `Sandbox::kill`. A killable command is first offered to the request's
+//! [`ProcessLauncher`](crate::ProcessLauncher) (a turn: `launch.rs`), with
+//! the same argv, pid file wrapper included, so its timeout and the kill
+//! reach it however it started.
 //!
 //! [`Sandbox::kill`]: super::Sandbox::kill
 

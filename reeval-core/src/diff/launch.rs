@@ -13,9 +13,10 @@
 //! (a name would be looked up, with its groups), an absolute directory, a
 //! `HOME` among the variables (an engine gives a user without one its
 //! passwd entry's), nothing with a NUL. Anything else, or a session that is
-//! busy or gone, is left to the engine's exec. Only a session started with
-//! the sandbox on its main process's stdin (Docker) launches: its variables
-//! are known to be the container's own.
+//! busy or gone, is left to the engine's exec, as is every command of an
+//! engine other than Docker's (the backend drops the launcher: Podman's exec
+//! may set a user up otherwise). The variables are the container's first
+//! process's (its init's), which Docker gives every exec.
 //!
 //! The agent's command never gets a descriptor of the session's: its stdin,
 //! stdout and stderr are pipes to the helper, which frames what it reads, so

@@ -53,9 +53,8 @@ exec "$@""#;
 
 /// What became of a session asked to prepare the sandbox first.
 pub(super) enum Prepared {
-    /// The preparation succeeded (its output), and the session serves;
-    /// `main`: it is the one on the sandbox's main process's stdin.
-    Ready { output: String, session: Arc<Session>, main: bool },
+    /// The preparation succeeded (its output), and the session serves.
+    Ready { output: String, session: Arc<Session> },
     /// It did not run to success here: the caller runs it as before.
     NotRun,
 }
@@ -95,9 +94,9 @@ pub(super) async fn start(
         return Prepared::NotRun;
     }
     if let Ok(stream) = sandbox.sandbox().attach_main().await
-        && let Prepared::Ready { output, session, .. } = prepare(stream, prelude).await
+        && let Prepared::Ready { output, session } = prepare(stream, prelude).await
     {
-        return Prepared::Ready { output, session, main: true };
+        return Prepared::Ready { output, session };
     }
     let helper = super::helper::path_in(sandbox);
     let argv = argv(&helper, sandbox.workspace(), file_limit, budget);
@@ -128,7 +127,7 @@ async fn prepare(mut stream: ExecStream, prelude: &str) -> Prepared {
             let ExecStream { input, output: tail } = stream;
             let head = futures_util::stream::once(async move { Ok(Bytes::from(rest)) });
             let stream = ExecStream { input, output: head.chain(tail).boxed() };
-            Prepared::Ready { output, session: Session::from_stream(stream), main: false }
+            Prepared::Ready { output, session: Session::from_stream(stream) }
         }
         _ => Prepared::NotRun,
     }

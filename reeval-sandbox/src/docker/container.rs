@@ -319,7 +319,10 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
-        shell_exec::exec(self, &self.pids, request).await
+        // A launcher starts a process as Docker's exec does (its variables,
+        // user and groups); another engine's exec may differ, so it runs them all.
+        let launcher = request.launcher.filter(|_| self.flavor == Flavor::Docker);
+        shell_exec::exec(self, &self.pids, ExecRequest { launcher, ..request }).await
     }
 
     async fn exec_in_service(
