@@ -202,7 +202,9 @@ impl Sandbox for KubeSandbox {
     }
 
     async fn exec(&self, request: ExecRequest<'_>) -> Result<ExecOutput, SandboxError> {
-        shell_exec::exec(self, &self.pids, request).await
+        // A launcher starts processes as Docker's exec does; a pod's exec sets a user up
+        // otherwise (`exec.rs`), so every command runs through it.
+        shell_exec::exec(self, &self.pids, ExecRequest { launcher: None, ..request }).await
     }
 
     async fn exec_in_service(
