@@ -218,7 +218,6 @@ fn answer(
     out.write_all(b"reeval-diff 1\n")?;
     let mut listed = listing::MAGIC.to_vec();
     let mut visited = HashSet::new();
-    let mut written: io::Result<()> = Ok(());
     let options = Options {
         old: old.as_ref(),
         threads: settings.threads,
@@ -226,16 +225,10 @@ fn answer(
         budget: settings.budget,
         whole_tree: false,
     };
-    walk::walk(top, &options, |walked: Walked| {
+    walk_writing(top, &options, out, |walked: Walked| {
         listed.extend_from_slice(&walked.listing);
-        for found in &walked.found {
-            if written.is_ok() {
-                written = write_found(out, found);
-            }
-        }
         visited.insert(walked.path);
     })?;
-    written?;
     // A directory that is gone (or no longer a directory) takes its entries with it.
     if let Some(old) = &old {
         for (path, dir) in old.dirs().filter(|(p, _)| !visited.contains(*p)) {
@@ -263,16 +256,29 @@ fn tree(settings: &Settings<'_>, request: &str, out: &mut impl Write) -> io::Res
     let options =
         Options { old: None, threads: settings.threads, file_limit: limit, budget: limit, whole_tree: true };
     out.write_all(b"reeval-diff 1\n")?;
+    walk_writing(walk::open_top(path)?, &options, out, |_| {})?;
+    out.write_all(&[b'.', 0, 0])
+}
+
+/// Walks `top`, writing what each directory holds that changed as it is
+/// walked, then handing the directory to `each`; the first write that fails
+/// stops the writing (the walk ends on its own) and is the error.
+fn walk_writing(
+    top: File,
+    options: &Options<'_>,
+    out: &mut impl Write,
+    mut each: impl FnMut(Walked),
+) -> io::Result<()> {
     let mut written: io::Result<()> = Ok(());
-    walk::walk(walk::open_top(path)?, &options, |walked: Walked| {
+    walk::walk(top, options, |walked: Walked| {
         for found in &walked.found {
             if written.is_ok() {
                 written = write_found(out, found);
             }
         }
+        each(walked);
     })?;
-    written?;
-    out.write_all(&[b'.', 0, 0])
+    written
 }
 
 fn write_found(out: &mut impl Write, found: &Found) -> io::Result<()> {
