@@ -1,7 +1,7 @@
 //! A running Docker container: exec with bounded capture and killable
 //! process trees, archives in and out, attached streams, removal.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -39,15 +39,23 @@ pub struct DockerSandbox {
     /// The image's own user where it is not root (the container runs as root):
     /// what a command that names no user runs as.
     user: Option<String>,
-    /// Whether its main process has the container's stdin, not attached yet
-    /// (see [`Sandbox::attach_main`]): taken by the first attach.
-    main_stdin: AtomicBool,
-    /// That attach, begun beside the start (it takes 1 to 40 ms, which the
-    /// first snapshot need not wait for): what the first attach takes.
-    attaching: std::sync::Mutex<Option<tokio::task::JoinHandle<MainAttach>>>,
+    /// Its main process's stdin (see [`Sandbox::attach_main`]).
+    main_stdin: std::sync::Mutex<MainStdin>,
 }
 
 type MainAttach = Result<bollard::container::AttachContainerResults, bollard::errors::Error>;
+
+/// Where a sandbox's main process's stdin is.
+#[derive(Debug)]
+enum MainStdin {
+    /// It has none of its own, or its one attach took it.
+    Gone,
+    /// It has one, not attached yet.
+    Free,
+    /// Its attach, begun beside the start (it takes 1 to 40 ms, which the
+    /// first snapshot need not wait for): what the first attach takes.
+    Attaching(tokio::task::JoinHandle<MainAttach>),
+}
 
 impl DockerSandbox {
     pub(super) fn new(
@@ -66,8 +74,7 @@ impl DockerSandbox {
             services: None,
             volumes: Default::default(),
             user,
-            main_stdin: AtomicBool::new(false),
-            attaching: std::sync::Mutex::new(None),
+            main_stdin: std::sync::Mutex::new(MainStdin::Gone),
         }
     }
 
@@ -86,7 +93,12 @@ impl DockerSandbox {
 
     /// It was made with its main process reading the container's stdin.
     pub(super) fn with_main_stdin(self, main_stdin: bool) -> Self {
-        Self { main_stdin: AtomicBool::new(main_stdin), ..self }
+        let main_stdin = if main_stdin { MainStdin::Free } else { MainStdin::Gone };
+        Self { main_stdin: std::sync::Mutex::new(main_stdin), ..self }
+    }
+
+    fn main_stdin(&self) -> std::sync::MutexGuard<'_, MainStdin> {
+        self.main_stdin.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn with_volumes(mut self, volumes: super::volumes::Made) -> Self {
@@ -303,9 +315,11 @@ impl Sandbox for DockerSandbox {
     async fn start(&self) -> Result<(), SandboxError> {
         // The main process's attach begins with the start (a created container takes it, as
         // `docker run` attaches before it starts); dropped unused, it closes the stdin.
-        if self.main_stdin.load(Ordering::SeqCst) {
-            let attach = tokio::spawn(self.attach());
-            *self.attaching.lock().unwrap_or_else(|e| e.into_inner()) = Some(attach);
+        {
+            let mut main_stdin = self.main_stdin();
+            if matches!(*main_stdin, MainStdin::Free) {
+                *main_stdin = MainStdin::Attaching(tokio::spawn(self.attach()));
+            }
         }
         self.docker
             .start_container(&self.id, None)
@@ -407,20 +421,17 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn attach_main(&self) -> Result<ExecStream, SandboxError> {
-        if !self.main_stdin.swap(false, Ordering::SeqCst) {
-            return Err(SandboxError::EngineConfig {
-                message: "failed to attach to the sandbox's main process: it has no stdin of its own, or it was attached before".into(),
-            });
-        }
-        let begun = self.attaching.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let attached = match begun {
-            Some(begun) => match begun.await {
-                Ok(attached) => attached,
-                Err(e) => {
-                    return Err(SandboxError::engine("attach to the sandbox's main process", e));
-                }
-            },
-            None => self.attach().await,
+        let taken = std::mem::replace(&mut *self.main_stdin(), MainStdin::Gone);
+        let attached = match taken {
+            MainStdin::Gone => {
+                return Err(SandboxError::EngineConfig {
+                    message: "failed to attach to the sandbox's main process: it has no stdin of its own, or it was attached before".into(),
+                });
+            }
+            MainStdin::Free => self.attach().await,
+            MainStdin::Attaching(begun) => begun
+                .await
+                .map_err(|e| SandboxError::engine("attach to the sandbox's main process", e))?,
         };
         let attached = attached
             .map_err(|e| SandboxError::engine("attach to the sandbox's main process", e))?;
