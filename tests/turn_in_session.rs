@@ -219,3 +219,48 @@ async fn the_sandbox_killed_during_a_turn_the_session_started_is_the_platforms()
         execs_of_run(&run_id, since).into_iter().filter(|e| e.contains("sleep 30")).collect();
     assert!(turns.is_empty(), "the session started the turn: {turns:#?}");
 }
+
+/// An eval whose start writes nothing in the workspace: before its first
+/// turn the session still prepares the agent user and lists the (empty)
+/// workspace, then starts the turns and answers their diffs. With a gateway
+/// the run has no exec at all; without, the session's own.
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_start_before_a_turn_is_prepared_by_the_session_too() {
+    require_docker!();
+    for gateway in [true, false] {
+        let run_id = format!("turn-in-session-empty-{gateway}-{}", std::process::id());
+        let since = common::events_since_now();
+        let id = run_id.clone();
+        let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
+        let eval = Eval::new("empty", |c| {
+            Box::pin(async move {
+                let turn = c.send("echo hi > a.txt && stat -c %u a.txt .").await?;
+                expect(turn.diff.paths()).to_equal(vec!["a.txt"])?;
+                expect(turn.final_message.as_deref()).to_equal(Some("1000\n1000"))?;
+                let turn = c.send("rm a.txt").await?;
+                expect(turn.diff.paths()).to_equal(vec!["a.txt"])?;
+                Ok(())
+            })
+        })
+        .environment(move || {
+            if gateway {
+                Environment::new().allow_egress("nothing.test")
+            } else {
+                Environment::new()
+            }
+        });
+        let report = runner.run(vec![eval]).await.expect("preflight passes");
+        let r = &report.records[0];
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
+        let execs = execs_of_run(&run_id, since);
+        let expected = if gateway { 0 } else { 1 };
+        assert_eq!(execs.len(), expected, "gateway {gateway}: {execs:#?}");
+        if !gateway {
+            assert!(execs[0].contains("reeval-prepared"), "the session's: {}", execs[0]);
+        }
+    }
+}

@@ -40,7 +40,9 @@ pub enum LaunchOutput {
     Stdout(Bytes),
     /// Bytes of its stderr.
     Stderr(Bytes),
-    /// It ended with this exit code (128 + n for signal n); the last item.
+    /// It ended with this exit code (128 + n for signal n; -1: none is
+    /// known, the sandbox ended and took the way to it along, as an exec the
+    /// sandbox's end breaks); the last item.
     Exited(i64),
 }
 

@@ -397,19 +397,23 @@ impl Attempt {
     /// as it is, with the session it holds (where the helper is mounted).
     async fn snapshot(&mut self, handle: SandboxHandle, launch: &Launch) -> Result<Ready> {
         let hit = launch.hit.is_some();
-        // An image of the eval's or the harness's own may put files in the workspace: read it then too.
+        let for_cache = matches!(self.prepare.purpose, Purpose::Fill);
+        let before_a_turn = std::mem::take(&mut self.prepare.session_beside_snapshot);
+        // An image of the eval's or the harness's own may put files in the
+        // workspace: read it then too. So where the helper is mounted and a turn
+        // follows: the session that prepares the agent user and lists the
+        // workspace costs no more than the preparation alone, and it then starts
+        // the turn and answers its diff (`diff/launch.rs`), so the turn needs no exec.
         let written = lifecycle::snapshot::workspace_may_hold_files(
             &self.given.env,
             self.given.harness.as_deref(),
-        );
+        ) || (before_a_turn && handle.helpers_dir().is_some() && !for_cache);
         let fill = self.fill_on_miss(launch);
-        let for_cache = matches!(self.prepare.purpose, Purpose::Fill);
         self.prepare.cache_digest = launch.digest.clone().filter(|_| !hit);
         // A turn follows the snapshot, which leaves the agent user prepared
         // (its exec, or a cached setup's): the harness's session starts
         // beside it when it starts apart from the workspace.
-        let turn_follows =
-            std::mem::take(&mut self.prepare.session_beside_snapshot) && written && !for_cache;
+        let turn_follows = before_a_turn && written && !for_cache;
         let beside = turn_follows
             && self.given.harness.as_ref().is_some_and(|h| h.starts_apart_from(handle.workspace()));
         let mut git_repo = hit;

@@ -29,10 +29,14 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use super::helper::{Chunks, Session};
-use crate::sandbox::{LaunchOutput, LaunchRequest, LaunchedProcess, ProcessLauncher, SandboxError};
+use crate::sandbox::{
+    LaunchOutput, LaunchRequest, LaunchedProcess, ProcessLauncher, Sandbox, SandboxError,
+    SandboxState,
+};
 
-/// The session's [`ProcessLauncher`].
-pub(super) struct SessionLauncher(pub(super) Arc<Session>);
+/// The session's [`ProcessLauncher`], and the sandbox it runs in (asked
+/// why, when the session ends before the command does).
+pub(super) struct SessionLauncher(pub(super) Arc<Session>, pub(super) Arc<dyn Sandbox>);
 
 impl std::fmt::Debug for SessionLauncher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,32 +66,50 @@ impl ProcessLauncher for SessionLauncher {
             // Whether it started is not known: never run it a second time.
             _ => return Some(broke("the session in the sandbox did not say it started it")),
         }
-        let session = self.0.clone();
-        let followed = futures_util::stream::unfold(Some((chunks, session)), |state| async move {
-            let (mut chunks, session) = state?;
-            let Some(chunk) = chunks.next().await else {
-                return Some((Err(lost("its output ended before its exit code")), None));
-            };
-            let item = match chunk.split_first() {
-                Some((b'o', bytes)) => LaunchOutput::Stdout(Bytes::copy_from_slice(bytes)),
-                Some((b'e', bytes)) => LaunchOutput::Stderr(Bytes::copy_from_slice(bytes)),
-                Some((b'x', code)) => {
-                    let Ok(code) = <[u8; 8]>::try_from(code) else {
-                        return Some((Err(lost("its exit code was not one")), None));
-                    };
-                    // The answer's end; the session serves the next listing.
-                    if chunks.next().await.is_some_and(|end| end.is_empty()) && chunks.is_drained()
-                    {
-                        session.put_back(chunks.into_stream()).await;
+        let (session, sandbox) = (self.0.clone(), self.1.clone());
+        let followed = futures_util::stream::unfold(Some((chunks, session)), move |state| {
+            let sandbox = sandbox.clone();
+            async move {
+                let (mut chunks, session) = state?;
+                let Some(chunk) = chunks.next().await else {
+                    return Some((ended_early(sandbox.as_ref()).await, None));
+                };
+                let item = match chunk.split_first() {
+                    Some((b'o', bytes)) => LaunchOutput::Stdout(Bytes::copy_from_slice(bytes)),
+                    Some((b'e', bytes)) => LaunchOutput::Stderr(Bytes::copy_from_slice(bytes)),
+                    Some((b'x', code)) => {
+                        let Ok(code) = <[u8; 8]>::try_from(code) else {
+                            return Some((Err(lost("its exit code was not one")), None));
+                        };
+                        // The answer's end; the session serves the next listing.
+                        if chunks.next().await.is_some_and(|end| end.is_empty())
+                            && chunks.is_drained()
+                        {
+                            session.put_back(chunks.into_stream()).await;
+                        }
+                        return Some((Ok(LaunchOutput::Exited(i64::from_le_bytes(code))), None));
                     }
-                    return Some((Ok(LaunchOutput::Exited(i64::from_le_bytes(code))), None));
-                }
-                _ => return Some((Err(lost("it answered out of step")), None)),
-            };
-            Some((Ok(item), Some((chunks, session))))
+                    _ => return Some((Err(lost("it answered out of step")), None)),
+                };
+                Some((Ok(item), Some((chunks, session))))
+            }
         });
         Some(followed.boxed())
     }
+}
+
+/// What a command whose session ended before its exit code came to: where
+/// the sandbox stopped (killed, its memory out, removed: the engine may take
+/// a moment to tell), an end with no exit code (-1), as an exec the sandbox's
+/// end broke; where it still runs, the session broke, which is the platform's.
+async fn ended_early(sandbox: &dyn Sandbox) -> Result<LaunchOutput, SandboxError> {
+    for wait in [0, 100, 200, 400] {
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        if !matches!(sandbox.state().await, SandboxState::Running | SandboxState::Unknown) {
+            return Ok(LaunchOutput::Exited(-1));
+        }
+    }
+    Err(lost("its output ended before its exit code"))
 }
 
 /// The error of a launched command whose session broke.
