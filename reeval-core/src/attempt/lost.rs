@@ -80,6 +80,12 @@ impl Attempt {
         // A sandbox that never started was never lost: its start's error names what
         // happened (a pod no node had room for, an image the cluster cannot pull).
         let never_started = matches!(self.sandbox, super::SandboxState::Failed { .. });
+        // Nor one whose start the eval dropped (its own timeout around a first
+        // call): never the eval's, it may be created and not started, which
+        // the engine tells as stopped.
+        if matches!(self.sandbox, super::SandboxState::Starting { .. }) {
+            return ended;
+        }
         let settled = match &ended {
             Ended::Returned(Ok(Ok(()))) | Ended::Interrupted => true,
             Ended::Returned(Ok(Err(e))) => says_lost(e) || never_started,
