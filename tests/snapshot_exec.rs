@@ -11,25 +11,6 @@ mod common;
 use reeval::prelude::*;
 use reeval::{Eval, Outcome};
 
-/// The engine's `exec_create` events of the run's containers since `since`
-/// (unix seconds), in order: each exec's command.
-fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
-    events_of_run(run_id, since, "exec_create")
-        .into_iter()
-        .map(|l| l.strip_prefix("exec_create: ").unwrap_or(&l).to_string())
-        .collect()
-}
-
-/// The engine's events of one kind (`exec_create`, `attach`) of the run's
-/// containers since `since` (unix seconds), in order: each one's action.
-fn events_of_run(run_id: &str, since: u64, event: &str) -> Vec<String> {
-    // One line per event: a command's script may hold newlines.
-    common::engine_events(run_id, since, event, "{{json .Action}}")
-        .iter()
-        .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
-        .collect()
-}
-
 /// Runs the eval whose turn checks what the preparation did, with a gateway
 /// or without: the run's execs before the turn's, or the check's where the
 /// session starts the turn (the setup's apart), and its attaches.
@@ -84,13 +65,13 @@ async fn prepared_then_turn_in(
         "{:?} {events:?}",
         r.artifacts
     );
-    let execs = execs_of_run(&report.run_id, since);
+    let execs = common::execs_of_run(&report.run_id, since);
     // The turn's: the shell harness runs the agent's command (by an exec, or
     // started by the session waiting in the sandbox: `tests/turn_in_session.rs`);
     // then the check's.
     let turn = execs.iter().position(|e| e.contains("owners.txt")).expect("the turn's or check's");
     let before = execs[..turn].iter().filter(|e| !e.contains("git init")).cloned().collect();
-    (before, events_of_run(&report.run_id, since, "attach"))
+    (before, common::engine_actions(&report.run_id, since, "attach"))
 }
 
 #[cfg_attr(

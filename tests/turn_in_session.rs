@@ -26,12 +26,13 @@ grep -E '^(Uid|Gid|Groups|NoNewPrivs|Seccomp|CapInh|CapPrm|CapEff|CapBnd|CapAmb)
 ls -l /proc/self/fd/ | awk 'NR > 1 {print $9, $10, $11}' | grep -v '^255 ' | sed 's/[0-9][0-9]*/N/g'
 echo "stdin: $(cat)"; echo to-stderr >&2; sleep 1; exit 3"#;
 
-/// The engine's `exec_create` events of the run's containers since `since`: each exec's command.
-fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
-    common::engine_events(run_id, since, "exec_create", "{{json .Action}}")
-        .iter()
-        .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
-        .collect()
+/// A runner whose run id is known beforehand (its engine events are looked
+/// up by it, and a fault finds its container), and when it began.
+fn runner_for(tag: &str) -> (reeval::Runner, String, u64) {
+    let run_id = format!("turn-in-session-{tag}-{}", std::process::id());
+    let since = common::events_since_now();
+    let id = run_id.clone();
+    (common::runner_with("turn-in-session", |c| c.settings.run_id = id), run_id, since)
 }
 
 /// Runs `body` in an eval with a gateway or without, after a first turn
@@ -44,10 +45,7 @@ where
         + Clone
         + 'static,
 {
-    let run_id = format!("turn-in-session-{tag}-{gateway}-{}", std::process::id());
-    let since = common::events_since_now();
-    let id = run_id.clone();
-    let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
+    let (runner, _, since) = runner_for(&format!("{tag}-{gateway}"));
     let eval = Eval::new(tag, move |c| {
         let body = body.clone();
         Box::pin(async move {
@@ -70,7 +68,7 @@ where
     let record = report.records[0].clone();
     let events: Vec<&str> = record.events.iter().map(|e| e.message.as_str()).collect();
     assert_eq!(record.outcome, Outcome::Pass, "{:?} {events:?}", record.message);
-    (record, execs_of_run(&report.run_id, since))
+    (record, common::execs_of_run(&report.run_id, since))
 }
 
 #[cfg_attr(
@@ -194,10 +192,7 @@ async fn the_sandboxs_kill_a_timeout_and_a_background_child_end_it_as_an_exec() 
 async fn the_sandbox_killed_during_a_turn_the_session_started_is_the_platforms() {
     require_docker!();
     use common::inject::{Fault, run_faulted};
-    let run_id = format!("turn-in-session-killed-{}", std::process::id());
-    let since = common::events_since_now();
-    let id = run_id.clone();
-    let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
+    let (runner, run_id, since) = runner_for("killed");
     let eval = Eval::new("killed", |c| {
         Box::pin(async move {
             c.send("touch /tmp/in-turn; sleep 30").await?;
@@ -215,8 +210,10 @@ async fn the_sandbox_killed_during_a_turn_the_session_started_is_the_platforms()
     );
     let left = common::faults::leftovers(&report.run_id, Some(&report.run_dir)).await;
     assert_eq!(left, "nothing", "nothing of the run is left");
-    let turns: Vec<_> =
-        execs_of_run(&run_id, since).into_iter().filter(|e| e.contains("sleep 30")).collect();
+    let turns: Vec<_> = common::execs_of_run(&run_id, since)
+        .into_iter()
+        .filter(|e| e.contains("sleep 30"))
+        .collect();
     assert!(turns.is_empty(), "the session started the turn: {turns:#?}");
 }
 
@@ -232,10 +229,7 @@ async fn the_sandbox_killed_during_a_turn_the_session_started_is_the_platforms()
 async fn an_empty_start_before_a_turn_is_prepared_by_the_session_too() {
     require_docker!();
     for gateway in [true, false] {
-        let run_id = format!("turn-in-session-empty-{gateway}-{}", std::process::id());
-        let since = common::events_since_now();
-        let id = run_id.clone();
-        let runner = common::runner_with("turn-in-session", |c| c.settings.run_id = id);
+        let (runner, run_id, since) = runner_for(&format!("empty-{gateway}"));
         let eval = Eval::new("empty", |c| {
             Box::pin(async move {
                 let turn = c.send("echo hi > a.txt && stat -c %u a.txt .").await?;
@@ -256,7 +250,7 @@ async fn an_empty_start_before_a_turn_is_prepared_by_the_session_too() {
         let report = runner.run(vec![eval]).await.expect("preflight passes");
         let r = &report.records[0];
         assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.message);
-        let execs = execs_of_run(&run_id, since);
+        let execs = common::execs_of_run(&run_id, since);
         let expected = if gateway { 0 } else { 1 };
         assert_eq!(execs.len(), expected, "gateway {gateway}: {execs:#?}");
         if !gateway {

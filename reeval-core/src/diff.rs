@@ -234,7 +234,10 @@ impl Snapshot {
         // The session archives the sandbox's directories for the record too (a
         // CLI's home), and starts the agent's turns (`diff/launch.rs`).
         sandbox.set_archiver(Arc::new(tree::SessionArchiver(session.clone())));
-        let launcher = launch::SessionLauncher(session.clone(), sandbox.sandbox().clone());
+        let launcher = launch::SessionLauncher {
+            session: session.clone(),
+            sandbox: sandbox.sandbox().clone(),
+        };
         sandbox.set_launcher(Arc::new(launcher));
         let id = next_listing();
         let asked = session.ask(None, &id).await;

@@ -101,7 +101,7 @@ pub use sandbox::{
     ExecRequest, ExecStream, PortIo, PortStream, ProcessGroup, Sandbox, Signal, StdoutSink,
 };
 pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
-pub use state::{Lost, SandboxState};
+pub use state::{Lost, SandboxState, settled_state};
 
 /// Label on every container of a run: the run id. The `dev.reeval.*` label
 /// namespace is reserved for reeval: do not set such labels yourself.

@@ -244,3 +244,21 @@ pub fn engine_events(run_id: &str, since: u64, event: &str, format: &str) -> Vec
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
 }
+
+/// The engine's events of one kind (`exec_create`, `attach`) of the run's
+/// containers since `since` (unix seconds), in order: each one's action.
+pub fn engine_actions(run_id: &str, since: u64, event: &str) -> Vec<String> {
+    // One line per event: a command's script may hold newlines.
+    engine_events(run_id, since, event, "{{json .Action}}")
+        .iter()
+        .map(|l| serde_json::from_str::<String>(l).expect("a JSON string"))
+        .collect()
+}
+
+/// The commands of the run's execs since `since` (unix seconds), in order.
+pub fn execs_of_run(run_id: &str, since: u64) -> Vec<String> {
+    engine_actions(run_id, since, "exec_create")
+        .into_iter()
+        .map(|l| l.strip_prefix("exec_create: ").unwrap_or(&l).to_string())
+        .collect()
+}

@@ -5,16 +5,10 @@
 //! The engine is asked only after a step failed: a passing attempt pays nothing.
 //! An OOM kill during a turn or a check is told as an event (`saw_oom_kill`).
 
-use std::time::Duration;
-
 use super::Attempt;
 use crate::error::Error;
 use crate::outcome::Ended;
 use crate::sandbox::{Lost, SandboxError, SandboxHandle, SandboxState};
-
-/// How long a step that looks killed waits for its engine to tell (see [`lost`]).
-const SETTLE: [Duration; 3] =
-    [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400)];
 
 /// The error a failed step ends with when the sandbox was lost, or `None`
 /// when it runs (or its engine cannot tell): the step's own result stands.
@@ -28,16 +22,10 @@ pub(crate) async fn lost(
     during: &str,
     killed: bool,
 ) -> Option<Error> {
-    let mut state = handle.sandbox().state().await;
-    if killed {
-        for wait in SETTLE {
-            if state != SandboxState::Running {
-                break;
-            }
-            tokio::time::sleep(wait).await;
-            state = handle.sandbox().state().await;
-        }
-    }
+    let state = match killed {
+        true => crate::sandbox::settled_state(handle.sandbox().as_ref()).await,
+        false => handle.sandbox().state().await,
+    };
     state.is_lost().then(|| lost_error(handle, action, during, state))
 }
 

@@ -36,7 +36,10 @@ use crate::sandbox::{
 
 /// The session's [`ProcessLauncher`], and the sandbox it runs in (asked
 /// why, when the session ends before the command does).
-pub(super) struct SessionLauncher(pub(super) Arc<Session>, pub(super) Arc<dyn Sandbox>);
+pub(super) struct SessionLauncher {
+    pub(super) session: Arc<Session>,
+    pub(super) sandbox: Arc<dyn Sandbox>,
+}
 
 impl std::fmt::Debug for SessionLauncher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,7 +51,7 @@ impl std::fmt::Debug for SessionLauncher {
 impl ProcessLauncher for SessionLauncher {
     async fn launch(&self, request: LaunchRequest<'_>) -> Option<LaunchedProcess> {
         let encoded = encode(&request)?;
-        let mut stream = self.0.try_take()?;
+        let mut stream = self.session.try_take()?;
         // The helper reads the whole request before it starts anything: a
         // request not sent whole started nothing (and the session is gone).
         stream.input.write_all(&encoded).await.ok()?;
@@ -59,14 +62,14 @@ impl ProcessLauncher for SessionLauncher {
             Some([b'n', ..]) => {
                 // Not started: the answer's end, and the session serves on.
                 if chunks.next().await.is_some_and(|end| end.is_empty()) && chunks.is_drained() {
-                    self.0.put_back(chunks.into_stream()).await;
+                    self.session.put_back(chunks.into_stream()).await;
                 }
                 return None;
             }
             // Whether it started is not known: never run it a second time.
             _ => return Some(broke("the session in the sandbox did not say it started it")),
         }
-        let (session, sandbox) = (self.0.clone(), self.1.clone());
+        let (session, sandbox) = (self.session.clone(), self.sandbox.clone());
         let followed = futures_util::stream::unfold(Some((chunks, session)), move |state| {
             let sandbox = sandbox.clone();
             async move {
@@ -99,17 +102,17 @@ impl ProcessLauncher for SessionLauncher {
 }
 
 /// What a command whose session ended before its exit code came to: where
-/// the sandbox stopped (killed, its memory out, removed: the engine may take
-/// a moment to tell), an end with no exit code (-1), as an exec the sandbox's
-/// end broke; where it still runs, the session broke, which is the platform's.
+/// the sandbox stopped (killed, its memory out, removed: asked as after any
+/// command that looks killed), an end with no exit code (-1), as an exec the
+/// sandbox's end broke; where it still runs, the session broke, which is the
+/// platform's.
 async fn ended_early(sandbox: &dyn Sandbox) -> Result<LaunchOutput, SandboxError> {
-    for wait in [0, 100, 200, 400] {
-        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
-        if !matches!(sandbox.state().await, SandboxState::Running | SandboxState::Unknown) {
-            return Ok(LaunchOutput::Exited(-1));
+    match crate::sandbox::settled_state(sandbox).await {
+        SandboxState::Running | SandboxState::Unknown => {
+            Err(lost("its output ended before its exit code"))
         }
+        _ => Ok(LaunchOutput::Exited(-1)),
     }
-    Err(lost("its output ended before its exit code"))
 }
 
 /// The error of a launched command whose session broke.
