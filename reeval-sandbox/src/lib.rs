@@ -99,9 +99,10 @@ pub use mount::{LABEL_VOLUME, Mount, MountSource};
 pub use needs::{CellNeeds, Preflight, RunNeeds};
 pub use sandbox::{
     ExecRequest, ExecStream, PortIo, PortStream, ProcessGroup, Sandbox, Signal, StdoutSink,
+    settled_state,
 };
 pub use service::{Condition, Healthcheck, LABEL_SERVICE, Service, ServiceStart};
-pub use state::{Lost, SandboxState, settled_state};
+pub use state::{Lost, SandboxState};
 
 /// Label on every container of a run: the run id. The `dev.reeval.*` label
 /// namespace is reserved for reeval: do not set such labels yourself.

@@ -2,6 +2,7 @@
 //! state, destroy) and what an exec is given.
 
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -263,4 +264,28 @@ impl fmt::Debug for ExecStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ExecStream")
     }
+}
+
+/// How long a sandbox said running is asked again after a command that
+/// looks killed (see [`settled_state`]).
+const SETTLE: [Duration; 3] =
+    [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400)];
+
+/// The sandbox's state after a command that looks killed (a signal's exit
+/// code, a broken exec or session): such a command may end a moment before
+/// the engine notices its container stopped, so one said running is asked
+/// again for up to 0.7 s.
+///
+/// # Cancel safety
+/// Safe: it only asks.
+pub async fn settled_state(sandbox: &dyn Sandbox) -> SandboxState {
+    let mut state = sandbox.state().await;
+    for wait in SETTLE {
+        if state != SandboxState::Running {
+            break;
+        }
+        tokio::time::sleep(wait).await;
+        state = sandbox.state().await;
+    }
+    state
 }

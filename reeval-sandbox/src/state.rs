@@ -5,7 +5,6 @@
 //! only after a command failed, so a passing attempt pays nothing for it.
 
 use std::fmt;
-use std::time::Duration;
 
 /// The state of a sandbox that was started, as its engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,30 +126,6 @@ impl fmt::Display for Lost {
         let Lost { action, sandbox, state, during } = self;
         write!(f, "failed to {action}: the sandbox {sandbox} {state} during {during}")
     }
-}
-
-/// How long a sandbox said running is asked again after a command that
-/// looks killed (see [`settled_state`]).
-const SETTLE: [Duration; 3] =
-    [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400)];
-
-/// The sandbox's state after a command that looks killed (a signal's exit
-/// code, a broken exec or session): such a command may end a moment before
-/// the engine notices its container stopped, so one said running is asked
-/// again for up to 0.7 s.
-///
-/// # Cancel safety
-/// Safe: it only asks.
-pub async fn settled_state(sandbox: &dyn super::Sandbox) -> SandboxState {
-    let mut state = sandbox.state().await;
-    for wait in SETTLE {
-        if state != SandboxState::Running {
-            break;
-        }
-        tokio::time::sleep(wait).await;
-        state = sandbox.state().await;
-    }
-    state
 }
 
 #[cfg(test)]
