@@ -3,7 +3,9 @@
 //! the agent user, keep root's capabilities), setup and checks run as the
 //! image's user, the agent as reeval's agent user (uid 1000, no
 //! capabilities); a setup cached from it is committed with the image's user,
-//! and a later attempt from the cache runs as the first did.
+//! and a later attempt from the cache runs as the first did. And the mode of
+//! `/`, which the agent user's preparation changes on a FUSE root file system
+//! only where no account needs its group bits.
 
 mod common;
 
@@ -24,6 +26,8 @@ fn eval(dockerfile: std::path::PathBuf, nonce: String) -> Eval {
             expect(c.exec("cat /tmp/setup-user").await?.stdout).to_equal("nobody\n")?;
             // The main process (the engine's init) runs as root.
             expect(c.exec("stat -c %u /proc/1").await?.stdout).to_equal("0\n")?;
+            // Its checks run as it: `/` keeps its group bits (see the test below).
+            expect(c.exec("stat -c %a /").await?.stdout).to_equal("755\n")?;
             expect(c.exec("stat -c %u:%g . /home/agent").await?.stdout)
                 .to_equal("1000:1000\n1000:1000\n")?;
             Ok(())
@@ -103,4 +107,59 @@ async fn an_image_whose_user_is_not_root_runs_setup_and_checks_as_it_and_the_age
         assert!(kept.is_empty(), "{kept:?}");
     }
     let _ = HostCommand::new("docker").args(["rmi", "-f", &image]).output();
+}
+
+/// The mode of `/` an attempt's checks see, and whether uid 1000 and the
+/// given user read `/etc` through it: on a FUSE root file system (this
+/// engine's `fuse-overlayfs` storage), `/` without its group bits; elsewhere
+/// as the image has it.
+fn root_dir_eval(name: &str, extra_account: Option<&'static str>, user: &'static str) -> Eval {
+    Eval::new(name, move |c| {
+        Box::pin(async move {
+            c.send("ls /etc > /dev/null && id -u > agent.txt").await?;
+            expect(c.exec("cat agent.txt").await?.stdout).to_equal("1000\n")?;
+            let fuse = c.exec("stat -f -c %T /").await?.stdout.starts_with("fuse");
+            let mode = match (fuse, extra_account) {
+                (true, None) => "705\n",
+                _ => "755\n",
+            };
+            expect(c.exec("stat -c %a /").await?.stdout).to_equal(mode)?;
+            let listed =
+                c.exec(Command::shell("ls /etc > /dev/null && echo read").user(user)).await?;
+            expect(listed.stdout).to_equal("read\n")?;
+            Ok(())
+        })
+    })
+    .environment(move || {
+        let env = Environment::new().file("given.txt", "given\n");
+        match extra_account {
+            Some(line) => env.setup(format!("echo '{line}' >> /etc/passwd")),
+            None => env,
+        }
+    })
+}
+
+#[cfg_attr(
+    reeval_no_docker,
+    ignore = "no Docker engine here (set REEVAL_REQUIRE_DOCKER=1 to fail instead)"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_root_directory_loses_its_group_bits_on_a_fuse_root_only_where_no_account_needs_them() {
+    require_docker!();
+    let report = common::runner_with("root-dir-mode", |c| c.settings.trials = Some(1))
+        .run(vec![
+            // Root's image, no other account in group 0: `/` without group bits
+            // on FUSE, and an account of another group reads it by its other bits.
+            root_dir_eval("root_image", None, "nobody"),
+            // An account in group 0 (an OpenShift-style image): `/` as it was,
+            // and that account still reads it by its group bits.
+            root_dir_eval("group_0_account", Some("ocp:x:1001:0::/tmp:/bin/sh"), "1001:0"),
+        ])
+        .await
+        .expect("preflight");
+    assert_eq!(report.records.len(), 2);
+    for r in &report.records {
+        assert_eq!(r.outcome, Outcome::Pass, "{}: {:?} {:?}", r.eval, r.message, r.checks);
+    }
+    assert_eq!(common::containers_of_run(&report.run_id).await, 0);
 }

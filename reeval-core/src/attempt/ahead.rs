@@ -103,7 +103,7 @@ impl Ahead {
             backend.as_ref(),
             Vec::new(),
             Vec::new(),
-            image.user,
+            image.user.clone(),
         );
         let Ok(sandbox) = backend.create(&spec).await else {
             made.close().await;
@@ -128,7 +128,7 @@ impl Ahead {
                     variables,
                     helper.is_some(),
                 );
-                snapshot_ahead(&handle).await
+                snapshot_ahead(&handle, image.user.as_deref()).await
             }
             false => None,
         };
@@ -166,9 +166,9 @@ const SNAPSHOT_AHEAD_WITHIN: Duration = Duration::from_secs(30);
 /// The diff helper's session is kept for the turn only where the helper is
 /// mounted (a local engine's attached stream, which idles safely while the
 /// attempt waits); elsewhere the baseline comes without one.
-async fn snapshot_ahead(handle: &SandboxHandle) -> Option<SnapshotAhead> {
+async fn snapshot_ahead(handle: &SandboxHandle, image_user: Option<&str>) -> Option<SnapshotAhead> {
     let session = handle.helpers_dir().is_some();
-    let taken = lifecycle::snapshot::prepare_agent_user_and_take(handle, session);
+    let taken = lifecycle::snapshot::prepare_agent_user_and_take(handle, session, image_user);
     let (git_repo, baseline) =
         tokio::time::timeout(SNAPSHOT_AHEAD_WITHIN, taken).await.ok()?.ok()?;
     Some(SnapshotAhead { git_repo, baseline })

@@ -185,6 +185,8 @@ pub(crate) struct Ready {
     git_repo: bool,
     /// The image the container was made from, named by its content (see `SessionSetup::image`).
     image: Option<String>,
+    /// The image's own user, where it is not root (what checks run as).
+    image_user: Option<String>,
 }
 
 impl Ready {

@@ -435,14 +435,21 @@ impl Attempt {
                     }
                     (true, true) => {
                         // A turn follows: the diff helper's session starts beside the snapshot.
-                        let (git, baseline) =
-                            lifecycle::snapshot::prepare_agent_user_and_take(&handle, turn_follows)
-                                .await?;
+                        let (git, baseline) = lifecycle::snapshot::prepare_agent_user_and_take(
+                            &handle,
+                            turn_follows,
+                            launch.user.as_deref(),
+                        )
+                        .await?;
                         git_repo = git;
                         baseline
                     }
                     (true, false) => {
-                        git_repo = lifecycle::snapshot::prepare_agent_user(&handle).await?;
+                        git_repo = lifecycle::snapshot::prepare_agent_user(
+                            &handle,
+                            launch.user.as_deref(),
+                        )
+                        .await?;
                         lifecycle::snapshot::take(&handle, false).await?
                     }
                     (false, read) => lifecycle::snapshot::take(&handle, read).await?,
@@ -489,6 +496,7 @@ impl Attempt {
             handle_given: false,
             git_repo,
             image: launch.content_name.clone(),
+            image_user: launch.user.clone(),
         })
     }
 }

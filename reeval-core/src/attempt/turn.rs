@@ -87,7 +87,11 @@ impl Attempt {
                 Phase::Harness,
                 async {
                     if !ready.agent_user {
-                        ready.git_repo = lifecycle::snapshot::prepare_agent_user(handle).await?;
+                        ready.git_repo = lifecycle::snapshot::prepare_agent_user(
+                            handle,
+                            ready.image_user.as_deref(),
+                        )
+                        .await?;
                         ready.agent_user = true;
                     }
                     lifecycle::harness::start(

@@ -22,8 +22,13 @@ const AGENT_USER_SETUP: &str = "mkdir -p /home/agent \
 /// it are its own; root's git may read its repository, whose refs are noted
 /// (`crate::git_archive`). Once per attempt, before the agent's first action.
 /// Whether the workspace is a git repository.
-pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
-    let out = handle.exec(Command::shell(agent_user_script()).user("0")).await?;
+/// `image_user`: the image's own user (`None`: root), as the container phase
+/// was told it.
+pub(crate) async fn prepare_agent_user(
+    handle: &SandboxHandle,
+    image_user: Option<&str>,
+) -> Result<bool> {
+    let out = handle.exec(Command::shell(agent_user_script(image_user)).user("0")).await?;
     if !out.success() {
         return Err(Error::infra("prepare the agent user", out.stderr.trim()));
     }
@@ -39,8 +44,9 @@ pub(crate) async fn prepare_agent_user(handle: &SandboxHandle) -> Result<bool> {
 pub(crate) async fn prepare_agent_user_and_take(
     handle: &SandboxHandle,
     session: bool,
+    image_user: Option<&str>,
 ) -> Result<(bool, Snapshot)> {
-    let script = agent_user_script();
+    let script = agent_user_script(image_user);
     let (snapshot, said) = match session {
         true => Snapshot::take_after_with_session(handle, &script).await?,
         false => Snapshot::take_after(handle, &script).await?,
@@ -51,9 +57,31 @@ pub(crate) async fn prepare_agent_user_and_take(
     Ok((said.lines().any(|l| l == "git-repository"), snapshot))
 }
 
-fn agent_user_script() -> String {
+/// On a FUSE root file system (the engine's `fuse-overlayfs` storage driver),
+/// the kernel asks the daemon for the POSIX ACL of `/` at every absolute path
+/// looked up by a user that does not own `/`, and never keeps the answer for
+/// the mount's root: one round trip per lookup (Claude Code makes about 1,700
+/// at its start, 60 to 120 ms as uid 1000 that root does not pay). A `/`
+/// without group bits needs no ACL, so the agent's lookups cost what root's
+/// do. Changed only where no one loses by it: `/` owned by root:root with no
+/// ACL of its own, the image's user root (see [`agent_user_script`]), and no
+/// account but root in group 0 (for such an account the group bits are the
+/// ones that count; every other user reads `/` by its other bits).
+const ROOT_DIR_ON_FUSE: &str = "{ case $(stat -f -c %T / 2>/dev/null) in fuse*) \
+      [ \"$(stat -c %u:%g /)\" = 0:0 ] && ! ls -ld / | grep -q '^..........[+]' \
+      && ( while IFS=: read -r n p u g r; do [ \"$g\" != 0 ] || [ \"$u\" = 0 ] || exit 1; done < /etc/passwd ) \
+      && ( while IFS=: read -r n p g m; do [ \"$g\" != 0 ] || [ -z \"$m\" ] || [ \"$m\" = root ] || exit 1; done < /etc/group ) \
+      && chmod g-rwx / ;; esac; true; }";
+
+/// The preparation, then the base of the workspace's history noted. `/`'s
+/// mode is left alone where the image's own user is not root: checks run
+/// as it, and a numeric `USER` with no account (`USER 1001`) runs in group 0.
+fn agent_user_script(image_user: Option<&str>) -> String {
+    let image_user_is_root =
+        image_user.is_none_or(|u| matches!(u.split(':').next(), Some("0" | "root" | "")));
+    let root_dir = if image_user_is_root { ROOT_DIR_ON_FUSE } else { "true" };
     format!(
-        "{AGENT_USER_SETUP} && {} && {{ [ ! -d .git ] || echo git-repository; }}",
+        "{AGENT_USER_SETUP} && {root_dir} && {} && {{ [ ! -d .git ] || echo git-repository; }}",
         crate::git_archive::note_base()
     )
 }
@@ -82,4 +110,19 @@ pub(crate) fn may_take_ahead(
 /// Reads the workspace. An untouched workspace has nothing to read.
 pub(crate) async fn take(handle: &SandboxHandle, anything_written: bool) -> Result<Snapshot> {
     if anything_written { Ok(Snapshot::take(handle).await?) } else { Ok(Snapshot::default()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_directory_is_left_alone_where_the_images_user_is_not_root() {
+        for root in [None, Some("root"), Some("0"), Some("0:0"), Some("root:1001")] {
+            assert!(agent_user_script(root).contains("chmod g-rwx /"), "{root:?}");
+        }
+        for other in [Some("nobody"), Some("1001"), Some("1001:0"), Some("app:app")] {
+            assert!(!agent_user_script(other).contains("chmod g-rwx /"), "{other:?}");
+        }
+    }
 }
