@@ -9,8 +9,10 @@
 //!    talking plain HTTP to the server on loopback (Codex with the same
 //!    startup config the harness writes, in a home as fresh as a sandbox's),
 //!    timed whole; and the same as uid 1000 with a home of its own, the user
-//!    reeval runs every agent as (Claude Code takes 60 to 120 ms longer to
-//!    start as a user that is not root);
+//!    reeval runs every agent as (on this engine's `fuse-overlayfs`, a user
+//!    that does not own `/` pays an ACL round trip per absolute lookup:
+//!    Claude Code starts 60 to 120 ms later; reeval's preparation takes `/`'s
+//!    group bits off where that is safe, this arm keeps them);
 //! 2. a reeval attempt of an eval that sends one prompt: sandbox, gateway with
 //!    the key brokered, TLS to the server, harness session setup, the turn,
 //!    diff and teardown, timed from the attempt's start to its record.

@@ -15,7 +15,8 @@ ANCHORS = {'setup-cache':('performance','the-setup-cache'),'nextest':('options',
  'engines-tested':('engines','tested-here'),'re-runs':('records','re-runs'),
  'split-runs':('records','split-runs'),
  'regrade':('compare','regrade-and-replay'),
- 'options-libtest':('options','libtests-flags-and-selection')}
+ 'options-libtest':('options','libtests-flags-and-selection'),
+ 'performance-fuse-root':('performance','issue-29-the-agent-users-lookups-on-a-fuse-root-file-system')}
 def gh(label, prefix):
     if label in PAGES: return f'{prefix}{label}.md'
     if label == 'book': return f'{prefix}README.md'
