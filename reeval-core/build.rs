@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    for file in ["main.rs", "listing.rs", "run.rs", "walk.rs"] {
+    for file in ["main.rs", "listing.rs", "run.rs", "run_request.rs", "walk.rs"] {
         println!("cargo:rerun-if-changed=diff-helper/{file}");
     }
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());

@@ -45,6 +45,8 @@
 
 mod listing;
 mod run;
+#[allow(dead_code, reason = "the helper decodes; reeval-core, which shares the module, encodes")]
+mod run_request;
 mod walk;
 
 use std::collections::HashSet;

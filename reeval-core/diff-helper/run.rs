@@ -2,13 +2,9 @@
 //! that an agent's turn needs no exec of its own (the engine's exec launch
 //! is 55 to 90 ms on two cores; a fork here is a millisecond).
 //!
-//! The request line is followed by LENGTH bytes (integers little-endian,
-//! `str` a `u32` length then its bytes):
-//!
-//! ```text
-//! request = u32 uid, u32 gid, str workdir, u32 n, str*n argv, u32 m, str*m "NAME=value",
-//!           u8 has-stdin, [u64 length, bytes]
-//! ```
+//! The request line is followed by LENGTH bytes: the uid and gid, the
+//! directory, the argv, the variables and the stdin (run_request.rs, the
+//! codec reeval-core shares).
 //!
 //! The command gets what Docker gives an exec of `uid:gid`: the container's
 //! environment (its first process's, `/proc/1/environ`) with the request's
@@ -36,6 +32,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::run_request::RunRequest;
+
 /// The longest request taken (argv, environment and stdin together).
 const REQUEST_LIMIT: usize = 64 << 20;
 /// How long output must be quiet, after the command exited, before the answer ends.
@@ -51,16 +49,6 @@ unsafe extern "C" {
     fn setsid() -> i32;
 }
 
-/// One command to run.
-struct Request {
-    uid: u32,
-    gid: u32,
-    workdir: Vec<u8>,
-    argv: Vec<Vec<u8>>,
-    env: Vec<Vec<u8>>,
-    stdin: Option<Vec<u8>>,
-}
-
 /// Reads the request of `length` bytes from `input`, runs it and answers on `out`.
 /// An error is the session's (its stdin or stdout failed); a request that
 /// cannot run is answered `n`.
@@ -70,7 +58,7 @@ pub fn run(length: &str, input: &mut impl BufRead, out: &mut impl Write) -> io::
     };
     let mut raw = vec![0u8; length];
     input.read_exact(&mut raw)?;
-    let Some(request) = parse(&raw) else {
+    let Some(request) = RunRequest::decode(&raw) else {
         return frame(out, b'n', b"the request is not one").and_then(|()| out.flush());
     };
     // The threads that follow it first: a sandbox out of processes refuses
@@ -85,53 +73,6 @@ pub fn run(length: &str, input: &mut impl BufRead, out: &mut impl Write) -> io::
     followers.follow(child, request.stdin, out)
 }
 
-fn parse(raw: &[u8]) -> Option<Request> {
-    let mut r = Reader { raw, at: 0 };
-    let uid = r.u32()?;
-    let gid = r.u32()?;
-    let workdir = r.string()?;
-    let argc = r.u32()? as usize;
-    let argv = (0..argc).map(|_| r.string()).collect::<Option<Vec<_>>>()?;
-    let envc = r.u32()? as usize;
-    let env = (0..envc).map(|_| r.string()).collect::<Option<Vec<_>>>()?;
-    let stdin = match *r.take(1)?.first()? {
-        0 => None,
-        1 => {
-            let n = usize::try_from(u64::from_le_bytes(r.take(8)?.try_into().ok()?)).ok()?;
-            Some(r.take(n)?.to_vec())
-        }
-        _ => return None,
-    };
-    let named = env.iter().all(|v| v.iter().position(|b| *b == b'=').is_some_and(|i| i > 0));
-    (r.at == raw.len() && named && !argv.is_empty() && workdir.starts_with(b"/"))
-        .then_some(Request { uid, gid, workdir, argv, env, stdin })
-}
-
-/// Reads a request's fields in order.
-struct Reader<'a> {
-    raw: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let bytes = self.raw.get(self.at..self.at.checked_add(n)?)?;
-        self.at += n;
-        Some(bytes)
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    /// A `str`: no NUL, which no argv or variable can hold.
-    fn string(&mut self) -> Option<Vec<u8>> {
-        let n = self.u32()? as usize;
-        let s = self.take(n)?;
-        (!s.contains(&0)).then(|| s.to_vec())
-    }
-}
-
 /// The container's own environment: its first process's (an engine gives
 /// an exec the container's variables, which that process started with).
 fn base_env() -> io::Result<Vec<Vec<u8>>> {
@@ -139,7 +80,7 @@ fn base_env() -> io::Result<Vec<Vec<u8>>> {
     Ok(raw.split(|b| *b == 0).filter(|v| !v.is_empty()).map(<[u8]>::to_vec).collect())
 }
 
-fn spawn(request: &Request, base: Vec<Vec<u8>>) -> io::Result<Child> {
+fn spawn(request: &RunRequest, base: Vec<Vec<u8>>) -> io::Result<Child> {
     let os = |v: &[u8]| OsString::from_vec(v.to_vec());
     let mut cmd = Command::new(os(&request.argv[0]));
     cmd.args(request.argv[1..].iter().map(|a| os(a))).env_clear();

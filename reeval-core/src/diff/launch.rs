@@ -29,6 +29,13 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use super::helper::{Chunks, Session};
+use run_request::RunRequest;
+
+// The request's codec, the helper's own module: one layout on both sides.
+#[path = "../../diff-helper/run_request.rs"]
+#[allow(unreachable_pub, reason = "pub in the helper's own binary")]
+#[allow(dead_code, reason = "reeval-core encodes; the helper decodes (and the tests)")]
+mod run_request;
 use crate::sandbox::{
     LaunchOutput, LaunchRequest, LaunchedProcess, ProcessLauncher, Sandbox, SandboxError,
     SandboxState,
@@ -129,45 +136,21 @@ fn broke(what: &'static str) -> LaunchedProcess {
 /// an exec would run it differently from the session.
 fn encode(request: &LaunchRequest<'_>) -> Option<Vec<u8>> {
     let (uid, gid) = request.user?.split_once(':')?;
-    let (uid, gid): (u32, u32) = (uid.parse().ok()?, gid.parse().ok()?);
     let workdir = request.workdir.filter(|w| w.starts_with('/'))?;
-    if !request.env.iter().any(|(k, _)| k == "HOME") || request.argv.is_empty() {
+    if !request.env.iter().any(|(k, _)| k == "HOME")
+        || request.env.iter().any(|(k, _)| k.contains('='))
+    {
         return None;
     }
-    let mut body = Vec::new();
-    body.extend_from_slice(&uid.to_le_bytes());
-    body.extend_from_slice(&gid.to_le_bytes());
-    let string = |body: &mut Vec<u8>, s: &[u8]| -> Option<()> {
-        if s.contains(&0) {
-            return None;
-        }
-        body.extend_from_slice(&u32::try_from(s.len()).ok()?.to_le_bytes());
-        body.extend_from_slice(s);
-        Some(())
-    };
-    string(&mut body, workdir.as_bytes())?;
-    body.extend_from_slice(&u32::try_from(request.argv.len()).ok()?.to_le_bytes());
-    for arg in request.argv {
-        string(&mut body, arg.as_bytes())?;
+    RunRequest {
+        uid: uid.parse().ok()?,
+        gid: gid.parse().ok()?,
+        workdir: workdir.as_bytes().to_vec(),
+        argv: request.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        env: request.env.iter().map(|(k, v)| format!("{k}={v}").into_bytes()).collect(),
+        stdin: request.stdin.map(<[u8]>::to_vec),
     }
-    body.extend_from_slice(&u32::try_from(request.env.len()).ok()?.to_le_bytes());
-    for (name, value) in request.env {
-        if name.is_empty() || name.contains('=') {
-            return None;
-        }
-        string(&mut body, format!("{name}={value}").as_bytes())?;
-    }
-    match request.stdin {
-        None => body.push(0),
-        Some(bytes) => {
-            body.push(1);
-            body.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            body.extend_from_slice(bytes);
-        }
-    }
-    let mut encoded = format!("run {}\n", body.len()).into_bytes();
-    encoded.extend_from_slice(&body);
-    Some(encoded)
+    .encode()
 }
 
 #[cfg(test)]
@@ -199,5 +182,33 @@ mod tests {
         assert!(encode(&request(&nul, &home, Some("1000:1000"))).is_none());
         let bad = [("HOME".to_string(), "/h".to_string()), ("A=B".to_string(), "c".to_string())];
         assert!(encode(&request(&argv, &bad, Some("1000:1000"))).is_none());
+        let unnamed = [("HOME".to_string(), "/h".to_string()), (String::new(), "c".to_string())];
+        assert!(encode(&request(&argv, &unnamed, Some("1000:1000"))).is_none());
+    }
+
+    #[test]
+    fn the_helper_decodes_what_is_encoded_and_nothing_cut_or_padded() {
+        let argv = ["sh".to_string(), "-c".into(), "echo é".into()];
+        let env = [("HOME".to_string(), "/home/agent".to_string()), ("X".into(), "a=b".into())];
+        let encoded = encode(&request(&argv, &env, Some("1000:1001"))).expect("encoded");
+        let body = &encoded[encoded.iter().position(|b| *b == b'\n').unwrap() + 1..];
+        let decoded = RunRequest::decode(body).expect("decoded");
+        assert_eq!(
+            decoded,
+            RunRequest {
+                uid: 1000,
+                gid: 1001,
+                workdir: b"/work".to_vec(),
+                argv: vec![b"sh".to_vec(), b"-c".to_vec(), "echo é".as_bytes().to_vec()],
+                env: vec![b"HOME=/home/agent".to_vec(), b"X=a=b".to_vec()],
+                stdin: Some(b"in".to_vec()),
+            }
+        );
+        assert!(RunRequest::decode(&body[..body.len() - 1]).is_none(), "cut");
+        assert!(RunRequest::decode(&[body, b"x"].concat()).is_none(), "padded");
+        let no_stdin = LaunchRequest { stdin: None, ..request(&argv, &env, Some("0:0")) };
+        let encoded = encode(&no_stdin).expect("encoded");
+        let body = &encoded[encoded.iter().position(|b| *b == b'\n').unwrap() + 1..];
+        assert_eq!(RunRequest::decode(body).expect("decoded").stdin, None);
     }
 }
