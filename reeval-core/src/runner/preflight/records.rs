@@ -42,11 +42,49 @@ fn kib(bytes: u64) -> String {
 
 /// Whether records can be written in `run_dir`: it is created, and a file written and removed there.
 fn writable(run_dir: &std::path::Path) -> Result<(), std::io::Error> {
-    std::fs::create_dir_all(run_dir)?;
-    let probe = run_dir.join(format!(".reeval-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"")?;
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = run_dir.join(format!(".reeval-probe-{}-{n}", std::process::id()));
+    // The processes of one run under nextest share its directory, and each
+    // removes it once empty (below): made again when another removed it
+    // while this one made it or wrote in it.
+    let raced = |e: &std::io::Error| {
+        matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::AlreadyExists)
+    };
+    let mut tries = 0;
+    loop {
+        match std::fs::create_dir_all(run_dir).and_then(|()| std::fs::write(&probe, b"")) {
+            Err(e) if raced(&e) && tries < 10 => tries += 1,
+            written => break written?,
+        }
+    }
     std::fs::remove_file(&probe)?;
     // Left empty until the first record, so a run that stops in preflight leaves no directory.
     let _ = std::fs::remove_dir(run_dir);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The processes of one run under nextest share its run directory, and
+    /// each removes it when empty: another's probe must still be written.
+    #[test]
+    fn processes_probing_one_run_directory_at_once_all_find_it_writable() {
+        let run_dir = std::env::temp_dir()
+            .join(format!("reeval-probe-race-{}", std::process::id()))
+            .join("run");
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let run_dir = run_dir.clone();
+                std::thread::spawn(move || {
+                    (0..300).filter_map(|_| writable(&run_dir).err()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let failed: Vec<_> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        let _ = std::fs::remove_dir_all(run_dir.parent().unwrap());
+        assert!(failed.is_empty(), "{} probes failed: {:?}", failed.len(), failed.first());
+    }
 }
