@@ -270,6 +270,12 @@ impl BoundedBuffer {
     }
 }
 
+/// Whether a user spec (`USER`'s value or [`Command::user`]'s: `name`, `uid`,
+/// `uid:gid`) is root; empty is the default, root.
+pub fn is_root_user(user: &str) -> bool {
+    matches!(user.split(':').next(), Some("0" | "root" | ""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +307,15 @@ mod tests {
         let c = Command::new("echo").arg("a b").arg("it's");
         assert_eq!(c.display(), r"echo 'a b' 'it'\''s'");
         assert_eq!(Command::shell("ls -la").display(), "ls -la");
+    }
+
+    #[test]
+    fn root_is_named_by_name_uid_or_uid_and_group() {
+        for root in ["0", "root", "0:0", "root:wheel", ""] {
+            assert!(is_root_user(root), "{root}");
+        }
+        for other in ["nobody", "1000", "1000:0", "65534:65534"] {
+            assert!(!is_root_user(other), "{other}");
+        }
     }
 }

@@ -77,8 +77,7 @@ const ROOT_DIR_ON_FUSE: &str = "{ case $(stat -f -c %T / 2>/dev/null) in fuse*) 
 /// mode is left alone where the image's own user is not root: checks run
 /// as it, and a numeric `USER` with no account (`USER 1001`) runs in group 0.
 fn agent_user_script(image_user: Option<&str>) -> String {
-    let image_user_is_root =
-        image_user.is_none_or(|u| matches!(u.split(':').next(), Some("0" | "root" | "")));
+    let image_user_is_root = image_user.is_none_or(crate::exec::is_root_user);
     let root_dir = if image_user_is_root { ROOT_DIR_ON_FUSE } else { "true" };
     format!(
         "{AGENT_USER_SETUP} && {root_dir} && {} && {{ [ ! -d .git ] || echo git-repository; }}",

@@ -49,11 +49,6 @@ pub struct ImageFacts {
 /// user back (`setup_cache::commit`).
 pub(crate) const LABEL_IMAGE_USER: &str = "dev.reeval.image-user";
 
-/// Whether a user spec (`USER`'s value: `name`, `uid`, `uid:gid`) is root.
-pub(crate) fn is_root(user: &str) -> bool {
-    matches!(user.split(':').next(), Some("0" | "root" | ""))
-}
-
 /// An image whose own user is not root: the container starts as root and that
 /// user is named on each command that names none (see `SandboxSpec::user`).
 /// That user, and the container's labels, which name it.
@@ -61,7 +56,7 @@ fn image_user(
     spec: &SandboxSpec,
     labels: &HashMap<String, String>,
 ) -> (Option<String>, HashMap<String, String>) {
-    let user = spec.user.clone().filter(|u| !is_root(u));
+    let user = spec.user.clone().filter(|u| !crate::exec::is_root_user(u));
     let mut labels = labels.clone();
     if let Some(user) = &user {
         labels.insert(LABEL_IMAGE_USER.into(), user.clone());
@@ -656,15 +651,5 @@ mod tests {
         assert!(owner_is_gone(&format!("{}:999999999:1", hostname())));
         assert!(!owner_is_gone("other-host:1:1"));
         assert!(!owner_is_gone(""));
-    }
-
-    #[test]
-    fn root_is_named_by_name_uid_or_uid_and_group() {
-        for root in ["0", "root", "0:0", "root:wheel", ""] {
-            assert!(is_root(root), "{root}");
-        }
-        for other in ["nobody", "1000", "1000:0", "65534:65534"] {
-            assert!(!is_root(other), "{other}");
-        }
     }
 }

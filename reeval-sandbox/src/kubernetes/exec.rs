@@ -37,8 +37,8 @@ use tokio::sync::mpsc;
 
 use super::names::CONTAINER;
 use crate::SandboxError;
-use crate::docker::is_root;
 use crate::exec::BoundedBuffer;
+use crate::exec::is_root_user;
 
 /// Stdin goes to the pipe in pieces of this size (one huge frame has reset connections).
 pub(super) const STDIN_CHUNK: usize = 1 << 20;
@@ -146,7 +146,7 @@ impl ExecSpec<'_> {
         if self.plain {
             let bare = self.env.is_empty()
                 && self.workdir.is_none()
-                && self.user.as_deref().is_none_or(is_root)
+                && self.user.as_deref().is_none_or(is_root_user)
                 && matches!(self.stdin, Stdin::None);
             return match bare {
                 true => Ok(self.argv.clone()),
@@ -169,7 +169,7 @@ impl ExecSpec<'_> {
                 Stdin::Stream => "-".into(),
             },
         ];
-        argv.push(self.user.clone().filter(|u| !is_root(u)).unwrap_or_default());
+        argv.push(self.user.clone().filter(|u| !is_root_user(u)).unwrap_or_default());
         argv.extend(self.argv.iter().cloned());
         Ok(argv)
     }

@@ -13,12 +13,12 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::names::CONTAINER;
-use crate::docker::is_root;
+use crate::exec::is_root_user;
 use crate::{SandboxError, SandboxSpec};
 
 /// The image's user where it is not root (the pod then starts as root).
 pub(super) fn of(spec: &SandboxSpec) -> Option<String> {
-    spec.user.clone().filter(|u| !is_root(u))
+    spec.user.clone().filter(|u| !is_root_user(u))
 }
 
 /// The sandbox's container of `pod` runs as root (uid 0, its group from the
@@ -60,7 +60,7 @@ impl Probe {
     /// The container's user where it is not root: an image's own, not known
     /// when its pod was made (`uid:gid`).
     pub(super) fn not_root(&self) -> Option<&str> {
-        self.ids.as_deref().filter(|ids| !is_root(ids))
+        self.ids.as_deref().filter(|ids| !is_root_user(ids))
     }
 
     /// Whether a sandbox whose commands run as `user` by default can be used:
