@@ -76,33 +76,29 @@ impl ProcessLauncher for SessionLauncher {
             // Whether it started is not known: never run it a second time.
             _ => return Some(broke("the session in the sandbox did not say it started it")),
         }
-        let (session, sandbox) = (self.session.clone(), self.sandbox.clone());
-        let followed = futures_util::stream::unfold(Some((chunks, session)), move |state| {
-            let sandbox = sandbox.clone();
-            async move {
-                let (mut chunks, session) = state?;
-                let Some(chunk) = chunks.next().await else {
-                    return Some((ended_early(sandbox.as_ref()).await, None));
-                };
-                let item = match chunk.split_first() {
-                    Some((b'o', bytes)) => LaunchOutput::Stdout(Bytes::copy_from_slice(bytes)),
-                    Some((b'e', bytes)) => LaunchOutput::Stderr(Bytes::copy_from_slice(bytes)),
-                    Some((b'x', code)) => {
-                        let Ok(code) = <[u8; 8]>::try_from(code) else {
-                            return Some((Err(lost("its exit code was not one")), None));
-                        };
-                        // The answer's end; the session serves the next listing.
-                        if chunks.next().await.is_some_and(|end| end.is_empty())
-                            && chunks.is_drained()
-                        {
-                            session.put_back(chunks.into_stream()).await;
-                        }
-                        return Some((Ok(LaunchOutput::Exited(i64::from_le_bytes(code))), None));
+        let state = (chunks, self.session.clone(), self.sandbox.clone());
+        let followed = futures_util::stream::unfold(Some(state), |state| async move {
+            let (mut chunks, session, sandbox) = state?;
+            let Some(chunk) = chunks.next().await else {
+                return Some((ended_early(sandbox.as_ref()).await, None));
+            };
+            let item = match chunk.split_first() {
+                Some((b'o', bytes)) => LaunchOutput::Stdout(Bytes::copy_from_slice(bytes)),
+                Some((b'e', bytes)) => LaunchOutput::Stderr(Bytes::copy_from_slice(bytes)),
+                Some((b'x', code)) => {
+                    let Ok(code) = <[u8; 8]>::try_from(code) else {
+                        return Some((Err(lost("its exit code was not one")), None));
+                    };
+                    // The answer's end; the session serves the next listing.
+                    if chunks.next().await.is_some_and(|end| end.is_empty()) && chunks.is_drained()
+                    {
+                        session.put_back(chunks.into_stream()).await;
                     }
-                    _ => return Some((Err(lost("it answered out of step")), None)),
-                };
-                Some((Ok(item), Some((chunks, session))))
-            }
+                    return Some((Ok(LaunchOutput::Exited(i64::from_le_bytes(code))), None));
+                }
+                _ => return Some((Err(lost("it answered out of step")), None)),
+            };
+            Some((Ok(item), Some((chunks, session, sandbox))))
         });
         Some(followed.boxed())
     }
